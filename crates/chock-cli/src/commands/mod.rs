@@ -1,0 +1,11 @@
+//! One module per command; each owns its clap arguments and its `run`.
+
+pub mod apply;
+pub mod diff;
+pub mod doctor;
+pub mod exec;
+pub mod login;
+pub mod policy;
+pub mod run;
+pub mod sessions;
+pub mod workspace;

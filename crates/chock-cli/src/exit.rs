@@ -1,0 +1,64 @@
+//! Exit statuses, in one place so docs/cli.md can list them and every command agrees.
+//!
+//! | status | meaning |
+//! |---|---|
+//! | 0 | success (for `exec`: the command's own status is passed through) |
+//! | 1 | the command ran and failed (a verify that found a break, a doctor with a layer off, …) |
+//! | 2 | bad input: usage, a malformed chock.toml or config, an unknown session; nothing ran |
+//! | 123 | the act was refused by the policy table or by a person |
+//! | 124 | the command timed out, and everything it started was killed |
+//! | 125 | a sandbox layer could not be applied; the command did not run |
+
+use std::process::ExitCode;
+
+/// Success.
+pub const OK: u8 = 0;
+/// The command ran and reported failure.
+pub const FAILURE: u8 = 1;
+/// Bad input: nothing ran.
+pub const BAD_INPUT: u8 = 2;
+/// The act was refused (policy deny, a person said no, or nobody was there to ask).
+pub const REFUSED: u8 = 123;
+/// The command timed out.
+pub const TIMED_OUT: u8 = 124;
+/// A sandbox layer could not be applied.
+pub const LAYER_MISSING: u8 = 125;
+
+/// An error that already knows its exit status, for errors raised deliberately by a command.
+#[derive(Debug)]
+pub struct Exit {
+    pub status: u8,
+    pub message: String,
+}
+
+impl Exit {
+    pub fn new(status: u8, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// Turns a command's outcome into the process's exit status, printing any error on stderr.
+pub fn finish(outcome: anyhow::Result<ExitCode>) -> ExitCode {
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            let status = err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.status);
+            eprintln!("chock: {err:#}");
+            ExitCode::from(status)
+        }
+    }
+}
+
+/// Usage errors exit 2; `--help` and `--version` exit 0.
+pub fn clap_error(err: &clap::Error) -> ExitCode {
+    let _ = err.print();
+    if err.use_stderr() { ExitCode::from(BAD_INPUT) } else { ExitCode::from(OK) }
+}

@@ -1,0 +1,69 @@
+//! `chock`: the command line. A thin edge: every command parses its arguments, calls a library crate,
+//! and turns the outcome into output and an exit status (see `exit.rs` and docs/cli.md).
+
+mod commands;
+mod exit;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Chock: a sandbox-first AI coding harness.
+#[derive(Debug, Parser)]
+#[command(name = "chock", version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// A task, given after `--` (`chock -- fix the parser`). A first word that is not a command is
+    /// refused, so a typo never becomes a task that spends money.
+    #[arg(last = true)]
+    task: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the agent on a task (from the arguments, or standard input).
+    Run(commands::run::RunArgs),
+    /// Run one command exactly as the agent's run_command tool would: confined, in a throwaway copy.
+    Exec(commands::exec::ExecArgs),
+    /// Try every sandbox layer for real and say which are on.
+    Doctor(commands::doctor::DoctorArgs),
+    /// Check an act against the policy table, or validate a table.
+    #[command(subcommand)]
+    Policy(commands::policy::PolicyCommand),
+    /// List, show, verify and seal session logs.
+    #[command(subcommand)]
+    Sessions(commands::sessions::SessionsCommand),
+    /// Show what a session changed in its workspace.
+    Diff(commands::diff::DiffArgs),
+    /// Write a session's selected changes into the real project (decided by `workspace.apply`).
+    Apply(commands::apply::ApplyArgs),
+    /// Revert exactly what one apply wrote.
+    Undo(commands::apply::UndoArgs),
+    /// Manage session workspaces.
+    #[command(subcommand)]
+    Workspace(commands::workspace::WorkspaceCommand),
+    /// Store a provider's API key in the OS keyring, or a 0600 file.
+    Login(commands::login::LoginArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return exit::clap_error(&err),
+    };
+    let outcome = match cli.command {
+        Some(Command::Run(args)) => commands::run::run(args),
+        Some(Command::Exec(args)) => commands::exec::run(args),
+        Some(Command::Doctor(args)) => commands::doctor::run(args),
+        Some(Command::Policy(cmd)) => commands::policy::run(cmd),
+        Some(Command::Sessions(cmd)) => commands::sessions::run(cmd),
+        Some(Command::Diff(args)) => commands::diff::run(args),
+        Some(Command::Apply(args)) => commands::apply::run_apply(args),
+        Some(Command::Undo(args)) => commands::apply::run_undo(args),
+        Some(Command::Workspace(cmd)) => commands::workspace::run(cmd),
+        Some(Command::Login(args)) => commands::login::run(args),
+        None => commands::run::run_task_words(cli.task),
+    };
+    exit::finish(outcome)
+}

@@ -1,0 +1,2 @@
+//! The hash-chained, signable session log and the redaction funnel.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! The policy table: action names, chock.toml and the org bundle, resolution, the ratchet.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! Model providers: Anthropic Messages, OpenAI Responses, Chat Completions, and the offline player.
+#![forbid(unsafe_code)]

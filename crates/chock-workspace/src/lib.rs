@@ -1,0 +1,2 @@
+//! The throwaway workspace: git and overlay backings, diff review, audited apply and undo.
+#![forbid(unsafe_code)]
