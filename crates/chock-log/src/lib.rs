@@ -1,2 +1,38 @@
-//! The hash-chained, signable session log and the redaction funnel.
+//! The session log: one directory per session holding `log.jsonl`, an append-only file of
+//! hash-chained JSON lines, a writer lock, and optionally a signed seal.
+//!
+//! Why it looks like this: the log is the record of what the harness decided and did, so it
+//! must survive a crash (every line is fsynced before the act it describes), show any later
+//! edit (each line carries the SHA-256 of the previous line), never contain a known secret
+//! (the redaction funnel runs before any byte is written), and be checkable on another
+//! machine (the Ed25519 seal). docs/log.md describes the format for readers in any language.
 #![forbid(unsafe_code)]
+
+mod error;
+mod fsutil;
+mod id;
+mod kind;
+mod line;
+mod lock;
+mod read;
+mod redact;
+mod seal;
+mod verify;
+mod writer;
+
+pub use error::LogError;
+pub use id::{SessionId, default_seal_key_path, sessions_root};
+pub use kind::{EventKind, UnknownKind};
+pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
+pub use lock::{LOCK_FILE, Liveness, is_live};
+pub use read::{SessionSummary, find_session, list_sessions, read_events};
+pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
+pub use seal::{
+    SEAL_FILE, SEAL_FORMAT, Seal, load_or_create_key, public_key_path, public_key_pem,
+    read_public_key, seal,
+};
+pub use verify::{
+    Head, KeyCheck, Problem, ProblemKind, SealCheck, TornTail, VerifyOptions, VerifyReport, verify,
+    verify_with,
+};
+pub use writer::{Log, SessionHeader, TORN_FILE};

@@ -1,0 +1,333 @@
+//! The writer: creates a session directory and appends durable, redacted, chained lines.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde_json::{Map, Value, json};
+
+use crate::fsutil::{create_private_dir_all, sync_dir};
+use crate::line::{LOG_FILE, LOG_FORMAT, genesis_hash, now_rfc3339, render_line, sha256_hex};
+use crate::lock::WriterLock;
+use crate::redact::{MIN_SECRET_LEN, Redactor};
+use crate::{EventKind, LogError, SessionId};
+
+/// What line 0 (`session.start`) says about the session, beyond what the log fills in itself
+/// (`format`, `session_id`, `chock_version`, `pid`).
+#[derive(Debug, Clone, Default)]
+pub struct SessionHeader {
+    /// The real project the session works on.
+    pub project: Option<PathBuf>,
+    /// The session that spawned this one (`session.spawn` in the parent names this one back).
+    pub parent: Option<SessionId>,
+    /// Secrets known before the first line is written (the provider's API key): the header
+    /// itself already passes through the redaction funnel.
+    pub secrets: Vec<String>,
+    /// Further fields for `session.start`'s data (model, provider, policy file, …). They
+    /// cannot replace the fields the log fills in.
+    pub extra: Map<String, Value>,
+}
+
+/// An open session log. Cheap to clone and shareable across threads: all clones append to the
+/// same file under one mutex, so `seq` and `prev` stay a single chain.
+#[derive(Debug, Clone)]
+pub struct Log {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    dir: PathBuf,
+    id: SessionId,
+    path: PathBuf,
+    state: Mutex<State>,
+    _lock: WriterLock,
+}
+
+#[derive(Debug)]
+struct State {
+    file: File,
+    next_seq: u64,
+    prev: String,
+    len: u64,
+    redactor: Redactor,
+    poisoned: Option<String>,
+}
+
+/// How many fresh ids to try if a directory name is already taken (same second, same suffix).
+const ID_ATTEMPTS: usize = 16;
+
+impl Log {
+    /// Creates a new session under `root` (normally [`crate::sessions_root`]): a fresh
+    /// directory (0700) named by a new [`SessionId`], its writer lock, and `log.jsonl` whose
+    /// line 0 is `session.start`, durable before this returns.
+    ///
+    /// The directory is new, so no other writer can hold it; [`Log::open`] is the path that
+    /// refuses a directory with a live writer.
+    pub fn create(root: &Path, header: SessionHeader) -> Result<Log, LogError> {
+        create_private_dir_all(root)?;
+        let (id, dir) = make_session_dir(root)?;
+        let lock = WriterLock::acquire(&dir)?;
+        let path = dir.join(LOG_FILE);
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| LogError::io("create", &path, e))?;
+        let mut redactor = Redactor::default();
+        for secret in &header.secrets {
+            if !redactor.add(secret) {
+                return Err(short_secret(secret));
+            }
+        }
+        let state = State {
+            file,
+            next_seq: 0,
+            prev: genesis_hash(id.as_str()),
+            len: 0,
+            redactor,
+            poisoned: None,
+        };
+        let log = Log {
+            shared: Arc::new(Shared {
+                dir: dir.clone(),
+                id: id.clone(),
+                path,
+                state: Mutex::new(state),
+                _lock: lock,
+            }),
+        };
+        log.append(EventKind::SessionStart, None, start_data(&id, header))?;
+        sync_dir(&dir)?;
+        sync_dir(root)?;
+        Ok(log)
+    }
+
+    /// Appends one event and returns its `seq` once the line is durable: written, then
+    /// `fdatasync`ed, before this returns. Every string in `data` and `call_id` passes through
+    /// the redaction funnel first. `data` should be a JSON object; `null` becomes `{}` and any
+    /// other value is kept as `{"value": …}` so nothing is lost.
+    ///
+    /// If a write fails the file is cut back to the last whole line; if even that fails the
+    /// log refuses every further append ([`LogError::Poisoned`]) rather than chain onto a torn
+    /// line.
+    pub fn append(
+        &self,
+        kind: EventKind,
+        call_id: Option<&str>,
+        data: Value,
+    ) -> Result<u64, LogError> {
+        let mut state = self.state();
+        if let Some(reason) = &state.poisoned {
+            return Err(LogError::Poisoned {
+                path: self.shared.path.clone(),
+                reason: reason.clone(),
+            });
+        }
+        let data = match state.redactor.redact_value(data) {
+            Value::Object(map) => Value::Object(map),
+            Value::Null => Value::Object(Map::new()),
+            other => json!({ "value": other }),
+        };
+        let call_id = call_id.map(|c| state.redactor.redact_str(c));
+        let seq = state.next_seq;
+        let line = render_line(
+            seq,
+            &now_rfc3339(),
+            kind,
+            call_id.as_deref(),
+            &state.prev,
+            &data,
+        )
+        .map_err(|source| LogError::Serialize {
+            kind: kind.as_str(),
+            source,
+        })?;
+        let path = &self.shared.path;
+        if let Err(e) = state.file.write_all(&line) {
+            let len = state.len;
+            if let Err(cut) = state.file.set_len(len) {
+                state.poisoned = Some(format!(
+                    "write failed ({e}) and cutting back failed ({cut})"
+                ));
+            }
+            return Err(LogError::io("append to", path, e));
+        }
+        if let Err(e) = state.file.sync_data() {
+            // After a failed fsync the page cache cannot be trusted to reach the disk.
+            state.poisoned = Some(format!("fdatasync failed: {e}"));
+            return Err(LogError::io("fdatasync", path, e));
+        }
+        state.prev = sha256_hex(&line);
+        state.len += line.len() as u64;
+        state.next_seq = seq + 1;
+        Ok(seq)
+    }
+
+    /// Adds a secret to the redaction funnel: from now on it is replaced by `[REDACTED]` in
+    /// every event before it is written. Secrets shorter than [`MIN_SECRET_LEN`] characters
+    /// are refused ([`LogError::SecretTooShort`]): redacting them would mangle everything.
+    pub fn add_secret(&self, secret: &str) -> Result<(), LogError> {
+        if self.state().redactor.add(secret) {
+            Ok(())
+        } else {
+            Err(short_secret(secret))
+        }
+    }
+
+    /// The session directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.shared.id
+    }
+
+    /// The seq the next event will get and the hash it will chain from.
+    pub fn head(&self) -> (u64, String) {
+        let state = self.state();
+        (state.next_seq, state.prev.clone())
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock happens before any write (serialisation), so the
+        // state is still consistent.
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Where a torn tail is moved when a session is reopened: nothing a crash left is thrown away.
+pub const TORN_FILE: &str = "log.jsonl.torn";
+
+impl Log {
+    /// Reopens an existing session in `dir` to append to it (resuming after a crash or a
+    /// clean end). Refuses a directory whose writer is alive ([`LogError::Busy`]) and a log
+    /// whose chain is broken ([`LogError::Broken`]). A torn tail is appended to
+    /// `log.jsonl.torn`, cut from the log, and recorded in a `note` event, so the chain goes on
+    /// from the last whole line. Secrets are not stored: add them again with
+    /// [`Log::add_secret`].
+    pub fn open(dir: &Path) -> Result<Log, LogError> {
+        let lock = WriterLock::acquire(dir)?;
+        let report = crate::verify(dir)?;
+        if let Some(first) = report.problems.first() {
+            return Err(LogError::Broken {
+                dir: dir.to_owned(),
+                reason: first.to_string(),
+            });
+        }
+        let head = report.head.ok_or_else(|| LogError::Broken {
+            dir: dir.to_owned(),
+            reason: "the log has no complete event".into(),
+        })?;
+        let id = SessionId::parse(&report.session_id)?;
+        let path = dir.join(LOG_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| LogError::io("open", &path, e))?;
+        let mut len = report.bytes;
+        if let Some(torn) = &report.torn_tail {
+            save_torn_tail(dir, &mut file, torn.offset)?;
+            file.set_len(torn.offset)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| LogError::io("cut torn tail from", &path, e))?;
+            len = torn.offset;
+        }
+        let state = State {
+            file,
+            next_seq: head.seq + 1,
+            prev: head.hash,
+            len,
+            redactor: Redactor::default(),
+            poisoned: None,
+        };
+        let log = Log {
+            shared: Arc::new(Shared {
+                dir: dir.to_owned(),
+                id,
+                path,
+                state: Mutex::new(state),
+                _lock: lock,
+            }),
+        };
+        if let Some(torn) = report.torn_tail {
+            log.append(
+                EventKind::Note,
+                None,
+                json!({
+                    "text": "reopened after a torn write; the torn bytes were moved out of the log",
+                    "torn_line": torn.line,
+                    "torn_bytes": torn.len,
+                    "saved_to": TORN_FILE,
+                }),
+            )?;
+        }
+        Ok(log)
+    }
+}
+
+fn save_torn_tail(dir: &Path, log_file: &mut File, offset: u64) -> Result<(), LogError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let log_path = dir.join(LOG_FILE);
+    let mut torn = Vec::new();
+    log_file
+        .seek(SeekFrom::Start(offset))
+        .and_then(|_| log_file.read_to_end(&mut torn))
+        .map_err(|e| LogError::io("read torn tail of", &log_path, e))?;
+    let path = dir.join(TORN_FILE);
+    let mut out = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| LogError::io("open", &path, e))?;
+    out.write_all(&torn)
+        .and_then(|()| out.sync_data())
+        .map_err(|e| LogError::io("write", &path, e))
+}
+
+fn short_secret(secret: &str) -> LogError {
+    LogError::SecretTooShort {
+        len: secret.chars().count(),
+        min: MIN_SECRET_LEN,
+    }
+}
+
+fn make_session_dir(root: &Path) -> Result<(SessionId, PathBuf), LogError> {
+    let mut last_err = None;
+    for _ in 0..ID_ATTEMPTS {
+        let id = SessionId::new();
+        let dir = root.join(id.as_str());
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok((id, dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some((dir, e)),
+            Err(e) => return Err(LogError::io("create session dir", &dir, e)),
+        }
+    }
+    let (dir, e) =
+        last_err.unwrap_or_else(|| (root.to_owned(), std::io::Error::other("no attempt made")));
+    Err(LogError::io("create session dir", dir, e))
+}
+
+fn start_data(id: &SessionId, header: SessionHeader) -> Value {
+    let mut data = header.extra;
+    data.insert("format".into(), json!(LOG_FORMAT));
+    data.insert("session_id".into(), json!(id.as_str()));
+    data.insert("chock_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    data.insert("pid".into(), json!(std::process::id()));
+    data.insert(
+        "project".into(),
+        json!(header.project.map(|p| p.to_string_lossy().into_owned())),
+    );
+    data.insert("parent".into(), json!(header.parent.map(|p| p.to_string())));
+    Value::Object(data)
+}
