@@ -18,7 +18,6 @@
 use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 /// The act failed with an errno.
@@ -210,6 +209,7 @@ fn setuid_probe(program: &str, rest: &[&str]) -> i32 {
         Err(e) => return errno_result::<(), _>(Err(e)),
     };
     let pid = child.id();
+    let base = program.rsplit('/').next().unwrap_or(program);
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -229,9 +229,10 @@ fn setuid_probe(program: &str, rest: &[&str]) -> i32 {
             let comm = field("Name:").join("");
             let state = field("State:").join(" ");
             last = format!("name={comm} state={state}");
-            // Sleeping after exec: the set-uid program itself is running and waiting for input.
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-            if state.starts_with('S') && exe.as_os_str().as_bytes() == program.as_bytes() {
+            // Sleeping under the program's own name: the exec happened and the set-uid program is
+            // waiting for input. (`/proc/<pid>/exe` is unreadable for a set-uid process, `Name:`
+            // is not; it is the file name cut to 15 bytes.)
+            if state.starts_with('S') && comm.as_bytes() == &base.as_bytes()[..base.len().min(15)] {
                 let uid = field("Uid:");
                 println!(
                     "euid={} capeff={} capprm={} name={comm}",
@@ -254,19 +255,37 @@ fn setuid_probe(program: &str, rest: &[&str]) -> i32 {
     INCONCLUSIVE
 }
 
+/// Every network interface this process can see, one name a line (from `if_nameindex`, which asks
+/// the kernel through the process's own network namespace, not through a mounted /proc or /sys).
 fn ifaces() -> i32 {
-    match nix::ifaddrs::getifaddrs() {
-        Ok(addrs) => {
-            let mut names: Vec<String> = addrs.map(|a| a.interface_name).collect();
-            names.sort();
-            names.dedup();
-            for n in names {
-                println!("{n}");
-            }
-            REFUSED
-        }
-        Err(e) => errno_result::<(), _>(Err(e)),
+    // SAFETY: if_nameindex has no preconditions; it returns null on failure.
+    let list = unsafe { libc::if_nameindex() };
+    if list.is_null() {
+        return refused(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
     }
+    let mut names = Vec::new();
+    let mut i = 0;
+    loop {
+        // SAFETY: the array ends with an entry whose index is 0 and name is null; we stop there.
+        let entry = unsafe { &*list.add(i) };
+        if entry.if_index == 0 || entry.if_name.is_null() {
+            break;
+        }
+        // SAFETY: a non-null if_name is a NUL-terminated string owned by the list.
+        names.push(
+            unsafe { std::ffi::CStr::from_ptr(entry.if_name) }
+                .to_string_lossy()
+                .into_owned(),
+        );
+        i += 1;
+    }
+    // SAFETY: freeing the list if_nameindex returned, once, after the last use of its entries.
+    unsafe { libc::if_freenameindex(list) };
+    names.sort();
+    for n in names {
+        println!("{n}");
+    }
+    REFUSED
 }
 
 /// Every process this process can see in `/proc`, as `pid cmdline`.
@@ -338,7 +357,7 @@ fn daemonize(marker: &str, delay_ms: &str, keep_stdio: bool) -> i32 {
         Err(e) => errno_result::<(), _>(Err(e)),
         Ok(nix::unistd::ForkResult::Parent { child }) => {
             let _ = nix::sys::wait::waitpid(child, None);
-            println!("succeeded daemon started");
+            println!("daemon started");
             REFUSED
         }
         Ok(nix::unistd::ForkResult::Child) => {
@@ -346,16 +365,15 @@ fn daemonize(marker: &str, delay_ms: &str, keep_stdio: bool) -> i32 {
             // SAFETY: as above, single-threaded.
             match unsafe { nix::unistd::fork() } {
                 Ok(nix::unistd::ForkResult::Child) => {
-                    if !keep_stdio {
-                        if let Ok(null) = std::fs::File::options()
+                    if !keep_stdio
+                        && let Ok(null) = std::fs::File::options()
                             .read(true)
                             .write(true)
                             .open("/dev/null")
-                        {
-                            for fd in 0..3 {
-                                // SAFETY: dup2 onto the standard descriptors of this process.
-                                unsafe { libc::dup2(null.as_raw_fd(), fd) };
-                            }
+                    {
+                        for fd in 0..3 {
+                            // SAFETY: dup2 onto the standard descriptors of this process.
+                            unsafe { libc::dup2(null.as_raw_fd(), fd) };
                         }
                     }
                     // Ignore the polite signals: only a kill of the whole tree may stop us.
