@@ -1,2 +1,33 @@
 //! The policy table: action names, chock.toml and the org bundle, resolution, the ratchet.
+//!
+//! Every act Chock may perform has an action name ([`Action`]); the table maps names to a
+//! [`Decision`]. Three files feed it — the shipped defaults, the organisation's bundle and the
+//! project's `chock.toml` — plus the session's ratchet, which only narrows. The crate is pure: it reads
+//! files and environment variables when asked to load, and never touches the kernel. See docs/policy.md.
 #![forbid(unsafe_code)]
+
+mod action;
+pub mod catalogue;
+mod decision;
+mod error;
+mod file;
+mod limits;
+mod pattern;
+mod policy;
+mod ratchet;
+mod sandbox;
+mod table;
+
+pub use action::{Action, ActionError, ExecClass, reverse_host};
+pub use decision::Decision;
+pub use error::{ErrorKind, PolicyError};
+pub use limits::{LimitsConfig, SubagentsConfig};
+pub use pattern::{Pattern, Specificity};
+pub use policy::{
+    DEFAULT_ORG_BUNDLE, DecidedBy, ORG_POLICY_ENV, PROJECT_FILE, Policy, SHIPPED_DEFAULTS,
+    SHIPPED_DEFAULTS_NAME, Source, Sources, Verdict, org_bundle_path, project_file_path,
+    read_source, shipped_defaults,
+};
+pub use ratchet::{Ratchet, RatchetError};
+pub use sandbox::SandboxConfig;
+pub use table::{Rule, RuleTable};

@@ -1,0 +1,304 @@
+//! Reading one policy file (chock.toml, the org bundle, or the shipped defaults) into checked parts.
+//!
+//! The same parser reads all three, so the shipped defaults are held to every rule a project is.
+//! Unknown fields are refused everywhere: a misspelt key that was silently ignored would look like a
+//! rule that is in force.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::catalogue;
+use crate::decision::Decision;
+use crate::error::{ErrorKind, Located, PolicyError};
+use crate::limits::{LimitsConfig, SubagentsConfig};
+use crate::pattern::Pattern;
+use crate::sandbox::{self, Access, PathContext, SandboxConfig};
+use crate::table::{Rule, RuleTable};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    rule: Vec<RawRule>,
+    sandbox: Option<RawSandbox>,
+    limits: Option<RawLimits>,
+    subagents: Option<RawSubagents>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    action: Spanned<String>,
+    decision: Spanned<String>,
+    why: Option<String>,
+}
+
+type SpannedList = Option<Spanned<Vec<Spanned<String>>>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSandbox {
+    read: SpannedList,
+    write: SpannedList,
+    env: SpannedList,
+    forbid: SpannedList,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    timeout_secs: Option<Spanned<u64>>,
+    memory_mb: Option<Spanned<u64>>,
+    pids: Option<Spanned<u64>>,
+    cpu_percent: Option<Spanned<u64>>,
+    file_size_mb: Option<Spanned<u64>>,
+    open_files: Option<Spanned<u64>>,
+    tmp_size_mb: Option<Spanned<u64>>,
+}
+
+impl RawLimits {
+    fn by_name(&self, name: &str) -> Option<&Spanned<u64>> {
+        match name {
+            "timeout_secs" => self.timeout_secs.as_ref(),
+            "memory_mb" => self.memory_mb.as_ref(),
+            "pids" => self.pids.as_ref(),
+            "cpu_percent" => self.cpu_percent.as_ref(),
+            "file_size_mb" => self.file_size_mb.as_ref(),
+            "open_files" => self.open_files.as_ref(),
+            "tmp_size_mb" => self.tmp_size_mb.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubagents {
+    max_depth: Option<Spanned<u64>>,
+    max_width: Option<Spanned<u64>>,
+}
+
+impl RawSubagents {
+    fn by_name(&self, name: &str) -> Option<&Spanned<u64>> {
+        match name {
+            "max_depth" => self.max_depth.as_ref(),
+            "max_width" => self.max_width.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Which layer a file is: it decides which tables the file may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The shipped defaults: rules only.
+    Shipped,
+    /// The org bundle: rules, `[sandbox] forbid`, and ceilings in `[limits]`/`[subagents]`.
+    Org,
+    /// The project's chock.toml: rules, `[sandbox] read/write/env`, `[limits]`, `[subagents]`.
+    Project,
+}
+
+/// A limit value as written, with where it was written, for checking against a ceiling.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    pub value: u64,
+    /// `file:line`, for naming it in another file's error.
+    pub place: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// One file, parsed and checked on its own (cross-layer checks happen in `policy.rs`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ParsedFile {
+    pub rules: RuleTable,
+    /// Byte span of each rule's `action` value, for cross-layer errors.
+    pub rule_spans: Vec<Range<usize>>,
+    pub sandbox: SandboxConfig,
+    /// Org only: forbidden paths with `file:line`.
+    pub forbidden: Vec<(PathBuf, String)>,
+    /// Limits and subagent values as written (name, value, place).
+    pub limits: Vec<(&'static str, Written)>,
+    pub subagents: Vec<(&'static str, Written)>,
+}
+
+/// Parses one file. `ctx` carries what sandbox path checks need (for a project: the org's forbids).
+pub(crate) fn parse(
+    file: &Path,
+    text: &str,
+    role: Role,
+    ctx: &PathContext,
+) -> Result<ParsedFile, PolicyError> {
+    let loc = Located { file, text };
+    let raw: RawFile = toml::from_str(text).map_err(|err| {
+        let span = err.span().unwrap_or(0..0);
+        loc.error(span, ErrorKind::Toml(err.message().trim().to_owned()))
+    })?;
+
+    let mut parsed = ParsedFile::default();
+    let mut rules = Vec::with_capacity(raw.rule.len());
+    for raw_rule in raw.rule {
+        let span = raw_rule.action.span();
+        let action_text = raw_rule.action.get_ref();
+        let pattern = Pattern::parse(action_text)
+            .map_err(|e| loc.error(span.clone(), ErrorKind::MalformedAction(e)))?;
+        if !catalogue::pattern_is_defined(&pattern) {
+            return Err(loc.error(span, ErrorKind::UndefinedAction));
+        }
+        let decision = Decision::from_name(raw_rule.decision.get_ref())
+            .ok_or_else(|| loc.error(raw_rule.decision.span(), ErrorKind::UnknownDecision))?;
+        rules.push(Rule {
+            pattern,
+            decision,
+            why: raw_rule.why,
+            file: file.to_path_buf(),
+            line: loc.line(span.start),
+        });
+        parsed.rule_spans.push(span);
+    }
+    parsed.rules = RuleTable::new(rules);
+    if let Some((earlier, later)) = parsed.rules.first_ambiguous_pair() {
+        let index = parsed
+            .rules
+            .rules()
+            .iter()
+            .position(|r| std::ptr::eq(r, later))
+            .unwrap_or(0);
+        let span = parsed.rule_spans.get(index).cloned().unwrap_or(0..0);
+        return Err(loc.error(
+            span,
+            ErrorKind::Ambiguous {
+                other: format!("the rule at {} (`{}`)", earlier.place(), earlier.pattern),
+                other_decision: earlier.decision.to_string(),
+                decision: later.decision.to_string(),
+            },
+        ));
+    }
+
+    if let Some(sandbox) = raw.sandbox {
+        parse_sandbox(&loc, sandbox, role, ctx, &mut parsed)?;
+    }
+    if let Some(limits) = raw.limits {
+        refuse_in_shipped(&loc, role, text, "[limits]")?;
+        let mut names = LimitsConfig::default();
+        for (name, _) in names.fields_mut() {
+            if let Some(value) = limits.by_name(name) {
+                parsed.limits.push((name, written(&loc, value, 1)?));
+            }
+        }
+    }
+    if let Some(subagents) = raw.subagents {
+        refuse_in_shipped(&loc, role, text, "[subagents]")?;
+        let mut names = SubagentsConfig::default();
+        for (name, _) in names.fields_mut() {
+            if let Some(value) = subagents.by_name(name) {
+                parsed.subagents.push((name, written(&loc, value, 0)?));
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+fn written(loc: &Located<'_>, value: &Spanned<u64>, min: u64) -> Result<Written, PolicyError> {
+    if *value.get_ref() < min {
+        return Err(loc.error(
+            value.span(),
+            ErrorKind::Limit(format!("must be at least {min}")),
+        ));
+    }
+    let (line, column) = loc.line_column(value.span().start);
+    Ok(Written {
+        value: *value.get_ref(),
+        place: loc.place(value.span().start),
+        line,
+        column,
+    })
+}
+
+fn refuse_in_shipped(
+    loc: &Located<'_>,
+    role: Role,
+    text: &str,
+    table: &str,
+) -> Result<(), PolicyError> {
+    if role == Role::Shipped {
+        let at = text.find(table).unwrap_or(0);
+        return Err(loc.error(
+            at..at + table.len(),
+            ErrorKind::Toml(format!("the shipped defaults hold rules only, not {table}")),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_sandbox(
+    loc: &Located<'_>,
+    raw: RawSandbox,
+    role: Role,
+    ctx: &PathContext,
+    parsed: &mut ParsedFile,
+) -> Result<(), PolicyError> {
+    let wrong_layer = |list: &Spanned<Vec<Spanned<String>>>, why: &str| {
+        loc.error(list.span(), ErrorKind::SandboxPath(why.to_owned()))
+    };
+    match role {
+        Role::Shipped => {
+            let any = raw
+                .read
+                .as_ref()
+                .or(raw.write.as_ref())
+                .or(raw.env.as_ref())
+                .or(raw.forbid.as_ref());
+            if let Some(list) = any {
+                return Err(wrong_layer(list, "the shipped defaults hold rules only"));
+            }
+        }
+        Role::Org => {
+            if let Some(list) = raw
+                .read
+                .as_ref()
+                .or(raw.write.as_ref())
+                .or(raw.env.as_ref())
+            {
+                return Err(wrong_layer(
+                    list,
+                    "the org bundle may only `forbid` paths; projects add read, write and env",
+                ));
+            }
+        }
+        Role::Project => {
+            if let Some(list) = raw.forbid.as_ref() {
+                return Err(wrong_layer(list, "`forbid` belongs in the org bundle"));
+            }
+        }
+    }
+    let lists = [
+        (raw.read, Access::Read),
+        (raw.write, Access::Write),
+        (raw.forbid, Access::Forbid),
+    ];
+    for (list, access) in lists {
+        for item in list.map(Spanned::into_inner).unwrap_or_default() {
+            let span = item.span();
+            let bad = |why: String| loc.error(span.clone(), ErrorKind::SandboxPath(why));
+            let path = sandbox::expand(item.get_ref(), ctx.home.as_deref()).map_err(bad)?;
+            sandbox::check_path(&path, access, ctx)
+                .map_err(|why| loc.error(span.clone(), ErrorKind::SandboxPath(why)))?;
+            match access {
+                Access::Read => parsed.sandbox.read.push(path),
+                Access::Write => parsed.sandbox.write.push(path),
+                Access::Forbid => parsed.forbidden.push((path, loc.place(span.start))),
+            }
+        }
+    }
+    for item in raw.env.map(Spanned::into_inner).unwrap_or_default() {
+        sandbox::check_env_name(item.get_ref())
+            .map_err(|why| loc.error(item.span(), ErrorKind::SandboxEnv(why)))?;
+        parsed.sandbox.env.push(item.into_inner());
+    }
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! The loaded policy: shipped defaults, the org bundle, the project's chock.toml and the session ratchet.
+//!
+//! Resolution for an action, in order:
+//! 1. The project's most specific matching rule, and the org bundle's most specific matching rule.
+//!    If both match, the stricter answer wins (a project never loosens the org). If one matches, it
+//!    decides.
+//! 2. If neither matches: the shipped default's most specific matching rule, else `ask`.
+//! 3. The ratchet: the strictest matching entry, if stricter than the answer so far.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::action::Action;
+use crate::decision::Decision;
+use crate::error::{ErrorKind, Located, PolicyError};
+use crate::file::{self, ParsedFile, Role};
+use crate::limits::{LimitsConfig, SubagentsConfig};
+use crate::ratchet::{Ratchet, RatchetError};
+use crate::sandbox::{PathContext, SandboxConfig};
+use crate::table::{Rule, RuleTable};
+
+/// The shipped defaults, reviewed in one file.
+pub const SHIPPED_DEFAULTS: &str = include_str!("defaults.toml");
+/// The name the shipped defaults carry in messages.
+pub const SHIPPED_DEFAULTS_NAME: &str = "<shipped defaults>";
+/// Where the org bundle is read when `CHOCK_ORG_POLICY` is not set.
+pub const DEFAULT_ORG_BUNDLE: &str = "/etc/chock/org.toml";
+/// The environment variable naming another org bundle path.
+pub const ORG_POLICY_ENV: &str = "CHOCK_ORG_POLICY";
+/// The project file's name.
+pub const PROJECT_FILE: &str = "chock.toml";
+
+/// The text of one policy file and the name it is reported under.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub path: PathBuf,
+    pub text: String,
+}
+
+/// Everything [`Policy::from_sources`] reads, so tests can load a policy with no files or environment.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// The project's chock.toml, if it has one.
+    pub project: Option<Source>,
+    /// The org bundle, if there is one.
+    pub org: Option<Source>,
+    /// The real project directory (absolute), for refusing write paths into it.
+    pub project_dir: Option<PathBuf>,
+    /// `$HOME`, for `~/` and for refusing the whole home directory.
+    pub home: Option<PathBuf>,
+}
+
+/// What decided a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// A rule in the project's chock.toml.
+    Project {
+        file: PathBuf,
+        line: usize,
+        pattern: String,
+    },
+    /// A rule in the org bundle.
+    Org {
+        file: PathBuf,
+        line: usize,
+        pattern: String,
+    },
+    /// An entry the session added to its ratchet.
+    Ratchet { pattern: String },
+    /// A row of the shipped defaults.
+    ShippedDefault {
+        pattern: String,
+        why: Option<String>,
+    },
+    /// Nothing matched: the answer is `ask`.
+    NoRule,
+}
+
+impl fmt::Display for DecidedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecidedBy::Project {
+                file,
+                line,
+                pattern,
+            } => write!(f, "{}:{line} (rule `{pattern}`)", file.display()),
+            DecidedBy::Org {
+                file,
+                line,
+                pattern,
+            } => {
+                write!(f, "org bundle {}:{line} (rule `{pattern}`)", file.display())
+            }
+            DecidedBy::Ratchet { pattern } => write!(f, "ratchet (restriction `{pattern}`)"),
+            DecidedBy::ShippedDefault { pattern, .. } => write!(f, "shipped default `{pattern}`"),
+            DecidedBy::NoRule => f.write_str("no rule and no shipped default"),
+        }
+    }
+}
+
+/// The answer for one action and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    pub decided_by: DecidedBy,
+}
+
+/// The policy a session runs under. Read before the sandbox exists; the ratchet is its only mutable part.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    project: RuleTable,
+    org: RuleTable,
+    defaults: RuleTable,
+    ratchet: Ratchet,
+    sandbox: SandboxConfig,
+    limits: LimitsConfig,
+    subagents: SubagentsConfig,
+    project_file: Option<PathBuf>,
+    org_file: Option<PathBuf>,
+}
+
+/// The shipped defaults, parsed once.
+pub fn shipped_defaults() -> Result<&'static RuleTable, PolicyError> {
+    static PARSED: OnceLock<Result<RuleTable, PolicyError>> = OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            file::parse(
+                Path::new(SHIPPED_DEFAULTS_NAME),
+                SHIPPED_DEFAULTS,
+                Role::Shipped,
+                &PathContext::default(),
+            )
+            .map(|parsed| parsed.rules)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Where the org bundle is: `$CHOCK_ORG_POLICY`, else `/etc/chock/org.toml`. The flag says whether
+/// the path was named explicitly (then it must exist).
+pub fn org_bundle_path() -> (PathBuf, bool) {
+    match std::env::var_os(ORG_POLICY_ENV) {
+        Some(path) if !path.is_empty() => (PathBuf::from(path), true),
+        _ => (PathBuf::from(DEFAULT_ORG_BUNDLE), false),
+    }
+}
+
+/// The path chock.toml is reported under for a project directory (`chock.toml` for `.`).
+pub fn project_file_path(project_dir: &Path) -> PathBuf {
+    if project_dir == Path::new(".") || project_dir.as_os_str().is_empty() {
+        PathBuf::from(PROJECT_FILE)
+    } else {
+        project_dir.join(PROJECT_FILE)
+    }
+}
+
+/// Reads a file; `Ok(None)` when it does not exist and `required` is false.
+pub fn read_source(path: &Path, required: bool) -> Result<Option<Source>, PolicyError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(Source {
+            path: path.to_path_buf(),
+            text,
+        })),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound && !required => Ok(None),
+        Err(err) => Err(PolicyError {
+            file: path.to_path_buf(),
+            line: 0,
+            column: 0,
+            kind: Box::new(ErrorKind::Io(err.to_string())),
+            text: String::new(),
+        }),
+    }
+}
+
+impl Policy {
+    /// Reads `<project_dir>/chock.toml` (if present) and the org bundle (`$CHOCK_ORG_POLICY`, which
+    /// must exist when set, else `/etc/chock/org.toml` if present), and checks both.
+    pub fn load(project_dir: &Path) -> Result<Policy, PolicyError> {
+        let project = read_source(&project_file_path(project_dir), false)?;
+        let (org_path, named) = org_bundle_path();
+        let org = read_source(&org_path, named)?;
+        let absolute = project_dir
+            .canonicalize()
+            .unwrap_or_else(|_| project_dir.to_path_buf());
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        Policy::from_sources(Sources {
+            project,
+            org,
+            project_dir: Some(absolute),
+            home,
+        })
+    }
+
+    /// Checks and combines the given sources. Every load error is a [`PolicyError`].
+    pub fn from_sources(sources: Sources) -> Result<Policy, PolicyError> {
+        let defaults = shipped_defaults()?.clone();
+        let mut ctx = PathContext {
+            home: sources.home.clone(),
+            project_dir: sources.project_dir.clone(),
+            policy_files: Vec::new(),
+            forbidden: Vec::new(),
+        };
+        for source in [&sources.project, &sources.org].into_iter().flatten() {
+            let absolute = source
+                .path
+                .canonicalize()
+                .unwrap_or_else(|_| source.path.clone());
+            ctx.policy_files.push(absolute);
+        }
+        let org = match &sources.org {
+            Some(src) => file::parse(&src.path, &src.text, Role::Org, &ctx)?,
+            None => ParsedFile::default(),
+        };
+        ctx.forbidden.clone_from(&org.forbidden);
+        let project = match &sources.project {
+            Some(src) => file::parse(&src.path, &src.text, Role::Project, &ctx)?,
+            None => ParsedFile::default(),
+        };
+        if let Some(src) = &sources.project {
+            check_org_conflicts(
+                &Located {
+                    file: &src.path,
+                    text: &src.text,
+                },
+                &project,
+                &org.rules,
+            )?;
+        }
+        let mut limits = LimitsConfig::default();
+        apply_numbers(
+            &mut limits.fields_mut(),
+            &project.limits,
+            &org.limits,
+            sources.project.as_ref(),
+        )?;
+        let mut subagents = SubagentsConfig::default();
+        apply_numbers(
+            &mut subagents.fields_mut(),
+            &project.subagents,
+            &org.subagents,
+            sources.project.as_ref(),
+        )?;
+        Ok(Policy {
+            project: project.rules,
+            org: org.rules,
+            defaults,
+            ratchet: Ratchet::default(),
+            sandbox: project.sandbox,
+            limits,
+            subagents,
+            project_file: sources.project.map(|s| s.path),
+            org_file: sources.org.map(|s| s.path),
+        })
+    }
+
+    /// Decides one action (see the module documentation for the order).
+    pub fn decide(&self, action: &Action) -> Verdict {
+        let project = self.project.most_specific(action);
+        let org = self.org.most_specific(action);
+        let mut verdict = match (project, org) {
+            (Some(p), Some(o)) if p.decision.is_stricter_than(o.decision) => project_verdict(p),
+            (_, Some(o)) => org_verdict(o),
+            (Some(p), None) => project_verdict(p),
+            (None, None) => match self.defaults.most_specific(action) {
+                Some(rule) => Verdict {
+                    decision: rule.decision,
+                    decided_by: DecidedBy::ShippedDefault {
+                        pattern: rule.pattern.to_string(),
+                        why: rule.why.clone(),
+                    },
+                },
+                None => Verdict {
+                    decision: Decision::Ask,
+                    decided_by: DecidedBy::NoRule,
+                },
+            },
+        };
+        if let Some((pattern, decision)) = self.ratchet.strictest(action)
+            && decision.is_stricter_than(verdict.decision)
+        {
+            verdict = Verdict {
+                decision,
+                decided_by: DecidedBy::Ratchet {
+                    pattern: pattern.to_string(),
+                },
+            };
+        }
+        verdict
+    }
+
+    /// Narrows the session's ratchet. Widening is refused: ask `ratchet.widen_action` instead.
+    pub fn restrict(&mut self, pattern: &str, decision: Decision) -> Result<(), RatchetError> {
+        self.ratchet.restrict(pattern, decision)
+    }
+
+    /// Removes ratchet entries inside `pattern`. Call this ONLY after `decide(ratchet.widen_action)`
+    /// was answered allow (by the table or by a person); this crate cannot check that answer.
+    pub fn widen(
+        &mut self,
+        pattern: &str,
+    ) -> Result<Vec<(crate::Pattern, Decision)>, RatchetError> {
+        self.ratchet.widen(pattern)
+    }
+
+    /// The session ratchet.
+    pub fn ratchet(&self) -> &Ratchet {
+        &self.ratchet
+    }
+
+    /// The validated `[sandbox]` table.
+    pub fn sandbox(&self) -> &SandboxConfig {
+        &self.sandbox
+    }
+
+    /// The `[limits]` in force (defaults, lowered to the org's ceilings).
+    pub fn limits(&self) -> &LimitsConfig {
+        &self.limits
+    }
+
+    /// The `[subagents]` bounds in force.
+    pub fn subagents(&self) -> &SubagentsConfig {
+        &self.subagents
+    }
+
+    /// The project's chock.toml, when it has one.
+    pub fn project_file(&self) -> Option<&Path> {
+        self.project_file.as_deref()
+    }
+
+    /// The org bundle, when there is one.
+    pub fn org_file(&self) -> Option<&Path> {
+        self.org_file.as_deref()
+    }
+
+    /// The project's rules.
+    pub fn project_rules(&self) -> &RuleTable {
+        &self.project
+    }
+
+    /// The org bundle's rules.
+    pub fn org_rules(&self) -> &RuleTable {
+        &self.org
+    }
+}
+
+fn project_verdict(rule: &Rule) -> Verdict {
+    Verdict {
+        decision: rule.decision,
+        decided_by: DecidedBy::Project {
+            file: rule.file.clone(),
+            line: rule.line,
+            pattern: rule.pattern.to_string(),
+        },
+    }
+}
+
+fn org_verdict(rule: &Rule) -> Verdict {
+    Verdict {
+        decision: rule.decision,
+        decided_by: DecidedBy::Org {
+            file: rule.file.clone(),
+            line: rule.line,
+            pattern: rule.pattern.to_string(),
+        },
+    }
+}
+
+/// A project rule conflicts with the org bundle when the org rule that covers the rule's whole set
+/// (the most specific org rule containing it) is stricter. Org rules strictly inside a broad project
+/// rule are not conflicts: the project rule still decides the rest of its set, and `decide` applies
+/// the org's stricter answer where it speaks.
+fn check_org_conflicts(
+    loc: &Located<'_>,
+    project: &ParsedFile,
+    org: &RuleTable,
+) -> Result<(), PolicyError> {
+    for (rule, span) in project.rules.rules().iter().zip(&project.rule_spans) {
+        if let Some(org_rule) = org.covering(&rule.pattern)
+            && org_rule.decision.is_stricter_than(rule.decision)
+        {
+            return Err(loc.error(
+                span.clone(),
+                ErrorKind::OrgConflict {
+                    org_rule: format!("{} (`{}`)", org_rule.place(), org_rule.pattern),
+                    org_decision: org_rule.decision.to_string(),
+                    decision: rule.decision.to_string(),
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Applies project values over defaults, then the org's ceilings: a default above a ceiling is lowered
+/// to it; a project value above a ceiling is an error naming both places.
+fn apply_numbers(
+    fields: &mut [(&'static str, &mut u64)],
+    project: &[(&'static str, file::Written)],
+    org: &[(&'static str, file::Written)],
+    project_source: Option<&Source>,
+) -> Result<(), PolicyError> {
+    for (name, value) in fields.iter_mut() {
+        let ceiling = org.iter().find(|(n, _)| n == name).map(|(_, w)| w);
+        let written = project.iter().find(|(n, _)| n == name).map(|(_, w)| w);
+        if let Some(w) = written {
+            if let (Some(c), Some(src)) = (ceiling, project_source)
+                && w.value > c.value
+            {
+                return Err(PolicyError {
+                    file: src.path.clone(),
+                    line: w.line,
+                    column: w.column,
+                    kind: Box::new(ErrorKind::Limit(format!(
+                        "`{name}` = {} is above the org bundle's ceiling {} at {}",
+                        w.value, c.value, c.place
+                    ))),
+                    text: w.value.to_string(),
+                });
+            }
+            **value = w.value;
+        } else if let Some(c) = ceiling {
+            **value = (**value).min(c.value);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! Table-driven: every shipped default, and the acts deliberately left without one.
+
+mod common;
+
+use chock_policy::{DecidedBy, Decision, catalogue};
+use common::{action, load};
+
+/// (an action, the decision the shipped defaults give it, the row that decides it; None = no row).
+const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
+    ("fs.read", Decision::Allow, Some("fs.read")),
+    ("fs.write", Decision::Allow, Some("fs.write")),
+    ("exec.system.ls", Decision::Allow, Some("exec.system.*")),
+    (
+        "exec.system.python3.12",
+        Decision::Allow,
+        Some("exec.system.*"),
+    ),
+    (
+        "exec.workspace.build-sh",
+        Decision::Allow,
+        Some("exec.workspace.*"),
+    ),
+    ("exec.extra.cargo", Decision::Allow, Some("exec.extra.*")),
+    (
+        "exec.devshell.gcc",
+        Decision::Allow,
+        Some("exec.devshell.*"),
+    ),
+    (
+        "exec.nix.store.gcc",
+        Decision::Ask,
+        Some("exec.nix.store.*"),
+    ),
+    ("exec.unparsed", Decision::Ask, None),
+    ("net.fetch.com.github.api", Decision::Ask, None),
+    ("net.connect.com.github.443", Decision::Ask, None),
+    ("git.status", Decision::Allow, Some("git.status")),
+    ("git.log", Decision::Allow, Some("git.log")),
+    ("git.diff", Decision::Allow, Some("git.diff")),
+    ("git.show", Decision::Allow, Some("git.show")),
+    ("git.blame", Decision::Allow, Some("git.blame")),
+    ("git.grep", Decision::Allow, Some("git.grep")),
+    ("git.add", Decision::Allow, Some("git.add")),
+    ("git.rm", Decision::Allow, Some("git.rm")),
+    ("git.mv", Decision::Allow, Some("git.mv")),
+    ("git.restore", Decision::Allow, Some("git.restore")),
+    ("git.commit", Decision::Allow, Some("git.commit")),
+    ("git.checkout", Decision::Allow, Some("git.checkout")),
+    ("git.switch", Decision::Allow, Some("git.switch")),
+    ("git.branch.list", Decision::Allow, Some("git.branch.list")),
+    (
+        "git.branch.create",
+        Decision::Allow,
+        Some("git.branch.create"),
+    ),
+    (
+        "git.branch.delete",
+        Decision::Allow,
+        Some("git.branch.delete"),
+    ),
+    ("git.tag", Decision::Allow, Some("git.tag")),
+    ("git.merge", Decision::Allow, Some("git.merge")),
+    ("git.rebase", Decision::Allow, Some("git.rebase")),
+    ("git.cherry_pick", Decision::Allow, Some("git.cherry_pick")),
+    ("git.revert", Decision::Allow, Some("git.revert")),
+    ("git.reset", Decision::Allow, Some("git.reset")),
+    ("git.stash", Decision::Allow, Some("git.stash")),
+    ("git.clean", Decision::Allow, Some("git.clean")),
+    ("git.remote", Decision::Allow, Some("git.remote")),
+    ("git.config", Decision::Ask, Some("git.config")),
+    ("git.fetch", Decision::Ask, Some("git.fetch")),
+    ("git.pull", Decision::Ask, Some("git.pull")),
+    ("git.clone", Decision::Ask, Some("git.clone")),
+    ("git.push", Decision::Ask, Some("git.push")),
+    ("git.other", Decision::Ask, Some("git.other")),
+    ("workspace.apply", Decision::Ask, Some("workspace.apply")),
+    ("workspace.adopt", Decision::Ask, Some("workspace.adopt")),
+    ("policy.widen", Decision::Ask, Some("policy.widen")),
+    (
+        "ratchet.widen_action",
+        Decision::Ask,
+        Some("ratchet.widen_action"),
+    ),
+    ("web.search", Decision::Ask, Some("web.search")),
+    ("subagent.spawn", Decision::Allow, Some("subagent.spawn")),
+    (
+        "secret.password.github",
+        Decision::Ask,
+        Some("secret.password.*"),
+    ),
+    ("mcp.time.tool.now", Decision::Ask, Some("mcp.*")),
+    ("mcp.time.network", Decision::Ask, Some("mcp.*")),
+    ("plugin.fmt.tool.run", Decision::Ask, Some("plugin.*")),
+];
+
+#[test]
+fn every_shipped_default_decides_as_reviewed() {
+    let policy = load(None, None).expect("no files at all loads");
+    for (name, decision, row) in EXPECTED {
+        let verdict = policy.decide(&action(name));
+        assert_eq!(verdict.decision, *decision, "{name}");
+        match row {
+            Some(pattern) => match &verdict.decided_by {
+                DecidedBy::ShippedDefault { pattern: p, why } => {
+                    assert_eq!(p, pattern, "{name}");
+                    assert!(
+                        why.as_deref().is_some_and(|w| !w.is_empty()),
+                        "{name}: every row says why"
+                    );
+                }
+                other => panic!("{name}: decided by {other}"),
+            },
+            None => assert_eq!(verdict.decided_by, DecidedBy::NoRule, "{name}"),
+        }
+    }
+}
+
+#[test]
+fn every_shipped_row_is_exercised_above() {
+    let defaults = chock_policy::shipped_defaults().expect("the shipped defaults parse");
+    for rule in defaults.rules() {
+        assert!(
+            EXPECTED
+                .iter()
+                .any(|(_, _, row)| *row == Some(rule.pattern.as_str())),
+            "shipped row `{}` has no line in EXPECTED",
+            rule.pattern
+        );
+    }
+}
+
+#[test]
+fn every_catalogue_entry_is_exercised_above() {
+    for entry in catalogue::CATALOGUE {
+        let covered = EXPECTED
+            .iter()
+            .any(|(name, _, _)| catalogue::entry_for(&action(name)) == Some(entry));
+        assert!(
+            covered,
+            "catalogue entry `{}` has no line in EXPECTED",
+            entry.template
+        );
+    }
+}
+
+#[test]
+fn the_three_acts_without_a_default_have_no_row_at_all() {
+    let defaults = chock_policy::shipped_defaults().unwrap();
+    for name in [
+        "net.fetch.com.example",
+        "net.connect.com.example.80",
+        "exec.unparsed",
+    ] {
+        assert!(
+            defaults.most_specific(&action(name)).is_none(),
+            "{name} must fall through to ask"
+        );
+    }
+}
