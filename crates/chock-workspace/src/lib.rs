@@ -1,2 +1,38 @@
 //! The throwaway workspace: git and overlay backings, diff review, audited apply and undo.
+//!
+//! A session's tool calls never write the user's project. They write into an overlay whose lower
+//! layer is the project and whose upper layer lives in the session directory; this crate reads that
+//! upper layer from the host (no mount needed), shows it as a diff with stable file and hunk ids,
+//! and carries selected changes back into the project only through an [`ApplyPlan`], which checks
+//! the project still matches the base under every selected hunk before it writes anything.
+//! docs/workspace.md explains the choices and their measured cost.
 #![forbid(unsafe_code)]
+
+mod adopt;
+mod apply;
+mod diff;
+mod entry;
+mod error;
+mod git;
+mod hunks;
+mod manage;
+mod meta;
+mod old;
+mod record;
+mod render;
+mod upper;
+mod workspace;
+mod write;
+
+pub use adopt::{ADOPTED_DIR, AdoptCounts, AdoptPlan};
+pub use apply::{ApplyPlan, Selection, plan_undo};
+pub use diff::{Diff, FileChange, Status, file_id};
+pub use entry::Entry;
+pub use error::WorkspaceError;
+pub use hunks::{Hunk, HunkLine};
+pub use manage::{Listed, list, remove};
+pub use meta::{Backing, Meta};
+pub use record::ApplyRecord;
+pub use render::{RenderMode, render};
+pub use workspace::Workspace;
+pub use write::Op;

@@ -1,0 +1,442 @@
+//! `apply`: carrying selected changes into the real project, and `undo`: taking one apply back.
+//! Both are two steps, so the caller can decide by policy and log between checking and writing:
+//! `plan_*` reads and checks everything and writes nothing; [`ApplyPlan::commit`] writes.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::diff::FileChange;
+use crate::entry::{Entry, entry_hash, sha256_hex};
+use crate::error::{Result, WorkspaceError};
+use crate::hunks::{Edit, edits, merge, split_lines};
+use crate::meta::{Backing, now_rfc3339};
+use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records, session_of};
+use crate::workspace::Workspace;
+use crate::write::{Op, perform};
+
+/// Which changes to apply: whole files (by path or file id) and single hunks (by hunk id). Both
+/// empty means everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    pub files: Vec<String>,
+    pub hunks: Vec<String>,
+}
+
+/// A checked apply or undo, not yet written.
+#[derive(Debug, Clone)]
+pub struct ApplyPlan {
+    /// The id the apply will have (`<session>.<n>`): `chock undo` takes it.
+    pub apply_id: String,
+    /// The writes, one per path.
+    pub ops: Vec<Op>,
+    /// Selected hunks or files the project already holds (nothing to write for them).
+    pub already: Vec<String>,
+    record: ApplyRecord,
+    records: Records,
+    project: PathBuf,
+}
+
+impl ApplyPlan {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// SHA-256 over the touched paths as they are now.
+    pub fn base_hash(&self) -> &str {
+        &self.record.base_hash
+    }
+
+    /// SHA-256 over the touched paths as they will be.
+    pub fn result_hash(&self) -> &str {
+        &self.record.result_hash
+    }
+
+    /// The data of the `workspace.apply` event: ids, hashes and the touched paths.
+    pub fn event(&self) -> Value {
+        let r = &self.record;
+        json!({
+            "apply_id": r.apply_id,
+            "kind": r.kind,
+            "undo_of": r.undo_of,
+            "project": r.project,
+            "base_commit": r.base_commit,
+            "checkpoint": r.checkpoint,
+            "base_hash": r.base_hash,
+            "result_hash": r.result_hash,
+            "hunks": r.hunks,
+            "already": self.already,
+            "files": self.ops.iter().map(|op| json!({
+                "path": op.path,
+                "before": entry_hash(op.before.as_ref()),
+                "after": entry_hash(op.after.as_ref()),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Writes the plan into the project: the record first (so an interrupted write can still be
+    /// undone), then every staged file renamed into place. Returns the record and the directories
+    /// left in place because they still hold other things.
+    pub fn commit(self) -> Result<(ApplyRecord, Vec<String>)> {
+        let mut record = self.record;
+        for op in &self.ops {
+            let before = op
+                .before
+                .as_ref()
+                .map(|e| self.records.store(e))
+                .transpose()?;
+            let after = op
+                .after
+                .as_ref()
+                .map(|e| self.records.store(e))
+                .transpose()?;
+            record.files.push(FileRecord {
+                path: op.path.clone(),
+                before,
+                after,
+            });
+        }
+        record.created = now_rfc3339();
+        self.records.save(&record)?;
+        let kept = perform(&self.project, &self.ops, &record.apply_id)?;
+        if let Some(of) = &record.undo_of {
+            let mut original = self.records.read(of)?;
+            original.undone_by = Some(record.apply_id.clone());
+            self.records.save(&original)?;
+        }
+        Ok((record, kept))
+    }
+}
+
+fn state_hash(ops: &[Op], after: bool) -> String {
+    let mut text = String::new();
+    for op in ops {
+        let entry = if after {
+            op.after.as_ref()
+        } else {
+            op.before.as_ref()
+        };
+        text.push_str(&format!("{}\0{}\n", op.path, entry_hash(entry)));
+    }
+    sha256_hex(text.as_bytes())
+}
+
+/// Reads what the project holds at `rel`.
+fn real(project: &Path, rel: &str) -> Result<Option<Entry>> {
+    Entry::read(&project.join(rel))
+}
+
+/// Plans a whole-entry change at `path`: the project must hold `expected` (or already `wanted`).
+fn whole(
+    project: &Path,
+    path: &str,
+    expected: Option<&Entry>,
+    wanted: Option<&Entry>,
+    why: &str,
+    out: &mut Plan,
+) -> Result<()> {
+    let now = real(project, path)?;
+    if now.as_ref() == wanted {
+        out.already.push(path.to_string());
+    } else if now.as_ref() == expected {
+        out.ops.push(Op {
+            path: path.to_string(),
+            before: now,
+            after: wanted.cloned(),
+        });
+    } else {
+        let was = expected.map_or("nothing", Entry::kind_name);
+        out.conflicts
+            .push(format!("{path}: {why} (expected {was} there)"));
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Plan {
+    ops: Vec<Op>,
+    already: Vec<String>,
+    conflicts: Vec<String>,
+}
+
+impl Workspace {
+    /// Checks `selection` against the project and plans the writes. Refused for the overlay backing
+    /// (its before side is the live project itself; take its work with [`Workspace::plan_adopt`]).
+    pub fn plan_apply(&self, selection: &Selection) -> Result<ApplyPlan> {
+        let Backing::Git { ref_name, .. } = self.backing() else {
+            return Err(WorkspaceError::WrongBacking(format!(
+                "session {} has an overlay workspace (the project has no git), so there is no base to \
+                 check an apply against; use `chock workspace adopt {}` to copy its changes aside",
+                self.session(),
+                self.session()
+            )));
+        };
+        let base = self.wait_base()?;
+        self.checkpoint("before apply")?;
+        let checkpoint = crate::git::Git::new(self.git_top())
+            .text(&["rev-parse", "--verify", ref_name])
+            .ok();
+        let diff = self.diff()?;
+        let mut whole_files: BTreeSet<&str> = BTreeSet::new();
+        let mut hunk_ids: BTreeSet<&str> = BTreeSet::new();
+        for key in &selection.files {
+            let file = diff
+                .file(key)
+                .ok_or_else(|| WorkspaceError::UnknownSelection {
+                    kind: "file",
+                    name: key.clone(),
+                })?;
+            whole_files.insert(&file.id);
+        }
+        for id in &selection.hunks {
+            diff.hunk(id)
+                .ok_or_else(|| WorkspaceError::UnknownSelection {
+                    kind: "hunk",
+                    name: id.clone(),
+                })?;
+            hunk_ids.insert(id);
+        }
+        let everything = selection.files.is_empty() && selection.hunks.is_empty();
+        let project = self.project().to_path_buf();
+        let mut plan = Plan::default();
+        for file in &diff.files {
+            let is_whole = everything || whole_files.contains(file.id.as_str());
+            let picked: Vec<&crate::hunks::Hunk> = file
+                .hunks
+                .iter()
+                .filter(|h| is_whole || hunk_ids.contains(h.id.as_str()))
+                .collect();
+            if file.is_text() && !picked.is_empty() {
+                plan_hunks(&project, file, &picked, is_whole, &mut plan)?;
+            } else if is_whole {
+                plan_file(&project, file, &mut plan)?;
+            }
+        }
+        if !plan.conflicts.is_empty() {
+            return Err(WorkspaceError::Conflict {
+                conflicts: plan.conflicts,
+            });
+        }
+        let records = Records::new(self.layout().applies());
+        let apply_id = records.next_id(self.session())?;
+        let record = ApplyRecord {
+            format: RECORD_FORMAT,
+            apply_id: apply_id.clone(),
+            kind: "apply".into(),
+            undo_of: None,
+            session: self.session().to_string(),
+            project: project.clone(),
+            created: String::new(),
+            base_commit: base,
+            checkpoint,
+            base_hash: state_hash(&plan.ops, false),
+            result_hash: state_hash(&plan.ops, true),
+            hunks: hunk_ids.iter().map(|s| s.to_string()).collect(),
+            files: Vec::new(),
+            undone_by: None,
+        };
+        Ok(ApplyPlan {
+            apply_id,
+            ops: plan.ops,
+            already: plan.already,
+            record,
+            records,
+            project,
+        })
+    }
+
+    fn git_top(&self) -> PathBuf {
+        match self.backing() {
+            Backing::Git { top, .. } => top.clone(),
+            Backing::Overlay => self.project().to_path_buf(),
+        }
+    }
+}
+
+/// A text file, some or all of its hunks: merged onto whatever the project holds now.
+fn plan_hunks(
+    project: &Path,
+    file: &FileChange,
+    picked: &[&crate::hunks::Hunk],
+    is_whole: bool,
+    out: &mut Plan,
+) -> Result<()> {
+    let (
+        Some(Entry::File {
+            exec: old_exec,
+            data: base,
+        }),
+        Some(Entry::File { exec: new_exec, .. }),
+    ) = (&file.old, &file.new)
+    else {
+        return Ok(());
+    };
+    let now = real(project, &file.path)?;
+    let Some(Entry::File {
+        exec: now_exec,
+        data: now_data,
+    }) = &now
+    else {
+        out.conflicts
+            .push(format!("{}: no longer a file in the project", file.path));
+        return Ok(());
+    };
+    let selected: Vec<(String, Edit)> = picked
+        .iter()
+        .map(|h| {
+            (
+                h.id.clone(),
+                Edit {
+                    range: h.span.clone(),
+                    lines: h.replacement.clone(),
+                },
+            )
+        })
+        .collect();
+    let merged = match merge(base, now_data, &selected) {
+        Ok(m) => m,
+        Err(clashes) => {
+            for c in clashes {
+                out.conflicts.push(format!(
+                    "hunk {} ({} lines {}-{}): the project changed there since the session started",
+                    c.label, file.path, c.lines.0, c.lines.1
+                ));
+            }
+            return Ok(());
+        }
+    };
+    let exec = if is_whole && old_exec != new_exec {
+        if now_exec != old_exec && now_exec != new_exec {
+            out.conflicts.push(format!(
+                "{}: mode changed in the project since the session started",
+                file.path
+            ));
+        }
+        *new_exec
+    } else {
+        *now_exec
+    };
+    out.already.extend(merged.already);
+    let after = Entry::File {
+        exec,
+        data: merged.data,
+    };
+    if now.as_ref() != Some(&after) {
+        out.ops.push(Op {
+            path: file.path.clone(),
+            before: now.clone(),
+            after: Some(after),
+        });
+    }
+    Ok(())
+}
+
+/// A whole-entry change: binary, symlink, mode only, added, deleted, renamed, directory.
+fn plan_file(project: &Path, file: &FileChange, out: &mut Plan) -> Result<()> {
+    let why = "the project changed there since the session started";
+    if let Some(from) = &file.old_path {
+        whole(project, from, file.old.as_ref(), None, why, out)?;
+        whole(project, &file.path, None, file.new.as_ref(), why, out)?;
+        return Ok(());
+    }
+    whole(
+        project,
+        &file.path,
+        file.old.as_ref(),
+        file.new.as_ref(),
+        why,
+        out,
+    )
+}
+
+/// Plans the undo of `apply_id`, found under `sessions_root`.
+pub fn plan_undo(sessions_root: &Path, apply_id: &str) -> Result<ApplyPlan> {
+    let session_dir = session_of(sessions_root, apply_id)?;
+    let records = Records::new(session_dir.join(crate::meta::APPLIES_DIR));
+    let original = records.read(apply_id)?;
+    if let Some(by) = &original.undone_by {
+        return Err(WorkspaceError::AlreadyUndone(format!(
+            "{apply_id} (by {by})"
+        )));
+    }
+    let project = original.project.clone();
+    let mut plan = Plan::default();
+    for file in &original.files {
+        let before = file.before.as_ref().map(|s| records.load(s)).transpose()?;
+        let after = file.after.as_ref().map(|s| records.load(s)).transpose()?;
+        let now = real(&project, &file.path)?;
+        match (&before, &after, &now) {
+            (
+                Some(Entry::File { exec: bx, data: bd }),
+                Some(a @ Entry::File { exec: ax, data: ad }),
+                Some(Entry::File { exec: nx, data: nd }),
+            ) if a.is_text() && now.as_ref() != before.as_ref() => {
+                let reverse: Vec<(String, Edit)> = edits(&split_lines(ad), &split_lines(bd))
+                    .into_iter()
+                    .map(|e| (String::new(), e))
+                    .collect();
+                match merge(ad, nd, &reverse) {
+                    Ok(m) => {
+                        let exec = if nx == ax { *bx } else { *nx };
+                        let restored = Entry::File { exec, data: m.data };
+                        if now.as_ref() != Some(&restored) {
+                            plan.ops.push(Op {
+                                path: file.path.clone(),
+                                before: now.clone(),
+                                after: Some(restored),
+                            });
+                        }
+                    }
+                    Err(clashes) => {
+                        for c in clashes {
+                            plan.conflicts.push(format!(
+                                "{} lines {}-{}: edited since apply {apply_id}",
+                                file.path, c.lines.0, c.lines.1
+                            ));
+                        }
+                    }
+                }
+            }
+            _ => whole(
+                &project,
+                &file.path,
+                after.as_ref(),
+                before.as_ref(),
+                &format!("changed since apply {apply_id}"),
+                &mut plan,
+            )?,
+        }
+    }
+    if !plan.conflicts.is_empty() {
+        return Err(WorkspaceError::Conflict {
+            conflicts: plan.conflicts,
+        });
+    }
+    let new_id = records.next_id(&original.session)?;
+    let record = ApplyRecord {
+        format: RECORD_FORMAT,
+        apply_id: new_id.clone(),
+        kind: "undo".into(),
+        undo_of: Some(apply_id.to_string()),
+        session: original.session.clone(),
+        project: project.clone(),
+        created: String::new(),
+        base_commit: original.base_commit.clone(),
+        checkpoint: original.checkpoint.clone(),
+        base_hash: state_hash(&plan.ops, false),
+        result_hash: state_hash(&plan.ops, true),
+        hunks: Vec::new(),
+        files: Vec::new(),
+        undone_by: None,
+    };
+    Ok(ApplyPlan {
+        apply_id: new_id,
+        ops: plan.ops,
+        already: plan.already,
+        record,
+        records,
+        project,
+    })
+}

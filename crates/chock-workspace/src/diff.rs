@@ -1,0 +1,195 @@
+//! The session's changes as files and hunks with stable ids.
+
+use std::collections::BTreeMap;
+
+use crate::entry::{Entry, short_hash};
+use crate::hunks::{Hunk, hunks};
+use crate::upper::RawChange;
+
+/// What happened to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Added,
+    Deleted,
+    Modified,
+    Renamed,
+    /// A file became a symlink, a directory became a file, …
+    TypeChanged,
+}
+
+impl Status {
+    /// One letter, as `git status --short` would say it.
+    pub fn letter(self) -> char {
+        match self {
+            Status::Added => 'A',
+            Status::Deleted => 'D',
+            Status::Modified => 'M',
+            Status::Renamed => 'R',
+            Status::TypeChanged => 'T',
+        }
+    }
+}
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// Eight hex digits of SHA-256 of the path: the same path has the same id on every run.
+    pub id: String,
+    /// The path relative to the project (the new path of a rename).
+    pub path: String,
+    /// Where a renamed file came from.
+    pub old_path: Option<String>,
+    pub old: Option<Entry>,
+    pub new: Option<Entry>,
+    /// Line hunks, when both sides are text files with different content.
+    pub hunks: Vec<Hunk>,
+}
+
+impl FileChange {
+    fn new(path: String, old_path: Option<String>, old: Option<Entry>, new: Option<Entry>) -> Self {
+        let id = file_id(&path);
+        let hunks = match (&old, &new) {
+            (Some(o @ Entry::File { data: a, .. }), Some(n @ Entry::File { data: b, .. }))
+                if o.is_text() && n.is_text() && a != b =>
+            {
+                hunks(&id, a, b)
+            }
+            _ => Vec::new(),
+        };
+        Self {
+            id,
+            path,
+            old_path,
+            old,
+            new,
+            hunks,
+        }
+    }
+
+    /// Added, deleted, modified, renamed, or changed kind.
+    pub fn status(&self) -> Status {
+        match (&self.old, &self.new) {
+            (None, _) => Status::Added,
+            (_, None) => Status::Deleted,
+            _ if self.old_path.is_some() => Status::Renamed,
+            (Some(a), Some(b)) if std::mem::discriminant(a) != std::mem::discriminant(b) => {
+                Status::TypeChanged
+            }
+            _ => Status::Modified,
+        }
+    }
+
+    /// `(old, new)` executable bits when only they tell the two files apart in mode.
+    pub fn mode_change(&self) -> Option<(bool, bool)> {
+        match (&self.old, &self.new) {
+            (Some(Entry::File { exec: a, .. }), Some(Entry::File { exec: b, .. })) if a != b => {
+                Some((*a, *b))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the content changes as lines (so hunks can be picked one by one).
+    pub fn is_text(&self) -> bool {
+        !self.hunks.is_empty()
+    }
+
+    /// Whether this is a file whose bytes differ but which is not text.
+    pub fn is_binary(&self) -> bool {
+        match (&self.old, &self.new) {
+            (Some(Entry::File { data: a, .. }), Some(Entry::File { data: b, .. })) => {
+                a != b && self.hunks.is_empty()
+            }
+            (None, Some(e @ Entry::File { .. })) | (Some(e @ Entry::File { .. }), None) => {
+                !e.is_text()
+            }
+            _ => false,
+        }
+    }
+
+    /// Lines added and removed (for `--stat`).
+    pub fn line_counts(&self) -> (usize, usize) {
+        let count = |e: &Option<Entry>| match e {
+            Some(e @ Entry::File { data, .. }) if e.is_text() => {
+                crate::hunks::split_lines(data).len()
+            }
+            _ => 0,
+        };
+        match self.status() {
+            Status::Added => (count(&self.new), 0),
+            Status::Deleted => (0, count(&self.old)),
+            _ => self.hunks.iter().fold((0, 0), |(a, d), h| {
+                (
+                    a + h.lines.iter().filter(|l| l.tag == '+').count(),
+                    d + h.lines.iter().filter(|l| l.tag == '-').count(),
+                )
+            }),
+        }
+    }
+}
+
+/// The file id of `path`.
+pub fn file_id(path: &str) -> String {
+    short_hash(path.as_bytes(), 8)
+}
+
+/// Everything the session changed, sorted by path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Diff {
+    pub files: Vec<FileChange>,
+}
+
+impl Diff {
+    /// Builds the diff from raw changes, pairing an exact-content delete and add as a rename.
+    pub fn from_raw(raw: BTreeMap<String, RawChange>) -> Self {
+        let mut raw = raw;
+        let mut renames: Vec<(String, String)> = Vec::new();
+        let added: Vec<String> = raw
+            .iter()
+            .filter(|(_, c)| {
+                c.old.is_none() && matches!(c.new, Some(Entry::File { .. } | Entry::Symlink { .. }))
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        for to in added {
+            let wanted = raw[&to].new.clone();
+            let from = raw.iter().find(|(p, c)| {
+                c.new.is_none() && c.old == wanted && !renames.iter().any(|(f, _)| f == *p)
+            });
+            if let Some((from, _)) = from {
+                renames.push((from.clone(), to));
+            }
+        }
+        let mut files = Vec::new();
+        for (from, to) in &renames {
+            let old = raw.remove(from).and_then(|c| c.old);
+            let new = raw.remove(to).and_then(|c| c.new);
+            files.push(FileChange::new(to.clone(), Some(from.clone()), old, new));
+        }
+        for (path, change) in raw {
+            files.push(FileChange::new(path, None, change.old, change.new));
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Self { files }
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The file with this id or path.
+    pub fn file(&self, key: &str) -> Option<&FileChange> {
+        let key = key.trim_end_matches('/');
+        self.files
+            .iter()
+            .find(|f| f.id == key || f.path == key || f.old_path.as_deref() == Some(key))
+    }
+
+    /// The hunk with this id, and its file.
+    pub fn hunk(&self, id: &str) -> Option<(&FileChange, &Hunk)> {
+        self.files
+            .iter()
+            .find_map(|f| f.hunks.iter().find(|h| h.id == id).map(|h| (f, h)))
+    }
+}

@@ -1,0 +1,74 @@
+//! What can go wrong with a workspace, each error naming the path, command or id involved.
+
+use std::path::PathBuf;
+
+/// Errors of the workspace crate. Every variant names what it was working on, so the CLI can
+/// print it as is.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    /// A filesystem operation failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `git` command failed.
+    #[error("`git {args}` in {} failed: {stderr}", dir.display())]
+    Git {
+        args: String,
+        dir: PathBuf,
+        stderr: String,
+    },
+    /// `meta.json` or an apply record could not be read or written.
+    #[error("{}: {reason}", path.display())]
+    Record { path: PathBuf, reason: String },
+    /// The session has no workspace (never created, or removed).
+    #[error("no workspace in {} (it was never created, or `chock workspace rm` removed it)", .0.display())]
+    Missing(PathBuf),
+    /// A workspace already exists where a new one was to be created.
+    #[error("a workspace already exists in {}", .0.display())]
+    Exists(PathBuf),
+    /// A path in the workspace cannot be represented (not UTF-8).
+    #[error("path {} is not UTF-8; chock's diff and apply handle UTF-8 paths only", .0.display())]
+    NonUtf8Path(PathBuf),
+    /// A selection named a file or hunk that is not in the diff.
+    #[error("{kind} `{name}` is not in this session's diff (see `chock diff`)")]
+    UnknownSelection { kind: &'static str, name: String },
+    /// The operation needs the other backing.
+    #[error("{0}")]
+    WrongBacking(String),
+    /// Selected changes no longer fit the project: nothing was written.
+    #[error("refused, nothing was written: {}", conflicts.join("; "))]
+    Conflict { conflicts: Vec<String> },
+    /// `adopt` would overwrite something: nothing was written.
+    #[error("refused, nothing was written: {} already exists", .0.display())]
+    WouldOverwrite(PathBuf),
+    /// No apply with this id.
+    #[error("no apply `{0}` (apply ids are printed by `chock apply`)")]
+    UnknownApply(String),
+    /// The apply was already undone.
+    #[error("apply `{0}` was already undone")]
+    AlreadyUndone(String),
+}
+
+impl WorkspaceError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn record(path: impl Into<PathBuf>, reason: impl std::fmt::Display) -> Self {
+        Self::Record {
+            path: path.into(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// Short alias used throughout the crate.
+pub type Result<T, E = WorkspaceError> = std::result::Result<T, E>;

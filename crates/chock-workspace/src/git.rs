@@ -1,0 +1,188 @@
+//! The host's `git`: the workspace shells out to the git CLI (plumbing commands only), from the host
+//! process, never from inside a sandbox. The user's branch, index and working tree are never touched:
+//! every command that needs an index gets a private one through `GIT_INDEX_FILE`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::error::{Result, WorkspaceError};
+
+/// Identity for commits chock writes, so a user with no git identity configured still gets a ref.
+const IDENTITY: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "chock"),
+    ("GIT_AUTHOR_EMAIL", "chock@localhost"),
+    ("GIT_COMMITTER_NAME", "chock"),
+    ("GIT_COMMITTER_EMAIL", "chock@localhost"),
+];
+
+/// Variables from the caller's environment that would point git somewhere else.
+const SCRUBBED: [&str; 6] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_PREFIX",
+    "GIT_COMMON_DIR",
+];
+
+/// One repository, addressed by its top-level working directory.
+#[derive(Debug, Clone)]
+pub struct Git {
+    top: PathBuf,
+    index: Option<PathBuf>,
+}
+
+impl Git {
+    /// The repository whose work tree is `top`.
+    pub fn new(top: impl Into<PathBuf>) -> Self {
+        Self {
+            top: top.into(),
+            index: None,
+        }
+    }
+
+    /// The same repository, with commands reading and writing `index` instead of the user's index.
+    pub fn with_index(&self, index: impl Into<PathBuf>) -> Self {
+        Self {
+            top: self.top.clone(),
+            index: Some(index.into()),
+        }
+    }
+
+    /// Runs `git args` and returns its standard output.
+    pub fn run(&self, args: &[&str]) -> Result<Vec<u8>> {
+        self.run_with_input(args, None)
+    }
+
+    /// Runs `git args` and returns its standard output as trimmed text.
+    pub fn text(&self, args: &[&str]) -> Result<String> {
+        let out = self.run(args)?;
+        Ok(String::from_utf8_lossy(&out)
+            .trim_end_matches('\n')
+            .to_string())
+    }
+
+    /// Runs `git args` with `input` on standard input.
+    pub fn run_with_input(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>> {
+        let mut cmd = self.command(args);
+        cmd.stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| self.error(args, format!("cannot start git: {e}")))?;
+        let writer = input.map(|bytes| {
+            let mut stdin = child.stdin.take().expect("stdin is piped");
+            let bytes = bytes.to_vec();
+            std::thread::spawn(move || stdin.write_all(&bytes))
+        });
+        let out = child
+            .wait_with_output()
+            .map_err(|e| self.error(args, e.to_string()))?;
+        if let Some(writer) = writer {
+            // A git that exits early closes its stdin; its own status says why.
+            let _ = writer.join();
+        }
+        if !out.status.success() {
+            return Err(self.error(
+                args,
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        Ok(out.stdout)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.arg("-C")
+            .arg(&self.top)
+            .args(["-c", "core.quotepath=off"])
+            .args(args);
+        for var in SCRUBBED {
+            cmd.env_remove(var);
+        }
+        if let Some(index) = &self.index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        cmd.envs(IDENTITY)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn error(&self, args: &[&str], stderr: String) -> WorkspaceError {
+        WorkspaceError::Git {
+            args: args.join(" "),
+            dir: self.top.clone(),
+            stderr,
+        }
+    }
+
+    /// Finds the repository containing `dir`: its top-level directory and `dir`'s path inside it
+    /// (`""` at the top, else `sub/dir/`). `None` when `dir` is not in a git work tree.
+    pub fn discover(dir: &Path) -> Option<(PathBuf, String)> {
+        let probe = Self::new(dir);
+        let top = probe.text(&["rev-parse", "--show-toplevel"]).ok()?;
+        if top.is_empty() {
+            return None;
+        }
+        let prefix = probe.text(&["rev-parse", "--show-prefix"]).ok()?;
+        Some((PathBuf::from(top), prefix))
+    }
+
+    /// The commit `HEAD` names, or `None` on an unborn branch.
+    pub fn head(&self) -> Option<String> {
+        self.text(&["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            .ok()
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Where the user's own index lives.
+    pub fn user_index(&self) -> Result<PathBuf> {
+        let path = self.text(&["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
+        Ok(PathBuf::from(path))
+    }
+
+    /// Writes `tree` as a commit with `parents` and `message`; returns its id.
+    pub fn commit_tree(&self, tree: &str, parents: &[&str], message: &str) -> Result<String> {
+        let mut args = vec!["commit-tree", tree];
+        for parent in parents {
+            args.push("-p");
+            args.push(parent);
+        }
+        args.push("-m");
+        args.push(message);
+        self.text(&args)
+    }
+
+    /// The contents of blob `sha`.
+    pub fn blob(&self, sha: &str) -> Result<Vec<u8>> {
+        self.run(&["cat-file", "blob", sha])
+    }
+}
+
+impl Git {
+    /// Runs `git args` with `input` and returns trimmed text.
+    pub fn text_with_input(&self, args: &[&str], input: &[u8]) -> Result<String> {
+        let out = self.run_with_input(args, Some(input))?;
+        Ok(String::from_utf8_lossy(&out)
+            .trim_end_matches('\n')
+            .to_string())
+    }
+
+    /// Which of the NUL-separated `paths` the repository's ignore rules exclude (as if untracked).
+    /// `git check-ignore` exits 1 when none is ignored, which is not an error here.
+    pub fn check_ignore(&self, paths: &[u8]) -> Result<Vec<u8>> {
+        match self.run_with_input(
+            &["check-ignore", "--no-index", "-z", "--stdin"],
+            Some(paths),
+        ) {
+            Ok(out) => Ok(out),
+            Err(WorkspaceError::Git { stderr, .. }) if stderr.is_empty() => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+}

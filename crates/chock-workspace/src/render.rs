@@ -1,0 +1,239 @@
+//! Text forms of a diff: the unified diff (optionally coloured), `--stat` and `--name-only`.
+//! Every file line carries the file id and every hunk header its hunk id, so what a reviewer reads
+//! is what `chock apply --file/--hunk` takes.
+
+use std::fmt::Write;
+
+use crate::diff::{Diff, FileChange, Status};
+use crate::entry::Entry;
+use crate::hunks::split_lines;
+
+/// Which form to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderMode {
+    Patch,
+    Stat,
+    NameOnly,
+}
+
+const BOLD: &str = "\x1b[1m";
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const CYAN: &str = "\x1b[36m";
+const RESET: &str = "\x1b[0m";
+
+/// Renders `diff` in `mode`; `colour` adds ANSI colours (for a terminal).
+pub fn render(diff: &Diff, mode: RenderMode, colour: bool) -> String {
+    let mut out = String::new();
+    match mode {
+        RenderMode::NameOnly => {
+            for f in &diff.files {
+                let _ = writeln!(out, "{}", f.path);
+            }
+        }
+        RenderMode::Stat => stat(&mut out, diff),
+        RenderMode::Patch => {
+            for f in &diff.files {
+                patch(&mut out, f, colour);
+            }
+        }
+    }
+    out
+}
+
+fn paint(colour: bool, code: &str, text: &str) -> String {
+    if colour {
+        format!("{code}{text}{RESET}")
+    } else {
+        text.to_string()
+    }
+}
+
+fn stat(out: &mut String, diff: &Diff) {
+    let width = diff
+        .files
+        .iter()
+        .map(|f| display_path(f).len())
+        .max()
+        .unwrap_or(0);
+    let (mut adds, mut dels) = (0, 0);
+    for f in &diff.files {
+        let (a, d) = f.line_counts();
+        adds += a;
+        dels += d;
+        let what = if f.is_binary() {
+            "Bin".to_string()
+        } else if a + d == 0 {
+            match (&f.old, &f.new) {
+                (_, Some(Entry::Dir)) | (Some(Entry::Dir), None) => "dir".to_string(),
+                (Some(Entry::Symlink { .. }), _) | (_, Some(Entry::Symlink { .. })) => {
+                    "link".to_string()
+                }
+                _ if f.mode_change().is_some() => "mode".to_string(),
+                _ => "0".to_string(),
+            }
+        } else {
+            format!(
+                "{} {}{}",
+                a + d,
+                "+".repeat(a.min(40)),
+                "-".repeat(d.min(40))
+            )
+        };
+        let _ = writeln!(
+            out,
+            " {} {} {:width$} | {what}",
+            f.id,
+            f.status().letter(),
+            display_path(f)
+        );
+    }
+    let n = diff.files.len();
+    let _ = writeln!(
+        out,
+        " {n} file{} changed, {adds} insertion{}(+), {dels} deletion{}(-)",
+        if n == 1 { "" } else { "s" },
+        if adds == 1 { "" } else { "s" },
+        if dels == 1 { "" } else { "s" }
+    );
+}
+
+fn display_path(f: &FileChange) -> String {
+    match &f.old_path {
+        Some(from) => format!("{from} => {}", f.path),
+        None => f.path.clone(),
+    }
+}
+
+fn patch(out: &mut String, f: &FileChange, colour: bool) {
+    let head = format!("file {} {} {}", f.id, f.status().letter(), display_path(f));
+    let _ = writeln!(out, "{}", paint(colour, BOLD, &head));
+    let old_name = f.old_path.as_deref().unwrap_or(&f.path);
+    if let Some(from) = &f.old_path {
+        let _ = writeln!(out, "rename from {from}\nrename to {}", f.path);
+    }
+    if let Some((a, b)) = f.mode_change() {
+        let mode = |x: bool| if x { "100755" } else { "100644" };
+        let _ = writeln!(out, "old mode {}\nnew mode {}", mode(a), mode(b));
+    }
+    match (&f.old, &f.new) {
+        (None, Some(Entry::Dir)) => {
+            let _ = writeln!(out, "new empty directory");
+        }
+        (Some(Entry::Dir), None) => {
+            let _ = writeln!(out, "deleted directory");
+        }
+        (Some(Entry::Symlink { target: a }), Some(Entry::Symlink { target: b })) => {
+            let _ = writeln!(
+                out,
+                "symlink {} -> {}",
+                String::from_utf8_lossy(a),
+                String::from_utf8_lossy(b)
+            );
+        }
+        _ if f.status() == Status::Renamed => {}
+        _ if f.is_binary() => {
+            let _ = writeln!(out, "Binary files a/{old_name} and b/{} differ", f.path);
+        }
+        _ if !f.hunks.is_empty() => {
+            let _ = writeln!(out, "--- a/{old_name}\n+++ b/{}", f.path);
+            for h in &f.hunks {
+                let range = |start: usize, len: usize| {
+                    if len == 0 {
+                        format!("{start},0")
+                    } else {
+                        format!("{},{len}", start + 1)
+                    }
+                };
+                let header = format!(
+                    "@@ -{} +{} @@ hunk {}",
+                    range(h.old_start, h.old_len),
+                    range(h.new_start, h.new_len),
+                    h.id
+                );
+                let _ = writeln!(out, "{}", paint(colour, CYAN, &header));
+                for line in &h.lines {
+                    body_line(out, line.tag, &line.text, colour);
+                }
+            }
+        }
+        (old, new) => whole_side(out, f, old.as_ref(), new.as_ref(), colour),
+    }
+}
+
+/// An added, deleted or retyped entry shown whole.
+fn whole_side(
+    out: &mut String,
+    f: &FileChange,
+    old: Option<&Entry>,
+    new: Option<&Entry>,
+    colour: bool,
+) {
+    let old_name = f.old_path.as_deref().unwrap_or(&f.path);
+    let _ = writeln!(
+        out,
+        "--- {}\n+++ {}",
+        if old.is_some() {
+            format!("a/{old_name}")
+        } else {
+            "/dev/null".into()
+        },
+        if new.is_some() {
+            format!("b/{}", f.path)
+        } else {
+            "/dev/null".into()
+        }
+    );
+    for (tag, entry) in [('-', old), ('+', new)] {
+        match entry {
+            Some(Entry::File { data, .. }) => {
+                let lines = split_lines(data);
+                if lines.is_empty() {
+                    continue;
+                }
+                let header = if tag == '-' {
+                    format!("@@ -1,{} +0,0 @@", lines.len())
+                } else {
+                    format!("@@ -0,0 +1,{} @@", lines.len())
+                };
+                let _ = writeln!(out, "{}", paint(colour, CYAN, &header));
+                for line in lines {
+                    body_line(out, tag, line, colour);
+                }
+            }
+            Some(Entry::Symlink { target }) => {
+                let _ = writeln!(out, "{tag}symlink -> {}", String::from_utf8_lossy(target));
+            }
+            Some(Entry::Dir) => {
+                let _ = writeln!(out, "{tag}directory");
+            }
+            None => {}
+        }
+    }
+}
+
+fn body_line(out: &mut String, tag: char, text: &[u8], colour: bool) {
+    let text = String::from_utf8_lossy(text);
+    let (body, newline) = match text.strip_suffix('\n') {
+        Some(body) => (body, true),
+        None => (text.as_ref(), false),
+    };
+    let line = format!("{tag}{body}");
+    let code = match tag {
+        '-' => RED,
+        '+' => GREEN,
+        _ => "",
+    };
+    let _ = writeln!(
+        out,
+        "{}",
+        if code.is_empty() {
+            line
+        } else {
+            paint(colour, code, &line)
+        }
+    );
+    if !newline {
+        let _ = writeln!(out, "\\ No newline at end of file");
+    }
+}

@@ -1,0 +1,348 @@
+//! One session's workspace: creating it, opening it again, the mount the sandbox builds, checkpoints
+//! and the diff.
+
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+use chock_sandbox::WorkspaceMount;
+
+use crate::diff::Diff;
+use crate::entry::Entry;
+use crate::error::{Result, WorkspaceError};
+use crate::git::Git;
+use crate::meta::{Backing, Layout, META_FORMAT, Meta, now_rfc3339};
+use crate::old::{GitSide, LowerSide, OldSide};
+use crate::upper::{RawChange, scan};
+
+/// A session's throwaway copy of the project: an overlay whose lower layer is the project itself
+/// and whose upper and work directories live in `<session>/workspace/`. See docs/workspace.md.
+#[derive(Debug)]
+pub struct Workspace {
+    layout: Layout,
+    meta: Meta,
+    /// The git base commit being written in the background (git backing, just created).
+    base_job: Mutex<Option<JoinHandle<Result<String>>>>,
+}
+
+impl Workspace {
+    /// Creates the workspace of session `session_id` for `project` in `session_dir`.
+    ///
+    /// Nothing of the project is copied: the upper and work directories start empty. For a git
+    /// project, the base commit (the user's state now) is written on a background thread, because
+    /// that costs a `git add -A` over the whole tree; the first [`Workspace::checkpoint`],
+    /// [`Workspace::diff`] or [`Workspace::wait_base`] waits for it. It reads only the project,
+    /// which the session never writes, so it records the same state as if taken before returning.
+    pub fn create(project: &Path, session_dir: &Path, session_id: &str) -> Result<Workspace> {
+        let project =
+            fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
+        let layout = Layout::new(session_dir);
+        if layout.dir.exists() {
+            return Err(WorkspaceError::Exists(layout.dir.clone()));
+        }
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700);
+        for dir in [layout.dir.clone(), layout.upper(), layout.work()] {
+            builder
+                .create(&dir)
+                .map_err(|e| WorkspaceError::io("create", &dir, e))?;
+        }
+        let backing = match Git::discover(&project) {
+            Some((top, prefix)) => Backing::Git {
+                top,
+                prefix,
+                ref_name: format!("refs/chock/{session_id}"),
+                base: None,
+            },
+            None => Backing::Overlay,
+        };
+        let meta = Meta {
+            format: META_FORMAT,
+            session: session_id.to_string(),
+            project,
+            backing,
+            created: now_rfc3339(),
+        };
+        meta.store(&layout.meta())?;
+        let base_job = match &meta.backing {
+            Backing::Git { top, ref_name, .. } => {
+                let (git, layout2, ref_name, session) = (
+                    Git::new(top),
+                    layout.clone(),
+                    ref_name.clone(),
+                    session_id.to_string(),
+                );
+                Some(std::thread::spawn(move || {
+                    record_base(&git, &layout2, &ref_name, &session)
+                }))
+            }
+            Backing::Overlay => None,
+        };
+        Ok(Workspace {
+            layout,
+            meta,
+            base_job: Mutex::new(base_job),
+        })
+    }
+
+    /// Opens the workspace of an existing session.
+    pub fn open(session_dir: &Path) -> Result<Workspace> {
+        let layout = Layout::new(session_dir);
+        let meta = Meta::load(&layout.meta())?;
+        Ok(Workspace {
+            layout,
+            meta,
+            base_job: Mutex::new(None),
+        })
+    }
+
+    /// What the sandbox mounts at the project's path: the overlay, project as the read-only lower
+    /// layer. The driver must mount it with `userxattr` (it runs in a user namespace).
+    pub fn mount(&self) -> WorkspaceMount {
+        WorkspaceMount::Overlay {
+            lower: self.meta.project.clone(),
+            upper: self.layout.upper(),
+            work: self.layout.work(),
+        }
+    }
+
+    /// The real project.
+    pub fn project(&self) -> &Path {
+        &self.meta.project
+    }
+
+    /// The session id.
+    pub fn session(&self) -> &str {
+        &self.meta.session
+    }
+
+    /// How the work is kept.
+    pub fn backing(&self) -> &Backing {
+        &self.meta.backing
+    }
+
+    /// `meta.json` as loaded.
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// The session directory.
+    pub fn session_dir(&self) -> &Path {
+        &self.layout.session_dir
+    }
+
+    /// The overlay's upper directory (where the session's writes land).
+    pub fn upper(&self) -> PathBuf {
+        self.layout.upper()
+    }
+
+    /// The overlay's work directory.
+    pub fn work(&self) -> PathBuf {
+        self.layout.work()
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Waits for the git base commit and returns it (`None` for the overlay backing). A workspace
+    /// whose base was never finished (the process that created it died first) records it now.
+    pub fn wait_base(&self) -> Result<Option<String>> {
+        let Backing::Git {
+            top,
+            ref_name,
+            base,
+            ..
+        } = &self.meta.backing
+        else {
+            return Ok(None);
+        };
+        if let Some(base) = base {
+            return Ok(Some(base.clone()));
+        }
+        let job = self
+            .base_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(job) = job {
+            return job
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(WorkspaceError::record(
+                        self.layout.meta(),
+                        "base thread panicked",
+                    ))
+                })
+                .map(Some);
+        }
+        if let Backing::Git {
+            base: Some(base), ..
+        } = Meta::load(&self.layout.meta())?.backing
+        {
+            return Ok(Some(base));
+        }
+        record_base(&Git::new(top), &self.layout, ref_name, &self.meta.session).map(Some)
+    }
+
+    /// The before side of the diff.
+    fn old_side(&self) -> Result<Box<dyn OldSide>> {
+        match &self.meta.backing {
+            Backing::Git { top, prefix, .. } => {
+                let base = self.wait_base()?.expect("git backing has a base");
+                Ok(Box::new(GitSide::new(
+                    Git::new(top),
+                    &base,
+                    prefix,
+                    self.meta.project.clone(),
+                )?))
+            }
+            Backing::Overlay => Ok(Box::new(LowerSide {
+                root: self.meta.project.clone(),
+            })),
+        }
+    }
+
+    /// Every path whose content differs between the before side and the overlay's upper layer.
+    /// For a git project, new paths the project's ignore rules exclude are left out (build output
+    /// the session made is not its work); they stay visible in the overlay.
+    pub(crate) fn raw_changes(&self) -> Result<std::collections::BTreeMap<String, RawChange>> {
+        let old = self.old_side()?;
+        let mut raw = scan(&self.layout.upper(), old.as_ref())?;
+        if let Backing::Git { top, prefix, .. } = &self.meta.backing {
+            let added: Vec<&String> = raw
+                .iter()
+                .filter(|(_, c)| c.old.is_none())
+                .map(|(p, _)| p)
+                .collect();
+            if !added.is_empty() {
+                let mut input = Vec::new();
+                for path in &added {
+                    input.extend_from_slice(format!("{prefix}{path}").as_bytes());
+                    input.push(0);
+                }
+                let out = Git::new(top).check_ignore(&input)?;
+                let ignored: std::collections::BTreeSet<String> = out
+                    .split(|b| *b == 0)
+                    .filter(|p| !p.is_empty())
+                    .filter_map(|p| {
+                        String::from_utf8_lossy(p)
+                            .strip_prefix(prefix.as_str())
+                            .map(str::to_string)
+                    })
+                    .collect();
+                raw.retain(|p, _| !ignored.contains(p));
+            }
+        }
+        Ok(raw)
+    }
+
+    /// The session's changes, with file and hunk ids.
+    pub fn diff(&self) -> Result<Diff> {
+        Ok(Diff::from_raw(self.raw_changes()?))
+    }
+
+    /// Git backing: records the overlay's current state as a commit on `refs/chock/<session>`
+    /// (parent: the previous checkpoint, or the base) and returns it; `None` when nothing changed
+    /// since the last checkpoint, and always `None` for the overlay backing (its upper directory is
+    /// the record). Empty directories are not recorded (git has no way to).
+    pub fn checkpoint(&self, label: &str) -> Result<Option<String>> {
+        let Backing::Git {
+            top,
+            prefix,
+            ref_name,
+            ..
+        } = &self.meta.backing
+        else {
+            return Ok(None);
+        };
+        let base = self.wait_base()?.expect("git backing has a base");
+        let raw = self.raw_changes()?;
+        let git = Git::new(top);
+        let staged = git.with_index(self.layout.checkpoint_index());
+        staged.run(&["read-tree", &base])?;
+        let mut info = Vec::new();
+        for (path, change) in &raw {
+            let full = format!("{prefix}{path}");
+            match &change.new {
+                Some(entry @ (Entry::File { .. } | Entry::Symlink { .. })) => {
+                    let bytes = match entry {
+                        Entry::File { data, .. } => data.as_slice(),
+                        Entry::Symlink { target } => target.as_slice(),
+                        Entry::Dir => unreachable!(),
+                    };
+                    let sha = git.text_with_input(
+                        &["hash-object", "-w", "--no-filters", "--stdin"],
+                        bytes,
+                    )?;
+                    info.extend_from_slice(
+                        format!("{} {sha}\t{full}", entry.git_mode()).as_bytes(),
+                    );
+                }
+                _ => {
+                    if matches!(change.old, Some(Entry::File { .. } | Entry::Symlink { .. })) {
+                        info.extend_from_slice(format!("0 {}\t{full}", "0".repeat(40)).as_bytes());
+                    } else {
+                        continue;
+                    }
+                }
+            }
+            info.push(0);
+        }
+        if !info.is_empty() {
+            staged.run_with_input(&["update-index", "-z", "--index-info"], Some(&info))?;
+        }
+        let tree = staged.text(&["write-tree"])?;
+        let tip = git.text(&["rev-parse", "--verify", ref_name])?;
+        let tip_tree = git.text(&["rev-parse", &format!("{tip}^{{tree}}")])?;
+        if tree == tip_tree {
+            return Ok(None);
+        }
+        let commit = git.commit_tree(
+            &tree,
+            &[&tip],
+            &format!("chock: {label}\n\nsession {}", self.meta.session),
+        )?;
+        git.run(&[
+            "update-ref",
+            "-m",
+            &format!("chock: {label}"),
+            ref_name,
+            &commit,
+            &tip,
+        ])?;
+        Ok(Some(commit))
+    }
+}
+
+/// Writes the base commit: the user's index copied to a private index, `git add -A` (tracked
+/// changes and untracked files that are not ignored), a tree, a commit on top of HEAD, and
+/// `refs/chock/<session>` pointing at it. The user's index, branch and files are not touched.
+fn record_base(git: &Git, layout: &Layout, ref_name: &str, session: &str) -> Result<String> {
+    let index = layout.base_index();
+    let user_index = git.user_index()?;
+    if user_index.exists() {
+        fs::copy(&user_index, &index)
+            .map_err(|e| WorkspaceError::io("copy the git index to", &index, e))?;
+    }
+    let private = git.with_index(&index);
+    private.run(&["add", "-A", "--", "."])?;
+    let tree = private.text(&["write-tree"])?;
+    let head = git.head();
+    let parents: Vec<&str> = head.iter().map(String::as_str).collect();
+    let commit = git.commit_tree(
+        &tree,
+        &parents,
+        &format!("chock: base of session {session}"),
+    )?;
+    git.run(&["update-ref", "-m", "chock: session base", ref_name, &commit])?;
+    let path = layout.meta();
+    let mut meta = Meta::load(&path)?;
+    if let Backing::Git { base, .. } = &mut meta.backing {
+        *base = Some(commit.clone());
+    }
+    meta.store(&path)?;
+    Ok(commit)
+}
