@@ -62,6 +62,7 @@ fn main() {
         ["daemonize", marker, delay_ms, _token] => daemonize(marker, delay_ms, false),
         ["daemonize-keep-stdio", marker, delay_ms, _token] => daemonize(marker, delay_ms, true),
         ["tiocsti", fd, text] => tiocsti(fd, text),
+        ["tty-session", fd] => tty_session(fd),
         _ => {
             eprintln!("usage: chock-hostile <act> [args]; see the source for the list of acts");
             USAGE
@@ -408,6 +409,22 @@ fn tiocsti(fd: &str, text: &str) -> i32 {
     succeeded(&format!("pushed {} bytes", text.len()))
 }
 
+/// Asks the terminal on `fd` for its session (TIOCGSID): it answers only to a process whose
+/// controlling terminal it is (ENOTTY otherwise), so a success means the call still holds the
+/// host's terminal as its controlling terminal.
+fn tty_session(fd: &str) -> i32 {
+    let Ok(fd) = fd.parse::<i32>() else {
+        return USAGE;
+    };
+    let mut sid: libc::pid_t = 0;
+    // SAFETY: TIOCGSID writes one pid_t to the pointer, which points at a live local.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGSID, &mut sid as *mut libc::pid_t) };
+    if r == -1 {
+        return refused(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
+    }
+    succeeded(&format!("the terminal's session is {sid}"))
+}
+
 /// Opens a file for a syscall that needs a descriptor; a failure here is inconclusive.
 fn open_fd(path: &str) -> Option<OwnedFd> {
     let c = cstr(path);
@@ -695,6 +712,24 @@ fn syscall(name: &str) -> i32 {
         "acct" => {
             let p = cstr("/chock-hostile-absent");
             sys(libc::SYS_acct, &[ptr(p.as_ptr())])
+        }
+        "quotactl_fd" => sys(
+            libc::SYS_quotactl_fd,
+            &[int(-1), int(0x0080_0001u32), int(0), int(0)],
+        ),
+        "open_tree_attr" => {
+            let t = cstr("/tmp");
+            // open_tree_attr (Linux 6.15, the same number on every architecture), no attributes.
+            sys(
+                467,
+                &[
+                    int(libc::AT_FDCWD),
+                    ptr(t.as_ptr()),
+                    int(1 | libc::O_CLOEXEC),
+                    int(0),
+                    int(0),
+                ],
+            )
         }
         // Q_SYNC (0x800001) of every filesystem: needs no privilege where quotactl is allowed.
         "quotactl" => sys(

@@ -1,0 +1,199 @@
+//! Escape suite, filesystem: the real project, the policy file, secrets outside the project,
+//! kernel tunables. Each test names the layer that must stop the act; see docs/sandbox.md.
+
+mod escape_support;
+
+use escape_support::{Backing, Fixture, SECRET, run};
+
+/// Attack: write to the real project through the workspace the sandbox sees (modify, create,
+/// delete). Layer: the workspace mount (an overlay whose lower layer is never written).
+#[test]
+fn writing_the_project_never_reaches_the_real_directory() {
+    let fx = Fixture::new(Backing::Overlay);
+    let readme = fx.project.join("README.md");
+    let before = std::fs::read_to_string(&readme).unwrap();
+    let script = format!(
+        "echo changed > {p}/README.md && echo new > {p}/created.txt && rm {p}/chock-hostile && echo done",
+        p = fx.project.display()
+    );
+    let r = run(&fx.plan(vec!["/bin/sh".into(), "-c".into(), script]));
+    assert_eq!(
+        r.stdout.trim(),
+        "done",
+        "the writes themselves must work inside: {r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&readme).unwrap(),
+        before,
+        "the real README.md was changed"
+    );
+    assert!(
+        !fx.project.join("created.txt").exists(),
+        "a file appeared in the real project"
+    );
+    assert!(
+        fx.project.join("chock-hostile").exists(),
+        "a file was deleted from the real project"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.landed("README.md")).unwrap(),
+        "changed\n",
+        "the write went nowhere"
+    );
+}
+
+/// Attack: write the policy file (write, truncate-replace by rename, delete, chmod), with either
+/// workspace backing. Layer: the policy file bound read-only over itself.
+#[test]
+fn the_policy_file_cannot_be_changed() {
+    for backing in [Backing::Overlay, Backing::BindCopy] {
+        let fx = Fixture::new(backing);
+        let policy = fx.project.join("chock.toml");
+        let p = policy.to_string_lossy().into_owned();
+        let before = std::fs::read_to_string(&policy).unwrap();
+        let other = fx.project.join("other.toml").to_string_lossy().into_owned();
+        std::fs::write(
+            fx.project.join("other.toml"),
+            "[rules]\n\"*\" = \"allow\"\n",
+        )
+        .unwrap();
+        let write = run(&fx.hostile_plan(&["write", &p]));
+        write.assert_refused("EROFS", "read-only bind of the policy file");
+        let rename = run(&fx.hostile_plan(&["rename", &other, &p]));
+        rename.assert_refused("EBUSY", "the policy file is a mount point");
+        let unlink = run(&fx.hostile_plan(&["unlink", &p]));
+        unlink.assert_refused("EBUSY", "the policy file is a mount point");
+        let chmod = run(&fx.hostile_plan(&["chmod", &p]));
+        chmod.assert_refused("EROFS", "read-only bind of the policy file");
+        let read = run(&fx.hostile_plan(&["read", &p]));
+        assert!(
+            read.stdout.contains("[rules]"),
+            "the policy must stay readable inside: {read:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&policy).unwrap(), before);
+        assert!(
+            !fx.landed("chock.toml").exists()
+                || std::fs::read_to_string(fx.landed("chock.toml")).unwrap() == before
+        );
+    }
+}
+
+/// Attack: read a secret in the home directory, by its path. Layer: the fresh root (nothing of the
+/// host's home is mounted; the sandbox home is an empty tmpfs).
+#[test]
+fn a_secret_in_the_home_directory_is_invisible() {
+    let fx = Fixture::new(Backing::Overlay);
+    let r = run(&fx.hostile_plan(&["read", &fx.secret.to_string_lossy()]));
+    assert!(!r.stdout.contains(SECRET), "the secret leaked: {r:?}");
+    r.assert_refused("ENOENT", "fresh root without the host's home");
+}
+
+/// Attack: read the same secret through symlinks the project ships (absolute and relative).
+/// Layer: the fresh root (links resolve inside the sandbox's tree, where the target is absent).
+#[test]
+fn a_secret_is_invisible_through_a_shipped_symlink() {
+    for backing in [Backing::Overlay, Backing::BindCopy] {
+        let fx = Fixture::new(backing);
+        std::os::unix::fs::symlink(&fx.secret, fx.project.join("leak-absolute")).unwrap();
+        std::os::unix::fs::symlink("../secret.txt", fx.project.join("leak-relative")).unwrap();
+        // The links do work on the host: the attack is real.
+        assert!(
+            std::fs::read_to_string(fx.project.join("leak-relative"))
+                .unwrap()
+                .contains(SECRET)
+        );
+        for link in ["leak-absolute", "leak-relative"] {
+            let path = fx.project.join(link).to_string_lossy().into_owned();
+            let r = run(&fx.hostile_plan(&["read", &path]));
+            assert!(
+                !r.stdout.contains(SECRET),
+                "the secret leaked through {link} ({backing:?}): {r:?}"
+            );
+            r.assert_refused(
+                "ENOENT",
+                "fresh root: the link's target does not exist inside",
+            );
+        }
+    }
+}
+
+/// Attack: read a secret the host keeps outside any home (/var/tmp), and the host's shadow file.
+/// Layer: the fresh root (only /usr, the needed /etc entries and the project are there).
+#[test]
+fn host_files_outside_the_base_set_are_invisible() {
+    let fx = Fixture::new(Backing::Overlay);
+    let dir = std::path::PathBuf::from("/var/tmp").join(escape_support::token("var"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    let r = run(&fx.hostile_plan(&["read", &secret.to_string_lossy()]));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!r.stdout.contains(SECRET), "the secret leaked: {r:?}");
+    r.assert_refused("ENOENT", "fresh root without /var");
+    let shadow = run(&fx.hostile_plan(&["read", "/etc/shadow"]));
+    shadow.assert_refused(
+        "ENOENT",
+        "fresh root binds only the /etc entries toolchains need",
+    );
+}
+
+/// Attack: write outside the workspace and /tmp: into /usr (a read-only bind) and into the sandbox
+/// home (a writable tmpfs that Landlock must still allow) as a control, and into a declared
+/// read-only path. Layers: read-only binds; Landlock.
+#[test]
+fn writes_outside_the_workspace_are_refused() {
+    let fx = Fixture::new(Backing::Overlay);
+    let usr = run(&fx.hostile_plan(&["write", "/usr/chock-escape"]));
+    usr.assert_refused_any("read-only bind of /usr (EROFS) or Landlock (EACCES)");
+    assert!(!std::path::Path::new("/usr/chock-escape").exists());
+
+    let shared = fx.base.join("toolchain");
+    std::fs::create_dir_all(&shared).unwrap();
+    let mut plan = fx.hostile_plan(&["write", &shared.join("planted").to_string_lossy()]);
+    plan.extra_read = vec![shared.clone()];
+    let r = run(&plan);
+    r.assert_refused_any("a declared read path is read-only");
+    assert!(
+        !shared.join("planted").exists(),
+        "the write reached a declared read-only path"
+    );
+}
+
+/// Attack: write a kernel tunable (the same value back, so a failure of this test harms nothing).
+/// Layer: Landlock (the filesystem is read-only outside the workspace and /tmp), and /proc/sys
+/// being owned by the host's root.
+#[test]
+fn proc_sys_cannot_be_written() {
+    let fx = Fixture::new(Backing::Overlay);
+    for path in [
+        "/proc/sys/kernel/core_pattern",
+        "/proc/sys/vm/overcommit_memory",
+        "/proc/sys/kernel/hostname",
+    ] {
+        let r = run(&fx.hostile_plan(&["rewrite", path]));
+        let errno = r.assert_refused_any(&format!("writing {path}"));
+        assert!(
+            errno == "EACCES" || errno == "EROFS" || errno == "EPERM",
+            "{path}: unexpected {errno}"
+        );
+    }
+}
+
+/// Attack: write /sys (the same value back). Layer: the fresh root (no sysfs at all) or a
+/// read-only one.
+#[test]
+fn sys_cannot_be_written() {
+    let fx = Fixture::new(Backing::Overlay);
+    for path in [
+        "/sys/kernel/mm/ksm/run",
+        "/sys/kernel/profiling",
+        "/sys/fs/cgroup/cgroup.procs",
+    ] {
+        let r = run(&fx.hostile_plan(&["rewrite", path]));
+        let errno = r.assert_refused_any(&format!("writing {path}"));
+        assert!(
+            ["ENOENT", "EROFS", "EACCES", "EPERM"].contains(&errno.as_str()),
+            "{path}: unexpected {errno}"
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! Escape suite, network and sockets: the host's loopback, its unix sockets (abstract and by
+//! path), its interfaces. Each test names the layer that must stop the act; see docs/sandbox.md.
+
+mod escape_support;
+
+use std::os::unix::net::UnixListener;
+
+use escape_support::{Backing, Fixture, hostile, run, token};
+
+/// Attack: connect to a TCP listener on the host's 127.0.0.1. Layer: Landlock's TCP connect rule
+/// (ABI 4+) answers first with EACCES; behind it the empty network namespace would answer
+/// ECONNREFUSED (see `only_the_loopback_interface_is_visible` for that layer).
+#[test]
+fn a_host_loopback_listener_is_unreachable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let r = hostile(Backing::Overlay, &["connect-tcp", &addr]);
+    assert!(
+        listener.accept().is_err(),
+        "the host listener accepted a connection from the sandbox"
+    );
+    r.assert_refused("EACCES", "Landlock TCP connect");
+}
+
+/// Attack: connect to an abstract unix socket the host listens on (abstract sockets belong to the
+/// network namespace, not to the filesystem). Layer: Landlock's abstract-socket scope (ABI 6+)
+/// answers EPERM; behind it the network namespace would answer ECONNREFUSED.
+#[test]
+fn a_host_abstract_unix_socket_is_unreachable() {
+    use std::os::linux::net::SocketAddrExt;
+    let name = token("abstract");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let r = hostile(Backing::Overlay, &["connect-abstract", &name]);
+    assert!(
+        listener.accept().is_err(),
+        "the host abstract socket accepted a connection from the sandbox"
+    );
+    r.assert_refused("EPERM", "Landlock abstract unix socket scope");
+}
+
+/// Attack: connect to a host unix socket by its path (an agent socket in the home directory).
+/// Layer: the fresh root (the path does not exist inside).
+#[test]
+fn a_host_unix_socket_path_is_unreachable() {
+    let fx = Fixture::new(Backing::Overlay);
+    let path = fx.base.join("agent.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let r = run(&fx.hostile_plan(&["connect-unix", &path.to_string_lossy()]));
+    assert!(
+        listener.accept().is_err(),
+        "the host unix socket accepted a connection from the sandbox"
+    );
+    r.assert_refused("ENOENT", "fresh root without the host's home");
+}
+
+/// Attack: a live socket inside the project itself (a dev server's control socket). Through the
+/// workspace it is a different inode, never the host's listener. Layer: the workspace mount
+/// (overlay or copy).
+#[test]
+fn a_live_socket_inside_the_project_is_not_the_hosts() {
+    for backing in [Backing::Overlay, Backing::BindCopy] {
+        let fx = Fixture::new(backing);
+        let path = fx.project.join("dev.sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let r = run(&fx.hostile_plan(&["connect-unix", &path.to_string_lossy()]));
+        assert!(
+            listener.accept().is_err(),
+            "the project's live socket reached the host listener ({backing:?})"
+        );
+        r.assert_refused_any("the workspace is not the real directory");
+    }
+}
+
+/// Attack: list the network interfaces. Layer: the network namespace (only `lo`; the host has
+/// eth0 and more).
+#[test]
+fn only_the_loopback_interface_is_visible() {
+    let r = hostile(Backing::Overlay, &["ifaces"]);
+    assert_eq!(
+        r.assert_reported().trim(),
+        "lo",
+        "interfaces visible inside the sandbox"
+    );
+}
