@@ -167,6 +167,12 @@ impl Log {
         Ok(seq)
     }
 
+    /// Passes `text` through the redaction funnel without logging it: text that leaves the host
+    /// for the model (a fetched page, a command's output) must not carry a known secret either.
+    pub fn redact(&self, text: &str) -> String {
+        self.state().redactor.redact_str(text)
+    }
+
     /// Adds a secret to the redaction funnel: from now on it is replaced by `[REDACTED]` in
     /// every event before it is written. Secrets shorter than [`MIN_SECRET_LEN`] characters
     /// are refused ([`LogError::SecretTooShort`]): redacting them would mangle everything.
