@@ -3,15 +3,40 @@
 //! A caller builds a [`Plan`] (plain data), then [`spawn`] forks and builds every layer in the child
 //! before the command is executed. A layer that cannot be applied fails the call with
 //! [`SandboxError::Layer`] before the command runs; there is no switch that turns a layer off.
+//! See docs/sandbox.md for each layer and what it does and does not stop.
 
+mod caps;
+mod cgroup;
+pub mod doctor;
 mod error;
+mod hints;
+mod init;
+mod landlock_rules;
+mod limits;
+mod mount_calls;
+mod mounts;
+mod namespaces;
 mod outcome;
 mod plan;
+mod prepare;
+mod report;
+pub mod seccomp_rules;
 mod spawn;
+mod sys;
 
 pub use error::{Layer, SandboxError};
+pub use landlock_rules::{
+    MINIMUM_ABI as LANDLOCK_MINIMUM_ABI, features as landlock_features, kernel_abi as landlock_abi,
+};
 pub use outcome::{ExitStatus, LimitsReport, Outcome};
 pub use plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, Plan, PlanBuilder, WorkspaceMount, scrub_env,
 };
 pub use spawn::{SandboxChild, StdioMode, spawn};
+
+/// The mounts a plan makes, in order, in words ("ro bind /usr", "tmpfs /tmp (size 1 GiB)"), for
+/// `chock exec --verbose`.
+pub fn describe_mounts(plan: &Plan) -> Result<Vec<String>, SandboxError> {
+    plan.validate()?;
+    Ok(mounts::build(plan)?.into_iter().map(|s| s.label).collect())
+}

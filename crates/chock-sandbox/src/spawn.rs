@@ -1,11 +1,21 @@
-//! The host side of a call: fork, read the child's setup report, wait with a timeout, kill the tree.
+//! The host side of a call: prepare, fork, read the child's setup report, wait with a timeout, kill
+//! the whole tree.
 
 use std::fs::File;
 use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
 
-use crate::error::SandboxError;
-use crate::outcome::Outcome;
+use crate::cgroup::{self, Cgroup};
+use crate::error::{Layer, SandboxError};
+use crate::hints;
+use crate::init::{self, ChildFds};
+use crate::landlock_rules;
+use crate::outcome::{ExitStatus, LimitsReport, Outcome};
 use crate::plan::Plan;
+use crate::prepare::{self, Prepared};
+use crate::report::{self, Kind};
+use crate::seccomp_rules::{self, Arch};
 
 /// Where the command's standard streams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,19 +30,309 @@ pub enum StdioMode {
     Null,
 }
 
-/// A running confined call.
+/// A running confined call. Dropping it kills the call.
 #[derive(Debug)]
 pub struct SandboxChild {
-    pid: u32,
+    setup_pid: libc::pid_t,
+    init_pid: u32,
+    init_pidfd: OwnedFd,
+    status_r: OwnedFd,
+    lifeline: Option<OwnedFd>,
     stdout: Option<File>,
     stderr: Option<File>,
     proxy: Option<TcpListener>,
+    cgroup: Option<Cgroup>,
+    limits: LimitsReport,
+    started: Instant,
+    timeout: Option<Duration>,
+    finished: Option<Outcome>,
+    killed: bool,
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(SandboxError::host("pipe2", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc == -1 {
+        return Err(SandboxError::host(
+            "socketpair",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: both descriptors were just created and are owned here.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn dev_null() -> Result<OwnedFd, SandboxError> {
+    File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map(OwnedFd::from)
+        .map_err(|e| SandboxError::host("open /dev/null", e))
+}
+
+/// Polls `fd` for readability until `deadline`; true when readable.
+fn poll_readable(fd: RawFd, deadline: Option<Instant>) -> bool {
+    loop {
+        let timeout_ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    0
+                } else {
+                    i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX)
+                }
+            }
+        };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) };
+        if n > 0 {
+            return true;
+        }
+        if n == 0 {
+            return false;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}
+
+fn reap(pid: libc::pid_t) {
+    let mut status = 0;
+    loop {
+        // SAFETY: wait for our own child.
+        let rc = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        if rc != -1 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Forks, builds every layer in the child and executes the plan's command. Returns once the command
+/// is executing (every layer on), or with the error of the first layer that could not be applied.
+pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError> {
+    plan.validate()?;
+    let abi = landlock_rules::kernel_abi();
+    if abi < landlock_rules::MINIMUM_ABI {
+        return Err(SandboxError::Layer {
+            layer: Layer::Landlock,
+            reason: format!("the kernel offers no Landlock ABI (answer {abi})"),
+            hint: hints::landlock_missing(),
+        });
+    }
+    let arch = Arch::current().ok_or_else(|| SandboxError::Layer {
+        layer: Layer::Seccomp,
+        reason: format!("no system call table for {}", std::env::consts::ARCH),
+        hint: "Chock's filter covers x86_64 and aarch64".into(),
+    })?;
+    let seccomp = seccomp_rules::compile(arch).map_err(|reason| SandboxError::Layer {
+        layer: Layer::Seccomp,
+        reason,
+        hint: "this is a bug in Chock's filter table".into(),
+    })?;
+    let mut limits = LimitsReport {
+        core_bytes: 0,
+        fsize_bytes: plan.limits.fsize_bytes,
+        nofile: plan.limits.nofile,
+        tmp_size_bytes: plan.limits.tmp_size_bytes,
+        ..LimitsReport::default()
+    };
+    let cgroup = cgroup::create(&plan.limits, &mut limits);
+    let procs = cgroup.as_ref().map(Cgroup::procs_file);
+    let prepared = prepare::prepare(plan, abi, seccomp, procs.as_deref())?;
+
+    let (chan, chan_child) = seqpacket_pair()?;
+    let (status_r, status_w) = pipe()?;
+    let (lifeline_r, lifeline_w) = pipe()?;
+    let mut child_ends: Vec<OwnedFd> = Vec::new();
+    let (mut stdout, mut stderr) = (None, None);
+    let stdio_fds = match stdio {
+        StdioMode::Inherit => [None, None, None],
+        StdioMode::Null => {
+            let null = dev_null()?;
+            let fd = null.as_raw_fd();
+            child_ends.push(null);
+            [Some(fd), Some(fd), Some(fd)]
+        }
+        StdioMode::Piped => {
+            let null = dev_null()?;
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            let fds = [
+                Some(null.as_raw_fd()),
+                Some(out_w.as_raw_fd()),
+                Some(err_w.as_raw_fd()),
+            ];
+            stdout = Some(File::from(out_r));
+            stderr = Some(File::from(err_r));
+            child_ends.extend([null, out_w, err_w]);
+            fds
+        }
+    };
+    let fds = ChildFds {
+        chan: chan_child.as_raw_fd(),
+        status_w: status_w.as_raw_fd(),
+        lifeline_r: lifeline_r.as_raw_fd(),
+        stdio: stdio_fds,
+    };
+    let started = Instant::now();
+    // SAFETY: the child runs only `init::setup_main`, which uses prepared data and async-signal-safe
+    // calls (see prepare.rs for the one exception), and never returns.
+    let setup_pid = unsafe { libc::fork() };
+    if setup_pid < 0 {
+        return Err(SandboxError::host("fork", std::io::Error::last_os_error()));
+    }
+    if setup_pid == 0 {
+        init::setup_main(&prepared, fds);
+    }
+    drop((chan_child, status_w, lifeline_r, child_ends));
+
+    let setup = SetupReport::read(chan.as_raw_fd(), &prepared, plan, started);
+    match setup {
+        Ok(SetupReport {
+            init_pidfd: Some(init_pidfd),
+            init_pid,
+            proxy,
+            cgroup_not_joined,
+        }) => {
+            if let Some(e) = cgroup_not_joined {
+                limits.memory_max_bytes = None;
+                limits.pids_max = None;
+                limits.cpu_max_percent = None;
+                limits.cgroup_note = format!(
+                    "could not join the call's cgroup: {}",
+                    std::io::Error::from_raw_os_error(e)
+                );
+            }
+            Ok(SandboxChild {
+                setup_pid,
+                init_pid,
+                init_pidfd,
+                status_r,
+                lifeline: Some(lifeline_w),
+                stdout,
+                stderr,
+                proxy,
+                cgroup,
+                limits,
+                started,
+                timeout: plan.timeout,
+                finished: None,
+                killed: false,
+            })
+        }
+        Ok(SetupReport {
+            init_pidfd: None, ..
+        })
+        | Err(_) => {
+            drop(lifeline_w);
+            // SAFETY: kill our own child (the setup); its init dies with it (PDEATHSIG).
+            unsafe { libc::kill(setup_pid, libc::SIGKILL) };
+            reap(setup_pid);
+            if let Some(cg) = &cgroup {
+                cg.kill();
+                cg.remove();
+            }
+            Err(setup.err().unwrap_or_else(|| SandboxError::Layer {
+                layer: Layer::Lifetime,
+                reason: "the sandbox's setup process ended without starting the call's init".into(),
+                hint: "run `chock doctor` to see which layer this machine lacks".into(),
+            }))
+        }
+    }
+}
+
+/// What the setup processes said before the command started.
+struct SetupReport {
+    init_pidfd: Option<OwnedFd>,
+    init_pid: u32,
+    proxy: Option<TcpListener>,
+    cgroup_not_joined: Option<i32>,
+}
+
+impl SetupReport {
+    fn read(
+        chan: RawFd,
+        prepared: &Prepared,
+        plan: &Plan,
+        started: Instant,
+    ) -> Result<Self, SandboxError> {
+        let mut out = SetupReport {
+            init_pidfd: None,
+            init_pid: 0,
+            proxy: None,
+            cgroup_not_joined: None,
+        };
+        let deadline = plan.timeout.map(|t| started + t);
+        loop {
+            if !poll_readable(chan, deadline) {
+                return Err(SandboxError::Layer {
+                    layer: Layer::Lifetime,
+                    reason: "the timeout passed while the sandbox was being built".into(),
+                    hint: "give the call a longer timeout".into(),
+                });
+            }
+            let msg = report::recv(chan)
+                .map_err(|e| SandboxError::host("reading the sandbox's report", e))?;
+            let Some((rec, fd)) = msg else { return Ok(out) };
+            match rec.kind {
+                k if k == Kind::LayerFailed as u32 => {
+                    let layer = u8::try_from(rec.layer)
+                        .ok()
+                        .and_then(Layer::from_id)
+                        .unwrap_or(Layer::Lifetime);
+                    return Err(hints::layer_error(layer, rec.step, rec.errno, prepared));
+                }
+                k if k == Kind::ExecFailed as u32 => {
+                    return Err(SandboxError::Exec {
+                        program: plan.argv[0].clone(),
+                        reason: std::io::Error::from_raw_os_error(rec.errno).to_string(),
+                        not_found: rec.errno == libc::ENOENT,
+                    });
+                }
+                k if k == Kind::InitPid as u32 => {
+                    out.init_pidfd = fd;
+                    out.init_pid = u32::try_from(rec.value).unwrap_or(0);
+                }
+                k if k == Kind::ProxyListener as u32 => {
+                    out.proxy = fd.map(TcpListener::from);
+                }
+                k if k == Kind::CgroupNotJoined as u32 => out.cgroup_not_joined = Some(rec.errno),
+                _ => {}
+            }
+        }
+    }
 }
 
 impl SandboxChild {
     /// The host pid of the call's init (pid 1 of its pid namespace).
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.init_pid
     }
 
     /// The command's stdout, in [`StdioMode::Piped`] (once).
@@ -51,21 +351,91 @@ impl SandboxChild {
         self.proxy.take()
     }
 
-    /// Waits for the call to end (or its timeout), then makes sure every process it started is gone.
-    pub fn wait(&mut self) -> Result<Outcome, SandboxError> {
-        Err(SandboxError::Plan("the driver is being built".into()))
+    /// Which limits are on for this call.
+    pub fn limits(&self) -> &LimitsReport {
+        &self.limits
     }
 
-    /// Kills every process of the call now.
+    /// Waits for the call to end (or its timeout), then makes sure every process it started is
+    /// gone: the init's death takes the whole pid namespace with it, and the cgroup (if any) is
+    /// killed as well.
+    pub fn wait(&mut self) -> Result<Outcome, SandboxError> {
+        if let Some(done) = &self.finished {
+            return Ok(done.clone());
+        }
+        let deadline = self.timeout.map(|t| self.started + t);
+        let ended = poll_readable(self.init_pidfd.as_raw_fd(), deadline);
+        if !ended {
+            self.signal_init();
+            poll_readable(self.init_pidfd.as_raw_fd(), None);
+        }
+        reap(self.setup_pid);
+        if let Some(cg) = &self.cgroup {
+            cg.kill();
+            cg.remove();
+        }
+        let mut buf = [0u8; 4];
+        // SAFETY: reading into a 4-byte buffer from our own pipe.
+        let n = unsafe { libc::read(self.status_r.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
+        let status = if !ended {
+            ExitStatus::TimedOut
+        } else if n == 4 {
+            let ws = i32::from_ne_bytes(buf);
+            if libc::WIFEXITED(ws) {
+                ExitStatus::Exited(libc::WEXITSTATUS(ws))
+            } else {
+                ExitStatus::Signaled(libc::WTERMSIG(ws))
+            }
+        } else {
+            // The init died without reporting: it was killed (by `kill`, or from outside).
+            ExitStatus::Signaled(libc::SIGKILL)
+        };
+        let outcome = Outcome {
+            status,
+            limits: self.limits.clone(),
+            duration: self.started.elapsed(),
+        };
+        self.lifeline = None;
+        self.finished = Some(outcome.clone());
+        Ok(outcome)
+    }
+
+    fn signal_init(&mut self) {
+        // SAFETY: signal through our pidfd of the init; the kernel refuses if it already exited.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.init_pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        };
+        if let Some(cg) = &self.cgroup {
+            cg.kill();
+        }
+        self.killed = true;
+    }
+
+    /// Kills every process of the call now. [`SandboxChild::wait`] then reports `Signaled(9)`.
     pub fn kill(&mut self) -> Result<(), SandboxError> {
+        if self.finished.is_none() {
+            self.signal_init();
+        }
         Ok(())
     }
 }
 
-/// Forks, builds every layer in the child and executes the plan's command. Returns once the command
-/// is executing (every layer on), or with the error of the first layer that could not be applied.
-pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError> {
-    plan.validate()?;
-    let _ = stdio;
-    Err(SandboxError::Plan("the driver is being built".into()))
+impl Drop for SandboxChild {
+    fn drop(&mut self) {
+        if self.finished.is_none() {
+            self.signal_init();
+            poll_readable(self.init_pidfd.as_raw_fd(), None);
+            reap(self.setup_pid);
+            if let Some(cg) = &self.cgroup {
+                cg.kill();
+                cg.remove();
+            }
+        }
+    }
 }

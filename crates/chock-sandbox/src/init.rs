@@ -1,0 +1,333 @@
+//! The three processes of a call, as they run after fork. Everything here is async-signal-safe
+//! except the Landlock ruleset (see `prepare.rs` for why that is acceptable).
+//!
+//! 1. **setup** (forked by the host): new session, joins the cgroup, makes the user namespace and
+//!    maps its own ids, then the other namespaces; forks the init; hands the host a pidfd of the
+//!    init; then waits for it, killing it if the host goes away (its lifeline pipe closes).
+//! 2. **init** (pid 1 of the call's pid namespace): host name, loopback, the proxy listener, the
+//!    fresh root, rlimits, then gives up everything (capabilities, no_new_privs, Landlock, seccomp)
+//!    and forks the command. It reaps orphans and, when the command ends, reports its status and
+//!    exits: the kernel then kills every process left in the namespace, double-forked or not.
+//! 3. **command**: closes every descriptor but 0, 1, 2 at exec, enters the working directory and
+//!    executes the program with the scrubbed environment.
+
+use std::os::fd::RawFd;
+
+use crate::error::Layer;
+use crate::namespaces;
+use crate::prepare::Prepared;
+use crate::report::{self, Kind, Record};
+use crate::sys::{self, check, errno, exit_now};
+use crate::{caps, landlock_rules, limits, seccomp_rules};
+
+/// Descriptors the setup process starts with (already open in the parent, close-on-exec).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildFds {
+    pub chan: RawFd,
+    pub status_w: RawFd,
+    pub lifeline_r: RawFd,
+    /// What becomes 0, 1 and 2 (`None`: keep the parent's).
+    pub stdio: [Option<RawFd>; 3],
+}
+
+/// Step codes of layers without their own table.
+pub(crate) mod step {
+    pub const UNSHARE: u32 = 0;
+    pub const SETGROUPS: u32 = 1;
+    pub const UID_MAP: u32 = 2;
+    pub const GID_MAP: u32 = 3;
+    pub const SETSID: u32 = 10;
+    pub const FORK: u32 = 11;
+    pub const PIDFD: u32 = 12;
+    pub const STDIO: u32 = 13;
+    pub const SIGNALS: u32 = 14;
+    pub const HOSTNAME: u32 = 20;
+    pub const LOOPBACK: u32 = 21;
+    pub const PROXY: u32 = 22;
+    pub const DUMPABLE: u32 = 23;
+    pub const PDEATHSIG: u32 = 24;
+    pub const CHDIR: u32 = 25;
+    pub const CLOSE: u32 = 26;
+    pub const NNP: u32 = 27;
+    pub const SECCOMP: u32 = 28;
+    /// Mount steps are reported as MOUNT_BASE + their index.
+    pub const MOUNT_BASE: u32 = 1000;
+}
+
+fn fail(chan: RawFd, layer: Layer, step: u32, errno: i32) -> ! {
+    let _ = report::send(
+        chan,
+        Record::new(Kind::LayerFailed, layer as u32, step, errno, 0),
+        None,
+    );
+    exit_now(126)
+}
+
+fn reset_signals() -> Result<(), i32> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; only this thread's mask and dispositions change.
+    unsafe {
+        libc::sigemptyset(&raw mut set);
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            &raw const set,
+            std::ptr::null_mut(),
+        ))?;
+        for sig in 1..libc::SIGRTMAX() {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn install_stdio(fds: &ChildFds) -> Result<(), i32> {
+    for (target, src) in fds.stdio.iter().enumerate() {
+        let Some(src) = *src else { continue };
+        let target = i32::try_from(target).unwrap_or(0);
+        if src == target {
+            // SAFETY: clears close-on-exec on a descriptor we own.
+            check(unsafe { libc::fcntl(src, libc::F_SETFD, 0) })?;
+        } else {
+            // SAFETY: dup2 onto 0..2; the result is not close-on-exec.
+            check(unsafe { libc::dup2(src, target) })?;
+        }
+    }
+    Ok(())
+}
+
+/// The setup process. Never returns.
+pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
+    let chan = fds.chan;
+    if let Err(e) = install_stdio(&fds) {
+        fail(chan, Layer::Descriptors, step::STDIO, e);
+    }
+    let mut keep = [0, 1, 2, fds.chan, fds.status_w, fds.lifeline_r];
+    keep.sort_unstable();
+    if let Err(e) = sys::close_all_except(&keep) {
+        fail(chan, Layer::Descriptors, step::CLOSE, e);
+    }
+    if let Err(e) = reset_signals() {
+        fail(chan, Layer::Lifetime, step::SIGNALS, e);
+    }
+    // SAFETY: setsid only changes this process's session.
+    if unsafe { libc::setsid() } == -1 {
+        fail(chan, Layer::Session, step::SETSID, errno());
+    }
+    if let Some(procs) = &p.cgroup_procs
+        && let Err(e) = sys::write_file(procs, b"0")
+    {
+        let _ = report::send(chan, Record::new(Kind::CgroupNotJoined, 0, 0, e, 0), None);
+    }
+    if let Err(e) = namespaces::unshare(libc::CLONE_NEWUSER) {
+        fail(chan, Layer::UserNamespace, step::UNSHARE, e);
+    }
+    if let Err((s, e)) = namespaces::write_id_maps(&p.uid_map, &p.gid_map) {
+        fail(chan, Layer::UserNamespace, s, e);
+    }
+    for (flag, layer) in namespaces::AFTER_USER {
+        if let Err(e) = namespaces::unshare(flag) {
+            fail(chan, layer, step::UNSHARE, e);
+        }
+    }
+    // SAFETY: fork in a single-threaded process (this one).
+    let init = unsafe { libc::fork() };
+    if init < 0 {
+        fail(chan, Layer::PidNamespace, step::FORK, errno());
+    }
+    if init == 0 {
+        init_main(p, fds);
+    }
+    // SAFETY: pidfd_open of our own unreaped child: the pid cannot have been reused.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, init, 0) };
+    let Ok(pidfd) = RawFd::try_from(pidfd) else {
+        fail(chan, Layer::Lifetime, step::PIDFD, errno())
+    };
+    if pidfd < 0 {
+        // SAFETY: kill our own child.
+        unsafe { libc::kill(init, libc::SIGKILL) };
+        fail(chan, Layer::Lifetime, step::PIDFD, errno());
+    }
+    let _ = report::send(
+        chan,
+        Record::new(Kind::InitPid, 0, 0, 0, i64::from(init)),
+        Some(pidfd),
+    );
+    // SAFETY: closing our copies: the host now holds the pidfd, the init its own channel.
+    unsafe {
+        libc::close(chan);
+        libc::close(fds.status_w);
+    }
+    supervise(init, pidfd, fds.lifeline_r)
+}
+
+/// Waits for the init; kills it if the host's end of the lifeline closes (the host died or
+/// dropped the call).
+fn supervise(init: libc::pid_t, pidfd: RawFd, lifeline: RawFd) -> ! {
+    let mut watch_lifeline = true;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if watch_lifeline { lifeline } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfd structs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            break;
+        }
+        if fds[0].revents != 0 {
+            break;
+        }
+        if fds[1].revents != 0 {
+            // SAFETY: signal through a pidfd of our own child.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd,
+                    libc::SIGKILL,
+                    std::ptr::null::<u8>(),
+                    0,
+                )
+            };
+            watch_lifeline = false;
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reap our own child.
+    unsafe { libc::waitpid(init, &raw mut status, 0) };
+    exit_now(0)
+}
+
+/// pid 1 of the call. Never returns.
+fn init_main(p: &Prepared, fds: ChildFds) -> ! {
+    let chan = fds.chan;
+    // SAFETY: lifeline belongs to setup; the init watches its parent through PDEATHSIG instead.
+    unsafe { libc::close(fds.lifeline_r) };
+    if let Err(e) = caps::die_with_parent() {
+        fail(chan, Layer::Lifetime, step::PDEATHSIG, e);
+    }
+    if let Err(e) = namespaces::set_hostname(c"chock") {
+        fail(chan, Layer::UtsNamespace, step::HOSTNAME, e);
+    }
+    if let Err(e) = namespaces::loopback_up() {
+        fail(chan, Layer::Network, step::LOOPBACK, e);
+    }
+    if let Some(port) = p.proxy_port {
+        match namespaces::proxy_listener(port) {
+            Ok(fd) => {
+                if let Err(e) =
+                    report::send(chan, Record::new(Kind::ProxyListener, 0, 0, 0, 0), Some(fd))
+                {
+                    fail(chan, Layer::Network, step::PROXY, e);
+                }
+                // SAFETY: the host now holds the listener; close our copy.
+                unsafe { libc::close(fd) };
+            }
+            Err(e) => fail(chan, Layer::Network, step::PROXY, e),
+        }
+    }
+    for (i, s) in p.steps.iter().enumerate() {
+        if let Err(e) = crate::mount_calls::apply(&s.op) {
+            if s.optional && e == libc::ENOENT {
+                continue;
+            }
+            fail(
+                chan,
+                s.layer,
+                step::MOUNT_BASE + u32::try_from(i).unwrap_or(0),
+                e,
+            );
+        }
+    }
+    if let Err((s, e)) = limits::apply(&p.rlimits) {
+        fail(chan, Layer::Rlimits, s, e);
+    }
+    if let Err(e) = caps::set_non_dumpable() {
+        fail(chan, Layer::Lifetime, step::DUMPABLE, e);
+    }
+    if let Err((s, e)) = caps::drop_all() {
+        fail(chan, Layer::Capabilities, s, e);
+    }
+    if let Err(e) = caps::set_no_new_privs() {
+        fail(chan, Layer::NoNewPrivs, step::NNP, e);
+    }
+    if let Err((s, e)) = landlock_rules::apply(&p.landlock) {
+        fail(chan, Layer::Landlock, s, e);
+    }
+    if let Err(e) = seccomp_rules::install(&p.seccomp) {
+        fail(chan, Layer::Seccomp, step::SECCOMP, e);
+    }
+    // SAFETY: fork in a single-threaded process (this one).
+    let command = unsafe { libc::fork() };
+    if command < 0 {
+        fail(chan, Layer::Lifetime, step::FORK, errno());
+    }
+    if command == 0 {
+        command_main(p, chan);
+    }
+    // SAFETY: the command holds its own copy until exec.
+    unsafe { libc::close(chan) };
+    reap(command, fds.status_w)
+}
+
+/// Reaps every process of the namespace; when the command ends, reports its wait status and exits.
+fn reap(command: libc::pid_t, status_w: RawFd) -> ! {
+    loop {
+        let mut status = 0;
+        // SAFETY: wait for any child of pid 1 (the command and orphans reparented to us).
+        let pid = unsafe { libc::waitpid(-1, &raw mut status, 0) };
+        if pid == command {
+            let _ = sys::write_all(status_w, &status.to_ne_bytes());
+            exit_now(0);
+        }
+        if pid < 0 && errno() != libc::EINTR {
+            exit_now(0);
+        }
+    }
+}
+
+/// The command. Never returns.
+fn command_main(p: &Prepared, chan: RawFd) -> ! {
+    if let Err(e) = sys::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) {
+        fail(chan, Layer::Descriptors, step::CLOSE, e);
+    }
+    // SAFETY: NUL-terminated path.
+    if unsafe { libc::chdir(p.cwd.as_ptr()) } == -1 {
+        fail(chan, Layer::Workspace, step::CHDIR, errno());
+    }
+    let mut last = libc::ENOENT;
+    for candidate in &p.candidates {
+        // SAFETY: NUL-terminated path and NULL-terminated pointer arrays that outlive the call.
+        unsafe {
+            libc::execve(
+                candidate.as_ptr(),
+                p.argv_ptrs.as_ptr(),
+                p.env_ptrs.as_ptr(),
+            )
+        };
+        let e = errno();
+        match e {
+            libc::ENOENT | libc::ENOTDIR => {}
+            libc::EACCES => last = e,
+            _ => {
+                last = e;
+                break;
+            }
+        }
+    }
+    let _ = report::send(chan, Record::new(Kind::ExecFailed, 0, 0, last, 0), None);
+    exit_now(127)
+}

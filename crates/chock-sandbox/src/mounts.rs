@@ -1,0 +1,621 @@
+//! The fresh root of a call: which mounts, in which order (built on the host, from the plan), and
+//! the system calls that make each one (run in the call's init, inside its user and mount
+//! namespaces).
+//!
+//! The sequence: make every mount private; mount a tmpfs on /tmp and pivot into it, so the old root
+//! sits at /oldroot and every source is reached as /oldroot/<path> (no source can be shadowed by the
+//! new tree); build the tree; mount a fresh /proc while the old one is still attached (the kernel only
+//! lets a user namespace mount procfs where one is already fully visible); detach /oldroot; make the
+//! new root read-only.
+
+use std::collections::BTreeSet;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Layer, SandboxError};
+use crate::plan::{Plan, WorkspaceMount};
+
+/// Where the host's root is reachable while the tree is built.
+const OLD_ROOT: &str = "/oldroot";
+
+/// Directories bound from the host when they are directories, recreated when they are symlinks
+/// (a merged-/usr system links /bin to usr/bin).
+const SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// The /etc entries programs and toolchains need: the loader cache, certificates, alternatives,
+/// names for ids, host name lookup, time zone, terminal descriptions. Nothing with secrets
+/// (shadow, ssh keys) and nothing about the host's network (resolv.conf: a call has no DNS).
+const ETC_ENTRIES: &[&str] = &[
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "crypto-policies",
+    "alternatives",
+    "passwd",
+    "group",
+    "hosts",
+    "host.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "localtime",
+    "timezone",
+    "terminfo",
+    "inputrc",
+    "mime.types",
+    "protocols",
+    "services",
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "bash.bashrc",
+    "profile",
+    "environment",
+    "gitconfig",
+    "rustc",
+    "python3",
+    "perl",
+];
+
+/// Device nodes bound from the host's /dev.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Parts of /proc made read-only on top of Landlock (they configure the whole machine).
+const PROC_READONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
+
+/// One mount operation. Paths are final (sources under [`OLD_ROOT`]).
+#[derive(Debug)]
+pub(crate) enum Op {
+    /// Make every mount of the new mount namespace private.
+    MakePrivate,
+    /// tmpfs on /tmp, pivot into it, old root at /oldroot.
+    EnterNewRoot,
+    Mkdir {
+        path: CString,
+        mode: libc::mode_t,
+    },
+    Touch {
+        path: CString,
+    },
+    Tmpfs {
+        target: CString,
+        data: CString,
+        flags: libc::c_ulong,
+    },
+    Bind {
+        source: CString,
+        target: CString,
+        readonly: bool,
+        devices: bool,
+    },
+    Symlink {
+        text: CString,
+        link: CString,
+    },
+    Overlay {
+        target: CString,
+        data: CString,
+    },
+    Proc {
+        target: CString,
+    },
+    Devpts {
+        target: CString,
+    },
+    /// Detach /oldroot and remove its mount point.
+    DropOldRoot,
+    /// Remount a mount point read-only in place.
+    RemountReadonly {
+        target: CString,
+    },
+}
+
+/// One step: the operation, the layer it belongs to, and what it is in words.
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub op: Op,
+    pub layer: Layer,
+    pub label: String,
+    /// A missing source (ENOENT) skips the step instead of failing it.
+    pub optional: bool,
+}
+
+fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
+    CString::new(p.as_ref()).map_err(|_| SandboxError::Plan("a path contains a NUL byte".into()))
+}
+
+fn under_old_root(p: &Path) -> Result<CString, SandboxError> {
+    let mut bytes = OLD_ROOT.as_bytes().to_vec();
+    bytes.extend_from_slice(p.as_os_str().as_bytes());
+    cstr(bytes)
+}
+
+/// Resolves symlinks in a host path, so that its source is reachable under /oldroot (an absolute
+/// symlink would otherwise resolve against the new root while the tree is built).
+fn canonical(what: &str, p: &Path) -> Result<PathBuf, SandboxError> {
+    p.canonicalize()
+        .map_err(|e| SandboxError::Plan(format!("{what} {}: {e}", p.display())))
+}
+
+struct Builder {
+    steps: Vec<Step>,
+    made: BTreeSet<PathBuf>,
+}
+
+impl Builder {
+    fn push(&mut self, op: Op, layer: Layer, label: String) {
+        self.steps.push(Step {
+            op,
+            layer,
+            label,
+            optional: false,
+        });
+    }
+
+    /// Mkdir steps for `dir` and every missing ancestor.
+    fn mkdirs(&mut self, dir: &Path, layer: Layer) -> Result<(), SandboxError> {
+        let mut acc = PathBuf::from("/");
+        for c in dir.components() {
+            if let Component::Normal(n) = c {
+                acc.push(n);
+                if self.made.insert(acc.clone()) {
+                    let path = cstr(acc.as_os_str().as_bytes())?;
+                    self.push(
+                        Op::Mkdir { path, mode: 0o755 },
+                        layer,
+                        format!("mkdir {}", acc.display()),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A mount point for `target`: a directory, or an empty file when `source_is_dir` is false.
+    fn mount_point(
+        &mut self,
+        target: &Path,
+        source_is_dir: bool,
+        layer: Layer,
+    ) -> Result<(), SandboxError> {
+        if source_is_dir {
+            self.mkdirs(target, layer)
+        } else {
+            if let Some(parent) = target.parent() {
+                self.mkdirs(parent, layer)?;
+            }
+            if self.made.insert(target.to_path_buf()) {
+                let path = cstr(target.as_os_str().as_bytes())?;
+                self.push(
+                    Op::Touch { path },
+                    layer,
+                    format!("create {}", target.display()),
+                );
+            }
+            Ok(())
+        }
+    }
+
+    fn bind(
+        &mut self,
+        source: &Path,
+        target: &Path,
+        readonly: bool,
+        layer: Layer,
+    ) -> Result<(), SandboxError> {
+        let is_dir = source.is_dir();
+        self.mount_point(target, is_dir, layer)?;
+        let label = match (readonly, source == target) {
+            (true, true) => format!("ro bind {}", target.display()),
+            (false, true) => format!("rw bind {}", target.display()),
+            (true, false) => format!("ro bind {} -> {}", source.display(), target.display()),
+            (false, false) => format!("rw bind {} -> {}", source.display(), target.display()),
+        };
+        let op = Op::Bind {
+            source: under_old_root(source)?,
+            target: cstr(target.as_os_str().as_bytes())?,
+            readonly,
+            devices: false,
+        };
+        self.push(op, layer, label);
+        Ok(())
+    }
+
+    fn tmpfs(
+        &mut self,
+        target: &Path,
+        mode: u32,
+        size: u64,
+        layer: Layer,
+    ) -> Result<(), SandboxError> {
+        self.mkdirs(target, layer)?;
+        let data = cstr(format!("mode={mode:o},size={size}"))?;
+        let flags = libc::MS_NOSUID | libc::MS_NODEV;
+        let op = Op::Tmpfs {
+            target: cstr(target.as_os_str().as_bytes())?,
+            data,
+            flags,
+        };
+        self.push(
+            op,
+            layer,
+            format!("tmpfs {} (size {})", target.display(), human_size(size)),
+        );
+        Ok(())
+    }
+
+    /// Recreates a host symlink, or binds the host entry read-only.
+    fn copy_entry(&mut self, host: &Path, layer: Layer) -> Result<(), SandboxError> {
+        let Ok(meta) = std::fs::symlink_metadata(host) else {
+            return Ok(());
+        };
+        if meta.file_type().is_symlink() {
+            let text = std::fs::read_link(host)
+                .map_err(|e| SandboxError::host(format!("readlink {}", host.display()), e))?;
+            if let Some(parent) = host.parent() {
+                self.mkdirs(parent, layer)?;
+            }
+            self.made.insert(host.to_path_buf());
+            let op = Op::Symlink {
+                text: cstr(text.as_os_str().as_bytes())?,
+                link: cstr(host.as_os_str().as_bytes())?,
+            };
+            self.push(
+                op,
+                layer,
+                format!("symlink {} -> {}", host.display(), text.display()),
+            );
+            Ok(())
+        } else if meta.is_dir() || meta.is_file() {
+            self.bind(host, host, true, layer)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The mount steps for `plan`, in order.
+pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
+    let fs = Layer::Filesystem;
+    let mut b = Builder {
+        steps: Vec::new(),
+        made: BTreeSet::new(),
+    };
+    b.push(
+        Op::MakePrivate,
+        Layer::MountNamespace,
+        "make every mount private".into(),
+    );
+    b.push(
+        Op::EnterNewRoot,
+        fs,
+        "tmpfs root, host root at /oldroot".into(),
+    );
+
+    // The system: /usr and the usual links, /etc entries.
+    b.copy_entry(Path::new("/usr"), fs)?;
+    for dir in SYSTEM_DIRS {
+        b.copy_entry(Path::new(dir), fs)?;
+    }
+    b.mkdirs(Path::new("/etc"), fs)?;
+    for name in ETC_ENTRIES {
+        b.copy_entry(&Path::new("/etc").join(name), fs)?;
+    }
+
+    // A minimal /dev.
+    let dev_flags = libc::MS_NOSUID | libc::MS_NOEXEC;
+    b.mkdirs(Path::new("/dev"), fs)?;
+    b.push(
+        Op::Tmpfs {
+            target: cstr("/dev")?,
+            data: cstr("mode=755,size=65536")?,
+            flags: dev_flags,
+        },
+        fs,
+        "tmpfs /dev".into(),
+    );
+    for dev in DEVICES {
+        let target = PathBuf::from("/dev").join(dev);
+        b.push(
+            Op::Touch {
+                path: cstr(target.as_os_str().as_bytes())?,
+            },
+            fs,
+            format!("create {}", target.display()),
+        );
+        let op = Op::Bind {
+            source: under_old_root(&target)?,
+            target: cstr(target.as_os_str().as_bytes())?,
+            readonly: false,
+            devices: true,
+        };
+        b.push(op, fs, format!("device {}", target.display()));
+    }
+    b.push(
+        Op::Mkdir {
+            path: cstr("/dev/pts")?,
+            mode: 0o755,
+        },
+        fs,
+        "mkdir /dev/pts".into(),
+    );
+    b.push(
+        Op::Devpts {
+            target: cstr("/dev/pts")?,
+        },
+        fs,
+        "private devpts /dev/pts".into(),
+    );
+    for (link, text) in [
+        ("/dev/ptmx", "pts/ptmx"),
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+    ] {
+        b.push(
+            Op::Symlink {
+                text: cstr(text)?,
+                link: cstr(link)?,
+            },
+            fs,
+            format!("symlink {link} -> {text}"),
+        );
+    }
+    b.push(
+        Op::Mkdir {
+            path: cstr("/dev/shm")?,
+            mode: 0o755,
+        },
+        fs,
+        "mkdir /dev/shm".into(),
+    );
+    let shm = Op::Tmpfs {
+        target: cstr("/dev/shm")?,
+        data: cstr(format!("mode=1777,size={}", plan.limits.tmp_size_bytes))?,
+        flags: libc::MS_NOSUID | libc::MS_NODEV,
+    };
+    b.push(
+        shm,
+        fs,
+        format!(
+            "tmpfs /dev/shm (size {})",
+            human_size(plan.limits.tmp_size_bytes)
+        ),
+    );
+    b.made.insert(PathBuf::from("/dev"));
+
+    // The call's own mounts, parents before children.
+    let mut user: Vec<(PathBuf, UserMount)> = Vec::new();
+    user.push((plan.home.clone(), UserMount::Tmpfs { mode: 0o700 }));
+    user.push((PathBuf::from("/tmp"), UserMount::Tmpfs { mode: 0o1777 }));
+    for p in &plan.extra_read {
+        let c = canonical("extra read path", p)?;
+        user.push((
+            c.clone(),
+            UserMount::Bind {
+                source: c,
+                readonly: true,
+                layer: fs,
+            },
+        ));
+    }
+    for p in &plan.extra_write {
+        let c = canonical("extra write path", p)?;
+        user.push((
+            c.clone(),
+            UserMount::Bind {
+                source: c,
+                readonly: false,
+                layer: fs,
+            },
+        ));
+    }
+    match &plan.workspace {
+        WorkspaceMount::Bind { source } => {
+            let source = canonical("workspace", source)?;
+            user.push((
+                plan.project_path.clone(),
+                UserMount::Bind {
+                    source,
+                    readonly: false,
+                    layer: Layer::Workspace,
+                },
+            ));
+        }
+        WorkspaceMount::Overlay { lower, upper, work } => {
+            let (lower, upper, work) = (
+                canonical("overlay lower", lower)?,
+                canonical("overlay upper", upper)?,
+                canonical("overlay work", work)?,
+            );
+            user.push((
+                plan.project_path.clone(),
+                UserMount::Overlay { lower, upper, work },
+            ));
+        }
+    }
+    if let Some(policy) = &plan.policy_file {
+        let source = canonical("policy file", policy)?;
+        user.push((
+            policy.clone(),
+            UserMount::Bind {
+                source,
+                readonly: true,
+                layer: Layer::Workspace,
+            },
+        ));
+    }
+    for (target, _) in &user {
+        if forbidden_target(target) {
+            return Err(SandboxError::Plan(format!(
+                "{} cannot be mounted into a sandbox (it is /, or under /proc, /sys or /dev)",
+                target.display()
+            )));
+        }
+    }
+    user.sort_by_key(|(t, _)| t.components().count());
+    for (i, (t, _)) in user.iter().enumerate() {
+        if user[..i].iter().any(|(o, _)| o == t) {
+            return Err(SandboxError::Plan(format!(
+                "{} is mounted twice",
+                t.display()
+            )));
+        }
+    }
+    for (target, m) in user {
+        match m {
+            UserMount::Tmpfs { mode } => b.tmpfs(&target, mode, plan.limits.tmp_size_bytes, fs)?,
+            UserMount::Bind {
+                source,
+                readonly,
+                layer,
+            } => b.bind(&source, &target, readonly, layer)?,
+            UserMount::Overlay { lower, upper, work } => {
+                b.mkdirs(&target, Layer::Workspace)?;
+                let data = format!(
+                    "lowerdir={}{},upperdir={}{},workdir={}{},userxattr",
+                    OLD_ROOT,
+                    lower.display(),
+                    OLD_ROOT,
+                    upper.display(),
+                    OLD_ROOT,
+                    work.display()
+                );
+                let label = format!(
+                    "overlay {} (lower {}, upper {})",
+                    target.display(),
+                    lower.display(),
+                    upper.display()
+                );
+                let op = Op::Overlay {
+                    target: cstr(target.as_os_str().as_bytes())?,
+                    data: cstr(data)?,
+                };
+                b.push(op, Layer::Workspace, label);
+            }
+        }
+    }
+
+    // /proc for the new pid namespace, with the machine-wide knobs read-only.
+    b.mkdirs(Path::new("/proc"), fs)?;
+    b.push(
+        Op::Proc {
+            target: cstr("/proc")?,
+        },
+        fs,
+        "proc /proc (this call's pid namespace)".into(),
+    );
+    for name in PROC_READONLY {
+        let target = format!("/proc/{name}");
+        let op = Op::Bind {
+            source: cstr(&*target)?,
+            target: cstr(&*target)?,
+            readonly: true,
+            devices: false,
+        };
+        b.steps.push(Step {
+            op,
+            layer: fs,
+            label: format!("ro bind {target}"),
+            optional: true,
+        });
+    }
+    b.push(Op::DropOldRoot, fs, "detach the host root".into());
+    b.push(
+        Op::RemountReadonly { target: cstr("/")? },
+        fs,
+        "root read-only".into(),
+    );
+    Ok(b.steps)
+}
+
+enum UserMount {
+    Tmpfs {
+        mode: u32,
+    },
+    Bind {
+        source: PathBuf,
+        readonly: bool,
+        layer: Layer,
+    },
+    Overlay {
+        lower: PathBuf,
+        upper: PathBuf,
+        work: PathBuf,
+    },
+}
+
+fn forbidden_target(p: &Path) -> bool {
+    p == Path::new("/") || ["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
+}
+
+fn human_size(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
+        format!("{} GiB", bytes >> 30)
+    } else if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Plan;
+
+    #[test]
+    fn tree_puts_parents_first_and_policy_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("proj");
+        let copy = dir.path().join("copy");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::write(project.join("chock.toml"), "").unwrap();
+        let project = project.canonicalize().unwrap();
+        let plan = Plan::builder(
+            vec!["true".into()],
+            WorkspaceMount::Bind { source: copy },
+            project.clone(),
+        )
+        .home(PathBuf::from("/home/someone"))
+        .policy_file(Some(project.join("chock.toml")))
+        .build_with_env(&[]);
+        let steps = build(&plan).unwrap();
+        let labels: Vec<&str> = steps.iter().map(|s| s.label.as_str()).collect();
+        let pos = |needle: &str| {
+            labels
+                .iter()
+                .position(|l| l.starts_with(needle))
+                .unwrap_or_else(|| panic!("{needle} in {labels:?}"))
+        };
+        assert!(pos("tmpfs /home/someone") < pos("rw bind"));
+        assert!(pos("rw bind") < pos("ro bind /"));
+        assert!(
+            labels
+                .iter()
+                .any(|l| *l == format!("ro bind {}", project.join("chock.toml").display()))
+        );
+        assert!(pos("proc /proc") < pos("detach the host root"));
+        assert_eq!(labels.last(), Some(&"root read-only"));
+    }
+
+    #[test]
+    fn a_mount_over_dev_is_refused() {
+        let plan = Plan::builder(
+            vec!["true".into()],
+            WorkspaceMount::Bind {
+                source: "/tmp".into(),
+            },
+            "/p".into(),
+        )
+        .extra_read(vec!["/dev/shm".into()])
+        .build_with_env(&[]);
+        assert!(build(&plan).unwrap_err().to_string().contains("/dev"));
+    }
+}

@@ -1,0 +1,142 @@
+//! Everything the child needs, built on the host before fork.
+//!
+//! Why before fork: the parent may be multi-threaded (the agent runs on tokio). After fork only the
+//! forking thread exists in the child, and a lock another thread held at that instant stays held
+//! forever. So the child should run only async-signal-safe code. Every string, pointer array, mount
+//! step and seccomp program is made here; the child walks prepared data with raw system calls. The
+//! one exception is the Landlock ruleset, which must name paths of the new root and is built by the
+//! `landlock` crate in the call's init (it allocates): glibc's and musl's fork() re-initialise the
+//! allocator's locks in the child, so allocation there is safe with those C libraries, and the init
+//! takes no other lock (no stdio, no environment, no Rust std mutex).
+
+use std::ffi::{CString, c_char};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use seccompiler::BpfProgram;
+
+use crate::error::SandboxError;
+use crate::landlock_rules::LandlockPlan;
+use crate::limits::Rlimits;
+use crate::mounts::{self, Step};
+use crate::plan::{NetworkPlan, Plan};
+
+/// Prepared data for the child. Holds raw pointers into its own strings, so it stays on the
+/// spawning thread's stack.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub uid_map: Vec<u8>,
+    pub gid_map: Vec<u8>,
+    pub steps: Vec<Step>,
+    pub landlock: LandlockPlan,
+    pub seccomp: Vec<BpfProgram>,
+    pub candidates: Vec<CString>,
+    _argv: Vec<CString>,
+    pub argv_ptrs: Vec<*const c_char>,
+    _env: Vec<CString>,
+    pub env_ptrs: Vec<*const c_char>,
+    pub cwd: CString,
+    pub rlimits: Rlimits,
+    pub cgroup_procs: Option<CString>,
+    pub proxy_port: Option<u16>,
+}
+
+fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
+    CString::new(bytes).map_err(|_| SandboxError::Plan(format!("{what} contains a NUL byte")))
+}
+
+/// Where `argv0` may be: itself when it has a `/`, else each directory of the plan's PATH.
+fn candidates(argv0: &str, path: &str) -> Vec<PathBuf> {
+    if argv0.contains('/') {
+        return vec![PathBuf::from(argv0)];
+    }
+    path.split(':')
+        .map(|d| {
+            if d.is_empty() {
+                Path::new(".").join(argv0)
+            } else {
+                Path::new(d).join(argv0)
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn prepare(
+    plan: &Plan,
+    abi: i32,
+    seccomp: Vec<BpfProgram>,
+    cgroup_procs: Option<&Path>,
+) -> Result<Prepared, SandboxError> {
+    // SAFETY: getuid/getgid never fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let steps = mounts::build(plan)?;
+    let mut writable_dirs = vec![
+        plan.project_path.clone(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/dev/shm"),
+        plan.home.clone(),
+    ];
+    writable_dirs.extend(
+        plan.extra_write
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone())),
+    );
+    let device_files = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
+        "/dev/pts",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    let proxy_port = match plan.network {
+        NetworkPlan::None => None,
+        NetworkPlan::Proxy { port } => Some(port),
+    };
+    let path = plan.env_var("PATH").unwrap_or(crate::plan::DEFAULT_PATH);
+    let candidates = candidates(&plan.argv[0], path)
+        .iter()
+        .map(|p| cstring("program path", p.as_os_str().as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let argv = plan
+        .argv
+        .iter()
+        .map(|a| cstring("argument", a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let env = plan
+        .env
+        .iter()
+        .map(|(k, v)| cstring("environment", format!("{k}={v}").as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const c_char> = env.iter().map(|c| c.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    Ok(Prepared {
+        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        steps,
+        landlock: LandlockPlan {
+            abi,
+            writable_dirs,
+            device_files,
+            proxy_port,
+        },
+        seccomp,
+        candidates,
+        _argv: argv,
+        argv_ptrs,
+        _env: env,
+        env_ptrs,
+        cwd: cstring("cwd", plan.cwd.as_os_str().as_bytes())?,
+        rlimits: Rlimits::from_limits(&plan.limits),
+        cgroup_procs: cgroup_procs
+            .map(|p| cstring("cgroup path", p.as_os_str().as_bytes()))
+            .transpose()?,
+        proxy_port,
+    })
+}

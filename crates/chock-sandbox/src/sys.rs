@@ -1,0 +1,76 @@
+//! Small, async-signal-safe wrappers over raw system calls used between fork and exec.
+//!
+//! Nothing here allocates: these run in children of a possibly multi-threaded parent.
+
+use std::ffi::CStr;
+use std::os::fd::RawFd;
+
+/// The calling thread's errno.
+pub(crate) fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// `Ok(())` when a libc return code is not -1, else the errno.
+pub(crate) fn check(rc: libc::c_int) -> Result<(), i32> {
+    if rc == -1 { Err(errno()) } else { Ok(()) }
+}
+
+/// Writes all of `data` to `fd`, retrying on EINTR.
+pub(crate) fn write_all(fd: RawFd, mut data: &[u8]) -> Result<(), i32> {
+    while !data.is_empty() {
+        // SAFETY: `data` is a valid slice for its length; `fd` is owned by the caller.
+        let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = usize::try_from(n).unwrap_or(0);
+        data = &data[n..];
+    }
+    Ok(())
+}
+
+/// Opens `path` write-only and writes `data` (for /proc and cgroup files).
+pub(crate) fn write_file(path: &CStr, data: &[u8]) -> Result<(), i32> {
+    // SAFETY: `path` is a valid NUL-terminated string.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    let result = write_all(fd, data);
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// Closes every descriptor except those in `keep` (which must be sorted ascending).
+pub(crate) fn close_all_except(keep: &[RawFd]) -> Result<(), i32> {
+    let mut next: u32 = 0;
+    for &fd in keep {
+        let Ok(fd) = u32::try_from(fd) else { continue };
+        if fd > next {
+            close_range(next, fd - 1, 0)?;
+        }
+        next = fd.saturating_add(1);
+    }
+    close_range(next, u32::MAX, 0)
+}
+
+/// close_range(2).
+pub(crate) fn close_range(first: u32, last: u32, flags: libc::c_int) -> Result<(), i32> {
+    // SAFETY: close_range only touches this process's descriptor table.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) };
+    if rc == -1 { Err(errno()) } else { Ok(()) }
+}
+
+/// Leaves the process immediately, without running atexit handlers or flushing stdio buffers that
+/// belong to the parent's copy of the process image.
+pub(crate) fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit is always safe to call.
+    unsafe { libc::_exit(code) }
+}
