@@ -1,0 +1,394 @@
+//! Anthropic Messages API: request body and stream decoder.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::error::ProviderError;
+use crate::sse::SseEvent;
+use crate::transport::{Decoder, OnEvent, Transport};
+use crate::types::{Block, Message, Request, Response, Role, StopReason, StreamEvent, Usage};
+use crate::{Provider, ProviderFuture};
+
+/// The `anthropic-version` header value.
+pub(crate) const API_VERSION: &str = "2023-06-01";
+
+/// The Messages API client.
+#[derive(Debug)]
+pub(crate) struct Anthropic {
+    transport: Transport,
+}
+
+impl Anthropic {
+    pub(crate) fn new(transport: Transport) -> Self {
+        Self { transport }
+    }
+}
+
+impl Provider for Anthropic {
+    fn name(&self) -> &str {
+        &self.transport.provider
+    }
+
+    fn stream<'a>(
+        &'a self,
+        req: &'a Request,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> ProviderFuture<'a> {
+        Box::pin(async move {
+            let body = request_body(req);
+            let provider = self.transport.provider.clone();
+            let new_decoder = move || Box::new(MessagesDecoder::new(&provider)) as Box<dyn Decoder>;
+            self.transport.run(&body, &new_decoder, on_event).await
+        })
+    }
+}
+
+/// The JSON body for `req`.
+pub(crate) fn request_body(req: &Request) -> Value {
+    let mut body = json!({
+        "model": req.model,
+        "max_tokens": req.max_tokens,
+        "stream": true,
+        "messages": req.messages.iter().filter_map(message_json).collect::<Vec<_>>(),
+    });
+    if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
+        body["system"] = json!(system);
+    }
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+    }
+    if let Some(budget) = req.thinking_budget {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+    }
+    if let Some(temperature) = req.temperature {
+        body["temperature"] = json!(temperature);
+    }
+    body
+}
+
+fn message_json(message: &Message) -> Option<Value> {
+    let mut blocks: Vec<Value> = message.content.iter().filter_map(block_json).collect();
+    if message.role == Role::User {
+        // tool_result blocks must open the message, before any text.
+        blocks.sort_by_key(|b| b["type"] != "tool_result");
+    }
+    if blocks.is_empty() {
+        return None;
+    }
+    let role = match message.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    Some(json!({"role": role, "content": blocks}))
+}
+
+fn block_json(block: &Block) -> Option<Value> {
+    Some(match block {
+        // The API rejects empty text blocks.
+        Block::Text { text } if text.is_empty() => return None,
+        Block::Text { text } => json!({"type": "text", "text": text}),
+        Block::ToolUse { id, name, input } => {
+            // The API wants an object; text that was not valid JSON goes back wrapped, so the call and
+            // its error result still pair up.
+            let input = if input.is_object() {
+                input.clone()
+            } else {
+                json!({ "invalid_json": input })
+            };
+            json!({"type": "tool_use", "id": id, "name": name, "input": input})
+        }
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
+            let mut result =
+                json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content});
+            if *is_error {
+                result["is_error"] = json!(true);
+            }
+            result
+        }
+        // Only signed thinking can be sent back; unsigned thinking came from another provider.
+        Block::Thinking { signature, .. } if signature.is_empty() => return None,
+        Block::Thinking {
+            thinking,
+            signature,
+        } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+        Block::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
+        Block::Reasoning { .. } => return None,
+    })
+}
+
+/// A content block being assembled.
+#[derive(Debug)]
+enum Partial {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+        start_input: Value,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    Redacted(String),
+    Unknown,
+}
+
+/// Assembles one streamed message.
+#[derive(Debug)]
+pub(crate) struct MessagesDecoder {
+    provider: String,
+    id: Option<String>,
+    model: String,
+    blocks: BTreeMap<u64, Partial>,
+    usage: Usage,
+    stop_reason: Option<String>,
+    done: bool,
+}
+
+impl MessagesDecoder {
+    pub(crate) fn new(provider: &str) -> Self {
+        Self {
+            provider: provider.to_owned(),
+            id: None,
+            model: String::new(),
+            blocks: BTreeMap::new(),
+            usage: Usage::default(),
+            stop_reason: None,
+            done: false,
+        }
+    }
+
+    fn decode_error(&self, what: &str, detail: impl Into<String>) -> ProviderError {
+        ProviderError::Decode {
+            provider: self.provider.clone(),
+            what: what.to_owned(),
+            detail: detail.into(),
+        }
+    }
+
+    fn index(&self, data: &Value, event: &str) -> Result<u64, ProviderError> {
+        data.get("index")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| self.decode_error(event, "no `index`"))
+    }
+
+    fn apply_usage(&mut self, usage: &Value) {
+        let field = |key: &str| usage.get(key).and_then(Value::as_u64);
+        // message_delta counts are cumulative: each present field replaces, none adds.
+        if let Some(n) = field("input_tokens") {
+            self.usage.input_tokens = n;
+        }
+        if let Some(n) = field("output_tokens") {
+            self.usage.output_tokens = n;
+        }
+        if let Some(n) = field("cache_read_input_tokens") {
+            self.usage.cache_read_tokens = n;
+        }
+        if let Some(n) = field("cache_creation_input_tokens") {
+            self.usage.cache_write_tokens = n;
+        }
+    }
+}
+
+fn text_of<'v>(value: &'v Value, key: &str) -> &'v str {
+    value.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+impl Decoder for MessagesDecoder {
+    fn event(&mut self, event: SseEvent, on_event: &mut OnEvent<'_>) -> Result<(), ProviderError> {
+        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
+            self.decode_error(
+                &format!("`{}` event", event.event),
+                format!("{e}: {}", event.data),
+            )
+        })?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(event.event.as_str())
+            .to_owned();
+        match kind.as_str() {
+            "message_start" => {
+                let message = &data["message"];
+                self.id = message.get("id").and_then(Value::as_str).map(str::to_owned);
+                text_of(message, "model").clone_into(&mut self.model);
+                if let Some(usage) = message.get("usage") {
+                    self.apply_usage(usage);
+                }
+            }
+            "content_block_start" => {
+                let index = self.index(&data, &kind)?;
+                let block = &data["content_block"];
+                let partial = match text_of(block, "type") {
+                    "text" => Partial::Text(text_of(block, "text").to_owned()),
+                    "tool_use" => {
+                        let (id, name) = (
+                            text_of(block, "id").to_owned(),
+                            text_of(block, "name").to_owned(),
+                        );
+                        on_event(StreamEvent::ToolCallStarted {
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
+                        let start_input = block.get("input").cloned().unwrap_or_else(|| json!({}));
+                        Partial::ToolUse {
+                            id,
+                            name,
+                            json: String::new(),
+                            start_input,
+                        }
+                    }
+                    "thinking" => Partial::Thinking {
+                        thinking: text_of(block, "thinking").to_owned(),
+                        signature: text_of(block, "signature").to_owned(),
+                    },
+                    "redacted_thinking" => Partial::Redacted(text_of(block, "data").to_owned()),
+                    // Server tools and future block types: not ours to echo or run.
+                    _ => Partial::Unknown,
+                };
+                self.blocks.insert(index, partial);
+            }
+            "content_block_delta" => {
+                let index = self.index(&data, &kind)?;
+                let delta = &data["delta"];
+                let Some(partial) = self.blocks.get_mut(&index) else {
+                    return Err(self.decode_error(
+                        &kind,
+                        format!("delta for block {index}, which never started"),
+                    ));
+                };
+                match (text_of(delta, "type"), partial) {
+                    ("text_delta", Partial::Text(text)) => {
+                        let piece = text_of(delta, "text");
+                        text.push_str(piece);
+                        on_event(StreamEvent::TextDelta(piece.to_owned()));
+                    }
+                    ("input_json_delta", Partial::ToolUse { json, .. }) => {
+                        json.push_str(text_of(delta, "partial_json"))
+                    }
+                    ("thinking_delta", Partial::Thinking { thinking, .. }) => {
+                        let piece = text_of(delta, "thinking");
+                        thinking.push_str(piece);
+                        on_event(StreamEvent::ThinkingDelta(piece.to_owned()));
+                    }
+                    // The signature is set, not appended.
+                    ("signature_delta", Partial::Thinking { signature, .. }) => {
+                        text_of(delta, "signature").clone_into(signature);
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data["delta"].get("stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(reason.to_owned());
+                }
+                if let Some(usage) = data.get("usage") {
+                    self.apply_usage(usage);
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => {
+                let error = data.get("error").unwrap_or(&data);
+                let (kind, message) = (
+                    text_of(error, "type").to_owned(),
+                    text_of(error, "message").to_owned(),
+                );
+                return Err(if kind == "overloaded_error" {
+                    ProviderError::Overloaded {
+                        provider: self.provider.clone(),
+                        message,
+                    }
+                } else {
+                    ProviderError::Api {
+                        provider: self.provider.clone(),
+                        kind,
+                        message,
+                    }
+                });
+            }
+            // ping, content_block_stop (blocks are finished at the end) and future events.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.done
+    }
+
+    fn finish(self: Box<Self>, eof: bool) -> Result<Response, ProviderError> {
+        if eof && !self.done {
+            return Err(ProviderError::StreamBroken {
+                provider: self.provider,
+                reason: "the stream ended before `message_stop`".to_owned(),
+            });
+        }
+        let content: Vec<Block> = self.blocks.into_values().filter_map(finish_block).collect();
+        let has_calls = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+        let stop_reason = match self.stop_reason.as_deref() {
+            Some("tool_use") => StopReason::ToolUse,
+            Some("max_tokens") => StopReason::MaxTokens,
+            Some("pause_turn") => StopReason::PauseTurn,
+            Some("refusal") => StopReason::Refusal,
+            _ if has_calls => StopReason::ToolUse,
+            Some("end_turn") | None => StopReason::EndTurn,
+            Some("stop_sequence") => StopReason::StopSequence,
+            Some(other) => StopReason::Other(other.to_owned()),
+        };
+        Ok(Response {
+            content,
+            stop_reason,
+            usage: self.usage,
+            model: self.model,
+            id: self.id,
+        })
+    }
+}
+
+fn finish_block(partial: Partial) -> Option<Block> {
+    Some(match partial {
+        Partial::Text(text) if text.is_empty() => return None,
+        Partial::Text(text) => Block::Text { text },
+        Partial::ToolUse {
+            id,
+            name,
+            json,
+            start_input,
+        } => Block::ToolUse {
+            id,
+            name,
+            input: parse_input(&json, start_input),
+        },
+        Partial::Thinking {
+            thinking,
+            signature,
+        } => Block::Thinking {
+            thinking,
+            signature,
+        },
+        Partial::Redacted(data) => Block::RedactedThinking { data },
+        Partial::Unknown => return None,
+    })
+}
+
+/// Tool input from its concatenated fragments: empty means the start block's input (`{}`); text that is
+/// not a JSON object is kept as a string so the tool can report it.
+pub(crate) fn parse_input(json: &str, empty: Value) -> Value {
+    if json.trim().is_empty() {
+        return empty;
+    }
+    match serde_json::from_str::<Value>(json) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => Value::String(json.to_owned()),
+    }
+}

@@ -1,0 +1,297 @@
+//! How a provider is configured and built.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::error::ProviderError;
+use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
+use crate::transport::Transport;
+use crate::{Provider, anthropic, chat, responses};
+
+/// Which wire format a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFormat {
+    /// Anthropic Messages API (`POST …/v1/messages`).
+    AnthropicMessages,
+    /// OpenAI Responses API (`POST …/v1/responses`), stateless with encrypted reasoning.
+    OpenAiResponses,
+    /// OpenAI Chat Completions and compatible servers (`POST …/v1/chat/completions`).
+    ChatCompletions,
+}
+
+/// Everything needed to build a network provider. The key is held here and sent only as a header;
+/// `Debug` never shows it.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    /// The name used in logs and messages (`anthropic`, `openai`, `aiand`, `ollama`, …).
+    pub name: String,
+    /// The wire format.
+    pub wire: WireFormat,
+    /// The API root. With or without the `/v1` segment: `https://api.anthropic.com`,
+    /// `http://localhost:11434/v1` and `https://openrouter.ai/api/v1` all work (a trailing `/vN` is kept,
+    /// otherwise `/v1` is added).
+    pub base_url: String,
+    /// The API key, if the server needs one (local servers often do not).
+    pub api_key: Option<String>,
+    /// Extra headers (`anthropic-beta`, `OpenAI-Organization`, OpenRouter's `HTTP-Referer`, …).
+    pub extra_headers: Vec<(String, String)>,
+    /// Retry limits and backoff.
+    pub retry: RetryPolicy,
+    /// How long the stream may stay silent (and how long to wait for response headers) before it counts
+    /// as broken and is retried.
+    pub idle_timeout: Duration,
+    /// How long establishing a connection may take.
+    pub connect_timeout: Duration,
+    /// The clock used for retry waits (tests inject one that does not sleep).
+    pub sleeper: Arc<dyn Sleeper>,
+}
+
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("wire", &self.wire)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "extra_headers",
+                &self
+                    .extra_headers
+                    .iter()
+                    .map(|(k, _)| k)
+                    .collect::<Vec<_>>(),
+            )
+            .field("retry", &self.retry)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderConfig {
+    fn new(name: &str, wire: WireFormat, base_url: &str, api_key: Option<String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            wire,
+            base_url: base_url.to_owned(),
+            api_key,
+            extra_headers: Vec::new(),
+            retry: RetryPolicy::default(),
+            idle_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(30),
+            sleeper: Arc::new(TokioSleeper),
+        }
+    }
+
+    /// Anthropic's API at `https://api.anthropic.com`.
+    pub fn anthropic(api_key: impl Into<String>) -> Self {
+        Self::new(
+            "anthropic",
+            WireFormat::AnthropicMessages,
+            "https://api.anthropic.com",
+            Some(api_key.into()),
+        )
+    }
+
+    /// OpenAI's Responses API at `https://api.openai.com`.
+    pub fn openai(api_key: impl Into<String>) -> Self {
+        Self::new(
+            "openai",
+            WireFormat::OpenAiResponses,
+            "https://api.openai.com",
+            Some(api_key.into()),
+        )
+    }
+
+    /// Any OpenAI-compatible Chat Completions server (vLLM, llama.cpp server, Ollama, OpenRouter, …).
+    pub fn chat_completions(name: &str, base_url: &str, api_key: Option<String>) -> Self {
+        Self::new(name, WireFormat::ChatCompletions, base_url, api_key)
+    }
+
+    /// The "ai&" preset: Chat Completions under the name `aiand`. There is no built-in base URL (we do not
+    /// know a verified one): the caller passes the one from configuration, and an empty one is refused by
+    /// [`connect`].
+    pub fn aiand(base_url: &str, api_key: impl Into<String>) -> Self {
+        Self::new(
+            "aiand",
+            WireFormat::ChatCompletions,
+            base_url,
+            Some(api_key.into()),
+        )
+    }
+
+    /// The full URL of `path` (`/messages`, `/responses`, `/chat/completions`) under the base URL.
+    pub fn endpoint(&self, path: &str) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        let last = base.rsplit('/').next().unwrap_or("");
+        let versioned = last.len() > 1
+            && last.starts_with('v')
+            && last[1..].bytes().all(|b| b.is_ascii_digit());
+        if versioned {
+            format!("{base}{path}")
+        } else {
+            format!("{base}/v1{path}")
+        }
+    }
+
+    fn transport(&self, path: &str, auth: &[(&str, String)]) -> Result<Transport, ProviderError> {
+        let config_error = |field: &str, message: String| ProviderError::Config {
+            field: field.to_owned(),
+            message,
+        };
+        if self.base_url.trim().is_empty() {
+            return Err(config_error(
+                "base_url",
+                format!(
+                    "provider `{}` has no base URL; set `base_url` for it in config.toml",
+                    self.name
+                ),
+            ));
+        }
+        if !(self.base_url.starts_with("https://") || self.base_url.starts_with("http://")) {
+            return Err(config_error(
+                "base_url",
+                format!("`{}` must start with https:// or http://", self.base_url),
+            ));
+        }
+        if self.retry.max_attempts == 0 {
+            return Err(config_error(
+                "retry.max_attempts",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        let mut headers = HeaderMap::new();
+        let mut put = |name: &str, value: &str, secret: bool| -> Result<(), ProviderError> {
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|e| {
+                config_error(
+                    "extra_headers",
+                    format!("`{name}` is not a header name: {e}"),
+                )
+            })?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                // Never echo a key back, not even into an error.
+                let shown = if secret {
+                    "<redacted>".to_owned()
+                } else {
+                    format!("`{value}`")
+                };
+                config_error(name, format!("{shown} is not a valid header value"))
+            })?;
+            value.set_sensitive(secret);
+            headers.insert(header, value);
+            Ok(())
+        };
+        for (name, value) in auth {
+            put(name, value, true)?;
+        }
+        put("accept", "text/event-stream", false)?;
+        for (name, value) in &self.extra_headers {
+            put(name, value, false)?;
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .map_err(|e| config_error("http client", e.to_string()))?;
+        Ok(Transport {
+            provider: self.name.clone(),
+            client,
+            url: self.endpoint(path),
+            headers,
+            retry: self.retry.clone(),
+            sleeper: self.sleeper.clone(),
+            idle_timeout: self.idle_timeout,
+        })
+    }
+}
+
+/// Builds the network provider `config` describes.
+pub fn connect(config: &ProviderConfig) -> Result<Box<dyn Provider>, ProviderError> {
+    let key = config.api_key.clone().filter(|k| !k.is_empty());
+    Ok(match config.wire {
+        WireFormat::AnthropicMessages => {
+            let key = key.ok_or_else(|| missing_key(config))?;
+            let auth = [
+                ("x-api-key", key),
+                ("anthropic-version", anthropic::API_VERSION.to_owned()),
+            ];
+            Box::new(anthropic::Anthropic::new(
+                config.transport("/messages", &auth)?,
+            ))
+        }
+        WireFormat::OpenAiResponses => {
+            let key = key.ok_or_else(|| missing_key(config))?;
+            let auth = [("authorization", format!("Bearer {key}"))];
+            Box::new(responses::Responses::new(
+                config.transport("/responses", &auth)?,
+            ))
+        }
+        WireFormat::ChatCompletions => {
+            let auth: Vec<(&str, String)> = key
+                .map(|k| ("authorization", format!("Bearer {k}")))
+                .into_iter()
+                .collect();
+            Box::new(chat::Chat::new(
+                config.transport("/chat/completions", &auth)?,
+            ))
+        }
+    })
+}
+
+fn missing_key(config: &ProviderConfig) -> ProviderError {
+    ProviderError::Config {
+        field: "api_key".to_owned(),
+        message: format!(
+            "provider `{}` needs an API key (`chock login --provider {}`)",
+            config.name, config.name
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_accepts_base_with_or_without_version() {
+        let at = |base: &str| {
+            ProviderConfig::chat_completions("x", base, None).endpoint("/chat/completions")
+        };
+        assert_eq!(
+            at("https://api.openai.com"),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert_eq!(
+            at("http://localhost:11434/v1/"),
+            "http://localhost:11434/v1/chat/completions"
+        );
+        assert_eq!(
+            at("https://openrouter.ai/api/v1"),
+            "https://openrouter.ai/api/v1/chat/completions"
+        );
+        assert_eq!(
+            at("https://example.com/api/v2"),
+            "https://example.com/api/v2/chat/completions"
+        );
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let config = ProviderConfig::anthropic("sk-ant-secret-123");
+        assert!(!format!("{config:?}").contains("secret"));
+    }
+
+    #[test]
+    fn aiand_without_base_url_is_a_config_error() {
+        let err = connect(&ProviderConfig::aiand("", "k"))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("base_url"), "{err}");
+        let err = connect(&ProviderConfig::anthropic(""))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("api_key"), "{err}");
+    }
+}

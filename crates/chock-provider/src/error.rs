@@ -1,0 +1,111 @@
+//! What can go wrong talking to a model.
+
+use std::path::PathBuf;
+
+/// A failed model call. `Display` says what failed and, where it helps, what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The server answered with a non-success HTTP status.
+    #[error("{provider}: HTTP {status}{}: {message}", request_id.as_deref().map(|r| format!(" (request {r})")).unwrap_or_default())]
+    Http {
+        /// Which client.
+        provider: String,
+        /// The status code (529 is Anthropic's "overloaded").
+        status: u16,
+        /// The provider's error message when the body was a JSON error, else the body text (truncated).
+        message: String,
+        /// The raw body (truncated to a few KiB).
+        body: String,
+        /// The provider's request id header, for support tickets.
+        request_id: Option<String>,
+    },
+    /// The model is overloaded (Anthropic `overloaded_error`) and retries did not help.
+    #[error("{provider}: the model is overloaded: {message}")]
+    Overloaded {
+        /// Which client.
+        provider: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// The stream ended or broke before the reply was complete.
+    #[error("{provider}: the stream broke before the reply was complete: {reason}")]
+    StreamBroken {
+        /// Which client.
+        provider: String,
+        /// How it broke (connection reset, end of stream before the terminal event, idle timeout).
+        reason: String,
+    },
+    /// The server sent something this client cannot read.
+    #[error("{provider}: cannot decode {what}: {detail}")]
+    Decode {
+        /// Which client.
+        provider: String,
+        /// What was being read (an event name, a field).
+        what: String,
+        /// The parser's complaint.
+        detail: String,
+    },
+    /// The provider reported an error inside the stream (or in a failed response).
+    #[error("{provider}: the API reported {kind}: {message}")]
+    Api {
+        /// Which client.
+        provider: String,
+        /// The provider's error type or code (`overloaded_error`, `server_error`, …).
+        kind: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// The request could not be sent at all (bad URL, connection refused, TLS).
+    #[error("{provider}: cannot reach {url}: {reason}")]
+    Connect {
+        /// Which client.
+        provider: String,
+        /// Where it tried to go.
+        url: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// Every attempt failed; `last` is the final failure.
+    #[error("gave up after {attempts} attempts: {last}")]
+    GaveUp {
+        /// How many requests were sent.
+        attempts: u32,
+        /// The last failure.
+        last: Box<ProviderError>,
+    },
+    /// The provider configuration is unusable.
+    #[error("provider configuration: {field}: {message}")]
+    Config {
+        /// The offending field (`base_url`, `api_key`, …).
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// A recording for the offline player cannot be read.
+    #[error("recording {}: {message}", file.display())]
+    Recording {
+        /// The recording file (`<built-in demo>` for the demo).
+        file: PathBuf,
+        /// What is wrong, with the turn and field.
+        message: String,
+    },
+    /// The offline player has no more turns, or a tool result did not match what the recording expected.
+    #[error("offline player `{recording}`: {message}")]
+    Script {
+        /// The recording's name.
+        recording: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl ProviderError {
+    /// The underlying failure, looking through `GaveUp`.
+    pub fn root(&self) -> &ProviderError {
+        match self {
+            ProviderError::GaveUp { last, .. } => last.root(),
+            other => other,
+        }
+    }
+}
