@@ -1,0 +1,137 @@
+//! The gate: what the host asks before an act leaves.
+//!
+//! The broker does not know who answers. The agent implements [`Gate`] with its approval broker (the
+//! table first, then a human or a reviewer); `chock exec` implements it with a plain table lookup where
+//! `ask` has nobody to ask and so refuses. Either way the broker only acts on [`GateAnswer::Allow`].
+
+use std::future::Future;
+use std::pin::Pin;
+
+use chock_policy::Action;
+
+/// A boxed future, so `Gate` can be used as `Arc<dyn Gate>`.
+pub type GateFuture<'a> = Pin<Box<dyn Future<Output = GateAnswer> + Send + 'a>>;
+
+/// How far an allow reaches, which decides the address rules ([`crate::AddressPolicy`]).
+///
+/// Only a table rule that names the host exactly (no wildcard; the rule's pattern equals the action)
+/// is [`AllowScope::ExactHost`]. An approval by a person, a reviewer model, or any wildcard rule is
+/// [`AllowScope::Pattern`]: it reaches public addresses only, so approving `evil.example` can never
+/// reach a service on the operator's own network that the name was pointed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllowScope {
+    /// Allowed by a wildcard rule or an approval: public addresses only.
+    Pattern,
+    /// Allowed by a rule naming this host exactly: loopback and the private ranges too.
+    ExactHost,
+}
+
+/// The gate's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GateAnswer {
+    /// Go ahead, with the reach of the allow.
+    Allow {
+        /// How the allow was given.
+        scope: AllowScope,
+        /// Who decided, for the log ("chock.toml:12 (rule `net.fetch.com.example`)", "approved by user").
+        decided_by: String,
+    },
+    /// Do not; `reason` is shown to the caller and logged.
+    Refuse {
+        /// Why, in words (includes who decided).
+        reason: String,
+    },
+}
+
+impl GateAnswer {
+    /// A refusal with a reason.
+    pub fn refuse(reason: impl Into<String>) -> Self {
+        Self::Refuse {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What the host asks before an act leaves. `detail` says what exactly would happen ("fetch
+/// https://example.com/a"), for a person answering.
+pub trait Gate: Send + Sync {
+    /// Decide `action`. An answer nobody gives must come back as a refusal, never as a wait forever.
+    fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a>;
+}
+
+/// Whether a rule pattern names `action` exactly: no wildcard and the same text. This is how a
+/// table-backed gate tells [`AllowScope::ExactHost`] from [`AllowScope::Pattern`].
+pub fn is_exact_rule(pattern: &str, action: &Action) -> bool {
+    !pattern
+        .split('.')
+        .any(|label| label == "*" || label.contains('*'))
+        && pattern == action.as_str()
+}
+
+/// A gate answering from a fixed list of (pattern, allow?) rows; the first matching row wins and no
+/// match refuses. Used by tests and by callers that have already reduced their table to rows.
+#[derive(Debug, Clone, Default)]
+pub struct RuleGate {
+    rows: Vec<(String, bool)>,
+}
+
+impl RuleGate {
+    /// An empty table: everything is refused.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add an allow row (`net.fetch.test.allowed`, or a wildcard `net.fetch.test.*`).
+    #[must_use]
+    pub fn allow(mut self, pattern: &str) -> Self {
+        self.rows.push((pattern.to_owned(), true));
+        self
+    }
+
+    /// Add a deny row.
+    #[must_use]
+    pub fn deny(mut self, pattern: &str) -> Self {
+        self.rows.push((pattern.to_owned(), false));
+        self
+    }
+
+    fn answer(&self, action: &Action) -> GateAnswer {
+        for (pattern, allow) in &self.rows {
+            if pattern_matches(pattern, action) {
+                return if *allow {
+                    let scope = if is_exact_rule(pattern, action) {
+                        AllowScope::ExactHost
+                    } else {
+                        AllowScope::Pattern
+                    };
+                    GateAnswer::Allow {
+                        scope,
+                        decided_by: format!("rule `{pattern}`"),
+                    }
+                } else {
+                    GateAnswer::refuse(format!("denied by rule `{pattern}`"))
+                };
+            }
+        }
+        GateAnswer::refuse(format!("no rule allows `{action}` and nobody is asked"))
+    }
+}
+
+/// `a.b.*` matches `a.b` followed by one or more labels; otherwise the texts must be equal.
+fn pattern_matches(pattern: &str, action: &Action) -> bool {
+    match pattern.strip_suffix(".*") {
+        Some(prefix) => action
+            .as_str()
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.')),
+        None => pattern == "*" || pattern == action.as_str(),
+    }
+}
+
+impl Gate for RuleGate {
+    fn decide<'a>(&'a self, action: &'a Action, _detail: &'a str) -> GateFuture<'a> {
+        let answer = self.answer(action);
+        Box::pin(async move { answer })
+    }
+}
