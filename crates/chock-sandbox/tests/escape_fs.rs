@@ -179,6 +179,43 @@ fn proc_sys_cannot_be_written() {
     }
 }
 
+/// Attack: open the host's most dangerous /proc files for writing (only opened, never written: a
+/// failure of this test harms nothing). For a root user the call's uid 0 is the host's root, so the
+/// files' owner check passes and only the sandbox's own layers stand between the call and, for
+/// example, /proc/sysrq-trigger. Layers: /proc/sys bound read-only (EROFS), Landlock (EACCES).
+#[test]
+fn dangerous_proc_files_cannot_be_opened_for_writing() {
+    let fx = Fixture::new(Backing::Overlay);
+    for (path, errno, layer) in [
+        (
+            "/proc/sysrq-trigger",
+            "EACCES",
+            "Landlock: outside the writable paths",
+        ),
+        (
+            "/proc/sys/kernel/core_pattern",
+            "EROFS",
+            "/proc/sys bound read-only",
+        ),
+        (
+            "/proc/sys/kernel/modprobe",
+            "EROFS",
+            "/proc/sys bound read-only",
+        ),
+        (
+            "/proc/sys/vm/drop_caches",
+            "EROFS",
+            "/proc/sys bound read-only",
+        ),
+    ] {
+        if !std::path::Path::new(path).exists() {
+            continue;
+        }
+        let r = run(&fx.hostile_plan(&["open-write", path]));
+        r.assert_refused(errno, &format!("{layer}: {path}"));
+    }
+}
+
 /// Attack: write /sys (the same value back). Layer: the fresh root (no sysfs at all) or a
 /// read-only one.
 #[test]

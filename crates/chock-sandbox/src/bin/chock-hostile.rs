@@ -43,6 +43,9 @@ fn main() {
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )),
         ["rewrite", path] => rewrite(path),
+        // Opens for writing and closes without writing: for files where any write is an act
+        // (/proc/sysrq-trigger), the open is where Landlock and the permission checks answer.
+        ["open-write", path] => errno_result(std::fs::OpenOptions::new().write(true).open(path)),
         ["connect-tcp", addr] => errno_result(std::net::TcpStream::connect(addr)),
         ["connect-unix", path] => errno_result(std::os::unix::net::UnixStream::connect(path)),
         ["connect-abstract", name] => connect_abstract(name),

@@ -95,7 +95,7 @@ impl Fixture {
     }
 
     /// The workspace mount for this fixture's backing. For [`Backing::BindCopy`] the copy is made
-    /// now, so files added to the project before this call are in it.
+    /// at the first call, so files added to the project before it are in it.
     pub fn mount(&self) -> WorkspaceMount {
         match self.backing {
             Backing::Overlay => {
@@ -109,8 +109,11 @@ impl Fixture {
                 }
             }
             Backing::BindCopy => {
+                // Made once per fixture, like a session's copy: later calls see earlier writes.
                 let copy = self.session.join("copy");
-                copy_tree(&self.project, &copy);
+                if !copy.exists() {
+                    copy_tree(&self.project, &copy);
+                }
                 WorkspaceMount::Bind { source: copy }
             }
         }
