@@ -39,6 +39,11 @@ pub struct ApplyPlan {
 }
 
 impl ApplyPlan {
+    /// The real project this plan writes into.
+    pub fn project(&self) -> &Path {
+        &self.project
+    }
+
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()

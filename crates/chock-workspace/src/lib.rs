@@ -32,7 +32,7 @@ pub use error::WorkspaceError;
 pub use hunks::{Hunk, HunkLine};
 pub use manage::{Listed, list, remove};
 pub use meta::{Backing, Meta};
-pub use record::ApplyRecord;
+pub use record::{ApplyRecord, session_of as session_dir_of_apply};
 pub use render::{RenderMode, render};
 pub use workspace::Workspace;
 pub use write::Op;

@@ -1,25 +1,107 @@
-//! `chock apply`. Not built yet: owned by the issue that builds it.
+//! `chock apply SESSION [--file PATH]... [--hunk ID]...` and `chock undo APPLY-ID`: the reviewed
+//! door from the workspace into the real project. Each is decided by `workspace.apply` and
+//! recorded as a `workspace.apply` event (ids and hashes) before anything is written.
 
 use std::process::ExitCode;
+
+use chock_log::EventKind;
+use chock_workspace::{ApplyPlan, Selection, Workspace, WorkspaceError, plan_undo};
+
+use super::workspace::{approve, open_log, session_dir};
+use crate::exit::{Exit, FAILURE};
 
 /// Arguments of `chock apply`.
 #[derive(Debug, clap::Args)]
 pub struct ApplyArgs {
-    /// The session.
+    /// The session (its id, or a unique prefix of it).
     pub session: String,
+    /// A whole file to apply, by path or file id (repeatable). With no --file and no --hunk,
+    /// everything is applied.
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// One hunk to apply, by the id `chock diff` prints (repeatable).
+    #[arg(long = "hunk", value_name = "ID")]
+    pub hunks: Vec<String>,
 }
 
 /// Arguments of `chock undo`.
 #[derive(Debug, clap::Args)]
 pub struct UndoArgs {
-    /// The apply to revert.
+    /// The apply to revert (printed by `chock apply`).
     pub apply_id: String,
 }
 
-pub fn run_apply(_args: ApplyArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chock apply is not built yet")
+pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let dir = session_dir(&args.session)?;
+    let ws = Workspace::open(&dir)?;
+    let selection = Selection {
+        files: args.files,
+        hunks: args.hunks,
+    };
+    let plan = ws.plan_apply(&selection).map_err(refusal)?;
+    finish(plan, &dir, "apply")
 }
 
-pub fn run_undo(_args: UndoArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chock undo is not built yet")
+pub fn run_undo(args: UndoArgs) -> anyhow::Result<ExitCode> {
+    let root = chock_log::sessions_root()?;
+    let plan = plan_undo(&root, &args.apply_id).map_err(refusal)?;
+    let dir = chock_workspace::session_dir_of_apply(&root, &args.apply_id)?;
+    finish(plan, &dir, "undo")
+}
+
+/// A conflict is the command refusing on the user's behalf: exit 1 with every clash named.
+fn refusal(err: WorkspaceError) -> anyhow::Error {
+    match err {
+        WorkspaceError::Conflict { .. }
+        | WorkspaceError::AlreadyUndone(_)
+        | WorkspaceError::WrongBacking(_) => Exit::new(FAILURE, err.to_string()).into(),
+        WorkspaceError::UnknownSelection { .. } | WorkspaceError::UnknownApply(_) => {
+            Exit::new(crate::exit::BAD_INPUT, err.to_string()).into()
+        }
+        other => other.into(),
+    }
+}
+
+fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow::Result<ExitCode> {
+    if plan.is_empty() {
+        println!(
+            "nothing to {verb}: the project already holds {} selected change(s)",
+            plan.already.len()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let project = plan.project().to_path_buf();
+    let question = format!(
+        "{verb}: write {} path(s) into {}?",
+        plan.ops.len(),
+        project.display()
+    );
+    let log = open_log(session_dir)?;
+    approve(&log, &project, "workspace.apply", &question)?;
+    log.append(EventKind::WorkspaceApply, None, plan.event())?;
+    let id = plan.apply_id.clone();
+    let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
+    match plan.commit() {
+        Ok((_, kept)) => {
+            for path in &paths {
+                println!("  {path}");
+            }
+            for dir in kept {
+                println!("  kept directory {dir}: it holds other files");
+            }
+            match verb {
+                "undo" => println!("undone as {id}"),
+                _ => println!("applied as {id} (revert with `chock undo {id}`)"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let _ = log.append(
+                EventKind::Note,
+                None,
+                serde_json::json!({ "workspace.apply": id, "failed": e.to_string() }),
+            );
+            Err(e.into())
+        }
+    }
 }
