@@ -21,6 +21,8 @@ use crate::events::Door;
 
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `shutdown` waits for open connections to end by themselves.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// The largest request head accepted.
 const MAX_HEAD: usize = 32 * 1024;
 
@@ -87,6 +89,10 @@ impl Broker {
                     Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 }
             }
+            // Connections whose client is gone end on their own and log their close; give them a
+            // moment, then cut the rest.
+            let drain = async { while connections.join_next().await.is_some() {} };
+            let _ = tokio::time::timeout(DRAIN_GRACE, drain).await;
             connections.shutdown().await;
         });
         Ok(ProxyHandle {

@@ -1,0 +1,193 @@
+//! The egress proxy over real loopback sockets: CONNECT allowed and refused, plain HTTP forwarded.
+
+mod support;
+
+use chock_broker::{BrokerConfig, RuleGate};
+use serde_json::json;
+use support::{Dns, Http, Reply, net_events, new_broker, new_log};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A TCP echo server on loopback; counts connections.
+async fn echo_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind echo");
+    let port = listener.local_addr().expect("addr").port();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (port, count)
+}
+
+fn proxy_listener() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind proxy")
+}
+
+async fn read_until_blank_line(stream: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.expect("read") == 0 {
+            break;
+        }
+        head.push(byte[0]);
+    }
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+#[tokio::test]
+async fn an_allowed_connect_is_spliced_both_ways_and_counted() {
+    let dns = Dns::start().await;
+    let (port, connections) = echo_server().await;
+    dns.set("echo.test", &["127.0.0.1"]);
+    let (log, _dir) = new_log();
+    let gate = RuleGate::new().allow(&format!("net.connect.test.echo.{port}"));
+    let broker = new_broker(gate, &log, &dns, BrokerConfig::default()).for_call("call-1");
+    let proxy = broker.serve_proxy(proxy_listener()).expect("serve");
+
+    let mut client = TcpStream::connect(proxy.local_addr())
+        .await
+        .expect("to proxy");
+    client
+        .write_all(
+            format!("CONNECT echo.test:{port} HTTP/1.1\r\nHost: echo.test:{port}\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .expect("write");
+    let head = read_until_blank_line(&mut client).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    client.write_all(b"ping").await.expect("write");
+    let mut back = [0u8; 4];
+    client.read_exact(&mut back).await.expect("echo");
+    assert_eq!(&back, b"ping");
+    drop(client);
+    proxy.shutdown().await;
+
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let events = net_events(&log);
+    let close = events
+        .iter()
+        .find(|(_, d)| d["phase"] == "close")
+        .expect("close event")
+        .clone();
+    assert_eq!(
+        (
+            close.1["bytes_sent"].clone(),
+            close.1["bytes_received"].clone()
+        ),
+        (json!(4), json!(4))
+    );
+    assert_eq!(close.1["door"], "proxy");
+    assert_eq!(
+        events[0].1["action"],
+        format!("net.connect.test.echo.{port}")
+    );
+}
+
+#[tokio::test]
+async fn a_refused_connect_gets_403_and_nothing_is_opened() {
+    let dns = Dns::start().await;
+    let (port, connections) = echo_server().await;
+    dns.set("echo.test", &["127.0.0.1"]);
+    let (log, _dir) = new_log();
+    // Wrong port, then a wildcard that may not reach loopback.
+    let gate = RuleGate::new()
+        .allow("net.connect.test.echo.1")
+        .allow("net.connect.test.*");
+    let broker = new_broker(gate, &log, &dns, BrokerConfig::default());
+    let proxy = broker.serve_proxy(proxy_listener()).expect("serve");
+
+    for target in [
+        format!("echo.test:{port}"),
+        format!("127.0.0.1:{port}"),
+        "nowhere.example:443".to_owned(),
+    ] {
+        let mut client = TcpStream::connect(proxy.local_addr())
+            .await
+            .expect("to proxy");
+        client
+            .write_all(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.expect("read");
+        assert!(answer.starts_with("HTTP/1.1 403"), "{target}: {answer}");
+        assert!(answer.contains("refused"), "{answer}");
+    }
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert!(net_events(&log).iter().all(|(k, _)| k == "net.decision"));
+    assert!(!dns.names_asked().contains(&"nowhere.example".to_owned()));
+}
+
+#[tokio::test]
+async fn a_plain_http_request_is_forwarded_in_origin_form() {
+    let (dns, http) = (Dns::start().await, Http::start().await);
+    dns.set("site.test", &["127.0.0.1"]);
+    http.route("/a?b=1", Reply::ok("text/plain", "through the proxy"));
+    let (log, _dir) = new_log();
+    let gate = RuleGate::new().allow(&format!("net.connect.test.site.{}", http.port()));
+    let broker = new_broker(gate, &log, &dns, BrokerConfig::default());
+    let proxy = broker.serve_proxy(proxy_listener()).expect("serve");
+
+    let mut client = TcpStream::connect(proxy.local_addr())
+        .await
+        .expect("to proxy");
+    let port = http.port();
+    client
+        .write_all(format!("GET http://site.test:{port}/a?b=1 HTTP/1.1\r\nHost: site.test:{port}\r\nProxy-Connection: keep-alive\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("through the proxy"), "{answer}");
+    let seen = http.requests.lock().expect("requests")[0].clone();
+    assert!(seen.starts_with("GET /a?b=1 HTTP/1.1\r\n"), "{seen}");
+    assert!(
+        !seen.to_ascii_lowercase().contains("proxy-connection"),
+        "{seen}"
+    );
+
+    // A plain request to a host the table does not name is refused.
+    let mut client = TcpStream::connect(proxy.local_addr())
+        .await
+        .expect("to proxy");
+    client
+        .write_all(b"GET http://site.test:1/ HTTP/1.1\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert_eq!(http.hits(), 1);
+}
+
+#[tokio::test]
+async fn garbage_gets_400() {
+    let dns = Dns::start().await;
+    let (log, _dir) = new_log();
+    let broker = new_broker(RuleGate::new(), &log, &dns, BrokerConfig::default());
+    let proxy = broker.serve_proxy(proxy_listener()).expect("serve");
+    let mut client = TcpStream::connect(proxy.local_addr())
+        .await
+        .expect("to proxy");
+    client
+        .write_all(b"GET /relative HTTP/1.1\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
