@@ -7,7 +7,9 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use chock_policy::Action;
+use std::sync::Arc;
+
+use chock_policy::{Action, DecidedBy, Decision, Policy, Verdict};
 
 /// A boxed future, so `Gate` can be used as `Arc<dyn Gate>`.
 pub type GateFuture<'a> = Pin<Box<dyn Future<Output = GateAnswer> + Send + 'a>>;
@@ -130,6 +132,63 @@ fn pattern_matches(pattern: &str, action: &Action) -> bool {
 }
 
 impl Gate for RuleGate {
+    fn decide<'a>(&'a self, action: &'a Action, _detail: &'a str) -> GateFuture<'a> {
+        let answer = self.answer(action);
+        Box::pin(async move { answer })
+    }
+}
+
+/// How far a table verdict's allow reaches: [`AllowScope::ExactHost`] only when the deciding rule's
+/// pattern names `action` exactly. The agent's approval broker uses this for table allows; an answer by
+/// a person or a reviewer is always [`AllowScope::Pattern`].
+pub fn scope_of(verdict: &Verdict, action: &Action) -> AllowScope {
+    let pattern = match &verdict.decided_by {
+        DecidedBy::Project { pattern, .. }
+        | DecidedBy::Org { pattern, .. }
+        | DecidedBy::Ratchet { pattern }
+        | DecidedBy::ShippedDefault { pattern, .. } => pattern.as_str(),
+        DecidedBy::NoRule => return AllowScope::Pattern,
+    };
+    if is_exact_rule(pattern, action) {
+        AllowScope::ExactHost
+    } else {
+        AllowScope::Pattern
+    }
+}
+
+/// The gate of `chock exec` and of anything else with nobody to ask: the policy table alone. `allow`
+/// allows; every other decision (`ask`, the reviews, `deny`) refuses, because an approval nobody can
+/// answer is a refusal.
+#[derive(Debug, Clone)]
+pub struct TableGate {
+    policy: Arc<Policy>,
+}
+
+impl TableGate {
+    /// A gate answering from `policy`.
+    pub fn new(policy: Arc<Policy>) -> Self {
+        Self { policy }
+    }
+
+    /// The answer for `action`, synchronously.
+    pub fn answer(&self, action: &Action) -> GateAnswer {
+        let verdict = self.policy.decide(action);
+        match verdict.decision {
+            Decision::Allow => GateAnswer::Allow {
+                scope: scope_of(&verdict, action),
+                decided_by: verdict.decided_by.to_string(),
+            },
+            Decision::Deny => GateAnswer::refuse(format!("denied by {}", verdict.decided_by)),
+            other => GateAnswer::refuse(format!(
+                "{} says `{}` and nobody can be asked here",
+                verdict.decided_by,
+                other.as_str()
+            )),
+        }
+    }
+}
+
+impl Gate for TableGate {
     fn decide<'a>(&'a self, action: &'a Action, _detail: &'a str) -> GateFuture<'a> {
         let answer = self.answer(action);
         Box::pin(async move { answer })

@@ -30,7 +30,9 @@ pub use door::{ByteCounts, Counted, PinnedConnection};
 pub use error::BrokerError;
 pub use events::Door;
 pub use fetch::{FetchLimits, FetchedPage};
-pub use gate::{AllowScope, Gate, GateAnswer, GateFuture, RuleGate, is_exact_rule};
+pub use gate::{
+    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, is_exact_rule, scope_of,
+};
 pub use html::{decode_entities, html_to_text};
 pub use proxy::ProxyHandle;
 pub use resolve::{NameResolver, Nameservers};

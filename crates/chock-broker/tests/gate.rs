@@ -1,0 +1,56 @@
+//! The table-backed gate: allow with its reach, and every other decision a refusal.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chock_broker::{AllowScope, GateAnswer, TableGate};
+use chock_policy::{Action, Policy, Source, Sources};
+
+fn policy(text: &str) -> Arc<Policy> {
+    let project = Source {
+        path: PathBuf::from("/nonexistent/chock.toml"),
+        text: text.to_owned(),
+    };
+    Arc::new(
+        Policy::from_sources(Sources {
+            project: Some(project),
+            ..Sources::default()
+        })
+        .expect("policy"),
+    )
+}
+
+#[test]
+fn exact_rules_reach_further_than_wildcards_and_ask_or_deny_refuse() {
+    let gate = TableGate::new(policy(
+        r#"
+[[rule]]
+action = "net.fetch.test.site"
+decision = "allow"
+
+[[rule]]
+action = "net.fetch.test.*"
+decision = "allow"
+
+[[rule]]
+action = "net.fetch.test.bad"
+decision = "deny"
+"#,
+    ));
+    let scope = |host: &str| match gate.answer(&Action::net_fetch(host).expect("action")) {
+        GateAnswer::Allow { scope, .. } => Ok(scope),
+        GateAnswer::Refuse { reason } => Err(reason),
+    };
+    assert_eq!(scope("site.test"), Ok(AllowScope::ExactHost));
+    assert_eq!(scope("other.test"), Ok(AllowScope::Pattern));
+    let denied = scope("bad.test").expect_err("deny");
+    assert!(
+        denied.starts_with("denied by /nonexistent/chock.toml:11"),
+        "{denied}"
+    );
+    let asked = scope("example.com").expect_err("no rule: ask, and nobody to ask");
+    assert!(
+        asked.contains("`ask` and nobody can be asked here"),
+        "{asked}"
+    );
+}
