@@ -145,7 +145,9 @@ impl Transport {
         loop {
             let chunk = match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
                 Err(_) => {
-                    return Err(self.broken(format!("no data for {}s", self.idle_timeout.as_secs())));
+                    return Err(
+                        self.broken(format!("no data for {}s", self.idle_timeout.as_secs()))
+                    );
                 }
                 Ok(Err(e)) => {
                     return Err(

@@ -1,0 +1,562 @@
+//! The Anthropic Messages client against a loopback server speaking the recorded wire format.
+
+mod support;
+
+use std::time::Duration;
+
+use chock_provider::{
+    Block, Cost, Message, ProviderConfig, ProviderError, Request, Role, StopReason, StreamEvent,
+    ToolSpec, Usage, connect, price,
+};
+use serde_json::json;
+use support::{FakeServer, Framing, Reply, collector, fixture, retries, streamed_text, wire_to};
+
+fn weather_request() -> Request {
+    Request {
+        model: "claude-sonnet-4-20250514".into(),
+        system: Some("You are a weather assistant.".into()),
+        messages: vec![Message::user_text("What's the weather in Paris?")],
+        tools: vec![ToolSpec {
+            name: "get_weather".into(),
+            description: "Current weather for a city".into(),
+            input_schema: json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}),
+        }],
+        max_tokens: 1024,
+        ..Request::default()
+    }
+}
+
+fn expected_fixture_content() -> Vec<Block> {
+    vec![
+        Block::Text {
+            text: "I'll check the current weather in Paris for you.".into(),
+        },
+        Block::ToolUse {
+            id: "toolu_01Hq8ZfV3nJc5Wd2YtKx9PaR".into(),
+            name: "get_weather".into(),
+            input: json!({"location": "Paris, France", "unit": "celsius"}),
+        },
+    ]
+}
+
+#[tokio::test]
+async fn fixture_stream_in_any_piece_size_gives_text_tool_call_and_usage() {
+    for piece in [1, 2, 7, 64, 100_000] {
+        let server = FakeServer::start(vec![
+            Reply::sse(fixture("anthropic-messages-tool-use.sse")).in_pieces(piece),
+        ])
+        .await;
+        let (config, _) = wire_to(ProviderConfig::anthropic("sk-ant-test-key"), &server);
+        let provider = connect(&config).expect("provider");
+        let (events, mut sink) = collector();
+        let response = provider
+            .stream(&weather_request(), &mut sink)
+            .await
+            .expect("reply");
+
+        assert_eq!(
+            response.content,
+            expected_fixture_content(),
+            "piece {piece}"
+        );
+        assert_eq!(response.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            response.usage,
+            Usage {
+                input_tokens: 412,
+                output_tokens: 87,
+                ..Usage::default()
+            }
+        );
+        assert_eq!(response.model, "claude-sonnet-4-20250514");
+        assert_eq!(response.id.as_deref(), Some("msg_01XkR7bq2VhT9mWcA4sLpE3N"));
+        let events = events.lock().expect("events").clone();
+        assert_eq!(
+            streamed_text(&events),
+            "I'll check the current weather in Paris for you."
+        );
+        assert!(events.contains(&StreamEvent::ToolCallStarted {
+            id: "toolu_01Hq8ZfV3nJc5Wd2YtKx9PaR".into(),
+            name: "get_weather".into()
+        }));
+        assert!(retries(&events).is_empty());
+
+        let cost = price(&response.model, &response.usage)
+            .usd()
+            .expect("sonnet 4 is priced");
+        assert!(
+            (cost - (412.0 * 3.0 + 87.0 * 15.0) / 1e6).abs() < 1e-12,
+            "{cost}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn request_carries_headers_and_the_documented_body() {
+    let server =
+        FakeServer::start(vec![Reply::sse(fixture("anthropic-messages-tool-use.sse"))]).await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("sk-ant-test-key"), &server);
+    let (_, mut sink) = collector();
+    connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect("reply");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = &requests[0];
+    assert_eq!(
+        (sent.method.as_str(), sent.path.as_str()),
+        ("POST", "/v1/messages")
+    );
+    assert_eq!(sent.header("x-api-key"), Some("sk-ant-test-key"));
+    assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(sent.header("authorization"), None);
+    assert_eq!(
+        sent.body,
+        json!({
+            "model": "claude-sonnet-4-20250514", "max_tokens": 1024, "stream": true,
+            "system": "You are a weather assistant.",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "What's the weather in Paris?"}]}],
+            "tools": [{"name": "get_weather", "description": "Current weather for a city",
+                       "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}]
+        })
+    );
+}
+
+/// Thinking with a signature, CRLF line endings, comments, a JSON payload split over two `data:` lines,
+/// unknown events and blocks, and cumulative usage with cache fields.
+const THINKING_STREAM: &str = concat!(
+    ": keep-alive comment\r\n",
+    "event: message_start\r\n",
+    "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_think\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":50,\"cache_creation_input_tokens\":1000,\"cache_read_input_tokens\":2000,\"output_tokens\":1}}}\r\n",
+    "\r\n",
+    "event: content_block_start\r\n",
+    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\r\n\r\n",
+    "event: content_block_delta\r\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\r\n",
+    "data: \"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"The user wants \"}}\r\n\r\n",
+    "event: content_block_delta\r\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"a file listing.\"}}\r\n\r\n",
+    "event: content_block_delta\r\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAhIM-sig\"}}\r\n\r\n",
+    "event: content_block_stop\r\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":0}\r\n\r\n",
+    "event: content_block_start\r\n",
+    "data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"opaque-blob\"}}\r\n\r\n",
+    "event: content_block_stop\r\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":1}\r\n\r\n",
+    "event: content_block_start\r\n",
+    "data: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":\"web_search\",\"input\":{}}}\r\n\r\n",
+    "event: some_future_event\r\n",
+    "data: {\"type\":\"some_future_event\",\"detail\":1}\r\n\r\n",
+    "event: content_block_stop\r\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":2}\r\n\r\n",
+    "event: content_block_start\r\n",
+    "data: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_list\",\"name\":\"list\",\"input\":{},\"caller\":{\"type\":\"direct\"}}}\r\n\r\n",
+    "event: content_block_delta\r\n",
+    "data: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\"}}\r\n\r\n",
+    "event: content_block_stop\r\n",
+    "data: {\"type\":\"content_block_stop\",\"index\":3}\r\n\r\n",
+    "event: message_delta\r\n",
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null,\"stop_details\":null},\"usage\":{\"output_tokens\":40}}\r\n\r\n",
+    "event: ping\r\n",
+    "data: {\"type\": \"ping\"}\r\n\r\n",
+    "event: message_delta\r\n",
+    "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":95,\"input_tokens\":null}}\r\n\r\n",
+    "event: message_stop\r\n",
+    "data: {\"type\":\"message_stop\"}", // no trailing blank line: flushed at end of stream
+    "\r\n",
+);
+
+#[tokio::test]
+async fn thinking_blocks_are_kept_with_signatures_and_sent_back_unmodified() {
+    let server = FakeServer::start(vec![
+        Reply::sse(THINKING_STREAM).in_pieces(5),
+        Reply::sse(fixture("anthropic-messages-tool-use.sse")),
+    ])
+    .await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let provider = connect(&config).expect("provider");
+    let mut request = Request {
+        thinking_budget: Some(2048),
+        ..weather_request()
+    };
+    let (events, mut sink) = collector();
+    let response = provider.stream(&request, &mut sink).await.expect("reply");
+
+    assert_eq!(
+        response.content,
+        vec![
+            Block::Thinking {
+                thinking: "The user wants a file listing.".into(),
+                signature: "EqQBCgIYAhIM-sig".into()
+            },
+            Block::RedactedThinking {
+                data: "opaque-blob".into()
+            },
+            Block::ToolUse {
+                id: "toolu_list".into(),
+                name: "list".into(),
+                input: json!({})
+            },
+        ]
+    );
+    // Cumulative: the last message_delta's output_tokens replaces, never adds; null fields are ignored.
+    assert_eq!(
+        response.usage,
+        Usage {
+            input_tokens: 50,
+            output_tokens: 95,
+            cache_read_tokens: 2000,
+            cache_write_tokens: 1000,
+            reasoning_tokens: 0
+        }
+    );
+    let thinking: String = events
+        .lock()
+        .expect("events")
+        .iter()
+        .filter_map(|e| {
+            if let StreamEvent::ThinkingDelta(t) = e {
+                Some(t.clone())
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(thinking, "The user wants a file listing.");
+
+    // Send the turn back with its result, and a text after the result in the same message.
+    request
+        .messages
+        .push(Message::assistant(response.content.clone()));
+    request.messages.push(Message {
+        role: Role::User,
+        content: vec![
+            Block::Text {
+                text: "(the listing follows)".into(),
+            },
+            Block::ToolResult {
+                tool_use_id: "toolu_list".into(),
+                content: "README.md".into(),
+                is_error: false,
+            },
+        ],
+    });
+    let (_, mut sink) = collector();
+    provider
+        .stream(&request, &mut sink)
+        .await
+        .expect("second reply");
+    let sent = &server.requests()[1].body;
+    assert_eq!(
+        sent["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "The user wants a file listing.", "signature": "EqQBCgIYAhIM-sig"},
+            {"type": "redacted_thinking", "data": "opaque-blob"},
+            {"type": "tool_use", "id": "toolu_list", "name": "list", "input": {}}]})
+    );
+    // tool_result first, text after it.
+    assert_eq!(
+        sent["messages"][2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_list", "content": "README.md"},
+            {"type": "text", "text": "(the listing follows)"}]})
+    );
+}
+
+#[tokio::test]
+async fn overloaded_error_event_is_retried_and_reported() {
+    let overloaded = concat!(
+        "event: message_start\n",
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-sonnet-4-20250514\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: error\n",
+        "data: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n",
+    );
+    let server = FakeServer::start(vec![
+        Reply::sse(overloaded),
+        Reply::sse(fixture("anthropic-messages-tool-use.sse")),
+    ])
+    .await;
+    let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (events, mut sink) = collector();
+    let response = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect("reply after retry");
+
+    assert_eq!(response.content, expected_fixture_content());
+    let retries = retries(&events.lock().expect("events"));
+    assert_eq!(retries.len(), 1);
+    assert_eq!((retries[0].0, retries[0].1), (1, Duration::from_secs(2)));
+    assert!(retries[0].2.contains("overloaded"), "{}", retries[0].2);
+    assert_eq!(sleeper.waits(), vec![Duration::from_secs(2)]);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn http_529_and_429_are_retried_honouring_retry_after() {
+    let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#;
+    let limited = r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
+    let server = FakeServer::start(vec![
+        Reply::error(529, overloaded),
+        Reply::error(429, limited).header("retry-after", "7"),
+        Reply::error(429, limited)
+            .header("retry-after", "3")
+            .header("retry-after-ms", "1500"),
+        Reply::error(503, "upstream unavailable")
+            .header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        Reply::sse(fixture("anthropic-messages-tool-use.sse")),
+    ])
+    .await;
+    let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (events, mut sink) = collector();
+    let response = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect("reply");
+    assert_eq!(response.content, expected_fixture_content());
+    // 529: computed backoff (2 s); then the server's 7 s, 1.5 s (ms wins) and an HTTP date 10 s ahead.
+    assert_eq!(
+        sleeper.waits(),
+        vec![
+            Duration::from_secs(2),
+            Duration::from_secs(7),
+            Duration::from_millis(1500),
+            Duration::from_secs(10)
+        ]
+    );
+    let reasons: Vec<String> = retries(&events.lock().expect("events"))
+        .into_iter()
+        .map(|r| r.2)
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            "HTTP 529 overloaded_error",
+            "HTTP 429 rate_limit_error",
+            "HTTP 429 rate_limit_error",
+            "HTTP 503"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn gives_up_after_six_attempts_spanning_about_a_minute() {
+    let replies = (0..7)
+        .map(|_| {
+            Reply::error(
+                500,
+                r#"{"type":"error","error":{"type":"api_error","message":"boom"}}"#,
+            )
+        })
+        .collect();
+    let server = FakeServer::start(replies).await;
+    let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (events, mut sink) = collector();
+    let error = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect_err("gives up");
+
+    match &error {
+        ProviderError::GaveUp { attempts: 6, last } => {
+            assert!(
+                matches!(**last, ProviderError::Http { status: 500, ref message, .. } if message == "boom"),
+                "{last}"
+            );
+        }
+        other => panic!("expected GaveUp after 6 attempts, got {other}"),
+    }
+    assert_eq!(server.requests().len(), 6);
+    let waits = sleeper.waits();
+    assert_eq!(waits.len(), 5);
+    assert_eq!(waits.iter().sum::<Duration>(), Duration::from_secs(60));
+    assert_eq!(
+        retries(&events.lock().expect("events"))
+            .iter()
+            .map(|r| r.0)
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
+}
+
+#[tokio::test]
+async fn client_errors_are_not_retried() {
+    let server = FakeServer::start(vec![
+        Reply::error(400, r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages: roles must alternate"},"request_id":"req_9"}"#)
+            .header("request-id", "req_9"),
+    ])
+    .await;
+    let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (_, mut sink) = collector();
+    let error = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect_err("400");
+    assert!(
+        matches!(&error, ProviderError::Http { status: 400, request_id: Some(id), .. } if id == "req_9"),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "anthropic: HTTP 400 (request req_9): messages: roles must alternate"
+    );
+    assert!(sleeper.waits().is_empty());
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn x_should_retry_overrides_the_status() {
+    let server = FakeServer::start(vec![
+        Reply::error(
+            409,
+            r#"{"type":"error","error":{"type":"conflict_error","message":"try again"}}"#,
+        )
+        .header("x-should-retry", "true"),
+        Reply::error(
+            500,
+            r#"{"type":"error","error":{"type":"api_error","message":"do not"}}"#,
+        )
+        .header("x-should-retry", "false"),
+    ])
+    .await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (_, mut sink) = collector();
+    let error = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect_err("fails");
+    assert!(
+        matches!(error, ProviderError::Http { status: 500, .. }),
+        "{error}"
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_limit_ends_the_call() {
+    let server = FakeServer::start(vec![
+        Reply::error(
+            429,
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"later"}}"#,
+        )
+        .header("retry-after", "3600"),
+    ])
+    .await;
+    let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (_, mut sink) = collector();
+    let error = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect_err("too long");
+    assert!(error.to_string().contains("asked to wait 3600s"), "{error}");
+    assert!(sleeper.waits().is_empty());
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_reply_is_requested_again() {
+    let body = fixture("anthropic-messages-tool-use.sse");
+    let cut = body.find("is, Fra").expect("fixture has the tool input");
+    for framing in [Framing::Chunked, Framing::CloseDelimited] {
+        let server = FakeServer::start(vec![
+            Reply::sse(body.clone())
+                .in_pieces(9)
+                .cut_after(cut)
+                .framing(framing),
+            Reply::sse(body.clone()).in_pieces(9).framing(framing),
+        ])
+        .await;
+        let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+        let (events, mut sink) = collector();
+        let response = connect(&config)
+            .expect("provider")
+            .stream(&weather_request(), &mut sink)
+            .await
+            .expect("second attempt");
+        assert_eq!(response.content, expected_fixture_content(), "{framing:?}");
+        let events = events.lock().expect("events").clone();
+        let retries = retries(&events);
+        assert_eq!(retries.len(), 1, "{framing:?}");
+        assert!(
+            retries[0].2.starts_with("stream broke"),
+            "{framing:?}: {}",
+            retries[0].2
+        );
+        // The abandoned attempt's text was streamed, then the whole reply again.
+        assert_eq!(
+            streamed_text(&events),
+            "I'll check the current weather in Paris for you.".repeat(2)
+        );
+    }
+}
+
+#[tokio::test]
+async fn truncated_tool_input_is_kept_as_text_not_a_crash() {
+    let stream = concat!(
+        "event: message_start\n",
+        "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_t\",\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\n",
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_w\",\"name\":\"write_file\",\"input\":{}}}\n\n",
+        "event: content_block_delta\n",
+        "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"a.txt\\\", \\\"content\\\": \\\"hel\"}}\n\n",
+        "event: message_delta\n",
+        "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":16}}\n\n",
+        "event: message_stop\n",
+        "data: {\"type\":\"message_stop\"}\n\n",
+    );
+    let server = FakeServer::start(vec![Reply::sse(stream)]).await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (_, mut sink) = collector();
+    let response = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect("reply");
+    assert_eq!(response.stop_reason, StopReason::MaxTokens);
+    assert_eq!(
+        response.content,
+        vec![Block::ToolUse {
+            id: "toolu_w".into(),
+            name: "write_file".into(),
+            input: json!("{\"path\": \"a.txt\", \"content\": \"hel")
+        }]
+    );
+    let Cost::Known(usd) = price(&response.model, &response.usage) else {
+        panic!("haiku 4.5 is priced")
+    };
+    assert!(
+        (usd - (9.0 * 1.0 + 16.0 * 5.0) / 1e6).abs() < 1e-12,
+        "{usd}"
+    );
+}
+
+#[tokio::test]
+async fn a_non_retryable_error_event_fails_at_once() {
+    let stream = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"bad thinking signature\"}}\n\n";
+    let server = FakeServer::start(vec![Reply::sse(stream)]).await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (_, mut sink) = collector();
+    let error = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect_err("fails");
+    assert!(
+        matches!(&error, ProviderError::Api { kind, .. } if kind == "invalid_request_error"),
+        "{error}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
