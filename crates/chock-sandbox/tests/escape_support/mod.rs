@@ -49,6 +49,29 @@ pub struct Fixture {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// chock-hostile copied once per test process next to the fixtures (same filesystem, so each
+/// fixture can hard-link it), mode 0755.
+fn staged_hostile() -> &'static Path {
+    static STAGED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    STAGED.get_or_init(|| {
+        let dir = home().join(format!(".chock-escape-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create the staging dir");
+        let staged = dir.join(HOSTILE_NAME);
+        std::fs::copy(env!("CARGO_BIN_EXE_chock-hostile"), &staged).expect("stage chock-hostile");
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod chock-hostile");
+        // Removed when the process exits; a crash leaves one small directory behind.
+        extern "C" fn remove_staged() {
+            if let Some(p) = STAGED.get().and_then(|p| p.parent()) {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+        // SAFETY: registering a plain extern "C" function that captures nothing.
+        unsafe { libc::atexit(remove_staged) };
+        staged
+    })
+}
+
 fn unique() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -80,11 +103,11 @@ impl Fixture {
             "# policy\n[rules]\n\"exec.*\" = \"allow\"\n",
         )
         .expect("write policy");
-        let hostile = project.join(HOSTILE_NAME);
-        std::fs::copy(env!("CARGO_BIN_EXE_chock-hostile"), &hostile)
-            .expect("copy chock-hostile into the project");
-        std::fs::set_permissions(&hostile, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod chock-hostile");
+        // A hard link to one staged copy, never a fresh copy: writing an executable while another
+        // test thread forks would leave a writable descriptor in that child for a moment, and an
+        // exec of the file then fails with ETXTBSY.
+        std::fs::hard_link(staged_hostile(), project.join(HOSTILE_NAME))
+            .expect("link chock-hostile into the project");
         Fixture {
             base,
             secret,
