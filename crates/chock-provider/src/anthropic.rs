@@ -13,6 +13,9 @@ use crate::{Provider, ProviderFuture};
 /// The `anthropic-version` header value.
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
+/// `max_tokens` when the request leaves it 0: the API requires one.
+const DEFAULT_MAX_TOKENS: u32 = 8192;
+
 /// The Messages API client.
 #[derive(Debug)]
 pub(crate) struct Anthropic {
@@ -48,7 +51,7 @@ impl Provider for Anthropic {
 pub(crate) fn request_body(req: &Request) -> Value {
     let mut body = json!({
         "model": req.model,
-        "max_tokens": req.max_tokens,
+        "max_tokens": if req.max_tokens == 0 { DEFAULT_MAX_TOKENS } else { req.max_tokens },
         "stream": true,
         "messages": req.messages.iter().filter_map(message_json).collect::<Vec<_>>(),
     });

@@ -64,10 +64,12 @@ pub(crate) fn request_body(req: &Request) -> Value {
         "stream": true,
         "stream_options": {"include_usage": true},
         "messages": messages,
-        // `max_tokens` is what compatible servers know; OpenAI's own reasoning models want
-        // `max_completion_tokens` and should be used through the Responses client instead.
-        "max_tokens": req.max_tokens,
     });
+    if req.max_tokens > 0 {
+        // `max_tokens` is what compatible servers know; OpenAI's own reasoning models want
+        // `max_completion_tokens` and are better used through the Responses client.
+        body["max_tokens"] = json!(req.max_tokens);
+    }
     if !req.tools.is_empty() {
         body["tools"] = req
             .tools

@@ -72,8 +72,10 @@ pub(crate) fn request_body(req: &Request) -> Value {
         "stream": true,
         "store": false,
         "input": input,
-        "max_output_tokens": req.max_tokens,
     });
+    if req.max_tokens > 0 {
+        body["max_output_tokens"] = json!(req.max_tokens);
+    }
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         body["instructions"] = json!(system);
     }

@@ -21,7 +21,8 @@ pub struct Request {
     pub messages: Vec<Message>,
     /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
-    /// Upper bound on the reply's output tokens (thinking included).
+    /// Upper bound on the reply's output tokens (thinking included). 0 means the provider's default
+    /// (Anthropic, which requires a value, gets 8192; the OpenAI formats get none).
     pub max_tokens: u32,
     /// Anthropic extended thinking budget in tokens (≥ 1024 and below `max_tokens`); `None` leaves thinking off.
     pub thinking_budget: Option<u32>,
