@@ -9,7 +9,7 @@ use std::pin::Pin;
 
 use std::sync::Arc;
 
-use chock_policy::{Action, DecidedBy, Decision, Policy, Verdict};
+use chock_policy::{Action, DecidedBy, Decision, Pattern, Policy, Verdict};
 
 /// A boxed future, so `Gate` can be used as `Arc<dyn Gate>`.
 pub type GateFuture<'a> = Pin<Box<dyn Future<Output = GateAnswer> + Send + 'a>>;
@@ -193,4 +193,19 @@ impl Gate for TableGate {
         let answer = self.answer(action);
         Box::pin(async move { answer })
     }
+}
+
+/// Whether any project or org rule allows something under `net.connect.*`: only then does a confined
+/// call get the egress proxy (`NetworkPlan::Proxy`). Each connection is still decided on its own; this
+/// only spares a call a listener that could never lead anywhere.
+pub fn commands_may_connect(policy: &Policy) -> bool {
+    let Ok(connect) = Pattern::parse("net.connect.*") else {
+        return false;
+    };
+    policy
+        .project_rules()
+        .rules()
+        .iter()
+        .chain(policy.org_rules().rules())
+        .any(|rule| rule.decision == Decision::Allow && rule.pattern.overlaps(&connect))
 }

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod address;
+mod call_proxy;
 mod door;
 mod error;
 mod events;
@@ -26,12 +27,14 @@ use chock_policy::Action;
 use rustls::pki_types::CertificateDer;
 
 pub use address::{AddressClass, AddressPolicy, Refusal, classify};
+pub use call_proxy::{CallProxy, PROXY_VARIABLES, proxy_env};
 pub use door::{ByteCounts, Counted, PinnedConnection};
 pub use error::BrokerError;
 pub use events::Door;
 pub use fetch::{FetchLimits, FetchedPage};
 pub use gate::{
-    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, is_exact_rule, scope_of,
+    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, commands_may_connect,
+    is_exact_rule, scope_of,
 };
 pub use html::{decode_entities, html_to_text};
 pub use proxy::ProxyHandle;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chock_broker::{AllowScope, GateAnswer, TableGate};
+use chock_broker::{AllowScope, GateAnswer, TableGate, commands_may_connect};
 use chock_policy::{Action, Policy, Source, Sources};
 
 fn policy(text: &str) -> Arc<Policy> {
@@ -53,4 +53,25 @@ decision = "deny"
         asked.contains("`ask` and nobody can be asked here"),
         "{asked}"
     );
+}
+
+#[test]
+fn commands_get_the_proxy_only_when_some_rule_allows_a_connection() {
+    let allow = |action: &str, decision: &str| {
+        format!("[[rule]]\naction = \"{action}\"\ndecision = \"{decision}\"\n")
+    };
+    assert!(!commands_may_connect(&policy("")));
+    assert!(!commands_may_connect(&policy(&allow(
+        "net.fetch.*",
+        "allow"
+    ))));
+    assert!(!commands_may_connect(&policy(&allow(
+        "net.connect.com.example.443",
+        "ask"
+    ))));
+    assert!(commands_may_connect(&policy(&allow(
+        "net.connect.com.example.443",
+        "allow"
+    ))));
+    assert!(commands_may_connect(&policy(&allow("net.*", "allow"))));
 }

@@ -191,3 +191,75 @@ async fn garbage_gets_400() {
     client.read_to_string(&mut answer).await.expect("read");
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
+
+/// The synchronous wrapper chock-session uses: its own runtime, an IP-literal target (no DNS), stop.
+#[test]
+fn a_call_proxy_serves_from_synchronous_code_until_stopped() {
+    use std::io::{Read, Write};
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+    let port = upstream.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = upstream.accept() {
+            let mut buf = [0u8; 5];
+            if stream.read_exact(&mut buf).is_ok() {
+                let _ = stream.write_all(&buf);
+            }
+        }
+    });
+    let (log, _dir) = new_log();
+    let gate = std::sync::Arc::new(RuleGate::new().allow(&format!("net.connect.1.0.0.127.{port}")));
+    let listener = proxy_listener();
+    let proxy_addr = listener.local_addr().expect("addr");
+    let proxy = chock_broker::CallProxy::start(
+        gate,
+        log.clone(),
+        BrokerConfig::default(),
+        "call-7",
+        listener,
+    )
+    .expect("start");
+
+    let mut client = std::net::TcpStream::connect(proxy_addr).expect("to proxy");
+    client
+        .write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .expect("write");
+    let mut head = [0u8; 39];
+    client.read_exact(&mut head).expect("head");
+    assert_eq!(&head[..], b"HTTP/1.1 200 Connection established\r\n\r\n");
+    client.write_all(b"hello").expect("write");
+    let mut back = [0u8; 5];
+    client.read_exact(&mut back).expect("echo");
+    assert_eq!(&back, b"hello");
+    drop(client);
+    proxy.stop();
+
+    assert!(
+        std::net::TcpStream::connect(proxy_addr).is_err(),
+        "the listener is closed after stop"
+    );
+    let events: Vec<_> = chock_log::read_events(log.dir())
+        .expect("read")
+        .into_iter()
+        .filter(|e| e.kind.as_str().starts_with("net."))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.call_id.as_deref() == Some("call-7"))
+    );
+    assert_eq!(
+        events.last().map(|e| e.data["phase"].clone()),
+        Some(json!("close"))
+    );
+}
+
+#[test]
+fn the_proxy_environment_names_both_spellings() {
+    let env = chock_broker::proxy_env(3128);
+    let names: Vec<_> = env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
+    );
+    assert!(env.iter().all(|(_, v)| v == "http://127.0.0.1:3128"));
+}
