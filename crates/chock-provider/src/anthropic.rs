@@ -233,7 +233,13 @@ impl Decoder for MessagesDecoder {
                 let index = self.index(&data, &kind)?;
                 let block = &data["content_block"];
                 let partial = match text_of(block, "type") {
-                    "text" => Partial::Text(text_of(block, "text").to_owned()),
+                    "text" => {
+                        let text = text_of(block, "text").to_owned();
+                        if !text.is_empty() {
+                            on_event(StreamEvent::TextDelta(text.clone()));
+                        }
+                        Partial::Text(text)
+                    }
                     "tool_use" => {
                         let (id, name) = (
                             text_of(block, "id").to_owned(),

@@ -128,6 +128,9 @@ const BUILT_IN: &[(&str, Price)] = &[
     ("o3-mini", Price::openai(1.10, 4.40, 0.55)),
     ("o3-pro", Price::openai(20.0, 80.0, 20.0)),
     ("o4-mini", Price::openai(1.10, 4.40, 0.275)),
+    // The offline player's default model names: a recorded model costs nothing.
+    ("chock-demo", Price::openai(0.0, 0.0, 0.0)),
+    ("offline", Price::openai(0.0, 0.0, 0.0)),
 ];
 
 /// A price table: the built-in list plus overrides (from `config.toml`), overrides winning.

@@ -146,6 +146,7 @@ fn text_stream(terminal: &str) -> String {
         r#"{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello","obfuscation":"x"}"#.to_owned(),
         r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":", world","logprobs":[]}"#.to_owned(),
         r#"{"type":"response.web_search_call.in_progress","sequence_number":5,"output_index":1}"#.to_owned(),
+        r#"{"type":"response.reasoning_summary_text.delta","sequence_number":5,"item_id":"rs_1","output_index":2,"summary_index":0,"delta":"Greeting."}"#.to_owned(),
         terminal.to_owned(),
     ];
     events
@@ -195,6 +196,12 @@ async fn text_reply_with_cached_input() {
     assert_eq!(
         streamed_text(&events.lock().expect("events")),
         "Hello, world"
+    );
+    assert!(
+        events
+            .lock()
+            .expect("events")
+            .contains(&StreamEvent::ThinkingDelta("Greeting.".into()))
     );
     // Not a reasoning model and no effort asked: no reasoning include.
     assert_eq!(server.requests()[0].body.get("include"), None);
