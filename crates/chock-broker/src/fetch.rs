@@ -170,9 +170,13 @@ impl Broker {
     ) -> Result<RawResponse, BrokerError> {
         let limits = self.config.limits;
         let mut url = parse_url(start)?;
+        let origin = url.origin();
         let mut redirects = Vec::new();
         loop {
-            let mut response = self.get_once(door, &url, headers).await?;
+            // Extra headers (a search API key) go only to the origin they were meant for; a redirect
+            // elsewhere gets none of them.
+            let hop_headers = if url.origin() == origin { headers } else { &[] };
+            let mut response = self.get_once(door, &url, hop_headers).await?;
             let location = match response.status {
                 301 | 302 | 303 | 307 | 308 => response.location.take(),
                 _ => None,

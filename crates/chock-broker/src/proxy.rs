@@ -23,6 +23,8 @@ use crate::events::Door;
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `shutdown` waits for open connections to end by themselves.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Connections served at once; more are closed at once (a command cannot exhaust the host).
+const MAX_CONNECTIONS: usize = 256;
 /// The largest request head accepted.
 const MAX_HEAD: usize = 32 * 1024;
 
@@ -80,6 +82,7 @@ impl Broker {
                 tokio::select! {
                     _ = &mut stopped => break,
                     accepted = listener.accept() => match accepted {
+                        Ok((client, _)) if connections.len() >= MAX_CONNECTIONS => drop(client),
                         Ok((client, _)) => {
                             let broker = broker.clone();
                             connections.spawn(async move { broker.serve_client(client).await });
@@ -234,23 +237,20 @@ impl ProxyRequest {
             "{method} {} HTTP/1.1\r\n",
             &url[url::Position::BeforePath..url::Position::AfterQuery]
         );
-        let mut has_host = false;
+        // The Host header is the decided host, whatever the client wrote.
+        forward.push_str(&format!(
+            "Host: {}\r\n",
+            &url[url::Position::BeforeHost..url::Position::AfterPort]
+        ));
         for header in request.headers.iter() {
             let name = header.name.to_ascii_lowercase();
-            if HOP_HEADERS.contains(&name.as_str()) {
+            if name == "host" || HOP_HEADERS.contains(&name.as_str()) {
                 continue;
             }
-            has_host |= name == "host";
             forward.push_str(header.name);
             forward.push_str(": ");
             forward.push_str(&String::from_utf8_lossy(header.value));
             forward.push_str("\r\n");
-        }
-        if !has_host {
-            forward.push_str(&format!(
-                "Host: {}\r\n",
-                &url[url::Position::BeforeHost..url::Position::AfterPort]
-            ));
         }
         forward.push_str("Connection: close\r\n\r\n");
         Ok(ProxyRequest {
@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn plain_requests_are_rewritten_to_origin_form_without_proxy_headers() {
-        let head = "GET http://example.org:8080/a/b?c=1 HTTP/1.1\r\nHost: example.org:8080\r\n\
+        let head = "GET http://example.org:8080/a/b?c=1 HTTP/1.1\r\nHost: internal.corp\r\n\
                     Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\nAccept: */*\r\n\r\n";
         let request = ProxyRequest::parse(head.as_bytes()).expect("parses");
         assert_eq!((request.host.as_str(), request.port), ("example.org", 8080));

@@ -190,3 +190,49 @@ fn search_config_reads_from_toml() {
     );
     assert!(toml::from_str::<SearchConfig>("backend = \"bing\"").is_err());
 }
+
+#[tokio::test]
+async fn the_key_does_not_follow_a_redirect_to_another_host() {
+    let (dns, http) = (Dns::start().await, Http::start().await);
+    dns.set("brave.test", &["127.0.0.1"]);
+    dns.set("elsewhere.test", &["127.0.0.1"]);
+    let port = http.port();
+    http.route(
+        "/s?q=moved",
+        Reply::redirect(&format!("http://elsewhere.test:{port}/landing")),
+    );
+    http.route(
+        "/landing",
+        Reply::ok("application/json", r#"{"web":{"results":[]}}"#),
+    );
+    let search = SearchConfig::Brave {
+        url: format!("http://brave.test:{port}/s"),
+        api_key_env: "PATH".into(),
+    };
+    let config = BrokerConfig {
+        search: Some(search),
+        ..BrokerConfig::default()
+    };
+    let (log, _dir) = new_log();
+    let gate = RuleGate::new()
+        .allow("web.search")
+        .allow("net.fetch.test.brave")
+        .allow("net.fetch.test.elsewhere");
+    let broker = new_broker(gate, &log, &dns, config);
+    let results = broker.web_search("moved", 3).await.expect("search");
+    assert!(results.hits.is_empty());
+    let requests = http.requests.lock().expect("requests").clone();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains("x-subscription-token")
+    );
+    assert!(
+        !requests[1]
+            .to_ascii_lowercase()
+            .contains("x-subscription-token"),
+        "{}",
+        requests[1]
+    );
+}
