@@ -277,10 +277,10 @@ fn one_unshare(extra: libc::c_int) -> Duration {
                     && std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).is_ok();
                 let flags = extra & !libc::CLONE_NEWUSER;
                 let t = Instant::now();
-                // SAFETY: unshare changes only this child's namespaces.
                 let rc = if flags == 0 {
                     0
                 } else {
+                    // SAFETY: unshare changes only this child's namespaces.
                     unsafe { libc::unshare(flags) }
                 };
                 // The user namespace's own row times the unshare and its id maps; the others

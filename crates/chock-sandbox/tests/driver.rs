@@ -34,17 +34,19 @@ fn plan_for(project: &Path, argv: &[&str]) -> Plan {
 
 fn run(plan: &Plan) -> Result<Run, SandboxError> {
     let mut child = spawn(plan, StdioMode::Piped)?;
-    let mut out = child.take_stdout().unwrap();
-    let mut err = child.take_stderr().unwrap();
-    let t = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let mut stdout = String::new();
-    out.read_to_string(&mut stdout).unwrap();
-    let stderr = t.join().unwrap();
+    let read = |f: Option<std::fs::File>| {
+        let mut f = f.unwrap();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            f.read_to_string(&mut s).unwrap();
+            s
+        })
+    };
+    let out = read(child.take_stdout());
+    let err = read(child.take_stderr());
     let outcome = child.wait()?;
+    let stdout = out.join().unwrap();
+    let stderr = err.join().unwrap();
     Ok(Run {
         status: outcome.status,
         stdout,

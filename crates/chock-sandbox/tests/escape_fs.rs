@@ -159,6 +159,25 @@ fn writes_outside_the_workspace_are_refused() {
     );
 }
 
+/// Attack: write where the mounts alone would let the call write: the sandbox's own /dev is a
+/// writable tmpfs (its device nodes must stay writable), so a new file there is refused only by
+/// Landlock, which allows writes under the workspace, /tmp, /dev/shm and the sandbox home only.
+/// Layer: Landlock (EACCES). Harmless either way: that /dev is the call's own tmpfs.
+#[test]
+fn landlock_refuses_writes_the_mounts_would_allow() {
+    let fx = Fixture::new(Backing::Overlay);
+    let r = run(&fx.hostile_plan(&["write", "/dev/chock-escape"]));
+    r.assert_refused("EACCES", "Landlock: /dev is not a writable path");
+    // Control: the allowed places are writable, so the refusal above is by path.
+    for ok in ["/tmp/allowed", "/dev/shm/allowed"] {
+        let r = run(&fx.hostile_plan(&["write", ok]));
+        assert!(
+            r.stdout.starts_with("succeeded"),
+            "{ok} must stay writable: {r:?}"
+        );
+    }
+}
+
 /// Attack: write a kernel tunable (the same value back, so a failure of this test harms nothing).
 /// Layer: Landlock (the filesystem is read-only outside the workspace and /tmp), and /proc/sys
 /// being owned by the host's root.
