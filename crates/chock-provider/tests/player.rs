@@ -80,10 +80,10 @@ async fn demo_lists_writes_reads_edits_runs_and_finishes() {
     let mut tools = Vec::new();
     let results = [
         ("(empty directory)", false),
-        ("wrote NOTES.md", false),
+        ("wrote chock-demo.md", false),
         ("1 # Notes\n5 - status: draft\n", false),
-        ("edited NOTES.md", false),
-        ("NOTES.md\n6 NOTES.md", false),
+        ("edited chock-demo.md", false),
+        ("chock-demo.md\n6 chock-demo.md", false),
     ];
     for result in results {
         let response = turn(&player, &mut req, &[result]).await;
@@ -107,7 +107,7 @@ async fn demo_lists_writes_reads_edits_runs_and_finishes() {
     );
     assert_eq!(
         tools[3].1,
-        json!({"path": "NOTES.md", "old": "- status: draft", "new": "- status: reviewed"})
+        json!({"path": "chock-demo.md", "old": "- status: draft", "new": "- status: reviewed"})
     );
     assert!(
         tools[1].1["content"]
