@@ -132,6 +132,7 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
             );
         }
         _ if f.status() == Status::Renamed => {}
+        (Some(Entry::File { data: a, .. }), Some(Entry::File { data: b, .. })) if a == b => {}
         _ if f.is_binary() => {
             let _ = writeln!(out, "Binary files a/{old_name} and b/{} differ", f.path);
         }

@@ -1,0 +1,359 @@
+//! `chock diff`, `apply`, `undo` and `workspace list|rm|adopt` end to end: real sessions (a real
+//! log), real git repositories, changes made through a real overlay mount in a user namespace, and
+//! the real binary.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use chock_log::{EventKind, Log, SessionHeader};
+use chock_sandbox::WorkspaceMount;
+use chock_workspace::Workspace;
+
+struct Env {
+    tmp: tempfile::TempDir,
+    project: PathBuf,
+}
+
+impl Env {
+    fn new(git: bool) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("project");
+        fs::create_dir_all(&project).unwrap();
+        // An empty organisation bundle, so the machine's /etc/chock/org.toml does not decide here.
+        fs::write(tmp.path().join("org.toml"), "").unwrap();
+        let env = Self { tmp, project };
+        if git {
+            env.sh("git init -q -b main . && git config user.name t && git config user.email t@t");
+        }
+        env
+    }
+
+    fn state(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
+    fn sh(&self, script: &str) -> String {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.project)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn write(&self, path: &str, text: &str) {
+        let p = self.project.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+
+    fn read(&self, path: &str) -> String {
+        fs::read_to_string(self.project.join(path)).unwrap()
+    }
+
+    /// A real session: its log and its workspace. The log is closed again, as after `chock exec --keep`.
+    fn session(&self) -> (String, PathBuf) {
+        let root = self.state().join("chock/sessions");
+        let header = SessionHeader {
+            project: Some(self.project.clone()),
+            ..SessionHeader::default()
+        };
+        let log = Log::create(&root, header).unwrap();
+        let id = log.id().as_str().to_string();
+        let dir = log.dir().to_path_buf();
+        drop(log);
+        let ws = Workspace::create(&self.project, &dir, &id).unwrap();
+        ws.wait_base().unwrap();
+        (id, dir)
+    }
+
+    fn chock(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_chock"))
+            .args(args)
+            .env("XDG_STATE_HOME", self.state())
+            .env("CHOCK_ORG_POLICY", self.tmp.path().join("org.toml"))
+            .current_dir(&self.project)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn allow(&self, act: &str) {
+        let mut text = fs::read_to_string(self.project.join("chock.toml")).unwrap_or_default();
+        text.push_str(&format!(
+            "[[rule]]\naction = \"{act}\"\ndecision = \"allow\"\n"
+        ));
+        fs::write(self.project.join("chock.toml"), text).unwrap();
+    }
+}
+
+/// Edits the workspace through a real overlay mount over the project's own path.
+fn in_overlay(session_dir: &Path, script: &str) {
+    let ws = Workspace::open(session_dir).unwrap();
+    let WorkspaceMount::Overlay { lower, upper, work } = ws.mount() else {
+        panic!()
+    };
+    let l = lower.display();
+    let cmd = format!(
+        "mount -t overlay overlay -o lowerdir={l},upperdir={},workdir={},userxattr {l} && cd {l} && {script}",
+        upper.display(),
+        work.display()
+    );
+    let out = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &cmd])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn events(dir: &Path) -> Vec<chock_log::Event> {
+    chock_log::read_events(dir).unwrap()
+}
+
+fn lines(n: usize) -> String {
+    (1..=n).map(|i| format!("line {i}\n")).collect()
+}
+
+/// A session with a text edit in two places, a new file, a deletion, a mode change and a symlink.
+fn edited() -> (Env, String, PathBuf) {
+    let env = Env::new(true);
+    env.write("src/a.txt", &lines(30));
+    env.write("old.txt", "old\n");
+    env.write("run.sh", "echo run\n");
+    env.sh("git add -A && git commit -q -m init");
+    let (id, dir) = env.session();
+    in_overlay(
+        &dir,
+        "sed -i 's/^line 2$/two/; s/^line 27$/twenty-seven/' src/a.txt && printf 'hello\\n' > new.txt \
+         && rm old.txt && chmod +x run.sh && ln -s src/a.txt link",
+    );
+    (env, id, dir)
+}
+
+#[test]
+fn diff_prints_ids_and_has_stat_and_name_only_forms() {
+    let (env, id, _) = edited();
+    let out = env.chock(&["diff", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    let patch = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !patch.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+    insta::assert_snapshot!("diff_patch", patch);
+    let stat = env.chock(&["diff", "--stat", &id]);
+    insta::assert_snapshot!("diff_stat", String::from_utf8(stat.stdout).unwrap());
+    let names = env.chock(&["diff", "--name-only", &id]);
+    insta::assert_snapshot!("diff_name_only", String::from_utf8(names.stdout).unwrap());
+    let coloured = env.chock(&["diff", "--color", "always", &id]);
+    assert!(
+        String::from_utf8(coloured.stdout)
+            .unwrap()
+            .contains("\x1b[32m+two")
+    );
+    // The same ids on a second run.
+    assert_eq!(
+        String::from_utf8(env.chock(&["diff", &id]).stdout).unwrap(),
+        patch
+    );
+}
+
+#[test]
+fn apply_with_no_terminal_to_ask_is_refused_with_123_and_writes_nothing() {
+    let (env, id, dir) = edited();
+    let out = env.chock(&["apply", &id]);
+    assert_eq!(out.status.code(), Some(123), "{}", text(&out));
+    assert!(
+        text(&out).contains("workspace.apply must be asked"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(env.read("src/a.txt"), lines(30));
+    assert!(!env.project.join("new.txt").exists());
+    let decision = events(&dir)
+        .into_iter()
+        .find(|e| e.kind == EventKind::Decision)
+        .expect("decision logged");
+    assert_eq!(decision.data["act"], "workspace.apply");
+    assert_eq!(decision.data["allowed"], false);
+}
+
+#[test]
+fn apply_then_undo_through_the_cli_is_logged_with_ids_and_hashes() {
+    let (env, id, dir) = edited();
+    env.allow("workspace.apply");
+    let out = env.chock(&["apply", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    let apply_id = format!("{id}.1");
+    assert!(
+        text(&out).contains(&format!("applied as {apply_id}")),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        env.read("src/a.txt"),
+        lines(30)
+            .replace("line 2\n", "two\n")
+            .replace("line 27\n", "twenty-seven\n")
+    );
+    assert_eq!(env.read("new.txt"), "hello\n");
+    assert!(!env.project.join("old.txt").exists());
+    assert_eq!(
+        fs::read_link(env.project.join("link")).unwrap(),
+        Path::new("src/a.txt")
+    );
+    assert_eq!(
+        env.sh("git rev-parse --abbrev-ref HEAD"),
+        "main\n",
+        "the branch did not move"
+    );
+    let evs = events(&dir);
+    let apply = evs
+        .iter()
+        .find(|e| e.kind == EventKind::WorkspaceApply)
+        .expect("workspace.apply logged");
+    let decision_seq = evs
+        .iter()
+        .find(|e| e.kind == EventKind::Decision)
+        .unwrap()
+        .seq;
+    assert!(decision_seq < apply.seq, "decided before the act");
+    assert_eq!(apply.data["apply_id"], apply_id.as_str());
+    assert_eq!(apply.data["base_hash"].as_str().unwrap().len(), 64);
+    assert_eq!(apply.data["result_hash"].as_str().unwrap().len(), 64);
+    assert!(apply.data["base_commit"].as_str().is_some());
+    // Undo, with a user edit elsewhere that must survive.
+    env.write(
+        "src/a.txt",
+        &env.read("src/a.txt").replace("line 15\n", "user 15\n"),
+    );
+    let undo = env.chock(&["undo", &apply_id]);
+    assert!(undo.status.success(), "{}", text(&undo));
+    assert_eq!(
+        env.read("src/a.txt"),
+        lines(30).replace("line 15\n", "user 15\n")
+    );
+    assert_eq!(env.read("old.txt"), "old\n");
+    assert!(!env.project.join("new.txt").exists() && !env.project.join("link").exists());
+    let again = env.chock(&["undo", &apply_id]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(text(&again).contains("already undone"));
+}
+
+#[test]
+fn apply_of_one_hunk_and_a_conflict_named_by_hunk_id() {
+    let (env, id, _) = edited();
+    env.allow("workspace.apply");
+    let ws_diff = Workspace::open(&chock_workspace_dir(&env, &id))
+        .unwrap()
+        .diff()
+        .unwrap();
+    let hunks: Vec<String> = ws_diff
+        .file("src/a.txt")
+        .unwrap()
+        .hunks
+        .iter()
+        .map(|h| h.id.clone())
+        .collect();
+    env.write("src/a.txt", &lines(30).replace("line 27\n", "mine\n"));
+    let out = env.chock(&["apply", &id, "--hunk", &hunks[1]]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("hunk {}", hunks[1])),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("nothing was written"));
+    let ok = env.chock(&["apply", &id, "--hunk", &hunks[0], "--file", "new.txt"]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert_eq!(
+        env.read("src/a.txt"),
+        lines(30)
+            .replace("line 2\n", "two\n")
+            .replace("line 27\n", "mine\n")
+    );
+    assert_eq!(env.read("new.txt"), "hello\n");
+    assert!(
+        env.project.join("old.txt").exists(),
+        "unselected changes stay in the workspace"
+    );
+    let bad = env.chock(&["apply", &id, "--hunk", "deadbeef:00000000"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
+
+fn chock_workspace_dir(env: &Env, id: &str) -> PathBuf {
+    env.state().join("chock/sessions").join(id)
+}
+
+#[test]
+fn overlay_sessions_are_adopted_listed_and_removed() {
+    let env = Env::new(false);
+    env.write("a.txt", "a\n");
+    env.write("gone.txt", "g\n");
+    let (id, dir) = env.session();
+    in_overlay(&dir, "echo b > a.txt && rm gone.txt");
+    let refused = env.chock(&["apply", &id]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        text(&refused).contains("chock workspace adopt"),
+        "{}",
+        text(&refused)
+    );
+    let asked = env.chock(&["workspace", "adopt", &id]);
+    assert_eq!(asked.status.code(), Some(123), "{}", text(&asked));
+    env.allow("workspace.adopt");
+    let out = env.chock(&["workspace", "adopt", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    let dest = env.project.join(".chock-adopted").join(&id);
+    assert_eq!(fs::read_to_string(dest.join("files/a.txt")).unwrap(), "b\n");
+    assert_eq!(
+        fs::read_to_string(dest.join("deleted")).unwrap(),
+        "gone.txt\n"
+    );
+    assert_eq!(env.read("a.txt"), "a\n");
+    let adopt = events(&dir)
+        .into_iter()
+        .find(|e| e.kind == EventKind::WorkspaceAdopt)
+        .unwrap();
+    assert_eq!(
+        (adopt.data["files"].as_u64(), adopt.data["deleted"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let again = env.chock(&["workspace", "adopt", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        text(&again).contains("files/a.txt already exists"),
+        "{}",
+        text(&again)
+    );
+    let list = env.chock(&["workspace", "list"]);
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains(&format!("{id}  ended  overlay")),
+        "{}",
+        text(&list)
+    );
+    let rm = env.chock(&["workspace", "rm", &id]);
+    assert!(rm.status.success(), "{}", text(&rm));
+    assert!(!String::from_utf8_lossy(&env.chock(&["workspace", "list"]).stdout).contains(&id));
+    let unknown = env.chock(&["diff", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+}
