@@ -1,14 +1,143 @@
-//! `chock policy`. Not built yet: owned by the issue that builds it.
+//! `chock policy`: ask the table about one act, validate a table, or list what it can name.
+//!
+//! Nothing here runs an act: `check` only reports what the table would answer. Bad input (a table
+//! that does not load, an action name this build does not define) exits 2.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use chock_policy::{Action, DecidedBy, Policy, Sources, catalogue};
+
+use crate::exit::{BAD_INPUT, Exit};
 
 /// `chock policy …`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
-    /// Print the decision for ACTION and what decided it.
-    Check { action: String },
+    /// Print the decision for ACTION and what decided it (a rule's file:line, the org bundle, the
+    /// ratchet or the shipped default).
+    Check {
+        /// A concrete action name, e.g. `git.push` or `net.fetch.com.github.api`.
+        action: String,
+        /// The project whose chock.toml is read.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+    },
+    /// Validate a policy table and the org bundle above it; nothing runs.
+    Lint {
+        /// The table to check (default ./chock.toml).
+        file: Option<PathBuf>,
+        /// Check FILE as an org bundle instead of a project table.
+        #[arg(long)]
+        org: bool,
+    },
+    /// List every action name this build defines, with why it exists.
+    Catalogue,
+    /// Print the shipped defaults: what is decided when no rule matches.
+    Defaults,
 }
 
-pub fn run(_cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chock policy is not built yet")
+pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PolicyCommand::Check { action, project } => check(&action, &project),
+        PolicyCommand::Lint { file, org } => lint(file.as_deref(), org),
+        PolicyCommand::Catalogue => {
+            for entry in catalogue::CATALOGUE {
+                println!("{:<30} {}", entry.template, entry.why);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        PolicyCommand::Defaults => {
+            let defaults = chock_policy::shipped_defaults().map_err(bad_input)?;
+            for rule in defaults.rules() {
+                println!(
+                    "{:<24} {:<6} {}",
+                    rule.pattern,
+                    rule.decision,
+                    rule.why.as_deref().unwrap_or("")
+                );
+            }
+            println!(
+                "(no default: net.fetch.*, net.connect.*, exec.unparsed and anything unlisted are asked)"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn bad_input(err: impl std::fmt::Display) -> anyhow::Error {
+    Exit::new(BAD_INPUT, err.to_string()).into()
+}
+
+fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
+    let action = Action::parse(name).map_err(|e| bad_input(format!("`{name}`: {e}")))?;
+    if catalogue::entry_for(&action).is_none() {
+        return Err(bad_input(format!(
+            "`{name}` is not an action this build defines (see `chock policy catalogue`)"
+        )));
+    }
+    if !project.is_dir() {
+        return Err(bad_input(format!(
+            "--project {}: not a directory",
+            project.display()
+        )));
+    }
+    let policy = Policy::load(project).map_err(bad_input)?;
+    let verdict = policy.decide(&action);
+    println!("action:     {action}");
+    println!("decision:   {}", verdict.decision);
+    println!("decided by: {}", verdict.decided_by);
+    if let DecidedBy::ShippedDefault { why: Some(why), .. } = &verdict.decided_by {
+        println!("why:        {why}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
+    let path = file.map_or_else(
+        || PathBuf::from(chock_policy::PROJECT_FILE),
+        Path::to_path_buf,
+    );
+    let Some(source) = chock_policy::read_source(&path, true).map_err(bad_input)? else {
+        return Err(bad_input(format!("{}: no such file", path.display())));
+    };
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let sources = if as_org {
+        Sources {
+            org: Some(source),
+            home,
+            ..Sources::default()
+        }
+    } else {
+        let (org_path, named) = chock_policy::org_bundle_path();
+        let org = chock_policy::read_source(&org_path, named).map_err(bad_input)?;
+        let dir = project_dir_of(&path);
+        Sources {
+            project: Some(source),
+            org,
+            project_dir: Some(dir),
+            home,
+        }
+    };
+    let policy = Policy::from_sources(sources).map_err(bad_input)?;
+    let (kind, rules) = if as_org {
+        ("org bundle", policy.org_rules().rules().len())
+    } else {
+        ("project table", policy.project_rules().rules().len())
+    };
+    let plural = if rules == 1 { "" } else { "s" };
+    println!("{}: ok ({kind}, {rules} rule{plural})", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The absolute directory holding a table, for refusing write paths into the real project.
+fn project_dir_of(file: &Path) -> PathBuf {
+    let parent = file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    parent
+        .canonicalize()
+        .unwrap_or_else(|_| parent.to_path_buf())
 }
