@@ -116,7 +116,11 @@ impl Located<'_> {
     pub fn error(&self, span: Range<usize>, kind: ErrorKind) -> PolicyError {
         let (line, column) = self.line_column(span.start);
         let raw = self.text.get(span.clone()).unwrap_or("");
-        let first = raw.lines().next().unwrap_or("").trim();
+        let mut first = raw.lines().next().unwrap_or("").trim();
+        if first.is_empty() {
+            // A point rather than a range (toml reports where it stopped): quote that whole line.
+            first = self.text.lines().nth(line - 1).unwrap_or("").trim();
+        }
         let text = strip_quotes(first).to_owned();
         PolicyError {
             file: self.file.to_path_buf(),

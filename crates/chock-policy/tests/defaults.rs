@@ -157,3 +157,30 @@ fn the_three_acts_without_a_default_have_no_row_at_all() {
         );
     }
 }
+
+#[test]
+fn docs_policy_md_lists_exactly_the_shipped_defaults() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/policy.md"))
+        .expect("docs/policy.md");
+    let section = doc
+        .split("## Shipped defaults")
+        .nth(1)
+        .expect("a Shipped defaults section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let documented: Vec<&str> = section.lines().filter(|l| l.starts_with("| `")).collect();
+    let defaults = chock_policy::shipped_defaults().unwrap();
+    assert_eq!(
+        documented.len(),
+        defaults.rules().len(),
+        "one documented row per shipped row"
+    );
+    for (line, rule) in documented.iter().zip(defaults.rules()) {
+        let expected = format!(
+            "| `{}` | {} | {} |",
+            rule.pattern,
+            rule.decision,
+            rule.why.as_deref().unwrap_or("")
+        );
+        assert_eq!(*line, expected);
+    }
+}
