@@ -117,7 +117,11 @@ impl Broker {
         let mut upstream = match self.connect(Door::Proxy, &request.host, request.port).await {
             Ok(upstream) => upstream,
             Err(e) => {
-                let status = if e.is_refusal() { 403 } else { 502 };
+                let status = match e {
+                    _ if e.is_refusal() => 403,
+                    BrokerError::BadHost { .. } | BrokerError::BadUrl { .. } => 400,
+                    _ => 502,
+                };
                 return respond(&mut client, status, &format!("chock: {e}")).await;
             }
         };

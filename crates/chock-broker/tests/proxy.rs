@@ -190,6 +190,17 @@ async fn garbage_gets_400() {
     let mut answer = String::new();
     client.read_to_string(&mut answer).await.expect("read");
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // A host no action name can carry.
+    let mut client = TcpStream::connect(proxy.local_addr())
+        .await
+        .expect("to proxy");
+    client
+        .write_all(b"CONNECT bad!host:443 HTTP/1.1\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.expect("read");
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
 
 /// The synchronous wrapper chock-session uses: its own runtime, an IP-literal target (no DNS), stop.
