@@ -8,6 +8,8 @@
 //! | 123 | the act was refused by the policy table or by a person |
 //! | 124 | the command timed out, and everything it started was killed |
 //! | 125 | a sandbox layer could not be applied; the command did not run |
+//! | 126 | `exec`: the program was found inside the sandbox but could not be executed |
+//! | 127 | `exec`: the program was not found inside the sandbox |
 
 use std::process::ExitCode;
 
@@ -23,6 +25,10 @@ pub const REFUSED: u8 = 123;
 pub const TIMED_OUT: u8 = 124;
 /// A sandbox layer could not be applied.
 pub const LAYER_MISSING: u8 = 125;
+/// `exec`: the program could not be executed inside the sandbox (as a shell says it).
+pub const NOT_EXECUTABLE: u8 = 126;
+/// `exec`: the program was not found inside the sandbox (as a shell says it).
+pub const NOT_FOUND: u8 = 127;
 
 /// An error that already knows its exit status, for errors raised deliberately by a command.
 #[derive(Debug)]
@@ -33,7 +39,10 @@ pub struct Exit {
 
 impl Exit {
     pub fn new(status: u8, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
+        Self {
+            status,
+            message: message.into(),
+        }
     }
 }
 
@@ -60,5 +69,9 @@ pub fn finish(outcome: anyhow::Result<ExitCode>) -> ExitCode {
 /// Usage errors exit 2; `--help` and `--version` exit 0.
 pub fn clap_error(err: &clap::Error) -> ExitCode {
     let _ = err.print();
-    if err.use_stderr() { ExitCode::from(BAD_INPUT) } else { ExitCode::from(OK) }
+    if err.use_stderr() {
+        ExitCode::from(BAD_INPUT)
+    } else {
+        ExitCode::from(OK)
+    }
 }

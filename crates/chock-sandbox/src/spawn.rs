@@ -335,7 +335,9 @@ impl SandboxChild {
         self.init_pid
     }
 
-    /// The command's stdout, in [`StdioMode::Piped`] (once).
+    /// The command's stdout, in [`StdioMode::Piped`] (once). Read it on another thread than the
+    /// one calling [`SandboxChild::wait`]: `wait` enforces the timeout, and the stream ends only when
+    /// every process of the call is gone.
     pub fn take_stdout(&mut self) -> Option<File> {
         self.stdout.take()
     }

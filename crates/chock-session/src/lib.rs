@@ -2,3 +2,131 @@
 //! log and sandbox together. `chock exec` and the agent's run_command both go through here, so the two
 //! cannot drift apart.
 #![forbid(unsafe_code)]
+
+mod approve;
+mod call;
+mod classify;
+mod error;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use chock_log::{EventKind, Log, SessionHeader};
+use chock_policy::Policy;
+use chock_workspace::Workspace;
+use serde_json::json;
+
+pub use approve::{Approval, ApprovalRequest, Approver, NoApprover};
+pub use call::{CallOptions, CallOutcome, CallResult, Output};
+pub use classify::{Classified, ExecContext};
+pub use error::SessionError;
+
+/// How to open a session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// Where session directories live (default: [`chock_log::sessions_root`]).
+    pub sessions_root: Option<PathBuf>,
+    /// Extra fields for the `session.start` line (the command that opened it, a model, ...).
+    pub header: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An open session.
+#[derive(Debug)]
+pub struct Session {
+    project: PathBuf,
+    policy: Policy,
+    log: Log,
+    workspace: Workspace,
+    next_call: AtomicU64,
+}
+
+/// The session's throwaway workspace. One small function so the backing can change without touching
+/// the rest: today an overlay over the project (chock-workspace), its upper layer in the session.
+fn create_workspace(project: &Path, log: &Log) -> Result<Workspace, SessionError> {
+    Ok(Workspace::create(project, log.dir(), log.id().as_str())?)
+}
+
+impl Session {
+    /// Opens a session on `project_dir`: the policy is read first (before any sandbox exists,
+    /// rule 2), then the log is created, then the workspace.
+    pub fn open(project_dir: &Path, options: SessionOptions) -> Result<Session, SessionError> {
+        let project = project_dir
+            .canonicalize()
+            .map_err(|source| SessionError::Project {
+                path: project_dir.to_path_buf(),
+                source,
+            })?;
+        if !project.is_dir() {
+            return Err(SessionError::Project {
+                path: project.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            });
+        }
+        let policy = Policy::load(&project)?;
+        let root = match options.sessions_root {
+            Some(r) => r,
+            None => chock_log::sessions_root()?,
+        };
+        let mut extra = options.header;
+        extra.insert(
+            "policy_file".into(),
+            json!(policy.project_file().map(|p| p.display().to_string())),
+        );
+        extra.insert(
+            "org_policy_file".into(),
+            json!(policy.org_file().map(|p| p.display().to_string())),
+        );
+        let header = SessionHeader {
+            project: Some(project.clone()),
+            extra,
+            ..SessionHeader::default()
+        };
+        let log = Log::create(&root, header)?;
+        let workspace = create_workspace(&project, &log)?;
+        Ok(Session {
+            project,
+            policy,
+            log,
+            workspace,
+            next_call: AtomicU64::new(1),
+        })
+    }
+
+    /// The real project.
+    pub fn project(&self) -> &Path {
+        &self.project
+    }
+
+    /// The policy the session runs under.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The session log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The session's workspace.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    fn next_call_id(&self) -> String {
+        format!("call-{}", self.next_call.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Ends the session: logs `session.end` and, unless `keep_workspace`, removes the workspace (the
+    /// log stays: it is the record).
+    pub fn close(self, keep_workspace: bool) -> Result<(), SessionError> {
+        self.log.append(
+            EventKind::SessionEnd,
+            None,
+            json!({ "workspace_kept": keep_workspace }),
+        )?;
+        if !keep_workspace {
+            chock_workspace::remove(self.log.dir())?;
+        }
+        Ok(())
+    }
+}

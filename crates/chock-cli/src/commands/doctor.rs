@@ -1,6 +1,8 @@
-//! `chock doctor`. Not built yet: owned by the issue that builds it.
+//! `chock doctor`: every sandbox layer tried for real in a throwaway child, one row per layer.
 
 use std::process::ExitCode;
+
+use crate::exit;
 
 /// Arguments of `chock doctor`.
 #[derive(Debug, clap::Args)]
@@ -10,6 +12,37 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn run(_args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chock doctor is not built yet")
+#[expect(
+    clippy::needless_pass_by_value,
+    reason = "main hands every command its arguments by value"
+)]
+pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let DoctorArgs { json } = args;
+    let rows = chock_sandbox::doctor::probe_all();
+    let all_required_on = rows.iter().all(|r| r.on || !r.required);
+    if json {
+        let doc = serde_json::json!({ "ok": all_required_on, "layers": rows });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        let width = rows.iter().map(|r| r.layer.len()).max().unwrap_or(0);
+        for r in &rows {
+            let state = match (r.on, r.required) {
+                (true, _) => "on ",
+                (false, true) => "OFF",
+                (false, false) => "off",
+            };
+            let kind = if r.required { "" } else { " (not required)" };
+            println!("{state}  {:width$}  {}{kind}", r.layer, r.detail);
+        }
+        if all_required_on {
+            println!("every required layer is on");
+        } else {
+            println!("a required layer is off: chock will refuse to run commands");
+        }
+    }
+    Ok(ExitCode::from(if all_required_on {
+        exit::OK
+    } else {
+        exit::FAILURE
+    }))
 }

@@ -1,15 +1,215 @@
-//! `chock exec`. Not built yet: owned by the issue that builds it.
+//! `chock exec`: one command, run exactly as the agent's run_command tool runs it: decided by the
+//! project's chock.toml, logged, confined with every layer, in the session's throwaway workspace.
 
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use chock_sandbox::{ExitStatus, SandboxError};
+use chock_session::{
+    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, NoApprover, Output, Session,
+    SessionError, SessionOptions,
+};
+
+use crate::exit::{self, Exit};
 
 /// Arguments of `chock exec`.
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {
+    /// The project (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Kill the command and everything it started after this many seconds (default: the policy's
+    /// `[limits] timeout_secs`).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Keep the session's workspace afterwards (for `chock diff` and `chock apply`).
+    #[arg(long)]
+    pub keep: bool,
+    /// Say what happens: the session, the action and its decision, every mount.
+    #[arg(long, short)]
+    pub verbose: bool,
     /// The command and its arguments.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
-pub fn run(_args: ExecArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chock exec is not built yet")
+/// Asks on the terminal (`/dev/tty`), answering no on anything but `y`/`yes`.
+#[derive(Debug)]
+struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let Ok(tty) = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+        else {
+            return Approval::NoAnswer;
+        };
+        let mut out = &tty;
+        let _ = write!(
+            out,
+            "chock: run `{}` as {} ({} by {})? [y/N] ",
+            request.argv.join(" "),
+            request.action,
+            request.decision.as_str(),
+            request.decided_by
+        );
+        let mut line = String::new();
+        match std::io::BufReader::new(&tty).read_line(&mut line) {
+            Ok(n) if n > 0 => {
+                if matches!(line.trim(), "y" | "Y" | "yes") {
+                    Approval::Approved {
+                        by: "terminal".into(),
+                    }
+                } else {
+                    Approval::Refused {
+                        by: "terminal".into(),
+                        reason: "answered no".into(),
+                    }
+                }
+            }
+            _ => Approval::NoAnswer,
+        }
+    }
+}
+
+fn status_code(status: ExitStatus) -> u8 {
+    match status {
+        ExitStatus::Exited(c) => u8::try_from(c & 0xff).unwrap_or(exit::FAILURE),
+        ExitStatus::Signaled(s) => u8::try_from((128 + s) & 0xff).unwrap_or(exit::FAILURE),
+        ExitStatus::TimedOut => exit::TIMED_OUT,
+    }
+}
+
+pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
+    let ExecArgs {
+        project,
+        timeout,
+        keep,
+        verbose,
+        command,
+    } = args;
+    let project = match project {
+        Some(p) => p,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let mut header = serde_json::Map::new();
+    header.insert("command".into(), serde_json::json!("exec"));
+    let session = match Session::open(
+        &project,
+        SessionOptions {
+            header,
+            ..SessionOptions::default()
+        },
+    ) {
+        Ok(s) => s,
+        Err(SessionError::Policy(e)) => {
+            return Err(Exit::new(exit::BAD_INPUT, e.to_string()).into());
+        }
+        Err(e @ SessionError::Project { .. }) => {
+            return Err(Exit::new(exit::BAD_INPUT, e.to_string()).into());
+        }
+        Err(e) => return Err(e).context("opening the session"),
+    };
+    let opts = CallOptions {
+        timeout: timeout.map(Duration::from_secs),
+        output: Output::Stream,
+        capture_limit: 64 << 10,
+        ..CallOptions::default()
+    };
+    if verbose {
+        let plan = session.plan_for(&command, &opts);
+        eprintln!(
+            "chock: session {} ({})",
+            session.log().id().as_str(),
+            session.log().dir().display()
+        );
+        eprintln!(
+            "chock: environment: {}",
+            plan.env
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        match chock_sandbox::describe_mounts(&plan) {
+            Ok(mounts) => mounts.iter().for_each(|m| eprintln!("chock: mount: {m}")),
+            Err(e) => eprintln!("chock: mount: {e}"),
+        }
+    }
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let approver: &dyn Approver = if terminal {
+        &TerminalApprover
+    } else {
+        &NoApprover
+    };
+    let result = session.confined_call(&command, &opts, approver);
+    let session_dir = session.log().dir().to_path_buf();
+    let closed = session.close(keep);
+    let code = match result {
+        Ok(r) => {
+            if verbose {
+                eprintln!(
+                    "chock: {} {} -> {}",
+                    r.call_id,
+                    r.action,
+                    r.decision.as_str()
+                );
+            }
+            match r.outcome {
+                CallOutcome::Refused { by, reason } => {
+                    eprintln!(
+                        "chock: refused `{}` ({}): {reason} [{by}]",
+                        r.action,
+                        r.decision.as_str()
+                    );
+                    exit::REFUSED
+                }
+                CallOutcome::Ran { outcome, .. } => {
+                    if outcome.status == ExitStatus::TimedOut {
+                        eprintln!(
+                            "chock: timed out after {:.1}s; every process of the call was killed",
+                            outcome.duration.as_secs_f64()
+                        );
+                    }
+                    if verbose {
+                        eprintln!(
+                            "chock: {:?} in {:?}; limits: {}",
+                            outcome.status,
+                            outcome.duration,
+                            serde_json::to_string(&outcome.limits).unwrap_or_default()
+                        );
+                    }
+                    status_code(outcome.status)
+                }
+            }
+        }
+        Err(SessionError::Sandbox(e @ SandboxError::Layer { .. })) => {
+            eprintln!("chock: {e}");
+            exit::LAYER_MISSING
+        }
+        Err(SessionError::Sandbox(SandboxError::Exec {
+            program,
+            reason,
+            not_found,
+        })) => {
+            eprintln!("chock: {program}: {reason}");
+            if not_found {
+                exit::NOT_FOUND
+            } else {
+                exit::NOT_EXECUTABLE
+            }
+        }
+        Err(e) => return Err(e).context("running the command"),
+    };
+    closed.context("closing the session")?;
+    if keep {
+        eprintln!("chock: workspace kept in {}", session_dir.display());
+    }
+    std::io::stdout().flush().ok();
+    Ok(ExitCode::from(code))
 }

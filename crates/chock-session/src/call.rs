@@ -1,0 +1,327 @@
+//! The confined call: classify → decide → log the decision (durable) → sandbox → log the result.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chock_log::EventKind;
+use chock_policy::{Decision, LimitsConfig};
+use chock_sandbox::{Limits, NetworkPlan, Outcome, Plan, SandboxError, StdioMode, WorkspaceMount};
+use serde_json::json;
+
+use crate::approve::{Approval, ApprovalRequest, Approver};
+use crate::classify::ExecContext;
+use crate::{Session, SessionError};
+
+/// Where the command's output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Captured (up to the limit) and returned in the result.
+    Capture,
+    /// Copied to this process's stdout and stderr as it comes, and captured too.
+    Stream,
+}
+
+/// How to run one call.
+#[derive(Debug, Clone)]
+pub struct CallOptions {
+    /// Wall-clock limit (default: the policy's `[limits] timeout_secs`).
+    pub timeout: Option<Duration>,
+    /// Working directory inside the sandbox: relative to the project, or absolute inside it.
+    pub cwd: Option<PathBuf>,
+    pub output: Output,
+    /// How many bytes of each stream to keep.
+    pub capture_limit: usize,
+    pub network: NetworkPlan,
+    /// The call's id in the log (the agent passes its tool-use id); default `call-<n>`.
+    pub call_id: Option<String>,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            timeout: None,
+            cwd: None,
+            output: Output::Capture,
+            capture_limit: 1 << 20,
+            network: NetworkPlan::None,
+            call_id: None,
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone)]
+pub enum CallOutcome {
+    /// The policy or a person refused: nothing ran.
+    Refused { by: String, reason: String },
+    /// The command ran.
+    Ran {
+        outcome: Outcome,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        truncated: bool,
+    },
+}
+
+/// The result of [`Session::confined_call`].
+#[derive(Debug, Clone)]
+pub struct CallResult {
+    pub call_id: String,
+    pub action: String,
+    pub decision: Decision,
+    pub outcome: CallOutcome,
+}
+
+/// The sandbox limits for a policy's `[limits]`.
+pub(crate) fn limits_from(cfg: &LimitsConfig) -> Limits {
+    const MIB: u64 = 1 << 20;
+    Limits {
+        nofile: cfg.open_files,
+        fsize_bytes: cfg.file_size_mb.saturating_mul(MIB),
+        memory_max_bytes: Some(cfg.memory_mb.saturating_mul(MIB)),
+        pids_max: Some(cfg.pids),
+        cpu_max_percent: Some(u32::try_from(cfg.cpu_percent).unwrap_or(u32::MAX)),
+        tmp_size_bytes: cfg.tmp_size_mb.saturating_mul(MIB),
+    }
+}
+
+/// Reads `from` to the end, keeping up to `limit` bytes and optionally copying everything to `to`.
+fn pump(
+    mut from: std::fs::File,
+    limit: usize,
+    mut to: Option<Box<dyn Write + Send>>,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some(w) = to.as_mut() {
+            let _ = w.write_all(&buf[..n]);
+            let _ = w.flush();
+        }
+        let room = limit.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+        truncated |= n > room;
+    }
+    (kept, truncated)
+}
+
+impl Session {
+    /// The plan the sandbox would get for `argv` (also what `chock exec --verbose` prints).
+    pub fn plan_for(&self, argv: &[String], opts: &CallOptions) -> Plan {
+        let sandbox = self.policy.sandbox();
+        let limits = self.policy.limits();
+        let cwd = match &opts.cwd {
+            Some(c) if c.is_absolute() => c.clone(),
+            Some(c) => self.project.join(c),
+            None => self.project.clone(),
+        };
+        let timeout = opts
+            .timeout
+            .or(Some(Duration::from_secs(limits.timeout_secs)));
+        Plan::builder(argv.to_vec(), self.workspace.mount(), self.project.clone())
+            .cwd(cwd)
+            .policy_file(self.policy.project_file().map(PathBuf::from))
+            .extra_read(sandbox.read.clone())
+            .extra_write(sandbox.write.clone())
+            .pass_env(sandbox.env.clone())
+            .limits(limits_from(limits))
+            .network(opts.network)
+            .timeout(timeout)
+            .build()
+    }
+
+    fn classify(&self, plan: &Plan) -> crate::classify::Classified {
+        let layers: Vec<PathBuf> = match &plan.workspace {
+            WorkspaceMount::Overlay { upper, .. } => vec![upper.clone()],
+            WorkspaceMount::Bind { source } => vec![source.clone()],
+        };
+        let extra: Vec<PathBuf> = plan
+            .extra_read
+            .iter()
+            .chain(&plan.extra_write)
+            .cloned()
+            .collect();
+        let ctx = ExecContext {
+            project: &self.project,
+            workspace_layers: &layers,
+            extra: &extra,
+            path: plan.env_var("PATH").unwrap_or(chock_sandbox::DEFAULT_PATH),
+            cwd: &plan.cwd,
+        };
+        ctx.classify(&plan.argv[0])
+    }
+
+    /// Runs one command as a tool call: classify it into an `exec.*` action, decide it by the table
+    /// (asking `approver` when the table says so), log `tool.call` and the decision durably BEFORE
+    /// anything runs, run it in the sandbox, log `tool.result`.
+    ///
+    /// A refusal is an `Ok` result ([`CallOutcome::Refused`]). A layer that cannot be applied is
+    /// `Err(SessionError::Sandbox(SandboxError::Layer))`, after a `tool.result` saying so.
+    pub fn confined_call(
+        &self,
+        argv: &[String],
+        opts: &CallOptions,
+        approver: &dyn Approver,
+    ) -> Result<CallResult, SessionError> {
+        if argv.is_empty() {
+            return Err(SessionError::Sandbox(SandboxError::Plan(
+                "no command given".into(),
+            )));
+        }
+        let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
+        let plan = self.plan_for(argv, opts);
+        let classified = self.classify(&plan);
+        let action = classified.action.as_str().to_string();
+        self.log.append(
+            EventKind::ToolCall,
+            Some(&call_id),
+            json!({
+                "tool": "exec",
+                "argv": argv,
+                "cwd": plan.cwd,
+                "action": action,
+                "resolved": classified.resolved,
+            }),
+        )?;
+        let verdict = self.policy.decide(&classified.action);
+        let decided_by = verdict.decided_by.to_string();
+        self.log.append(
+            EventKind::Decision,
+            Some(&call_id),
+            json!({ "action": action, "decision": verdict.decision.as_str(), "decided_by": decided_by }),
+        )?;
+        let refused = |by: String, reason: String| CallResult {
+            call_id: call_id.clone(),
+            action: action.clone(),
+            decision: verdict.decision,
+            outcome: CallOutcome::Refused { by, reason },
+        };
+        match verdict.decision {
+            Decision::Allow => {}
+            Decision::Deny => {
+                return Ok(refused(
+                    decided_by.clone(),
+                    format!("`{action}` is denied by {decided_by}"),
+                ));
+            }
+            Decision::Ask | Decision::AgentReview | Decision::AgentThenHuman => {
+                let request = ApprovalRequest {
+                    call_id: call_id.clone(),
+                    action: action.clone(),
+                    decision: verdict.decision,
+                    decided_by: decided_by.clone(),
+                    argv: argv.to_vec(),
+                };
+                self.log.append(
+                    EventKind::ApprovalAsk,
+                    Some(&call_id),
+                    json!({ "action": action, "decision": verdict.decision.as_str(), "argv": argv }),
+                )?;
+                let answer = approver.approve(&request);
+                let (approved, by, reason) = match &answer {
+                    Approval::Approved { by } => (true, by.clone(), String::new()),
+                    Approval::Refused { by, reason } => (false, by.clone(), reason.clone()),
+                    Approval::NoAnswer => (
+                        false,
+                        "nobody".to_string(),
+                        "nobody answered: a refusal".to_string(),
+                    ),
+                };
+                self.log.append(
+                    EventKind::ApprovalAnswer,
+                    Some(&call_id),
+                    json!({ "action": action, "approved": approved, "by": by, "reason": reason }),
+                )?;
+                if !approved {
+                    return Ok(refused(by, reason));
+                }
+            }
+        }
+        self.run(call_id, action, verdict.decision, &plan, opts)
+    }
+
+    fn run(
+        &self,
+        call_id: String,
+        action: String,
+        decision: Decision,
+        plan: &Plan,
+        opts: &CallOptions,
+    ) -> Result<CallResult, SessionError> {
+        let started = Instant::now();
+        let mut child = match chock_sandbox::spawn(plan, StdioMode::Piped) {
+            Ok(c) => c,
+            Err(e) => {
+                let (kind, layer) = match &e {
+                    SandboxError::Layer { layer, .. } => ("layer", Some(layer.name())),
+                    SandboxError::Exec { .. } => ("exec", None),
+                    SandboxError::Plan(_) => ("plan", None),
+                    SandboxError::Host { .. } => ("host", None),
+                };
+                self.log.append(
+                    EventKind::ToolResult,
+                    Some(&call_id),
+                    json!({ "ran": false, "error": kind, "layer": layer, "message": e.to_string() }),
+                )?;
+                return Err(e.into());
+            }
+        };
+        let stream = opts.output == Output::Stream;
+        let out = child.take_stdout();
+        let err = child.take_stderr();
+        let limit = opts.capture_limit;
+        // Both streams are read on their own threads while this one waits: `wait` enforces the
+        // timeout, and killing the call is what ends the streams.
+        let pump_on = |f: Option<std::fs::File>, to_stdout: bool| {
+            f.map(|f| {
+                std::thread::spawn(move || {
+                    let sink: Option<Box<dyn Write + Send>> = match (stream, to_stdout) {
+                        (false, _) => None,
+                        (true, true) => Some(Box::new(std::io::stdout())),
+                        (true, false) => Some(Box::new(std::io::stderr())),
+                    };
+                    pump(f, limit, sink)
+                })
+            })
+        };
+        let out_thread = pump_on(out, true);
+        let err_thread = pump_on(err, false);
+        let waited = child.wait();
+        let (stdout, out_trunc) = out_thread.and_then(|t| t.join().ok()).unwrap_or_default();
+        let (stderr, err_trunc) = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();
+        let outcome = waited?;
+        let checkpoint = self.workspace.checkpoint(&call_id).ok().flatten();
+        self.log.append(
+            EventKind::ToolResult,
+            Some(&call_id),
+            json!({
+                "ran": true,
+                "status": outcome.status,
+                "exit_code": outcome.status.code(),
+                "limits": outcome.limits,
+                "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "stdout_bytes": stdout.len(),
+                "stderr_bytes": stderr.len(),
+                "truncated": out_trunc || err_trunc,
+                "checkpoint": checkpoint,
+            }),
+        )?;
+        Ok(CallResult {
+            call_id,
+            action,
+            decision,
+            outcome: CallOutcome::Ran {
+                outcome,
+                stdout,
+                stderr,
+                truncated: out_trunc || err_trunc,
+            },
+        })
+    }
+}

@@ -1,0 +1,23 @@
+//! Errors of a session.
+
+use std::path::PathBuf;
+
+/// What went wrong opening a session or running a call.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("project {path}: {source}")]
+    Project {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Policy(#[from] chock_policy::PolicyError),
+    #[error(transparent)]
+    Log(#[from] chock_log::LogError),
+    #[error(transparent)]
+    Workspace(#[from] chock_workspace::WorkspaceError),
+    #[error(transparent)]
+    Sandbox(#[from] chock_sandbox::SandboxError),
+    #[error("reading the call's output: {0}")]
+    Output(std::io::Error),
+}
