@@ -28,6 +28,11 @@ pub struct Recording {
     /// The model name reported in responses (default `offline`).
     #[serde(default)]
     pub model: Option<String>,
+    /// The answer to a request that offers no tools: a reviewer call (`agent_review`) made through the same
+    /// provider, for example `{"allow": true, "reasons": "reads only the workspace"}`. Such requests do not
+    /// advance or consume the turns. Without it, they are played like any other request.
+    #[serde(default)]
+    pub review: Option<String>,
     /// The turns, in order.
     #[serde(rename = "turn", default)]
     pub turns: Vec<Turn>,
@@ -191,6 +196,13 @@ impl Player {
             .unwrap_or_else(|| self.name.clone())
     }
 
+    fn model(&self) -> String {
+        self.recording
+            .model
+            .clone()
+            .unwrap_or_else(|| "offline".to_owned())
+    }
+
     fn script_error(&self, message: String) -> ProviderError {
         ProviderError::Script {
             recording: self.recording_name(),
@@ -207,14 +219,13 @@ impl Player {
         let Some(previous) = turn.checked_sub(1).map(|t| &self.recording.turns[t]) else {
             return Ok(());
         };
+        // Ids are unique per turn and call, so every user message may be searched: the harness is free to
+        // add notes of its own after the results.
         let results: Vec<(&str, &str, bool)> = req
             .messages
             .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map(|m| &m.content)
-            .into_iter()
-            .flatten()
+            .filter(|m| m.role == Role::User)
+            .flat_map(|m| &m.content)
             .filter_map(|b| match b {
                 Block::ToolResult {
                     tool_use_id,
@@ -255,6 +266,23 @@ impl Player {
         req: &Request,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Response, ProviderError> {
+        if let Some(review) = self
+            .recording
+            .review
+            .as_ref()
+            .filter(|_| req.tools.is_empty())
+        {
+            on_event(StreamEvent::TextDelta(review.clone()));
+            return Ok(Response {
+                content: vec![Block::Text {
+                    text: review.clone(),
+                }],
+                stop_reason: StopReason::EndTurn,
+                usage: Usage::default(),
+                model: self.model(),
+                id: Some(format!("{}-review", self.recording_name())),
+            });
+        }
         let turn = req
             .messages
             .iter()
@@ -304,11 +332,7 @@ impl Player {
             content,
             stop_reason,
             usage: Usage::default(),
-            model: self
-                .recording
-                .model
-                .clone()
-                .unwrap_or_else(|| "offline".to_owned()),
+            model: self.model(),
             id: Some(format!("{}-turn-{}", self.recording_name(), turn + 1)),
         })
     }

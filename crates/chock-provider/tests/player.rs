@@ -295,3 +295,36 @@ fn bad_recordings_are_refused_with_file_turn_and_field() {
     );
     assert!(Player::from_spec("anthropic").is_none());
 }
+
+#[tokio::test]
+async fn a_tool_less_request_gets_the_review_answer_without_using_a_turn() {
+    let (_file, spec) = script(
+        "review = '{\"allow\": false, \"reasons\": \"touches ~/.ssh\"}'\n[[turn]]\n[[turn.call]]\ntool = \"list\"\ninput = { path = \".\" }\nexpect = { contains = \"b\" }\n[[turn]]\ntext = \"done\"\n",
+    );
+    let player = Player::from_spec(&spec).expect("spec").expect("valid");
+    let reviewer = Request {
+        messages: vec![Message::user_text("may it run `cat ~/.ssh/id_rsa`?")],
+        ..Request::default()
+    };
+    let (_, mut sink) = collector();
+    let verdict = player.stream(&reviewer, &mut sink).await.expect("review");
+    assert_eq!(
+        verdict.text(),
+        "{\"allow\": false, \"reasons\": \"touches ~/.ssh\"}"
+    );
+    // The session's own first turn is still the first recorded one.
+    let mut req = request();
+    let first = turn(&player, &mut req, &[("a\nb", false)]).await;
+    assert_eq!(
+        first
+            .tool_calls()
+            .map(|(_, name, _)| name.to_owned())
+            .collect::<Vec<_>>(),
+        ["list"]
+    );
+    // A note the harness adds after the results does not hide them from the checks.
+    req.messages
+        .push(Message::user_text("(a background command finished)"));
+    let last = turn(&player, &mut req, &[]).await;
+    assert_eq!(last.text(), "done");
+}
