@@ -5,7 +5,6 @@ use std::fmt;
 use std::path::Path;
 
 use ed25519_dalek::VerifyingKey;
-use serde_json::Value;
 
 use crate::line::{LOG_FILE, genesis_hash, sha256_hex, split_lines};
 use crate::seal::{SEAL_FILE, check_seal};
@@ -230,7 +229,7 @@ pub fn verify_with(dir: &Path, options: &VerifyOptions) -> Result<VerifyReport, 
             missing_newline: true,
         });
     } else if let Some(last) = lines.last()
-        && serde_json::from_slice::<Value>(last).is_err()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(last).is_err()
     {
         torn_tail = Some(TornTail {
             line: lines.len(),
@@ -242,7 +241,11 @@ pub fn verify_with(dir: &Path, options: &VerifyOptions) -> Result<VerifyReport, 
     }
 
     let hashes: Vec<String> = lines.iter().map(|l| sha256_hex(l)).collect();
-    let parsed: Vec<Result<Fields, String>> = lines.iter().map(|l| Fields::parse(l)).collect();
+    let parsed: Vec<Result<Fields, String>> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Fields::parse(l, i == 0))
+        .collect();
     let problems = check_chain(&session_id, &hashes, &parsed);
 
     let head = hashes.last().map(|hash| Head {
@@ -268,47 +271,110 @@ pub fn verify_with(dir: &Path, options: &VerifyOptions) -> Result<VerifyReport, 
     })
 }
 
-/// The fields of a line that verification reads.
+/// The fields of a line that verification reads. `data` is skipped unread except on line 1,
+/// which is what keeps verify fast (it only needs the chain fields).
 #[derive(Debug)]
 struct Fields {
     seq: u64,
     kind: String,
     prev: String,
-    data: Value,
+    session_id: Option<String>,
 }
 
 impl Fields {
-    fn parse(line: &[u8]) -> Result<Fields, String> {
-        let value: Value = serde_json::from_slice(line).map_err(|e| format!("not JSON ({e})"))?;
-        let obj = value.as_object().ok_or("not a JSON object")?;
-        let seq = obj
-            .get("seq")
-            .and_then(Value::as_u64)
-            .ok_or("no integer `seq`")?;
-        obj.get("ts")
-            .and_then(Value::as_str)
-            .ok_or("no string `ts`")?;
-        let kind = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .ok_or("no string `kind`")?
-            .to_owned();
-        let prev = obj
-            .get("prev")
-            .and_then(Value::as_str)
-            .ok_or("no string `prev`")?
-            .to_owned();
-        let data = obj
-            .get("data")
-            .filter(|d| d.is_object())
-            .ok_or("no object `data`")?
-            .clone();
+    fn parse(line: &[u8], header: bool) -> Result<Fields, String> {
+        #[derive(serde::Deserialize)]
+        struct Raw<'a> {
+            seq: Option<u64>,
+            #[serde(borrow)]
+            ts: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            prev: Option<std::borrow::Cow<'a, str>>,
+            data: Option<DataShape>,
+        }
+        let raw: Raw<'_> = serde_json::from_slice(line).map_err(|e| describe(line, &e))?;
+        let seq = raw.seq.ok_or("no integer `seq`")?;
+        raw.ts.ok_or("no string `ts`")?;
+        let kind = raw.kind.ok_or("no string `kind`")?.into_owned();
+        let prev = raw.prev.ok_or("no string `prev`")?.into_owned();
+        let session_id = match raw.data.ok_or("no object `data`")? {
+            DataShape::Object(id) => id,
+            DataShape::Other => return Err("`data` is not an object".into()),
+        };
         Ok(Fields {
             seq,
             kind,
             prev,
-            data,
+            session_id: if header { session_id } else { None },
         })
+    }
+}
+
+fn describe(line: &[u8], err: &serde_json::Error) -> String {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() {
+        format!("not an event ({err})")
+    } else {
+        format!("not JSON ({err})")
+    }
+}
+
+/// `data`, read only as far as verify needs: is it an object, and its `session_id` if any.
+enum DataShape {
+    Object(Option<String>),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for DataShape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = DataShape;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<DataShape, A::Error> {
+                let mut id = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "session_id" {
+                        id = map.next_value::<Option<String>>().ok().flatten();
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(DataShape::Object(id))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<DataShape, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(DataShape::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<DataShape, E> {
+                Ok(DataShape::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<DataShape, E> {
+                Ok(DataShape::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<DataShape, E> {
+                Ok(DataShape::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<DataShape, E> {
+                Ok(DataShape::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<DataShape, E> {
+                Ok(DataShape::Other)
+            }
+            fn visit_unit<E>(self) -> Result<DataShape, E> {
+                Ok(DataShape::Other)
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -438,11 +504,7 @@ fn check_header(session_id: &str, fields: &Fields) -> Option<ProblemKind> {
     if fields.seq != 0 {
         return bad(format!("session.start has seq {}, not 0", fields.seq));
     }
-    let named = fields
-        .data
-        .get("session_id")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let named = fields.session_id.as_deref().unwrap_or("");
     if named != session_id {
         return bad(format!(
             "session.start names session `{named}` but the directory is `{session_id}`"
