@@ -20,12 +20,22 @@ const DEFAULT_MAX_TOKENS: u32 = 8192;
 #[derive(Debug)]
 pub(crate) struct Anthropic {
     transport: Transport,
+    caching: Caching,
 }
 
 impl Anthropic {
-    pub(crate) fn new(transport: Transport) -> Self {
-        Self { transport }
+    pub(crate) fn new(transport: Transport, caching: Caching) -> Self {
+        Self { transport, caching }
     }
+}
+
+/// Whether to mark prompt-cache breakpoints. Anthropic caches only what a request marks, and an agent
+/// resends the same growing prefix every turn, so marking it makes later turns read it at a tenth of the
+/// input price (writes cost 1.25x; prefixes under the model's minimum, about 1024 tokens, are not cached).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caching {
+    Marked,
+    Off,
 }
 
 impl Provider for Anthropic {
@@ -39,7 +49,7 @@ impl Provider for Anthropic {
         on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
     ) -> ProviderFuture<'a> {
         Box::pin(async move {
-            let body = request_body(req);
+            let body = request_body(req, self.caching);
             let provider = self.transport.provider.clone();
             let new_decoder = move || Box::new(MessagesDecoder::new(&provider)) as Box<dyn Decoder>;
             self.transport.run(&body, &new_decoder, on_event).await
@@ -48,7 +58,7 @@ impl Provider for Anthropic {
 }
 
 /// The JSON body for `req`.
-pub(crate) fn request_body(req: &Request) -> Value {
+pub(crate) fn request_body(req: &Request, caching: Caching) -> Value {
     let mut body = json!({
         "model": req.model,
         "max_tokens": if req.max_tokens == 0 { DEFAULT_MAX_TOKENS } else { req.max_tokens },
@@ -71,7 +81,43 @@ pub(crate) fn request_body(req: &Request) -> Value {
     if let Some(temperature) = req.temperature {
         body["temperature"] = json!(temperature);
     }
+    if caching == Caching::Marked {
+        mark_cache_breakpoints(&mut body);
+    }
     body
+}
+
+/// Marks up to four breakpoints (the API's limit): the last tool, the system prompt, and the ends of the
+/// last two user messages, so each turn reads what the previous one wrote and writes its own extension.
+fn mark_cache_breakpoints(body: &mut Value) {
+    let mark = json!({"type": "ephemeral"});
+    if let Some(last_tool) = body
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .and_then(|t| t.last_mut())
+    {
+        last_tool["cache_control"] = mark.clone();
+    }
+    if let Some(system) = body
+        .get("system")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    {
+        body["system"] = json!([{"type": "text", "text": system, "cache_control": mark.clone()}]);
+    }
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let user_messages = messages
+        .iter_mut()
+        .rev()
+        .filter(|m| m["role"] == "user")
+        .take(2);
+    for message in user_messages {
+        if let Some(last_block) = message["content"].as_array_mut().and_then(|c| c.last_mut()) {
+            last_block["cache_control"] = mark.clone();
+        }
+    }
 }
 
 fn message_json(message: &Message) -> Option<Value> {

@@ -47,6 +47,9 @@ pub struct ProviderConfig {
     pub connect_timeout: Duration,
     /// The clock used for retry waits (tests inject one that does not sleep).
     pub sleeper: Arc<dyn Sleeper>,
+    /// Anthropic only: mark prompt-cache breakpoints (tools, system, the last two user messages) so each
+    /// turn re-reads the conversation from the cache. On by default; OpenAI formats cache automatically.
+    pub prompt_caching: bool,
 }
 
 impl fmt::Debug for ProviderConfig {
@@ -67,6 +70,7 @@ impl fmt::Debug for ProviderConfig {
             .field("retry", &self.retry)
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("prompt_caching", &self.prompt_caching)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +87,7 @@ impl ProviderConfig {
             idle_timeout: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(30),
             sleeper: Arc::new(TokioSleeper),
+            prompt_caching: true,
         }
     }
 
@@ -217,8 +222,14 @@ pub fn connect(config: &ProviderConfig) -> Result<Box<dyn Provider>, ProviderErr
                 ("x-api-key", key),
                 ("anthropic-version", anthropic::API_VERSION.to_owned()),
             ];
+            let caching = if config.prompt_caching {
+                anthropic::Caching::Marked
+            } else {
+                anthropic::Caching::Off
+            };
             Box::new(anthropic::Anthropic::new(
                 config.transport("/messages", &auth)?,
+                caching,
             ))
         }
         WireFormat::OpenAiResponses => {

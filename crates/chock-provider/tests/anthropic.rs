@@ -95,7 +95,8 @@ async fn fixture_stream_in_any_piece_size_gives_text_tool_call_and_usage() {
 async fn request_carries_headers_and_the_documented_body() {
     let server =
         FakeServer::start(vec![Reply::sse(fixture("anthropic-messages-tool-use.sse"))]).await;
-    let (config, _) = wire_to(ProviderConfig::anthropic("sk-ant-test-key"), &server);
+    let (mut config, _) = wire_to(ProviderConfig::anthropic("sk-ant-test-key"), &server);
+    config.prompt_caching = false;
     let (_, mut sink) = collector();
     connect(&config)
         .expect("provider")
@@ -267,8 +268,66 @@ async fn thinking_blocks_are_kept_with_signatures_and_sent_back_unmodified() {
         sent["messages"][2],
         json!({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_list", "content": "README.md"},
-            {"type": "text", "text": "(the listing follows)"}]})
+            {"type": "text", "text": "(the listing follows)", "cache_control": {"type": "ephemeral"}}]})
     );
+}
+
+#[tokio::test]
+async fn prompt_cache_breakpoints_mark_tools_system_and_the_last_two_user_messages() {
+    let server =
+        FakeServer::start(vec![Reply::sse(fixture("anthropic-messages-tool-use.sse"))]).await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let mut request = weather_request();
+    request.tools.push(ToolSpec {
+        name: "list".into(),
+        description: "List a directory".into(),
+        input_schema: json!({"type": "object"}),
+    });
+    request
+        .messages
+        .push(Message::assistant(expected_fixture_content()));
+    request.messages.push(Message {
+        role: Role::User,
+        content: vec![Block::ToolResult {
+            tool_use_id: "toolu_01Hq8ZfV3nJc5Wd2YtKx9PaR".into(),
+            content: "18°C".into(),
+            is_error: false,
+        }],
+    });
+    request.messages.push(Message::assistant(vec![Block::Text {
+        text: "It is 18°C.".into(),
+    }]));
+    request.messages.push(Message::user_text("And tomorrow?"));
+    let (_, mut sink) = collector();
+    connect(&config)
+        .expect("provider")
+        .stream(&request, &mut sink)
+        .await
+        .expect("reply");
+
+    let sent = &server.requests()[0].body;
+    let mark = json!({"type": "ephemeral"});
+    assert_eq!(
+        sent["system"],
+        json!([{"type": "text", "text": "You are a weather assistant.", "cache_control": mark}])
+    );
+    assert_eq!(sent["tools"][0].get("cache_control"), None);
+    assert_eq!(sent["tools"][1]["cache_control"], mark);
+    let marked: Vec<usize> = sent["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            m["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b.get("cache_control").is_some()))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(marked, [2, 4], "the last two user messages, nothing else");
+    assert_eq!(sent["messages"][2]["content"][0]["cache_control"], mark);
+    assert_eq!(sent["messages"][4]["content"][0]["cache_control"], mark);
 }
 
 #[tokio::test]
