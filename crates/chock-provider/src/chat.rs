@@ -20,11 +20,27 @@ use crate::{Provider, ProviderFuture};
 #[derive(Debug)]
 pub(crate) struct Chat {
     transport: Transport,
+    limit_field: &'static str,
 }
 
 impl Chat {
     pub(crate) fn new(transport: Transport) -> Self {
-        Self { transport }
+        let limit_field = limit_field(&transport.url);
+        Self {
+            transport,
+            limit_field,
+        }
+    }
+}
+
+/// The name of the output limit for the server at `url`: OpenAI itself refuses `max_tokens` for its
+/// reasoning models and wants `max_completion_tokens`; compatible servers know `max_tokens` (not all know
+/// the newer name).
+fn limit_field(url: &str) -> &'static str {
+    if url.starts_with("https://api.openai.com/") {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
     }
 }
 
@@ -39,7 +55,7 @@ impl Provider for Chat {
         on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
     ) -> ProviderFuture<'a> {
         Box::pin(async move {
-            let body = request_body(req);
+            let body = request_body(req, self.limit_field);
             let provider = self.transport.provider.clone();
             let new_decoder = move || Box::new(ChatDecoder::new(&provider)) as Box<dyn Decoder>;
             self.transport.run(&body, &new_decoder, on_event).await
@@ -48,7 +64,7 @@ impl Provider for Chat {
 }
 
 /// The JSON body for `req`.
-pub(crate) fn request_body(req: &Request) -> Value {
+pub(crate) fn request_body(req: &Request, limit_field: &str) -> Value {
     let mut messages = Vec::new();
     if let Some(system) = req.system.as_deref().filter(|s| !s.is_empty()) {
         messages.push(json!({"role": "system", "content": system}));
@@ -66,9 +82,7 @@ pub(crate) fn request_body(req: &Request) -> Value {
         "messages": messages,
     });
     if req.max_tokens > 0 {
-        // `max_tokens` is what compatible servers know; OpenAI's own reasoning models want
-        // `max_completion_tokens` and are better used through the Responses client.
-        body["max_tokens"] = json!(req.max_tokens);
+        body[limit_field] = json!(req.max_tokens);
     }
     if !req.tools.is_empty() {
         body["tools"] = req
@@ -364,5 +378,37 @@ impl Decoder for ChatDecoder {
             model: self.model,
             id: self.id,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_itself_gets_max_completion_tokens() {
+        let req = Request {
+            model: "gpt-5".into(),
+            max_tokens: 100,
+            ..Request::default()
+        };
+        assert_eq!(
+            limit_field("https://api.openai.com/v1/chat/completions"),
+            "max_completion_tokens"
+        );
+        assert_eq!(
+            limit_field("http://localhost:11434/v1/chat/completions"),
+            "max_tokens"
+        );
+        let body = request_body(&req, "max_completion_tokens");
+        assert_eq!(
+            (body.get("max_tokens"), &body["max_completion_tokens"]),
+            (None, &json!(100))
+        );
+        let zero = Request {
+            max_tokens: 0,
+            ..req
+        };
+        assert_eq!(request_body(&zero, "max_tokens").get("max_tokens"), None);
     }
 }
