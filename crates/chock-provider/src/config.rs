@@ -289,6 +289,18 @@ mod tests {
     }
 
     #[test]
+    fn a_key_that_is_not_a_header_value_is_refused_without_echoing_it() {
+        let err = connect(&ProviderConfig::anthropic("sk-secret\nsecond-line"))
+            .err()
+            .expect("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("x-api-key") && !text.contains("secret"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn debug_never_shows_the_key() {
         let config = ProviderConfig::anthropic("sk-ant-secret-123");
         assert!(!format!("{config:?}").contains("secret"));

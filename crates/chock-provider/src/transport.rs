@@ -119,8 +119,8 @@ impl Transport {
         let response = match tokio::time::timeout(self.idle_timeout, sent).await {
             Err(_) => {
                 return Err(self.broken(format!(
-                    "no response headers within {}s",
-                    self.idle_timeout.as_secs()
+                    "no response headers within {:?}",
+                    self.idle_timeout
                 )));
             }
             Ok(Err(e)) if e.is_connect() || e.is_builder() => {
@@ -145,9 +145,7 @@ impl Transport {
         loop {
             let chunk = match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
                 Err(_) => {
-                    return Err(
-                        self.broken(format!("no data for {}s", self.idle_timeout.as_secs()))
-                    );
+                    return Err(self.broken(format!("no data for {:?}", self.idle_timeout)));
                 }
                 Ok(Err(e)) => {
                     return Err(

@@ -619,3 +619,26 @@ async fn a_non_retryable_error_event_fails_at_once() {
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_silent_stream_times_out_and_is_requested_again() {
+    let body = fixture("anthropic-messages-tool-use.sse");
+    let stall = body.find("event: content_block_stop").expect("fixture");
+    let server = FakeServer::start(vec![
+        Reply::sse(body.clone()).stall_after(stall),
+        Reply::sse(body),
+    ])
+    .await;
+    let (mut config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    config.idle_timeout = Duration::from_millis(300);
+    let (events, mut sink) = collector();
+    let response = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect("second attempt");
+    assert_eq!(response.content, expected_fixture_content());
+    let retries = retries(&events.lock().expect("events"));
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0].2, "stream broke: no data for 300ms");
+}

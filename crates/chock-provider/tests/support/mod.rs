@@ -37,6 +37,8 @@ pub struct Reply {
     pub piece: usize,
     /// Stop after this many body bytes and close the connection.
     pub cut_after: Option<usize>,
+    /// Stop after this many body bytes and keep the connection open, silent, for a minute.
+    pub stall_after: Option<usize>,
     pub framing: Framing,
 }
 
@@ -49,6 +51,7 @@ impl Reply {
             body: body.into(),
             piece: 4096,
             cut_after: None,
+            stall_after: None,
             framing: Framing::Chunked,
         }
     }
@@ -61,6 +64,7 @@ impl Reply {
             body: body.as_bytes().to_vec(),
             piece: 4096,
             cut_after: None,
+            stall_after: None,
             framing: Framing::Chunked,
         }
     }
@@ -77,6 +81,11 @@ impl Reply {
 
     pub fn cut_after(mut self, bytes: usize) -> Reply {
         self.cut_after = Some(bytes);
+        self
+    }
+
+    pub fn stall_after(mut self, bytes: usize) -> Reply {
+        self.stall_after = Some(bytes);
         self
     }
 
@@ -168,7 +177,8 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
         return;
     }
     let end = reply
-        .cut_after
+        .stall_after
+        .or(reply.cut_after)
         .unwrap_or(reply.body.len())
         .min(reply.body.len());
     for piece in reply.body[..end].chunks(reply.piece) {
@@ -182,6 +192,10 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
             return;
         }
         tokio::task::yield_now().await;
+    }
+    if reply.stall_after.is_some() {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        return;
     }
     if reply.cut_after.is_none() && reply.framing == Framing::Chunked {
         let _ = socket.write_all(b"0\r\n\r\n").await;
