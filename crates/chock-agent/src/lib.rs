@@ -1,2 +1,20 @@
 //! The agent core: the session, the loop, the tools and the approvals, as a library that emits events.
+//!
+//! Nothing here talks to a terminal on its own. The loop emits [`events`] to whoever runs it (the CLI
+//! today, a daemon later) and puts every question it cannot answer from the policy table to an
+//! [`approval::ApprovalBroker`], whose answerers are pluggable: a terminal, a reviewer model, later a
+//! browser. Nobody answering is a refusal.
 #![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod approval;
+pub mod approval_reviewer;
+pub mod approval_terminal;
+pub mod config;
+pub mod credentials;
+pub mod events;
+pub mod gate;
+pub mod host;
+pub mod prompt;
+pub mod tools;
+pub mod view;

@@ -6,7 +6,7 @@ mod exit;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Chock: a sandbox-first AI coding harness.
 #[derive(Debug, Parser)]
@@ -47,13 +47,40 @@ enum Command {
     Login(commands::login::LoginArgs),
 }
 
+/// A first word that is neither an option nor a command is refused with a hint, before clap sees it:
+/// `chock fix the parser` must never become a task that spends money because of a typo.
+fn refuse_unknown_first_word(args: &[String]) -> Option<String> {
+    let first = args.get(1)?;
+    if first.starts_with('-') || first == "help" {
+        return None;
+    }
+    let cli = Cli::command();
+    let known = cli
+        .get_subcommands()
+        .any(|sub| sub.get_name() == first || sub.get_all_aliases().any(|alias| alias == first));
+    if known {
+        return None;
+    }
+    let words = args[1..].join(" ");
+    Some(format!(
+        "chock: unknown command '{first}'; to give a task, write `chock -- {words}`"
+    ))
+}
+
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(hint) = refuse_unknown_first_word(&args) {
+        eprintln!("{hint}");
+        return ExitCode::from(exit::BAD_INPUT);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return exit::clap_error(&err),
     };
     let outcome = match cli.command {
-        Some(Command::Run(args)) => commands::run::run(args),
+        Some(Command::Run(args)) => commands::run::run(&args),
         Some(Command::Exec(args)) => commands::exec::run(args),
         Some(Command::Doctor(args)) => commands::doctor::run(args),
         Some(Command::Policy(cmd)) => commands::policy::run(cmd),
@@ -62,7 +89,7 @@ fn main() -> ExitCode {
         Some(Command::Apply(args)) => commands::apply::run_apply(args),
         Some(Command::Undo(args)) => commands::apply::run_undo(args),
         Some(Command::Workspace(cmd)) => commands::workspace::run(cmd),
-        Some(Command::Login(args)) => commands::login::run(args),
+        Some(Command::Login(args)) => commands::login::run(&args),
         None => commands::run::run_task_words(cli.task),
     };
     exit::finish(outcome)

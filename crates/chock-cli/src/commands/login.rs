@@ -1,15 +1,66 @@
-//! `chock login`. Not built yet: owned by the issue that builds it.
+//! `chock login --provider NAME`: stores a provider's API key, read from standard input (not echoed
+//! on a terminal), in a 0600 file under `$XDG_DATA_HOME/chock/credentials/` (docs/config.md says why
+//! not the OS keyring yet). The key is never printed, logged or handed to a tool call.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
+
+use anyhow::Context;
+use chock_agent::credentials::{self, ApiKey};
+
+use crate::exit::{self, Exit};
 
 /// Arguments of `chock login`.
 #[derive(Debug, clap::Args)]
 pub struct LoginArgs {
-    /// The provider whose key to store.
+    /// The provider whose key to store (a name from config.toml, or anthropic, openai, aiand).
     #[arg(long)]
     pub provider: String,
 }
 
-pub fn run(_args: LoginArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("chock login is not built yet")
+/// Reads one line from standard input with echo off when it is a terminal (restored afterwards).
+fn read_key() -> anyhow::Result<String> {
+    let stdin = std::io::stdin();
+    let terminal = stdin.is_terminal();
+    let saved = if terminal {
+        eprint!("API key for the provider (input hidden): ");
+        let _ = std::io::stderr().flush();
+        let saved = rustix::termios::tcgetattr(&stdin).ok();
+        if let Some(mut quiet) = saved.clone() {
+            quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            let _ =
+                rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &quiet);
+        }
+        saved
+    } else {
+        None
+    };
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    if let Some(saved) = saved {
+        let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &saved);
+        eprintln!();
+    }
+    read.context("reading the key from standard input")?;
+    Ok(line)
+}
+
+pub fn run(args: &LoginArgs) -> anyhow::Result<ExitCode> {
+    if matches!(args.provider.as_str(), "demo") || args.provider.starts_with("script:") {
+        return Err(Exit::new(exit::BAD_INPUT, "the offline player needs no key").into());
+    }
+    let text = read_key()?;
+    let key = ApiKey::new(&text)
+        .ok_or_else(|| Exit::new(exit::BAD_INPUT, "no key was given on standard input"))?;
+    let path = credentials::store(&args.provider, &key).map_err(|e| match e {
+        credentials::CredentialError::BadName(_) => Exit::new(exit::BAD_INPUT, e.to_string()),
+        other => Exit::new(exit::FAILURE, other.to_string()),
+    })?;
+    println!(
+        "stored the key for {} in {} (mode 0600)",
+        args.provider,
+        path.display()
+    );
+    println!("an environment variable named by the provider's key_env still takes precedence");
+    Ok(ExitCode::SUCCESS)
 }

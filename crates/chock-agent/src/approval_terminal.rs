@@ -1,0 +1,203 @@
+//! The person at the terminal, as an [`Answerer`].
+//!
+//! The prompt goes to standard error (standard output may be a JSON stream) and the answer is read from
+//! standard input, which must be a terminal: a pipe is not a person. Only one question is on screen at a
+//! time. End of input is "no answer", which the broker turns into a refusal.
+
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
+
+/// The line source answers come from and the sink prompts go to.
+type Console = Mutex<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>;
+
+/// Reads answers from a line source and writes prompts to a sink (stdin/stderr for the CLI).
+pub struct TerminalAnswerer {
+    io: Arc<Console>,
+}
+
+impl std::fmt::Debug for TerminalAnswerer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TerminalAnswerer")
+    }
+}
+
+impl TerminalAnswerer {
+    /// The process's own terminal, if standard input is one; `None` otherwise (nobody to ask).
+    pub fn stdin_if_terminal() -> Option<Self> {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() {
+            return None;
+        }
+        Some(Self::new(
+            Box::new(std::io::BufReader::new(std::io::stdin())),
+            Box::new(std::io::stderr()),
+        ))
+    }
+
+    /// An answerer over any line source and prompt sink.
+    pub fn new(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
+        Self {
+            io: Arc::new(Mutex::new((input, output))),
+        }
+    }
+}
+
+fn prompt_text(q: &Question) -> String {
+    let mut s = String::new();
+    match q.kind {
+        QuestionKind::Approval => {
+            s.push_str("\nchock: approval needed");
+            if let Some(action) = &q.action {
+                s.push_str(&format!(" for {action}"));
+            }
+            if let Some(by) = &q.decided_by {
+                s.push_str(&format!(" ({by})"));
+            }
+            s.push_str(&format!("\n  {}\n", q.text));
+            if let Some(r) = &q.reviewer {
+                s.push_str(&format!(
+                    "  reviewer model: {} — {}\n",
+                    if r.allow { "allow" } else { "deny" },
+                    r.reasons
+                ));
+            }
+            s.push_str("  [y] yes once  [a] yes for this session  [n] no > ");
+        }
+        QuestionKind::Question => {
+            s.push_str(&format!(
+                "\nchock: the agent asks:\n  {}\n  your answer > ",
+                q.text
+            ));
+        }
+    }
+    s
+}
+
+/// Reads an approval from `line`; `None` asks again.
+fn parse_approval(line: &str) -> Option<Answer> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Some(Answer::AllowOnce {
+            reasons: String::new(),
+        }),
+        "a" | "always" | "s" | "session" => Some(Answer::AllowSession),
+        "n" | "no" => Some(Answer::Deny {
+            reasons: String::new(),
+        }),
+        _ => None,
+    }
+}
+
+fn ask_blocking(io: &Console, q: &Question) -> Option<Answer> {
+    let mut guard = io.lock().ok()?;
+    let (input, output) = &mut *guard;
+    let mut prompt = prompt_text(q);
+    loop {
+        output.write_all(prompt.as_bytes()).ok()?;
+        output.flush().ok()?;
+        let mut line = String::new();
+        if input.read_line(&mut line).ok()? == 0 {
+            let _ = output.write_all(b"\n");
+            return None;
+        }
+        match q.kind {
+            QuestionKind::Question => {
+                return Some(Answer::Reply {
+                    text: line.trim_end().to_string(),
+                });
+            }
+            QuestionKind::Approval => {
+                if let Some(answer) = parse_approval(&line) {
+                    return Some(answer);
+                }
+                prompt = "  please answer y, a or n > ".to_string();
+            }
+        }
+    }
+}
+
+impl Answerer for TerminalAnswerer {
+    fn name(&self) -> String {
+        "terminal".to_string()
+    }
+
+    fn role(&self) -> Role {
+        Role::Human
+    }
+
+    fn answer<'a>(&'a self, question: &'a Question) -> AnswerFuture<'a> {
+        let io = Arc::clone(&self.io);
+        let q = question.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || ask_blocking(&io, &q))
+                .await
+                .ok()
+                .flatten()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(kind: QuestionKind) -> Question {
+        Question {
+            kind,
+            call_id: None,
+            action: Some("exec.cargo.test".into()),
+            decided_by: Some("shipped default `exec.*`: ask".into()),
+            text: "run `cargo test`".into(),
+            reviewer: None,
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    async fn answer(input: &str, kind: QuestionKind) -> (Option<Answer>, String) {
+        let sink = Sink::default();
+        let t = TerminalAnswerer::new(
+            Box::new(std::io::Cursor::new(input.to_string())),
+            Box::new(sink.clone()),
+        );
+        let q = question(kind);
+        let a = t.answer(&q).await;
+        let shown = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        (a, shown)
+    }
+
+    #[tokio::test]
+    async fn answers_are_read_and_nonsense_is_asked_again() {
+        let (a, shown) = answer("maybe\na\n", QuestionKind::Approval).await;
+        assert_eq!(a, Some(Answer::AllowSession));
+        assert!(
+            shown.contains("approval needed for exec.cargo.test"),
+            "{shown}"
+        );
+        assert!(shown.contains("please answer y, a or n"), "{shown}");
+        assert_eq!(
+            answer("n\n", QuestionKind::Approval).await.0,
+            Some(Answer::Deny {
+                reasons: String::new()
+            })
+        );
+        assert_eq!(answer("", QuestionKind::Approval).await.0, None);
+        assert_eq!(
+            answer("use tabs\n", QuestionKind::Question).await.0,
+            Some(Answer::Reply {
+                text: "use tabs".into()
+            })
+        );
+    }
+}

@@ -1,0 +1,359 @@
+//! run_command and read_output: every command goes through chock-session's confined call, the same
+//! path `chock exec` takes, so the act is classified (`exec.<class>.<program>`), decided, logged
+//! before it runs, run with every sandbox layer, and its result logged.
+//!
+//! A background command (`background: true`) runs the same confined call on a blocking thread and
+//! returns a handle at once. `read_output` shows its output once it has ended (the confined call
+//! captures output whole) or says it is still running; its end is recorded as a `note` event with its
+//! status, and the model is told at its next turn.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chock_log::{EventKind, LogError};
+use chock_policy::Action;
+use chock_session::{
+    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, CallResult, SessionError,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ToolOutput;
+use crate::events::{AgentEvent, EventSink};
+use crate::gate::Decider;
+use crate::host::Host;
+
+/// Default wall-clock limit of a foreground command.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Most output (per stream) shown to the model.
+const SHOW_LIMIT: usize = 30_000;
+
+#[derive(Debug, Deserialize)]
+struct RunInput {
+    command: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    background: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReadOutputInput {
+    handle: String,
+}
+
+/// The session's answerer for the confined call: the approval broker, asked from the blocking thread
+/// the call runs on. The session writes `approval.ask` / `approval.answer` itself.
+struct BrokerApprover {
+    decider: Decider,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Approver for BrokerApprover {
+    fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let Ok(action) = Action::parse(&request.action) else {
+            return Approval::Refused {
+                by: "chock".into(),
+                reason: format!("malformed action {}", request.action),
+            };
+        };
+        let detail = format!("run `{}` in the sandbox", request.argv.join(" "));
+        let answer = self.runtime.block_on(self.decider.answer_quietly(
+            Some(&request.call_id),
+            &action,
+            request.decision,
+            &request.decided_by,
+            &detail,
+        ));
+        if answer.allowed {
+            Approval::Approved {
+                by: answer.decided_by,
+            }
+        } else if answer.decided_by.ends_with("nobody answered")
+            || answer.decided_by.ends_with("no reviewer verdict")
+        {
+            Approval::NoAnswer
+        } else {
+            Approval::Refused {
+                by: answer.decided_by,
+                reason: answer.refusal,
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Job {
+    Running {
+        started: Instant,
+        command: String,
+    },
+    Ended {
+        command: String,
+        text: String,
+        status: Option<i32>,
+        told: bool,
+    },
+}
+
+/// The commands of one session.
+pub struct Commands {
+    host: Arc<Host>,
+    decider: Decider,
+    sink: Arc<dyn EventSink>,
+    jobs: Arc<Mutex<BTreeMap<String, Job>>>,
+    handles: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Commands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Commands")
+            .field("jobs", &self.jobs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn clip(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.len() <= SHOW_LIMIT {
+        return text.into_owned();
+    }
+    let mut cut = SHOW_LIMIT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n… [{} more bytes not shown]",
+        &text[..cut],
+        text.len() - cut
+    )
+}
+
+/// What the model reads about a finished confined call, and its exit status.
+fn describe(result: &Result<CallResult, SessionError>) -> (ToolOutput, Option<i32>) {
+    match result {
+        Ok(CallResult {
+            outcome: CallOutcome::Refused { by, reason },
+            action,
+            ..
+        }) => (
+            ToolOutput::error(format!(
+                "refused: `{action}` did not run: {reason} (decided by {by})"
+            )),
+            None,
+        ),
+        Ok(CallResult {
+            outcome:
+                CallOutcome::Ran {
+                    outcome,
+                    stdout,
+                    stderr,
+                    truncated,
+                },
+            ..
+        }) => {
+            let code = outcome.status.code();
+            let status = match code {
+                Some(c) => format!("exit status {c}"),
+                None => format!("{:?}", outcome.status),
+            };
+            let mut text = format!("{status}\n");
+            if !stdout.is_empty() {
+                text.push_str(&format!("--- stdout\n{}\n", clip(stdout).trim_end()));
+            }
+            if !stderr.is_empty() {
+                text.push_str(&format!("--- stderr\n{}\n", clip(stderr).trim_end()));
+            }
+            if *truncated {
+                text.push_str("(output was cut at the capture limit)\n");
+            }
+            let failed = code != Some(0);
+            (
+                if failed {
+                    ToolOutput::error(text)
+                } else {
+                    ToolOutput::ok(text)
+                },
+                code,
+            )
+        }
+        Err(err) => (
+            ToolOutput::error(format!("the command did not run: {err}")),
+            None,
+        ),
+    }
+}
+
+impl Commands {
+    /// The commands of the session behind `host`.
+    pub fn new(host: Arc<Host>, decider: Decider, sink: Arc<dyn EventSink>) -> Self {
+        Self {
+            host,
+            decider,
+            sink,
+            jobs: Arc::default(),
+            handles: Mutex::default(),
+        }
+    }
+
+    /// run_command.
+    pub async fn run(&self, call_id: &str, input: &Value) -> Result<ToolOutput, LogError> {
+        let input: RunInput = match serde_json::from_value(input.clone()) {
+            Ok(i) => i,
+            Err(err) => {
+                // Nothing to classify: record the call and its refusal here, as the session would.
+                let log = &self.decider.log;
+                log.append(
+                    EventKind::ToolCall,
+                    Some(call_id),
+                    json!({ "tool": "run_command", "input": input }),
+                )?;
+                log.append(
+                    EventKind::Decision,
+                    Some(call_id),
+                    json!({ "action": null, "decision": "deny", "allowed": false, "decided_by": format!("bad input: {err}") }),
+                )?;
+                let text = format!("bad input for run_command: {err}");
+                log.append(
+                    EventKind::ToolResult,
+                    Some(call_id),
+                    json!({ "tool": "run_command", "is_error": true, "output": text }),
+                )?;
+                return Ok(ToolOutput::error(text));
+            }
+        };
+        let argv = vec![
+            "/bin/sh".to_string(),
+            "-c".to_string(),
+            input.command.clone(),
+        ];
+        let timeout = input
+            .timeout_secs
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+        let options = CallOptions {
+            timeout: Some(timeout),
+            call_id: Some(call_id.to_string()),
+            ..CallOptions::default()
+        };
+        let session = Arc::clone(self.host.session());
+        let approver = BrokerApprover {
+            decider: self.decider.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let task =
+            tokio::task::spawn_blocking(move || session.confined_call(&argv, &options, &approver));
+        if !input.background {
+            let result = task.await.unwrap_or_else(|e| {
+                Err(SessionError::Output(std::io::Error::other(e.to_string())))
+            });
+            return Ok(describe(&result).0);
+        }
+        let handle = format!("bg-{call_id}");
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.insert(
+                handle.clone(),
+                Job::Running {
+                    started: Instant::now(),
+                    command: input.command.clone(),
+                },
+            );
+        }
+        let jobs = Arc::clone(&self.jobs);
+        let log = self.decider.log.clone();
+        let sink = Arc::clone(&self.sink);
+        let bg = handle.clone();
+        let command = input.command.clone();
+        let waiter = tokio::spawn(async move {
+            let result = task.await.unwrap_or_else(|e| {
+                Err(SessionError::Output(std::io::Error::other(e.to_string())))
+            });
+            let (output, status) = describe(&result);
+            let _ = log.append(
+                EventKind::Note,
+                Some(&bg),
+                json!({ "background": bg, "ended": true, "status": status, "is_error": output.is_error }),
+            );
+            sink.emit(&AgentEvent::BackgroundEnded {
+                handle: bg.clone(),
+                status,
+            });
+            if let Ok(mut jobs) = jobs.lock() {
+                jobs.insert(
+                    bg,
+                    Job::Ended {
+                        command,
+                        text: output.text,
+                        status,
+                        told: false,
+                    },
+                );
+            }
+        });
+        if let Ok(mut handles) = self.handles.lock() {
+            handles.push(waiter);
+        }
+        Ok(ToolOutput::ok(format!(
+            "started in the background as {handle}; read its output with read_output {{\"handle\": \"{handle}\"}}"
+        )))
+    }
+
+    /// read_output.
+    pub fn read_output(&self, input: &Value) -> ToolOutput {
+        let input: ReadOutputInput = match serde_json::from_value(input.clone()) {
+            Ok(i) => i,
+            Err(err) => return ToolOutput::error(format!("bad input for read_output: {err}")),
+        };
+        let Ok(mut jobs) = self.jobs.lock() else {
+            return ToolOutput::error("internal: jobs unavailable".into());
+        };
+        match jobs.get_mut(&input.handle) {
+            None => ToolOutput::error(format!("no background command {}", input.handle)),
+            Some(Job::Running { started, command }) => ToolOutput::ok(format!(
+                "`{command}` is still running ({} s); its output is shown once it ends",
+                started.elapsed().as_secs()
+            )),
+            Some(Job::Ended {
+                command,
+                text,
+                told,
+                ..
+            }) => {
+                *told = true;
+                ToolOutput::ok(format!("`{command}` ended: {text}"))
+            }
+        }
+    }
+
+    /// Lines for the model about background commands that ended and that it has not heard of.
+    pub fn ended_notes(&self) -> Vec<String> {
+        let Ok(mut jobs) = self.jobs.lock() else {
+            return Vec::new();
+        };
+        let mut notes = Vec::new();
+        for (handle, job) in jobs.iter_mut() {
+            if let Job::Ended { status, told, .. } = job
+                && !*told
+            {
+                *told = true;
+                notes.push(format!(
+                    "(background command {handle} ended with status {}; read_output shows its output)",
+                    status.map_or("none".to_string(), |s| s.to_string())
+                ));
+            }
+        }
+        notes
+    }
+
+    /// Waits for every background command, so each one's end is in the log before `session.end`.
+    pub async fn finish_all(&self) {
+        let handles: Vec<_> = self
+            .handles
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default();
+        for handle in handles {
+            let _ = handle.await;
+        }
+    }
+}

@@ -1,0 +1,561 @@
+//! The host's view of a session's workspace, for the file tools.
+//!
+//! The file tools (read_file, write_file, edit_file, list, glob, grep) run on the host, not in the sandbox:
+//! they are plain data operations on the workspace copy, decided as `fs.read` / `fs.write`. They must see
+//! exactly what a command in the sandbox sees at the project's path, so this view knows both backings:
+//!
+//! - a directory the sandbox binds at the project path (`Direct`): the view is that directory;
+//! - an overlay (`Overlay`): the merged view is computed the way overlayfs computes it — the upper layer
+//!   first, a whiteout (a 0/0 character device) hides the lower entry, an opaque directory
+//!   (`trusted.overlay.opaque` / `user.overlay.opaque` = `y`) hides the lower directory's contents — and
+//!   writes go to the upper layer only, so the real project (the lower layer) is never written.
+//!
+//! Every path the model gives is mapped to a path relative to the workspace root. `..` that climbs out,
+//! an absolute path outside the project path, and a symlink whose target leaves the workspace are refused
+//! before anything is read.
+
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+
+/// How many symlinks one path may pass through before it is refused as a loop.
+const MAX_LINKS: usize = 40;
+
+/// The workspace as the host reads and writes it.
+#[derive(Debug, Clone)]
+pub struct WorkspaceView {
+    /// The path the model and the sandbox see the project at.
+    project_path: PathBuf,
+    backing: Backing,
+}
+
+#[derive(Debug, Clone)]
+enum Backing {
+    Direct { root: PathBuf },
+    Overlay { lower: PathBuf, upper: PathBuf },
+}
+
+/// What kind of entry a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (reported, not followed, by `list`).
+    Symlink,
+    /// Anything else (fifo, socket, device).
+    Other,
+}
+
+/// Why a path could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// The path leaves the workspace.
+    #[error(
+        "{0}: outside the workspace (paths are relative to the project root, or absolute under it)"
+    )]
+    Outside(String),
+    /// Nothing there.
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    /// Too many symlinks.
+    #[error("{0}: too many levels of symbolic links")]
+    Loop(String),
+    /// An operation the overlay view cannot do without the kernel's help.
+    #[error("{path}: {reason}")]
+    Unsupported {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path as the model gave it.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl WorkspaceView {
+    /// A view of a directory that the sandbox binds at `project_path`.
+    pub fn direct(project_path: &Path, root: &Path) -> Self {
+        Self {
+            project_path: project_path.to_path_buf(),
+            backing: Backing::Direct {
+                root: root.to_path_buf(),
+            },
+        }
+    }
+
+    /// A view of an overlay whose lower layer is the project and whose upper layer holds the session's writes.
+    pub fn overlay(project_path: &Path, lower: &Path, upper: &Path) -> Self {
+        Self {
+            project_path: project_path.to_path_buf(),
+            backing: Backing::Overlay {
+                lower: lower.to_path_buf(),
+                upper: upper.to_path_buf(),
+            },
+        }
+    }
+
+    /// The view of what the sandbox mounts at `project_path`.
+    pub fn from_mount(project_path: &Path, mount: &chock_sandbox::WorkspaceMount) -> Self {
+        match mount {
+            chock_sandbox::WorkspaceMount::Bind { source } => Self::direct(project_path, source),
+            chock_sandbox::WorkspaceMount::Overlay { lower, upper, .. } => {
+                Self::overlay(project_path, lower, upper)
+            }
+        }
+    }
+
+    /// The path the model sees the project at.
+    pub fn project_path(&self) -> &Path {
+        &self.project_path
+    }
+
+    /// Maps a path the model gave to a normalised path relative to the root, lexically (no symlinks
+    /// followed). The empty path is the root.
+    pub fn relative(&self, given: &str) -> Result<PathBuf, ViewError> {
+        let path = Path::new(given.trim());
+        let rest = if path.is_absolute() {
+            path.strip_prefix(&self.project_path)
+                .map_err(|_| ViewError::Outside(given.to_string()))?
+        } else {
+            path
+        };
+        normalise(rest).ok_or_else(|| ViewError::Outside(given.to_string()))
+    }
+
+    /// Resolves every symlink along `rel` inside the view; refuses one that leaves the workspace.
+    pub fn resolve(&self, given: &str, rel: &Path) -> Result<PathBuf, ViewError> {
+        let mut todo: Vec<PathBuf> = rel
+            .components()
+            .rev()
+            .map(|c| PathBuf::from(c.as_os_str()))
+            .collect();
+        let mut done = PathBuf::new();
+        let mut links = 0;
+        while let Some(part) = todo.pop() {
+            let candidate = done.join(&part);
+            match self.lstat(&candidate) {
+                Some((EntryKind::Symlink, host)) => {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(ViewError::Loop(given.to_string()));
+                    }
+                    let target = std::fs::read_link(&host).map_err(|source| ViewError::Io {
+                        path: given.to_string(),
+                        source,
+                    })?;
+                    let base = if target.is_absolute() {
+                        target
+                            .strip_prefix(&self.project_path)
+                            .map_err(|_| ViewError::Outside(given.to_string()))?
+                            .to_path_buf()
+                    } else {
+                        done.join(&target)
+                    };
+                    let base =
+                        normalise(&base).ok_or_else(|| ViewError::Outside(given.to_string()))?;
+                    for c in base.components().rev() {
+                        todo.push(PathBuf::from(c.as_os_str()));
+                    }
+                    done = PathBuf::new();
+                }
+                _ => done = candidate,
+            }
+        }
+        Ok(done)
+    }
+
+    /// Maps and resolves a model's path in one step.
+    pub fn locate(&self, given: &str) -> Result<PathBuf, ViewError> {
+        let rel = self.relative(given)?;
+        self.resolve(given, &rel)
+    }
+
+    /// What is at `rel` (not following a final symlink), and the host path that holds it.
+    pub fn lstat(&self, rel: &Path) -> Option<(EntryKind, PathBuf)> {
+        match &self.backing {
+            Backing::Direct { root } => {
+                let host = root.join(rel);
+                let meta = std::fs::symlink_metadata(&host).ok()?;
+                Some((kind_of(&meta), host))
+            }
+            Backing::Overlay { lower, upper } => {
+                let mut lower_visible = true;
+                let mut prefix = PathBuf::new();
+                let components: Vec<_> = rel.components().collect();
+                for (i, c) in components.iter().enumerate() {
+                    prefix.push(c.as_os_str());
+                    let last = i + 1 == components.len();
+                    let up = upper.join(&prefix);
+                    match std::fs::symlink_metadata(&up) {
+                        Ok(meta) if is_whiteout(&up, &meta) => return None,
+                        Ok(meta) => {
+                            if last {
+                                return Some((kind_of(&meta), up));
+                            }
+                            if !meta.is_dir() {
+                                return None;
+                            }
+                            if is_opaque(&up) {
+                                lower_visible = false;
+                            }
+                        }
+                        Err(_) => {
+                            if !lower_visible {
+                                return None;
+                            }
+                            let low = lower.join(&prefix);
+                            let meta = std::fs::symlink_metadata(&low).ok()?;
+                            if last {
+                                return Some((kind_of(&meta), low));
+                            }
+                            if !meta.is_dir() {
+                                return None;
+                            }
+                        }
+                    }
+                }
+                // The root itself.
+                Some((EntryKind::Dir, upper.clone()))
+            }
+        }
+    }
+
+    /// Reads a whole file (after resolving symlinks).
+    pub fn read(&self, given: &str, rel: &Path) -> Result<Vec<u8>, ViewError> {
+        match self.lstat(rel) {
+            Some((EntryKind::File, host)) => std::fs::read(&host).map_err(|source| ViewError::Io {
+                path: given.to_string(),
+                source,
+            }),
+            Some((EntryKind::Dir, _)) => Err(ViewError::Io {
+                path: given.to_string(),
+                source: std::io::Error::new(ErrorKind::IsADirectory, "is a directory (use list)"),
+            }),
+            Some(_) => Err(ViewError::Io {
+                path: given.to_string(),
+                source: std::io::Error::new(ErrorKind::InvalidInput, "not a regular file"),
+            }),
+            None => Err(ViewError::NotFound(given.to_string())),
+        }
+    }
+
+    /// Writes a whole file, creating missing parent directories. In an overlay, writes the upper layer.
+    pub fn write(&self, given: &str, rel: &Path, bytes: &[u8]) -> Result<(), ViewError> {
+        if rel.as_os_str().is_empty() {
+            return Err(ViewError::Outside(given.to_string()));
+        }
+        let io = |source| ViewError::Io {
+            path: given.to_string(),
+            source,
+        };
+        match &self.backing {
+            Backing::Direct { root } => {
+                let host = root.join(rel);
+                if let Some(parent) = host.parent() {
+                    std::fs::create_dir_all(parent).map_err(io)?;
+                }
+                write_replacing(&host, bytes).map_err(io)
+            }
+            Backing::Overlay { upper, .. } => {
+                let mut prefix = PathBuf::new();
+                if let Some(parent) = rel.parent() {
+                    for c in parent.components() {
+                        prefix.push(c.as_os_str());
+                        match self.lstat(&prefix) {
+                            Some((EntryKind::Dir, _)) => {}
+                            Some(_) => {
+                                return Err(io(std::io::Error::new(
+                                    ErrorKind::NotADirectory,
+                                    format!("{} is not a directory", prefix.display()),
+                                )));
+                            }
+                            None => {
+                                let up = upper.join(&prefix);
+                                if let Ok(meta) = std::fs::symlink_metadata(&up)
+                                    && is_whiteout(&up, &meta)
+                                {
+                                    return Err(ViewError::Unsupported {
+                                        path: given.to_string(),
+                                        reason: format!(
+                                            "{} was deleted in this session; recreate it with run_command (mkdir)",
+                                            prefix.display()
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                        std::fs::create_dir_all(upper.join(&prefix)).map_err(io)?;
+                    }
+                }
+                let host = upper.join(rel);
+                if let Ok(meta) = std::fs::symlink_metadata(&host)
+                    && is_whiteout(&host, &meta)
+                {
+                    std::fs::remove_file(&host).map_err(io)?;
+                }
+                write_replacing(&host, bytes).map_err(io)
+            }
+        }
+    }
+
+    /// The entries of a directory in the merged view, sorted by name.
+    pub fn list(&self, given: &str, rel: &Path) -> Result<Vec<(String, EntryKind)>, ViewError> {
+        match self.lstat(rel) {
+            Some((EntryKind::Dir, _)) => {}
+            Some(_) => {
+                return Err(ViewError::Io {
+                    path: given.to_string(),
+                    source: std::io::Error::new(ErrorKind::NotADirectory, "not a directory"),
+                });
+            }
+            None => return Err(ViewError::NotFound(given.to_string())),
+        }
+        let io = |source| ViewError::Io {
+            path: given.to_string(),
+            source,
+        };
+        let mut dirs = Vec::new();
+        match &self.backing {
+            Backing::Direct { root } => dirs.push(root.join(rel)),
+            Backing::Overlay { lower, upper } => {
+                dirs.push(upper.join(rel));
+                dirs.push(lower.join(rel));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for dir in dirs {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(err)
+                    if err.kind() == ErrorKind::NotFound
+                        || err.kind() == ErrorKind::NotADirectory =>
+                {
+                    continue;
+                }
+                Err(err) => return Err(io(err)),
+            };
+            for entry in entries {
+                seen.insert(
+                    entry
+                        .map_err(io)?
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+        // Ask the merged view about each name, so whiteouts and opaque directories are honoured.
+        Ok(seen
+            .into_iter()
+            .filter_map(|name| self.lstat(&rel.join(&name)).map(|(kind, _)| (name, kind)))
+            .collect())
+    }
+
+    /// Every file under `rel` (relative paths), depth first, sorted, skipping `.git` and symlinked
+    /// directories. Bounded by `limit` entries.
+    pub fn walk(&self, given: &str, rel: &Path, limit: usize) -> Result<Vec<PathBuf>, ViewError> {
+        let mut out = Vec::new();
+        let mut stack = vec![rel.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let entries = self.list(given, &dir)?;
+            let mut subdirs = Vec::new();
+            for (name, kind) in entries {
+                if name == ".git" {
+                    continue;
+                }
+                let path = dir.join(&name);
+                match kind {
+                    EntryKind::Dir => subdirs.push(path),
+                    EntryKind::File => {
+                        out.push(path);
+                        if out.len() >= limit {
+                            return Ok(out);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+        Ok(out)
+    }
+}
+
+/// Writes through a temporary file and renames it into place, keeping the old file's mode.
+fn write_replacing(host: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mode = std::fs::metadata(host).ok().map(|m| m.mode() & 0o7777);
+    let name = host
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = host.with_file_name(format!(".{name}.chock-tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+    }
+    std::fs::rename(&tmp, host)
+}
+
+fn kind_of(meta: &std::fs::Metadata) -> EntryKind {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        EntryKind::Symlink
+    } else if t.is_dir() {
+        EntryKind::Dir
+    } else if t.is_file() {
+        EntryKind::File
+    } else {
+        EntryKind::Other
+    }
+}
+
+/// An overlayfs whiteout: a character device with device number 0/0, or (kernels that make xattr
+/// whiteouts) an empty regular file marked `user.overlay.whiteout`.
+fn is_whiteout(path: &Path, meta: &std::fs::Metadata) -> bool {
+    if meta.file_type().is_char_device() {
+        return meta.rdev() == 0;
+    }
+    meta.is_file() && meta.len() == 0 && {
+        let mut buf = [0u8; 4];
+        rustix::fs::lgetxattr(path, "user.overlay.whiteout", &mut buf).is_ok()
+    }
+}
+
+/// An overlayfs opaque directory, marked by an xattr (`trusted.` as root, `user.` in a user namespace).
+fn is_opaque(dir: &Path) -> bool {
+    ["trusted.overlay.opaque", "user.overlay.opaque"]
+        .iter()
+        .any(|name| {
+            let mut buf = [0u8; 4];
+            matches!(rustix::fs::lgetxattr(dir, *name, &mut buf), Ok(n) if n >= 1 && buf[0] == b'y')
+        })
+}
+
+/// Lexical normalisation that refuses to climb above the start.
+fn normalise(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn direct() -> (tempfile::TempDir, WorkspaceView) {
+        let dir = tempfile::tempdir().unwrap();
+        let view = WorkspaceView::direct(Path::new("/home/u/proj"), dir.path());
+        (dir, view)
+    }
+
+    #[test]
+    fn paths_map_relative_and_absolute_and_refuse_escapes() {
+        let (_d, view) = direct();
+        assert_eq!(
+            view.relative("src/main.rs").unwrap(),
+            PathBuf::from("src/main.rs")
+        );
+        assert_eq!(
+            view.relative("/home/u/proj/src/../a.txt").unwrap(),
+            PathBuf::from("a.txt")
+        );
+        assert_eq!(view.relative(".").unwrap(), PathBuf::new());
+        for bad in ["../x", "/etc/passwd", "a/../../x", "/home/u/projx/a"] {
+            assert!(
+                matches!(view.relative(bad), Err(ViewError::Outside(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_workspace_is_refused_and_one_inside_is_followed() {
+        let (dir, view) = direct();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("src/a.txt"), "a").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("evil")).unwrap();
+        std::os::unix::fs::symlink("../../..", dir.path().join("src/up")).unwrap();
+        std::os::unix::fs::symlink("src/a.txt", dir.path().join("good")).unwrap();
+        std::os::unix::fs::symlink("/home/u/proj/src", dir.path().join("abs")).unwrap();
+        assert!(matches!(view.locate("evil"), Err(ViewError::Outside(_))));
+        assert!(matches!(
+            view.locate("src/up/etc/passwd"),
+            Err(ViewError::Outside(_))
+        ));
+        assert_eq!(view.locate("good").unwrap(), PathBuf::from("src/a.txt"));
+        assert_eq!(
+            view.locate("abs/a.txt").unwrap(),
+            PathBuf::from("src/a.txt")
+        );
+        std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+        assert!(matches!(view.locate("loop"), Err(ViewError::Loop(_))));
+    }
+
+    #[test]
+    fn an_overlay_reads_upper_first_and_writes_only_upper() {
+        let lower = tempfile::tempdir().unwrap();
+        let upper = tempfile::tempdir().unwrap();
+        std::fs::create_dir(lower.path().join("src")).unwrap();
+        std::fs::write(lower.path().join("src/a.txt"), "lower a").unwrap();
+        std::fs::write(lower.path().join("src/b.txt"), "lower b").unwrap();
+        std::fs::create_dir(upper.path().join("src")).unwrap();
+        std::fs::write(upper.path().join("src/b.txt"), "upper b").unwrap();
+        let view = WorkspaceView::overlay(Path::new("/p"), lower.path(), upper.path());
+        assert_eq!(
+            view.read("src/a.txt", Path::new("src/a.txt")).unwrap(),
+            b"lower a"
+        );
+        assert_eq!(
+            view.read("src/b.txt", Path::new("src/b.txt")).unwrap(),
+            b"upper b"
+        );
+        view.write("src/a.txt", Path::new("src/a.txt"), b"new a")
+            .unwrap();
+        view.write("new/dir/c.txt", Path::new("new/dir/c.txt"), b"c")
+            .unwrap();
+        assert_eq!(
+            std::fs::read(lower.path().join("src/a.txt")).unwrap(),
+            b"lower a"
+        );
+        assert_eq!(
+            view.read("src/a.txt", Path::new("src/a.txt")).unwrap(),
+            b"new a"
+        );
+        let names: Vec<_> = view
+            .list("src", Path::new("src"))
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["a.txt", "b.txt"]);
+        let all = view.walk(".", Path::new(""), 100).unwrap();
+        assert_eq!(
+            all,
+            [
+                PathBuf::from("new/dir/c.txt"),
+                "src/a.txt".into(),
+                "src/b.txt".into()
+            ]
+        );
+    }
+}
