@@ -107,15 +107,16 @@ fn check_parents(root: &Path, ops: &[Op]) -> Result<()> {
         let mut at = op.path.as_str();
         while let Some((parent, _)) = at.rsplit_once('/') {
             let path = root.join(parent);
-            if let Ok(meta) = fs::symlink_metadata(&path) {
-                if !meta.is_dir() && !removed(parent) {
-                    return Err(WorkspaceError::Conflict {
-                        conflicts: vec![format!(
-                            "{}: {parent} is not a directory in the project",
-                            op.path
-                        )],
-                    });
-                }
+            if let Ok(meta) = fs::symlink_metadata(&path)
+                && !meta.is_dir()
+                && !removed(parent)
+            {
+                return Err(WorkspaceError::Conflict {
+                    conflicts: vec![format!(
+                        "{}: {parent} is not a directory in the project",
+                        op.path
+                    )],
+                });
             }
             at = parent;
         }

@@ -43,9 +43,10 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_undo(args: UndoArgs) -> anyhow::Result<ExitCode> {
+    let UndoArgs { apply_id } = args;
     let root = chock_log::sessions_root()?;
-    let plan = plan_undo(&root, &args.apply_id).map_err(refusal)?;
-    let dir = chock_workspace::session_dir_of_apply(&root, &args.apply_id)?;
+    let plan = plan_undo(&root, &apply_id).map_err(refusal)?;
+    let dir = chock_workspace::session_dir_of_apply(&root, &apply_id)?;
     finish(plan, &dir, "undo")
 }
 

@@ -24,16 +24,22 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
-    let ws = Workspace::open(&session_dir(&args.session)?)?;
+    let DiffArgs {
+        session,
+        stat,
+        name_only,
+        color,
+    } = args;
+    let ws = Workspace::open(&session_dir(&session)?)?;
     let diff = ws.diff()?;
-    let mode = if args.stat {
+    let mode = if stat {
         RenderMode::Stat
-    } else if args.name_only {
+    } else if name_only {
         RenderMode::NameOnly
     } else {
         RenderMode::Patch
     };
-    let colour = match args.color.as_str() {
+    let colour = match color.as_str() {
         "always" => true,
         "never" => false,
         _ => std::io::stdout().is_terminal(),
