@@ -189,7 +189,7 @@ impl Session {
                 "resolved": classified.resolved,
             }),
         )?;
-        let verdict = self.policy.decide(&classified.action);
+        let verdict = self.decide(&classified.action);
         let decided_by = verdict.decided_by.to_string();
         self.log.append(
             EventKind::Decision,

@@ -10,6 +10,7 @@ mod error;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use chock_log::{EventKind, Log, SessionHeader};
 use chock_policy::Policy;
@@ -35,6 +36,9 @@ pub struct SessionOptions {
 pub struct Session {
     project: PathBuf,
     policy: Policy,
+    /// The policy every decision reads, shared with the agent: its ratchet (restrict_self) changes
+    /// during the session, and the confined call must see each narrowing at once.
+    live_policy: Arc<RwLock<Policy>>,
     log: Log,
     workspace: Workspace,
     next_call: AtomicU64,
@@ -85,6 +89,7 @@ impl Session {
         let workspace = create_workspace(&project, &log)?;
         Ok(Session {
             project,
+            live_policy: Arc::new(RwLock::new(policy.clone())),
             policy,
             log,
             workspace,
@@ -97,9 +102,23 @@ impl Session {
         &self.project
     }
 
-    /// The policy the session runs under.
+    /// The policy the session runs under, as it was read at open (its `[sandbox]` and `[limits]` do
+    /// not change; decisions read [`Session::shared_policy`], whose ratchet may have narrowed since).
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+
+    /// The live policy every decision reads: the agent narrows its ratchet here (restrict_self).
+    pub fn shared_policy(&self) -> Arc<RwLock<Policy>> {
+        Arc::clone(&self.live_policy)
+    }
+
+    /// Decides one action by the live policy (ratchet included).
+    pub fn decide(&self, action: &chock_policy::Action) -> chock_policy::Verdict {
+        match self.live_policy.read() {
+            Ok(policy) => policy.decide(action),
+            Err(poisoned) => poisoned.into_inner().decide(action),
+        }
     }
 
     /// The session log.
