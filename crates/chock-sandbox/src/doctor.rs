@@ -307,15 +307,22 @@ pub fn kvm() -> LayerReport {
             flags.join(", ")
         }
     );
-    let (on, detail) = match api {
-        Err(e) => (false, format!("/dev/kvm unusable ({e}); {facts}")),
-        Ok(v) if modules.contains(&"kvm_pvm") || !hw => (
+    let api_words = match &api {
+        Ok(v) => format!("/dev/kvm answers API {v}"),
+        Err(e) => format!("/dev/kvm unusable here ({e})"),
+    };
+    let pvm = modules.contains(&"kvm_pvm") || (!hw && Path::new("/dev/kvm").exists());
+    let (on, detail) = if pvm {
+        (
             false,
             format!(
-                "not hardware KVM (PVM): /dev/kvm answers API {v} but cannot boot a stock kernel; {facts}"
+                "not hardware KVM (PVM): {api_words}, but PVM cannot boot a stock kernel; {facts}"
             ),
-        ),
-        Ok(v) => (true, format!("hardware KVM, API {v}; {facts}")),
+        )
+    } else if api.is_ok() && hw {
+        (true, format!("hardware KVM: {api_words}; {facts}"))
+    } else {
+        (false, format!("no usable KVM: {api_words}; {facts}"))
     };
     row("kvm", false, on, detail)
 }

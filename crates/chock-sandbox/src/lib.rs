@@ -5,6 +5,7 @@
 //! [`SandboxError::Layer`] before the command runs; there is no switch that turns a layer off.
 //! See docs/sandbox.md for each layer and what it does and does not stop.
 
+mod base_set;
 mod caps;
 mod cgroup;
 pub mod doctor;

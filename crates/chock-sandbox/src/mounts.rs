@@ -19,54 +19,6 @@ use crate::plan::{Plan, WorkspaceMount};
 /// Where the host's root is reachable while the tree is built.
 const OLD_ROOT: &str = "/oldroot";
 
-/// Directories bound from the host when they are directories, recreated when they are symlinks
-/// (a merged-/usr system links /bin to usr/bin).
-const SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
-
-/// The /etc entries programs and toolchains need: the loader cache, certificates, alternatives,
-/// names for ids, host name lookup, time zone, terminal descriptions. Nothing with secrets
-/// (shadow, ssh keys) and nothing about the host's network (resolv.conf: a call has no DNS).
-const ETC_ENTRIES: &[&str] = &[
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "ssl",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "pki",
-    "crypto-policies",
-    "alternatives",
-    "passwd",
-    "group",
-    "hosts",
-    "host.conf",
-    "nsswitch.conf",
-    "gai.conf",
-    "localtime",
-    "timezone",
-    "terminfo",
-    "inputrc",
-    "mime.types",
-    "protocols",
-    "services",
-    "os-release",
-    "lsb-release",
-    "debian_version",
-    "bash.bashrc",
-    "profile",
-    "environment",
-    "gitconfig",
-    "rustc",
-    "python3",
-    "perl",
-];
-
-/// Device nodes bound from the host's /dev.
-const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
-
-/// Parts of /proc made read-only on top of Landlock (they configure the whole machine).
-const PROC_READONLY: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
-
 /// One mount operation. Paths are final (sources under [`OLD_ROOT`]).
 #[derive(Debug)]
 pub(crate) enum Op {
@@ -124,11 +76,11 @@ pub(crate) struct Step {
     pub optional: bool,
 }
 
-fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
+pub(crate) fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
     CString::new(p.as_ref()).map_err(|_| SandboxError::Plan("a path contains a NUL byte".into()))
 }
 
-fn under_old_root(p: &Path) -> Result<CString, SandboxError> {
+pub(crate) fn under_old_root(p: &Path) -> Result<CString, SandboxError> {
     let mut bytes = OLD_ROOT.as_bytes().to_vec();
     bytes.extend_from_slice(p.as_os_str().as_bytes());
     cstr(bytes)
@@ -141,13 +93,13 @@ fn canonical(what: &str, p: &Path) -> Result<PathBuf, SandboxError> {
         .map_err(|e| SandboxError::Plan(format!("{what} {}: {e}", p.display())))
 }
 
-struct Builder {
-    steps: Vec<Step>,
-    made: BTreeSet<PathBuf>,
+pub(crate) struct Builder {
+    pub(crate) steps: Vec<Step>,
+    pub(crate) made: BTreeSet<PathBuf>,
 }
 
 impl Builder {
-    fn push(&mut self, op: Op, layer: Layer, label: String) {
+    pub(crate) fn push(&mut self, op: Op, layer: Layer, label: String) {
         self.steps.push(Step {
             op,
             layer,
@@ -157,7 +109,7 @@ impl Builder {
     }
 
     /// Mkdir steps for `dir` and every missing ancestor.
-    fn mkdirs(&mut self, dir: &Path, layer: Layer) -> Result<(), SandboxError> {
+    pub(crate) fn mkdirs(&mut self, dir: &Path, layer: Layer) -> Result<(), SandboxError> {
         let mut acc = PathBuf::from("/");
         for c in dir.components() {
             if let Component::Normal(n) = c {
@@ -176,7 +128,7 @@ impl Builder {
     }
 
     /// A mount point for `target`: a directory, or an empty file when `source_is_dir` is false.
-    fn mount_point(
+    pub(crate) fn mount_point(
         &mut self,
         target: &Path,
         source_is_dir: bool,
@@ -200,7 +152,7 @@ impl Builder {
         }
     }
 
-    fn bind(
+    pub(crate) fn bind(
         &mut self,
         source: &Path,
         target: &Path,
@@ -225,7 +177,7 @@ impl Builder {
         Ok(())
     }
 
-    fn tmpfs(
+    pub(crate) fn tmpfs(
         &mut self,
         target: &Path,
         mode: u32,
@@ -249,7 +201,7 @@ impl Builder {
     }
 
     /// Recreates a host symlink, or binds the host entry read-only.
-    fn copy_entry(&mut self, host: &Path, layer: Layer) -> Result<(), SandboxError> {
+    pub(crate) fn copy_entry(&mut self, host: &Path, layer: Layer) -> Result<(), SandboxError> {
         let Ok(meta) = std::fs::symlink_metadata(host) else {
             return Ok(());
         };
@@ -296,98 +248,7 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
         "tmpfs root, host root at /oldroot".into(),
     );
 
-    // The system: /usr and the usual links, /etc entries.
-    b.copy_entry(Path::new("/usr"), fs)?;
-    for dir in SYSTEM_DIRS {
-        b.copy_entry(Path::new(dir), fs)?;
-    }
-    b.mkdirs(Path::new("/etc"), fs)?;
-    for name in ETC_ENTRIES {
-        b.copy_entry(&Path::new("/etc").join(name), fs)?;
-    }
-
-    // A minimal /dev.
-    let dev_flags = libc::MS_NOSUID | libc::MS_NOEXEC;
-    b.mkdirs(Path::new("/dev"), fs)?;
-    b.push(
-        Op::Tmpfs {
-            target: cstr("/dev")?,
-            data: cstr("mode=755,size=65536")?,
-            flags: dev_flags,
-        },
-        fs,
-        "tmpfs /dev".into(),
-    );
-    for dev in DEVICES {
-        let target = PathBuf::from("/dev").join(dev);
-        b.push(
-            Op::Touch {
-                path: cstr(target.as_os_str().as_bytes())?,
-            },
-            fs,
-            format!("create {}", target.display()),
-        );
-        let op = Op::Bind {
-            source: under_old_root(&target)?,
-            target: cstr(target.as_os_str().as_bytes())?,
-            readonly: false,
-            devices: true,
-        };
-        b.push(op, fs, format!("device {}", target.display()));
-    }
-    b.push(
-        Op::Mkdir {
-            path: cstr("/dev/pts")?,
-            mode: 0o755,
-        },
-        fs,
-        "mkdir /dev/pts".into(),
-    );
-    b.push(
-        Op::Devpts {
-            target: cstr("/dev/pts")?,
-        },
-        fs,
-        "private devpts /dev/pts".into(),
-    );
-    for (link, text) in [
-        ("/dev/ptmx", "pts/ptmx"),
-        ("/dev/fd", "/proc/self/fd"),
-        ("/dev/stdin", "/proc/self/fd/0"),
-        ("/dev/stdout", "/proc/self/fd/1"),
-        ("/dev/stderr", "/proc/self/fd/2"),
-    ] {
-        b.push(
-            Op::Symlink {
-                text: cstr(text)?,
-                link: cstr(link)?,
-            },
-            fs,
-            format!("symlink {link} -> {text}"),
-        );
-    }
-    b.push(
-        Op::Mkdir {
-            path: cstr("/dev/shm")?,
-            mode: 0o755,
-        },
-        fs,
-        "mkdir /dev/shm".into(),
-    );
-    let shm = Op::Tmpfs {
-        target: cstr("/dev/shm")?,
-        data: cstr(format!("mode=1777,size={}", plan.limits.tmp_size_bytes))?,
-        flags: libc::MS_NOSUID | libc::MS_NODEV,
-    };
-    b.push(
-        shm,
-        fs,
-        format!(
-            "tmpfs /dev/shm (size {})",
-            human_size(plan.limits.tmp_size_bytes)
-        ),
-    );
-    b.made.insert(PathBuf::from("/dev"));
+    crate::base_set::system_and_dev(&mut b, plan)?;
 
     // The call's own mounts, parents before children.
     let mut user: Vec<(PathBuf, UserMount)> = Vec::new();
@@ -501,30 +362,7 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
         }
     }
 
-    // /proc for the new pid namespace, with the machine-wide knobs read-only.
-    b.mkdirs(Path::new("/proc"), fs)?;
-    b.push(
-        Op::Proc {
-            target: cstr("/proc")?,
-        },
-        fs,
-        "proc /proc (this call's pid namespace)".into(),
-    );
-    for name in PROC_READONLY {
-        let target = format!("/proc/{name}");
-        let op = Op::Bind {
-            source: cstr(&*target)?,
-            target: cstr(&*target)?,
-            readonly: true,
-            devices: false,
-        };
-        b.steps.push(Step {
-            op,
-            layer: fs,
-            label: format!("ro bind {target}"),
-            optional: true,
-        });
-    }
+    crate::base_set::proc(&mut b)?;
     b.push(Op::DropOldRoot, fs, "detach the host root".into());
     b.push(
         Op::RemountReadonly { target: cstr("/")? },
@@ -554,7 +392,7 @@ fn forbidden_target(p: &Path) -> bool {
     p == Path::new("/") || ["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
 }
 
-fn human_size(bytes: u64) -> String {
+pub(crate) fn human_size(bytes: u64) -> String {
     if bytes >= 1 << 30 && bytes.is_multiple_of(1 << 30) {
         format!("{} GiB", bytes >> 30)
     } else if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
