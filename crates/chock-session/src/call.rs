@@ -124,16 +124,18 @@ impl Session {
         let timeout = opts
             .timeout
             .or(Some(Duration::from_secs(limits.timeout_secs)));
-        Plan::builder(argv.to_vec(), self.workspace.mount(), self.project.clone())
+        let mut plan = Plan::builder(argv.to_vec(), self.workspace.mount(), self.project.clone())
             .cwd(cwd)
             .policy_file(self.policy.project_file().map(PathBuf::from))
             .extra_read(sandbox.read.clone())
             .extra_write(sandbox.write.clone())
             .pass_env(sandbox.env.clone())
             .limits(limits_from(limits))
-            .network(opts.network)
+            .network(crate::egress::network_for(&self.policy, opts.network))
             .timeout(timeout)
-            .build()
+            .build();
+        crate::egress::point_at_proxy(&mut plan);
+        plan
     }
 
     fn classify(&self, plan: &Plan) -> crate::classify::Classified {
@@ -272,6 +274,23 @@ impl Session {
                 return Err(e.into());
             }
         };
+        // The egress proxy (when the plan has one) is served for as long as the command runs; if it
+        // cannot be served the call fails (dropping the child kills it).
+        let served = child
+            .proxy_listener()
+            .map(|listener| crate::egress::serve(&self.policy, &self.log, &call_id, listener))
+            .transpose();
+        let proxy = match served {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                self.log.append(
+                    EventKind::ToolResult,
+                    Some(&call_id),
+                    json!({ "ran": false, "error": "proxy", "message": e.to_string() }),
+                )?;
+                return Err(e);
+            }
+        };
         let stream = opts.output == Output::Stream;
         let out = child.take_stdout();
         let err = child.take_stderr();
@@ -295,6 +314,9 @@ impl Session {
         let waited = child.wait();
         let (stdout, out_trunc) = out_thread.and_then(|t| t.join().ok()).unwrap_or_default();
         let (stderr, err_trunc) = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();
+        if let Some(proxy) = proxy {
+            proxy.stop();
+        }
         let outcome = waited?;
         let checkpoint = self.workspace.checkpoint(&call_id).ok().flatten();
         self.log.append(

@@ -18,6 +18,9 @@ pub enum SessionError {
     Workspace(#[from] chock_workspace::WorkspaceError),
     #[error(transparent)]
     Sandbox(#[from] chock_sandbox::SandboxError),
+    /// The call's egress proxy could not be served.
+    #[error(transparent)]
+    Broker(#[from] chock_broker::BrokerError),
     #[error("reading the call's output: {0}")]
     Output(std::io::Error),
 }

@@ -6,6 +6,7 @@
 mod approve;
 mod call;
 mod classify;
+mod egress;
 mod error;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use serde_json::json;
 pub use approve::{Approval, ApprovalRequest, Approver, NoApprover};
 pub use call::{CallOptions, CallOutcome, CallResult, Output};
 pub use classify::{Classified, ExecContext};
+pub use egress::PROXY_PORT;
 pub use error::SessionError;
 
 /// How to open a session.
