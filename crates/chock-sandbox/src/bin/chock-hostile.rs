@@ -43,6 +43,24 @@ fn main() {
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )),
         ["rewrite", path] => rewrite(path),
+        // Creates `path` (if absent) and gives it `mode` (octal), e.g. 4755: a set-user-id file
+        // owned by the call's uid, left behind for the host.
+        ["chmod-mode", path, mode] => match u32::from_str_radix(mode, 8) {
+            Ok(m) => errno_result(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .and_then(|_| {
+                        std::fs::set_permissions(
+                            path,
+                            std::os::unix::fs::PermissionsExt::from_mode(m),
+                        )
+                    }),
+            ),
+            Err(_) => USAGE,
+        },
         // Opens for writing and closes without writing: for files where any write is an act
         // (/proc/sysrq-trigger), the open is where Landlock and the permission checks answer.
         ["open-write", path] => errno_result(std::fs::OpenOptions::new().write(true).open(path)),
