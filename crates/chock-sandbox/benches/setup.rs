@@ -112,10 +112,10 @@ fn main() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-/// A scratch directory outside /tmp (which the sandbox replaces), under the target dir.
+/// A scratch directory outside /tmp (which the sandbox replaces): under `$HOME`, like a project.
 fn bench_dir() -> PathBuf {
-    let root = option_env!("CARGO_TARGET_TMPDIR").map_or_else(std::env::temp_dir, PathBuf::from);
-    let dir = root.join(format!("chock-bench-{}", std::process::id()));
+    let root = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = root.join(format!(".chock-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
     dir
 }
