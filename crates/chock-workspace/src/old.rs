@@ -151,6 +151,12 @@ impl GitSide {
         })
     }
 
+    /// Whether the base has `rel` as a file or as a directory with files: such a path is never
+    /// "ignored", whatever the ignore rules say.
+    pub fn tracked(&self, rel: &str) -> bool {
+        self.items.contains_key(rel) || self.has_children(rel)
+    }
+
     fn has_children(&self, rel: &str) -> bool {
         let start = format!("{rel}/");
         self.items

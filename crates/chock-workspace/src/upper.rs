@@ -47,9 +47,17 @@ fn xattr_is(path: &Path, name: &str, value: Option<&[u8]>) -> bool {
 /// Compares the upper directory against the before side and returns every path that differs,
 /// sorted. `.git` at the top is skipped: a git run inside the sandbox writes there, and it is
 /// never part of the session's work.
-pub fn scan(upper: &Path, old: &dyn OldSide) -> Result<BTreeMap<String, RawChange>> {
+///
+/// `skip` names paths to leave out entirely (and not read): for the git backing, new paths the
+/// project's ignore rules exclude.
+pub fn scan(
+    upper: &Path,
+    old: &dyn OldSide,
+    skip: &dyn Fn(&str) -> bool,
+) -> Result<BTreeMap<String, RawChange>> {
     let mut scanner = Scanner {
         old,
+        skip,
         out: BTreeMap::new(),
     };
     scanner.dir(upper, "")?;
@@ -59,6 +67,7 @@ pub fn scan(upper: &Path, old: &dyn OldSide) -> Result<BTreeMap<String, RawChang
 
 struct Scanner<'a> {
     old: &'a dyn OldSide,
+    skip: &'a dyn Fn(&str) -> bool,
     out: BTreeMap<String, RawChange>,
 }
 
@@ -73,6 +82,9 @@ impl Scanner<'_> {
             } else {
                 format!("{rel}/{name}")
             };
+            if (self.skip)(&child) {
+                continue;
+            }
             let meta = std::fs::symlink_metadata(&path)
                 .map_err(|e| WorkspaceError::io("inspect", &path, e))?;
             if is_whiteout(&path, &meta) {

@@ -14,7 +14,7 @@ use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
 use crate::meta::{Backing, Layout, META_FORMAT, Meta, now_rfc3339};
-use crate::old::{GitSide, LowerSide, OldSide};
+use crate::old::{GitSide, LowerSide, sorted_children};
 use crate::upper::{RawChange, scan};
 
 /// A session's throwaway copy of the project: an overlay whose lower layer is the project itself
@@ -187,56 +187,44 @@ impl Workspace {
         record_base(&Git::new(top), &self.layout, ref_name, &self.meta.session).map(Some)
     }
 
-    /// The before side of the diff.
-    fn old_side(&self) -> Result<Box<dyn OldSide>> {
-        match &self.meta.backing {
-            Backing::Git { top, prefix, .. } => {
-                let base = self.wait_base()?.expect("git backing has a base");
-                Ok(Box::new(GitSide::new(
-                    Git::new(top),
-                    &base,
-                    prefix,
-                    self.meta.project.clone(),
-                )?))
-            }
-            Backing::Overlay => Ok(Box::new(LowerSide {
-                root: self.meta.project.clone(),
-            })),
-        }
-    }
-
     /// Every path whose content differs between the before side and the overlay's upper layer.
     /// For a git project, new paths the project's ignore rules exclude are left out (build output
     /// the session made is not its work); they stay visible in the overlay.
     pub(crate) fn raw_changes(&self) -> Result<std::collections::BTreeMap<String, RawChange>> {
-        let old = self.old_side()?;
-        let mut raw = scan(&self.layout.upper(), old.as_ref())?;
-        if let Backing::Git { top, prefix, .. } = &self.meta.backing {
-            let added: Vec<&String> = raw
-                .iter()
-                .filter(|(_, c)| c.old.is_none())
-                .map(|(p, _)| p)
-                .collect();
-            if !added.is_empty() {
+        let upper = self.layout.upper();
+        match &self.meta.backing {
+            Backing::Git { top, prefix, .. } => {
+                let base = self.wait_base()?.expect("git backing has a base");
+                let side = GitSide::new(Git::new(top), &base, prefix, self.meta.project.clone())?;
+                // Decided before any content is read: a build in the overlay can leave gigabytes
+                // of ignored output in the upper directory.
+                let mut names = Vec::new();
+                upper_names(&upper, "", &mut names)?;
                 let mut input = Vec::new();
-                for path in &added {
-                    input.extend_from_slice(format!("{prefix}{path}").as_bytes());
+                for name in names.iter().filter(|n| !side.tracked(n)) {
+                    input.extend_from_slice(format!("{prefix}{name}").as_bytes());
                     input.push(0);
                 }
-                let out = Git::new(top).check_ignore(&input)?;
-                let ignored: std::collections::BTreeSet<String> = out
-                    .split(|b| *b == 0)
-                    .filter(|p| !p.is_empty())
-                    .filter_map(|p| {
-                        String::from_utf8_lossy(p)
-                            .strip_prefix(prefix.as_str())
-                            .map(str::to_string)
-                    })
-                    .collect();
-                raw.retain(|p, _| !ignored.contains(p));
+                let mut ignored = std::collections::BTreeSet::new();
+                if !input.is_empty() {
+                    let out = Git::new(top).check_ignore(&input)?;
+                    for path in out.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+                        if let Some(rel) =
+                            String::from_utf8_lossy(path).strip_prefix(prefix.as_str())
+                        {
+                            ignored.insert(rel.to_string());
+                        }
+                    }
+                }
+                scan(&upper, &side, &|rel| ignored.contains(rel))
+            }
+            Backing::Overlay => {
+                let side = LowerSide {
+                    root: self.meta.project.clone(),
+                };
+                scan(&upper, &side, &|_| false)
             }
         }
-        Ok(raw)
     }
 
     /// The session's changes, with file and hunk ids.
@@ -345,4 +333,25 @@ fn record_base(git: &Git, layout: &Layout, ref_name: &str, session: &str) -> Res
     }
     meta.store(&path)?;
     Ok(commit)
+}
+
+/// Every path in the upper directory (files, directories, whiteouts), names only; `.git` at the
+/// top is left out as in [`scan`].
+fn upper_names(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
+    for (name, path) in sorted_children(dir)? {
+        if rel.is_empty() && name == ".git" {
+            continue;
+        }
+        let child = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        out.push(child.clone());
+        if is_dir {
+            upper_names(&path, &child, out)?;
+        }
+    }
+    Ok(())
 }

@@ -92,15 +92,28 @@ fn checkpoints_are_commits_on_the_session_ref_and_the_branch_does_not_move() {
 
 #[test]
 fn build_output_the_ignore_rules_exclude_is_not_part_of_the_diff() {
-    let env = Env::git(&[("src.c", "int x;\n"), (".gitignore", "*.o\n")]);
+    let env = Env::git(&[
+        ("src.c", "int x;\n"),
+        (".gitignore", "*.o\ntarget/\nforced.log\n"),
+    ]);
+    env.write("forced.log", "tracked although ignored\n");
+    env.sh("git add -f forced.log && git commit -q -m forced");
     let ws = env.workspace("s3");
     in_overlay(
         &ws,
-        "echo obj > src.o && echo 'int y;' >> src.c && mkdir -p .git/x && echo junk > .git/x/y",
+        "echo obj > src.o && echo 'int y;' >> src.c && mkdir -p .git/x && echo junk > .git/x/y \
+         && mkdir -p target/debug && echo bin > target/debug/app && mkdir target/empty \
+         && echo more >> forced.log",
     );
     let diff = ws.diff().unwrap();
     let paths: Vec<&str> = diff.files.iter().map(|f| f.path.as_str()).collect();
-    assert_eq!(paths, vec!["src.c"]);
+    assert_eq!(paths, vec!["forced.log", "src.c"]);
+    let commit = ws.checkpoint("build").unwrap().expect("a commit");
+    let tree = env.sh(&format!("git ls-tree -r --name-only {commit}"));
+    assert!(
+        !tree.contains("target") && !tree.contains("src.o"),
+        "{tree}"
+    );
 }
 
 #[test]
