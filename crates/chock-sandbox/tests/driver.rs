@@ -372,3 +372,32 @@ fn the_mount_table_lists_every_bind() {
     );
     assert!(mounts.iter().any(|m| m.starts_with("tmpfs /tmp")));
 }
+
+#[test]
+fn calls_spawned_from_several_threads_at_once_stay_apart() {
+    let (_d, p) = project();
+    let threads: Vec<_> = (0..6)
+        .map(|i| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                sh(
+                    &p,
+                    &format!(
+                        "echo {i} > out-{i}.txt; cat out-{i}.txt; ls /proc | grep -c '^[0-9]'"
+                    ),
+                )
+            })
+        })
+        .collect();
+    for (i, t) in threads.into_iter().enumerate() {
+        let r = t.join().unwrap();
+        assert_eq!(r.status, ExitStatus::Exited(0), "{}", r.stderr);
+        let lines: Vec<&str> = r.stdout.lines().collect();
+        assert_eq!(lines[0], i.to_string());
+        let visible: u32 = lines[1].parse().unwrap();
+        assert!(
+            visible <= 5,
+            "call {i} saw {visible} processes: another call's?"
+        );
+    }
+}
