@@ -224,3 +224,10 @@ fn decided_by_display_matches_the_contract() {
         "no rule and no shipped default"
     );
 }
+
+#[test]
+fn a_policy_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync + Clone>() {}
+    shared::<Policy>();
+    shared::<chock_policy::Verdict>();
+}

@@ -86,10 +86,25 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     println!("action:     {action}");
     println!("decision:   {}", verdict.decision);
     println!("decided by: {}", verdict.decided_by);
-    if let DecidedBy::ShippedDefault { why: Some(why), .. } = &verdict.decided_by {
+    let why = match &verdict.decided_by {
+        DecidedBy::ShippedDefault { why, .. } => why.clone(),
+        DecidedBy::Project { line, .. } => rule_why(policy.project_rules(), *line),
+        DecidedBy::Org { line, .. } => rule_why(policy.org_rules(), *line),
+        DecidedBy::Ratchet { .. } | DecidedBy::NoRule => None,
+    };
+    if let Some(why) = why {
         println!("why:        {why}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `why` written beside the rule on `line`, if any.
+fn rule_why(rules: &chock_policy::RuleTable, line: usize) -> Option<String> {
+    rules
+        .rules()
+        .iter()
+        .find(|r| r.line == line)
+        .and_then(|r| r.why.clone())
 }
 
 fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
