@@ -129,7 +129,7 @@ fn probe_layers(abi: i32) -> Vec<LayerReport> {
     let landlock = LandlockPlan {
         abi,
         writable_dirs: Vec::new(),
-        device_files: Vec::new(),
+        writable_files: Vec::new(),
         proxy_port: None,
     };
     let filters = Arch::current()

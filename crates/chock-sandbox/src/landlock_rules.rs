@@ -74,8 +74,9 @@ pub(crate) struct LandlockPlan {
     pub abi: i32,
     /// Directories where the call may create, write and delete.
     pub writable_dirs: Vec<PathBuf>,
-    /// Device files the call may read, write and ioctl.
-    pub device_files: Vec<PathBuf>,
+    /// Files the call may read, write, truncate and ioctl: the device nodes, /dev/pts, and declared
+    /// write paths that are files (directory rights on a file would fail the ruleset).
+    pub writable_files: Vec<PathBuf>,
     pub proxy_port: Option<u16>,
 }
 
@@ -119,7 +120,7 @@ pub(crate) fn apply(plan: &LandlockPlan) -> Result<(), (u32, i32)> {
             .add_rule(PathBeneath::new(fd, AccessFs::from_all(abi)))
             .map_err(|_| fail(STEP_RULE))?;
     }
-    for file in &plan.device_files {
+    for file in &plan.writable_files {
         let fd = PathFd::new(file).map_err(|_| fail(STEP_RULE))?;
         created = created
             .add_rule(PathBeneath::new(fd, AccessFs::from_file(abi)))

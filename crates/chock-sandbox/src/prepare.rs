@@ -76,12 +76,7 @@ pub(crate) fn prepare(
         PathBuf::from("/dev/shm"),
         plan.home.clone(),
     ];
-    writable_dirs.extend(
-        plan.extra_write
-            .iter()
-            .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone())),
-    );
-    let device_files = [
+    let mut writable_files: Vec<PathBuf> = [
         "/dev/null",
         "/dev/zero",
         "/dev/full",
@@ -93,6 +88,14 @@ pub(crate) fn prepare(
     .iter()
     .map(PathBuf::from)
     .collect();
+    for p in &plan.extra_write {
+        let c = p.canonicalize().unwrap_or_else(|_| p.clone());
+        if c.is_dir() {
+            writable_dirs.push(c)
+        } else {
+            writable_files.push(c)
+        }
+    }
     let proxy_port = match plan.network {
         NetworkPlan::None => None,
         NetworkPlan::Proxy { port } => Some(port),
@@ -123,7 +126,7 @@ pub(crate) fn prepare(
         landlock: LandlockPlan {
             abi,
             writable_dirs,
-            device_files,
+            writable_files,
             proxy_port,
         },
         seccomp,

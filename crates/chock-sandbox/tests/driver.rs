@@ -180,22 +180,29 @@ fn an_overlay_workspace_leaves_the_project_untouched() {
 #[test]
 fn declared_paths_are_bound_read_only_or_read_write() {
     let (d, p) = project();
-    let ro = d.path().canonicalize().unwrap().join("toolchain");
-    let rw = d.path().canonicalize().unwrap().join("cache");
+    let base = d.path().canonicalize().unwrap();
+    let (ro, rw, rw_file) = (
+        base.join("toolchain"),
+        base.join("cache"),
+        base.join("history.txt"),
+    );
     std::fs::create_dir_all(&ro).unwrap();
     std::fs::create_dir_all(&rw).unwrap();
     std::fs::write(ro.join("tool"), "tool\n").unwrap();
+    std::fs::write(&rw_file, "").unwrap();
     let script = format!(
-        "cat {ro}/tool; echo x > {ro}/y 2>/dev/null || echo ro-refused; echo cached > {rw}/c",
+        "cat {ro}/tool; echo x > {ro}/y 2>/dev/null || echo ro-refused; echo cached > {rw}/c; echo line >> {f}",
         ro = ro.display(),
-        rw = rw.display()
+        rw = rw.display(),
+        f = rw_file.display()
     );
     let mut plan = plan_for(&p, &["/bin/sh", "-c", &script]);
     plan.extra_read = vec![ro.clone()];
-    plan.extra_write = vec![rw.clone()];
+    plan.extra_write = vec![rw.clone(), rw_file.clone()];
     let r = run(&plan).unwrap();
     assert_eq!(r.stdout, "tool\nro-refused\n", "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(rw.join("c")).unwrap(), "cached\n");
+    assert_eq!(std::fs::read_to_string(&rw_file).unwrap(), "line\n");
     assert!(!ro.join("y").exists());
 }
 
