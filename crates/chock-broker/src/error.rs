@@ -99,6 +99,14 @@ pub enum BrokerError {
         /// Why.
         reason: String,
     },
+    /// The search configuration names an unknown backend or lacks a part.
+    #[error("search backend {backend}: {reason}")]
+    SearchConfig {
+        /// Which backend.
+        backend: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The search backend needs a key that is not set.
     #[error("search backend {backend} needs an API key in ${env}, which is not set")]
     MissingSearchKey {

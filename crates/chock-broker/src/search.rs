@@ -42,6 +42,7 @@ pub enum SearchConfig {
         #[serde(default = "brave_default_url")]
         url: String,
         /// The environment variable holding the key (the key itself never sits in a config file).
+        #[serde(alias = "key_env")]
         api_key_env: String,
     },
 }
@@ -76,6 +77,39 @@ pub struct SearchResults {
 }
 
 impl SearchConfig {
+    /// Build from loose parts (a config table that names the backend, its URL and the key's variable),
+    /// saying which part is missing or unknown.
+    pub fn from_parts(
+        backend: &str,
+        url: Option<&str>,
+        key_env: Option<&str>,
+    ) -> Result<SearchConfig, BrokerError> {
+        let bad = |reason: String| BrokerError::SearchAnswer {
+            backend: backend.to_owned(),
+            reason,
+        };
+        match backend {
+            "searxng" => Ok(SearchConfig::Searxng {
+                url: url
+                    .ok_or_else(|| {
+                        bad("`url` is required for searxng (the instance's base URL)".into())
+                    })?
+                    .to_owned(),
+            }),
+            "brave" => Ok(SearchConfig::Brave {
+                url: url.map_or_else(brave_default_url, str::to_owned),
+                api_key_env: key_env
+                    .ok_or_else(|| {
+                        bad("`key_env` is required for brave (the variable holding the key)".into())
+                    })?
+                    .to_owned(),
+            }),
+            other => Err(bad(format!(
+                "unknown backend `{other}` (known: searxng, brave)"
+            ))),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             SearchConfig::Searxng { .. } => "searxng",

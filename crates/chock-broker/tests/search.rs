@@ -236,3 +236,31 @@ async fn the_key_does_not_follow_a_redirect_to_another_host() {
         requests[1]
     );
 }
+
+#[test]
+fn search_config_from_loose_parts() {
+    assert_eq!(
+        SearchConfig::from_parts("searxng", Some("https://s.example.org"), None).expect("searxng"),
+        SearchConfig::Searxng {
+            url: "https://s.example.org".into()
+        }
+    );
+    assert_eq!(
+        SearchConfig::from_parts("brave", None, Some("K")).expect("brave"),
+        SearchConfig::Brave {
+            url: "https://api.search.brave.com/res/v1/web/search".into(),
+            api_key_env: "K".into()
+        }
+    );
+    let missing = SearchConfig::from_parts("searxng", None, None)
+        .expect_err("no url")
+        .to_string();
+    assert!(missing.contains("`url` is required"), "{missing}");
+    let unknown = SearchConfig::from_parts("bing", None, None)
+        .expect_err("unknown")
+        .to_string();
+    assert!(unknown.contains("unknown backend `bing`"), "{unknown}");
+    let aliased: SearchConfig =
+        toml::from_str("backend = \"brave\"\nkey_env = \"K\"").expect("alias");
+    assert!(matches!(aliased, SearchConfig::Brave { ref api_key_env, .. } if api_key_env == "K"));
+}
