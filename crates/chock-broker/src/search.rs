@@ -84,7 +84,7 @@ impl SearchConfig {
         url: Option<&str>,
         key_env: Option<&str>,
     ) -> Result<SearchConfig, BrokerError> {
-        let bad = |reason: String| BrokerError::SearchAnswer {
+        let bad = |reason: String| BrokerError::SearchConfig {
             backend: backend.to_owned(),
             reason,
         };
