@@ -378,3 +378,52 @@ async fn urls_that_are_not_http_are_refused_before_any_decision() {
     }
     assert!(net_events(&log).is_empty());
 }
+
+#[tokio::test]
+async fn an_address_in_the_url_is_checked_without_asking_dns() {
+    let (dns, http) = (Dns::start().await, Http::start().await);
+    http.route("/", Reply::ok("text/plain", "by address"));
+    let port = http.port();
+    let (log, _dir) = new_log();
+    let gate = RuleGate::new()
+        .allow("net.fetch.1.0.0.127")
+        .allow("net.fetch.*");
+    let broker = new_broker(gate, &log, &dns, BrokerConfig::default());
+
+    let page = broker
+        .fetch_url(&format!("http://127.0.0.1:{port}/"))
+        .await
+        .expect("exact rule");
+    assert_eq!(page.text, "by address");
+    for url in [
+        format!("http://127.0.0.2:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+        format!("http://[::1]:{port}/"),
+    ] {
+        let err = broker.fetch_url(&url).await.expect_err(&url);
+        assert!(
+            matches!(err, BrokerError::AddressRefused { .. }),
+            "{url}: {err}"
+        );
+    }
+    assert!(
+        dns.names_asked().is_empty(),
+        "asked {:?}",
+        dns.names_asked()
+    );
+    // Other spellings of an address are read as the address, and decided as it.
+    let page = broker
+        .fetch_url(&format!("http://2130706433:{port}/"))
+        .await
+        .expect("decimal spelling");
+    assert_eq!(page.final_url, format!("http://127.0.0.1:{port}/"));
+    let actions: Vec<_> = net_events(&log)
+        .into_iter()
+        .filter_map(|(_, d)| d["action"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        actions.last().map(String::as_str),
+        Some("net.fetch.1.0.0.127")
+    );
+    assert_eq!(http.hits(), 2);
+}
