@@ -157,11 +157,6 @@ impl Git {
         args.push(message);
         self.text(&args)
     }
-
-    /// The contents of blob `sha`.
-    pub fn blob(&self, sha: &str) -> Result<Vec<u8>> {
-        self.run(&["cat-file", "blob", sha])
-    }
 }
 
 impl Git {
@@ -184,5 +179,74 @@ impl Git {
             Err(WorkspaceError::Git { stderr, .. }) if stderr.is_empty() => Ok(Vec::new()),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// One `git cat-file --batch` kept open, so reading many blobs costs one process, not one each.
+#[derive(Debug)]
+pub struct BlobReader {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    dir: PathBuf,
+}
+
+impl Git {
+    /// Starts a blob reader on this repository.
+    pub fn blob_reader(&self) -> Result<BlobReader> {
+        let mut cmd = self.command(&["cat-file", "--batch"]);
+        cmd.stdin(Stdio::piped()).stderr(Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| self.error(&["cat-file", "--batch"], format!("cannot start git: {e}")))?;
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout is piped"));
+        Ok(BlobReader {
+            child,
+            stdin,
+            stdout,
+            dir: self.top.clone(),
+        })
+    }
+}
+
+impl BlobReader {
+    /// The bytes of blob `sha`.
+    pub fn read(&mut self, sha: &str) -> Result<Vec<u8>> {
+        use std::io::{BufRead, Read};
+        let fail = |reason: String| WorkspaceError::Git {
+            args: format!("cat-file --batch ({sha})"),
+            dir: self.dir.clone(),
+            stderr: reason,
+        };
+        let stdin = self.stdin.as_mut().ok_or_else(|| fail("closed".into()))?;
+        stdin
+            .write_all(format!("{sha}\n").as_bytes())
+            .map_err(|e| fail(e.to_string()))?;
+        stdin.flush().map_err(|e| fail(e.to_string()))?;
+        let mut header = String::new();
+        self.stdout
+            .read_line(&mut header)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut parts = header.split_whitespace();
+        let (Some(_), Some("blob"), Some(size)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(fail(format!("unexpected answer `{}`", header.trim())));
+        };
+        let size: usize = size
+            .parse()
+            .map_err(|_| fail(format!("bad size in `{}`", header.trim())))?;
+        let mut data = vec![0; size + 1];
+        self.stdout
+            .read_exact(&mut data)
+            .map_err(|e| fail(e.to_string()))?;
+        data.pop(); // the newline after the content
+        Ok(data)
+    }
+}
+
+impl Drop for BlobReader {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
     }
 }

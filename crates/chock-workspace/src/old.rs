@@ -103,6 +103,8 @@ pub struct GitSide {
     items: BTreeMap<String, TreeItem>,
     /// The live project, for empty directories git cannot record.
     lower: PathBuf,
+    /// Started on the first blob read.
+    reader: std::sync::Mutex<Option<crate::git::BlobReader>>,
 }
 
 impl GitSide {
@@ -139,11 +141,23 @@ impl GitSide {
                 },
             );
         }
-        Ok(Self { git, items, lower })
+        Ok(Self {
+            git,
+            items,
+            lower,
+            reader: std::sync::Mutex::new(None),
+        })
     }
 
     fn entry(&self, item: &TreeItem) -> Result<Entry> {
-        let data = self.git.blob(&item.sha)?;
+        let mut reader = self
+            .reader
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if reader.is_none() {
+            *reader = Some(self.git.blob_reader()?);
+        }
+        let data = reader.as_mut().expect("just started").read(&item.sha)?;
         Ok(match item.mode.as_str() {
             "120000" => Entry::Symlink { target: data },
             "100755" => Entry::File { exec: true, data },

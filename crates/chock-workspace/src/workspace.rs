@@ -251,32 +251,56 @@ impl Workspace {
         let git = Git::new(top);
         let staged = git.with_index(self.layout.checkpoint_index());
         staged.run(&["read-tree", &base])?;
+        // Regular files are hashed from the upper directory in one `--stdin-paths` run; symlink
+        // targets (which hash-object would follow) one by one.
+        let upper = self.layout.upper();
+        let files: Vec<&String> = raw
+            .iter()
+            .filter(|(p, c)| matches!(c.new, Some(Entry::File { .. })) && !p.contains('\n'))
+            .map(|(p, _)| p)
+            .collect();
+        let mut paths = Vec::new();
+        for path in &files {
+            paths.extend_from_slice(upper.join(path).as_os_str().as_encoded_bytes());
+            paths.push(b'\n');
+        }
+        let hashed = if files.is_empty() {
+            String::new()
+        } else {
+            git.text_with_input(
+                &["hash-object", "-w", "--no-filters", "--stdin-paths"],
+                &paths,
+            )?
+        };
+        let mut shas: std::collections::BTreeMap<&str, &str> = files
+            .iter()
+            .map(|p| p.as_str())
+            .zip(hashed.lines())
+            .collect();
         let mut info = Vec::new();
         for (path, change) in &raw {
             let full = format!("{prefix}{path}");
-            match &change.new {
-                Some(entry @ (Entry::File { .. } | Entry::Symlink { .. })) => {
-                    let bytes = match entry {
-                        Entry::File { data, .. } => data.as_slice(),
-                        Entry::Symlink { target } => target.as_slice(),
-                        Entry::Dir => unreachable!(),
+            let line = match &change.new {
+                Some(entry @ Entry::File { data, .. }) => {
+                    let sha = match shas.remove(path.as_str()) {
+                        Some(sha) => sha.to_string(),
+                        None => git.text_with_input(
+                            &["hash-object", "-w", "--no-filters", "--stdin"],
+                            data,
+                        )?,
                     };
-                    let sha = git.text_with_input(
-                        &["hash-object", "-w", "--no-filters", "--stdin"],
-                        bytes,
-                    )?;
-                    info.extend_from_slice(
-                        format!("{} {sha}\t{full}", entry.git_mode()).as_bytes(),
-                    );
+                    format!("{} {sha}\t{full}", entry.git_mode())
                 }
-                _ => {
-                    if matches!(change.old, Some(Entry::File { .. } | Entry::Symlink { .. })) {
-                        info.extend_from_slice(format!("0 {}\t{full}", "0".repeat(40)).as_bytes());
-                    } else {
-                        continue;
-                    }
+                Some(entry @ Entry::Symlink { target }) => {
+                    let sha = git.text_with_input(&["hash-object", "-w", "--stdin"], target)?;
+                    format!("{} {sha}\t{full}", entry.git_mode())
                 }
-            }
+                _ if matches!(change.old, Some(Entry::File { .. } | Entry::Symlink { .. })) => {
+                    format!("0 {}\t{full}", "0".repeat(40))
+                }
+                _ => continue,
+            };
+            info.extend_from_slice(line.as_bytes());
             info.push(0);
         }
         if !info.is_empty() {
