@@ -69,6 +69,8 @@ pub(crate) struct RawResponse {
     pub redirects: Vec<String>,
     pub status: u16,
     pub content_type: Option<String>,
+    /// A `Content-Encoding` other than identity (asked for identity, but a server may ignore that).
+    pub content_encoding: Option<String>,
     pub body: Vec<u8>,
     pub truncated: bool,
 }
@@ -304,6 +306,8 @@ impl Broker {
         };
         let location = header(http::header::LOCATION);
         let content_type = header(http::header::CONTENT_TYPE);
+        let content_encoding = header(http::header::CONTENT_ENCODING)
+            .filter(|e| !e.trim().eq_ignore_ascii_case("identity"));
         let mut body = response.into_body();
         let mut bytes = Vec::new();
         let mut truncated = false;
@@ -333,6 +337,7 @@ impl Broker {
                 redirects: Vec::new(),
                 status,
                 content_type,
+                content_encoding,
                 body: bytes,
                 truncated,
             },
@@ -353,6 +358,12 @@ fn readable(raw: &RawResponse) -> String {
         .as_deref()
         .unwrap_or("")
         .to_ascii_lowercase();
+    if let Some(encoding) = &raw.content_encoding {
+        return format!(
+            "[{} bytes of {kind} encoded as {encoding}, which is not decoded]",
+            raw.body.len()
+        );
+    }
     let body = String::from_utf8_lossy(&raw.body);
     if kind.contains("html") || (kind.is_empty() && body.trim_start().starts_with('<')) {
         html_to_text(&body)

@@ -113,3 +113,31 @@ impl NameResolver {
         Ok(addresses)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Production reads the system's configuration; building the resolver sends nothing.
+    #[test]
+    fn the_system_configuration_is_read() {
+        if !std::path::Path::new("/etc/resolv.conf").exists() {
+            eprintln!("skipped: no /etc/resolv.conf on this machine");
+            return;
+        }
+        NameResolver::new(&Nameservers::System).expect("resolv.conf is readable by hickory");
+    }
+
+    #[tokio::test]
+    async fn an_address_is_its_own_answer() {
+        let resolver = NameResolver::new(&Nameservers::Explicit(vec![])).expect("resolver");
+        assert_eq!(
+            resolver.lookup("192.0.2.1").await.expect("v4"),
+            vec!["192.0.2.1".parse::<IpAddr>().expect("ip")]
+        );
+        assert_eq!(
+            resolver.lookup("[2001:db8::1]").await.expect("v6"),
+            vec!["2001:db8::1".parse::<IpAddr>().expect("ip")]
+        );
+    }
+}

@@ -427,3 +427,36 @@ async fn an_address_in_the_url_is_checked_without_asking_dns() {
     );
     assert_eq!(http.hits(), 2);
 }
+
+#[tokio::test]
+async fn bodies_that_are_not_text_are_described_not_shown() {
+    let (dns, http) = (Dns::start().await, Http::start().await);
+    dns.set("site.test", &["127.0.0.1"]);
+    let mut gzipped = Reply::ok("text/html", vec![0x1f, 0x8b, 8, 0, 0xff]);
+    gzipped
+        .headers
+        .push(("Content-Encoding".into(), "gzip".into()));
+    http.route("/gz", gzipped);
+    http.route("/png", Reply::ok("image/png", vec![0x89, b'P', b'N', b'G']));
+    let (log, _dir) = new_log();
+    let broker = new_broker(
+        RuleGate::new().allow("net.fetch.test.site"),
+        &log,
+        &dns,
+        BrokerConfig::default(),
+    );
+    let port = http.port();
+    let page = broker
+        .fetch_url(&format!("http://site.test:{port}/gz"))
+        .await
+        .expect("gz");
+    assert_eq!(
+        page.text,
+        "[5 bytes of text/html encoded as gzip, which is not decoded]"
+    );
+    let page = broker
+        .fetch_url(&format!("http://site.test:{port}/png"))
+        .await
+        .expect("png");
+    assert_eq!(page.text, "[4 bytes of image/png, not shown]");
+}
