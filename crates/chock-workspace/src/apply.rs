@@ -104,8 +104,9 @@ impl ApplyPlan {
             });
         }
         record.created = now_rfc3339();
-        self.records.save(&record)?;
-        let kept = perform(&self.project, &self.ops, &record.apply_id)?;
+        let kept = perform(&self.project, &self.ops, &record.apply_id, || {
+            self.records.save(&record)
+        })?;
         if let Some(of) = &record.undo_of {
             let mut original = self.records.read(of)?;
             original.undone_by = Some(record.apply_id.clone());

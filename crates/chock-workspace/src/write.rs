@@ -28,11 +28,20 @@ struct Staged {
 ///
 /// Staged copies go to `<root>/.chock-stage-<tag>/` (same filesystem, so the final step is a
 /// rename); it is removed at the end, and on any failure before the first change to the project.
-pub fn perform(root: &Path, ops: &[Op], tag: &str) -> Result<Vec<String>> {
+///
+/// `staged_hook` runs once everything is staged and before the first change to the project (the
+/// caller saves its record there); if it fails, the stage is removed and nothing was written.
+pub fn perform(
+    root: &Path,
+    ops: &[Op],
+    tag: &str,
+    staged_hook: impl FnOnce() -> Result<()>,
+) -> Result<Vec<String>> {
     let stage_dir = root.join(format!(".chock-stage-{tag}"));
     let mut staged: Vec<Staged> = Vec::new();
-    if let Err(e) =
-        check_parents(root, ops).and_then(|()| stage_all(root, &stage_dir, ops, &mut staged))
+    if let Err(e) = check_parents(root, ops)
+        .and_then(|()| stage_all(root, &stage_dir, ops, &mut staged))
+        .and_then(|()| staged_hook())
     {
         let _ = fs::remove_dir_all(&stage_dir);
         return Err(e);

@@ -407,3 +407,22 @@ fn the_project_mode_bits_other_than_exec_are_kept() {
     ws.plan_apply(&all()).unwrap().commit().unwrap();
     assert_eq!(env.mode("a.txt"), 0o600);
 }
+
+#[test]
+fn a_write_that_cannot_be_staged_leaves_the_project_and_the_records_untouched() {
+    let env = Env::git(&[("a.txt", "a\n")]);
+    let ws = env.workspace("s16");
+    in_overlay(&ws, "echo A > a.txt && mkdir dir && echo n > dir/new.txt");
+    env.write("dir", "the user made a file here\n");
+    let err = ws.plan_apply(&all()).unwrap().commit().unwrap_err();
+    assert!(err.to_string().contains("dir is not a directory"), "{err}");
+    assert_eq!(env.read("a.txt"), "a\n");
+    assert_eq!(env.read("dir"), "the user made a file here\n");
+    assert!(!env.session_dir("s16").join("applies/s16.1.json").exists());
+    let leftovers: Vec<_> = fs::read_dir(&env.project)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".chock-stage"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
