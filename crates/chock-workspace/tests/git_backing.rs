@@ -426,3 +426,31 @@ fn a_write_that_cannot_be_staged_leaves_the_project_and_the_records_untouched() 
         .collect();
     assert!(leftovers.is_empty());
 }
+
+#[test]
+fn a_project_in_a_subdirectory_of_a_repository_uses_its_prefix() {
+    let env = Env::git(&[("top.txt", "top\n"), ("sub/a.txt", "a\n")]);
+    let sub = env.project.join("sub");
+    let dir = env.session_dir("s17");
+    fs::create_dir_all(&dir).unwrap();
+    let ws = chock_workspace::Workspace::create(&sub, &dir, "s17").unwrap();
+    let Backing::Git { prefix, .. } = ws.backing().clone() else {
+        panic!("git backing")
+    };
+    assert_eq!(prefix, "sub/");
+    in_overlay(&ws, "echo A > a.txt && echo n > new.txt");
+    let paths: Vec<String> = ws
+        .diff()
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| f.path.clone())
+        .collect();
+    assert_eq!(paths, vec!["a.txt", "new.txt"]);
+    let commit = ws.checkpoint("sub").unwrap().expect("a commit");
+    assert_eq!(env.sh(&format!("git show {commit}:sub/a.txt")), "A\n");
+    assert_eq!(env.sh(&format!("git show {commit}:top.txt")), "top\n");
+    ws.plan_apply(&all()).unwrap().commit().unwrap();
+    assert_eq!(env.read("sub/a.txt"), "A\n");
+    assert_eq!(env.read("sub/new.txt"), "n\n");
+}
