@@ -116,3 +116,53 @@ fn a_host_socket_inside_a_declared_read_path_is_unreachable() {
     );
     r.assert_refused_any("sockets under declared read paths");
 }
+
+/// Attack: UDP to a socket on the host's loopback (Landlock's network rules cover TCP only).
+/// Layer: the network namespace (the datagram leaves into the call's own loopback and is lost).
+#[test]
+fn a_host_udp_socket_receives_nothing() {
+    let host = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = host.local_addr().unwrap().to_string();
+    let r = hostile(Backing::Overlay, &["send-udp", &addr]);
+    host.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let got = host.recv_from(&mut buf);
+    assert!(
+        got.is_err(),
+        "a datagram from the sandbox reached the host: {got:?} ({r:?})"
+    );
+}
+
+/// Attack: with the broker's proxy plan, reach anything but the proxy: another loopback port, the
+/// host's listener, or listen on a port of one's own. Layer: Landlock (TCP connect allowed to the
+/// proxy port only, TCP bind refused).
+#[test]
+fn with_a_proxy_only_the_proxy_port_is_reachable() {
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    host.set_nonblocking(true).unwrap();
+    let host_addr = host.local_addr().unwrap().to_string();
+    let fx = Fixture::new(Backing::Overlay);
+    let mut port = 20000 + u16::try_from(std::process::id() % 20000).unwrap_or(0);
+    if host_addr.ends_with(&format!(":{port}")) || host_addr.ends_with(&format!(":{}", port + 1)) {
+        port += 2;
+    }
+    let with_proxy = |args: &[&str]| {
+        let mut plan = fx.hostile_plan(args);
+        plan.network = chock_sandbox::NetworkPlan::Proxy { port };
+        run(&plan)
+    };
+    let proxy = with_proxy(&["connect-tcp", &format!("127.0.0.1:{port}")]);
+    assert!(
+        proxy.stdout.starts_with("succeeded"),
+        "the proxy port must be reachable: {proxy:?}"
+    );
+    with_proxy(&["connect-tcp", &format!("127.0.0.1:{}", port + 1)])
+        .assert_refused("EACCES", "Landlock TCP connect");
+    with_proxy(&["connect-tcp", &host_addr]).assert_refused("EACCES", "Landlock TCP connect");
+    with_proxy(&["bind-tcp", "127.0.0.1:0"]).assert_refused("EACCES", "Landlock TCP bind");
+    assert!(
+        host.accept().is_err(),
+        "the host listener accepted a connection from the sandbox"
+    );
+}

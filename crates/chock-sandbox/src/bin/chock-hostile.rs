@@ -65,6 +65,12 @@ fn main() {
         // (/proc/sysrq-trigger), the open is where Landlock and the permission checks answer.
         ["open-write", path] => errno_result(std::fs::OpenOptions::new().write(true).open(path)),
         ["connect-tcp", addr] => errno_result(std::net::TcpStream::connect(addr)),
+        ["bind-tcp", addr] => errno_result(std::net::TcpListener::bind(addr)),
+        // UDP is outside Landlock's network rules: only the network namespace keeps it in.
+        ["send-udp", addr] => errno_result(
+            std::net::UdpSocket::bind("127.0.0.1:0")
+                .and_then(|s| s.send_to(b"chock-hostile datagram", addr)),
+        ),
         ["connect-unix", path] => errno_result(std::os::unix::net::UnixStream::connect(path)),
         ["connect-abstract", name] => connect_abstract(name),
         ["kill", pid] => kill(pid),
