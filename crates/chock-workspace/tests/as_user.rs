@@ -1,7 +1,7 @@
 //! The workspace suites again, as an unprivileged user: that is how people run Chock (the overlay is
 //! mounted in a user namespace the user owns, and the upper directory is theirs). When this test
 //! runs as root it creates the user `chockws` if needed and runs the sibling test binaries
-//! (`git_backing`, `overlay_backing`) as that user; run as anyone else, those suites already ran
+//! (`git_backing`, `overlay_backing`, `through_sandbox`) as that user; run as anyone else, those suites already ran
 //! unprivileged and this test has nothing to add.
 
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ fn the_workspace_suites_pass_as_an_unprivileged_user() {
         return; // the other binaries of this package already ran as this unprivileged user
     }
     ensure_user();
-    for name in ["git_backing", "overlay_backing"] {
+    for name in ["git_backing", "overlay_backing", "through_sandbox"] {
         run_as_user(&sibling(name));
     }
 }
