@@ -54,4 +54,19 @@ fn the_host_environment_does_not_reach_the_call() {
         names, expected,
         "the call's environment is not exactly the plan's"
     );
+
+    // The call's init (pid 1 inside) was forked from this process and never executed anything, so
+    // its environment block is the one this process was started with (a user's API keys, for
+    // `chock`; `set_var` above changes only the copy in memory, which /proc/1/mem would show). The
+    // command must read neither.
+    // Layer: the init is not dumpable, so /proc/1/environ and /proc/1/mem answer only to a
+    // process with CAP_SYS_PTRACE (none inside); ptrace and process_vm_readv are killed.
+    for path in ["/proc/1/environ", "/proc/1/mem"] {
+        let r = run(&fx.hostile_plan(&["read", path]));
+        assert!(
+            !r.stdout.contains(SECRET),
+            "the init's environment leaked through {path}: {r:?}"
+        );
+        r.assert_refused("EACCES", &format!("{path} of the non-dumpable init"));
+    }
 }
