@@ -95,3 +95,16 @@ fn an_ordinary_call_is_allowed() {
     let r = run(&fx.hostile_plan(&["syscall", "getpid"]));
     assert!(r.stdout.starts_with("succeeded getpid returned"), "{r:?}");
 }
+
+/// Attack: reach the kernel through another system call table, where the filter's numbers mean
+/// other calls: the x32 entry point (number | 0x4000_0000) and the i386 one (`int 0x80`). Layer:
+/// seccomp (the x32 kill program; seccompiler's audit-architecture check). Without them getpid
+/// answers (or ENOSYS where the kernel lacks x32).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn other_system_call_tables_are_killed() {
+    let fx = Fixture::new(Backing::Overlay);
+    for call in ["x32-getpid", "int80-getpid"] {
+        run(&fx.hostile_plan(&["syscall", call])).assert_killed_by_seccomp(call);
+    }
+}
