@@ -214,11 +214,15 @@ impl Agent {
                 }
                 result?
             };
-            let cost = self
-                .prices
-                .cost(&response.model, &response.usage)
-                .usd()
-                .or_else(|| self.prices.cost(&request.model, &response.usage).usd());
+            let cost = if response.usage == chock_provider::Usage::default() {
+                // No tokens (the offline player) cost nothing, whatever the model's name.
+                Some(0.0)
+            } else {
+                self.prices
+                    .cost(&response.model, &response.usage)
+                    .usd()
+                    .or_else(|| self.prices.cost(&request.model, &response.usage).usd())
+            };
             summary.input_tokens += response.usage.input_tokens;
             summary.output_tokens += response.usage.output_tokens;
             summary.cost_usd = match (summary.cost_usd, cost) {

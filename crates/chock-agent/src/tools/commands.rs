@@ -130,6 +130,40 @@ fn clip(bytes: &[u8]) -> String {
     )
 }
 
+/// Counts and shows the session's own decision of a confined call (it decided and logged it; the
+/// approver counted what a person or reviewer answered).
+fn tally(decider: &Decider, sink: &dyn EventSink, result: &Result<CallResult, SessionError>) {
+    let Ok(result) = result else { return };
+    if let CallOutcome::Refused { by, reason } = &result.outcome {
+        // The confined call writes no result for an act it refused; every tool call's record ends
+        // with one, so the agent writes it.
+        let _ = decider.log.append(
+            EventKind::ToolResult,
+            Some(&result.call_id),
+            json!({ "tool": "run_command", "ran": false, "refused": true, "by": by, "reason": reason }),
+        );
+    }
+    let allowed = matches!(result.outcome, CallOutcome::Ran { .. });
+    if let Ok(mut counts) = decider.counts.lock() {
+        match (result.decision, allowed) {
+            (chock_policy::Decision::Allow, true) => counts.allowed_by_table += 1,
+            (chock_policy::Decision::Deny, _) => counts.denied_by_table += 1,
+            _ => {}
+        }
+    }
+    let decided_by = match &result.outcome {
+        CallOutcome::Refused { by, .. } => by.clone(),
+        CallOutcome::Ran { .. } => result.decision.as_str().to_string(),
+    };
+    sink.emit(&AgentEvent::Decision {
+        call_id: result.call_id.clone(),
+        action: result.action.clone(),
+        allowed,
+        decision: result.decision.as_str().to_string(),
+        decided_by,
+    });
+}
+
 /// What the model reads about a finished confined call, and its exit status.
 fn describe(result: &Result<CallResult, SessionError>) -> (ToolOutput, Option<i32>) {
     match result {
@@ -247,6 +281,7 @@ impl Commands {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
+            tally(&self.decider, self.sink.as_ref(), &result);
             return Ok(describe(&result).0);
         }
         let handle = format!("bg-{call_id}");
@@ -260,6 +295,7 @@ impl Commands {
             );
         }
         let jobs = Arc::clone(&self.jobs);
+        let decider = self.decider.clone();
         let log = self.decider.log.clone();
         let sink = Arc::clone(&self.sink);
         let bg = handle.clone();
@@ -268,6 +304,7 @@ impl Commands {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
+            tally(&decider, sink.as_ref(), &result);
             let (output, status) = describe(&result);
             let _ = log.append(
                 EventKind::Note,

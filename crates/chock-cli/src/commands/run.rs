@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use chock_agent::agent::{Agent, LoopLimits};
@@ -315,6 +315,16 @@ impl EventSink for HumanSink {
                     .collect();
                 self.line(&format!("  plan:\n{}", lines.join("\n")));
             }
+            AgentEvent::SessionEnded { .. } => {
+                let mut start = self
+                    .at_line_start
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if !*start {
+                    println!();
+                    *start = true;
+                }
+            }
             AgentEvent::BackgroundEnded { handle, status } => {
                 self.line(&format!("  (background {handle} ended: {status:?})"));
             }
@@ -446,7 +456,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             &task,
         )));
     }
-    let policy = Arc::new(RwLock::new(session.policy().clone()));
+    let policy = session.shared_policy();
     let decider = Decider {
         log: log.clone(),
         policy,

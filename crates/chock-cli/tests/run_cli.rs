@@ -1,0 +1,795 @@
+//! `chock run` end to end: the real binary, a real project (plain and git), the real sandbox, a
+//! recorded model (`demo`, `script:FILE`) or a loopback server speaking the Anthropic wire format,
+//! and the real session log, verified afterwards.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A project, isolated state/config/data directories, and helpers to run `chock` there.
+struct World {
+    _dir: tempfile::TempDir,
+    base: PathBuf,
+    project: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let project = base.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        for sub in ["state", "config", "data"] {
+            std::fs::create_dir_all(base.join(sub)).unwrap();
+        }
+        World {
+            _dir: dir,
+            base,
+            project,
+        }
+    }
+
+    /// A git project with one commit, a tiny program and its test.
+    fn with_git_project() -> World {
+        Self::with_git_project_and_policy(None)
+    }
+
+    /// As [`World::with_git_project`], with a chock.toml committed alongside.
+    fn with_git_project_and_policy(policy: Option<&str>) -> World {
+        let w = World::new();
+        if let Some(policy) = policy {
+            w.write("chock.toml", policy);
+        }
+        w.write(
+            "calc.sh",
+            "#!/bin/sh\n# adds two numbers\necho $(( $1 - $2 ))\n",
+        );
+        w.write(
+            "test.sh",
+            "#!/bin/sh\nif [ \"$(sh calc.sh 2 3)\" = 5 ]; then echo PASS; else echo FAIL; exit 1; fi\n",
+        );
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "start",
+            ],
+        ] {
+            let status = Command::new("git")
+                .args(args)
+                .current_dir(&w.project)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        w
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let path = self.project.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn script(&self, toml: &str) -> String {
+        let path = self.base.join("script.toml");
+        std::fs::write(&path, toml).unwrap();
+        format!("script:{}", path.display())
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chock"));
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env("XDG_STATE_HOME", self.base.join("state"))
+            .env("XDG_CONFIG_HOME", self.base.join("config"))
+            .env("XDG_DATA_HOME", self.base.join("data"))
+            .env_remove("CHOCK_ORG_POLICY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("OPENAI_API_KEY");
+        cmd
+    }
+
+    fn chock(&self, args: &[&str]) -> Output {
+        self.command(args).stdin(Stdio::null()).output().unwrap()
+    }
+
+    fn sessions(&self) -> Vec<PathBuf> {
+        let root = self.base.join("state/chock/sessions");
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    fn session(&self) -> PathBuf {
+        let sessions = self.sessions();
+        assert_eq!(sessions.len(), 1, "one session");
+        sessions[0].clone()
+    }
+
+    fn session_id(&self) -> String {
+        self.session()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Every event of the only session: (kind, call_id, data).
+    fn events(&self) -> Vec<(String, Option<String>, serde_json::Value)> {
+        let text = std::fs::read_to_string(self.session().join("log.jsonl")).unwrap();
+        text.lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (
+                    v["kind"].as_str().unwrap().to_string(),
+                    v["call_id"].as_str().map(str::to_string),
+                    v["data"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn assert_log_verifies(&self) {
+        let report = chock_log::verify(&self.session()).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert!(report.torn_tail.is_none());
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// For every tool call: its decision is logged, and logged before its result.
+fn assert_decisions_precede_results(events: &[(String, Option<String>, serde_json::Value)]) {
+    let calls: Vec<&String> = events
+        .iter()
+        .filter(|(k, _, _)| k == "tool.call")
+        .filter_map(|(_, c, _)| c.as_ref())
+        .collect();
+    assert!(!calls.is_empty());
+    for call in calls {
+        let at = |kind: &str| {
+            events
+                .iter()
+                .position(|(k, c, _)| k == kind && c.as_ref() == Some(call))
+        };
+        let decision = at("decision").unwrap_or_else(|| panic!("no decision for {call}"));
+        let result = at("tool.result").unwrap_or_else(|| panic!("no result for {call}"));
+        let called = at("tool.call").unwrap();
+        assert!(
+            called < decision && decision < result,
+            "{call}: call {called}, decision {decision}, result {result}"
+        );
+    }
+}
+
+#[test]
+fn the_demo_runs_offline_in_a_plain_directory_and_changes_only_the_workspace() {
+    let w = World::new();
+    w.write("README.md", "a project\n");
+    let out = w.chock(&["run", "--provider", "demo", "add a note about this project"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let id = w.session_id();
+    assert!(
+        stdout.starts_with(&format!("chock: session {id} ")),
+        "{stdout}"
+    );
+    for line in [
+        "turns       6",
+        "tool calls  5",
+        "5 allowed (table 5",
+        "cost        $0.0000",
+        &format!("chock diff {id}"),
+    ] {
+        assert!(stdout.contains(line), "{line:?} missing from:\n{stdout}");
+    }
+    assert!(
+        !w.project.join("NOTES.md").exists(),
+        "the project is never written"
+    );
+    let diff = w.chock(&["diff", &id]);
+    assert_eq!(diff.status.code(), Some(0), "{}", text(&diff.stderr));
+    assert!(
+        text(&diff.stdout).contains("+- status: reviewed"),
+        "{}",
+        text(&diff.stdout)
+    );
+    w.assert_log_verifies();
+    let events = w.events();
+    assert_decisions_precede_results(&events);
+    assert_eq!(events.last().unwrap().0, "session.end");
+    assert_eq!(events.last().unwrap().2["summary"]["ended"], "done");
+}
+
+#[test]
+fn verbose_names_the_log() {
+    let w = World::new();
+    let out = w.chock(&["run", "--verbose", "--provider", "demo", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let log = w.session().join("log.jsonl");
+    let second = text(&out.stdout).lines().nth(1).unwrap().to_string();
+    assert_eq!(second, format!("chock: log {}", log.display()));
+}
+
+const FIX_SCRIPT: &str = r#"
+name = "fix-calc"
+model = "scripted"
+
+[[turn]]
+text = "Reading the program."
+[[turn.call]]
+tool = "read_file"
+input = { path = "calc.sh" }
+expect = { is_error = false, contains = "$1 - $2" }
+
+[[turn]]
+text = "The sign is wrong; fixing it."
+[[turn.call]]
+tool = "edit_file"
+input = { path = "calc.sh", old = "echo $(( $1 - $2 ))", new = "echo $(( $1 + $2 ))" }
+expect = { is_error = false }
+
+[[turn]]
+text = "Running the tests in the sandbox."
+[[turn.call]]
+tool = "run_command"
+input = { command = "sh test.sh" }
+expect = { is_error = false, contains = "PASS" }
+
+[[turn]]
+text = "Fixed: calc.sh adds now, and test.sh passes."
+"#;
+
+#[test]
+fn a_scripted_model_reads_edits_runs_the_tests_in_the_sandbox_and_finishes() {
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n",
+    ));
+    let provider = w.script(FIX_SCRIPT);
+    let out = w.chock(&["run", "--provider", &provider, "fix calc.sh"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("tool calls  3"), "{stdout}");
+    // The real project still has the bug; the session's diff has the fix.
+    assert!(
+        std::fs::read_to_string(w.project.join("calc.sh"))
+            .unwrap()
+            .contains("$1 - $2")
+    );
+    let id = w.session_id();
+    let diff = w.chock(&["diff", &id]);
+    let diff_text = text(&diff.stdout);
+    assert!(
+        diff_text.contains("-echo $(( $1 - $2 ))") && diff_text.contains("+echo $(( $1 + $2 ))"),
+        "{diff_text}"
+    );
+    w.assert_log_verifies();
+    let events = w.events();
+    assert_decisions_precede_results(&events);
+    // run_command went through the session's confined call under the model's own call id.
+    let call = events
+        .iter()
+        .find(|(k, c, _)| k == "tool.call" && c.as_deref() == Some("play_3_1"))
+        .unwrap();
+    assert_eq!(call.2["action"], "exec.system.sh");
+    let result = events
+        .iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("play_3_1"))
+        .unwrap();
+    assert_eq!(result.2["exit_code"], 0);
+    // The work can be applied with the workspace commands.
+    let apply = w.chock(&["apply", &id]);
+    assert_eq!(
+        apply.status.code(),
+        Some(0),
+        "{}{}",
+        text(&apply.stdout),
+        text(&apply.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(w.project.join("calc.sh"))
+            .unwrap()
+            .contains("$1 + $2")
+    );
+}
+
+#[test]
+fn an_edit_of_lines_never_shown_is_refused_and_the_model_reads_why() {
+    let w = World::with_git_project();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "edit_file"
+input = { path = "calc.sh", old = "- $2", new = "+ $2" }
+expect = { is_error = true, contains = "was not shown to you" }
+
+[[turn]]
+text = "I must read it first."
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "fix it blind"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("+ $2"), "nothing was written");
+}
+
+#[test]
+fn an_ask_with_nobody_to_ask_is_a_refusal_logged_before_the_act() {
+    let w = World::with_git_project();
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n",
+    );
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "touch made-by-the-command" }
+expect = { is_error = true, contains = "refused" }
+
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "x.txt", content = "x" }
+expect = { is_error = false }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "touch a file"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("1 refused"), "{stdout}");
+    let events = w.events();
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter(|(_, c, _)| c.as_deref() == Some("play_1_1"))
+        .map(|(k, _, _)| k.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool.call",
+            "decision",
+            "approval.ask",
+            "approval.answer",
+            "tool.result"
+        ]
+    );
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["approved"], false);
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("made-by-the-command"));
+    assert!(text(&diff.stdout).contains("x.txt"));
+}
+
+#[test]
+fn a_first_word_that_is_not_a_command_is_refused_with_a_hint() {
+    let w = World::new();
+    let out = w.chock(&["fix", "the", "parser"]);
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!(text(&out.stderr), @"chock: unknown command 'fix'; to give a task, write `chock -- fix the parser`");
+    assert!(w.sessions().is_empty(), "nothing ran");
+    // After `--` the words are a task (here refused only because no provider is configured).
+    let out = w.chock(&["--", "fix", "the", "parser"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no provider"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_task_on_standard_input_and_after_the_double_dash_runs() {
+    let w = World::new();
+    let mut child = w
+        .command(&["run", "--provider", "demo"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"the task from stdin\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events = w.events();
+    let note = events
+        .iter()
+        .find(|(k, _, d)| k == "note" && d.get("task").is_some())
+        .unwrap();
+    assert_eq!(note.2["task"], "the task from stdin");
+}
+
+#[test]
+fn a_bad_config_names_file_line_and_column_and_nothing_runs() {
+    let w = World::new();
+    let config = w.base.join("config/chock/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[providers.x]\nkind = \"gemini\"\n").unwrap();
+    let out = w.chock(&["run", "--provider", "demo", "task"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("{}:2:8:", config.display())), "{err}");
+    assert!(w.sessions().is_empty());
+}
+
+/// The `type`s docs/json-events.md documents, with the fields each must carry.
+const JSON_SCHEMA: &[(&str, &[&str])] = &[
+    (
+        "session_started",
+        &["session", "log_dir", "project", "provider", "model"],
+    ),
+    ("turn_started", &["turn"]),
+    ("text", &["text"]),
+    ("thinking", &["text"]),
+    ("model_retry", &["attempt", "wait_ms", "reason"]),
+    (
+        "model_response",
+        &[
+            "turn",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cost_usd",
+            "stop_reason",
+        ],
+    ),
+    ("tool_call", &["call_id", "tool", "input"]),
+    (
+        "approval_asked",
+        &["call_id", "action", "decision", "decided_by"],
+    ),
+    (
+        "decision",
+        &["call_id", "action", "allowed", "decision", "decided_by"],
+    ),
+    ("tool_result", &["call_id", "tool", "ok", "summary"]),
+    ("plan_updated", &["steps"]),
+    ("title_set", &["title"]),
+    ("background_ended", &["handle", "status"]),
+    ("turn_ended", &["turn"]),
+    ("session_ended", &["summary"]),
+];
+
+#[test]
+fn json_mode_writes_one_documented_event_per_line() {
+    let w = World::new();
+    let out = w.chock(&["run", "--json", "--provider", "demo", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    for event in &events {
+        let kind = event["type"].as_str().unwrap();
+        let (_, fields) = JSON_SCHEMA
+            .iter()
+            .find(|(t, _)| *t == kind)
+            .unwrap_or_else(|| panic!("undocumented {kind}"));
+        for field in *fields {
+            assert!(event.get(*field).is_some(), "{kind} lacks {field}: {event}");
+        }
+    }
+    assert_eq!(events.first().unwrap()["type"], "session_started");
+    assert_eq!(events.first().unwrap()["session"], w.session_id());
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "session_ended");
+    for key in [
+        "session",
+        "ended",
+        "turns",
+        "tool_calls",
+        "decisions",
+        "cost_usd",
+        "review",
+    ] {
+        assert!(end["summary"].get(key).is_some(), "summary lacks {key}");
+    }
+    let calls = events.iter().filter(|e| e["type"] == "tool_call").count();
+    let results = events.iter().filter(|e| e["type"] == "tool_result").count();
+    assert_eq!((calls, results), (5, 5));
+    let schema_doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/json-events.md"),
+    )
+    .unwrap();
+    for (kind, _) in JSON_SCHEMA {
+        assert!(
+            schema_doc.contains(&format!("`{kind}`")),
+            "docs/json-events.md does not document {kind}"
+        );
+    }
+}
+
+/// Opens a pseudo-terminal: (master, slave).
+fn open_pty() -> (std::fs::File, std::fs::File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    (std::fs::File::from(master), slave)
+}
+
+/// Runs a session whose one command the table says to ask about, answering `answer` on a terminal.
+fn run_with_terminal_answer(answer: &str) -> (World, String) {
+    let w = World::with_git_project();
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n",
+    );
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo ran > made-by-the-command" }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let (mut master, slave) = open_pty();
+    let mut child = w
+        .command(&["run", "--provider", &provider, "make a file"])
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the prompt on stderr, then answer on the terminal.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut buf = [0u8; 1];
+    while !seen.contains("[n] no > ") {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(n > 0, "the prompt never came: {seen}");
+        seen.push(char::from(buf[0]));
+    }
+    assert!(
+        seen.contains("approval needed for exec.system.sh"),
+        "{seen}"
+    );
+    master.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{seen}{rest}",
+        text(&out.stdout)
+    );
+    let _ = stderr.lines();
+    (w, text(&out.stdout))
+}
+
+#[test]
+fn a_person_at_the_terminal_says_yes_and_the_command_runs() {
+    let (w, stdout) = run_with_terminal_answer("y");
+    assert!(stdout.contains("1 allowed (table 0, person 1"), "{stdout}");
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["approved"], true);
+    assert!(
+        answer.2["by"]
+            .as_str()
+            .unwrap()
+            .contains("allowed by terminal"),
+        "{}",
+        answer.2
+    );
+    assert_decisions_precede_results(&events);
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(
+        text(&diff.stdout).contains("made-by-the-command"),
+        "{}",
+        text(&diff.stdout)
+    );
+}
+
+#[test]
+fn a_person_at_the_terminal_says_no_and_nothing_runs() {
+    let (w, stdout) = run_with_terminal_answer("n");
+    assert!(
+        stdout.contains("1 refused (table 0, answered no 1"),
+        "{stdout}"
+    );
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["approved"], false);
+    let result = events.iter().find(|(k, _, _)| k == "tool.result");
+    assert!(
+        result.is_none_or(|r| r.2.get("exit_code").is_none()),
+        "nothing ran"
+    );
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("made-by-the-command"));
+}
+
+/// A loopback server speaking the Anthropic Messages streaming format: the first request gets a
+/// `read_file` tool call, the second a final text. Returns the port and the raw requests it saw.
+fn anthropic_loopback() -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let replies = [
+            vec![
+                r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":1000,"output_tokens":1}}}"#,
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Reading it."}}"#,
+                r#"{"type":"content_block_stop","index":0}"#,
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01","name":"read_file","input":{}}}"#,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\": \"hel"}}"#,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"lo.txt\"}"}}"#,
+                r#"{"type":"content_block_stop","index":1}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}"#,
+                r#"{"type":"message_stop"}"#,
+            ],
+            vec![
+                r#"{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":1200,"output_tokens":1}}}"#,
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"It says hello."}}"#,
+                r#"{"type":"content_block_stop","index":0}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}"#,
+                r#"{"type":"message_stop"}"#,
+            ],
+        ];
+        let mut seen = Vec::new();
+        for events in replies {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).unwrap();
+            seen.push(format!("{head}{}", String::from_utf8_lossy(&body)));
+            let mut out = String::from(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+            );
+            for data in events {
+                let kind: serde_json::Value = serde_json::from_str(data).unwrap();
+                out.push_str(&format!(
+                    "event: {}\ndata: {data}\n\n",
+                    kind["type"].as_str().unwrap()
+                ));
+            }
+            stream.write_all(out.as_bytes()).unwrap();
+            stream.flush().unwrap();
+        }
+        seen
+    });
+    (port, server)
+}
+
+#[test]
+fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
+    let w = World::new();
+    w.write("hello.txt", "hello from the project\n");
+    let (port, server) = anthropic_loopback();
+    let config = w.base.join("config/chock/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"CHOCK_TEST_UNSET_KEY\"\nmodel = \"claude-sonnet-4-5\"\n"
+        ),
+    )
+    .unwrap();
+    let key = "sk-ant-test-0123456789abcdef";
+    let mut login = w
+        .command(&["login", "--provider", "fake"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    login
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{key}\n").as_bytes())
+        .unwrap();
+    let login = login.wait_with_output().unwrap();
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(!text(&login.stdout).contains(key));
+    let stored = w.base.join("data/chock/credentials/fake");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let out = w.chock(&["run", "--provider", "fake", "what does hello.txt say?"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("Reading it.") && stdout.contains("It says hello."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2200 input"), "{stdout}");
+    assert!(
+        !stdout.contains("unknown (no price"),
+        "a known model has a price: {stdout}"
+    );
+    let requests = server.join().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains(&format!("x-api-key: {key}")),
+        "{}",
+        requests[0]
+    );
+    assert!(
+        requests[1].contains("hello from the project"),
+        "the tool result went back: {}",
+        requests[1]
+    );
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(!log.contains(key), "the key never reaches the log");
+    w.assert_log_verifies();
+    let events = w.events();
+    assert_decisions_precede_results(&events);
+    let read = events
+        .iter()
+        .find(|(k, c, _)| k == "tool.call" && c.as_deref() == Some("toolu_01"))
+        .unwrap();
+    assert_eq!(read.2["input"]["path"], "hello.txt");
+}
