@@ -299,3 +299,45 @@ fn cargo_test_passes_inside_with_the_hosts_toolchain() {
     assert_eq!(w.events()[1].1["action"], "exec.extra.cargo");
     let _ = Path::new(&rustup);
 }
+
+#[test]
+fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
+    if !Path::new("/usr/bin/unshare").exists() {
+        eprintln!("skipped: no /usr/bin/unshare to make a user namespace that allows no more");
+        return;
+    }
+    // A user namespace whose max_user_namespaces is 0: chock inside it cannot make its own.
+    let w = World::new();
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec {} exec -- /bin/true",
+        env!("CARGO_BIN_EXE_chock")
+    );
+    let out = Command::new("/usr/bin/unshare")
+        .args(["-Ur", "sh", "-c", &script])
+        .current_dir(&w.project)
+        .env("XDG_STATE_HOME", &w.state)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("`user namespace` could not be applied"),
+        "{err}"
+    );
+    assert!(
+        err.contains("hint: user namespaces are disabled: sysctl -w user.max_user_namespaces="),
+        "{err}"
+    );
+    assert_eq!(
+        w.kinds(),
+        [
+            "session.start",
+            "tool.call",
+            "decision",
+            "tool.result",
+            "session.end"
+        ]
+    );
+    assert_eq!(w.events()[3].1["ran"], false);
+}

@@ -408,3 +408,22 @@ fn calls_spawned_from_several_threads_at_once_stay_apart() {
         );
     }
 }
+
+#[test]
+fn dropping_the_child_kills_the_call() {
+    let (_d, p) = project();
+    let plan = plan_for(
+        &p,
+        &[
+            "/bin/sh",
+            "-c",
+            "while :; do echo t >> tick; sleep 0.05; done",
+        ],
+    );
+    let child = spawn(&plan, StdioMode::Null).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(child);
+    let before = std::fs::metadata(p.join("tick")).unwrap().len();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(std::fs::metadata(p.join("tick")).unwrap().len(), before);
+}
