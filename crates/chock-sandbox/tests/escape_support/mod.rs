@@ -84,8 +84,20 @@ fn unique() -> String {
 }
 
 /// The home directory the tests run under (CI as root: /root; `.ci/sandbox-as-user`: /home/chockci).
+/// `$HOME`, or the user's home from the password database when it is unset.
 pub fn home() -> PathBuf {
-    PathBuf::from(std::env::var_os("HOME").expect("HOME is set for the escape suite"))
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map_or_else(
+            || {
+                nix::unistd::User::from_uid(nix::unistd::getuid())
+                    .ok()
+                    .flatten()
+                    .map(|u| u.dir)
+                    .expect("neither HOME nor a password entry names this user's home")
+            },
+            PathBuf::from,
+        )
 }
 
 impl Fixture {
