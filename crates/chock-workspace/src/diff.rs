@@ -143,21 +143,23 @@ impl Diff {
     /// Builds the diff from raw changes, pairing an exact-content delete and add as a rename.
     pub fn from_raw(raw: BTreeMap<String, RawChange>) -> Self {
         let mut raw = raw;
+        // Deleted files and symlinks by content hash, each usable as the source of one rename.
+        let mut deleted: std::collections::HashMap<String, Vec<String>> =
+            std::collections::HashMap::new();
+        for (path, change) in raw.iter().rev() {
+            if let (Some(old @ (Entry::File { .. } | Entry::Symlink { .. })), None) =
+                (&change.old, &change.new)
+            {
+                deleted.entry(old.hash()).or_default().push(path.clone());
+            }
+        }
         let mut renames: Vec<(String, String)> = Vec::new();
-        let added: Vec<String> = raw
-            .iter()
-            .filter(|(_, c)| {
-                c.old.is_none() && matches!(c.new, Some(Entry::File { .. } | Entry::Symlink { .. }))
-            })
-            .map(|(p, _)| p.clone())
-            .collect();
-        for to in added {
-            let wanted = raw[&to].new.clone();
-            let from = raw.iter().find(|(p, c)| {
-                c.new.is_none() && c.old == wanted && !renames.iter().any(|(f, _)| f == *p)
-            });
-            if let Some((from, _)) = from {
-                renames.push((from.clone(), to));
+        for (to, change) in &raw {
+            if let (None, Some(new @ (Entry::File { .. } | Entry::Symlink { .. }))) =
+                (&change.old, &change.new)
+                && let Some(from) = deleted.get_mut(&new.hash()).and_then(Vec::pop)
+            {
+                renames.push((from, to.clone()));
             }
         }
         let mut files = Vec::new();
