@@ -162,6 +162,20 @@ impl ProviderConfig {
                 format!("`{}` must start with https:// or http://", self.base_url),
             ));
         }
+        // A password in the URL would be shown wherever the URL is (Debug, connect errors): refuse it
+        // without echoing the URL, and point at the field that keeps a key out of messages.
+        let has_credentials = reqwest::Url::parse(&self.base_url)
+            .is_ok_and(|url| !url.username().is_empty() || url.password().is_some());
+        if has_credentials {
+            return Err(config_error(
+                "base_url",
+                format!(
+                    "the base URL of provider `{}` holds a user name or password; put the key in \
+                     `api_key` (its environment variable) instead",
+                    self.name
+                ),
+            ));
+        }
         if self.retry.max_attempts == 0 {
             return Err(config_error(
                 "retry.max_attempts",
@@ -196,8 +210,12 @@ impl ProviderConfig {
         for (name, value) in &self.extra_headers {
             put(name, value, false)?;
         }
+        // No redirects: a model API never redirects a POST, and reqwest keeps custom headers such as
+        // `x-api-key` on a redirect to another host, so following one could hand the key to whoever
+        // the Location names. A 3xx is reported as the HTTP error it is.
         let client = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| config_error("http client", e.to_string()))?;
         Ok(Transport {
@@ -205,6 +223,7 @@ impl ProviderConfig {
             client,
             url: self.endpoint(path),
             headers,
+            secret: self.api_key.clone().filter(|k| !k.is_empty()),
             retry: self.retry.clone(),
             sleeper: self.sleeper.clone(),
             idle_timeout: self.idle_timeout,
@@ -298,6 +317,20 @@ mod tests {
             text.contains("x-api-key") && !text.contains("secret"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_base_url_with_credentials_is_refused_without_echoing_them() {
+        let mut config =
+            ProviderConfig::chat_completions("x", "https://u:hunter2@example.com", None);
+        let err = connect(&config).err().expect("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains("base_url") && !text.contains("hunter2"),
+            "{text}"
+        );
+        config.base_url = "https://example.com/v1".to_owned();
+        assert!(connect(&config).is_ok());
     }
 
     #[test]

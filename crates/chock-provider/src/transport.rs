@@ -45,6 +45,8 @@ pub(crate) struct Transport {
     pub(crate) client: reqwest::Client,
     pub(crate) url: String,
     pub(crate) headers: HeaderMap,
+    /// The API key, so that an error body echoing it is scrubbed before it becomes a message.
+    pub(crate) secret: Option<String>,
     pub(crate) retry: RetryPolicy,
     pub(crate) sleeper: Arc<dyn Sleeper>,
     pub(crate) idle_timeout: Duration,
@@ -221,7 +223,9 @@ impl Transport {
             Ok(Err(e)) => format!("(body unreadable: {})", error_chain(&e)),
             Err(_) => "(body not received in time)".to_owned(),
         };
-        let body = truncate(body, BODY_LIMIT);
+        // Some servers echo the key they refused ("invalid key sk-…"); the error ends up on screens
+        // and in the log, so the key is cut out before anything else reads the body.
+        let body = truncate(scrub(body, self.secret.as_deref()), BODY_LIMIT);
         let (kind, message) = error_fields(&body);
         let should_retry = headers
             .get("x-should-retry")
@@ -285,6 +289,14 @@ fn error_with_note(error: ProviderError, note: &str) -> ProviderError {
             request_id,
         },
         other => other,
+    }
+}
+
+/// `text` with every occurrence of `secret` replaced by `<redacted>`.
+fn scrub(text: String, secret: Option<&str>) -> String {
+    match secret {
+        Some(secret) if text.contains(secret) => text.replace(secret, "<redacted>"),
+        _ => text,
     }
 }
 
