@@ -124,14 +124,21 @@ pub(crate) fn server_wait(
         && ms.is_finite()
         && ms >= 0.0
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(seconds(ms / 1000.0));
     }
     let value = header("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return (secs.is_finite() && secs >= 0.0).then(|| seconds(secs));
     }
     let at = parse_http_date(value)?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A non-negative, finite number of seconds as a `Duration`, saturating: `Duration::from_secs_f64`
+/// panics past `u64::MAX` seconds, and the number comes from a server. A saturated wait is longer than
+/// any `max_retry_after`, so the call ends with the error instead of waiting.
+fn seconds(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 /// Parses an IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`), the only HTTP date form servers send today.
@@ -220,6 +227,16 @@ mod tests {
             Some(Duration::from_millis(1500))
         );
         assert_eq!(server_wait(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn an_absurd_server_wait_saturates_instead_of_panicking() {
+        let now = UNIX_EPOCH;
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("1e300"));
+        assert_eq!(server_wait(&headers, now), Some(Duration::MAX));
+        headers.insert("retry-after-ms", HeaderValue::from_static("1e308"));
+        assert_eq!(server_wait(&headers, now), Some(Duration::MAX));
     }
 
     #[test]
