@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use chock_policy::{Action, DecidedBy, Decision, Pattern, Policy, Verdict};
 
@@ -161,18 +161,46 @@ pub fn scope_of(verdict: &Verdict, action: &Action) -> AllowScope {
 /// answer is a refusal.
 #[derive(Debug, Clone)]
 pub struct TableGate {
-    policy: Arc<Policy>,
+    policy: TablePolicy,
+}
+
+/// The table a [`TableGate`] reads: fixed, or the session's live policy whose ratchet may narrow
+/// while a command runs (each decision reads it afresh).
+#[derive(Debug, Clone)]
+enum TablePolicy {
+    Fixed(Arc<Policy>),
+    Live(Arc<RwLock<Policy>>),
 }
 
 impl TableGate {
     /// A gate answering from `policy`.
     pub fn new(policy: Arc<Policy>) -> Self {
-        Self { policy }
+        Self {
+            policy: TablePolicy::Fixed(policy),
+        }
+    }
+
+    /// A gate answering from the session's live policy, read at every decision.
+    pub fn live(policy: Arc<RwLock<Policy>>) -> Self {
+        Self {
+            policy: TablePolicy::Live(policy),
+        }
+    }
+
+    fn verdict(&self, action: &Action) -> Verdict {
+        match &self.policy {
+            TablePolicy::Fixed(policy) => policy.decide(action),
+            // A poisoned lock still holds the last policy written; deciding by it is no wider.
+            TablePolicy::Live(policy) => match policy.read() {
+                Ok(policy) => policy.decide(action),
+                Err(poisoned) => poisoned.into_inner().decide(action),
+            },
+        }
     }
 
     /// The answer for `action`, synchronously.
     pub fn answer(&self, action: &Action) -> GateAnswer {
-        let verdict = self.policy.decide(action);
+        let verdict = self.verdict(action);
         match verdict.decision {
             Decision::Allow => GateAnswer::Allow {
                 scope: scope_of(&verdict, action),

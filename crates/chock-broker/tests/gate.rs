@@ -75,3 +75,17 @@ fn commands_get_the_proxy_only_when_some_rule_allows_a_connection() {
     ))));
     assert!(commands_may_connect(&policy(&allow("net.*", "allow"))));
 }
+
+#[test]
+fn a_live_gate_sees_the_ratchet_narrow() {
+    let rule = "[[rule]]\naction = \"net.connect.org.example.443\"\ndecision = \"allow\"\n";
+    let live = Arc::new(std::sync::RwLock::new((*policy(rule)).clone()));
+    let gate = TableGate::live(live.clone());
+    let action = Action::net_connect("example.org", 443).expect("action");
+    assert!(matches!(gate.answer(&action), GateAnswer::Allow { .. }));
+    live.write()
+        .expect("lock")
+        .restrict("net.connect.*", chock_policy::Decision::Deny)
+        .expect("narrow");
+    assert!(matches!(gate.answer(&action), GateAnswer::Refuse { .. }));
+}

@@ -278,7 +278,9 @@ impl Session {
         // cannot be served the call fails (dropping the child kills it).
         let served = child
             .proxy_listener()
-            .map(|listener| crate::egress::serve(&self.policy, &self.log, &call_id, listener))
+            .map(|listener| {
+                crate::egress::serve(self.shared_policy(), &self.log, &call_id, listener)
+            })
             .transpose();
         let proxy = match served {
             Ok(proxy) => proxy,

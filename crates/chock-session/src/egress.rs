@@ -5,7 +5,7 @@
 //! a running command cannot wait for a person, so `ask` refuses.
 
 use std::net::TcpListener;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use chock_broker::{
     BrokerConfig, CallProxy, PROXY_VARIABLES, TableGate, commands_may_connect, proxy_env,
@@ -41,13 +41,15 @@ pub(crate) fn point_at_proxy(plan: &mut Plan) {
 }
 
 /// Serves the listener the sandbox handed back, for `call_id`, until the returned proxy is stopped.
+/// Each connection is decided by the session's live policy, so a ratchet narrowed while the command
+/// runs applies to its next connection.
 pub(crate) fn serve(
-    policy: &Policy,
+    live_policy: Arc<RwLock<Policy>>,
     log: &Log,
     call_id: &str,
     listener: TcpListener,
 ) -> Result<CallProxy, SessionError> {
-    let gate = Arc::new(TableGate::new(Arc::new(policy.clone())));
+    let gate = Arc::new(TableGate::live(live_policy));
     Ok(CallProxy::start(
         gate,
         log.clone(),

@@ -141,3 +141,39 @@ fn a_command_reaches_an_allowed_host_only_through_the_broker() {
         .expect("net");
     assert!(position("decision") < first_net && first_net < position("tool.result"));
 }
+
+#[test]
+fn a_ratchet_narrowed_during_the_session_refuses_the_commands_connections() {
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skipped: curl is not installed (CI installs it)");
+        return;
+    }
+    let allowed = http_server("allowed body");
+    let (project, sessions) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let rule =
+        format!("[[rule]]\naction = \"net.connect.1.0.0.127.{allowed}\"\ndecision = \"allow\"\n");
+    let session = session(project.path(), sessions.path(), &rule);
+    session
+        .shared_policy()
+        .write()
+        .expect("policy lock")
+        .restrict("net.connect.*", chock_policy::Decision::Deny)
+        .expect("narrow");
+    let script =
+        format!("curl -sS -f --max-time 10 http://127.0.0.1:{allowed}/ ; echo \" plain=$?\"");
+    let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
+    let result = session
+        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+        .expect("call");
+    let CallOutcome::Ran { stdout, .. } = &result.outcome else {
+        panic!("the call did not run: {:?}", result.outcome);
+    };
+    let stdout = String::from_utf8_lossy(stdout);
+    assert!(
+        stdout.contains(" plain=22") && !stdout.contains("allowed body"),
+        "{stdout}"
+    );
+}
