@@ -61,6 +61,27 @@ pub(crate) fn base_dir() -> Result<(PathBuf, bool), String> {
     }
 }
 
+/// Removes empty call cgroups left by a Chock process that died before cleaning up (`call-<pid>-<n>`
+/// whose pid no longer exists). A cgroup that still has processes refuses rmdir and stays.
+fn sweep_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("call-"))
+            .and_then(|r| r.split('-').next())
+        else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 /// A call's cgroup.
 #[derive(Debug)]
 pub(crate) struct Cgroup {
@@ -93,6 +114,7 @@ pub(crate) fn create(limits: &Limits, report: &mut LimitsReport) -> Option<Cgrou
             }
         }
     }
+    sweep_stale(&base);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let dir = base.join(format!("call-{}-{n}", std::process::id()));
     if let Err(e) = std::fs::create_dir(&dir) {
