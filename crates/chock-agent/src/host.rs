@@ -19,6 +19,7 @@ use crate::view::WorkspaceView;
 pub struct Host {
     session: Arc<Session>,
     view: WorkspaceView,
+    network: chock_broker::BrokerConfig,
 }
 
 impl Host {
@@ -28,7 +29,20 @@ impl Host {
         Self {
             session: Arc::new(session),
             view,
+            network: chock_broker::BrokerConfig::default(),
         }
+    }
+
+    /// Sets how fetch_url and web_search reach the network (nameservers, limits, search backend).
+    #[must_use]
+    pub fn with_network(mut self, network: chock_broker::BrokerConfig) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// How fetch_url and web_search reach the network.
+    pub fn network(&self) -> &chock_broker::BrokerConfig {
+        &self.network
     }
 
     /// The session (its log, policy, workspace, and the confined call).

@@ -197,6 +197,20 @@ the real project). The policy table or a person answers.",
             }, "required": ["action", "reason"]}),
         ),
         spec(
+            "fetch_url",
+            "Fetch a web page (http or https) as readable text, through the host: the sandbox has no network. \
+Decided as net.fetch.<host reversed> (e.g. net.fetch.com.example.docs) for the URL and every redirect.",
+            json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}),
+        ),
+        spec(
+            "web_search",
+            "Search the web with the configured backend, through the host. Decided as web.search.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": 10}
+            }, "required": ["query"]}),
+        ),
+        spec(
             "read_guidance",
             "Read a short note from Chock's guidance shelf.",
             json!({"type": "object", "properties": {"topic": {"type": "string",

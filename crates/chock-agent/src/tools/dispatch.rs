@@ -102,6 +102,8 @@ enum Planned {
     Ask(AskInput),
     Restrict(RestrictInput),
     Request(RequestInput),
+    Fetch(super::web::FetchInput),
+    Search(super::web::SearchInput),
 }
 
 enum FsCall {
@@ -195,6 +197,8 @@ impl Toolbox {
             "ask_user" => Planned::Ask(parse(name, input)?),
             "restrict_self" => Planned::Restrict(parse(name, input)?),
             "request_action" => Planned::Request(parse(name, input)?),
+            "fetch_url" => Planned::Fetch(parse(name, input)?),
+            "web_search" => Planned::Search(parse(name, input)?),
             other => {
                 return Err(Settled {
                     allowed: false,
@@ -323,6 +327,13 @@ impl Toolbox {
             }
             Planned::Restrict(i) => self.restrict_self(call_id, &i).await?,
             Planned::Request(i) => self.request_action(call_id, &i).await?,
+            // The broker asks the gate, which logs each decision (URL and every redirect) before it connects.
+            Planned::Fetch(i) => {
+                super::web::fetch_url(&self.decider, self.host.network(), call_id, &i).await?
+            }
+            Planned::Search(i) => {
+                super::web::web_search(&self.decider, self.host.network(), call_id, &i).await?
+            }
         };
         self.result(call_id, name, output)
     }

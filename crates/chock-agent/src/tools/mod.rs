@@ -5,6 +5,7 @@ pub mod commands;
 pub mod dispatch;
 pub mod files;
 pub mod seen;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 

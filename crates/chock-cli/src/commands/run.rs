@@ -464,7 +464,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         sink: Arc::clone(&sink),
         counts: Arc::default(),
     };
-    let host = Arc::new(Host::new(session));
+    let mut network = chock_broker::BrokerConfig::default();
+    if let Some(search) = &config.web_search {
+        network.search = Some(
+            chock_broker::SearchConfig::from_parts(&search.backend, search.url.as_deref(), search.key_env.as_deref())
+                .map_err(|e| Exit::new(exit::BAD_INPUT, format!("config.toml [web_search]: {e}")))?,
+        );
+    }
+    let host = Arc::new(Host::new(session).with_network(network));
     let limits = LoopLimits {
         model: chosen.model.clone(),
         max_turns: args.max_turns,
