@@ -252,7 +252,6 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
 
     // The call's own mounts, parents before children.
     let mut user: Vec<(PathBuf, UserMount)> = Vec::new();
-    user.push((plan.home.clone(), UserMount::Tmpfs { mode: 0o700 }));
     user.push((PathBuf::from("/tmp"), UserMount::Tmpfs { mode: 0o1777 }));
     for p in &plan.extra_read {
         let c = canonical("extra read path", p)?;
@@ -311,6 +310,19 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
             },
         ));
     }
+    // The home tmpfs, unless the home already is (or lies inside) another mount: a project at
+    // `~` itself, or a home under /tmp (then it is only a directory in that tmpfs).
+    match user
+        .iter()
+        .filter(|(t, _)| plan.home.starts_with(t))
+        .max_by_key(|(t, _)| t.components().count())
+    {
+        None => user.push((plan.home.clone(), UserMount::Tmpfs { mode: 0o700 })),
+        Some((t, UserMount::Tmpfs { .. })) if *t != plan.home => {
+            user.push((plan.home.clone(), UserMount::Dir))
+        }
+        Some(_) => {}
+    }
     for (target, _) in &user {
         if forbidden_target(target) {
             return Err(SandboxError::Plan(format!(
@@ -330,6 +342,7 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
     }
     for (target, m) in user {
         match m {
+            UserMount::Dir => b.mkdirs(&target, fs)?,
             UserMount::Tmpfs { mode } => b.tmpfs(&target, mode, plan.limits.tmp_size_bytes, fs)?,
             UserMount::Bind {
                 source,
@@ -376,6 +389,8 @@ enum UserMount {
     Tmpfs {
         mode: u32,
     },
+    /// A directory inside an earlier tmpfs.
+    Dir,
     Bind {
         source: PathBuf,
         readonly: bool,
@@ -459,5 +474,28 @@ mod tests {
         .extra_read(vec!["/dev/shm".into()])
         .build_with_env(&[]);
         assert!(build(&plan).unwrap_err().to_string().contains("/dev"));
+    }
+
+    #[test]
+    fn a_project_at_the_home_itself_gets_no_home_tmpfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        let plan = Plan::builder(
+            vec!["true".into()],
+            WorkspaceMount::Bind {
+                source: home.clone(),
+            },
+            home.clone(),
+        )
+        .home(home.clone())
+        .build_with_env(&[]);
+        let labels: Vec<String> = build(&plan).unwrap().into_iter().map(|s| s.label).collect();
+        assert!(labels.contains(&format!("rw bind {}", home.display())));
+        assert!(
+            !labels
+                .iter()
+                .any(|l| l.starts_with(&format!("tmpfs {}", home.display()))),
+            "{labels:?}"
+        );
     }
 }

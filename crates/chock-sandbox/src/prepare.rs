@@ -74,8 +74,15 @@ pub(crate) fn prepare(
         plan.project_path.clone(),
         PathBuf::from("/tmp"),
         PathBuf::from("/dev/shm"),
-        plan.home.clone(),
     ];
+    // The home is its own tmpfs (or a directory in /tmp) unless it lies in the workspace or a
+    // declared write path, whose rule then covers it (and where it may not exist).
+    let home_in_bind = std::iter::once(&plan.project_path)
+        .chain(&plan.extra_write)
+        .any(|p| plan.home.starts_with(p));
+    if !home_in_bind {
+        writable_dirs.push(plan.home.clone());
+    }
     let mut writable_files: Vec<PathBuf> = [
         "/dev/null",
         "/dev/zero",

@@ -427,3 +427,22 @@ fn dropping_the_child_kills_the_call() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(std::fs::metadata(p.join("tick")).unwrap().len(), before);
 }
+
+#[test]
+fn a_home_at_the_project_or_under_tmp_still_runs() {
+    let (_d, p) = project();
+    for home in [p.clone(), PathBuf::from("/tmp/h"), PathBuf::from("/tmp")] {
+        let mut plan = plan_for(&p, &["/bin/sh", "-c", "cd && pwd && touch ok"]);
+        plan.home = home.clone();
+        plan.env = chock_sandbox::scrub_env(&[], &[], &home);
+        let r = run(&plan).unwrap();
+        assert_eq!(
+            r.status,
+            ExitStatus::Exited(0),
+            "home {}: {}",
+            home.display(),
+            r.stderr
+        );
+        assert_eq!(r.stdout, format!("{}\n", home.display()));
+    }
+}
