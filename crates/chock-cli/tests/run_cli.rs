@@ -793,3 +793,122 @@ fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
         .unwrap();
     assert_eq!(read.2["input"]["path"], "hello.txt");
 }
+
+#[test]
+fn the_agent_narrows_itself_cannot_widen_alone_and_its_other_tools_work() {
+    let w = World::with_git_project();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "set_title"
+input = { title = "self-restraint" }
+[[turn.call]]
+tool = "update_plan"
+input = { steps = [{ step = "narrow myself", status = "in_progress" }, { step = "stop" }] }
+[[turn.call]]
+tool = "read_guidance"
+input = { topic = "editing" }
+expect = { is_error = false, contains = "edit_file" }
+
+[[turn]]
+[[turn.call]]
+tool = "restrict_self"
+input = { action = "fs.write", decision = "deny" }
+expect = { is_error = false, contains = "restricted" }
+[[turn.call]]
+tool = "restrict_self"
+input = { action = "exec.*", decision = "deny" }
+expect = { is_error = false, contains = "restricted" }
+
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "x.txt", content = "x" }
+expect = { is_error = true, contains = "ratchet" }
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo hi > y.txt" }
+expect = { is_error = true, contains = "ratchet" }
+
+[[turn]]
+[[turn.call]]
+tool = "restrict_self"
+input = { action = "fs.write", decision = "allow" }
+expect = { is_error = true, contains = "ratchet.widen_action" }
+[[turn.call]]
+tool = "ask_user"
+input = { question = "may I?" }
+expect = { is_error = false, contains = "no answer" }
+
+[[turn]]
+text = "I stayed inside my own limits."
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "be careful"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("title       self-restraint"), "{stdout}");
+    let events = w.events();
+    assert_decisions_precede_results(&events);
+    let widen = events
+        .iter()
+        .find(|(k, _, d)| k == "approval.ask" && d["action"] == "ratchet.widen_action")
+        .expect("the widening was asked about");
+    assert_eq!(widen.1.as_deref(), Some("play_4_1"));
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("x.txt") && !text(&diff.stdout).contains("y.txt"));
+}
+
+#[test]
+fn request_action_applies_the_work_when_the_table_allows_it() {
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n",
+    ));
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "docs/NEW.md", content = "new\n" }
+
+[[turn]]
+[[turn.call]]
+tool = "request_action"
+input = { action = "workspace.apply", reason = "the docs are written" }
+expect = { is_error = false, contains = "applied as" }
+
+[[turn]]
+[[turn.call]]
+tool = "request_action"
+input = { action = "git.push", reason = "ship it" }
+expect = { is_error = true, contains = "only workspace.apply" }
+
+[[turn]]
+text = "Applied."
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "write docs and apply them"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.project.join("docs/NEW.md")).unwrap(),
+        "new\n"
+    );
+    let events = w.events();
+    let decision = events
+        .iter()
+        .position(|(k, c, _)| k == "decision" && c.as_deref() == Some("play_2_1"))
+        .unwrap();
+    let apply = events
+        .iter()
+        .position(|(k, _, _)| k == "workspace.apply")
+        .unwrap();
+    assert!(decision < apply, "decided before applying");
+    assert_decisions_precede_results(&events);
+}
