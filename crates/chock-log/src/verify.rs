@@ -92,6 +92,11 @@ pub enum ProblemKind {
         /// The 1-based line it chains from.
         chains_from_line: usize,
     },
+    /// A byte-for-byte copy of an earlier line.
+    Duplicate {
+        /// The 1-based line it copies.
+        of_line: usize,
+    },
     /// The chain holds, but `seq` is not the previous seq + 1.
     BadSeq {
         /// The seq this line should have.
@@ -133,6 +138,7 @@ impl fmt::Display for ProblemKind {
                     "reordered: this line chains from line {chains_from_line}, not from the line before it"
                 )
             }
+            Self::Duplicate { of_line } => write!(f, "duplicate: a copy of line {of_line}"),
             Self::BadSeq { expected } => write!(f, "seq changed: expected seq {expected}"),
         }
     }
@@ -383,18 +389,19 @@ fn check_chain(
     hashes: &[String],
     parsed: &[Result<Fields, String>],
 ) -> Vec<Problem> {
-    let by_hash: HashMap<&str, usize> = hashes
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (h.as_str(), i))
-        .collect();
+    let genesis = genesis_hash(session_id);
+    let mut first_with_hash: HashMap<&str, usize> = HashMap::new();
+    for (i, h) in hashes.iter().enumerate() {
+        first_with_hash.entry(h.as_str()).or_insert(i);
+    }
     let referenced: HashSet<&str> = parsed
         .iter()
         .filter_map(|p| p.as_ref().ok())
         .map(|f| f.prev.as_str())
         .collect();
-    let mut problems: Vec<Problem> = Vec::new();
+    let prev_of = |i: usize| parsed[i].as_ref().ok().map(|f| f.prev.as_str());
     let seq_of = |i: usize| parsed[i].as_ref().ok().map(|f| f.seq);
+    let mut problems: Vec<Problem> = Vec::new();
     let report = |problems: &mut Vec<Problem>, i: usize, kind: ProblemKind| {
         if !problems.iter().any(|p| p.line == i + 1) {
             problems.push(Problem {
@@ -420,9 +427,19 @@ fn check_chain(
             }
         };
         if i == 0 {
-            if let Some(kind) = check_header(session_id, fields) {
+            if let Some(kind) = check_header(session_id, fields, parsed) {
                 report(&mut problems, 0, kind);
             }
+            continue;
+        }
+        if let Some(&first) = first_with_hash.get(hashes[i].as_str())
+            && first < i
+        {
+            report(
+                &mut problems,
+                i,
+                ProblemKind::Duplicate { of_line: first + 1 },
+            );
             continue;
         }
         if fields.prev == hashes[i - 1] {
@@ -439,7 +456,15 @@ fn check_chain(
             }
             continue;
         }
-        match by_hash.get(fields.prev.as_str()).copied() {
+        if fields.prev == genesis {
+            let reason = format!(
+                "a session.start chained from the genesis hash is on line {}, not line 1",
+                i + 1
+            );
+            report(&mut problems, i, ProblemKind::BadHeader { reason });
+            continue;
+        }
+        match first_with_hash.get(fields.prev.as_str()).copied() {
             Some(j) if j >= i => report(
                 &mut problems,
                 i,
@@ -448,11 +473,17 @@ fn check_chain(
                 },
             ),
             Some(j) => {
-                let skipped = j + 1..i;
-                if skipped
-                    .clone()
-                    .all(|k| referenced.contains(hashes[k].as_str()))
-                {
+                // Lines between the one this line chains from and this one. A forger's line
+                // claims the same predecessor as this line (a fork), or one no line has.
+                let forged: Vec<usize> = (j + 1..i)
+                    .filter(|&k| {
+                        !referenced.contains(hashes[k].as_str())
+                            && prev_of(k).is_none_or(|p| {
+                                p == fields.prev || !first_with_hash.contains_key(p)
+                            })
+                    })
+                    .collect();
+                if forged.is_empty() {
                     report(
                         &mut problems,
                         i,
@@ -460,10 +491,9 @@ fn check_chain(
                             chains_from_line: j + 1,
                         },
                     );
-                } else {
-                    for k in skipped.filter(|k| !referenced.contains(hashes[*k].as_str())) {
-                        report(&mut problems, k, ProblemKind::Inserted);
-                    }
+                }
+                for k in forged {
+                    report(&mut problems, k, ProblemKind::Inserted);
                 }
             }
             None => match seq_of(i - 1) {
@@ -478,6 +508,10 @@ fn check_chain(
                 Some(before) if fields.seq <= before => {
                     report(&mut problems, i, ProblemKind::Inserted)
                 }
+                // If the next line does not chain from this one either, this line itself was
+                // changed (its `prev` among its bytes): the next iteration names it. Otherwise
+                // the line before no longer hashes to what this line recorded.
+                _ if i + 1 < hashes.len() && prev_of(i + 1) != Some(hashes[i].as_str()) => {}
                 _ => report(
                     &mut problems,
                     i - 1,
@@ -490,9 +524,24 @@ fn check_chain(
     problems
 }
 
-fn check_header(session_id: &str, fields: &Fields) -> Option<ProblemKind> {
+fn check_header(
+    session_id: &str,
+    fields: &Fields,
+    parsed: &[Result<Fields, String>],
+) -> Option<ProblemKind> {
     let bad = |reason: String| Some(ProblemKind::BadHeader { reason });
     if fields.kind != EventKind::SessionStart.as_str() {
+        let genesis = genesis_hash(session_id);
+        if let Some(at) = parsed
+            .iter()
+            .position(|p| p.as_ref().is_ok_and(|f| f.prev == genesis))
+        {
+            return bad(format!(
+                "line 1 is `{}`; the session.start is on line {} (lines reordered)",
+                fields.kind,
+                at + 1
+            ));
+        }
         if fields.seq > 0 {
             return Some(ProblemKind::Deleted {
                 first_seq: 0,

@@ -105,3 +105,16 @@ fn a_secret_added_later_applies_only_from_then_on() {
     assert_eq!(events[1].data["text"], "token tok-123456 seen");
     assert_eq!(events[2].data["text"], "token [REDACTED] seen");
 }
+
+#[test]
+fn text_leaving_the_host_goes_through_the_same_funnel() {
+    let root = tempfile::tempdir().unwrap();
+    let log = Log::create(root.path(), SessionHeader::default()).unwrap();
+    log.add_secret(KEY).unwrap();
+    assert_eq!(
+        log.redact(&format!("page says {KEY}.")),
+        "page says [REDACTED]."
+    );
+    // A clone shares the funnel.
+    assert_eq!(log.clone().redact(KEY), "[REDACTED]");
+}

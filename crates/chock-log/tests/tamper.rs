@@ -343,3 +343,76 @@ fn read_events_returns_what_was_appended_and_skips_a_torn_tail() {
         .is_ok()
     );
 }
+
+#[test]
+fn a_line_moved_to_the_end_is_named_as_reordered() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = session_with(root.path(), 6);
+    let mut l = lines(&dir);
+    let moved = l.remove(2);
+    l.push(moved);
+    write_lines(&dir, &l);
+    assert_eq!(
+        problems(&dir),
+        vec![
+            (
+                3,
+                Some(3),
+                ProblemKind::Reordered {
+                    chains_from_line: 7
+                }
+            ),
+            (
+                7,
+                Some(2),
+                ProblemKind::Reordered {
+                    chains_from_line: 2
+                }
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_duplicated_line_is_named() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = session_with(root.path(), 5);
+    let mut l = lines(&dir);
+    let copy = l[3].clone();
+    l.insert(4, copy);
+    write_lines(&dir, &l);
+    assert_eq!(
+        problems(&dir),
+        vec![(5, Some(3), ProblemKind::Duplicate { of_line: 4 })]
+    );
+}
+
+#[test]
+fn an_edited_prev_names_the_line_that_was_edited() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = session_with(root.path(), 5);
+    let mut l = lines(&dir);
+    let at = l[3].find("\"prev\":\"").unwrap() + 8;
+    let replacement = if &l[3][at..=at] == "0" { "1" } else { "0" };
+    l[3].replace_range(at..=at, replacement);
+    write_lines(&dir, &l);
+    assert_eq!(
+        problems(&dir),
+        vec![(4, Some(3), ProblemKind::Edited { next_line: 5 })]
+    );
+}
+
+#[test]
+fn a_reversed_log_points_at_the_moved_header() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = session_with(root.path(), 3);
+    let mut l = lines(&dir);
+    l.reverse();
+    write_lines(&dir, &l);
+    let found = problems(&dir);
+    assert!(
+        matches!(&found[0], (1, Some(3), ProblemKind::BadHeader { reason }) if reason.contains("on line 4")),
+        "{found:?}"
+    );
+    assert_eq!(found.len(), 4, "{found:?}");
+}
