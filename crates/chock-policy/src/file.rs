@@ -291,7 +291,11 @@ fn parse_sandbox(
             match access {
                 Access::Read => parsed.sandbox.read.push(path),
                 Access::Write => parsed.sandbox.write.push(path),
-                Access::Forbid => parsed.forbidden.push((path, loc.place(span.start))),
+                Access::Forbid => {
+                    for path in sandbox::with_real(path) {
+                        parsed.forbidden.push((path, loc.place(span.start)));
+                    }
+                }
             }
         }
     }

@@ -17,7 +17,7 @@ use crate::error::{ErrorKind, Located, PolicyError};
 use crate::file::{self, ParsedFile, Role};
 use crate::limits::{LimitsConfig, SubagentsConfig};
 use crate::ratchet::{Ratchet, RatchetError};
-use crate::sandbox::{PathContext, SandboxConfig};
+use crate::sandbox::{PathContext, SandboxConfig, with_real};
 use crate::table::{Rule, RuleTable};
 
 /// The shipped defaults, reviewed in one file.
@@ -49,6 +49,9 @@ pub struct Sources {
     pub project_dir: Option<PathBuf>,
     /// `$HOME`, for `~/` and for refusing the whole home directory.
     pub home: Option<PathBuf>,
+    /// Chock's own directories (see [`chock_dirs_from_env`]), which no `[sandbox]` path may overlap.
+    /// The defaults under `home` are always added, so a test that gives only `home` is covered too.
+    pub chock_dirs: Vec<PathBuf>,
 }
 
 /// What decided a verdict.
@@ -155,6 +158,51 @@ pub fn project_file_path(project_dir: &Path) -> PathBuf {
     }
 }
 
+/// Chock's own directories on this host, from the environment: `$XDG_CONFIG_HOME/chock`,
+/// `$XDG_DATA_HOME/chock` and `$XDG_STATE_HOME/chock` (each only when the variable is set; the
+/// defaults under `$HOME` are added by [`Policy::from_sources`]). They hold the provider configuration
+/// (a base URL the agent could redirect), stored API keys, the seal key and the session logs: a
+/// `[sandbox]` path reaching any of them would hand the agent a key or the means to forge the record.
+pub fn chock_dirs_from_env() -> Vec<PathBuf> {
+    ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"]
+        .into_iter()
+        .filter_map(std::env::var_os)
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| PathBuf::from(dir).join("chock"))
+        .collect()
+}
+
+/// The defaults of [`chock_dirs_from_env`] under a home directory.
+fn default_chock_dirs(home: &Path) -> [PathBuf; 3] {
+    [".config", ".local/share", ".local/state"].map(|dir| home.join(dir).join("chock"))
+}
+
+/// Refuses a project chock.toml that is a symlink leading outside the project (or nowhere). The
+/// sandbox binds the policy file over itself; a link to a host file would bind that file into the
+/// sandbox, and reading it as a table would quote its first line in the error.
+fn refuse_foreign_link(file: &Path, project: &Path) -> Result<(), PolicyError> {
+    let is_link = std::fs::symlink_metadata(file).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return Ok(());
+    }
+    let why = match file.canonicalize() {
+        Ok(real) if real.starts_with(project) => return Ok(()),
+        Ok(real) => format!(
+            "is a symlink to {}, outside the project {}; the policy file must be the project's own",
+            real.display(),
+            project.display()
+        ),
+        Err(err) => format!("is a symlink that leads nowhere readable ({err})"),
+    };
+    Err(PolicyError {
+        file: file.to_path_buf(),
+        line: 0,
+        column: 0,
+        kind: Box::new(ErrorKind::Io(why)),
+        text: String::new(),
+    })
+}
+
 /// Reads a file; `Ok(None)` when it does not exist and `required` is false.
 pub fn read_source(path: &Path, required: bool) -> Result<Option<Source>, PolicyError> {
     match std::fs::read_to_string(path) {
@@ -177,12 +225,14 @@ impl Policy {
     /// Reads `<project_dir>/chock.toml` (if present) and the org bundle (`$CHOCK_ORG_POLICY`, which
     /// must exist when set, else `/etc/chock/org.toml` if present), and checks both.
     pub fn load(project_dir: &Path) -> Result<Policy, PolicyError> {
-        let project = read_source(&project_file_path(project_dir), false)?;
-        let (org_path, named) = org_bundle_path();
-        let org = read_source(&org_path, named)?;
         let absolute = project_dir
             .canonicalize()
             .unwrap_or_else(|_| project_dir.to_path_buf());
+        let project_file = project_file_path(project_dir);
+        refuse_foreign_link(&project_file, &absolute)?;
+        let project = read_source(&project_file, false)?;
+        let (org_path, named) = org_bundle_path();
+        let org = read_source(&org_path, named)?;
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
@@ -191,17 +241,21 @@ impl Policy {
             org,
             project_dir: Some(absolute),
             home,
+            chock_dirs: chock_dirs_from_env(),
         })
     }
 
     /// Checks and combines the given sources. Every load error is a [`PolicyError`].
     pub fn from_sources(sources: Sources) -> Result<Policy, PolicyError> {
         let defaults = shipped_defaults()?.clone();
+        let mut chock_dirs = sources.chock_dirs.clone();
+        chock_dirs.extend(sources.home.iter().flat_map(|h| default_chock_dirs(h)));
         let mut ctx = PathContext {
             home: sources.home.clone(),
             project_dir: sources.project_dir.clone(),
             policy_files: Vec::new(),
             forbidden: Vec::new(),
+            chock_dirs: chock_dirs.into_iter().flat_map(with_real).collect(),
         };
         for source in [&sources.project, &sources.org].into_iter().flatten() {
             let absolute = source

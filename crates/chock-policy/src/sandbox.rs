@@ -30,6 +30,19 @@ pub(crate) struct PathContext {
     pub policy_files: Vec<PathBuf>,
     /// Paths the org bundle forbids, each with the `file:line` of its entry.
     pub forbidden: Vec<(PathBuf, String)>,
+    /// Chock's own directories on the host (config, data, state): stored API keys, the seal key,
+    /// the session logs and the provider configuration. None of them may be seen from inside.
+    pub chock_dirs: Vec<PathBuf>,
+}
+
+/// `path` and, when it exists and differs, where it really leads: a host path given through a
+/// symlink (`$HOME` on a symlinked /home, a forbidden `~/.ssh` that links elsewhere) must be refused
+/// under either name.
+pub(crate) fn with_real(path: PathBuf) -> Vec<PathBuf> {
+    match path.canonicalize() {
+        Ok(real) if real != path => vec![path, real],
+        _ => vec![path],
+    }
 }
 
 /// Whether a path is bound read-only or read-write.
@@ -104,13 +117,24 @@ fn check_lexical(path: &Path, access: Access, ctx: &PathContext) -> Result<(), S
             ));
         }
     }
-    if let Some(home) = &ctx.home
-        && home.starts_with(path)
-    {
-        return Err(format!(
-            "is or contains the home directory {}",
-            home.display()
-        ));
+    if let Some(home) = &ctx.home {
+        for home in with_real(home.clone()) {
+            if home.starts_with(path) {
+                return Err(format!(
+                    "is or contains the home directory {}",
+                    home.display()
+                ));
+            }
+        }
+    }
+    for dir in &ctx.chock_dirs {
+        if dir.starts_with(path) || path.starts_with(dir) {
+            return Err(format!(
+                "overlaps Chock's own directory {} (stored keys, the seal key, session logs, provider \
+                 configuration), which nothing inside the sandbox may see",
+                dir.display()
+            ));
+        }
     }
     for file in &ctx.policy_files {
         if file == path {
@@ -196,6 +220,10 @@ mod tests {
                 PathBuf::from("/etc/chock/org.toml"),
             ],
             forbidden: vec![(PathBuf::from("/srv/secret"), "org.toml:4".into())],
+            chock_dirs: vec![
+                PathBuf::from("/home/u/.config/chock"),
+                PathBuf::from("/home/u/.local/share/chock"),
+            ],
         }
     }
 
@@ -224,6 +252,28 @@ mod tests {
         assert!(refused("relative/dir", Access::Read).contains("absolute"));
         assert!(refused("/usr/../etc", Access::Read).contains(".."));
         assert!(refused("~root/x", Access::Read).contains("~/"));
+        assert!(refused("~/.local/share", Access::Read).contains("Chock's own directory"));
+        assert!(
+            refused("~/.local/share/chock/credentials", Access::Read)
+                .contains("/home/u/.local/share/chock")
+        );
+        assert!(refused("~/.config", Access::Write).contains("Chock's own directory"));
+    }
+
+    #[test]
+    fn a_home_behind_a_symlink_is_refused_under_its_real_name_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("data/u");
+        std::fs::create_dir_all(&real).unwrap();
+        let link = dir.path().join("home-u");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let ctx = PathContext {
+            home: Some(link),
+            ..PathContext::default()
+        };
+        let parent = real.parent().unwrap().canonicalize().unwrap();
+        let err = check_path(&parent, Access::Read, &ctx).unwrap_err();
+        assert!(err.contains("home directory"), "{err}");
     }
 
     #[test]

@@ -179,6 +179,18 @@ fn bad_sandbox_paths_and_env_names() {
              not name: `LD_PRELOAD`",
         ),
         (
+            "[sandbox]\nread = [\"~/.local/share\"]\n",
+            "chock.toml:2:9: sandbox path refused: overlaps Chock's own directory /nonexistent/home/.local/share/chock \
+             (stored keys, the seal key, session logs, provider configuration), which nothing inside the sandbox may \
+             see: `~/.local/share`",
+        ),
+        (
+            "[sandbox]\nwrite = [\"/nonexistent/xdg-state/chock/sessions\"]\n",
+            "chock.toml:2:10: sandbox path refused: overlaps Chock's own directory /nonexistent/xdg-state/chock \
+             (stored keys, the seal key, session logs, provider configuration), which nothing inside the sandbox may \
+             see: `/nonexistent/xdg-state/chock/sessions`",
+        ),
+        (
             "[sandbox]\nforbid = [\"/srv\"]\n",
             "chock.toml:2:10: sandbox path refused: `forbid` belongs in the org bundle: `[\"/srv\"]`",
         ),
@@ -264,4 +276,39 @@ fn an_unreadable_named_org_bundle_fails_the_load() {
             .unwrap()
             .is_none()
     );
+}
+
+#[test]
+fn a_project_table_linked_from_outside_the_project_is_refused_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("proj");
+    std::fs::create_dir(&project).unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "[[rule]]\naction = \"hunter2\"\n").unwrap();
+    let link = project.join("chock.toml");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let err = Policy::load(&project).unwrap_err();
+    assert_eq!(err.file, link);
+    assert!(
+        matches!(*err.kind, ErrorKind::Io(ref why) if why.contains("outside the project")),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+
+    // A dangling link is refused too, rather than read as "no chock.toml".
+    std::fs::remove_file(&secret).unwrap();
+    let err = Policy::load(&project).unwrap_err();
+    assert!(err.to_string().contains("leads nowhere"), "{err}");
+
+    // A link to a file inside the project is the project's own table.
+    std::fs::create_dir(project.join("config")).unwrap();
+    std::fs::write(
+        project.join("config/chock.toml"),
+        "[[rule]]\naction = \"git.push\"\ndecision = \"deny\"\n",
+    )
+    .unwrap();
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("config/chock.toml", &link).unwrap();
+    let policy = Policy::load(&project).unwrap();
+    assert_eq!(policy.project_rules().rules().len(), 1);
 }

@@ -18,6 +18,7 @@ pub fn load(project: Option<&str>, org: Option<&str>) -> Result<Policy, PolicyEr
         org: org.map(|t| source("org.toml", t)),
         project_dir: Some(PathBuf::from("/nonexistent/proj")),
         home: Some(PathBuf::from("/nonexistent/home")),
+        chock_dirs: vec![PathBuf::from("/nonexistent/xdg-state/chock")],
     })
 }
 
