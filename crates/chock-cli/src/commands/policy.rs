@@ -88,8 +88,10 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     println!("decided by: {}", verdict.decided_by);
     let why = match &verdict.decided_by {
         DecidedBy::ShippedDefault { why, .. } => why.clone(),
-        DecidedBy::Project { line, .. } => rule_why(policy.project_rules(), *line),
-        DecidedBy::Org { line, .. } => rule_why(policy.org_rules(), *line),
+        DecidedBy::Project { line, pattern, .. } => {
+            rule_why(policy.project_rules(), *line, pattern)
+        }
+        DecidedBy::Org { line, pattern, .. } => rule_why(policy.org_rules(), *line, pattern),
         DecidedBy::Ratchet { .. } | DecidedBy::NoRule => None,
     };
     if let Some(why) = why {
@@ -98,12 +100,13 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The `why` written beside the rule on `line`, if any.
-fn rule_why(rules: &chock_policy::RuleTable, line: usize) -> Option<String> {
+/// The `why` written beside the rule on `line` with `pattern`, if any (several inline rules may
+/// share one line, so the line alone does not name a rule).
+fn rule_why(rules: &chock_policy::RuleTable, line: usize, pattern: &str) -> Option<String> {
     rules
         .rules()
         .iter()
-        .find(|r| r.line == line)
+        .find(|r| r.line == line && r.pattern.as_str() == pattern)
         .and_then(|r| r.why.clone())
 }
 
@@ -122,6 +125,7 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
         Sources {
             org: Some(source),
             home,
+            chock_dirs: chock_policy::chock_dirs_from_env(),
             ..Sources::default()
         }
     } else {
@@ -133,6 +137,7 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
             org,
             project_dir: Some(dir),
             home,
+            chock_dirs: chock_policy::chock_dirs_from_env(),
         }
     };
     let policy = Policy::from_sources(sources).map_err(bad_input)?;
