@@ -307,3 +307,21 @@ fn a_daemon_does_not_outlive_the_call() {
 fn a_daemon_holding_stdout_does_not_outlive_the_call() {
     outlives_the_call("daemonize-keep-stdio");
 }
+
+/// Attack: attach a System V shared memory segment the host made. Layer: the IPC namespace (the
+/// key does not exist inside: ENOENT).
+#[test]
+fn a_host_shared_memory_segment_is_invisible() {
+    let key = 0x4348_0000 | i32::try_from(std::process::id() & 0xffff).unwrap_or(0);
+    // SAFETY: creating a 4 KiB segment under our own key; removed below.
+    let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | 0o600) };
+    assert!(
+        id >= 0,
+        "shmget on the host: {}",
+        std::io::Error::last_os_error()
+    );
+    let r = hostile(Backing::Overlay, &["shm-get", &key.to_string()]);
+    // SAFETY: removing the segment made above.
+    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    r.assert_refused("ENOENT", "IPC namespace");
+}

@@ -71,6 +71,15 @@ fn main() {
             std::net::UdpSocket::bind("127.0.0.1:0")
                 .and_then(|s| s.send_to(b"chock-hostile datagram", addr)),
         ),
+        // Looks up a System V shared memory segment by key (the IPC namespace keeps the host's).
+        ["shm-get", key] => match key.parse::<i32>() {
+            // SAFETY: shmget with size 0 and no flags only looks the key up.
+            Ok(k) => raw_result(
+                libc::c_long::from(unsafe { libc::shmget(k, 0, 0) }),
+                "shmget",
+            ),
+            Err(_) => USAGE,
+        },
         ["connect-unix", path] => errno_result(std::os::unix::net::UnixStream::connect(path)),
         ["connect-abstract", name] => connect_abstract(name),
         ["kill", pid] => kill(pid),
