@@ -103,6 +103,10 @@ impl Log {
         log.append(EventKind::SessionStart, None, start_data(&id, header))?;
         sync_dir(&dir)?;
         sync_dir(root)?;
+        if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The root itself may have just been created.
+            sync_dir(parent)?;
+        }
         Ok(log)
     }
 
