@@ -20,7 +20,11 @@ fn a_host_loopback_listener_is_unreachable() {
         listener.accept().is_err(),
         "the host listener accepted a connection from the sandbox"
     );
-    r.assert_refused("EACCES", "Landlock TCP connect");
+    if escape_support::landlock_has_tcp() {
+        r.assert_refused("EACCES", "Landlock TCP connect");
+    } else {
+        r.assert_refused_any("network namespace");
+    }
 }
 
 /// Attack: connect to an abstract unix socket the host listens on (abstract sockets belong to the
@@ -139,6 +143,10 @@ fn a_host_udp_socket_receives_nothing() {
 /// proxy port only, TCP bind refused).
 #[test]
 fn with_a_proxy_only_the_proxy_port_is_reachable() {
+    if !escape_support::landlock_has_tcp() {
+        println!("skipped: the proxy plan's port rule needs Landlock ABI 4");
+        return;
+    }
     let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     host.set_nonblocking(true).unwrap();
     let host_addr = host.local_addr().unwrap().to_string();

@@ -351,3 +351,30 @@ pub fn host_processes_with(token: &str) -> Vec<u32> {
 pub fn token(what: &str) -> String {
     format!("chock-escape-{what}-{}", unique())
 }
+
+/// The Landlock ABI the kernel offers (0 when it has none), asked the way the driver asks it.
+pub fn landlock_abi() -> i64 {
+    // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns a number.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    v.max(0)
+}
+
+/// Whether the kernel has Landlock's TCP rules (ABI 4+). When it has not, the driver applies the
+/// highest ABI there is, and the tests that name Landlock's TCP answer say so and check only that
+/// the act failed.
+pub fn landlock_has_tcp() -> bool {
+    let abi = landlock_abi();
+    if abi < 4 {
+        println!(
+            "Landlock ABI {abi} has no TCP rules: checking only that the act fails (network namespace)"
+        );
+    }
+    abi >= 4
+}
