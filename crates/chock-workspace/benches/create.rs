@@ -2,7 +2,8 @@
 //! with `git worktree add` and `cp -a` on the same trees. Prints the times and the 100k/1k ratio.
 //!
 //! `cargo bench -p chock-workspace --bench create` (set `CHOCK_BENCH_DIR` to build the trees
-//! somewhere other than the system temp directory; `CHOCK_BENCH_LARGE` to change 100,000).
+//! somewhere other than the system temp directory; `CHOCK_BENCH_LARGE` to change 100,000;
+//! `CHOCK_BENCH_REFERENCE=0` to skip the slow `git worktree add` and `cp -a` rows).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use chock_workspace::Workspace;
 
-const RUNS: usize = 3;
+/// Runs of chock's own creation (cheap, so many: the median hides a loaded machine's noise).
+const RUNS: usize = 11;
+/// Runs of the reference points (each copies the whole tree).
+const REFERENCE_RUNS: usize = 3;
 
 fn sh(dir: &Path, script: &str) {
     let status = Command::new("sh")
@@ -38,11 +42,11 @@ fn tree(root: &Path, files: usize) {
     }
 }
 
-/// The median of `RUNS` runs of `f`; `f` gets the run number.
-fn median(mut f: impl FnMut(usize) -> Duration) -> Duration {
-    let mut times: Vec<Duration> = (0..RUNS).map(&mut f).collect();
+/// The median of `runs` runs of `f`; `f` gets the run number.
+fn median(runs: usize, mut f: impl FnMut(usize) -> Duration) -> Duration {
+    let mut times: Vec<Duration> = (0..runs).map(&mut f).collect();
     times.sort();
-    times[RUNS / 2]
+    times[runs / 2]
 }
 
 struct Trees {
@@ -74,8 +78,8 @@ fn make(base: &Path, files: usize) -> Trees {
     }
 }
 
-fn measure(t: &Trees) -> [Duration; 5] {
-    let overlay = median(|n| {
+fn measure(t: &Trees, reference: bool) -> [Option<Duration>; 5] {
+    let overlay = median(RUNS, |n| {
         let session = t.scratch.join(format!("ov-{n}"));
         fs::create_dir_all(&session).unwrap();
         let start = Instant::now();
@@ -83,7 +87,7 @@ fn measure(t: &Trees) -> [Duration; 5] {
         start.elapsed()
     });
     let mut git_view = Vec::new();
-    let git_base = median(|n| {
+    let git_base = median(RUNS, |n| {
         let session = t.scratch.join(format!("git-{n}"));
         fs::create_dir_all(&session).unwrap();
         let start = Instant::now();
@@ -93,7 +97,16 @@ fn measure(t: &Trees) -> [Duration; 5] {
         start.elapsed()
     });
     git_view.sort();
-    let worktree = median(|n| {
+    if !reference {
+        return [
+            Some(overlay),
+            Some(git_view[RUNS / 2]),
+            Some(git_base),
+            None,
+            None,
+        ];
+    }
+    let worktree = median(REFERENCE_RUNS, |n| {
         let dest = t.scratch.join(format!("wt-{n}"));
         let start = Instant::now();
         sh(
@@ -107,7 +120,7 @@ fn measure(t: &Trees) -> [Duration; 5] {
         );
         took
     });
-    let cp = median(|n| {
+    let cp = median(REFERENCE_RUNS, |n| {
         let dest = t.scratch.join(format!("cp-{n}"));
         let start = Instant::now();
         sh(
@@ -118,11 +131,20 @@ fn measure(t: &Trees) -> [Duration; 5] {
         fs::remove_dir_all(&dest).unwrap();
         took
     });
-    [overlay, git_view[RUNS / 2], git_base, worktree, cp]
+    [
+        Some(overlay),
+        Some(git_view[RUNS / 2]),
+        Some(git_base),
+        Some(worktree),
+        Some(cp),
+    ]
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+fn ms(d: Option<Duration>) -> String {
+    d.map_or_else(
+        || "-".into(),
+        |d| format!("{:.1} ms", d.as_secs_f64() * 1000.0),
+    )
 }
 
 fn main() {
@@ -139,8 +161,9 @@ fn main() {
     );
     let small = make(&base, 1_000);
     let big = make(&base, large);
-    let a = measure(&small);
-    let b = measure(&big);
+    let reference = std::env::var("CHOCK_BENCH_REFERENCE").map_or(true, |v| v != "0");
+    let a = measure(&small, reference);
+    let b = measure(&big, reference);
     let names = [
         "chock overlay backing (create)",
         "chock git backing (create: view ready)",
@@ -148,7 +171,9 @@ fn main() {
         "git worktree add",
         "cp -a",
     ];
-    println!("workspace creation, median of {RUNS} runs");
+    println!(
+        "workspace creation, median of {RUNS} runs ({REFERENCE_RUNS} for git worktree and cp)"
+    );
     println!(
         "{:<40} {:>12} {:>14} {:>8}",
         "",
@@ -157,9 +182,12 @@ fn main() {
         "ratio"
     );
     for i in 0..names.len() {
-        let ratio = b[i].as_secs_f64() / a[i].as_secs_f64().max(1e-9);
+        let ratio = match (a[i], b[i]) {
+            (Some(a), Some(b)) => format!("{:.1}x", b.as_secs_f64() / a.as_secs_f64().max(1e-9)),
+            _ => "-".into(),
+        };
         println!(
-            "{:<40} {:>12} {:>14} {:>7.1}x",
+            "{:<40} {:>12} {:>14} {:>8}",
             names[i],
             ms(a[i]),
             ms(b[i]),
