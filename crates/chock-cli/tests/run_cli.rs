@@ -652,36 +652,56 @@ fn a_person_at_the_terminal_says_no_and_nothing_runs() {
     assert!(!text(&diff.stdout).contains("made-by-the-command"));
 }
 
-/// A loopback server speaking the Anthropic Messages streaming format: the first request gets a
-/// `read_file` tool call, the second a final text. Returns the port and the raw requests it saw.
-fn anthropic_loopback() -> (u16, std::thread::JoinHandle<Vec<String>>) {
+/// One reply of the loopback model: an HTTP error, or a stream of Anthropic SSE events.
+enum Reply {
+    Error(u16, &'static str),
+    Events(Vec<String>),
+}
+
+fn message_start(id: &str, input_tokens: u64) -> String {
+    format!(
+        r#"{{"type":"message_start","message":{{"id":"{id}","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{{"input_tokens":{input_tokens},"output_tokens":1}}}}}}"#
+    )
+}
+
+/// A streamed reply: some text, then optionally one tool call whose input arrives in two pieces.
+fn reply(id: &str, input_tokens: u64, text: &str, call: Option<(&str, &str, &str)>) -> Reply {
+    let mut events = vec![
+        message_start(id, input_tokens),
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#.to_string(),
+        serde_json::json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}}).to_string(),
+        r#"{"type":"content_block_stop","index":0}"#.to_string(),
+    ];
+    let stop = if let Some((call_id, name, input)) = call {
+        let (a, b) = input.split_at(input.len() / 2);
+        events.push(
+            serde_json::json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":call_id,"name":name,"input":{}}})
+                .to_string(),
+        );
+        for piece in [a, b] {
+            events.push(
+                serde_json::json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":piece}})
+                    .to_string(),
+            );
+        }
+        events.push(r#"{"type":"content_block_stop","index":1}"#.to_string());
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    events.push(format!(r#"{{"type":"message_delta","delta":{{"stop_reason":"{stop}"}},"usage":{{"output_tokens":10}}}}"#));
+    events.push(r#"{"type":"message_stop"}"#.to_string());
+    Reply::Events(events)
+}
+
+/// A loopback server speaking the Anthropic Messages wire format, one reply per request, in order.
+/// Returns the port and the raw requests it saw.
+fn anthropic_server(replies: Vec<Reply>) -> (u16, std::thread::JoinHandle<Vec<String>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
-        let replies = [
-            vec![
-                r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":1000,"output_tokens":1}}}"#,
-                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Reading it."}}"#,
-                r#"{"type":"content_block_stop","index":0}"#,
-                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_01","name":"read_file","input":{}}}"#,
-                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\": \"hel"}}"#,
-                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"lo.txt\"}"}}"#,
-                r#"{"type":"content_block_stop","index":1}"#,
-                r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}"#,
-                r#"{"type":"message_stop"}"#,
-            ],
-            vec![
-                r#"{"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"usage":{"input_tokens":1200,"output_tokens":1}}}"#,
-                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"It says hello."}}"#,
-                r#"{"type":"content_block_stop","index":0}"#,
-                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}"#,
-                r#"{"type":"message_stop"}"#,
-            ],
-        ];
         let mut seen = Vec::new();
-        for events in replies {
+        for reply in replies {
             let (mut stream, _) = listener.accept().unwrap();
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut head = String::new();
@@ -700,16 +720,25 @@ fn anthropic_loopback() -> (u16, std::thread::JoinHandle<Vec<String>>) {
             let mut body = vec![0u8; length];
             reader.read_exact(&mut body).unwrap();
             seen.push(format!("{head}{}", String::from_utf8_lossy(&body)));
-            let mut out = String::from(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
-            );
-            for data in events {
-                let kind: serde_json::Value = serde_json::from_str(data).unwrap();
-                out.push_str(&format!(
-                    "event: {}\ndata: {data}\n\n",
-                    kind["type"].as_str().unwrap()
-                ));
-            }
+            let out = match reply {
+                Reply::Error(status, body) => format!(
+                    "HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\nretry-after-ms: 10\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                ),
+                Reply::Events(events) => {
+                    let mut out = String::from(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
+                    );
+                    for data in events {
+                        let kind: serde_json::Value = serde_json::from_str(&data).unwrap();
+                        out.push_str(&format!(
+                            "event: {}\ndata: {data}\n\n",
+                            kind["type"].as_str().unwrap()
+                        ));
+                    }
+                    out
+                }
+            };
             stream.write_all(out.as_bytes()).unwrap();
             stream.flush().unwrap();
         }
@@ -718,20 +747,33 @@ fn anthropic_loopback() -> (u16, std::thread::JoinHandle<Vec<String>>) {
     (port, server)
 }
 
-#[test]
-fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
-    let w = World::new();
-    w.write("hello.txt", "hello from the project\n");
-    let (port, server) = anthropic_loopback();
+/// config.toml naming the loopback server as provider `fake`, its key in `key_env`.
+fn fake_provider(w: &World, port: u16, key_env: &str) {
     let config = w.base.join("config/chock/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();
     std::fs::write(
         &config,
         format!(
-            "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"CHOCK_TEST_UNSET_KEY\"\nmodel = \"claude-sonnet-4-5\"\n"
+            "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"{key_env}\"\nmodel = \"claude-sonnet-4-5\"\n"
         ),
     )
     .unwrap();
+}
+
+#[test]
+fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
+    let w = World::new();
+    w.write("hello.txt", "hello from the project\n");
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            1000,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply("msg_2", 1200, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_UNSET_KEY");
     let key = "sk-ant-test-0123456789abcdef";
     let mut login = w
         .command(&["login", "--provider", "fake"])
@@ -911,4 +953,97 @@ text = "Applied."
         .unwrap();
     assert!(decision < apply, "decided before applying");
     assert_decisions_precede_results(&events);
+}
+
+#[test]
+fn an_overloaded_model_is_retried_and_the_retry_is_logged() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        Reply::Error(
+            529,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        reply("msg_1", 10, "Fine now.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let out = w
+        .command(&["run", "--provider", "fake", "hi"])
+        .env("CHOCK_TEST_KEY", "sk-test-retry-key-123456")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("retrying"), "{stdout}");
+    assert_eq!(server.join().unwrap().len(), 2);
+    let events = w.events();
+    let retry = events
+        .iter()
+        .find(|(k, _, _)| k == "model.retry")
+        .expect("a model.retry event");
+    assert_eq!(retry.2["attempt"], 1);
+    assert!(
+        retry.2["reason"].as_str().unwrap().contains("529"),
+        "{}",
+        retry.2
+    );
+    w.assert_log_verifies();
+}
+
+#[test]
+fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Starting a slow job.",
+            Some((
+                "toolu_bg",
+                "run_command",
+                r#"{"command": "sleep 1; echo slow-job-done", "background": true}"#,
+            )),
+        ),
+        reply(
+            "msg_2",
+            10,
+            "Checking on it.",
+            Some(("toolu_read", "read_output", r#"{"handle": "bg-toolu_bg"}"#)),
+        ),
+        reply("msg_3", 10, "It runs on; I am done.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let out = w
+        .command(&["run", "--provider", "fake", "run the slow job"])
+        .env("CHOCK_TEST_KEY", "sk-test-bg-key-1234567")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let requests = server.join().unwrap();
+    assert!(
+        requests[1].contains("started in the background as bg-toolu_bg"),
+        "{}",
+        requests[1]
+    );
+    assert!(requests[2].contains("still running"), "{}", requests[2]);
+    let events = w.events();
+    let ended = events
+        .iter()
+        .position(|(k, _, d)| k == "note" && d["background"] == "bg-toolu_bg" && d["ended"] == true)
+        .expect("the background command's end is recorded");
+    assert_eq!(events[ended].2["status"], 0);
+    let end = events
+        .iter()
+        .position(|(k, _, _)| k == "session.end")
+        .unwrap();
+    assert!(ended < end);
+    assert_decisions_precede_results(&events);
+    w.assert_log_verifies();
 }
