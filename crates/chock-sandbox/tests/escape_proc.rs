@@ -325,3 +325,36 @@ fn a_host_shared_memory_segment_is_invisible() {
     unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
     r.assert_refused("ENOENT", "IPC namespace");
 }
+
+/// Attack: leave a file with file capabilities (CAP_SETUID) in the workspace. Inside a user
+/// namespace whose root is the host's root, such a file would carry real capabilities on the host.
+/// Layer: the capability drop (setting `security.capability` needs CAP_SETFCAP): EPERM.
+#[test]
+fn no_file_capability_can_be_set() {
+    for backing in [Backing::Overlay, Backing::BindCopy] {
+        let fx = Fixture::new(backing);
+        let path = fx.project.join("capped").to_string_lossy().into_owned();
+        let r = run(&fx.hostile_plan(&["setcap", &path]));
+        r.assert_refused("EPERM", "capabilities dropped (CAP_SETFCAP)");
+        let landed = fx.landed("capped");
+        let mut buf = [0u8; 64];
+        let (p, name) = (
+            std::ffi::CString::new(landed.to_string_lossy().as_bytes()).unwrap(),
+            std::ffi::CString::new("security.capability").unwrap(),
+        );
+        // SAFETY: NUL-terminated path and name, a 64-byte buffer as passed.
+        let n = unsafe {
+            libc::getxattr(
+                p.as_ptr(),
+                name.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        assert!(
+            n < 0,
+            "{} carries file capabilities on the host ({backing:?})",
+            landed.display()
+        );
+    }
+}

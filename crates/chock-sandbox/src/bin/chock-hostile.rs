@@ -80,6 +80,9 @@ fn main() {
             ),
             Err(_) => USAGE,
         },
+        // Creates `path` and gives it file capabilities (CAP_SETUID, effective): for a root user
+        // whose uid 0 is the host's, such a file is a privileged program on the host.
+        ["setcap", path] => setcap(path),
         ["connect-unix", path] => errno_result(std::os::unix::net::UnixStream::connect(path)),
         ["connect-abstract", name] => connect_abstract(name),
         ["kill", pid] => kill(pid),
@@ -459,6 +462,34 @@ fn tty_session(fd: &str) -> i32 {
         return refused(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
     }
     succeeded(&format!("the terminal's session is {sid}"))
+}
+
+fn setcap(path: &str) -> i32 {
+    if let Err(e) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        return errno_result::<(), _>(Err(e));
+    }
+    // struct vfs_cap_data, revision 2: magic_etc = VFS_CAP_REVISION_2 | VFS_CAP_FLAGS_EFFECTIVE,
+    // then (permitted, inheritable) for the low and high 32 capability bits. CAP_SETUID is 7.
+    let mut data = [0u8; 20];
+    data[..4].copy_from_slice(&(0x0200_0000u32 | 1).to_le_bytes());
+    data[4..8].copy_from_slice(&(1u32 << 7).to_le_bytes());
+    let (p, name) = (cstr(path), cstr("security.capability"));
+    // SAFETY: NUL-terminated path and name; `data` is 20 live bytes as passed.
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            name.as_ptr(),
+            data.as_ptr().cast(),
+            data.len(),
+            0,
+        )
+    };
+    raw_result(libc::c_long::from(r), "setxattr security.capability")
 }
 
 /// Opens a file for a syscall that needs a descriptor; a failure here is inconclusive.
