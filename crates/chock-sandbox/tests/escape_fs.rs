@@ -6,40 +6,43 @@ mod escape_support;
 use escape_support::{Backing, Fixture, SECRET, run};
 
 /// Attack: write to the real project through the workspace the sandbox sees (modify, create,
-/// delete). Layer: the workspace mount (an overlay whose lower layer is never written).
+/// delete), with either backing. Layer: the workspace mount (an overlay whose lower layer is never
+/// written, or the session's copy bound in the project's place).
 #[test]
 fn writing_the_project_never_reaches_the_real_directory() {
-    let fx = Fixture::new(Backing::Overlay);
-    let readme = fx.project.join("README.md");
-    let before = std::fs::read_to_string(&readme).unwrap();
-    let script = format!(
-        "echo changed > {p}/README.md && echo new > {p}/created.txt && rm {p}/chock-hostile && echo done",
-        p = fx.project.display()
-    );
-    let r = run(&fx.plan(vec!["/bin/sh".into(), "-c".into(), script]));
-    assert_eq!(
-        r.stdout.trim(),
-        "done",
-        "the writes themselves must work inside: {r:?}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(&readme).unwrap(),
-        before,
-        "the real README.md was changed"
-    );
-    assert!(
-        !fx.project.join("created.txt").exists(),
-        "a file appeared in the real project"
-    );
-    assert!(
-        fx.project.join("chock-hostile").exists(),
-        "a file was deleted from the real project"
-    );
-    assert_eq!(
-        std::fs::read_to_string(fx.landed("README.md")).unwrap(),
-        "changed\n",
-        "the write went nowhere"
-    );
+    for backing in [Backing::Overlay, Backing::BindCopy] {
+        let fx = Fixture::new(backing);
+        let readme = fx.project.join("README.md");
+        let before = std::fs::read_to_string(&readme).unwrap();
+        let script = format!(
+            "echo changed > {p}/README.md && echo new > {p}/created.txt && rm {p}/chock-hostile && echo done",
+            p = fx.project.display()
+        );
+        let r = run(&fx.plan(vec!["/bin/sh".into(), "-c".into(), script]));
+        assert_eq!(
+            r.stdout.trim(),
+            "done",
+            "the writes themselves must work inside: {r:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&readme).unwrap(),
+            before,
+            "the real README.md was changed"
+        );
+        assert!(
+            !fx.project.join("created.txt").exists(),
+            "a file appeared in the real project"
+        );
+        assert!(
+            fx.project.join("chock-hostile").exists(),
+            "a file was deleted from the real project"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fx.landed("README.md")).unwrap(),
+            "changed\n",
+            "the write went nowhere"
+        );
+    }
 }
 
 /// Attack: write the policy file (write, truncate-replace by rename, delete, chmod), with either
