@@ -109,7 +109,23 @@ fn main() {
         "user + net + ipc together",
         ms(net_churn)
     );
-    let _ = std::fs::remove_dir_all(&base);
+    remove_tree(&base);
+}
+
+/// Removes the scratch tree, opening up first the mode-000 directory the overlay leaves in its
+/// work dir.
+fn remove_tree(dir: &Path) {
+    fn open_up(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&e.path());
+            }
+        }
+    }
+    open_up(dir);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A scratch directory outside /tmp (which the sandbox replaces): under `$HOME`, like a project.
