@@ -112,6 +112,12 @@ impl Agent {
         let mut summary = Summary {
             session: self.log().id().as_str().to_string(),
             review: format!("chock diff {}", self.log().id().as_str()),
+            take: match self.host.session().workspace().backing() {
+                chock_workspace::Backing::Git { .. } => {
+                    format!("chock apply {}", self.log().id().as_str())
+                }
+                _ => format!("chock workspace adopt {}", self.log().id().as_str()),
+            },
             cost_usd: Some(0.0),
             ..Summary::default()
         };

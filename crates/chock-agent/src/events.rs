@@ -173,8 +173,11 @@ pub struct Summary {
     pub cost_usd: Option<f64>,
     /// The session's title, if the model set one.
     pub title: Option<String>,
-    /// How to review the work.
+    /// How to review the work (`chock diff <session>`).
     pub review: String,
+    /// How to take the work: `chock apply <session>` (git project), or `chock workspace adopt <session>`
+    /// (a project with no git, whose work is copied aside).
+    pub take: String,
 }
 
 /// Decisions counted by kind.

@@ -199,9 +199,14 @@ fn the_demo_runs_offline_in_a_plain_directory_and_changes_only_the_workspace() {
     ] {
         assert!(stdout.contains(line), "{line:?} missing from:\n{stdout}");
     }
+    let names: Vec<_> = std::fs::read_dir(&w.project)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["README.md"], "the project is never written");
     assert!(
-        !w.project.join("NOTES.md").exists(),
-        "the project is never written"
+        stdout.contains(&format!("chock workspace adopt {id}")),
+        "no git: the work is adopted, not applied"
     );
     let diff = w.chock(&["diff", &id]);
     assert_eq!(diff.status.code(), Some(0), "{}", text(&diff.stderr));
@@ -517,6 +522,7 @@ fn json_mode_writes_one_documented_event_per_line() {
         "decisions",
         "cost_usd",
         "review",
+        "take",
     ] {
         assert!(end["summary"].get(key).is_some(), "summary lacks {key}");
     }

@@ -377,8 +377,8 @@ fn print_summary(s: &Summary) {
         s.input_tokens, s.output_tokens
     );
     println!(
-        "review      chock diff {}   (then `chock apply {}` to take the work)",
-        s.session, s.session
+        "review      {}   (then `{}` to take the work)",
+        s.review, s.take
     );
 }
 
@@ -467,8 +467,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut network = chock_broker::BrokerConfig::default();
     if let Some(search) = &config.web_search {
         network.search = Some(
-            chock_broker::SearchConfig::from_parts(&search.backend, search.url.as_deref(), search.key_env.as_deref())
-                .map_err(|e| Exit::new(exit::BAD_INPUT, format!("config.toml [web_search]: {e}")))?,
+            chock_broker::SearchConfig::from_parts(
+                &search.backend,
+                search.url.as_deref(),
+                search.key_env.as_deref(),
+            )
+            .map_err(|e| Exit::new(exit::BAD_INPUT, format!("config.toml [web_search]: {e}")))?,
         );
     }
     let host = Arc::new(Host::new(session).with_network(network));
