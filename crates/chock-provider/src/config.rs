@@ -8,7 +8,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::error::ProviderError;
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
-use crate::transport::Transport;
+use crate::transport::{Secret, Transport};
 use crate::{Provider, anthropic, chat, responses};
 
 /// Which wire format a provider speaks.
@@ -223,7 +223,7 @@ impl ProviderConfig {
             client,
             url: self.endpoint(path),
             headers,
-            secret: self.api_key.clone().filter(|k| !k.is_empty()),
+            secret: self.api_key.clone().filter(|k| !k.is_empty()).map(Secret),
             retry: self.retry.clone(),
             sleeper: self.sleeper.clone(),
             idle_timeout: self.idle_timeout,
@@ -337,6 +337,11 @@ mod tests {
     fn debug_never_shows_the_key() {
         let config = ProviderConfig::anthropic("sk-ant-secret-123");
         assert!(!format!("{config:?}").contains("secret"));
+        // Nor does the transport built from it, which holds the key and the auth header.
+        let auth = [("x-api-key", "sk-ant-secret-123".to_owned())];
+        let transport = config.transport("/messages", &auth).expect("transport");
+        let shown = format!("{transport:?}");
+        assert!(!shown.contains("secret-123"), "{shown}");
     }
 
     #[test]

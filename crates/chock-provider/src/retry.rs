@@ -164,8 +164,10 @@ pub(crate) fn parse_http_date(value: &str) -> Option<SystemTime> {
     let year: i64 = parts.next()?.parse().ok()?;
     let mut clock = parts.next()?.split(':').map(|p| p.parse::<u64>().ok());
     let (h, m, s) = (clock.next()??, clock.next()??, clock.next()??);
+    // The year bound keeps the day arithmetic below from overflowing on a hostile header.
     if parts.next()? != "GMT"
         || parts.next().is_some()
+        || !(1970..=9999).contains(&year)
         || !(1..=31).contains(&day)
         || h > 23
         || m > 59
@@ -208,6 +210,11 @@ mod tests {
         );
         assert_eq!(parse_http_date("21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_http_date("Wed, 21 Foo 2015 07:28:00 GMT"), None);
+        // A year that would overflow the day count is refused, not a panic.
+        assert_eq!(
+            parse_http_date("Wed, 21 Oct 9223372036854775807 07:28:00 GMT"),
+            None
+        );
     }
 
     #[test]

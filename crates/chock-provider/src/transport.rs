@@ -46,10 +46,21 @@ pub(crate) struct Transport {
     pub(crate) url: String,
     pub(crate) headers: HeaderMap,
     /// The API key, so that an error body echoing it is scrubbed before it becomes a message.
-    pub(crate) secret: Option<String>,
+    pub(crate) secret: Option<Secret>,
     pub(crate) retry: RetryPolicy,
     pub(crate) sleeper: Arc<dyn Sleeper>,
     pub(crate) idle_timeout: Duration,
+}
+
+/// A key held for scrubbing. Its `Debug` never shows it: `Transport` (and every client holding one)
+/// derives `Debug`, and a debug print must not carry the key into a log.
+#[derive(Clone)]
+pub(crate) struct Secret(pub(crate) String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 const BODY_LIMIT: usize = 4096;
@@ -225,7 +236,8 @@ impl Transport {
         };
         // Some servers echo the key they refused ("invalid key sk-…"); the error ends up on screens
         // and in the log, so the key is cut out before anything else reads the body.
-        let body = truncate(scrub(body, self.secret.as_deref()), BODY_LIMIT);
+        let secret = self.secret.as_ref().map(|s| s.0.as_str());
+        let body = truncate(scrub(body, secret), BODY_LIMIT);
         let (kind, message) = error_fields(&body);
         let should_retry = headers
             .get("x-should-retry")
