@@ -135,7 +135,7 @@ fn settings() -> insta::Settings {
         "[TIME]",
     );
     s.add_filter(r"[0-9a-f]{16,}", "[HEX]");
-    s.add_filter(r"live:\d+", "live:[PID]");
+    s.add_filter(r"live:\d+ +", "live:[PID]  ");
     s.add_filter(r"offset \d+", "offset [N]");
     s.add_filter(r"\d+ bytes,", "[N] bytes,");
     s.add_filter(r"chock_version=[0-9.]+", "chock_version=[V]");
@@ -204,6 +204,13 @@ fn verify_names_an_edited_and_a_deleted_line_and_exits_1() {
     let out = env.chock(&["sessions", "verify", log.id().as_str()]);
     assert_eq!(out.status, 1);
     settings().bind(|| insta::assert_snapshot!(out.stdout));
+    let show = env.chock(&["sessions", "show", log.id().as_str()]);
+    assert!(
+        show.stdout
+            .contains("(this log does not verify: run `chock sessions verify"),
+        "{}",
+        show.stdout
+    );
 }
 
 #[test]
@@ -216,6 +223,14 @@ fn verify_reports_a_torn_tail_and_still_passes() {
     let out = env.chock(&["sessions", "verify", log.id().as_str()]);
     assert_eq!(out.status, 0);
     settings().bind(|| insta::assert_snapshot!(out.stdout));
+    let show = env.chock(&["sessions", "show", log.id().as_str()]);
+    assert_eq!(show.status, 0);
+    assert!(
+        show.stdout
+            .ends_with("(line 12 is torn, a write cut short by a crash, and is not shown)\n"),
+        "{}",
+        show.stdout
+    );
 }
 
 #[test]

@@ -139,6 +139,20 @@ fn show(id: &str) -> anyhow::Result<ExitCode> {
             summary(event)
         );
     }
+    // A reader should not mistake a damaged log for a whole one.
+    let report = chock_log::verify(&dir)?;
+    if let Some(torn) = &report.torn_tail {
+        println!(
+            "(line {} is torn, a write cut short by a crash, and is not shown)",
+            torn.line
+        );
+    }
+    if !report.is_intact() {
+        println!(
+            "(this log does not verify: run `chock sessions verify {}`)",
+            report.session_id
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
