@@ -1053,3 +1053,63 @@ fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
     assert_decisions_precede_results(&events);
     w.assert_log_verifies();
 }
+
+#[test]
+fn the_file_tools_see_what_a_command_deleted_in_the_overlay() {
+    let w = World::new();
+    w.write("README.md", "a project\n");
+    w.write("keep/a.txt", "a\n");
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "rm README.md && rm -r keep && mkdir keep && echo b > keep/b.txt" }
+expect = { is_error = false }
+
+[[turn]]
+[[turn.call]]
+tool = "read_file"
+input = { path = "README.md" }
+expect = { is_error = true, contains = "no such file" }
+[[turn.call]]
+tool = "list"
+input = { path = "." }
+expect = { is_error = false, contains = "keep/" }
+[[turn.call]]
+tool = "glob"
+input = { pattern = "**/*.txt" }
+expect = { is_error = false, contains = "keep/b.txt" }
+
+[[turn]]
+text = "The view matches the sandbox."
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "tidy"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let events = w.events();
+    let output = |call: &str| {
+        events
+            .iter()
+            .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some(call))
+            .map(|(_, _, d)| d["output"].as_str().unwrap_or_default().to_string())
+            .unwrap()
+    };
+    assert_eq!(
+        output("play_2_2"),
+        "keep/\n",
+        "the deleted README.md is gone from the view"
+    );
+    assert_eq!(
+        output("play_2_3"),
+        "keep/b.txt\n",
+        "the replaced directory hides the old a.txt"
+    );
+    assert!(w.project.join("README.md").exists() && w.project.join("keep/a.txt").exists());
+}
