@@ -124,13 +124,14 @@ impl Git {
     /// Finds the repository containing `dir`: its top-level directory and `dir`'s path inside it
     /// (`""` at the top, else `sub/dir/`). `None` when `dir` is not in a git work tree.
     pub fn discover(dir: &Path) -> Option<(PathBuf, String)> {
-        let probe = Self::new(dir);
-        let top = probe.text(&["rev-parse", "--show-toplevel"]).ok()?;
-        if top.is_empty() {
-            return None;
-        }
-        let prefix = probe.text(&["rev-parse", "--show-prefix"]).ok()?;
-        Some((PathBuf::from(top), prefix))
+        let out = Self::new(dir)
+            .run(&["rev-parse", "--show-toplevel", "--show-prefix"])
+            .ok()?;
+        let text = String::from_utf8(out).ok()?;
+        let mut lines = text.lines();
+        let top = lines.next().filter(|t| !t.is_empty())?;
+        let prefix = lines.next().unwrap_or("");
+        Some((PathBuf::from(top), prefix.to_string()))
     }
 
     /// The commit `HEAD` names, or `None` on an unborn branch.
