@@ -454,3 +454,39 @@ fn a_project_in_a_subdirectory_of_a_repository_uses_its_prefix() {
     assert_eq!(env.read("sub/a.txt"), "A\n");
     assert_eq!(env.read("sub/new.txt"), "n\n");
 }
+
+#[test]
+fn a_file_that_became_a_directory_and_a_directory_that_became_a_file_round_trip() {
+    let env = Env::git(&[("f", "was a file\n"), ("d/x", "x\n"), ("d/y/z", "z\n")]);
+    let ws = env.workspace("s18");
+    in_overlay(
+        &ws,
+        "rm f && mkdir f && echo inside > f/inner && rm -r d && echo now a file > d",
+    );
+    let diff = ws.diff().unwrap();
+    let got: Vec<(String, char)> = diff
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.status().letter()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("d".into(), 'T'),
+            ("d/x".into(), 'D'),
+            ("d/y".into(), 'D'),
+            ("d/y/z".into(), 'D'),
+            ("f".into(), 'T'),
+            ("f/inner".into(), 'A'),
+        ]
+    );
+    let (record, _) = ws.plan_apply(&all()).unwrap().commit().unwrap();
+    assert_eq!(env.read("d"), "now a file\n");
+    assert_eq!(env.read("f/inner"), "inside\n");
+    plan_undo(&env.sessions, &record.apply_id)
+        .unwrap()
+        .commit()
+        .unwrap();
+    assert_eq!(env.read("f"), "was a file\n");
+    assert_eq!(env.read("d/y/z"), "z\n");
+}
