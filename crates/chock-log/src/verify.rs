@@ -444,13 +444,13 @@ fn check_chain(
         }
         if fields.prev == hashes[i - 1] {
             if let Some(before) = seq_of(i - 1)
-                && fields.seq != before + 1
+                && fields.seq != before.saturating_add(1)
             {
                 report(
                     &mut problems,
                     i,
                     ProblemKind::BadSeq {
-                        expected: before + 1,
+                        expected: before.saturating_add(1),
                     },
                 );
             }
@@ -497,11 +497,11 @@ fn check_chain(
                 }
             }
             None => match seq_of(i - 1) {
-                Some(before) if fields.seq > before + 1 => report(
+                Some(before) if fields.seq > before.saturating_add(1) => report(
                     &mut problems,
                     i,
                     ProblemKind::Deleted {
-                        first_seq: before + 1,
+                        first_seq: before.saturating_add(1),
                         last_seq: fields.seq - 1,
                     },
                 ),
