@@ -8,6 +8,7 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Message, Request, Response, Role, StopReason, StreamEvent, Usage};
+use crate::wire_json::{decode_error, event_json, parse_input, text_of};
 use crate::{Provider, ProviderFuture};
 
 /// The `anthropic-version` header value.
@@ -217,18 +218,10 @@ impl MessagesDecoder {
         }
     }
 
-    fn decode_error(&self, what: &str, detail: impl Into<String>) -> ProviderError {
-        ProviderError::Decode {
-            provider: self.provider.clone(),
-            what: what.to_owned(),
-            detail: detail.into(),
-        }
-    }
-
     fn index(&self, data: &Value, event: &str) -> Result<u64, ProviderError> {
         data.get("index")
             .and_then(Value::as_u64)
-            .ok_or_else(|| self.decode_error(event, "no `index`"))
+            .ok_or_else(|| decode_error(&self.provider, event, "no `index`"))
     }
 
     fn apply_usage(&mut self, usage: &Value) {
@@ -249,18 +242,9 @@ impl MessagesDecoder {
     }
 }
 
-fn text_of<'v>(value: &'v Value, key: &str) -> &'v str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
 impl Decoder for MessagesDecoder {
     fn event(&mut self, event: SseEvent, on_event: &mut OnEvent<'_>) -> Result<(), ProviderError> {
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
-            self.decode_error(
-                &format!("`{}` event", event.event),
-                format!("{e}: {}", event.data),
-            )
-        })?;
+        let data = event_json(&self.provider, &event)?;
         let kind = data
             .get("type")
             .and_then(Value::as_str)
@@ -317,7 +301,8 @@ impl Decoder for MessagesDecoder {
                 let index = self.index(&data, &kind)?;
                 let delta = &data["delta"];
                 let Some(partial) = self.blocks.get_mut(&index) else {
-                    return Err(self.decode_error(
+                    return Err(decode_error(
+                        &self.provider,
                         &kind,
                         format!("delta for block {index}, which never started"),
                     ));
@@ -434,16 +419,4 @@ fn finish_block(partial: Partial) -> Option<Block> {
         Partial::Redacted(data) => Block::RedactedThinking { data },
         Partial::Unknown => return None,
     })
-}
-
-/// Tool input from its concatenated fragments: empty means the start block's input (`{}`); text that is
-/// not a JSON object is kept as a string so the tool can report it.
-pub(crate) fn parse_input(json: &str, empty: Value) -> Value {
-    if json.trim().is_empty() {
-        return empty;
-    }
-    match serde_json::from_str::<Value>(json) {
-        Ok(value @ Value::Object(_)) => value,
-        _ => Value::String(json.to_owned()),
-    }
 }

@@ -9,11 +9,11 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use crate::anthropic::parse_input;
 use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Request, Response, Role, StopReason, StreamEvent, Usage};
+use crate::wire_json::{arguments_text, event_json, parse_input};
 use crate::{Provider, ProviderFuture};
 
 /// The Chat Completions client.
@@ -134,12 +134,7 @@ fn assistant_message(blocks: &[Block]) -> Value {
         match block {
             Block::Text { text: piece } => text.push_str(piece),
             Block::ToolUse { id, name, input } => {
-                // Arguments go back as the string form, never as an object.
-                let arguments = match input {
-                    Value::String(raw) => raw.clone(),
-                    other => other.to_string(),
-                };
-                calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}));
+                calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments_text(input)}}));
             }
             // Reasoning text is not sent back: several servers reject it in requests.
             _ => {}
@@ -250,12 +245,7 @@ impl Decoder for ChatDecoder {
             self.done = true;
             return Ok(());
         }
-        let chunk: Value =
-            serde_json::from_str(&event.data).map_err(|e| ProviderError::Decode {
-                provider: self.provider.clone(),
-                what: "chunk".to_owned(),
-                detail: format!("{e}: {}", event.data),
-            })?;
+        let chunk = event_json(&self.provider, &event)?;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             let (kind, message) =
                 crate::transport::error_fields(&json!({ "error": error }).to_string());

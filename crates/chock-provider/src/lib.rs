@@ -20,6 +20,7 @@ pub mod retry;
 pub mod sse;
 mod transport;
 pub mod types;
+mod wire_json;
 
 pub use config::{ProviderConfig, WireFormat, connect};
 pub use error::ProviderError;

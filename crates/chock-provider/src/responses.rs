@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::anthropic::parse_input;
 use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Request, Response, Role, StopReason, StreamEvent, Usage};
+use crate::wire_json::{arguments_text, decode_error, event_json, parse_input, text_of};
 use crate::{Provider, ProviderFuture};
 
 /// The `provider` tag of the reasoning items this client produces and echoes.
@@ -138,11 +138,7 @@ fn assistant_items(blocks: &[Block], input: &mut Vec<Value>) {
                 name,
                 input: args,
             } => {
-                let arguments = match args {
-                    Value::String(raw) => raw.clone(),
-                    other => other.to_string(),
-                };
-                input.push(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments}));
+                input.push(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments_text(args)}));
             }
             _ => {}
         }
@@ -187,18 +183,10 @@ impl ResponsesDecoder {
         }
     }
 
-    fn decode_error(&self, what: &str, detail: impl Into<String>) -> ProviderError {
-        ProviderError::Decode {
-            provider: self.provider.clone(),
-            what: what.to_owned(),
-            detail: detail.into(),
-        }
-    }
-
     fn output_index(&self, data: &Value, event: &str) -> Result<u64, ProviderError> {
         data.get("output_index")
             .and_then(Value::as_u64)
-            .ok_or_else(|| self.decode_error(event, "no `output_index`"))
+            .ok_or_else(|| decode_error(&self.provider, event, "no `output_index`"))
     }
 
     /// Takes id, model and usage from a Response object; replaces the items with its `output` when final.
@@ -229,10 +217,6 @@ impl ResponsesDecoder {
             self.items = (0u64..).zip(output.iter().map(item_from_final)).collect();
         }
     }
-}
-
-fn text_of<'v>(value: &'v Value, key: &str) -> &'v str {
-    value.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
 /// An item in its final form (from `output_item.done` or the terminal Response).
@@ -266,12 +250,7 @@ fn item_from_final(item: &Value) -> Item {
 
 impl Decoder for ResponsesDecoder {
     fn event(&mut self, event: SseEvent, on_event: &mut OnEvent<'_>) -> Result<(), ProviderError> {
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
-            self.decode_error(
-                &format!("`{}` event", event.event),
-                format!("{e}: {}", event.data),
-            )
-        })?;
+        let data = event_json(&self.provider, &event)?;
         let kind = data
             .get("type")
             .and_then(Value::as_str)
