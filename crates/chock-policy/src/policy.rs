@@ -34,7 +34,9 @@ pub const PROJECT_FILE: &str = "chock.toml";
 /// The text of one policy file and the name it is reported under.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The path as named when loading; every error about this file starts with it.
     pub path: PathBuf,
+    /// The whole file, kept so errors can quote the offending text.
     pub text: String,
 }
 
@@ -105,7 +107,9 @@ impl fmt::Display for DecidedBy {
 /// The answer for one action and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
+    /// What to do with the act.
     pub decision: Decision,
+    /// Which layer and rule said so, for the log and for the refusal the model reads.
     pub decided_by: DecidedBy,
 }
 
