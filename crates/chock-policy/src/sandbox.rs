@@ -187,6 +187,11 @@ const REFUSED_ENV_NAMES: &[&str] = &[
     "GLIBC_TUNABLES",
 ];
 
+/// The variables Chock's own providers read their API keys from by default. Passing one in would hand
+/// the model's key to every tool call. (A provider configured with another `key_env` is the agent's to
+/// keep out: this crate cannot see the user's config.)
+const KEY_ENV_NAMES: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AIAND_API_KEY"];
+
 /// Checks one `env` name.
 pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
     let mut chars = name.chars();
@@ -202,6 +207,11 @@ pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
     {
         return Err(format!(
             "`{name}` makes the loader or a shell run code the call did not name"
+        ));
+    }
+    if KEY_ENV_NAMES.contains(&name) {
+        return Err(format!(
+            "`{name}` holds a model provider's API key, which never reaches a tool call"
         ));
     }
     Ok(())
@@ -315,5 +325,11 @@ mod tests {
         assert!(check_env_name("LD_LIBRARY_PATH").is_err());
         assert!(check_env_name("BASH_ENV").is_err());
         assert!(check_env_name("BASH_FUNC_x%%").is_err());
+        assert!(
+            check_env_name("ANTHROPIC_API_KEY")
+                .unwrap_err()
+                .contains("API key")
+        );
+        assert!(check_env_name("OPENAI_API_KEY").is_err());
     }
 }
