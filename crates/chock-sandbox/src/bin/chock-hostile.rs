@@ -61,6 +61,10 @@ fn main() {
             ),
             Err(_) => USAGE,
         },
+        // Gives a new file at `path` set-id bits (04755, or 02755 for the `-gid` variants of the
+        // chmod calls) through one system call: chmod, fchmod, fchmodat, fchmodat2 on a file it
+        // first creates with 0644; open, openat, creat, mknod, mknodat, openat2 creating it so.
+        ["setid", call, path] => set_id(call, path),
         // Opens for writing and closes without writing: for files where any write is an act
         // (/proc/sysrq-trigger), the open is where Landlock and the permission checks answer.
         ["open-write", path] => errno_result(std::fs::OpenOptions::new().write(true).open(path)),
@@ -816,6 +820,105 @@ fn syscall(name: &str) -> i32 {
         }
     };
     raw_result(ret, name)
+}
+
+/// One set-id act (see the `setid` subcommand). Succeeds only if the file really ends up with a
+/// set-id bit, so "refused" or a silently dropped bit are both told apart from an escape.
+fn set_id(call: &str, path: &str) -> i32 {
+    use std::os::unix::fs::PermissionsExt;
+    let c = cstr(path);
+    let p = ptr(c.as_ptr());
+    let (call, mode) = match call.strip_suffix("-gid") {
+        Some(base) => (base, 0o2755u32),
+        None => (call, 0o4755u32),
+    };
+    let creat_flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC;
+    let make_plain = || {
+        let fd = sys(
+            libc::SYS_openat,
+            &[int(libc::AT_FDCWD), p, int(creat_flags), int(0o644u32)],
+        );
+        if fd < 0 {
+            println!(
+                "inconclusive creating {path}: {}",
+                std::io::Error::last_os_error()
+            );
+            std::process::exit(INCONCLUSIVE);
+        }
+        fd
+    };
+    let ret = match call {
+        #[cfg(target_arch = "x86_64")]
+        "chmod" => {
+            let fd = make_plain();
+            sys(libc::SYS_close, &[fd]);
+            sys(libc::SYS_chmod, &[p, int(mode)])
+        }
+        "fchmod" => {
+            let fd = make_plain();
+            let r = sys(libc::SYS_fchmod, &[fd, int(mode)]);
+            let e = std::io::Error::last_os_error();
+            sys(libc::SYS_close, &[fd]);
+            if r == -1 {
+                return refused(e.raw_os_error().unwrap_or(0));
+            }
+            r
+        }
+        "fchmodat" => {
+            let fd = make_plain();
+            sys(libc::SYS_close, &[fd]);
+            sys(libc::SYS_fchmodat, &[int(libc::AT_FDCWD), p, int(mode)])
+        }
+        "fchmodat2" => {
+            let fd = make_plain();
+            sys(libc::SYS_close, &[fd]);
+            sys(452, &[int(libc::AT_FDCWD), p, int(mode), int(0)])
+        }
+        #[cfg(target_arch = "x86_64")]
+        "open" => sys(libc::SYS_open, &[p, int(creat_flags), int(mode)]),
+        "openat" => sys(
+            libc::SYS_openat,
+            &[int(libc::AT_FDCWD), p, int(creat_flags), int(mode)],
+        ),
+        #[cfg(target_arch = "x86_64")]
+        "creat" => sys(libc::SYS_creat, &[p, int(mode)]),
+        #[cfg(target_arch = "x86_64")]
+        "mknod" => sys(libc::SYS_mknod, &[p, int(libc::S_IFREG | mode), int(0)]),
+        "mknodat" => sys(
+            libc::SYS_mknodat,
+            &[int(libc::AT_FDCWD), p, int(libc::S_IFREG | mode), int(0)],
+        ),
+        "openat2" => {
+            // struct open_how { u64 flags; u64 mode; u64 resolve; }
+            let how = [
+                u64::try_from(creat_flags).unwrap_or(0),
+                u64::from(mode),
+                0u64,
+            ];
+            sys(
+                libc::SYS_openat2,
+                &[
+                    int(libc::AT_FDCWD),
+                    p,
+                    ptr(how.as_ptr()),
+                    int(std::mem::size_of_val(&how)),
+                ],
+            )
+        }
+        _ => {
+            eprintln!("chock-hostile: unknown setid act `{call}`");
+            return USAGE;
+        }
+    };
+    if ret == -1 {
+        return raw_result(ret, call);
+    }
+    let bits = std::fs::metadata(path).map_or(0, |m| m.permissions().mode() & 0o6000);
+    if bits == 0 {
+        println!("refused dropped (the file has no set-id bit)");
+        return REFUSED;
+    }
+    succeeded(&format!("{call}: {path} has mode bits {bits:o}"))
 }
 
 /// getpid (20 in the i386 table) through `int 0x80`: a filter that checks numbers but not the
