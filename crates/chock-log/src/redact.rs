@@ -42,18 +42,47 @@ impl Redactor {
     }
 
     /// Replaces every known secret inside `text`.
+    ///
+    /// Every occurrence of every secret is found in the original text first and the union of
+    /// those spans is replaced. Replacing one secret at a time would leak: when two secrets
+    /// overlap in the text (`…key-A` running into `B…`), replacing the first would cut the
+    /// second short and leave its tail readable.
     pub fn redact_str(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for secret in &self.secrets {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), REDACTED);
+        let mut spans: Vec<(usize, usize)> = self
+            .secrets
+            .iter()
+            .flat_map(|secret| {
+                text.match_indices(secret.as_str())
+                    .map(|(at, found)| (at, at + found.len()))
+            })
+            .collect();
+        if spans.is_empty() {
+            return text.to_owned();
+        }
+        spans.sort_unstable();
+        // Overlapping spans become one; touching ones stay two, as two secrets side by side.
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+        for (start, end) in spans {
+            match merged.last_mut() {
+                Some(last) if start < last.1 => last.1 = last.1.max(end),
+                _ => merged.push((start, end)),
             }
         }
+        let mut out = String::with_capacity(text.len());
+        let mut copied = 0;
+        for (start, end) in merged {
+            out.push_str(&text[copied..start]);
+            out.push_str(REDACTED);
+            copied = end;
+        }
+        out.push_str(&text[copied..]);
         out
     }
 
     /// Replaces every known secret in every string of `value`, object keys included, at any
-    /// depth. Numbers, booleans and nulls are left alone.
+    /// depth. A number whose digits hold a secret (a PIN, an account number passed as a JSON
+    /// number) becomes a redacted string: it would otherwise reach the disk as written.
+    /// Booleans and nulls are left alone.
     pub fn redact_value(&self, value: Value) -> Value {
         if self.secrets.is_empty() {
             return value;
@@ -69,6 +98,15 @@ impl Redactor {
                     out.insert(self.redact_str(&k), self.redact_value(v));
                 }
                 Value::Object(out)
+            }
+            Value::Number(n) => {
+                let digits = n.to_string();
+                let redacted = self.redact_str(&digits);
+                if redacted == digits {
+                    Value::Number(n)
+                } else {
+                    Value::String(redacted)
+                }
             }
             other => other,
         }
@@ -117,5 +155,30 @@ mod tests {
         assert!(r.add("hunter22"));
         assert!(r.add("hunter22-and-more"));
         assert_eq!(r.redact_str("pw=hunter22-and-more;"), "pw=[REDACTED];");
+    }
+
+    #[test]
+    fn two_secrets_overlapping_in_the_text_leave_no_tail() {
+        let mut r = Redactor::default();
+        assert!(r.add("aaaaaaaa12"));
+        assert!(r.add("12345678"));
+        // Longest-first one at a time would give "[REDACTED]345678".
+        assert_eq!(r.redact_str("x aaaaaaaa12345678 y"), "x [REDACTED] y");
+        assert_eq!(
+            r.redact_str("12345678 aaaaaaaa12 aaaaaaaa12345678"),
+            "[REDACTED] [REDACTED] [REDACTED]"
+        );
+        assert_eq!(r.redact_str("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn a_number_holding_a_secret_becomes_a_redacted_string() {
+        let mut r = Redactor::default();
+        assert!(r.add("31415926"));
+        let out = r.redact_value(json!({"pin": 31415926, "acct": 9931415926u64, "n": 7, "f": 2.5}));
+        assert_eq!(out["pin"], "[REDACTED]");
+        assert_eq!(out["acct"], "99[REDACTED]");
+        assert_eq!(out["n"], 7);
+        assert_eq!(out["f"], 2.5);
     }
 }

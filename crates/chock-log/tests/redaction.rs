@@ -118,3 +118,27 @@ fn text_leaving_the_host_goes_through_the_same_funnel() {
     // A clone shares the funnel.
     assert_eq!(log.clone().redact(KEY), "[REDACTED]");
 }
+
+/// Two secrets that run into each other in the text, and a secret passed as a JSON number:
+/// neither reaches the file, not even a tail of one.
+#[test]
+fn overlapping_and_numeric_secrets_never_reach_the_file() {
+    let root = tempfile::tempdir().unwrap();
+    let log = Log::create(root.path(), SessionHeader::default()).unwrap();
+    log.add_secret("tok-AAAAAAAA-77").unwrap();
+    log.add_secret("77-BBBBBBBB").unwrap();
+    log.add_secret("86420975").unwrap();
+    log.append(
+        EventKind::ToolResult,
+        None,
+        json!({"out": "tok-AAAAAAAA-77-BBBBBBBB", "pin": 86420975}),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(log.dir().join("log.jsonl")).unwrap();
+    for leak in ["AAAAAAAA", "BBBBBBBB", "86420975"] {
+        assert!(!text.contains(leak), "{leak} in {text}");
+    }
+    let events = read_events(log.dir()).unwrap();
+    assert_eq!(events[1].data["out"], "[REDACTED]");
+    assert_eq!(events[1].data["pin"], "[REDACTED]");
+}
