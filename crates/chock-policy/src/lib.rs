@@ -24,9 +24,9 @@ pub use error::{ErrorKind, PolicyError};
 pub use limits::{LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
 pub use policy::{
-    DEFAULT_ORG_BUNDLE, DecidedBy, ORG_POLICY_ENV, PROJECT_FILE, Policy, SHIPPED_DEFAULTS,
-    SHIPPED_DEFAULTS_NAME, Source, Sources, Verdict, chock_dirs_from_env, org_bundle_path,
-    project_file_path, read_source, shipped_defaults,
+    DEFAULT_ORG_BUNDLE, DecidedBy, ORG_POLICY_ENV, PROJECT_FILE, Policy, Presence,
+    SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Source, Sources, Verdict, chock_dirs_from_env,
+    org_bundle_path, project_file_path, read_source, shipped_defaults,
 };
 pub use ratchet::{Ratchet, RatchetError};
 pub use sandbox::SandboxConfig;

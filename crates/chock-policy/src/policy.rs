@@ -144,12 +144,22 @@ pub fn shipped_defaults() -> Result<&'static RuleTable, PolicyError> {
         .map_err(Clone::clone)
 }
 
-/// Where the org bundle is: `$CHOCK_ORG_POLICY`, else `/etc/chock/org.toml`. The flag says whether
-/// the path was named explicitly (then it must exist).
-pub fn org_bundle_path() -> (PathBuf, bool) {
+/// Whether a policy file must exist. A file someone named (the org bundle in `$CHOCK_ORG_POLICY`, a
+/// table given to `lint`) must: a missing one would silently drop its rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// A missing file is an error.
+    Required,
+    /// A missing file is read as no file.
+    Optional,
+}
+
+/// Where the org bundle is: `$CHOCK_ORG_POLICY` (then it is [`Presence::Required`]), else
+/// `/etc/chock/org.toml` ([`Presence::Optional`]).
+pub fn org_bundle_path() -> (PathBuf, Presence) {
     match std::env::var_os(ORG_POLICY_ENV) {
-        Some(path) if !path.is_empty() => (PathBuf::from(path), true),
-        _ => (PathBuf::from(DEFAULT_ORG_BUNDLE), false),
+        Some(path) if !path.is_empty() => (PathBuf::from(path), Presence::Required),
+        _ => (PathBuf::from(DEFAULT_ORG_BUNDLE), Presence::Optional),
     }
 }
 
@@ -207,14 +217,18 @@ fn refuse_foreign_link(file: &Path, project: &Path) -> Result<(), PolicyError> {
     })
 }
 
-/// Reads a file; `Ok(None)` when it does not exist and `required` is false.
-pub fn read_source(path: &Path, required: bool) -> Result<Option<Source>, PolicyError> {
+/// Reads a file; `Ok(None)` when it does not exist and is [`Presence::Optional`].
+pub fn read_source(path: &Path, presence: Presence) -> Result<Option<Source>, PolicyError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(Source {
             path: path.to_path_buf(),
             text,
         })),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound && !required => Ok(None),
+        Err(err)
+            if err.kind() == std::io::ErrorKind::NotFound && presence == Presence::Optional =>
+        {
+            Ok(None)
+        }
         Err(err) => Err(PolicyError {
             file: path.to_path_buf(),
             line: 0,
@@ -234,9 +248,9 @@ impl Policy {
             .unwrap_or_else(|_| project_dir.to_path_buf());
         let project_file = project_file_path(project_dir);
         refuse_foreign_link(&project_file, &absolute)?;
-        let project = read_source(&project_file, false)?;
-        let (org_path, named) = org_bundle_path();
-        let org = read_source(&org_path, named)?;
+        let project = read_source(&project_file, Presence::Optional)?;
+        let (org_path, presence) = org_bundle_path();
+        let org = read_source(&org_path, presence)?;
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);

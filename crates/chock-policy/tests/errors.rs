@@ -4,7 +4,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use chock_policy::{ErrorKind, Policy, Sources};
+use chock_policy::{ErrorKind, Policy, Presence, Sources};
 use common::{load, source};
 
 fn project_error(text: &str) -> String {
@@ -265,14 +265,14 @@ fn limits_out_of_range_or_above_the_org_ceiling() {
 fn an_unreadable_named_org_bundle_fails_the_load() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("org.toml");
-    let err = chock_policy::read_source(&missing, true).unwrap_err();
+    let err = chock_policy::read_source(&missing, Presence::Required).unwrap_err();
     assert!(matches!(*err.kind, ErrorKind::Io(_)));
     assert!(
         err.to_string()
             .starts_with(&format!("{}: cannot read the file", missing.display()))
     );
     assert!(
-        chock_policy::read_source(&missing, false)
+        chock_policy::read_source(&missing, Presence::Optional)
             .unwrap()
             .is_none()
     );

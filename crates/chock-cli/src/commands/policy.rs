@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use chock_policy::{Action, DecidedBy, Policy, Sources, catalogue};
+use chock_policy::{Action, DecidedBy, Policy, Presence, Sources, catalogue};
 
 use crate::exit::{BAD_INPUT, Exit};
 
@@ -115,7 +115,8 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
         || PathBuf::from(chock_policy::PROJECT_FILE),
         Path::to_path_buf,
     );
-    let Some(source) = chock_policy::read_source(&path, true).map_err(bad_input)? else {
+    let Some(source) = chock_policy::read_source(&path, Presence::Required).map_err(bad_input)?
+    else {
         return Err(bad_input(format!("{}: no such file", path.display())));
     };
     let home = std::env::var_os("HOME")
@@ -129,8 +130,8 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
             ..Sources::default()
         }
     } else {
-        let (org_path, named) = chock_policy::org_bundle_path();
-        let org = chock_policy::read_source(&org_path, named).map_err(bad_input)?;
+        let (org_path, presence) = chock_policy::org_bundle_path();
+        let org = chock_policy::read_source(&org_path, presence).map_err(bad_input)?;
         let dir = project_dir_of(&path);
         Sources {
             project: Some(source),
