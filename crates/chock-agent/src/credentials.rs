@@ -1,9 +1,9 @@
 //! Where a provider's key comes from, and where `chock login` puts it.
 //!
-//! Order of lookup: the environment variable the provider's config names (`key_env`), then the stored
-//! credential. A stored credential is a file `$XDG_DATA_HOME/chock/credentials/<provider>` (default
-//! `~/.local/share/chock/credentials/<provider>`) created 0600 in a 0700 directory. The OS keyring is not
-//! used yet: see docs/config.md and docs/status.md. A key is handed to the provider client and to the log's
+//! Order of lookup: the environment variable the provider's config names (`key_env`), then the OS
+//! keyring (the Secret Service, where one is running: see [`crate::keyring`]), then a file
+//! `$XDG_DATA_HOME/chock/credentials/<provider>` (default `~/.local/share/chock/credentials/<provider>`)
+//! created 0600 in a 0700 directory. `chock login` stores in the keyring when it can, else in the file. A key is handed to the provider client and to the log's
 //! redaction funnel, and to nothing else: never a tool call's environment, never an event.
 
 use std::io::Write;
@@ -42,6 +42,8 @@ impl std::fmt::Debug for ApiKey {
 pub enum KeySource {
     /// The named environment variable.
     Env(String),
+    /// The OS keyring.
+    Keyring,
     /// A credential file.
     File(PathBuf),
 }
@@ -50,6 +52,7 @@ impl std::fmt::Display for KeySource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Env(var) => write!(f, "environment variable {var}"),
+            Self::Keyring => f.write_str("the OS keyring (Secret Service)"),
             Self::File(path) => write!(f, "{}", path.display()),
         }
     }
@@ -148,9 +151,19 @@ pub fn store_in(dir: &Path, provider: &str, key: &ApiKey) -> Result<PathBuf, Cre
     Ok(path)
 }
 
-/// Stores a key for `provider` in the user's credentials directory.
-pub fn store(provider: &str, key: &ApiKey) -> Result<PathBuf, CredentialError> {
-    store_in(&credentials_dir()?, provider, key)
+/// Stores a key for `provider`: in the OS keyring when one takes it (and then an older file for the
+/// provider is removed, so no copy stays behind), else in the credentials directory. Says where.
+pub fn store(provider: &str, key: &ApiKey) -> Result<KeySource, CredentialError> {
+    check_name(provider)?;
+    if crate::keyring::store(provider, key) {
+        if let Ok(dir) = credentials_dir() {
+            let _ = std::fs::remove_file(dir.join(provider));
+        }
+        return Ok(KeySource::Keyring);
+    }
+    let path = store_in(&credentials_dir()?, provider, key)?;
+    crate::keyring::forget(provider);
+    Ok(KeySource::File(path))
 }
 
 /// Reads the stored key for `provider` from `dir`, if there is one.
@@ -182,6 +195,10 @@ pub fn find_key(
         && let Some(key) = std::env::var(var).ok().as_deref().and_then(ApiKey::new)
     {
         return Ok(Some((key, KeySource::Env(var.to_string()))));
+    }
+    check_name(provider)?;
+    if let Some(key) = crate::keyring::lookup(provider) {
+        return Ok(Some((key, KeySource::Keyring)));
     }
     let dir = match credentials_dir() {
         Ok(dir) => dir,

@@ -15,6 +15,7 @@ pub mod credentials;
 pub mod events;
 pub mod gate;
 pub mod host;
+pub mod keyring;
 pub mod prompt;
 pub mod tools;
 pub mod view;

@@ -92,6 +92,8 @@ impl World {
             .env("XDG_CONFIG_HOME", self.base.join("config"))
             .env("XDG_DATA_HOME", self.base.join("data"))
             .env_remove("CHOCK_ORG_POLICY")
+            // Never the developer's own keyring: the keyring test starts a bus of its own.
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY");
         cmd
@@ -1112,4 +1114,76 @@ text = "The view matches the sandbox."
         "the replaced directory hides the old a.txt"
     );
     assert!(w.project.join("README.md").exists() && w.project.join("keep/a.txt").exists());
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+#[test]
+fn login_uses_a_running_os_keyring_and_run_finds_the_key_there() {
+    if let Some(missing) = ["dbus-run-session", "gnome-keyring-daemon", "secret-tool"]
+        .into_iter()
+        .find(|p| !on_path(p))
+    {
+        eprintln!(
+            "skipped: {missing} is not installed (apt-get install dbus libsecret-tools gnome-keyring)"
+        );
+        return;
+    }
+    let w = World::new();
+    w.write("hello.txt", "hello from the project\n");
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply("msg_2", 10, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_UNSET_KEY");
+    let key = "sk-ant-keyring-0123456789";
+    let looked_up = w.base.join("looked-up");
+    let script = format!(
+        "printf pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1\n\
+         printf %s '{key}' | \"$CHOCK\" login --provider fake || exit 10\n\
+         secret-tool lookup application chock provider fake > '{}' || exit 11\n\
+         \"$CHOCK\" run --provider fake 'what does hello.txt say?' || exit 12\n",
+        looked_up.display()
+    );
+    let home = w.base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new("dbus-run-session")
+        .args(["--", "sh", "-c", &script])
+        .current_dir(&w.project)
+        .env("CHOCK", env!("CARGO_BIN_EXE_chock"))
+        .env("HOME", &home)
+        .env("XDG_STATE_HOME", w.base.join("state"))
+        .env("XDG_CONFIG_HOME", w.base.join("config"))
+        .env("XDG_DATA_HOME", w.base.join("data"))
+        .env_remove("CHOCK_ORG_POLICY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("stored the key for fake in the OS keyring"),
+        "{stdout}"
+    );
+    assert!(
+        !w.base.join("data/chock/credentials/fake").exists(),
+        "no file copy when the keyring took it"
+    );
+    assert_eq!(std::fs::read_to_string(&looked_up).unwrap().trim(), key);
+    let requests = server.join().unwrap();
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains(&format!("x-api-key: {key}"))
+    );
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(!log.contains(key), "the key never reaches the log");
 }

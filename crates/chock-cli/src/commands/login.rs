@@ -1,6 +1,7 @@
 //! `chock login --provider NAME`: stores a provider's API key, read from standard input (not echoed
-//! on a terminal), in a 0600 file under `$XDG_DATA_HOME/chock/credentials/` (docs/config.md says why
-//! not the OS keyring yet). The key is never printed, logged or handed to a tool call.
+//! on a terminal), in the OS keyring where one is running, else in a 0600 file under
+//! `$XDG_DATA_HOME/chock/credentials/` (docs/config.md). The key is never printed, logged or handed to a
+//! tool call.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -52,15 +53,18 @@ pub fn run(args: &LoginArgs) -> anyhow::Result<ExitCode> {
     let text = read_key()?;
     let key = ApiKey::new(&text)
         .ok_or_else(|| Exit::new(exit::BAD_INPUT, "no key was given on standard input"))?;
-    let path = credentials::store(&args.provider, &key).map_err(|e| match e {
+    let stored = credentials::store(&args.provider, &key).map_err(|e| match e {
         credentials::CredentialError::BadName(_) => Exit::new(exit::BAD_INPUT, e.to_string()),
         other => Exit::new(exit::FAILURE, other.to_string()),
     })?;
-    println!(
-        "stored the key for {} in {} (mode 0600)",
-        args.provider,
-        path.display()
-    );
+    match &stored {
+        credentials::KeySource::File(path) => println!(
+            "stored the key for {} in {} (mode 0600; no OS keyring was available)",
+            args.provider,
+            path.display()
+        ),
+        other => println!("stored the key for {} in {other}", args.provider),
+    }
     println!("an environment variable named by the provider's key_env still takes precedence");
     Ok(ExitCode::SUCCESS)
 }
