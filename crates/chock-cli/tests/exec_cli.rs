@@ -156,7 +156,8 @@ fn a_denied_program_is_refused_with_123_and_never_runs() {
     w.policy("[[rule]]\naction = \"exec.system.touch\"\ndecision = \"deny\"\n");
     let out = w.exec(&["touch", "made.txt"]);
     assert_eq!(out.status.code(), Some(123), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("refused"));
+    let stderr = text(&out.stderr).replace(&w.project.display().to_string(), "[PROJECT]");
+    insta::assert_snapshot!(stderr, @"chock: refused `exec.system.touch`: the policy denies it ([PROJECT]/chock.toml:2 (rule `exec.system.touch`))");
     assert_eq!(
         w.kinds(),
         ["session.start", "tool.call", "decision", "session.end"]
@@ -170,6 +171,8 @@ fn an_ask_with_nobody_to_answer_is_a_refusal() {
     w.policy("[[rule]]\naction = \"exec.system.touch\"\ndecision = \"ask\"\n");
     let out = w.exec(&["touch", "made.txt"]);
     assert_eq!(out.status.code(), Some(123), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr).replace(&w.project.display().to_string(), "[PROJECT]");
+    insta::assert_snapshot!(stderr, @"chock: refused `exec.system.touch`: nobody answered: a refusal (asked because [PROJECT]/chock.toml:2 (rule `exec.system.touch`) says ask; answered by nobody)");
     assert_eq!(
         w.kinds(),
         [

@@ -70,6 +70,8 @@ pub struct CallResult {
     pub call_id: String,
     pub action: String,
     pub decision: Decision,
+    /// What decided it, in words ("chock.toml:12 (rule `exec.*`)").
+    pub decided_by: String,
     pub outcome: CallOutcome,
 }
 
@@ -202,6 +204,7 @@ impl Session {
             call_id: call_id.clone(),
             action: action.clone(),
             decision: verdict.decision,
+            decided_by: decided_by.clone(),
             outcome: CallOutcome::Refused { by, reason },
         };
         match verdict.decision {
@@ -209,7 +212,7 @@ impl Session {
             Decision::Deny => {
                 return Ok(refused(
                     decided_by.clone(),
-                    format!("`{action}` is denied by {decided_by}"),
+                    "the policy denies it".to_string(),
                 ));
             }
             Decision::Ask | Decision::AgentReview | Decision::AgentThenHuman => {
@@ -245,14 +248,14 @@ impl Session {
                 }
             }
         }
-        self.run(call_id, action, verdict.decision, &plan, opts)
+        self.run(call_id, action, (verdict.decision, decided_by), &plan, opts)
     }
 
     fn run(
         &self,
         call_id: String,
         action: String,
-        decision: Decision,
+        (decision, decided_by): (Decision, String),
         plan: &Plan,
         opts: &CallOptions,
     ) -> Result<CallResult, SessionError> {
@@ -340,6 +343,7 @@ impl Session {
             call_id,
             action,
             decision,
+            decided_by,
             outcome: CallOutcome::Ran {
                 outcome,
                 stdout,

@@ -162,11 +162,16 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
             match r.outcome {
                 CallOutcome::Refused { by, reason } => {
-                    eprintln!(
-                        "chock: refused `{}` ({}): {reason} [{by}]",
-                        r.action,
-                        r.decision.as_str()
-                    );
+                    if r.decision == chock_policy::Decision::Deny {
+                        eprintln!("chock: refused `{}`: {reason} ({})", r.action, r.decided_by);
+                    } else {
+                        eprintln!(
+                            "chock: refused `{}`: {reason} (asked because {} says {}; answered by {by})",
+                            r.action,
+                            r.decided_by,
+                            r.decision.as_str()
+                        );
+                    }
                     exit::REFUSED
                 }
                 CallOutcome::Ran { outcome, .. } => {
