@@ -4,7 +4,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use chock_policy::{DecidedBy, Decision, Policy, RatchetError};
+use chock_policy::{DecidedBy, Decision, LimitsConfig, Policy, RatchetError, SubagentsConfig};
 use common::{action, load, rules};
 
 fn decide(policy: &Policy, name: &str) -> (Decision, String) {
@@ -192,6 +192,43 @@ fn sandbox_limits_and_subagents_are_read() {
     assert_eq!(
         policy.project_file(),
         Some(std::path::Path::new("chock.toml"))
+    );
+}
+
+#[test]
+fn every_limit_and_subagent_field_is_read() {
+    // One distinct value per field, compared as whole objects: a field the parser forgot to read would
+    // keep its default and fail here (the TOML layer alone would still accept it).
+    let text = "[limits]\ntimeout_secs = 11\nmemory_mb = 12\npids = 13\ncpu_percent = 14\n\
+                file_size_mb = 15\nopen_files = 16\ntmp_size_mb = 17\n\
+                [subagents]\nmax_depth = 1\nmax_width = 3\n";
+    let limits = LimitsConfig {
+        timeout_secs: 11,
+        memory_mb: 12,
+        pids: 13,
+        cpu_percent: 14,
+        file_size_mb: 15,
+        open_files: 16,
+        tmp_size_mb: 17,
+    };
+    let policy = load(Some(text), None).unwrap();
+    assert_eq!(*policy.limits(), limits);
+    assert_eq!(
+        *policy.subagents(),
+        SubagentsConfig {
+            max_depth: 1,
+            max_width: 3,
+        }
+    );
+    // The same fields in the org bundle are ceilings, each below its default: every one is lowered.
+    let policy = load(None, Some(text)).unwrap();
+    assert_eq!(*policy.limits(), limits);
+    assert_eq!(
+        *policy.subagents(),
+        SubagentsConfig {
+            max_depth: 1,
+            max_width: 3,
+        }
     );
 }
 
