@@ -224,8 +224,12 @@ pub fn read_source(path: &Path, presence: Presence) -> Result<Option<Source>, Po
             path: path.to_path_buf(),
             text,
         })),
+        // A dangling symlink is not "no file": an org that links its bundle from elsewhere must not
+        // lose its rules silently when the target goes missing.
         Err(err)
-            if err.kind() == std::io::ErrorKind::NotFound && presence == Presence::Optional =>
+            if err.kind() == std::io::ErrorKind::NotFound
+                && presence == Presence::Optional
+                && std::fs::symlink_metadata(path).is_err() =>
         {
             Ok(None)
         }

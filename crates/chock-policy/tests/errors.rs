@@ -276,6 +276,10 @@ fn an_unreadable_named_org_bundle_fails_the_load() {
             .unwrap()
             .is_none()
     );
+    // An optional file that is a dangling symlink is an error, not an absent file.
+    std::os::unix::fs::symlink(dir.path().join("gone.toml"), &missing).unwrap();
+    let err = chock_policy::read_source(&missing, Presence::Optional).unwrap_err();
+    assert!(matches!(*err.kind, ErrorKind::Io(_)), "{err}");
 }
 
 #[test]
