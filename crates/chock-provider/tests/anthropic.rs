@@ -642,3 +642,55 @@ async fn a_silent_stream_times_out_and_is_requested_again() {
     assert_eq!(retries.len(), 1);
     assert_eq!(retries[0].2, "stream broke: no data for 300ms");
 }
+
+#[tokio::test]
+async fn two_tool_calls_are_assembled_by_index_not_by_arrival() {
+    // Deltas of blocks 1 and 2 interleave; each fragment must land in the block its `index` names.
+    let ev = |data: &str| {
+        let kind = data.split('"').nth(3).unwrap_or_default().to_owned();
+        format!("event: {kind}\ndata: {data}\n\n")
+    };
+    let stream: String = [
+        r#"{"type":"message_start","message":{"id":"msg_2","model":"claude-haiku-4-5","usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Two reads."}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_a","name":"read_file","input":{}}}"#,
+        r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_b","name":"read_file","input":{}}}"#,
+        r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"path\":"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"path\":"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"a.rs\"}"}}"#,
+        r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"b.rs\"}"}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":30}}"#,
+        r#"{"type":"message_stop"}"#,
+    ]
+    .into_iter()
+    .map(ev)
+    .collect();
+    let server = FakeServer::start(vec![Reply::sse(stream).in_pieces(5)]).await;
+    let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
+    let (_, mut sink) = collector();
+    let response = connect(&config)
+        .expect("provider")
+        .stream(&weather_request(), &mut sink)
+        .await
+        .expect("reply");
+    assert_eq!(
+        response.content,
+        vec![
+            Block::Text {
+                text: "Two reads.".into()
+            },
+            Block::ToolUse {
+                id: "toolu_a".into(),
+                name: "read_file".into(),
+                input: json!({"path": "a.rs"})
+            },
+            Block::ToolUse {
+                id: "toolu_b".into(),
+                name: "read_file".into(),
+                input: json!({"path": "b.rs"})
+            },
+        ]
+    );
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+}
