@@ -1187,3 +1187,57 @@ fn login_uses_a_running_os_keyring_and_run_finds_the_key_there() {
     let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
     assert!(!log.contains(key), "the key never reaches the log");
 }
+
+#[test]
+fn agent_review_asks_the_same_model_as_a_reviewer_and_logs_its_verdict() {
+    let w = World::new();
+    w.write("hello.txt", "hello\n");
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
+    );
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply(
+            "msg_r",
+            10,
+            r#"{"allow": true, "reasons": "reading a project file is harmless"}"#,
+            None,
+        ),
+        reply("msg_2", 10, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let out = w
+        .command(&["run", "--provider", "fake", "read hello.txt"])
+        .env("CHOCK_TEST_KEY", "sk-test-review-key-12345")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("reviewer 1"), "{stdout}");
+    let requests = server.join().unwrap();
+    assert!(
+        requests[1].contains("Act: fs.read"),
+        "the reviewer is told the act: {}",
+        requests[1]
+    );
+    assert!(
+        !requests[1].contains("\"tools\""),
+        "the reviewer gets no tools"
+    );
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["answer"], "allow_once");
+    assert_eq!(answer.2["reasons"], "reading a project file is harmless");
+    assert!(answer.2["by"].as_str().unwrap().starts_with("reviewer:"));
+    assert_decisions_precede_results(&events);
+}
