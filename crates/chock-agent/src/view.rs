@@ -359,13 +359,22 @@ impl WorkspaceView {
             .collect())
     }
 
-    /// Every file under `rel` (relative paths), depth first, sorted, skipping `.git` and symlinked
-    /// directories. Bounded by `limit` entries.
+    /// Every file under `rel` (relative paths), depth first, sorted, skipping `.git`, symlinked
+    /// directories and cache directories (those holding a `CACHEDIR.TAG`). Bounded by `limit` entries.
     pub fn walk(&self, given: &str, rel: &Path, limit: usize) -> Result<Vec<PathBuf>, ViewError> {
         let mut out = Vec::new();
         let mut stack = vec![rel.to_path_buf()];
         while let Some(dir) = stack.pop() {
             let entries = self.list(given, &dir)?;
+            // A cache directory (Cache Directory Tagging: cargo's target/, many build tools) is build
+            // output, not the project: walking it would drown every search.
+            if dir != rel
+                && entries
+                    .iter()
+                    .any(|(name, kind)| name == "CACHEDIR.TAG" && *kind == EntryKind::File)
+            {
+                continue;
+            }
             let mut subdirs = Vec::new();
             for (name, kind) in entries {
                 if name == ".git" {
@@ -548,6 +557,13 @@ mod tests {
             .map(|(n, _)| n)
             .collect();
         assert_eq!(names, ["a.txt", "b.txt"]);
+        std::fs::create_dir_all(lower.path().join("target/debug")).unwrap();
+        std::fs::write(
+            lower.path().join("target/CACHEDIR.TAG"),
+            "Signature: 8a477f597d28d172789f06886806bc55",
+        )
+        .unwrap();
+        std::fs::write(lower.path().join("target/debug/out.txt"), "build output").unwrap();
         let all = view.walk(".", Path::new(""), 100).unwrap();
         assert_eq!(
             all,
