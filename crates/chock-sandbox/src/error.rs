@@ -34,11 +34,14 @@ pub enum Layer {
     Lifetime = 18,
     /// cgroup v2 limits: best effort.
     CgroupLimits = 19,
+    /// The policy file bound read-only over itself: it must be a regular file inside the project,
+    /// reached without a symlink, so the bind cannot be redirected to another host file.
+    PolicyFile = 20,
 }
 
 impl Layer {
     /// Every layer, in the order the driver applies them.
-    pub const ALL: [Layer; 19] = [
+    pub const ALL: [Layer; 20] = [
         Layer::Session,
         Layer::CgroupLimits,
         Layer::UserNamespace,
@@ -51,6 +54,7 @@ impl Layer {
         Layer::Lifetime,
         Layer::Filesystem,
         Layer::Workspace,
+        Layer::PolicyFile,
         Layer::Network,
         Layer::Rlimits,
         Layer::Capabilities,
@@ -77,6 +81,7 @@ impl Layer {
             Layer::CgroupNamespace => "cgroup namespace",
             Layer::Filesystem => "filesystem",
             Layer::Workspace => "workspace mount",
+            Layer::PolicyFile => "policy file",
             Layer::Network => "loopback network",
             Layer::Session => "new session",
             Layer::Rlimits => "rlimits",

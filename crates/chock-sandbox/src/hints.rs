@@ -42,6 +42,11 @@ pub(crate) fn landlock_missing() -> String {
     }
 }
 
+/// What to do when the policy file cannot be bound safely (a symlink, not a regular file, outside
+/// the project, or changed since it was checked).
+pub(crate) const POLICY_FILE_HINT: &str = "the project's chock.toml must be a regular file inside the project, not a symlink: replace \
+     the link by the file itself (`cp --remove-destination \"$(readlink -f chock.toml)\" chock.toml`)";
+
 fn errno_text(errno: i32) -> String {
     std::io::Error::from_raw_os_error(errno).to_string()
 }
@@ -119,6 +124,7 @@ fn hint(layer: Layer, errno: i32) -> String {
             "the working directory does not exist inside the workspace".into()
         }
         Layer::Workspace => "overlayfs in a user namespace needs Linux 5.11 or later; or use a bind workspace".into(),
+        Layer::PolicyFile => POLICY_FILE_HINT.into(),
         Layer::Landlock => landlock_missing(),
         Layer::Seccomp => "seccomp needs CONFIG_SECCOMP_FILTER=y".into(),
         Layer::Network => "the network namespace's loopback could not be configured".into(),

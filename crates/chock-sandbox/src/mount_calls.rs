@@ -59,6 +59,108 @@ fn remount(target: &CStr, readonly: bool, devices: bool) -> Result<(), i32> {
     mount(None, target, None, flags, None)
 }
 
+/// `fstat` of a descriptor.
+fn fstat(fd: libc::c_int) -> Result<libc::stat, i32> {
+    // SAFETY: stat is plain data; zero is a valid initial value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open; `st` is a valid out pointer.
+    check(unsafe { libc::fstat(fd, &raw mut st) })?;
+    Ok(st)
+}
+
+/// A mount point for a file. An existing entry is used as it is (opened `O_PATH`, which on an
+/// overlay workspace is not a write and copies nothing up), unless it is a symlink (`ELOOP`): a
+/// bind onto it would land wherever it points. A missing one is created without write access.
+fn touch(path: &CStr) -> Result<(), i32> {
+    // SAFETY: NUL-terminated path; the descriptor is closed right away.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd >= 0 {
+        let st = fstat(fd);
+        // SAFETY: `fd` was just opened.
+        unsafe { libc::close(fd) };
+        return match st {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => Err(libc::ELOOP),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
+        };
+    }
+    let e = errno();
+    if e != libc::ENOENT {
+        return Err(e);
+    }
+    // SAFETY: NUL-terminated path; the descriptor is closed right away.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        let e = errno();
+        return if e == libc::EEXIST { Ok(()) } else { Err(e) };
+    }
+    // SAFETY: `fd` was just opened.
+    unsafe { libc::close(fd) };
+    Ok(())
+}
+
+/// `/oldroot/proc/self/fd/<fd>` in a stack buffer (the init does not allocate).
+fn proc_fd_path(fd: libc::c_int, buf: &mut [u8; 48]) -> Result<&CStr, i32> {
+    const PREFIX: &[u8] = b"/oldroot/proc/self/fd/";
+    let mut digits = [0u8; 12];
+    let mut n = u32::try_from(fd).map_err(|_| libc::EBADF)?;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    for i in 0..len {
+        buf[PREFIX.len() + i] = digits[len - 1 - i];
+    }
+    buf[PREFIX.len() + len] = 0;
+    CStr::from_bytes_until_nul(&buf[..]).map_err(|_| libc::EINVAL)
+}
+
+/// Binds the policy file through a descriptor: opened without following a symlink in its last
+/// component, checked to be the same regular file (device and inode) the host checked before
+/// fork, then bound by naming the descriptor, so no later path lookup can redirect the bind.
+/// A mismatch fails the step with `ELOOP`.
+fn bind_policy(source: &CStr, target: &CStr, dev: u64, ino: u64) -> Result<(), i32> {
+    // SAFETY: NUL-terminated path; the descriptor is closed below on every path.
+    let fd = unsafe {
+        libc::open(
+            source.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    let result = fstat(fd).and_then(|st| {
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        if !regular || st.st_dev != dev || st.st_ino != ino {
+            return Err(libc::ELOOP);
+        }
+        let mut buf = [0u8; 48];
+        let by_fd = proc_fd_path(fd, &mut buf)?;
+        mount(Some(by_fd), target, None, libc::MS_BIND, None)
+    });
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
 /// Runs one step. Called in the call's init, inside its namespaces. Allocation-free.
 pub(crate) fn apply(op: &Op) -> Result<(), i32> {
     match op {
@@ -91,23 +193,7 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
                 Err(e) => Err(e),
             }
         }
-        Op::Touch { path } => {
-            // SAFETY: NUL-terminated path; the descriptor is closed right away.
-            let fd = unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-                    0o644,
-                )
-            };
-            if fd < 0 {
-                let e = errno();
-                return if e == libc::EEXIST { Ok(()) } else { Err(e) };
-            }
-            // SAFETY: `fd` was just opened.
-            unsafe { libc::close(fd) };
-            Ok(())
-        }
+        Op::Touch { path } => touch(path),
         Op::Tmpfs {
             target,
             data,
@@ -121,6 +207,15 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
         } => {
             mount(Some(source), target, None, libc::MS_BIND, None)?;
             remount(target, *readonly, *devices)
+        }
+        Op::BindPolicy {
+            source,
+            target,
+            dev,
+            ino,
+        } => {
+            bind_policy(source, target, *dev, *ino)?;
+            remount(target, true, false)
         }
         Op::Symlink { text, link } => {
             // SAFETY: NUL-terminated strings.

@@ -44,6 +44,15 @@ pub(crate) enum Op {
         readonly: bool,
         devices: bool,
     },
+    /// The policy file, bound read-only over itself through a descriptor: `source` is opened
+    /// without following a symlink, must still be the regular file `dev`/`ino` the host checked,
+    /// and the bind names the descriptor (`/proc/self/fd/N`), never the path again.
+    BindPolicy {
+        source: CString,
+        target: CString,
+        dev: u64,
+        ino: u64,
+    },
     Symlink {
         text: CString,
         link: CString,
@@ -300,15 +309,8 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
         }
     }
     if let Some(policy) = &plan.policy_file {
-        let source = canonical("policy file", policy)?;
-        user.push((
-            policy.clone(),
-            UserMount::Bind {
-                source,
-                readonly: true,
-                layer: Layer::Workspace,
-            },
-        ));
+        let (source, dev, ino) = policy_source(policy, &plan.project_path)?;
+        user.push((policy.clone(), UserMount::Policy { source, dev, ino }));
     }
     // The home tmpfs, unless the home already is (or lies inside) another mount: a project at
     // `~` itself, or a home under /tmp (then it is only a directory in that tmpfs).
@@ -349,6 +351,20 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
                 readonly,
                 layer,
             } => b.bind(&source, &target, readonly, layer)?,
+            UserMount::Policy { source, dev, ino } => {
+                b.mount_point(&target, false, Layer::PolicyFile)?;
+                let op = Op::BindPolicy {
+                    source: under_old_root(&source)?,
+                    target: cstr(target.as_os_str().as_bytes())?,
+                    dev,
+                    ino,
+                };
+                b.push(
+                    op,
+                    Layer::PolicyFile,
+                    format!("ro bind {}", target.display()),
+                );
+            }
             UserMount::Overlay { lower, upper, work } => {
                 b.mkdirs(&target, Layer::Workspace)?;
                 let data = format!(
@@ -401,6 +417,62 @@ enum UserMount {
         upper: PathBuf,
         work: PathBuf,
     },
+    Policy {
+        source: PathBuf,
+        dev: u64,
+        ino: u64,
+    },
+}
+
+/// The host file to bind as the policy, checked before anything is built: the path's last
+/// component must be a regular file, not a symlink (`lstat`), and its directory, with symlinks
+/// resolved, must lie inside the project. Returns the resolved path and the file's device and inode,
+/// which the init checks again on the descriptor it binds. Anything else fails the call: binding a
+/// link's target would put any host file the user can read into the sandbox as `chock.toml`.
+fn policy_source(policy: &Path, project: &Path) -> Result<(PathBuf, u64, u64), SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |reason: String| SandboxError::Layer {
+        layer: Layer::PolicyFile,
+        reason,
+        hint: crate::hints::POLICY_FILE_HINT.into(),
+    };
+    let name = policy
+        .file_name()
+        .ok_or_else(|| refuse(format!("{} names no file", policy.display())))?;
+    let dir = match policy.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => project,
+    };
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| refuse(format!("{}: {e}", dir.display())))?;
+    let project = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_path_buf());
+    if !dir.starts_with(&project) {
+        return Err(refuse(format!(
+            "{} is not inside the project {} (its directory resolves to {})",
+            policy.display(),
+            project.display(),
+            dir.display()
+        )));
+    }
+    let source = dir.join(name);
+    let meta = std::fs::symlink_metadata(&source)
+        .map_err(|e| refuse(format!("{}: {e}", source.display())))?;
+    if meta.file_type().is_symlink() {
+        return Err(refuse(format!(
+            "{} is a symlink; the sandbox binds only a regular file inside the project",
+            policy.display()
+        )));
+    }
+    if !meta.is_file() {
+        return Err(refuse(format!(
+            "{} is not a regular file",
+            policy.display()
+        )));
+    }
+    Ok((source, meta.dev(), meta.ino()))
 }
 
 fn forbidden_target(p: &Path) -> bool {
@@ -460,6 +532,39 @@ mod tests {
         );
         assert!(pos("proc /proc") < pos("detach the host root"));
         assert_eq!(labels.last(), Some(&"root read-only"));
+    }
+
+    #[test]
+    fn a_policy_file_must_be_a_regular_file_inside_the_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let project = base.join("proj");
+        std::fs::create_dir_all(project.join("sub")).unwrap();
+        std::fs::write(base.join("secret"), "x").unwrap();
+        let layer_of = |policy: &Path| match policy_source(policy, &project) {
+            Err(SandboxError::Layer { layer, reason, .. }) => Some((layer, reason)),
+            Err(e) => panic!("{e}"),
+            Ok(_) => None,
+        };
+        // A symlink to a host file: refused, naming the symlink.
+        std::os::unix::fs::symlink(base.join("secret"), project.join("chock.toml")).unwrap();
+        let (layer, reason) = layer_of(&project.join("chock.toml")).unwrap();
+        assert_eq!(layer, Layer::PolicyFile);
+        assert!(reason.contains("symlink"), "{reason}");
+        // A directory reached through a symlink that leaves the project: refused.
+        std::os::unix::fs::symlink(&base, project.join("out")).unwrap();
+        let (_, reason) = layer_of(&project.join("out").join("secret")).unwrap();
+        assert!(reason.contains("not inside the project"), "{reason}");
+        // Not a regular file: refused.
+        let (_, reason) = layer_of(&project.join("sub")).unwrap();
+        assert!(reason.contains("not a regular file"), "{reason}");
+        // The real thing: accepted, with its inode.
+        std::fs::remove_file(project.join("chock.toml")).unwrap();
+        std::fs::write(project.join("chock.toml"), "").unwrap();
+        let (source, _, ino) = policy_source(&project.join("chock.toml"), &project).unwrap();
+        assert_eq!(source, project.join("chock.toml"));
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(ino, std::fs::metadata(&source).unwrap().ino());
     }
 
     #[test]
