@@ -13,9 +13,16 @@ pub struct SseEvent {
     pub data: String,
 }
 
+/// The largest event (its lines and joined data) the parser holds. Real events are kilobytes; a server
+/// that streams one endless line (a misconfigured base URL serving a file, a broken proxy) must not
+/// grow the host process without bound.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// An incremental SSE parser.
 #[derive(Debug, Default)]
 pub struct SseParser {
+    /// Set once an event outgrew [`MAX_EVENT_BYTES`]; from then on nothing more is buffered.
+    overflowed: bool,
     line: Vec<u8>,
     /// The previous chunk ended in `\r`: a `\n` starting the next chunk belongs to it.
     after_cr: bool,
@@ -34,6 +41,9 @@ impl SseParser {
     /// Feeds bytes; returns the events completed by them, in order.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
         let mut out = Vec::new();
+        if self.overflowed {
+            return out;
+        }
         for &byte in bytes {
             if self.after_cr {
                 self.after_cr = false;
@@ -47,10 +57,22 @@ impl SseParser {
                     self.after_cr = true;
                     self.end_line(&mut out);
                 }
-                other => self.line.push(other),
+                other => {
+                    if self.line.len() + self.data.len() >= MAX_EVENT_BYTES {
+                        self.overflowed = true;
+                        return out;
+                    }
+                    self.line.push(other);
+                }
             }
         }
         out
+    }
+
+    /// True once an event grew past [`MAX_EVENT_BYTES`]: the stream cannot be read, and the caller
+    /// should end it with an error (the parser has stopped buffering).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     /// Ends the stream: an event whose lines were all complete but which lacked its closing blank line is
@@ -159,6 +181,18 @@ mod tests {
             parse_in_pieces(b"data: {\"a\":1}\n\ndata: {\"tru", 5),
             vec![ev("", "{\"a\":1}")]
         );
+    }
+
+    #[test]
+    fn an_endless_line_stops_at_the_cap_instead_of_growing() {
+        let mut parser = SseParser::new();
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..20 {
+            assert!(parser.feed(&chunk).is_empty());
+        }
+        assert!(parser.overflowed());
+        assert!(parser.line.len() <= MAX_EVENT_BYTES);
+        assert_eq!(parser.finish(), None);
     }
 
     #[test]

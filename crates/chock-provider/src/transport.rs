@@ -171,6 +171,16 @@ impl Transport {
                 Some(bytes) => parser.feed(bytes),
                 None => parser.finish().into_iter().collect(),
             };
+            if parser.overflowed() {
+                return Err(Failure::Fatal(ProviderError::Decode {
+                    provider: self.provider.clone(),
+                    what: "the event stream".to_owned(),
+                    detail: format!(
+                        "an event grew past {} MiB; is `base_url` an API endpoint?",
+                        crate::sse::MAX_EVENT_BYTES >> 20
+                    ),
+                }));
+            }
             for event in events {
                 decoder
                     .event(event, on_event)
