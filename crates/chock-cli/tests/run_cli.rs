@@ -1241,3 +1241,51 @@ fn agent_review_asks_the_same_model_as_a_reviewer_and_logs_its_verdict() {
     assert!(answer.2["by"].as_str().unwrap().starts_with("reviewer:"));
     assert_decisions_precede_results(&events);
 }
+
+#[test]
+fn the_key_never_reaches_a_tool_call_or_the_log() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Looking around.",
+            Some((
+                "toolu_env",
+                "run_command",
+                r#"{"command": "env; echo done"}"#,
+            )),
+        ),
+        reply("msg_2", 10, "Nothing there.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let key = "sk-ant-never-in-a-tool-call-987654";
+    let out = w
+        .command(&["run", "--provider", "fake", "look at the environment"])
+        .env("CHOCK_TEST_KEY", key)
+        .env("ANTHROPIC_API_KEY", key)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let requests = server.join().unwrap();
+    let result = &requests[1];
+    assert!(
+        result.contains("done") && result.contains("PATH="),
+        "the command ran: {result}"
+    );
+    let body = result.split("\r\n\r\n").nth(1).unwrap();
+    assert!(
+        !body.contains(key),
+        "the key is not in the command's environment: {body}"
+    );
+    assert!(!body.contains("CHOCK_TEST_KEY") && !body.contains("ANTHROPIC_API_KEY"));
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(!log.contains(key));
+}
