@@ -1289,3 +1289,71 @@ fn the_key_never_reaches_a_tool_call_or_the_log() {
     let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
     assert!(!log.contains(key));
 }
+
+#[test]
+fn ctrl_c_ends_the_session_as_a_record_and_the_command_with_it() {
+    let w = World::new();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo started > started.txt; sleep 60", timeout_secs = 120 }
+
+[[turn]]
+text = "never reached"
+"#,
+    );
+    let child = w
+        .command(&["run", "--provider", &provider, "wait"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command is running in the sandbox (its tool.result has not come).
+    let started = std::time::Instant::now();
+    loop {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the command never started"
+        );
+        if w.sessions().len() == 1 {
+            let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap_or_default();
+            if log.contains("\"kind\":\"decision\",\"call_id\":\"play_1_1\"") {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed().as_secs() < 30,
+        "interrupted long before the sleep ended"
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("interrupted"));
+    let events = w.events();
+    let last = events.last().unwrap();
+    assert_eq!(last.0, "session.end");
+    assert_eq!(last.2["summary"]["ended"], "interrupted");
+    w.assert_log_verifies();
+    // The command died with its sandbox.
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x0060\x00"))
+    };
+    let gone_by = std::time::Instant::now();
+    while sleeping() {
+        assert!(
+            gone_by.elapsed().as_secs() < 5,
+            "the interrupted command outlived the session"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -493,7 +493,26 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let outcome = runtime.block_on(agent.run(&task));
+    // Ctrl-C ends the session as a record: the loop is dropped where it stands (a confined call's
+    // processes die with their sandbox), `session.end` says it was interrupted, and the work so far
+    // stays reviewable.
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = agent.run(&task) => Some(outcome),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    let Some(outcome) = outcome else {
+        drop(agent);
+        let _ = log.append(
+            chock_log::EventKind::SessionEnd,
+            None,
+            json!({ "summary": { "session": id, "ended": "interrupted" } }),
+        );
+        runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+        eprintln!("\nchock: interrupted; what the session did so far: chock diff {id}");
+        return Ok(ExitCode::from(130));
+    };
     match outcome {
         Ok(summary) => {
             if !args.json {
