@@ -235,6 +235,39 @@ fn refuse_in_shipped(
     Ok(())
 }
 
+/// A declared path lying under another declared write path is refused. The agent can write there, so
+/// it could replace that path with a symlink to anywhere on the host (`~/.ssh`), and the next session
+/// would bind the link's target. `declared` holds each read/write entry's span in file order, which is
+/// the order of `sandbox.read` then `sandbox.write`.
+fn refuse_paths_under_write_paths(
+    loc: &Located<'_>,
+    declared: &[(Range<usize>, Access)],
+    sandbox: &SandboxConfig,
+) -> Result<(), PolicyError> {
+    let spans = declared
+        .iter()
+        .filter(|(_, access)| *access != Access::Forbid)
+        .map(|(span, _)| span);
+    let paths = sandbox.read.iter().chain(&sandbox.write);
+    for (path, span) in paths.zip(spans) {
+        if let Some(outer) = sandbox
+            .write
+            .iter()
+            .find(|w| path.starts_with(w) && path != *w)
+        {
+            return Err(loc.error(
+                span.clone(),
+                ErrorKind::SandboxPath(format!(
+                    "lies under the write path {}, where the agent could replace it with a link to \
+                     anywhere on the host; declare only the outer path",
+                    outer.display()
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn parse_sandbox(
     loc: &Located<'_>,
     raw: RawSandbox,
@@ -281,9 +314,11 @@ fn parse_sandbox(
         (raw.write, Access::Write),
         (raw.forbid, Access::Forbid),
     ];
+    let mut declared = Vec::new();
     for (list, access) in lists {
         for item in list.map(Spanned::into_inner).unwrap_or_default() {
             let span = item.span();
+            declared.push((span.clone(), access));
             let bad = |why: String| loc.error(span.clone(), ErrorKind::SandboxPath(why));
             let path = sandbox::expand(item.get_ref(), ctx.home.as_deref()).map_err(bad)?;
             sandbox::check_path(&path, access, ctx)
@@ -299,6 +334,7 @@ fn parse_sandbox(
             }
         }
     }
+    refuse_paths_under_write_paths(loc, &declared, &parsed.sandbox)?;
     for item in raw.env.map(Spanned::into_inner).unwrap_or_default() {
         sandbox::check_env_name(item.get_ref())
             .map_err(|why| loc.error(item.span(), ErrorKind::SandboxEnv(why)))?;

@@ -191,6 +191,16 @@ fn bad_sandbox_paths_and_env_names() {
              see: `/nonexistent/xdg-state/chock/sessions`",
         ),
         (
+            "[sandbox]\nread = [\"/opt/cache/bin\"]\nwrite = [\"/opt/cache\"]\n",
+            "chock.toml:2:9: sandbox path refused: lies under the write path /opt/cache, where the agent could \
+             replace it with a link to anywhere on the host; declare only the outer path: `/opt/cache/bin`",
+        ),
+        (
+            "[sandbox]\nwrite = [\"/opt/cache\", \"/opt/cache/inner\"]\n",
+            "chock.toml:2:24: sandbox path refused: lies under the write path /opt/cache, where the agent could \
+             replace it with a link to anywhere on the host; declare only the outer path: `/opt/cache/inner`",
+        ),
+        (
             "[sandbox]\nforbid = [\"/srv\"]\n",
             "chock.toml:2:10: sandbox path refused: `forbid` belongs in the org bundle: `[\"/srv\"]`",
         ),
