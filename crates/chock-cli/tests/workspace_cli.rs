@@ -357,3 +357,57 @@ fn overlay_sessions_are_adopted_listed_and_removed() {
     let unknown = env.chock(&["diff", "nope"]);
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+/// Runs `chock args` on a pseudo-terminal (util-linux `script`) with `answer` typed in: the
+/// person's answer is the one fake the tests allow.
+fn chock_on_terminal(env: &Env, args: &[&str], answer: &str) -> Output {
+    let command = format!("{} {}", env!("CARGO_BIN_EXE_chock"), args.join(" "));
+    let mut child = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("XDG_STATE_HOME", env.state())
+        .env("CHOCK_ORG_POLICY", env.tmp.path().join("org.toml"))
+        .current_dir(&env.project)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(answer.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn ask_on_a_terminal_applies_on_yes_and_refuses_on_no() {
+    let (env, id, dir) = edited();
+    let no = chock_on_terminal(&env, &["apply", &id], "n\n");
+    assert_eq!(no.status.code(), Some(123), "{}", text(&no));
+    assert!(
+        text(&no).contains("write 5 path(s) into"),
+        "the question names what: {}",
+        text(&no)
+    );
+    assert_eq!(env.read("src/a.txt"), lines(30));
+    let yes = chock_on_terminal(&env, &["apply", &id], "y\n");
+    assert!(yes.status.success(), "{}", text(&yes));
+    assert_eq!(env.read("new.txt"), "hello\n");
+    let answers: Vec<(bool, String)> = events(&dir)
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Decision)
+        .map(|e| {
+            (
+                e.data["allowed"].as_bool().unwrap(),
+                e.data["answered_by"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        vec![(false, "person".to_string()), (true, "person".to_string())]
+    );
+}
