@@ -22,6 +22,7 @@ mod plan;
 mod prepare;
 mod report;
 pub mod seccomp_rules;
+mod socket_mask;
 mod spawn;
 mod sys;
 

@@ -217,6 +217,10 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             bind_policy(source, target, *dev, *ino)?;
             remount(target, true, false)
         }
+        Op::Unlink { path } => {
+            // SAFETY: NUL-terminated path.
+            check(unsafe { libc::unlink(path.as_ptr()) })
+        }
         Op::Symlink { text, link } => {
             // SAFETY: NUL-terminated strings.
             check(unsafe { libc::symlink(text.as_ptr(), link.as_ptr()) })

@@ -57,6 +57,10 @@ pub(crate) enum Op {
         text: CString,
         link: CString,
     },
+    /// Remove a file of the new tree (the socket masks' source, once they are bound).
+    Unlink {
+        path: CString,
+    },
     Overlay {
         target: CString,
         data: CString,
@@ -342,6 +346,20 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
             )));
         }
     }
+    let targets: Vec<PathBuf> = user.iter().map(|(t, _)| t.clone()).collect();
+    let declared: Vec<PathBuf> = user
+        .iter()
+        .filter(|(_, m)| {
+            matches!(
+                m,
+                UserMount::Bind {
+                    layer: Layer::Filesystem,
+                    ..
+                }
+            )
+        })
+        .map(|(t, _)| t.clone())
+        .collect();
     for (target, m) in user {
         match m {
             UserMount::Dir => b.mkdirs(&target, fs)?,
@@ -391,6 +409,7 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
         }
     }
 
+    crate::socket_mask::push_masks(&mut b, &declared, &targets)?;
     crate::base_set::proc(&mut b)?;
     b.push(Op::DropOldRoot, fs, "detach the host root".into());
     b.push(

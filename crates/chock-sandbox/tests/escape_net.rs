@@ -102,23 +102,40 @@ fn only_the_loopback_interface_is_visible() {
 /// socket, so this is refused only if the sandbox keeps such sockets out. Layer: the filesystem
 /// plan (what is bound).
 #[test]
-#[ignore = "KNOWN ESCAPE (docs/sandbox.md, escape suite): a host socket under a declared read path is reachable"]
 fn a_host_socket_inside_a_declared_read_path_is_unreachable() {
-    let fx = Fixture::new(Backing::Overlay);
-    let shared = fx.base.join("toolchain");
-    std::fs::create_dir_all(&shared).unwrap();
-    let path = shared.join("daemon.sock");
-    let listener = UnixListener::bind(&path).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let mut plan = fx.hostile_plan(&["connect-unix", &path.to_string_lossy()]);
-    plan.extra_read = vec![shared.clone()];
-    let r = run(&plan);
-    let reached = listener.accept().is_ok();
-    assert!(
-        !reached && !r.stdout.starts_with("succeeded"),
-        "the sandbox reached a host socket through a declared read path: {r:?}"
-    );
-    r.assert_refused_any("sockets under declared read paths");
+    for write in [false, true] {
+        let fx = Fixture::new(Backing::Overlay);
+        let shared = fx.base.join("toolchain");
+        let nested = shared.join("cache").join("deeper");
+        std::fs::create_dir_all(&nested).unwrap();
+        let mut listeners = Vec::new();
+        for path in [shared.join("daemon.sock"), nested.join("server.sock")] {
+            let listener = UnixListener::bind(&path).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let mut plan = fx.hostile_plan(&["connect-unix", &path.to_string_lossy()]);
+            if write {
+                plan.extra_write = vec![shared.clone()];
+            } else {
+                plan.extra_read = vec![shared.clone()];
+            }
+            let r = run(&plan);
+            let reached = listener.accept().is_ok();
+            assert!(
+                !reached && !r.stdout.starts_with("succeeded"),
+                "the sandbox reached a host socket through a declared path (write {write}): {r:?}"
+            );
+            // The socket is masked by an empty file: connecting to a non-socket is refused.
+            r.assert_refused(
+                "ECONNREFUSED",
+                "the socket mask over a declared path's socket",
+            );
+            listeners.push(listener);
+        }
+        // The empty file the masks are bound from is gone from the sandbox's root.
+        let mut plan = fx.hostile_plan(&["read", "/.chock-socket-mask"]);
+        plan.extra_read = vec![shared.clone()];
+        run(&plan).assert_refused("ENOENT", "the mask source is removed");
+    }
 }
 
 /// Attack: UDP to a socket on the host's loopback (Landlock's network rules cover TCP only).
