@@ -17,7 +17,7 @@ use crate::door::{ByteCounts, Counted, PinnedConnection};
 use crate::error::BrokerError;
 use crate::events::Door;
 use crate::html::html_to_text;
-use crate::{Broker, CONNECT_TIMEOUT, normalise_host};
+use crate::{Broker, CONNECT_TIMEOUT, canonical_host};
 
 /// Limits on one fetch (all redirects included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,7 +212,7 @@ impl Broker {
         url: &Url,
         headers: &[(&str, String)],
     ) -> Result<OneResponse, BrokerError> {
-        let host = normalise_host(url.host_str().unwrap_or_default());
+        let host = canonical_host(url.host_str().unwrap_or_default())?;
         let port = url.port_or_known_default().unwrap_or(80);
         let action = Action::net_fetch(&host).map_err(|e| BrokerError::BadHost {
             host: host.clone(),

@@ -117,7 +117,7 @@ impl Broker {
         host: &str,
         port: u16,
     ) -> Result<PinnedConnection, BrokerError> {
-        let host = normalise_host(host);
+        let host = canonical_host(host)?;
         let action = Action::net_connect(&host, port).map_err(|e| BrokerError::BadHost {
             host: host.clone(),
             reason: e.to_string(),
@@ -134,12 +134,34 @@ impl Broker {
     }
 }
 
-/// Lower-case, without brackets or a trailing dot: the form action names and the resolver get.
-pub(crate) fn normalise_host(host: &str) -> String {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .trim_end_matches('.')
-        .to_ascii_lowercase()
+/// The one spelling of a host that action names, the resolver and the log get: read by the same
+/// WHATWG host parser a URL's host goes through, so a CONNECT target and a URL agree. An IPv4
+/// address in any legacy spelling (`2130706433`, `0x7f.1`, `0177.0.0.1`, `127.1`) becomes its
+/// dotted form and is decided and checked as that address, never sent to DNS as a name; a name is
+/// lower-cased (IDNA to ASCII) without a trailing dot; an IPv6 address loses its brackets; a zone
+/// id (`fe80::1%eth0`) or any other character a host cannot hold is refused.
+pub(crate) fn canonical_host(host: &str) -> Result<String, BrokerError> {
+    let bad = |reason: String| BrokerError::BadHost {
+        host: host.to_owned(),
+        reason,
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let parsed = if bare.contains(':') {
+        url::Host::parse(&format!("[{bare}]"))
+    } else {
+        url::Host::parse(bare)
+    };
+    match parsed.map_err(|e| bad(e.to_string()))? {
+        url::Host::Domain(name) => {
+            let name = name.trim_end_matches('.');
+            if name.is_empty() {
+                return Err(bad("empty host name".into()));
+            }
+            Ok(name.to_owned())
+        }
+        url::Host::Ipv4(v4) => Ok(v4.to_string()),
+        url::Host::Ipv6(v6) => Ok(v6.to_string()),
+    }
 }
 
 /// Default timeouts, in one place.

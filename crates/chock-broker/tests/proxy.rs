@@ -34,6 +34,16 @@ fn proxy_listener() -> std::net::TcpListener {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind proxy")
 }
 
+/// Sends `request` to the proxy as a new client and reads the whole answer (the proxy closes after
+/// a refusal or a plain response).
+async fn ask_proxy(proxy: std::net::SocketAddr, request: &str) -> String {
+    let mut client = TcpStream::connect(proxy).await.expect("to proxy");
+    client.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = String::new();
+    client.read_to_string(&mut answer).await.expect("read");
+    answer
+}
+
 async fn read_until_blank_line(stream: &mut TcpStream) -> String {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -114,15 +124,11 @@ async fn a_refused_connect_gets_403_and_nothing_is_opened() {
         format!("127.0.0.1:{port}"),
         "nowhere.example:443".to_owned(),
     ] {
-        let mut client = TcpStream::connect(proxy.local_addr())
-            .await
-            .expect("to proxy");
-        client
-            .write_all(format!("CONNECT {target} HTTP/1.1\r\n\r\n").as_bytes())
-            .await
-            .expect("write");
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).await.expect("read");
+        let answer = ask_proxy(
+            proxy.local_addr(),
+            &format!("CONNECT {target} HTTP/1.1\r\n\r\n"),
+        )
+        .await;
         assert!(answer.starts_with("HTTP/1.1 403"), "{target}: {answer}");
         assert!(answer.contains("refused"), "{answer}");
     }
@@ -161,15 +167,11 @@ async fn a_plain_http_request_is_forwarded_in_origin_form() {
     );
 
     // A plain request to a host the table does not name is refused.
-    let mut client = TcpStream::connect(proxy.local_addr())
-        .await
-        .expect("to proxy");
-    client
-        .write_all(b"GET http://site.test:1/ HTTP/1.1\r\n\r\n")
-        .await
-        .expect("write");
-    let mut answer = String::new();
-    client.read_to_string(&mut answer).await.expect("read");
+    let answer = ask_proxy(
+        proxy.local_addr(),
+        "GET http://site.test:1/ HTTP/1.1\r\n\r\n",
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     assert_eq!(http.hits(), 1);
 }
@@ -180,26 +182,10 @@ async fn garbage_gets_400() {
     let (log, _dir) = new_log();
     let broker = new_broker(RuleGate::new(), &log, &dns, BrokerConfig::default());
     let proxy = broker.serve_proxy(proxy_listener()).expect("serve");
-    let mut client = TcpStream::connect(proxy.local_addr())
-        .await
-        .expect("to proxy");
-    client
-        .write_all(b"GET /relative HTTP/1.1\r\n\r\n")
-        .await
-        .expect("write");
-    let mut answer = String::new();
-    client.read_to_string(&mut answer).await.expect("read");
+    let answer = ask_proxy(proxy.local_addr(), "GET /relative HTTP/1.1\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     // A host no action name can carry.
-    let mut client = TcpStream::connect(proxy.local_addr())
-        .await
-        .expect("to proxy");
-    client
-        .write_all(b"CONNECT bad!host:443 HTTP/1.1\r\n\r\n")
-        .await
-        .expect("write");
-    let mut answer = String::new();
-    client.read_to_string(&mut answer).await.expect("read");
+    let answer = ask_proxy(proxy.local_addr(), "CONNECT bad!host:443 HTTP/1.1\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
 
@@ -273,4 +259,57 @@ fn the_proxy_environment_names_both_spellings() {
         ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"]
     );
     assert!(env.iter().all(|(_, v)| v == "http://127.0.0.1:3128"));
+}
+
+/// A CONNECT target that spells 127.0.0.1 the legacy ways (decimal, hex, octal, short) is read as
+/// that address, as a URL's host would be: decided at `net.connect.1.0.0.127.<port>`, checked as
+/// loopback, never sent to DNS as a name. An IPv6 zone id is no host at all.
+#[tokio::test]
+async fn legacy_ipv4_spellings_in_a_connect_are_decided_as_the_address() {
+    let dns = Dns::start().await;
+    let (port, connections) = echo_server().await;
+    let (log, _dir) = new_log();
+    let gate = RuleGate::new().allow(&format!("net.connect.1.0.0.127.{port}"));
+    let broker = new_broker(gate, &log, &dns, BrokerConfig::default());
+    let proxy = broker.serve_proxy(proxy_listener()).expect("serve");
+
+    let spellings = ["2130706433", "0x7f.1", "0177.0.0.1", "127.1", "127.0.0.1."];
+    for host in spellings {
+        let mut client = TcpStream::connect(proxy.local_addr())
+            .await
+            .expect("to proxy");
+        client
+            .write_all(format!("CONNECT {host}:{port} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let head = read_until_blank_line(&mut client).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{host}: {head}");
+        client.write_all(b"ping").await.expect("write");
+        let mut back = [0u8; 4];
+        client.read_exact(&mut back).await.expect("echo");
+        assert_eq!(&back, b"ping", "{host}");
+    }
+    for host in ["[fe80::1%eth0]", "[fe80::1%25eth0]"] {
+        let request = format!("CONNECT {host}:{port} HTTP/1.1\r\n\r\n");
+        let answer = ask_proxy(proxy.local_addr(), &request).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{host}: {answer}");
+    }
+    proxy.shutdown().await;
+
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        spellings.len()
+    );
+    assert!(dns.names_asked().is_empty(), "{:?}", dns.names_asked());
+    let gates: Vec<_> = net_events(&log)
+        .into_iter()
+        .filter(|(_, d)| d["stage"] == "gate")
+        .map(|(_, d)| (d["action"].clone(), d["host"].clone()))
+        .collect();
+    assert_eq!(gates.len(), spellings.len());
+    let expected = (
+        json!(format!("net.connect.1.0.0.127.{port}")),
+        json!("127.0.0.1"),
+    );
+    assert!(gates.iter().all(|g| *g == expected), "{gates:?}");
 }
