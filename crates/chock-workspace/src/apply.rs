@@ -14,7 +14,7 @@ use crate::hunks::{Edit, edits, merge, split_lines};
 use crate::meta::{Backing, now_rfc3339};
 use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records, session_of};
 use crate::workspace::Workspace;
-use crate::write::{Op, perform};
+use crate::write::{Op, perform, setid_stripped};
 
 /// Which changes to apply: whole files (by path or file id) and single hunks (by hunk id). Both
 /// empty means everything.
@@ -73,6 +73,7 @@ impl ApplyPlan {
             "result_hash": r.result_hash,
             "hunks": r.hunks,
             "already": self.already,
+            "setid_stripped": r.setid_stripped,
             "files": self.ops.iter().map(|op| json!({
                 "path": op.path,
                 "before": entry_hash(op.before.as_ref()),
@@ -241,6 +242,7 @@ impl Workspace {
             result_hash: state_hash(&plan.ops, true),
             hunks: hunk_ids.iter().map(|s| s.to_string()).collect(),
             files: Vec::new(),
+            setid_stripped: setid_stripped(&project, &plan.ops),
             undone_by: None,
         };
         Ok(ApplyPlan {
@@ -435,6 +437,7 @@ pub fn plan_undo(sessions_root: &Path, apply_id: &str) -> Result<ApplyPlan> {
         result_hash: state_hash(&plan.ops, true),
         hunks: Vec::new(),
         files: Vec::new(),
+        setid_stripped: setid_stripped(&project, &plan.ops),
         undone_by: None,
     };
     Ok(ApplyPlan {

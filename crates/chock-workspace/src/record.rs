@@ -51,6 +51,10 @@ pub struct ApplyRecord {
     /// Selected hunk ids (empty when whole files were chosen).
     pub hunks: Vec<String>,
     pub files: Vec<FileRecord>,
+    /// Paths whose project file had set-uid/set-gid bits that the write dropped (an apply never
+    /// writes set-id bits into the project).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub setid_stripped: Vec<String>,
     /// Set when an undo reverted this apply.
     pub undone_by: Option<String>,
 }

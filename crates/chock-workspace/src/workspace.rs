@@ -123,7 +123,8 @@ impl Workspace {
         &self.meta.backing
     }
 
-    /// `meta.json` as loaded.
+    /// `meta.json` as loaded (a git base still being written shows as `None` here: ask
+    /// [`Workspace::wait_base`]).
     pub fn meta(&self) -> &Meta {
         &self.meta
     }
@@ -278,6 +279,7 @@ impl Workspace {
             .zip(hashed.lines())
             .collect();
         let mut info = Vec::new();
+        let mut removed = Vec::new();
         for (path, change) in &raw {
             let full = format!("{prefix}{path}");
             let line = match &change.new {
@@ -296,12 +298,20 @@ impl Workspace {
                     format!("{} {sha}\t{full}", entry.git_mode())
                 }
                 _ if matches!(change.old, Some(Entry::File { .. } | Entry::Symlink { .. })) => {
-                    format!("0 {}\t{full}", "0".repeat(40))
+                    removed.extend_from_slice(full.as_bytes());
+                    removed.push(0);
+                    continue;
                 }
                 _ => continue,
             };
             info.extend_from_slice(line.as_bytes());
             info.push(0);
+        }
+        if !removed.is_empty() {
+            staged.run_with_input(
+                &["update-index", "-z", "--force-remove", "--stdin"],
+                Some(&removed),
+            )?;
         }
         if !info.is_empty() {
             staged.run_with_input(&["update-index", "-z", "--index-info"], Some(&info))?;

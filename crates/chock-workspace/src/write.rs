@@ -133,6 +133,22 @@ fn check_parents(root: &Path, ops: &[Op]) -> Result<()> {
     Ok(())
 }
 
+/// The set-uid and set-gid bits (sys/stat.h S_ISUID | S_ISGID).
+const SET_ID: u32 = 0o6000;
+
+/// The paths of `ops` whose file in the project has set-id bits that writing it will drop (an
+/// apply or undo writes regular files without them).
+pub(crate) fn setid_stripped(root: &Path, ops: &[Op]) -> Vec<String> {
+    ops.iter()
+        .filter(|op| matches!(op.after, Some(Entry::File { .. })))
+        .filter(|op| {
+            fs::symlink_metadata(root.join(&op.path))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & SET_ID != 0)
+        })
+        .map(|op| op.path.clone())
+        .collect()
+}
+
 fn stage_all(root: &Path, stage_dir: &Path, ops: &[Op], staged: &mut Vec<Staged>) -> Result<()> {
     for (n, op) in ops.iter().enumerate() {
         let Some(after) = &op.after else { continue };
@@ -157,8 +173,11 @@ fn stage_all(root: &Path, stage_dir: &Path, ops: &[Op], staged: &mut Vec<Staged>
                     fs::File::create(&tmp).map_err(|e| WorkspaceError::io("stage", &tmp, e))?;
                 file.write_all(data)
                     .map_err(|e| WorkspaceError::io("stage", &tmp, e))?;
+                // The project's own mode, without set-uid/set-gid: content from a workspace must
+                // never become a set-id program (as root, a set-uid-root one) in the real project.
+                // [`setid_stripped`] lists where this drops a bit, for the record and the event.
                 let base = match fs::symlink_metadata(&dest) {
-                    Ok(meta) if meta.is_file() => meta.permissions().mode() & 0o7777,
+                    Ok(meta) if meta.is_file() => meta.permissions().mode() & 0o7777 & !SET_ID,
                     _ => 0o644,
                 };
                 let mode = if *exec {
