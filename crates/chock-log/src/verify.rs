@@ -389,6 +389,17 @@ fn check_chain(
     hashes: &[String],
     parsed: &[Result<Fields, String>],
 ) -> Vec<Problem> {
+    if hashes.is_empty() {
+        // `Log::create` makes line 1 durable before anyone can act in the session, so a log
+        // with no complete line was emptied (or never started): it vouches for nothing.
+        return vec![Problem {
+            line: 1,
+            seq: None,
+            kind: ProblemKind::BadHeader {
+                reason: "no complete line: the session.start is missing".into(),
+            },
+        }];
+    }
     let genesis = genesis_hash(session_id);
     let mut first_with_hash: HashMap<&str, usize> = HashMap::new();
     for (i, h) in hashes.iter().enumerate() {

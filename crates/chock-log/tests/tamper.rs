@@ -26,6 +26,24 @@ fn an_untouched_log_verifies() {
     assert_eq!(report.torn_tail, None);
 }
 
+/// A log emptied of every line (or left holding only a fragment) is not an intact empty log:
+/// `Log::create` makes `session.start` durable before the session can act.
+#[test]
+fn an_emptied_log_is_broken() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = session_with(root.path(), 2);
+    for content in [&b""[..], b"{\"seq\":0,\"ts"] {
+        std::fs::write(log_path(&dir), content).unwrap();
+        let report = verify(&dir).unwrap();
+        assert!(!report.is_intact(), "{report:?}");
+        assert!(
+            matches!(&report.problems[..], [p] if p.line == 1
+                && matches!(&p.kind, ProblemKind::BadHeader { reason } if reason.contains("session.start is missing"))),
+            "{report:?}"
+        );
+    }
+}
+
 #[test]
 fn an_edited_line_is_named() {
     let root = tempfile::tempdir().unwrap();
