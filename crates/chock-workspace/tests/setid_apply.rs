@@ -23,12 +23,23 @@ fn mode(env: &Env, path: &str) -> u32 {
 fn apply_strips_set_id_bits_and_records_it() {
     let env = Env::git(&[("tool", "#!/bin/sh\necho old\n"), ("plain.txt", "a\n")]);
     fs::set_permissions(env.project.join("tool"), fs::Permissions::from_mode(0o6755)).unwrap();
-    assert_eq!(mode(&env, "tool"), 0o6755, "the fixture needs a set-id file");
+    assert_eq!(
+        mode(&env, "tool"),
+        0o6755,
+        "the fixture needs a set-id file"
+    );
     let ws = env.workspace("sid");
-    in_overlay(&ws, "printf '#!/bin/sh\\necho new\\n' > tool && echo b > plain.txt");
+    in_overlay(
+        &ws,
+        "printf '#!/bin/sh\\necho new\\n' > tool && echo b > plain.txt",
+    );
     let plan = ws.plan_apply(&Selection::default()).unwrap();
     let event = plan.event();
-    assert_eq!(event["setid_stripped"], serde_json::json!(["tool"]), "{event}");
+    assert_eq!(
+        event["setid_stripped"],
+        serde_json::json!(["tool"]),
+        "{event}"
+    );
     let (record, _) = plan.commit().unwrap();
     assert_eq!(record.setid_stripped, vec!["tool".to_string()]);
     assert_eq!(env.read("tool"), "#!/bin/sh\necho new\n");
@@ -45,5 +56,8 @@ fn apply_strips_set_id_bits_and_records_it() {
         .unwrap();
     assert_eq!(env.read("tool"), "#!/bin/sh\necho old\n");
     assert_eq!(mode(&env, "tool") & 0o6000, 0);
-    assert!(undo.setid_stripped.is_empty(), "nothing set-id left to strip");
+    assert!(
+        undo.setid_stripped.is_empty(),
+        "nothing set-id left to strip"
+    );
 }
