@@ -16,6 +16,7 @@ mod pattern;
 mod policy;
 mod ratchet;
 mod sandbox;
+mod sources;
 mod table;
 
 pub use action::{Action, ActionError, ExecClass, reverse_host};
@@ -24,10 +25,12 @@ pub use error::{ErrorKind, PolicyError};
 pub use limits::{LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
 pub use policy::{
-    DEFAULT_ORG_BUNDLE, DecidedBy, ORG_POLICY_ENV, PROJECT_FILE, Policy, Presence,
-    SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Source, Sources, Verdict, chock_dirs_from_env,
-    org_bundle_path, project_file_path, read_source, shipped_defaults,
+    DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,
 };
 pub use ratchet::{Ratchet, RatchetError};
 pub use sandbox::SandboxConfig;
+pub use sources::{
+    DEFAULT_ORG_BUNDLE, ORG_POLICY_ENV, PROJECT_FILE, Presence, Source, Sources,
+    chock_dirs_from_env, org_bundle_path, project_file_path, read_source,
+};
 pub use table::{Rule, RuleTable};
