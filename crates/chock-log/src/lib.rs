@@ -8,6 +8,7 @@
 //! machine (the Ed25519 seal). docs/log.md describes the format for readers in any language.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod error;
 mod fsutil;
 mod id;
