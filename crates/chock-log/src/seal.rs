@@ -102,9 +102,11 @@ pub fn load_or_create_key(key_path: &Path) -> Result<SigningKey, LogError> {
         path: key_path.to_owned(),
         reason,
     };
-    match std::fs::read_to_string(key_path) {
-        Ok(pem) => {
-            let mode = std::fs::metadata(key_path)
+    // One open file for the mode check and the read: the mode judged is the mode of the bytes read.
+    match std::fs::File::open(key_path) {
+        Ok(mut file) => {
+            let mode = file
+                .metadata()
                 .map_err(|e| LogError::io("stat", key_path, e))?
                 .permissions()
                 .mode();
@@ -115,11 +117,17 @@ pub fn load_or_create_key(key_path: &Path) -> Result<SigningKey, LogError> {
                     key_path.display()
                 )));
             }
+            let mut pem = String::new();
+            std::io::Read::read_to_string(&mut file, &mut pem)
+                .map_err(|e| LogError::io("read", key_path, e))?;
             let key = SigningKey::from_pkcs8_pem(&pem)
                 .map_err(|e| bad(format!("not an Ed25519 PKCS#8 PEM key: {e}")))?;
+            // `seal.pub` is what others are handed to trust: it must be this key's half, so a
+            // missing or replaced one is written again.
             let pub_path = public_key_path(key_path);
-            if !pub_path.exists() {
-                write_public_key(&pub_path, &key.verifying_key())?;
+            let public = key.verifying_key();
+            if read_public_key(&pub_path).ok() != Some(public) {
+                write_public_key(&pub_path, &public)?;
             }
             Ok(key)
         }

@@ -222,3 +222,25 @@ fn a_seal_key_others_can_read_is_refused() {
     let err = seal(&dir, &key).unwrap_err();
     assert!(err.to_string().contains("chmod 600"), "{err}");
 }
+
+/// `seal.pub` is what others trust: one replaced by another key's half is put right the next
+/// time the seal key is loaded, so `verify --pubkey seal.pub` never trusts a stranger's key.
+#[test]
+fn a_replaced_seal_pub_is_written_again_from_the_key() {
+    let data = tempfile::tempdir().unwrap();
+    let key_path = data.path().join("seal.key");
+    let key = chock_log::load_or_create_key(&key_path).unwrap();
+    let pub_path = chock_log::public_key_path(&key_path);
+    let stranger = data.path().join("other").join("seal.key");
+    chock_log::load_or_create_key(&stranger).unwrap();
+    std::fs::copy(chock_log::public_key_path(&stranger), &pub_path).unwrap();
+    assert_ne!(
+        chock_log::read_public_key(&pub_path).unwrap(),
+        key.verifying_key()
+    );
+    chock_log::load_or_create_key(&key_path).unwrap();
+    assert_eq!(
+        chock_log::read_public_key(&pub_path).unwrap(),
+        key.verifying_key()
+    );
+}
