@@ -5,6 +5,8 @@
 //! the client meets events split at arbitrary points; a reply can also be cut short to break the stream.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod anthropic;
+
 use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
