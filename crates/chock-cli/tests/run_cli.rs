@@ -1357,3 +1357,51 @@ text = "never reached"
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn task_words_after_the_double_dash_run_with_the_default_provider_on_another_project() {
+    let w = World::new();
+    w.write("README.md", "a project\n");
+    let config = w.base.join("config/chock/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "default_provider = \"demo\"\n").unwrap();
+    let out = w
+        .command(&["--", "add", "a", "note"])
+        .current_dir(&w.base)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // Run from the parent directory: without --project the parent is the project.
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let first = w.events().into_iter().next().unwrap();
+    assert_eq!(first.2["project"], w.base.display().to_string());
+    std::fs::remove_dir_all(w.base.join("state/chock/sessions")).unwrap();
+    let project = w.project.display().to_string();
+    let out = w
+        .command(&["run", "--project", &project, "add a note"])
+        .current_dir(&w.base)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let first = w.events().into_iter().next().unwrap();
+    assert_eq!(first.2["project"], project);
+    let note = w
+        .events()
+        .into_iter()
+        .find(|(k, _, d)| k == "note" && d.get("task").is_some())
+        .unwrap();
+    assert_eq!(note.2["task"], "add a note");
+}
