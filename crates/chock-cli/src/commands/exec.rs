@@ -162,6 +162,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
             match r.outcome {
                 CallOutcome::Refused { by, reason } => {
+                    if r.action == "exec.unparsed" {
+                        eprintln!(
+                            "chock: `{}` has no class: it is not on the sandbox's PATH, or its path holds `..` or shell syntax",
+                            command[0]
+                        );
+                    }
                     if r.decision == chock_policy::Decision::Deny {
                         eprintln!("chock: refused `{}`: {reason} ({})", r.action, r.decided_by);
                     } else {
