@@ -1,0 +1,353 @@
+//! `chock run` deciding acts: the table, nobody to ask, a person at a real pseudo-terminal, a reviewer
+//! model, the agent narrowing itself, and an apply the agent asks for.
+
+mod run_support;
+
+use std::io::{BufReader, Read, Write};
+use std::process::Stdio;
+
+use run_support::*;
+
+#[test]
+fn an_ask_with_nobody_to_ask_is_a_refusal_logged_before_the_act() {
+    let w = World::with_git_project();
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n",
+    );
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "touch made-by-the-command" }
+expect = { is_error = true, contains = "refused" }
+
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "x.txt", content = "x" }
+expect = { is_error = false }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "touch a file"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("1 refused"), "{stdout}");
+    let events = w.events();
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter(|(_, c, _)| c.as_deref() == Some("play_1_1"))
+        .map(|(k, _, _)| k.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool.call",
+            "decision",
+            "approval.ask",
+            "approval.answer",
+            "tool.result"
+        ]
+    );
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["approved"], false);
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("made-by-the-command"));
+    assert!(text(&diff.stdout).contains("x.txt"));
+}
+
+/// Opens a pseudo-terminal: (master, slave).
+fn open_pty() -> (std::fs::File, std::fs::File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    (std::fs::File::from(master), slave)
+}
+
+/// Runs a session whose one command the table says to ask about, answering `answer` on a terminal.
+fn run_with_terminal_answer(answer: &str) -> (World, String) {
+    let w = World::with_git_project();
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n",
+    );
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo ran > made-by-the-command" }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let (mut master, slave) = open_pty();
+    let mut child = w
+        .command(&["run", "--provider", &provider, "make a file"])
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the prompt on stderr, then answer on the terminal.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut buf = [0u8; 1];
+    while !seen.contains("[n] no > ") {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(n > 0, "the prompt never came: {seen}");
+        seen.push(char::from(buf[0]));
+    }
+    assert!(
+        seen.contains("approval needed for exec.system.sh"),
+        "{seen}"
+    );
+    master.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{seen}{rest}",
+        text(&out.stdout)
+    );
+    (w, text(&out.stdout))
+}
+
+#[test]
+fn a_person_at_the_terminal_says_yes_and_the_command_runs() {
+    let (w, stdout) = run_with_terminal_answer("y");
+    assert!(stdout.contains("1 allowed (table 0, person 1"), "{stdout}");
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["approved"], true);
+    assert!(
+        answer.2["by"]
+            .as_str()
+            .unwrap()
+            .contains("allowed by terminal"),
+        "{}",
+        answer.2
+    );
+    assert_decisions_precede_results(&events);
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(
+        text(&diff.stdout).contains("made-by-the-command"),
+        "{}",
+        text(&diff.stdout)
+    );
+}
+
+#[test]
+fn a_person_at_the_terminal_says_no_and_nothing_runs() {
+    let (w, stdout) = run_with_terminal_answer("n");
+    assert!(
+        stdout.contains("1 refused (table 0, answered no 1"),
+        "{stdout}"
+    );
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["approved"], false);
+    let result = events.iter().find(|(k, _, _)| k == "tool.result");
+    assert!(
+        result.is_none_or(|r| r.2.get("exit_code").is_none()),
+        "nothing ran"
+    );
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("made-by-the-command"));
+}
+
+#[test]
+fn agent_review_asks_the_same_model_as_a_reviewer_and_logs_its_verdict() {
+    let w = World::new();
+    w.write("hello.txt", "hello\n");
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
+    );
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply(
+            "msg_r",
+            10,
+            r#"{"allow": true, "reasons": "reading a project file is harmless"}"#,
+            None,
+        ),
+        reply("msg_2", 10, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let out = w
+        .command(&["run", "--provider", "fake", "read hello.txt"])
+        .env("CHOCK_TEST_KEY", "sk-test-review-key-12345")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("reviewer 1"), "{stdout}");
+    let requests = server.join().unwrap();
+    assert!(
+        requests[1].contains("Act: fs.read"),
+        "the reviewer is told the act: {}",
+        requests[1]
+    );
+    assert!(
+        !requests[1].contains("\"tools\""),
+        "the reviewer gets no tools"
+    );
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["answer"], "allow_once");
+    assert_eq!(answer.2["reasons"], "reading a project file is harmless");
+    assert!(answer.2["by"].as_str().unwrap().starts_with("reviewer:"));
+    assert_decisions_precede_results(&events);
+}
+
+#[test]
+fn the_agent_narrows_itself_cannot_widen_alone_and_its_other_tools_work() {
+    let w = World::with_git_project();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "set_title"
+input = { title = "self-restraint" }
+[[turn.call]]
+tool = "update_plan"
+input = { steps = [{ step = "narrow myself", status = "in_progress" }, { step = "stop" }] }
+[[turn.call]]
+tool = "read_guidance"
+input = { topic = "editing" }
+expect = { is_error = false, contains = "edit_file" }
+
+[[turn]]
+[[turn.call]]
+tool = "restrict_self"
+input = { action = "fs.write", decision = "deny" }
+expect = { is_error = false, contains = "restricted" }
+[[turn.call]]
+tool = "restrict_self"
+input = { action = "exec.*", decision = "deny" }
+expect = { is_error = false, contains = "restricted" }
+
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "x.txt", content = "x" }
+expect = { is_error = true, contains = "ratchet" }
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo hi > y.txt" }
+expect = { is_error = true, contains = "ratchet" }
+
+[[turn]]
+[[turn.call]]
+tool = "restrict_self"
+input = { action = "fs.write", decision = "allow" }
+expect = { is_error = true, contains = "ratchet.widen_action" }
+[[turn.call]]
+tool = "ask_user"
+input = { question = "may I?" }
+expect = { is_error = false, contains = "no answer" }
+
+[[turn]]
+text = "I stayed inside my own limits."
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "be careful"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("title       self-restraint"), "{stdout}");
+    let events = w.events();
+    assert_decisions_precede_results(&events);
+    let widen = events
+        .iter()
+        .find(|(k, _, d)| k == "approval.ask" && d["action"] == "ratchet.widen_action")
+        .expect("the widening was asked about");
+    assert_eq!(widen.1.as_deref(), Some("play_4_1"));
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(!text(&diff.stdout).contains("x.txt") && !text(&diff.stdout).contains("y.txt"));
+}
+
+#[test]
+fn request_action_applies_the_work_when_the_table_allows_it() {
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n",
+    ));
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "docs/NEW.md", content = "new\n" }
+
+[[turn]]
+[[turn.call]]
+tool = "request_action"
+input = { action = "workspace.apply", reason = "the docs are written" }
+expect = { is_error = false, contains = "applied as" }
+
+[[turn]]
+[[turn.call]]
+tool = "request_action"
+input = { action = "git.push", reason = "ship it" }
+expect = { is_error = true, contains = "only workspace.apply" }
+
+[[turn]]
+text = "Applied."
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "write docs and apply them"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.project.join("docs/NEW.md")).unwrap(),
+        "new\n"
+    );
+    let events = w.events();
+    let decision = events
+        .iter()
+        .position(|(k, c, _)| k == "decision" && c.as_deref() == Some("play_2_1"))
+        .unwrap();
+    let apply = events
+        .iter()
+        .position(|(k, _, _)| k == "workspace.apply")
+        .unwrap();
+    assert!(decision < apply, "decided before applying");
+    assert_decisions_precede_results(&events);
+}

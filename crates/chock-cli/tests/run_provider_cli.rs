@@ -1,0 +1,293 @@
+//! `chock run` against a loopback server speaking the Anthropic wire format: keys (file, OS keyring,
+//! environment) that never reach the log or a tool call, retries, and background commands.
+
+mod run_support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use run_support::*;
+
+#[test]
+fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
+    let w = World::new();
+    w.write("hello.txt", "hello from the project\n");
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            1000,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply("msg_2", 1200, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_UNSET_KEY");
+    let key = "sk-ant-test-0123456789abcdef";
+    let mut login = w
+        .command(&["login", "--provider", "fake"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    login
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{key}\n").as_bytes())
+        .unwrap();
+    let login = login.wait_with_output().unwrap();
+    assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
+    assert!(!text(&login.stdout).contains(key));
+    let stored = w.base.join("data/chock/credentials/fake");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let out = w.chock(&["run", "--provider", "fake", "what does hello.txt say?"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("Reading it.") && stdout.contains("It says hello."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2200 input"), "{stdout}");
+    assert!(
+        !stdout.contains("unknown (no price"),
+        "a known model has a price: {stdout}"
+    );
+    let requests = server.join().unwrap();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains(&format!("x-api-key: {key}")),
+        "{}",
+        requests[0]
+    );
+    assert!(
+        requests[1].contains("hello from the project"),
+        "the tool result went back: {}",
+        requests[1]
+    );
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(!log.contains(key), "the key never reaches the log");
+    w.assert_log_verifies();
+    let events = w.events();
+    assert_decisions_precede_results(&events);
+    let read = events
+        .iter()
+        .find(|(k, c, _)| k == "tool.call" && c.as_deref() == Some("toolu_01"))
+        .unwrap();
+    assert_eq!(read.2["input"]["path"], "hello.txt");
+}
+
+#[test]
+fn login_uses_a_running_os_keyring_and_run_finds_the_key_there() {
+    if let Some(missing) = ["dbus-run-session", "gnome-keyring-daemon", "secret-tool"]
+        .into_iter()
+        .find(|p| !on_path(p))
+    {
+        eprintln!(
+            "skipped: {missing} is not installed (apt-get install dbus libsecret-tools gnome-keyring)"
+        );
+        return;
+    }
+    let w = World::new();
+    w.write("hello.txt", "hello from the project\n");
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply("msg_2", 10, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_UNSET_KEY");
+    let key = "sk-ant-keyring-0123456789";
+    let looked_up = w.base.join("looked-up");
+    let script = format!(
+        "printf pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null 2>&1\n\
+         printf %s '{key}' | \"$CHOCK\" login --provider fake || exit 10\n\
+         secret-tool lookup application chock provider fake > '{}' || exit 11\n\
+         \"$CHOCK\" run --provider fake 'what does hello.txt say?' || exit 12\n",
+        looked_up.display()
+    );
+    let home = w.base.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new("dbus-run-session")
+        .args(["--", "sh", "-c", &script])
+        .current_dir(&w.project)
+        .env("CHOCK", env!("CARGO_BIN_EXE_chock"))
+        .env("HOME", &home)
+        .env("XDG_STATE_HOME", w.base.join("state"))
+        .env("XDG_CONFIG_HOME", w.base.join("config"))
+        .env("XDG_DATA_HOME", w.base.join("data"))
+        .env_remove("CHOCK_ORG_POLICY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("stored the key for fake in the OS keyring"),
+        "{stdout}"
+    );
+    assert!(
+        !w.base.join("data/chock/credentials/fake").exists(),
+        "no file copy when the keyring took it"
+    );
+    assert_eq!(std::fs::read_to_string(&looked_up).unwrap().trim(), key);
+    let requests = server.join().unwrap();
+    assert!(
+        requests[0]
+            .to_ascii_lowercase()
+            .contains(&format!("x-api-key: {key}"))
+    );
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(!log.contains(key), "the key never reaches the log");
+}
+
+#[test]
+fn the_key_never_reaches_a_tool_call_or_the_log() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Looking around.",
+            Some((
+                "toolu_env",
+                "run_command",
+                r#"{"command": "env; echo done"}"#,
+            )),
+        ),
+        reply("msg_2", 10, "Nothing there.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let key = "sk-ant-never-in-a-tool-call-987654";
+    let out = w
+        .command(&["run", "--provider", "fake", "look at the environment"])
+        .env("CHOCK_TEST_KEY", key)
+        .env("ANTHROPIC_API_KEY", key)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let requests = server.join().unwrap();
+    let result = &requests[1];
+    assert!(
+        result.contains("done") && result.contains("PATH="),
+        "the command ran: {result}"
+    );
+    let body = result.split("\r\n\r\n").nth(1).unwrap();
+    assert!(
+        !body.contains(key),
+        "the key is not in the command's environment: {body}"
+    );
+    assert!(!body.contains("CHOCK_TEST_KEY") && !body.contains("ANTHROPIC_API_KEY"));
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(!log.contains(key));
+}
+
+#[test]
+fn an_overloaded_model_is_retried_and_the_retry_is_logged() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        Reply::Error(
+            529,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        reply("msg_1", 10, "Fine now.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let out = w
+        .command(&["run", "--provider", "fake", "hi"])
+        .env("CHOCK_TEST_KEY", "sk-test-retry-key-123456")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("retrying"), "{stdout}");
+    assert_eq!(server.join().unwrap().len(), 2);
+    let events = w.events();
+    let retry = events
+        .iter()
+        .find(|(k, _, _)| k == "model.retry")
+        .expect("a model.retry event");
+    assert_eq!(retry.2["attempt"], 1);
+    assert!(
+        retry.2["reason"].as_str().unwrap().contains("529"),
+        "{}",
+        retry.2
+    );
+    w.assert_log_verifies();
+}
+
+#[test]
+fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Starting a slow job.",
+            Some((
+                "toolu_bg",
+                "run_command",
+                r#"{"command": "sleep 1; echo slow-job-done", "background": true}"#,
+            )),
+        ),
+        reply(
+            "msg_2",
+            10,
+            "Checking on it.",
+            Some(("toolu_read", "read_output", r#"{"handle": "bg-toolu_bg"}"#)),
+        ),
+        reply("msg_3", 10, "It runs on; I am done.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let out = w
+        .command(&["run", "--provider", "fake", "run the slow job"])
+        .env("CHOCK_TEST_KEY", "sk-test-bg-key-1234567")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let requests = server.join().unwrap();
+    assert!(
+        requests[1].contains("started in the background as bg-toolu_bg"),
+        "{}",
+        requests[1]
+    );
+    assert!(requests[2].contains("still running"), "{}", requests[2]);
+    let events = w.events();
+    let ended = events
+        .iter()
+        .position(|(k, _, d)| k == "note" && d["background"] == "bg-toolu_bg" && d["ended"] == true)
+        .expect("the background command's end is recorded");
+    assert_eq!(events[ended].2["status"], 0);
+    let end = events
+        .iter()
+        .position(|(k, _, _)| k == "session.end")
+        .unwrap();
+    assert!(ended < end);
+    assert_decisions_precede_results(&events);
+    w.assert_log_verifies();
+}
