@@ -91,7 +91,7 @@ fn list() -> anyhow::Result<ExitCode> {
             s.events,
             s.last_ts.as_deref().map_or("-".to_owned(), short_time),
             s.last_kind.map_or("-", EventKind::as_str),
-            s.project.as_deref().unwrap_or("-"),
+            printable(s.project.as_deref().unwrap_or("-")),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -114,7 +114,25 @@ fn short_time(ts: &str) -> String {
     if let Some(dot) = t.find('.') {
         t.truncate(dot);
     }
-    t.trim_end_matches('Z').to_owned()
+    printable(t.trim_end_matches('Z'))
+}
+
+/// `text` safe to print on a terminal: control characters (escape sequences, carriage returns,
+/// newlines) and the bidirectional overrides are shown escaped (`\u{1b}`). A log holds text
+/// the model, a command or a web page wrote, and a log is also read after being copied from
+/// another machine: printing it raw would let that text drive the reader's terminal (clear
+/// lines, rewrite what was shown, set the clipboard) or reorder what the reader sees.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn show(id: &str) -> anyhow::Result<ExitCode> {
@@ -135,7 +153,7 @@ fn show(id: &str) -> anyhow::Result<ExitCode> {
             event.seq,
             short_time(&event.ts),
             event.kind.as_str(),
-            event.call_id.as_deref().unwrap_or("-"),
+            printable(event.call_id.as_deref().unwrap_or("-")),
             summary(event)
         );
     }
@@ -171,7 +189,16 @@ fn summary_fields(kind: EventKind) -> &'static [&'static str] {
         ],
         EventKind::ModelRetry => &["attempt", "reason", "delay_ms"],
         EventKind::ToolCall => &["tool", "input"],
-        EventKind::Decision | EventKind::NetDecision => &["action", "decision", "decided_by"],
+        EventKind::Decision => &["action", "decision", "decided_by"],
+        EventKind::NetDecision => &[
+            "stage",
+            "action",
+            "host",
+            "decision",
+            "decided_by",
+            "addresses_checked",
+            "reason",
+        ],
         EventKind::ApprovalAsk => &["action", "asked", "question"],
         EventKind::ApprovalAnswer => &["answer", "by", "reason"],
         EventKind::ToolResult => &["status", "error", "summary"],
@@ -180,7 +207,15 @@ fn summary_fields(kind: EventKind) -> &'static [&'static str] {
         EventKind::WorkspaceApply => &["apply_id", "files"],
         EventKind::WorkspaceAdopt => &["files"],
         EventKind::SessionImported => &["from", "events"],
-        EventKind::NetConnect => &["host", "port", "address"],
+        EventKind::NetConnect => &[
+            "phase",
+            "host",
+            "port",
+            "address_used",
+            "bytes_sent",
+            "bytes_received",
+            "reason",
+        ],
         EventKind::Note => &["text"],
         EventKind::SessionEnd => &["reason", "status"],
         _ => &[],
@@ -205,12 +240,13 @@ fn summary(event: &Event) -> String {
     if out.is_empty() {
         out = event.data.to_string();
     }
-    truncate(&out, SUMMARY_MAX)
+    // Keys of the fallback JSON and anything else that reached `out` are made printable too.
+    truncate(&printable(&out), SUMMARY_MAX)
 }
 
 fn compact(value: &Value) -> String {
     match value {
-        Value::String(s) => s.replace('\n', "\\n"),
+        Value::String(s) => printable(s),
         other => other.to_string(),
     }
 }
@@ -234,7 +270,12 @@ fn verify(id: &str, pubkey: Option<&Path>) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let report = chock_log::verify_with(&dir, &VerifyOptions { trusted_key })?;
-    print!("{}", render_report(&report, local_public_key().as_deref()));
+    // The report quotes bytes of the log and its seal (a kind, a session id, a seal format),
+    // which may come from another machine: each line is made printable.
+    let rendered = render_report(&report, local_public_key().as_deref());
+    for line in rendered.lines() {
+        println!("{}", printable(line));
+    }
     Ok(ExitCode::from(if report.is_intact() {
         exit::OK
     } else {
@@ -348,4 +389,52 @@ fn pubkey() -> anyhow::Result<ExitCode> {
     let key = key_path()?;
     print!("{}", chock_log::public_key_pem(&key)?);
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: EventKind, data: Value) -> Event {
+        Event {
+            seq: 1,
+            ts: "2026-11-30T00:00:00Z".into(),
+            kind,
+            call_id: None,
+            prev: String::new(),
+            data,
+        }
+    }
+
+    /// Text from a model or a web page cannot drive the terminal of whoever reads the log.
+    #[test]
+    fn escape_sequences_and_bidi_overrides_are_shown_escaped() {
+        let note = event(
+            EventKind::Note,
+            serde_json::json!({"text": "ok\u{1b}[2J\rrm -rf\u{202e}txt.exe\nnext"}),
+        );
+        let line = summary(&note);
+        assert!(
+            !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{line:?}"
+        );
+        assert_eq!(line, "text=ok\\u{1b}[2J\\rrm -rf\\u{202e}txt.exe\\nnext");
+        // The JSON fallback for a kind without chosen fields is escaped by JSON already.
+        let other = event(EventKind::Note, serde_json::json!({"\u{1b}k": 1}));
+        assert!(!summary(&other).contains('\u{1b}'), "{}", summary(&other));
+        assert_eq!(printable("plain text, ünïcode"), "plain text, ünïcode");
+    }
+
+    #[test]
+    fn a_connection_event_shows_the_address_used_and_the_bytes() {
+        let close = event(
+            EventKind::NetConnect,
+            serde_json::json!({"phase": "close", "door": "proxy", "host": "example.org",
+                "port": 443, "address_used": "1.2.3.4:443", "bytes_sent": 10, "bytes_received": 20}),
+        );
+        assert_eq!(
+            summary(&close),
+            "phase=close, host=example.org, port=443, address_used=1.2.3.4:443, bytes_sent=10, bytes_received=20"
+        );
+    }
 }
