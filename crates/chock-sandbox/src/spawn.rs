@@ -162,8 +162,9 @@ pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError
         tmp_size_bytes: plan.limits.tmp_size_bytes,
         ..LimitsReport::default()
     };
-    let cgroup = cgroup::create(&plan.limits, &mut limits);
-    let procs = cgroup.as_ref().map(Cgroup::procs_file);
+    // Removed again if anything below fails before the call owns it.
+    let mut cgroup = UnusedCgroup(cgroup::create(&plan.limits, &mut limits));
+    let procs = cgroup.0.as_ref().map(Cgroup::procs_file);
     let prepared = prepare::prepare(plan, abi, seccomp, procs.as_deref())?;
 
     let (chan, chan_child) = seqpacket_pair()?;
@@ -211,6 +212,7 @@ pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError
         init::setup_main(&prepared, fds);
     }
     drop((chan_child, status_w, lifeline_r, child_ends));
+    let cgroup = cgroup.0.take();
 
     let setup = SetupReport::read(chan.as_raw_fd(), &prepared, plan, started);
     match setup {
@@ -263,6 +265,17 @@ pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError
                 reason: "the sandbox's setup process ended without starting the call's init".into(),
                 hint: "run `chock doctor` to see which layer this machine lacks".into(),
             }))
+        }
+    }
+}
+
+/// A call's cgroup until the call owns it: dropped early (an error before fork), it is removed.
+struct UnusedCgroup(Option<Cgroup>);
+
+impl Drop for UnusedCgroup {
+    fn drop(&mut self) {
+        if let Some(cg) = &self.0 {
+            cg.remove();
         }
     }
 }

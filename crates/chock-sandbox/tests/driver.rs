@@ -446,3 +446,17 @@ fn a_home_at_the_project_or_under_tmp_still_runs() {
         assert_eq!(r.stdout, format!("{}\n", home.display()));
     }
 }
+
+#[test]
+fn a_missing_declared_path_is_refused_before_any_process_exists() {
+    let (d, p) = project();
+    let mut plan = plan_for(&p, &["/bin/true"]);
+    let missing = d.path().join("no-such-toolchain");
+    plan.extra_read = vec![missing.clone()];
+    match spawn(&plan, StdioMode::Null) {
+        Err(SandboxError::Plan(msg)) => {
+            assert!(msg.contains(&missing.display().to_string()), "{msg}")
+        }
+        other => panic!("expected a plan error, got {other:?}"),
+    }
+}
