@@ -150,11 +150,17 @@ pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError
         reason: format!("no system call table for {}", std::env::consts::ARCH),
         hint: "Chock's filter covers x86_64 and aarch64".into(),
     })?;
-    let seccomp = seccomp_rules::compile(arch).map_err(|reason| SandboxError::Layer {
-        layer: Layer::Seccomp,
-        reason,
-        hint: "this is a bug in Chock's filter table".into(),
-    })?;
+    // The table is constant: compile it once per process, copy the programs per call.
+    static COMPILED: std::sync::OnceLock<Result<Vec<seccompiler::BpfProgram>, String>> =
+        std::sync::OnceLock::new();
+    let seccomp = COMPILED
+        .get_or_init(|| seccomp_rules::compile(arch))
+        .clone()
+        .map_err(|reason| SandboxError::Layer {
+            layer: Layer::Seccomp,
+            reason,
+            hint: "this is a bug in Chock's filter table".into(),
+        })?;
     let mut limits = LimitsReport {
         core_bytes: 0,
         fsize_bytes: plan.limits.fsize_bytes,
