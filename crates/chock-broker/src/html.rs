@@ -4,6 +4,11 @@
 //! This is a forgiving scanner, not a parser: a model reads the result, so a page with broken markup
 //! must still give text, and nothing here ever executes or fetches anything.
 
+/// How far a tag's closing `>` is looked for outside quotes. Past this (an unclosed quote in
+/// broken markup) the first `>` ends the tag. The bound keeps a hostile page linear: without it
+/// every `<a "` of a page would scan to the end of the page.
+const MAX_QUOTED_TAG: usize = 4096;
+
 /// Elements whose content is dropped entirely.
 const SKIPPED: &[&str] = &[
     "script", "style", "noscript", "template", "svg", "head", "iframe", "object",
@@ -44,8 +49,15 @@ pub fn html_to_text(html: &str) -> String {
     let mut skipping: Option<String> = None;
     let mut link: Option<String> = None;
     let mut pre_depth = 0usize;
+    // Past the last `>` no tag can close: what is left is text, read once (a page of unclosed
+    // `<a` would otherwise be scanned to its end at every `<`).
+    let last_gt = html.rfind('>');
     while !rest.is_empty() {
-        let Some(lt) = rest.find('<') else {
+        let offset = html.len() - rest.len();
+        let lt = rest
+            .find('<')
+            .filter(|lt| last_gt.is_some_and(|gt| offset + lt < gt));
+        let Some(lt) = lt else {
             if skipping.is_none() {
                 out.text(&decode_entities(rest), pre_depth > 0);
             }
@@ -137,22 +149,7 @@ impl Tag {
         if !(first.is_ascii_alphabetic() || first == '!' || first == '?') {
             return None;
         }
-        // Find the closing `>` outside quotes.
-        let mut quote: Option<char> = None;
-        let mut end = None;
-        for (i, c) in body.char_indices() {
-            match (quote, c) {
-                (Some(q), c) if c == q => quote = None,
-                (Some(_), _) => {}
-                (None, '"' | '\'') => quote = Some(c),
-                (None, '>') => {
-                    end = Some(i);
-                    break;
-                }
-                _ => {}
-            }
-        }
-        let end = end?;
+        let end = tag_end(body)?;
         let inner = &body[..end];
         let name_end = inner
             .find(|c: char| c.is_whitespace() || c == '/' || c == '>')
@@ -171,6 +168,25 @@ impl Tag {
             len: 1 + usize::from(closing) + end + 1,
         })
     }
+}
+
+/// Where the `>` closing a tag is in `body`: the first one outside quotes within
+/// [`MAX_QUOTED_TAG`] bytes, else the first one at all.
+fn tag_end(body: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    for (i, c) in body.char_indices() {
+        if i > MAX_QUOTED_TAG {
+            break;
+        }
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '>') => return Some(i),
+            _ => {}
+        }
+    }
+    body.find('>')
 }
 
 /// The value of attribute `wanted` in a tag's inside text.
@@ -206,7 +222,8 @@ pub fn decode_entities(s: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         rest = &rest[amp..];
-        let semi = rest[..rest.len().min(12)].find(';');
+        // Bytes, not a str slice: byte 12 may fall inside a multi-byte character.
+        let semi = rest.bytes().take(12).position(|b| b == b';');
         let decoded = semi.and_then(|semi| entity(&rest[1..semi]).map(|c| (c, semi)));
         match decoded {
             Some((c, semi)) => {
@@ -332,5 +349,33 @@ mod tests {
             "a < b and <p unclosed"
         );
         assert_eq!(html_to_text("<script>never closed"), "");
+    }
+
+    /// A `&` near a multi-byte character once sliced a str inside that character and panicked:
+    /// a web page could crash the fetch.
+    #[test]
+    fn an_ampersand_before_multibyte_text_does_not_panic() {
+        assert_eq!(decode_entities("&aaaaaaaaaé;"), "&aaaaaaaaaé;");
+        assert_eq!(
+            decode_entities("a &\u{1F600}\u{1F600}\u{1F600}"),
+            "a &\u{1F600}\u{1F600}\u{1F600}"
+        );
+        assert_eq!(html_to_text("<p>x &ééééééé y</p>"), "x &ééééééé y");
+    }
+
+    /// Pages of tags that never close, with and without quotes: each `<` once scanned to the end
+    /// of the page, which made a 2 MiB hostile page take hours. This finishes, with the text kept.
+    #[test]
+    fn unclosed_tags_are_read_in_one_pass() {
+        let unclosed = "<a".repeat(1 << 20);
+        assert_eq!(html_to_text(&unclosed), unclosed);
+        let quoted = format!("{}<b>done</b>", "<a \"".repeat(300_000));
+        assert!(html_to_text(&quoted).ends_with("done"), "quoted");
+        let broken = r#"<p title="x>one</p><p>two</p>"#;
+        assert!(
+            html_to_text(broken).contains("two"),
+            "{}",
+            html_to_text(broken)
+        );
     }
 }
