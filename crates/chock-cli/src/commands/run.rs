@@ -2,7 +2,7 @@
 //! configuration, build the provider, open the session, wire the answerers, print events, print the
 //! summary. Everything that decides or acts lives in the library.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,7 @@ use chock_agent::approval_reviewer::ReviewerAnswerer;
 use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::config::{Config, ProviderKind};
 use chock_agent::credentials::{self, ApiKey};
-use chock_agent::events::{AgentEvent, EventSink, Summary};
+use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::gate::Decider;
 use chock_agent::host::Host;
 use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
@@ -22,6 +22,10 @@ use chock_session::{Session, SessionOptions};
 use serde_json::json;
 
 use crate::exit::{self, Exit};
+
+mod output;
+
+use output::{HumanSink, JsonSink, print_summary};
 
 /// Arguments of `chock run`.
 #[derive(Debug, clap::Args)]
@@ -226,160 +230,6 @@ fn prices(config: &Config) -> PriceTable {
             },
         )
     }))
-}
-
-/// Prints events for a person: the model's words as they stream, one line per tool call and result.
-struct HumanSink {
-    verbose: bool,
-    at_line_start: Mutex<bool>,
-}
-
-impl HumanSink {
-    fn line(&self, text: &str) {
-        let mut out = std::io::stdout().lock();
-        let mut start = self
-            .at_line_start
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !*start {
-            let _ = writeln!(out);
-        }
-        let _ = writeln!(out, "{text}");
-        let _ = out.flush();
-        *start = true;
-    }
-}
-
-fn short(value: &serde_json::Value) -> String {
-    let text = match value {
-        serde_json::Value::Object(map) => map
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "content" | "new" | "old"))
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    };
-    let text = text.replace('\n', " ");
-    if text.chars().count() > 100 {
-        text.chars().take(100).collect::<String>() + "…"
-    } else {
-        text
-    }
-}
-
-impl EventSink for HumanSink {
-    fn emit(&self, event: &AgentEvent) {
-        match event {
-            AgentEvent::Text { text } => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
-                let _ = out.flush();
-                if let Ok(mut start) = self.at_line_start.lock() {
-                    *start = text.ends_with('\n');
-                }
-            }
-            AgentEvent::ToolCall { tool, input, .. } => {
-                self.line(&format!("  → {tool} {}", short(input)))
-            }
-            AgentEvent::ToolResult { ok, summary, .. } => {
-                self.line(&format!("    {} {summary}", if *ok { "✓" } else { "✗" }));
-            }
-            AgentEvent::Decision {
-                action,
-                allowed,
-                decided_by,
-                ..
-            } if (self.verbose || !allowed) && !action.is_empty() => {
-                self.line(&format!(
-                    "    {} {action}: {decided_by}",
-                    if *allowed { "allowed" } else { "refused" }
-                ));
-            }
-            AgentEvent::ModelRetry {
-                attempt,
-                wait_ms,
-                reason,
-            } => {
-                self.line(&format!("  (model request failed: {reason}; attempt {attempt}, retrying in {wait_ms} ms)"));
-            }
-            AgentEvent::PlanUpdated { steps } => {
-                let lines: Vec<String> = steps
-                    .iter()
-                    .map(|s| format!("    [{}] {}", s.status, s.step))
-                    .collect();
-                self.line(&format!("  plan:\n{}", lines.join("\n")));
-            }
-            AgentEvent::SessionEnded { .. } => {
-                let mut start = self
-                    .at_line_start
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if !*start {
-                    println!();
-                    *start = true;
-                }
-            }
-            AgentEvent::BackgroundEnded { handle, status } => {
-                self.line(&format!("  (background {handle} ended: {status:?})"));
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Writes each event as one JSON line on standard output.
-struct JsonSink;
-
-impl EventSink for JsonSink {
-    fn emit(&self, event: &AgentEvent) {
-        if let Ok(line) = serde_json::to_string(event) {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-        }
-    }
-}
-
-fn print_summary(s: &Summary) {
-    let d = &s.decisions;
-    let allowed = d.allowed_by_table + d.allowed_by_person + d.allowed_by_reviewer;
-    let refused = d.denied_by_table + d.denied_by_answer + d.unanswered;
-    let cost = s
-        .cost_usd
-        .map_or("unknown (no price for this model)".to_string(), |c| {
-            format!("${c:.4}")
-        });
-    println!();
-    println!("── session {} ──", s.session);
-    if let Some(title) = &s.title {
-        println!("title       {title}");
-    }
-    println!("ended       {}", s.ended);
-    println!("turns       {}", s.turns);
-    println!("tool calls  {}", s.tool_calls);
-    println!(
-        "decisions   {allowed} allowed (table {}, person {}, reviewer {}); {refused} refused (table {}, answered no {}, nobody answered {})",
-        d.allowed_by_table,
-        d.allowed_by_person,
-        d.allowed_by_reviewer,
-        d.denied_by_table,
-        d.denied_by_answer,
-        d.unanswered
-    );
-    println!(
-        "cost        {cost} ({} input, {} output tokens)",
-        s.input_tokens, s.output_tokens
-    );
-    println!(
-        "review      {}   (then `{}` to take the work)",
-        s.review, s.take
-    );
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,169 @@
+//! The tools that act on the session itself rather than on files or commands: ask_user (a question
+//! through the approval broker), restrict_self (the ratchet: narrowing is free, widening is the act
+//! `ratchet.widen_action`), and request_action (`workspace.apply`, decided and then carried out).
+
+use chock_log::{EventKind, LogError};
+use chock_policy::{Action, Decision};
+use serde_json::json;
+
+use super::{RequestInput, RestrictInput, Toolbox, no_capability};
+use crate::approval::{Answer, Question, QuestionKind, Role};
+use crate::gate::Settled;
+use crate::tools::ToolOutput;
+
+impl Toolbox {
+    pub(super) async fn ask_user(&self, call_id: &str, text: &str) -> Result<ToolOutput, LogError> {
+        let question = Question {
+            kind: QuestionKind::Question,
+            call_id: Some(call_id.to_string()),
+            action: None,
+            decided_by: None,
+            text: text.to_string(),
+            reviewer: None,
+        };
+        let log = &self.decider.log;
+        log.append(
+            EventKind::ApprovalAsk,
+            Some(call_id),
+            json!({ "question": text, "asked": "person" }),
+        )?;
+        let answered = self.decider.broker.ask(Role::Human, &question).await;
+        let reply = match &answered.answer {
+            Some(Answer::Reply { text }) => Some(text.clone()),
+            _ => None,
+        };
+        log.append(
+            EventKind::ApprovalAnswer,
+            Some(call_id),
+            json!({ "answer": if reply.is_some() { "reply" } else { "none" }, "by": answered.by, "reply": reply }),
+        )?;
+        Ok(match reply {
+            Some(text) => ToolOutput::ok(format!("the person answered: {text}")),
+            None => ToolOutput::ok("no answer: nobody is there to answer; decide yourself or say what you need in your final message".into()),
+        })
+    }
+
+    pub(super) async fn restrict_self(
+        &self,
+        call_id: &str,
+        input: &RestrictInput,
+    ) -> Result<ToolOutput, LogError> {
+        let Some(decision) = Decision::from_name(input.decision.trim()) else {
+            let settled = Settled {
+                allowed: false,
+                decision: Decision::Deny,
+                decided_by: "unknown decision".into(),
+                exact_rule: false,
+                refusal: format!(
+                    "unknown decision {:?}: use allow, deny, ask, agent_review or agent_then_human",
+                    input.decision
+                ),
+            };
+            self.decider.log_decision(call_id, None, &settled)?;
+            return Ok(ToolOutput::error(settled.refusal));
+        };
+        let pattern = input.action.trim();
+        // Narrowing needs nobody's permission; try it first.
+        if decision != Decision::Allow {
+            let narrowed = self
+                .decider
+                .policy
+                .write()
+                .map(|mut p| p.restrict(pattern, decision));
+            match narrowed {
+                Ok(Ok(())) => {
+                    self.decider.log_decision(
+                        call_id,
+                        None,
+                        &no_capability("narrowing the session's own policy"),
+                    )?;
+                    self.decider.log.append(
+                        EventKind::Note,
+                        Some(call_id),
+                        json!({ "ratchet": "restrict", "pattern": pattern, "decision": decision.as_str() }),
+                    )?;
+                    return Ok(ToolOutput::ok(format!(
+                        "restricted: {pattern} is now decided at least as strictly as {decision} for the rest of this session"
+                    )));
+                }
+                Ok(Err(chock_policy::RatchetError::Widening { .. })) => {}
+                Ok(Err(err)) => {
+                    let settled = Settled {
+                        allowed: false,
+                        decision: Decision::Deny,
+                        decided_by: "the ratchet refused the pattern".into(),
+                        exact_rule: false,
+                        refusal: format!("restrict_self refused: {err}"),
+                    };
+                    self.decider.log_decision(call_id, None, &settled)?;
+                    return Ok(ToolOutput::error(settled.refusal));
+                }
+                Err(_) => {
+                    return Ok(ToolOutput::error(
+                        "the session's policy is unavailable".into(),
+                    ));
+                }
+            }
+        }
+        // A widening: it is the act ratchet.widen_action, decided like any other.
+        let action = Action::parse("ratchet.widen_action").map_err(|e| LogError::Poisoned {
+            path: self.decider.log.dir().to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let detail = format!("widen the agent's own restriction on {pattern} (to {decision})");
+        let settled = self.decider.settle(Some(call_id), &action, &detail).await?;
+        self.decider
+            .log_decision(call_id, Some(&action), &settled)?;
+        if !settled.allowed {
+            return Ok(ToolOutput::error(settled.refusal));
+        }
+        let outcome = self.decider.policy.write().map(|mut p| {
+            p.widen(pattern).and_then(|removed| {
+                if decision != Decision::Allow {
+                    p.restrict(pattern, decision)?;
+                }
+                Ok(removed.len())
+            })
+        });
+        match outcome {
+            Ok(Ok(removed)) => {
+                self.decider.log.append(
+                    EventKind::Note,
+                    Some(call_id),
+                    json!({ "ratchet": "widen", "pattern": pattern, "decision": decision.as_str(), "removed": removed }),
+                )?;
+                Ok(ToolOutput::ok(format!(
+                    "widened: {removed} restriction(s) inside {pattern} removed"
+                )))
+            }
+            Ok(Err(err)) => Ok(ToolOutput::error(format!("restrict_self: {err}"))),
+            Err(_) => Ok(ToolOutput::error(
+                "the session's policy is unavailable".into(),
+            )),
+        }
+    }
+
+    pub(super) async fn request_action(
+        &self,
+        call_id: &str,
+        input: &RequestInput,
+    ) -> Result<ToolOutput, LogError> {
+        if input.action.trim() != "workspace.apply" {
+            let settled = Settled {
+                allowed: false,
+                decision: Decision::Deny,
+                decided_by: "request_action takes workspace.apply only".into(),
+                exact_rule: false,
+                refusal: format!(
+                    "request_action cannot ask for {:?}: only workspace.apply can be requested",
+                    input.action
+                ),
+            };
+            self.decider.log_decision(call_id, None, &settled)?;
+            return Ok(ToolOutput::error(settled.refusal));
+        }
+        self.host
+            .request_apply(call_id, &self.decider, &input.reason)
+            .await
+    }
+}
