@@ -492,3 +492,30 @@ text = "never reached"
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_turn_bound_ends_a_session_that_would_go_on() {
+    let w = World::new();
+    let turn = "[[turn]]\n[[turn.call]]\ntool = \"list\"\ninput = { path = \".\" }\n\n";
+    let provider = w.script(&format!(
+        "{}[[turn]]\ntext = \"never reached\"\n",
+        turn.repeat(3)
+    ));
+    let out = w.chock(&["run", "--max-turns", "2", "--provider", &provider, "loop"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(
+        stdout.contains("ended       max_turns") && stdout.contains("turns       2"),
+        "{stdout}"
+    );
+    let events = w.events();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|(k, _, _)| k == "model.request")
+            .count(),
+        2
+    );
+    assert_eq!(events.last().unwrap().2["summary"]["ended"], "max_turns");
+    w.assert_log_verifies();
+}
