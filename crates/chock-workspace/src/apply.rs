@@ -14,7 +14,7 @@ use crate::hunks::{Edit, edits, merge, split_lines};
 use crate::meta::{Backing, now_rfc3339};
 use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records, session_of};
 use crate::workspace::Workspace;
-use crate::write::{Op, perform, setid_stripped};
+use crate::write::{Op, check_parents, perform, setid_stripped};
 
 /// Which changes to apply: whole files (by path or file id) and single hunks (by hunk id). Both
 /// empty means everything.
@@ -130,9 +130,18 @@ fn state_hash(ops: &[Op], after: bool) -> String {
     sha256_hex(text.as_bytes())
 }
 
-/// Reads what the project holds at `rel`.
+/// Reads what the project holds at `rel`, never through a symlinked parent: a path below a
+/// symlink reads as absent (so a planned write there fails its parent check, and a planned removal
+/// is a conflict) instead of reading, and later writing, wherever the link points.
 fn real(project: &Path, rel: &str) -> Result<Option<Entry>> {
-    Entry::read(&project.join(rel))
+    let root = crate::beneath::open_root(project)?;
+    match crate::beneath::parent(&root, project, rel, false) {
+        Ok(crate::beneath::Parent::Found(dir, name)) => {
+            Entry::read_at(&dir, Path::new(&name), &project.join(rel))
+        }
+        Ok(crate::beneath::Parent::Missing) | Err(WorkspaceError::Conflict { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Plans a whole-entry change at `path`: the project must hold `expected` (or already `wanted`).
@@ -168,6 +177,25 @@ struct Plan {
     conflicts: Vec<String>,
 }
 
+impl Plan {
+    /// Names every planned write to a path an apply must never touch (see
+    /// [`crate::beneath::refusal`]) as a conflict, so it is refused before the decision and the log.
+    /// A destination below something in the project that is not a directory (a symlink the user
+    /// made since the base, say) is named here too, rather than only when the write starts.
+    fn refuse_unsafe_paths(&mut self, project: &Path) {
+        let refused = self
+            .ops
+            .iter()
+            .filter_map(|op| crate::beneath::refusal(&op.path));
+        self.conflicts.extend(refused);
+        if self.conflicts.is_empty()
+            && let Err(WorkspaceError::Conflict { conflicts }) = check_parents(project, &self.ops)
+        {
+            self.conflicts.extend(conflicts);
+        }
+    }
+}
+
 impl Workspace {
     /// Checks `selection` against the project and plans the writes. Refused for the overlay backing
     /// (its before side is the live project itself; take its work with [`Workspace::plan_adopt`]).
@@ -189,27 +217,28 @@ impl Workspace {
         let mut whole_files: BTreeSet<&str> = BTreeSet::new();
         let mut hunk_ids: BTreeSet<&str> = BTreeSet::new();
         for key in &selection.files {
-            let file = diff
-                .file(key)
-                .ok_or_else(|| WorkspaceError::UnknownSelection {
-                    kind: "file",
-                    name: key.clone(),
-                })?;
-            whole_files.insert(&file.id);
+            let file = match diff.files_matching(key)[..] {
+                [file] => file,
+                [] => return Err(unknown("file", key)),
+                ref several => return Err(ambiguous("file", key, several.iter().copied())),
+            };
+            whole_files.insert(&file.path);
         }
         for id in &selection.hunks {
-            diff.hunk(id)
-                .ok_or_else(|| WorkspaceError::UnknownSelection {
-                    kind: "hunk",
-                    name: id.clone(),
-                })?;
+            match diff.hunks_matching(id)[..] {
+                [_] => {}
+                [] => return Err(unknown("hunk", id)),
+                ref several => {
+                    return Err(ambiguous("hunk", id, several.iter().map(|(f, _)| *f)));
+                }
+            }
             hunk_ids.insert(id);
         }
         let everything = selection.files.is_empty() && selection.hunks.is_empty();
         let project = self.project().to_path_buf();
         let mut plan = Plan::default();
         for file in &diff.files {
-            let is_whole = everything || whole_files.contains(file.id.as_str());
+            let is_whole = everything || whole_files.contains(file.path.as_str());
             let picked: Vec<&crate::hunks::Hunk> = file
                 .hunks
                 .iter()
@@ -221,6 +250,7 @@ impl Workspace {
                 plan_file(&project, file, &mut plan)?;
             }
         }
+        plan.refuse_unsafe_paths(&project);
         if !plan.conflicts.is_empty() {
             return Err(WorkspaceError::Conflict {
                 conflicts: plan.conflicts,
@@ -260,6 +290,26 @@ impl Workspace {
             Backing::Git { top, .. } => top.clone(),
             Backing::Overlay => self.project().to_path_buf(),
         }
+    }
+}
+
+fn unknown(kind: &'static str, name: &str) -> WorkspaceError {
+    WorkspaceError::UnknownSelection {
+        kind,
+        name: name.to_string(),
+    }
+}
+
+/// A selection that names more than one file: refused, naming them all.
+fn ambiguous<'a>(
+    kind: &'static str,
+    name: &str,
+    files: impl Iterator<Item = &'a FileChange>,
+) -> WorkspaceError {
+    WorkspaceError::AmbiguousSelection {
+        kind,
+        name: name.to_string(),
+        paths: files.map(|f| f.path.clone()).collect(),
     }
 }
 
@@ -417,6 +467,7 @@ pub fn plan_undo(sessions_root: &Path, apply_id: &str) -> Result<ApplyPlan> {
             )?,
         }
     }
+    plan.refuse_unsafe_paths(&project);
     if !plan.conflicts.is_empty() {
         return Err(WorkspaceError::Conflict {
             conflicts: plan.conflicts,

@@ -180,18 +180,33 @@ impl Diff {
         self.files.is_empty()
     }
 
-    /// The file with this id or path.
+    /// The file with this id or path (the first, if several match: see [`Diff::files_matching`]).
     pub fn file(&self, key: &str) -> Option<&FileChange> {
+        self.files_matching(key).into_iter().next()
+    }
+
+    /// Every file with this id or path. File ids are 32 bits of a hash of a path the agent chose,
+    /// so two paths with one id are cheap to make (and a path can be spelled like another file's
+    /// id); a selection must match exactly one file, or it would apply a change nobody picked.
+    pub fn files_matching(&self, key: &str) -> Vec<&FileChange> {
         let key = key.trim_end_matches('/');
         self.files
             .iter()
-            .find(|f| f.id == key || f.path == key || f.old_path.as_deref() == Some(key))
+            .filter(|f| f.id == key || f.path == key || f.old_path.as_deref() == Some(key))
+            .collect()
     }
 
-    /// The hunk with this id, and its file.
+    /// The hunk with this id, and its file (the first, if several files share the id).
     pub fn hunk(&self, id: &str) -> Option<(&FileChange, &Hunk)> {
+        self.hunks_matching(id).into_iter().next()
+    }
+
+    /// Every hunk with this id, each with its file: more than one when two files share a file id
+    /// and a hunk's content (see [`Diff::files_matching`]).
+    pub fn hunks_matching(&self, id: &str) -> Vec<(&FileChange, &Hunk)> {
         self.files
             .iter()
-            .find_map(|f| f.hunks.iter().find(|h| h.id == id).map(|h| (f, h)))
+            .flat_map(|f| f.hunks.iter().filter(|h| h.id == id).map(move |h| (f, h)))
+            .collect()
     }
 }

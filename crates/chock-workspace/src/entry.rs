@@ -3,9 +3,13 @@
 //! directories travel the same road as text.
 
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
+use std::io::Read;
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
 use sha2::{Digest, Sha256};
 
@@ -26,37 +30,63 @@ pub enum Entry {
 impl Entry {
     /// Reads what is at `path` without following a final symlink; `None` when nothing is there.
     pub fn read(path: &Path) -> Result<Option<Entry>> {
-        let meta = match fs::symlink_metadata(path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.raw_os_error() == Some(20) => return Ok(None), // ENOTDIR: a parent is a file
-            Err(e) => return Err(WorkspaceError::io("inspect", path, e)),
+        Self::read_at(rustix::fs::CWD, path, path)
+    }
+
+    /// Reads `name` in directory `dir` without following it (`shown` names it in errors).
+    ///
+    /// The kind is taken with `lstat`, and a regular file is then opened `O_NOFOLLOW | O_NONBLOCK`
+    /// and checked again on the open descriptor: whoever writes the directory (the agent, for the
+    /// upper layer) cannot swap in a symlink to a host file, nor a fifo that would hang the read,
+    /// between the look and the read. Devices are never opened.
+    pub fn read_at(dir: impl AsFd, name: &Path, shown: &Path) -> Result<Option<Entry>> {
+        let dir = dir.as_fd();
+        let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(None), // ENOTDIR: a parent is a file
+            Err(e) => return Err(WorkspaceError::io("inspect", shown, e.into())),
         };
-        let kind = meta.file_type();
-        if kind.is_symlink() {
-            let target =
-                fs::read_link(path).map_err(|e| WorkspaceError::io("read link", path, e))?;
-            return Ok(Some(Entry::Symlink {
-                target: target.as_os_str().as_bytes().to_vec(),
-            }));
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(dir, name, Vec::new())
+                    .map_err(|e| WorkspaceError::io("read link", shown, e.into()))?;
+                Ok(Some(Entry::Symlink {
+                    target: target.into_bytes(),
+                }))
+            }
+            FileType::Directory => Ok(Some(Entry::Dir)),
+            FileType::RegularFile => {
+                let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+                let fd = rustix::fs::openat(dir, name, flags, Mode::empty())
+                    .map_err(|e| WorkspaceError::io("open", shown, e.into()))?;
+                let now = rustix::fs::fstat(&fd)
+                    .map_err(|e| WorkspaceError::io("inspect", shown, e.into()))?;
+                if FileType::from_raw_mode(now.st_mode) != FileType::RegularFile
+                    || now.st_ino != st.st_ino
+                {
+                    return Err(WorkspaceError::io(
+                        "read",
+                        shown,
+                        std::io::Error::other("replaced while it was being read"),
+                    ));
+                }
+                let mut data = Vec::new();
+                fs::File::from(fd)
+                    .read_to_end(&mut data)
+                    .map_err(|e| WorkspaceError::io("read", shown, e))?;
+                Ok(Some(Entry::File {
+                    exec: now.st_mode & 0o111 != 0,
+                    data,
+                }))
+            }
+            _ => Err(WorkspaceError::io(
+                "handle",
+                shown,
+                std::io::Error::other(
+                    "not a file, symlink or directory (sockets, fifos and devices are not carried)",
+                ),
+            )),
         }
-        if kind.is_dir() {
-            return Ok(Some(Entry::Dir));
-        }
-        if kind.is_file() {
-            let data = fs::read(path).map_err(|e| WorkspaceError::io("read", path, e))?;
-            return Ok(Some(Entry::File {
-                exec: meta.permissions().mode() & 0o111 != 0,
-                data,
-            }));
-        }
-        Err(WorkspaceError::io(
-            "handle",
-            path,
-            std::io::Error::other(
-                "not a file, symlink or directory (sockets, fifos and devices are not carried)",
-            ),
-        ))
     }
 
     /// A short word for messages and the diff header.

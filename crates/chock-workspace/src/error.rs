@@ -36,6 +36,14 @@ pub enum WorkspaceError {
     /// A selection named a file or hunk that is not in the diff.
     #[error("{kind} `{name}` is not in this session's diff (see `chock diff`)")]
     UnknownSelection { kind: &'static str, name: String },
+    /// A selection matched more than one file or hunk (ids are short hashes of agent-chosen
+    /// paths): refused rather than guessed.
+    #[error("{kind} `{name}` matches more than one change ({}); select by path", paths.join(", "))]
+    AmbiguousSelection {
+        kind: &'static str,
+        name: String,
+        paths: Vec<String>,
+    },
     /// The operation needs the other backing.
     #[error("{0}")]
     WrongBacking(String),

@@ -413,8 +413,15 @@ fn a_write_that_cannot_be_staged_leaves_the_project_and_the_records_untouched() 
     let env = Env::git(&[("a.txt", "a\n")]);
     let ws = env.workspace("s16");
     in_overlay(&ws, "echo A > a.txt && mkdir dir && echo n > dir/new.txt");
+    // Named while planning, when it is already there …
     env.write("dir", "the user made a file here\n");
-    let err = ws.plan_apply(&all()).unwrap().commit().unwrap_err();
+    let err = ws.plan_apply(&all()).unwrap_err();
+    assert!(err.to_string().contains("dir is not a directory"), "{err}");
+    // … and when it appears between the check and the write.
+    fs::remove_file(env.project.join("dir")).unwrap();
+    let plan = ws.plan_apply(&all()).unwrap();
+    env.write("dir", "the user made a file here\n");
+    let err = plan.commit().unwrap_err();
     assert!(err.to_string().contains("dir is not a directory"), "{err}");
     assert_eq!(env.read("a.txt"), "a\n");
     assert_eq!(env.read("dir"), "the user made a file here\n");

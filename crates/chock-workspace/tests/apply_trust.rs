@@ -1,0 +1,166 @@
+//! The apply as a trust boundary: what the agent left in its workspace decides which paths an
+//! apply writes, and the user's project decides what those paths go through. These tests make the
+//! agent (or a racing process) try to get a write outside the project, into a `.git`, or onto a
+//! change nobody selected, and check that nothing of the kind lands.
+
+mod common;
+
+use std::fs;
+
+use chock_workspace::{Selection, WorkspaceError, file_id};
+use common::{Env, in_overlay};
+
+fn conflicts(err: WorkspaceError) -> String {
+    match err {
+        WorkspaceError::Conflict { conflicts } => conflicts.join("\n"),
+        other => panic!("expected a conflict, got {other}"),
+    }
+}
+
+#[test]
+fn a_parent_that_became_a_symlink_is_never_written_through() {
+    let env = Env::git(&[("keep.txt", "keep\n")]);
+    let outside = env.tmp.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let ws = env.workspace("sym");
+    in_overlay(
+        &ws,
+        "mkdir out && echo pwned > out/evil && echo changed > keep.txt",
+    );
+    // The project's `out` is now a symlink leading out of it (made after the base was taken).
+    std::os::unix::fs::symlink(&outside, env.project.join("out")).unwrap();
+    // Refused while planning (git itself will not look beyond the symlink, and chock names it).
+    let err = ws.plan_apply(&Selection::default()).unwrap_err();
+    assert!(err.to_string().contains("out/evil"), "{err}");
+    assert!(!outside.join("evil").exists());
+    assert_eq!(env.read("keep.txt"), "keep\n", "nothing is half-written");
+
+    // Planned while `out` was absent, swapped for the symlink before the write: still refused.
+    fs::remove_file(env.project.join("out")).unwrap();
+    let plan = ws.plan_apply(&Selection::default()).unwrap();
+    std::os::unix::fs::symlink(&outside, env.project.join("out")).unwrap();
+    let err = plan.commit().unwrap_err();
+    assert!(matches!(err, WorkspaceError::Conflict { .. }), "{err}");
+    assert!(!outside.join("evil").exists());
+    assert_eq!(env.read("keep.txt"), "keep\n", "nothing is half-written");
+}
+
+#[test]
+fn a_removal_below_a_swapped_parent_does_not_delete_outside() {
+    let env = Env::git(&[("d/victim.txt", "same bytes\n")]);
+    let outside = env.tmp.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("victim.txt"), "same bytes\n").unwrap();
+    let ws = env.workspace("rm");
+    in_overlay(&ws, "rm d/victim.txt");
+    let plan = ws.plan_apply(&Selection::default()).unwrap();
+    assert_eq!(plan.ops.len(), 1, "{:?}", plan.ops);
+    // Between the check and the write, `d` becomes a symlink to a directory holding a file with
+    // the very bytes the check expected.
+    fs::rename(env.project.join("d"), env.tmp.path().join("d-moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, env.project.join("d")).unwrap();
+    let err = plan.commit().unwrap_err();
+    assert!(
+        err.to_string().contains("does not write through it"),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read_to_string(outside.join("victim.txt")).unwrap(),
+        "same bytes\n",
+        "the apply deleted a file outside the project"
+    );
+}
+
+#[test]
+fn nothing_is_written_into_a_git_directory_at_any_depth() {
+    let env = Env::git(&[("sub/lib.rs", "lib\n")]);
+    let ws = env.workspace("git");
+    in_overlay(
+        &ws,
+        "mkdir -p sub/.git/hooks && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' > sub/.git/config \
+         && echo evil > sub/.git/hooks/pre-commit && echo ok > fine.txt",
+    );
+    let diff = ws.diff().unwrap();
+    assert!(
+        diff.files.iter().any(|f| f.path == "sub/.git/config"),
+        "the diff shows it: {:?}",
+        diff.files.iter().map(|f| &f.path).collect::<Vec<_>>()
+    );
+    let text = conflicts(ws.plan_apply(&Selection::default()).unwrap_err());
+    assert!(
+        text.contains("sub/.git/config") && text.contains(".git directory"),
+        "{text}"
+    );
+    assert!(!env.exists("sub/.git"));
+    assert!(!env.exists("fine.txt"), "nothing is half-written");
+    // The rest can still be taken on its own.
+    let only = Selection {
+        files: vec!["fine.txt".into()],
+        hunks: vec![],
+    };
+    ws.plan_apply(&only).unwrap().commit().unwrap();
+    assert_eq!(env.read("fine.txt"), "ok\n");
+    assert!(!env.exists("sub/.git"));
+}
+
+#[test]
+fn a_path_with_a_newline_is_refused() {
+    let env = Env::git(&[("a.txt", "a\n")]);
+    let ws = env.workspace("nl");
+    in_overlay(&ws, "echo x > \"$(printf 'b\\nfile 00000000 M a.txt')\"");
+    let text = conflicts(ws.plan_apply(&Selection::default()).unwrap_err());
+    assert!(text.contains("control character"), "{text}");
+    assert_eq!(
+        fs::read_dir(&env.project).unwrap().count(),
+        2,
+        "only .git and a.txt"
+    );
+}
+
+/// Two paths whose file ids collide (found by search: the first 8 hex digits of SHA-256 agree).
+const TWIN_A: &str = "f550.txt";
+const TWIN_B: &str = "f19249.txt";
+
+#[test]
+fn an_id_shared_by_two_files_is_refused_not_guessed() {
+    assert_eq!(
+        file_id(TWIN_A),
+        file_id(TWIN_B),
+        "the fixture needs colliding ids"
+    );
+    let env = Env::git(&[(TWIN_A, "x\n"), (TWIN_B, "x\n")]);
+    let ws = env.workspace("twin");
+    in_overlay(&ws, &format!("echo y > {TWIN_A} && echo y > {TWIN_B}"));
+    let diff = ws.diff().unwrap();
+    let hunk = diff.files[0].hunks[0].id.clone();
+    assert_eq!(
+        diff.files[1].hunks[0].id, hunk,
+        "same file id, same lines: same hunk id"
+    );
+    for selection in [
+        Selection {
+            files: vec![],
+            hunks: vec![hunk.clone()],
+        },
+        Selection {
+            files: vec![file_id(TWIN_A)],
+            hunks: vec![],
+        },
+    ] {
+        let err = ws.plan_apply(&selection).unwrap_err();
+        assert!(
+            matches!(&err, WorkspaceError::AmbiguousSelection { paths, .. } if paths.len() == 2),
+            "{err}"
+        );
+    }
+    assert_eq!(env.read(TWIN_A), "x\n");
+    assert_eq!(env.read(TWIN_B), "x\n");
+    // By path, exactly the one file.
+    let one = Selection {
+        files: vec![TWIN_B.into()],
+        hunks: vec![],
+    };
+    ws.plan_apply(&one).unwrap().commit().unwrap();
+    assert_eq!(env.read(TWIN_A), "x\n");
+    assert_eq!(env.read(TWIN_B), "y\n");
+}
