@@ -390,10 +390,24 @@ impl SandboxChild {
             self.signal_init();
             poll_readable(self.init_pidfd.as_raw_fd(), None);
         }
-        reap(self.setup_pid);
-        if let Some(cg) = &self.cgroup {
-            cg.kill();
-            cg.remove();
+        // Every process of the call is gone once its init has exited (the pid namespace dies with
+        // it). What remains is Chock's own setup process while the kernel tears the call's mount
+        // namespace down (an overlay syncs its upper filesystem there: 10-15 ms): reap it, and only
+        // then remove the cgroup it sits in, on a thread of their own, so `wait` returns now.
+        let (setup_pid, cgroup) = (self.setup_pid, self.cgroup.take());
+        let cleanup = move || {
+            reap(setup_pid);
+            if let Some(cg) = cgroup {
+                cg.kill();
+                cg.remove();
+            }
+        };
+        if std::thread::Builder::new()
+            .name("chock-reap".into())
+            .spawn(cleanup.clone())
+            .is_err()
+        {
+            cleanup();
         }
         let mut buf = [0u8; 4];
         // SAFETY: reading into a 4-byte buffer from our own pipe.
