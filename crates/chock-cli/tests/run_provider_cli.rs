@@ -291,3 +291,41 @@ fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
     assert_decisions_precede_results(&events);
     w.assert_log_verifies();
 }
+
+#[test]
+fn login_refuses_an_empty_key_and_a_name_that_is_not_a_file_name() {
+    let w = World::new();
+    let login = |provider: &str, input: &str| {
+        let mut child = w
+            .command(&["login", "--provider", provider])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = login("anthropic", "\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no key was given"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = login("../evil", "sk-ant-0123456789\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("not usable"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !w.base.join("data/chock/evil").exists() && !w.base.join("data/chock/credentials").exists()
+    );
+}
