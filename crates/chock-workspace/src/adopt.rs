@@ -5,9 +5,13 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::beneath::{Parent, lstat_at, open_root, walk_to_parent};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::workspace::Workspace;
@@ -26,6 +30,9 @@ pub struct AdoptPlan {
     pub dirs: Vec<String>,
     /// Paths the session deleted (and the old paths of renames).
     pub deleted: Vec<String>,
+    /// The project `dest` is in, and the session: the writes walk from the project down.
+    project: PathBuf,
+    session: String,
 }
 
 /// What an adopt wrote.
@@ -46,6 +53,8 @@ impl Workspace {
             copies: Vec::new(),
             dirs: Vec::new(),
             deleted: Vec::new(),
+            project: self.project().to_path_buf(),
+            session: self.session().to_string(),
         };
         for file in &diff.files {
             if let Some(from) = &file.old_path {
@@ -58,6 +67,19 @@ impl Workspace {
             }
         }
         plan.deleted.sort();
+        // The same names apply refuses: a copied `.git/config` or hook would make a repository
+        // whose code a shell prompt's `git status` runs, and a newline would forge `deleted`.
+        let refused: Vec<String> = plan
+            .copies
+            .iter()
+            .map(|(p, _)| p)
+            .chain(&plan.dirs)
+            .chain(&plan.deleted)
+            .filter_map(|p| crate::beneath::refusal(p))
+            .collect();
+        if !refused.is_empty() {
+            return Err(WorkspaceError::Conflict { conflicts: refused });
+        }
         let files = dest.join("files");
         let mut taken: Vec<PathBuf> = plan
             .copies
@@ -78,58 +100,47 @@ impl Workspace {
 
 impl AdoptPlan {
     /// Copies the files, makes the directories and writes the `deleted` list. Files are created
-    /// with `O_EXCL`, so a destination that appeared since the plan is still never overwritten.
+    /// with `O_EXCL`, so a destination that appeared since the plan is still never overwritten,
+    /// and every directory on the way is reached without following a symlink (see
+    /// [`crate::beneath`]), so a `.chock-adopted` that is a link leads nowhere.
     pub fn commit(&self) -> Result<AdoptCounts> {
-        let files = self.dest.join("files");
-        let mut builder = fs::DirBuilder::new();
-        builder.recursive(true).mode(0o755);
-        builder
-            .create(&files)
-            .map_err(|e| WorkspaceError::io("create", &files, e))?;
+        let root = open_root(&self.project)?;
+        let base = format!("{ADOPTED_DIR}/{}", self.session);
+        self.mkdir(&root, &format!("{base}/files"))?;
         for (path, entry) in &self.copies {
-            let to = files.join(path);
-            if let Some(parent) = to.parent() {
-                builder
-                    .create(parent)
-                    .map_err(|e| WorkspaceError::io("create", parent, e))?;
-            }
+            let rel = format!("{base}/files/{path}");
+            let (dir, name) = self.parent_of(&root, &rel)?;
             match entry {
                 Entry::File { exec, data } => {
-                    let mut file = fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .mode(if *exec { 0o755 } else { 0o644 })
-                        .open(&to)
-                        .map_err(|e| WorkspaceError::io("create (never overwriting)", &to, e))?;
-                    file.write_all(data)
-                        .map_err(|e| WorkspaceError::io("write", &to, e))?;
+                    let file = create_new(&dir, &name, if *exec { 0o755 } else { 0o644 }).map_err(
+                        |e| WorkspaceError::io("create (never overwriting)", self.shown(&rel), e),
+                    )?;
+                    fs::File::from(file)
+                        .write_all(data)
+                        .map_err(|e| WorkspaceError::io("write", self.shown(&rel), e))?;
                 }
                 Entry::Symlink { target } => {
-                    use std::os::unix::ffi::OsStrExt;
-                    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &to)
-                        .map_err(|e| WorkspaceError::io("create symlink", &to, e))?;
+                    rustix::fs::symlinkat(target.as_slice(), &dir, name.as_str()).map_err(|e| {
+                        WorkspaceError::io("create symlink", self.shown(&rel), e.into())
+                    })?;
                 }
                 Entry::Dir => {}
             }
         }
         for dir in &self.dirs {
-            let to = files.join(dir);
-            builder
-                .create(&to)
-                .map_err(|e| WorkspaceError::io("create", &to, e))?;
+            self.mkdir(&root, &format!("{base}/files/{dir}"))?;
         }
         if !self.deleted.is_empty() {
-            let path = self.dest.join("deleted");
-            let mut file = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .open(&path)
-                .map_err(|e| WorkspaceError::io("create (never overwriting)", &path, e))?;
+            let rel = format!("{base}/deleted");
+            let (dir, name) = self.parent_of(&root, &rel)?;
+            let file = create_new(&dir, &name, 0o644).map_err(|e| {
+                WorkspaceError::io("create (never overwriting)", self.shown(&rel), e)
+            })?;
             let mut text = self.deleted.join("\n");
             text.push('\n');
-            file.write_all(text.as_bytes())
-                .map_err(|e| WorkspaceError::io("write", &path, e))?;
+            fs::File::from(file)
+                .write_all(text.as_bytes())
+                .map_err(|e| WorkspaceError::io("write", self.shown(&rel), e))?;
         }
         Ok(AdoptCounts {
             files: self.copies.len(),
@@ -137,4 +148,41 @@ impl AdoptPlan {
             deleted: self.deleted.len(),
         })
     }
+
+    fn shown(&self, rel: &str) -> PathBuf {
+        self.project.join(rel)
+    }
+
+    /// The directory holding `rel`'s last component (made as needed) and that component's name.
+    fn parent_of(&self, root: &OwnedFd, rel: &str) -> Result<(OwnedFd, String)> {
+        match walk_to_parent(root, &self.project, rel, true)? {
+            Parent::Found(dir, name) => Ok((dir, name)),
+            Parent::Missing => Err(WorkspaceError::io(
+                "create",
+                self.shown(rel),
+                std::io::ErrorKind::NotFound.into(),
+            )),
+        }
+    }
+
+    /// Makes directory `rel` (and its parents); one already there is fine.
+    fn mkdir(&self, root: &OwnedFd, rel: &str) -> Result<()> {
+        let (dir, name) = self.parent_of(root, rel)?;
+        match rustix::fs::mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) if lstat_at(&dir, &name).is_some_and(|(t, _)| t.is_dir()) => Ok(()),
+            Err(e) => Err(WorkspaceError::io("create", self.shown(rel), e.into())),
+        }
+    }
+}
+
+/// Creates `name` in `dir`, never opening something already there (nor following a symlink).
+fn create_new(dir: &OwnedFd, name: &str, mode: u32) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(
+        dir,
+        name,
+        flags,
+        Mode::from_raw_mode(mode),
+    )?)
 }

@@ -81,6 +81,22 @@ pub fn parent(root: &OwnedFd, root_path: &Path, rel: &str, create: bool) -> Resu
             conflicts: vec![why],
         });
     }
+    walk_to_parent(root, root_path, rel, create)
+}
+
+/// [`parent`] without the check of the path's names, for paths chock composes itself (adopt's
+/// `.chock-adopted/<session>/files/<path>`, whose `<path>` was checked on its own). `rel` must
+/// still be relative with no empty, `.` or `..` component.
+pub fn walk_to_parent(root: &OwnedFd, root_path: &Path, rel: &str, create: bool) -> Result<Parent> {
+    if rel.starts_with('/')
+        || rel
+            .split('/')
+            .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        return Err(WorkspaceError::Conflict {
+            conflicts: vec![format!("{rel}: not a path below the project")],
+        });
+    }
     let parts: Vec<&str> = rel.split('/').collect();
     let (last, dirs) = parts.split_last().expect("split yields at least one part");
     let mut dir =

@@ -164,3 +164,30 @@ fn an_id_shared_by_two_files_is_refused_not_guessed() {
     assert_eq!(env.read(TWIN_A), "x\n");
     assert_eq!(env.read(TWIN_B), "y\n");
 }
+
+#[test]
+fn adopt_refuses_a_git_directory_and_never_follows_a_linked_adopt_folder() {
+    let env = Env::new(); // no git: the overlay backing, taken home by adopt
+    env.write("a.txt", "a\n");
+    let ws = env.workspace("ad");
+    in_overlay(&ws, "mkdir -p lib/.git && echo '[core]' > lib/.git/config");
+    let text = conflicts(ws.plan_adopt().unwrap_err());
+    assert!(text.contains("lib/.git/config"), "{text}");
+    assert!(!env.exists(".chock-adopted"));
+
+    let ws = env.workspace("ad2");
+    in_overlay(&ws, "echo b > a.txt");
+    let plan = ws.plan_adopt().unwrap();
+    // The adopt folder turns out to be a symlink leading out of the project.
+    let outside = env.tmp.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, env.project.join(".chock-adopted")).unwrap();
+    let err = plan.commit().unwrap_err();
+    assert!(err.to_string().contains(".chock-adopted"), "{err}");
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "adopt wrote through the link"
+    );
+    assert_eq!(env.read("a.txt"), "a\n");
+}
