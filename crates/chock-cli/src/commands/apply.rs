@@ -56,7 +56,9 @@ fn refusal(err: WorkspaceError) -> anyhow::Error {
         WorkspaceError::Conflict { .. }
         | WorkspaceError::AlreadyUndone(_)
         | WorkspaceError::WrongBacking(_) => Exit::new(FAILURE, err.to_string()).into(),
-        WorkspaceError::UnknownSelection { .. } | WorkspaceError::UnknownApply(_) => {
+        WorkspaceError::UnknownSelection { .. }
+        | WorkspaceError::AmbiguousSelection { .. }
+        | WorkspaceError::UnknownApply(_) => {
             Exit::new(crate::exit::BAD_INPUT, err.to_string()).into()
         }
         other => other.into(),
@@ -102,7 +104,10 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
                 None,
                 serde_json::json!({ "workspace.apply": id, "failed": e.to_string() }),
             );
-            Err(e.into())
+            // The record was saved before the first write, so whatever did land can be reverted.
+            Err(anyhow::Error::new(e).context(format!(
+                "{verb} {id} stopped; if it wrote anything, `chock undo {id}` reverts it"
+            )))
         }
     }
 }
