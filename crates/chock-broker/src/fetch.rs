@@ -136,10 +136,12 @@ impl Broker {
     pub async fn fetch_url(&self, url: &str) -> Result<FetchedPage, BrokerError> {
         let raw = self.get(Door::Fetch, url, &[]).await?;
         let text = readable(&raw);
+        // The redirect chain is the server's words too (a `Location` can echo what it was sent),
+        // so it passes the funnel like the text.
         Ok(FetchedPage {
             url: url.to_owned(),
-            final_url: raw.final_url.to_string(),
-            redirects: raw.redirects,
+            final_url: self.redact(raw.final_url.as_str()),
+            redirects: raw.redirects.iter().map(|r| self.redact(r)).collect(),
             status: raw.status,
             content_type: raw.content_type,
             text: self.redact(&text),

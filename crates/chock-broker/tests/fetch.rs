@@ -357,6 +357,39 @@ async fn the_page_passes_the_redaction_funnel() {
     assert_eq!(page.text, format!("token={} end", chock_log::REDACTED));
 }
 
+/// A server that echoes a secret into a redirect's `Location` does not get it to the model
+/// through `final_url` or `redirects` either.
+#[tokio::test]
+async fn the_redirect_chain_passes_the_redaction_funnel() {
+    let (dns, http) = (Dns::start().await, Http::start().await);
+    dns.set("site.test", &["127.0.0.1"]);
+    let port = http.port();
+    http.route(
+        "/",
+        Reply::redirect(&format!("http://site.test:{port}/k?t=sk-test-0123456789")),
+    );
+    http.route("/k?t=sk-test-0123456789", Reply::ok("text/plain", "landed"));
+    let (log, _dir) = new_log();
+    log.add_secret("sk-test-0123456789").expect("secret");
+    let broker = new_broker(
+        RuleGate::new().allow("net.fetch.test.site"),
+        &log,
+        &dns,
+        BrokerConfig::default(),
+    );
+    let page = broker
+        .fetch_url(&format!("http://site.test:{port}/"))
+        .await
+        .expect("fetch");
+    assert_eq!(page.text, "landed");
+    let shown = format!("{} {:?}", page.final_url, page.redirects);
+    assert!(!shown.contains("sk-test"), "{shown}");
+    assert_eq!(
+        page.final_url,
+        format!("http://site.test:{port}/k?t={}", chock_log::REDACTED)
+    );
+}
+
 #[tokio::test]
 async fn urls_that_are_not_http_are_refused_before_any_decision() {
     let dns = Dns::start().await;
