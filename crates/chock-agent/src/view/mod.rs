@@ -12,11 +12,17 @@
 //!
 //! Every path the model gives is mapped to a path relative to the workspace root. `..` that climbs out,
 //! an absolute path outside the project path, and a symlink whose target leaves the workspace are refused
-//! before anything is read.
+//! before anything is read. The host's acts (read, list, write) then go through [`beneath`], which
+//! walks each layer without ever following a symlink: a component a background command swaps for a
+//! symlink after the check stops the act instead of redirecting it. Residual: the kind checks and
+//! `readlink` along the way are path-based, so such a swap can make the view learn the *kind* of a host
+//! entry outside the workspace, or a link's target text — never its content, and never a write there.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
+
+mod beneath;
 
 /// How many symlinks one path may pass through before it is refused as a loop.
 const MAX_LINKS: usize = 40;
@@ -179,12 +185,21 @@ impl WorkspaceView {
     }
 
     /// What is at `rel` (not following a final symlink), and the host path that holds it.
+    ///
+    /// The kinds are taken with path-based `lstat`s: a concurrent swap can make one answer about a
+    /// host path outside the layer (what kind of entry it is, nothing more). Every read, list and
+    /// write then goes through [`beneath`], which never follows a symlink, so such an answer cannot
+    /// turn into an act outside the workspace.
     pub fn lstat(&self, rel: &Path) -> Option<(EntryKind, PathBuf)> {
+        self.entry(rel).map(|(kind, layer)| (kind, layer.join(rel)))
+    }
+
+    /// What is at `rel`, and the layer directory (below which it is `rel`) that holds it.
+    fn entry(&self, rel: &Path) -> Option<(EntryKind, &Path)> {
         match &self.backing {
             Backing::Direct { root } => {
-                let host = root.join(rel);
-                let meta = std::fs::symlink_metadata(&host).ok()?;
-                Some((kind_of(&meta), host))
+                let meta = std::fs::symlink_metadata(root.join(rel)).ok()?;
+                Some((kind_of(&meta), root.as_path()))
             }
             Backing::Overlay { lower, upper } => {
                 let mut lower_visible = true;
@@ -198,7 +213,7 @@ impl WorkspaceView {
                         Ok(meta) if is_whiteout(&up, &meta) => return None,
                         Ok(meta) => {
                             if last {
-                                return Some((kind_of(&meta), up));
+                                return Some((kind_of(&meta), upper.as_path()));
                             }
                             if !meta.is_dir() {
                                 return None;
@@ -214,7 +229,7 @@ impl WorkspaceView {
                             let low = lower.join(&prefix);
                             let meta = std::fs::symlink_metadata(&low).ok()?;
                             if last {
-                                return Some((kind_of(&meta), low));
+                                return Some((kind_of(&meta), lower.as_path()));
                             }
                             if !meta.is_dir() {
                                 return None;
@@ -223,18 +238,20 @@ impl WorkspaceView {
                     }
                 }
                 // The root itself.
-                Some((EntryKind::Dir, upper.clone()))
+                Some((EntryKind::Dir, upper.as_path()))
             }
         }
     }
 
     /// Reads a whole file (after resolving symlinks).
     pub fn read(&self, given: &str, rel: &Path) -> Result<Vec<u8>, ViewError> {
-        match self.lstat(rel) {
-            Some((EntryKind::File, host)) => std::fs::read(&host).map_err(|source| ViewError::Io {
-                path: given.to_string(),
-                source,
-            }),
+        match self.entry(rel) {
+            Some((EntryKind::File, layer)) => {
+                beneath::read(layer, rel).map_err(|source| ViewError::Io {
+                    path: given.to_string(),
+                    source,
+                })
+            }
             Some((EntryKind::Dir, _)) => Err(ViewError::Io {
                 path: given.to_string(),
                 source: std::io::Error::new(ErrorKind::IsADirectory, "is a directory (use list)"),
@@ -257,13 +274,7 @@ impl WorkspaceView {
             source,
         };
         match &self.backing {
-            Backing::Direct { root } => {
-                let host = root.join(rel);
-                if let Some(parent) = host.parent() {
-                    std::fs::create_dir_all(parent).map_err(io)?;
-                }
-                write_replacing(&host, bytes).map_err(io)
-            }
+            Backing::Direct { root } => beneath::write(root, rel, bytes, true).map_err(io),
             Backing::Overlay { upper, .. } => {
                 let mut prefix = PathBuf::new();
                 if let Some(parent) = rel.parent() {
@@ -292,16 +303,16 @@ impl WorkspaceView {
                                 }
                             }
                         }
-                        std::fs::create_dir_all(upper.join(&prefix)).map_err(io)?;
+                        beneath::open_dir(upper, &prefix, true).map_err(io)?;
                     }
                 }
                 let host = upper.join(rel);
                 if let Ok(meta) = std::fs::symlink_metadata(&host)
                     && is_whiteout(&host, &meta)
                 {
-                    std::fs::remove_file(&host).map_err(io)?;
+                    beneath::remove(upper, rel).map_err(io)?;
                 }
-                write_replacing(&host, bytes).map_err(io)
+                beneath::write(upper, rel, bytes, false).map_err(io)
             }
         }
     }
@@ -324,15 +335,15 @@ impl WorkspaceView {
         };
         let mut dirs = Vec::new();
         match &self.backing {
-            Backing::Direct { root } => dirs.push(root.join(rel)),
+            Backing::Direct { root } => dirs.push(root.as_path()),
             Backing::Overlay { lower, upper } => {
-                dirs.push(upper.join(rel));
-                dirs.push(lower.join(rel));
+                dirs.push(upper.as_path());
+                dirs.push(lower.as_path());
             }
         }
         let mut seen = std::collections::BTreeSet::new();
-        for dir in dirs {
-            let entries = match std::fs::read_dir(&dir) {
+        for layer in dirs {
+            let entries = match beneath::list(layer, rel) {
                 Ok(entries) => entries,
                 Err(err)
                     if err.kind() == ErrorKind::NotFound
@@ -342,14 +353,8 @@ impl WorkspaceView {
                 }
                 Err(err) => return Err(io(err)),
             };
-            for entry in entries {
-                seen.insert(
-                    entry
-                        .map_err(io)?
-                        .file_name()
-                        .to_string_lossy()
-                        .into_owned(),
-                );
+            for name in entries {
+                seen.insert(name.to_string_lossy().into_owned());
             }
         }
         // Ask the merged view about each name, so whiteouts and opaque directories are honoured.
@@ -396,22 +401,6 @@ impl WorkspaceView {
         }
         Ok(out)
     }
-}
-
-/// Writes through a temporary file and renames it into place, keeping the old file's mode.
-fn write_replacing(host: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mode = std::fs::metadata(host).ok().map(|m| m.mode() & 0o7777);
-    let name = host
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = host.with_file_name(format!(".{name}.chock-tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    if let Some(mode) = mode {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-    }
-    std::fs::rename(&tmp, host)
 }
 
 fn kind_of(meta: &std::fs::Metadata) -> EntryKind {
