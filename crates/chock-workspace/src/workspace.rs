@@ -252,30 +252,31 @@ impl Workspace {
         let git = Git::new(top);
         let staged = git.with_index(self.layout.checkpoint_index());
         staged.run(&["read-tree", &base])?;
-        // Regular files are hashed from the upper directory in one `--stdin-paths` run; symlink
-        // targets (which hash-object would follow) one by one.
-        let upper = self.layout.upper();
-        let files: Vec<&String> = raw
+        // Regular files are hashed in one `--stdin-paths` run, from private copies of the bytes
+        // the scan read (and the diff shows), not from the upper directory: git opens a path
+        // following symlinks, so a file the agent swapped for a link to a host file after the scan
+        // would put that host file into the user's repository. Symlink targets one by one.
+        let files: Vec<(&String, &[u8])> = raw
             .iter()
-            .filter(|(p, c)| matches!(c.new, Some(Entry::File { .. })) && !p.contains('\n'))
-            .map(|(p, _)| p)
+            .filter_map(|(p, c)| match &c.new {
+                Some(Entry::File { data, .. }) => Some((p, data.as_slice())),
+                _ => None,
+            })
             .collect();
-        let mut paths = Vec::new();
-        for path in &files {
-            paths.extend_from_slice(upper.join(path).as_os_str().as_encoded_bytes());
-            paths.push(b'\n');
-        }
         let hashed = if files.is_empty() {
             String::new()
         } else {
-            git.text_with_input(
-                &["hash-object", "-w", "--no-filters", "--stdin-paths"],
-                &paths,
-            )?
+            let copies = self
+                .layout
+                .dir
+                .join(format!("hashing.{}", std::process::id()));
+            let result = hash_copies(&git, &copies, &files);
+            let _ = std::fs::remove_dir_all(&copies);
+            result?
         };
         let mut shas: std::collections::BTreeMap<&str, &str> = files
             .iter()
-            .map(|p| p.as_str())
+            .map(|(p, _)| p.as_str())
             .zip(hashed.lines())
             .collect();
         let mut info = Vec::new();
@@ -388,4 +389,25 @@ fn upper_names(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Writes each of `files`' bytes into the new private directory `dir` and hashes them into the
+/// repository with one `git hash-object -w --stdin-paths`; the object ids, one a line, in order.
+fn hash_copies(git: &Git, dir: &Path, files: &[(&String, &[u8])]) -> Result<String> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| WorkspaceError::io("create", dir, e))?;
+    let mut paths = Vec::new();
+    for (n, (_, data)) in files.iter().enumerate() {
+        let copy = dir.join(n.to_string());
+        std::fs::write(&copy, data).map_err(|e| WorkspaceError::io("write", &copy, e))?;
+        paths.extend_from_slice(copy.as_os_str().as_encoded_bytes());
+        paths.push(b'\n');
+    }
+    git.text_with_input(
+        &["hash-object", "-w", "--no-filters", "--stdin-paths"],
+        &paths,
+    )
 }
