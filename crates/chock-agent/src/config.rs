@@ -239,6 +239,24 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Every variable name that holds a key: each provider's `key_env`, the built-in providers' usual
+    /// variables, the search backend's. A session withholds them all from its calls (the agent reads
+    /// a call's environment), whichever provider this run uses.
+    pub fn key_env_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = ["anthropic", "openai", "aiand"]
+            .into_iter()
+            .filter_map(builtin_provider)
+            .chain(self.providers.values().cloned())
+            .filter_map(|p| p.key_env)
+            .chain(self.web_search.iter().filter_map(|s| s.key_env.clone()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
 /// Providers that need no table: the public endpoints under their usual key variables.
 pub fn builtin_provider(name: &str) -> Option<ProviderConfig> {
     let (kind, key_env) = match name {
@@ -354,6 +372,23 @@ url = "http://127.0.0.1:8888/search"
             "{text}"
         );
         assert!(text.contains("gemini"), "{text}");
+    }
+
+    #[test]
+    fn every_key_variable_is_named_for_withholding() {
+        let config = parse(
+            "[providers.x]\nkind = \"anthropic\"\nkey_env = \"MY_KEY\"\n[web_search]\nbackend = \"brave\"\nkey_env = \"SEARCH_KEY\"\n",
+        )
+        .unwrap();
+        let names = config.key_env_names();
+        for name in [
+            "MY_KEY",
+            "SEARCH_KEY",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
     }
 
     #[test]

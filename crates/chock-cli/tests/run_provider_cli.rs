@@ -329,3 +329,55 @@ fn login_refuses_an_empty_key_and_a_name_that_is_not_a_file_name() {
         !w.base.join("data/chock/evil").exists() && !w.base.join("data/chock/credentials").exists()
     );
 }
+
+/// A key variable stays on the host even when the project's `[sandbox] env` names it: the agent reads a
+/// call's environment, so a provider's `key_env` (any configured one, not only this run's) and the
+/// search backend's are withheld, while other named variables pass.
+#[test]
+fn key_variables_never_reach_a_command_even_when_the_policy_passes_them() {
+    let w = World::new();
+    w.write(
+        "chock.toml",
+        "[sandbox]\nenv = [\"MY_PROVIDER_KEY\", \"MY_SEARCH_KEY\", \"HARMLESS_NAME\"]\n",
+    );
+    let config = w.base.join("config/chock/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        "[providers.mine]\nkind = \"anthropic\"\nkey_env = \"MY_PROVIDER_KEY\"\n\
+         [web_search]\nbackend = \"brave\"\nkey_env = \"MY_SEARCH_KEY\"\n",
+    )
+    .unwrap();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "env" }
+expect = { is_error = false, contains = "HARMLESS_NAME=visible" }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let out = w
+        .command(&["run", "--provider", &provider, "show the environment"])
+        .env("MY_PROVIDER_KEY", "provider-secret-value")
+        .env("MY_SEARCH_KEY", "search-secret-value")
+        .env("HARMLESS_NAME", "visible")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
+    assert!(log.contains("HARMLESS_NAME=visible"), "{log}");
+    for leaked in ["provider-secret-value", "search-secret-value"] {
+        assert!(!log.contains(leaked), "{leaked} reached the call: {log}");
+    }
+}

@@ -131,7 +131,14 @@ impl Session {
             .policy_file(self.policy.project_file().map(PathBuf::from))
             .extra_read(sandbox.read.clone())
             .extra_write(sandbox.write.clone())
-            .pass_env(sandbox.env.clone())
+            .pass_env(
+                sandbox
+                    .env
+                    .iter()
+                    .filter(|name| !self.withheld_env.contains(name))
+                    .cloned()
+                    .collect(),
+            )
             .limits(limits_from(limits))
             .network(crate::egress::network_for(&self.policy, opts.network))
             .timeout(timeout)

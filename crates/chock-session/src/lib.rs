@@ -31,6 +31,10 @@ pub struct SessionOptions {
     pub sessions_root: Option<PathBuf>,
     /// Extra fields for the `session.start` line (the command that opened it, a model, ...).
     pub header: serde_json::Map<String, serde_json::Value>,
+    /// Names of environment variables that hold keys (a provider's `key_env`, the search backend's):
+    /// never passed into a call, even when the project's `[sandbox] env` names them, because the
+    /// agent reads a call's environment.
+    pub withheld_env: Vec<String>,
 }
 
 /// An open session.
@@ -44,6 +48,8 @@ pub struct Session {
     log: Log,
     workspace: Workspace,
     next_call: AtomicU64,
+    /// See [`SessionOptions::withheld_env`].
+    withheld_env: Vec<String>,
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
@@ -96,6 +102,7 @@ impl Session {
             log,
             workspace,
             next_call: AtomicU64::new(1),
+            withheld_env: options.withheld_env,
         })
     }
 

@@ -248,6 +248,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         &project,
         SessionOptions {
             header,
+            withheld_env: config.key_env_names(),
             ..SessionOptions::default()
         },
     )
