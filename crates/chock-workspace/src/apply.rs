@@ -1,4 +1,4 @@
-//! `apply`: carrying selected changes into the real project, and `undo`: taking one apply back.
+//! `apply`: carrying selected changes into the real project (and, in `undo.rs`, taking one back).
 //! Both are two steps, so the caller can decide by policy and log between checking and writing:
 //! `plan_*` reads and checks everything and writes nothing; [`ApplyPlan::commit`] writes.
 
@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use crate::diff::FileChange;
 use crate::entry::{Entry, entry_hash, sha256_hex};
 use crate::error::{Result, WorkspaceError};
-use crate::hunks::{Edit, edits, merge, split_lines};
+use crate::hunks::{Edit, merge};
 use crate::meta::{Backing, now_rfc3339};
-use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records, session_of};
+use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records};
 use crate::workspace::Workspace;
 use crate::write::{Op, check_parents, perform, setid_stripped};
 
@@ -33,9 +33,9 @@ pub struct ApplyPlan {
     pub ops: Vec<Op>,
     /// Selected hunks or files the project already holds (nothing to write for them).
     pub already: Vec<String>,
-    record: ApplyRecord,
-    records: Records,
-    project: PathBuf,
+    pub(crate) record: ApplyRecord,
+    pub(crate) records: Records,
+    pub(crate) project: PathBuf,
 }
 
 impl ApplyPlan {
@@ -117,7 +117,7 @@ impl ApplyPlan {
     }
 }
 
-fn state_hash(ops: &[Op], after: bool) -> String {
+pub(crate) fn state_hash(ops: &[Op], after: bool) -> String {
     let mut text = String::new();
     for op in ops {
         let entry = if after {
@@ -133,7 +133,7 @@ fn state_hash(ops: &[Op], after: bool) -> String {
 /// Reads what the project holds at `rel`, never through a symlinked parent: a path below a
 /// symlink reads as absent (so a planned write there fails its parent check, and a planned removal
 /// is a conflict) instead of reading, and later writing, wherever the link points.
-fn real(project: &Path, rel: &str) -> Result<Option<Entry>> {
+pub(crate) fn real(project: &Path, rel: &str) -> Result<Option<Entry>> {
     let root = crate::beneath::open_root(project)?;
     match crate::beneath::parent(&root, project, rel, false) {
         Ok(crate::beneath::Parent::Found(dir, name)) => {
@@ -145,7 +145,7 @@ fn real(project: &Path, rel: &str) -> Result<Option<Entry>> {
 }
 
 /// Plans a whole-entry change at `path`: the project must hold `expected` (or already `wanted`).
-fn whole(
+pub(crate) fn whole(
     project: &Path,
     path: &str,
     expected: Option<&Entry>,
@@ -171,10 +171,10 @@ fn whole(
 }
 
 #[derive(Default)]
-struct Plan {
-    ops: Vec<Op>,
-    already: Vec<String>,
-    conflicts: Vec<String>,
+pub(crate) struct Plan {
+    pub(crate) ops: Vec<Op>,
+    pub(crate) already: Vec<String>,
+    pub(crate) conflicts: Vec<String>,
 }
 
 impl Plan {
@@ -182,7 +182,7 @@ impl Plan {
     /// [`crate::beneath::refusal`]) as a conflict, so it is refused before the decision and the log.
     /// A destination below something in the project that is not a directory (a symlink the user
     /// made since the base, say) is named here too, rather than only when the write starts.
-    fn refuse_unsafe_paths(&mut self, project: &Path) {
+    pub(crate) fn refuse_unsafe_paths(&mut self, project: &Path) {
         let refused = self
             .ops
             .iter()
@@ -407,96 +407,4 @@ fn plan_file(project: &Path, file: &FileChange, out: &mut Plan) -> Result<()> {
         why,
         out,
     )
-}
-
-/// Plans the undo of `apply_id`, found under `sessions_root`.
-pub fn plan_undo(sessions_root: &Path, apply_id: &str) -> Result<ApplyPlan> {
-    let session_dir = session_of(sessions_root, apply_id)?;
-    let records = Records::new(session_dir.join(crate::meta::APPLIES_DIR));
-    let original = records.read(apply_id)?;
-    if let Some(by) = &original.undone_by {
-        return Err(WorkspaceError::AlreadyUndone(format!(
-            "{apply_id} (by {by})"
-        )));
-    }
-    let project = original.project.clone();
-    let mut plan = Plan::default();
-    for file in &original.files {
-        let before = file.before.as_ref().map(|s| records.load(s)).transpose()?;
-        let after = file.after.as_ref().map(|s| records.load(s)).transpose()?;
-        let now = real(&project, &file.path)?;
-        match (&before, &after, &now) {
-            (
-                Some(Entry::File { exec: bx, data: bd }),
-                Some(a @ Entry::File { exec: ax, data: ad }),
-                Some(Entry::File { exec: nx, data: nd }),
-            ) if a.is_text() && now.as_ref() != before.as_ref() => {
-                let reverse: Vec<(String, Edit)> = edits(&split_lines(ad), &split_lines(bd))
-                    .into_iter()
-                    .map(|e| (String::new(), e))
-                    .collect();
-                match merge(ad, nd, &reverse) {
-                    Ok(m) => {
-                        let exec = if nx == ax { *bx } else { *nx };
-                        let restored = Entry::File { exec, data: m.data };
-                        if now.as_ref() != Some(&restored) {
-                            plan.ops.push(Op {
-                                path: file.path.clone(),
-                                before: now.clone(),
-                                after: Some(restored),
-                            });
-                        }
-                    }
-                    Err(clashes) => {
-                        for c in clashes {
-                            plan.conflicts.push(format!(
-                                "{} lines {}-{}: edited since apply {apply_id}",
-                                file.path, c.lines.0, c.lines.1
-                            ));
-                        }
-                    }
-                }
-            }
-            _ => whole(
-                &project,
-                &file.path,
-                after.as_ref(),
-                before.as_ref(),
-                &format!("changed since apply {apply_id}"),
-                &mut plan,
-            )?,
-        }
-    }
-    plan.refuse_unsafe_paths(&project);
-    if !plan.conflicts.is_empty() {
-        return Err(WorkspaceError::Conflict {
-            conflicts: plan.conflicts,
-        });
-    }
-    let new_id = records.next_id(&original.session)?;
-    let record = ApplyRecord {
-        format: RECORD_FORMAT,
-        apply_id: new_id.clone(),
-        kind: "undo".into(),
-        undo_of: Some(apply_id.to_string()),
-        session: original.session.clone(),
-        project: project.clone(),
-        created: String::new(),
-        base_commit: original.base_commit.clone(),
-        checkpoint: original.checkpoint.clone(),
-        base_hash: state_hash(&plan.ops, false),
-        result_hash: state_hash(&plan.ops, true),
-        hunks: Vec::new(),
-        files: Vec::new(),
-        setid_stripped: setid_stripped(&project, &plan.ops),
-        undone_by: None,
-    };
-    Ok(ApplyPlan {
-        apply_id: new_id,
-        ops: plan.ops,
-        already: plan.already,
-        record,
-        records,
-        project,
-    })
 }
