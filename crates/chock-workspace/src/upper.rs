@@ -65,6 +65,24 @@ pub fn scan(
     Ok(scanner.out)
 }
 
+/// The entries of upper directory `abs` (at `rel` below the project) as (project-relative path,
+/// absolute path), sorted; `.git` at the top is left out (see [`scan`]).
+pub fn children(abs: &Path, rel: &str) -> Result<Vec<(String, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    for (name, path) in sorted_children(abs)? {
+        if rel.is_empty() && name == ".git" {
+            continue;
+        }
+        let child = if rel.is_empty() {
+            name
+        } else {
+            format!("{rel}/{name}")
+        };
+        out.push((child, path));
+    }
+    Ok(out)
+}
+
 struct Scanner<'a> {
     old: &'a dyn OldSide,
     skip: &'a dyn Fn(&str) -> bool,
@@ -73,15 +91,7 @@ struct Scanner<'a> {
 
 impl Scanner<'_> {
     fn dir(&mut self, abs: &Path, rel: &str) -> Result<()> {
-        for (name, path) in sorted_children(abs)? {
-            if rel.is_empty() && name == ".git" {
-                continue;
-            }
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
+        for (child, path) in children(abs, rel)? {
             if (self.skip)(&child) {
                 continue;
             }

@@ -14,7 +14,7 @@ use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
 use crate::meta::{Backing, Layout, META_FORMAT, Meta, now_rfc3339};
-use crate::old::{GitSide, LowerSide, sorted_children};
+use crate::old::{GitSide, LowerSide};
 use crate::upper::{RawChange, scan};
 
 /// A session's throwaway copy of the project: an overlay whose lower layer is the project itself
@@ -373,15 +373,7 @@ fn record_base(git: &Git, layout: &Layout, ref_name: &str, session: &str) -> Res
 /// Every path in the upper directory (files, directories, whiteouts), names only; `.git` at the
 /// top is left out as in [`scan`].
 fn upper_names(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
-    for (name, path) in sorted_children(dir)? {
-        if rel.is_empty() && name == ".git" {
-            continue;
-        }
-        let child = if rel.is_empty() {
-            name
-        } else {
-            format!("{rel}/{name}")
-        };
+    for (child, path) in crate::upper::children(dir, rel)? {
         let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
         out.push(child.clone());
         if is_dir {
