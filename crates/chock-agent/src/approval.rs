@@ -72,7 +72,9 @@ pub enum Answer {
         /// Why (a reviewer's reasons; empty for a person).
         reasons: String,
     },
-    /// Yes, and for every later act with the same action name in this session.
+    /// Yes, and for the very same act (same action name, same detail: the same command line, the
+    /// same host and port) later in this session — until the session's policy narrows. Never a
+    /// whole class of acts: a yes to one `curl` is not a yes to every command.
     AllowSession,
     /// No.
     Deny {
@@ -141,7 +143,8 @@ impl Answered {
 #[derive(Clone, Default)]
 pub struct ApprovalBroker {
     answerers: Vec<Arc<dyn Answerer>>,
-    session_allows: Arc<Mutex<HashSet<String>>>,
+    /// (action name, detail) pairs a person allowed for the session.
+    session_allows: Arc<Mutex<HashSet<(String, String)>>>,
     timeout: Option<Duration>,
 }
 
@@ -182,12 +185,20 @@ impl ApprovalBroker {
         self.answerers.iter().any(|a| a.role() == role)
     }
 
-    /// Whether a person already said "yes for this session" to `action`.
-    pub fn allowed_for_session(&self, action: &str) -> bool {
+    /// Whether a person already said "yes for this session" to exactly this act.
+    pub fn allowed_for_session(&self, action: &str, detail: &str) -> bool {
         self.session_allows
             .lock()
-            .map(|s| s.contains(action))
+            .map(|s| s.contains(&(action.to_string(), detail.to_string())))
             .unwrap_or(false)
+    }
+
+    /// Drops every "yes for this session": called when the session's policy narrows, so an earlier
+    /// yes never outlives a restriction the agent (or anyone) placed afterwards.
+    pub fn forget_session_allows(&self) {
+        if let Ok(mut allows) = self.session_allows.lock() {
+            allows.clear();
+        }
     }
 
     /// Puts `question` to every answerer of `role` at once; the first valid answer wins. An approval
@@ -237,7 +248,7 @@ impl ApprovalBroker {
         if let (Some(Answer::AllowSession), Some(action)) = (&answered.answer, &question.action)
             && let Ok(mut allows) = self.session_allows.lock()
         {
-            allows.insert(action.clone());
+            allows.insert((action.clone(), question.text.clone()));
         }
         answered
     }
@@ -372,11 +383,11 @@ mod tests {
             broker.ask(Role::Human, &approval("exec.x")).await,
             Answered::nobody()
         );
-        assert!(!broker.allowed_for_session("exec.x"));
+        assert!(!broker.allowed_for_session("exec.x", "run it"));
     }
 
     #[tokio::test]
-    async fn yes_for_this_session_is_remembered_per_action() {
+    async fn yes_for_this_session_covers_that_exact_act_until_forgotten() {
         let broker =
             ApprovalBroker::new().with(fixed("me", Role::Human, 0, Some(Answer::AllowSession)));
         assert!(
@@ -385,7 +396,11 @@ mod tests {
                 .await
                 .allows()
         );
-        assert!(broker.allowed_for_session("exec.cargo.test"));
-        assert!(!broker.allowed_for_session("exec.cargo.build"));
+        assert!(broker.allowed_for_session("exec.cargo.test", "run it"));
+        assert!(!broker.allowed_for_session("exec.cargo.build", "run it"));
+        // The same action name with another detail (another command line, another host) is another act.
+        assert!(!broker.allowed_for_session("exec.cargo.test", "run something else"));
+        broker.forget_session_allows();
+        assert!(!broker.allowed_for_session("exec.cargo.test", "run it"));
     }
 }

@@ -63,7 +63,7 @@ fn prompt_text(q: &Question) -> String {
                     r.reasons
                 ));
             }
-            s.push_str("  [y] yes once  [a] yes for this session  [n] no > ");
+            s.push_str("  [y] yes once  [a] yes to this exact act for the session  [n] no > ");
         }
         QuestionKind::Question => {
             s.push_str(&format!(

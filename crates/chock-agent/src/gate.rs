@@ -272,7 +272,7 @@ impl Decider {
                 )
             }
             Decision::Ask => {
-                if self.broker.allowed_for_session(&name) {
+                if self.broker.allowed_for_session(&name, detail) {
                     self.count(|c| c.allowed_by_person += 1);
                     settled(
                         true,

@@ -72,6 +72,8 @@ impl Toolbox {
                 .map(|mut p| p.restrict(pattern, decision));
             match narrowed {
                 Ok(Ok(())) => {
+                    // A yes given before this narrowing must not outlive it.
+                    self.decider.broker.forget_session_allows();
                     self.decider.log_decision(
                         call_id,
                         None,
@@ -127,6 +129,7 @@ impl Toolbox {
         });
         match outcome {
             Ok(Ok(removed)) => {
+                self.decider.broker.forget_session_allows();
                 self.decider.log.append(
                     EventKind::Note,
                     Some(call_id),
