@@ -101,6 +101,11 @@ impl Scanner<'_> {
                 self.delete(&child, true)?;
             } else if meta.is_dir() {
                 self.subdir(&path, &child)?;
+            } else if !meta.is_file() && !meta.file_type().is_symlink() {
+                // A fifo, socket or device the session left (a dev server's socket, say) is not
+                // work that can be applied: it is left out of the diff, so nothing of it lands,
+                // rather than making the whole session unreviewable.
+                continue;
             } else {
                 let entry = Entry::read(&path)?;
                 if self.old.lookup(&child)? == Old::Tree {

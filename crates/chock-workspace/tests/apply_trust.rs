@@ -222,3 +222,19 @@ fn control_characters_that_would_hide_a_line_are_shown_spelled_out() {
         "{text}"
     );
 }
+
+#[test]
+fn a_fifo_left_in_the_workspace_is_left_out_not_a_blocker() {
+    let env = Env::git(&[("a.txt", "a\n")]);
+    let ws = env.workspace("fifo");
+    in_overlay(&ws, "mkfifo pipe && echo b > a.txt");
+    let diff = ws.diff().unwrap();
+    let paths: Vec<&str> = diff.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["a.txt"]);
+    ws.plan_apply(&Selection::default())
+        .unwrap()
+        .commit()
+        .unwrap();
+    assert_eq!(env.read("a.txt"), "b\n");
+    assert!(!env.exists("pipe"));
+}
