@@ -112,6 +112,13 @@ impl Records {
     /// Loads a stored entry's bytes back.
     pub fn load(&self, stored: &StoredEntry) -> Result<Entry> {
         let get = |sha: &str| {
+            // A record names its blobs by SHA-256; anything else is not a name below `blobs/`.
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(WorkspaceError::record(
+                    self.blobs(),
+                    format!("`{}` is not a blob name", sha.escape_debug()),
+                ));
+            }
             let path = self.blobs().join(sha);
             fs::read(&path).map_err(|e| WorkspaceError::io("read apply blob", &path, e))
         };

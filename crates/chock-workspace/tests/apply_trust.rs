@@ -238,3 +238,27 @@ fn a_fifo_left_in_the_workspace_is_left_out_not_a_blocker() {
     assert_eq!(env.read("a.txt"), "b\n");
     assert!(!env.exists("pipe"));
 }
+
+#[test]
+fn an_apply_record_naming_a_blob_outside_its_folder_is_refused() {
+    let env = Env::git(&[("a.txt", "a\n")]);
+    let ws = env.workspace("blob");
+    in_overlay(&ws, "echo b > a.txt");
+    let (record, _) = ws
+        .plan_apply(&Selection::default())
+        .unwrap()
+        .commit()
+        .unwrap();
+    let path = env
+        .session_dir("blob")
+        .join(format!("applies/{}.json", record.apply_id));
+    let mut value: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let blob = &mut value["files"][0]["after"]["blob"];
+    assert!(blob.is_string(), "a blob in the record: {value}");
+    *blob = "../../../../etc/hostname".into();
+    let tampered = serde_json::to_vec(&value).unwrap();
+    fs::write(&path, tampered).unwrap();
+    let err = chock_workspace::plan_undo(&env.sessions, &record.apply_id).unwrap_err();
+    assert!(err.to_string().contains("is not a blob name"), "{err}");
+    assert_eq!(env.read("a.txt"), "b\n");
+}
