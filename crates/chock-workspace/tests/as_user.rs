@@ -95,7 +95,13 @@ fn the_workspace_suites_pass_as_an_unprivileged_user() {
         return; // the other binaries of this package already ran as this unprivileged user
     }
     ensure_user();
-    for name in ["git_backing", "overlay_backing", "through_sandbox"] {
+    for name in [
+        "git_backing",
+        "overlay_backing",
+        "through_sandbox",
+        "apply_trust",
+        "setid_apply",
+    ] {
         run_as_user(&sibling(name));
     }
 }
