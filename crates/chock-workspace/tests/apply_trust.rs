@@ -262,3 +262,40 @@ fn an_apply_record_naming_a_blob_outside_its_folder_is_refused() {
     assert!(err.to_string().contains("is not a blob name"), "{err}");
     assert_eq!(env.read("a.txt"), "b\n");
 }
+
+#[test]
+fn a_write_that_fails_midway_leaves_no_stage_and_undo_reverts_what_landed() {
+    let env = Env::git(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let ws = env.workspace("mid");
+    in_overlay(&ws, "echo A > a.txt && echo B > b.txt");
+    let plan = ws.plan_apply(&Selection::default()).unwrap();
+    let id = plan.apply_id.clone();
+    // After the check, the user turns b.txt into a directory with something in it: a.txt is
+    // renamed into place first, then b.txt cannot be.
+    fs::remove_file(env.project.join("b.txt")).unwrap();
+    env.write("b.txt/inside", "the user's\n");
+    let err = plan.commit().unwrap_err();
+    assert!(err.to_string().contains("b.txt"), "{err}");
+    assert_eq!(env.read("a.txt"), "A\n", "the first write landed");
+    assert_eq!(env.read("b.txt/inside"), "the user's\n");
+    let stages: Vec<_> = fs::read_dir(&env.project)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".chock-stage"))
+        .collect();
+    assert!(stages.is_empty(), "the stage was left in the project");
+    // The record was saved before the first write. Undo refuses while b.txt is not what the apply
+    // found there (the user's directory is never removed) …
+    let err = chock_workspace::plan_undo(&env.sessions, &id).unwrap_err();
+    assert!(conflicts(err).contains("b.txt"));
+    // … and once it is, takes back what landed, and only that.
+    fs::remove_dir_all(env.project.join("b.txt")).unwrap();
+    env.write("b.txt", "b\n");
+    let (undo, _) = chock_workspace::plan_undo(&env.sessions, &id)
+        .unwrap()
+        .commit()
+        .unwrap();
+    assert_eq!(undo.files.len(), 1, "{:?}", undo.files);
+    assert_eq!(env.read("a.txt"), "a\n");
+    assert_eq!(env.read("b.txt"), "b\n");
+}
