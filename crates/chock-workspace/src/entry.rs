@@ -15,6 +15,21 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Result, WorkspaceError};
 
+/// The largest file chock reads whole (1 GiB). A file is held in memory to be diffed, hashed and
+/// applied; a sparse file costs the agent nothing to make at any size, and without a bound one
+/// would exhaust the memory of whoever reviews the session.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+fn too_big(shown: &Path, size: u64) -> WorkspaceError {
+    WorkspaceError::io(
+        "read",
+        shown,
+        std::io::Error::other(format!(
+            "{size} bytes, more than chock carries ({MAX_FILE_BYTES}); remove it in the session"
+        )),
+    )
+}
+
 /// What is at one path. Directories appear only when they matter on their own (an empty directory
 /// that was added, or one that was removed); a directory's files are entries of their own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,10 +85,18 @@ impl Entry {
                         std::io::Error::other("replaced while it was being read"),
                     ));
                 }
+                let size = u64::try_from(now.st_size).unwrap_or(0);
+                if size > MAX_FILE_BYTES {
+                    return Err(too_big(shown, size));
+                }
                 let mut data = Vec::new();
                 fs::File::from(fd)
+                    .take(MAX_FILE_BYTES + 1)
                     .read_to_end(&mut data)
                     .map_err(|e| WorkspaceError::io("read", shown, e))?;
+                if data.len() as u64 > MAX_FILE_BYTES {
+                    return Err(too_big(shown, data.len() as u64));
+                }
                 Ok(Some(Entry::File {
                     exec: now.st_mode & 0o111 != 0,
                     data,

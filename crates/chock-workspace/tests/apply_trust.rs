@@ -299,3 +299,19 @@ fn a_write_that_fails_midway_leaves_no_stage_and_undo_reverts_what_landed() {
     assert_eq!(env.read("a.txt"), "a\n");
     assert_eq!(env.read("b.txt"), "b\n");
 }
+
+#[test]
+fn a_huge_sparse_file_is_refused_by_name_not_read_into_memory() {
+    let env = Env::git(&[("a.txt", "a\n")]);
+    let ws = env.workspace("big");
+    // Costs the agent nothing (sparse); read whole it would take 1 GiB and a byte of memory.
+    in_overlay(&ws, "truncate -s 1073741825 big.bin");
+    let err = ws.diff().unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("big.bin") && text.contains("1073741825 bytes"),
+        "{text}"
+    );
+    assert!(ws.plan_apply(&Selection::default()).is_err());
+    assert!(!env.exists("big.bin"));
+}
