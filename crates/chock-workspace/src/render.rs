@@ -28,7 +28,7 @@ pub fn render(diff: &Diff, mode: RenderMode, colour: bool) -> String {
     match mode {
         RenderMode::NameOnly => {
             for f in &diff.files {
-                let _ = writeln!(out, "{}", f.path);
+                let _ = writeln!(out, "{}", visible(&f.path));
             }
         }
         RenderMode::Stat => stat(&mut out, diff),
@@ -100,17 +100,22 @@ fn stat(out: &mut String, diff: &Diff) {
 
 fn display_path(f: &FileChange) -> String {
     match &f.old_path {
-        Some(from) => format!("{from} => {}", f.path),
-        None => f.path.clone(),
+        Some(from) => format!("{} => {}", visible(from), visible(&f.path)),
+        None => visible(&f.path).into_owned(),
     }
 }
 
 fn patch(out: &mut String, f: &FileChange, colour: bool) {
     let head = format!("file {} {} {}", f.id, f.status().letter(), display_path(f));
     let _ = writeln!(out, "{}", paint(colour, BOLD, &head));
-    let old_name = f.old_path.as_deref().unwrap_or(&f.path);
+    let old_name = visible(f.old_path.as_deref().unwrap_or(&f.path));
     if let Some(from) = &f.old_path {
-        let _ = writeln!(out, "rename from {from}\nrename to {}", f.path);
+        let _ = writeln!(
+            out,
+            "rename from {}\nrename to {}",
+            visible(from),
+            visible(&f.path)
+        );
     }
     if let Some((a, b)) = f.mode_change() {
         let mode = |x: bool| if x { "100755" } else { "100644" };
@@ -129,10 +134,14 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
         _ if f.status() == Status::Renamed => {}
         (Some(Entry::File { data: a, .. }), Some(Entry::File { data: b, .. })) if a == b => {}
         _ if f.is_binary() => {
-            let _ = writeln!(out, "Binary files a/{old_name} and b/{} differ", f.path);
+            let _ = writeln!(
+                out,
+                "Binary files a/{old_name} and b/{} differ",
+                visible(&f.path)
+            );
         }
         _ if !f.hunks.is_empty() => {
-            let _ = writeln!(out, "--- a/{old_name}\n+++ b/{}", f.path);
+            let _ = writeln!(out, "--- a/{old_name}\n+++ b/{}", visible(&f.path));
             for h in &f.hunks {
                 let range = |start: usize, len: usize| {
                     if len == 0 {
@@ -165,7 +174,7 @@ fn whole_side(
     new: Option<&Entry>,
     colour: bool,
 ) {
-    let old_name = f.old_path.as_deref().unwrap_or(&f.path);
+    let old_name = visible(f.old_path.as_deref().unwrap_or(&f.path));
     let _ = writeln!(
         out,
         "--- {}\n+++ {}",
@@ -175,7 +184,7 @@ fn whole_side(
             "/dev/null".into()
         },
         if new.is_some() {
-            format!("b/{}", f.path)
+            format!("b/{}", visible(&f.path))
         } else {
             "/dev/null".into()
         }

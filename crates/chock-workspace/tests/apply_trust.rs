@@ -108,6 +108,14 @@ fn a_path_with_a_newline_is_refused() {
     let env = Env::git(&[("a.txt", "a\n")]);
     let ws = env.workspace("nl");
     in_overlay(&ws, "echo x > \"$(printf 'b\\nfile 00000000 M a.txt')\"");
+    // The review shows the name spelled out, not a forged header line.
+    let diff = ws.diff().unwrap();
+    let shown = chock_workspace::render(&diff, chock_workspace::RenderMode::Patch, false);
+    assert!(shown.contains("b\\nfile 00000000 M a.txt"), "{shown}");
+    assert!(
+        !shown.lines().any(|l| l.starts_with("file 00000000")),
+        "{shown}"
+    );
     let text = conflicts(ws.plan_apply(&Selection::default()).unwrap_err());
     assert!(text.contains("control character"), "{text}");
     assert_eq!(
