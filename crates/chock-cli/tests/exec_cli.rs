@@ -160,9 +160,17 @@ fn a_denied_program_is_refused_with_123_and_never_runs() {
     insta::assert_snapshot!(stderr, @"chock: refused `exec.system.touch`: the policy denies it ([PROJECT]/chock.toml:2 (rule `exec.system.touch`))");
     assert_eq!(
         w.kinds(),
-        ["session.start", "tool.call", "decision", "session.end"]
+        [
+            "session.start",
+            "tool.call",
+            "decision",
+            "tool.result",
+            "session.end"
+        ]
     );
     assert_eq!(w.events()[2].1["decision"], "deny");
+    assert_eq!(w.events()[3].1["ran"], false);
+    assert_eq!(w.events()[3].1["refused"], true);
 }
 
 #[test]
@@ -181,10 +189,12 @@ fn an_ask_with_nobody_to_answer_is_a_refusal() {
             "decision",
             "approval.ask",
             "approval.answer",
+            "tool.result",
             "session.end"
         ]
     );
     assert_eq!(w.events()[4].1["approved"], false);
+    assert_eq!(w.events()[5].1["refused"], true);
 }
 
 #[test]

@@ -351,3 +351,74 @@ text = "Applied."
     assert!(decision < apply, "decided before applying");
     assert_decisions_precede_results(&events);
 }
+
+/// `--json` streams in the log's order: a command's `decision` is sent when the session has decided
+/// it, before it runs — for a background command too, whose handle is only given once the session
+/// let it run. A refused background command is answered as a refusal, never as "started".
+#[test]
+fn json_decisions_stream_before_the_act_even_in_the_background() {
+    let script = |expect: &str| {
+        format!(
+            r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = {{ command = "sleep 1; echo late", background = true }}
+expect = {expect}
+
+[[turn]]
+text = "started it"
+"#
+        )
+    };
+    let cases = [
+        (
+            None,
+            "{ is_error = false, contains = \"started in the background\" }",
+            true,
+        ),
+        (
+            Some("[[rule]]\naction = \"exec.system.sh\"\ndecision = \"deny\"\n"),
+            "{ is_error = true, contains = \"refused\" }",
+            false,
+        ),
+    ];
+    for (policy, expect, allowed) in cases {
+        let w = World::new();
+        if let Some(policy) = policy {
+            w.write("chock.toml", policy);
+        }
+        let provider = w.script(&script(expect));
+        let out = w.chock(&["run", "--json", "--provider", &provider, "start a job"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let events: Vec<serde_json::Value> = text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+            .collect();
+        let position = |kind: &str| {
+            events
+                .iter()
+                .position(|e| e["type"] == kind && e["call_id"] == "play_1_1")
+                .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
+        };
+        assert!(
+            position("tool_call") < position("decision")
+                && position("decision") < position("tool_result"),
+            "{events:?}"
+        );
+        assert_eq!(events[position("decision")]["allowed"], allowed);
+        // The call's record in the log ends with exactly one result (the session writes it, refused or run).
+        let results = w
+            .events()
+            .iter()
+            .filter(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("play_1_1"))
+            .count();
+        assert_eq!(results, 1);
+    }
+}

@@ -31,6 +31,13 @@ pub enum Approval {
 /// Answers approval requests.
 pub trait Approver: Send + Sync {
     fn approve(&self, request: &ApprovalRequest) -> Approval;
+
+    /// Told how a call was settled once its decision (and any approval exchange) is in the log and
+    /// before anything runs: `allowed` is whether it will run, `by` who settled it (the rule, or who
+    /// answered). A caller that streams events (`chock run --json`) shows them in log order with it.
+    fn settled(&self, call_id: &str, action: &str, decision: Decision, allowed: bool, by: &str) {
+        let _ = (call_id, action, decision, allowed, by);
+    }
 }
 
 /// Nobody to ask: every question is a refusal. `chock exec` without a terminal uses this.

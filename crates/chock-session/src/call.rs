@@ -207,20 +207,29 @@ impl Session {
             Some(&call_id),
             json!({ "action": action, "decision": verdict.decision.as_str(), "decided_by": decided_by }),
         )?;
-        let refused = |by: String, reason: String| CallResult {
-            call_id: call_id.clone(),
-            action: action.clone(),
-            decision: verdict.decision,
-            decided_by: decided_by.clone(),
-            outcome: CallOutcome::Refused { by, reason },
+        // A refused call's record ends with its result like any other (`chock exec` and the agent
+        // both rely on call → decision → result).
+        let refused = |by: String, reason: String| -> Result<CallResult, SessionError> {
+            approver.settled(&call_id, &action, verdict.decision, false, &by);
+            self.log.append(
+                EventKind::ToolResult,
+                Some(&call_id),
+                json!({ "ran": false, "refused": true, "by": by, "reason": reason }),
+            )?;
+            Ok(CallResult {
+                call_id: call_id.clone(),
+                action: action.clone(),
+                decision: verdict.decision,
+                decided_by: decided_by.clone(),
+                outcome: CallOutcome::Refused { by, reason },
+            })
         };
         match verdict.decision {
-            Decision::Allow => {}
+            Decision::Allow => {
+                approver.settled(&call_id, &action, verdict.decision, true, &decided_by);
+            }
             Decision::Deny => {
-                return Ok(refused(
-                    decided_by.clone(),
-                    "the policy denies it".to_string(),
-                ));
+                return refused(decided_by.clone(), "the policy denies it".to_string());
             }
             Decision::Ask | Decision::AgentReview | Decision::AgentThenHuman => {
                 let request = ApprovalRequest {
@@ -251,8 +260,9 @@ impl Session {
                     json!({ "action": action, "approved": approved, "by": by, "reason": reason }),
                 )?;
                 if !approved {
-                    return Ok(refused(by, reason));
+                    return refused(by, reason);
                 }
+                approver.settled(&call_id, &action, verdict.decision, true, &by);
             }
         }
         self.run(call_id, action, (verdict.decision, decided_by), &plan, opts)

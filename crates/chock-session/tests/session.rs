@@ -105,7 +105,15 @@ fn a_deny_never_reaches_the_sandbox() {
         .unwrap();
     assert!(matches!(r.outcome, CallOutcome::Refused { .. }));
     let names: Vec<String> = kinds(&s).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(names, ["session.start", "tool.call", "decision"]);
+    assert_eq!(
+        names,
+        ["session.start", "tool.call", "decision", "tool.result"]
+    );
+    // The refused call's record ends with a result saying it did not run, and why.
+    let events = chock_log::read_events(s.log().dir()).unwrap();
+    assert_eq!(events[3].data["ran"], false);
+    assert_eq!(events[3].data["refused"], true);
+    assert_eq!(events[3].data["reason"], "the policy denies it");
 }
 
 #[test]
@@ -142,6 +150,7 @@ fn an_ask_runs_only_when_approved() {
             "decision",
             "approval.ask",
             "approval.answer",
+            "tool.result",
             "tool.call",
             "decision",
             "approval.ask",

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_log::{EventKind, LogError};
-use chock_policy::Action;
+use chock_policy::{Action, Decision};
 use chock_session::{
     Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, CallResult, SessionError,
 };
@@ -47,7 +47,11 @@ struct ReadOutputInput {
 /// the call runs on. The session writes `approval.ask` / `approval.answer` itself.
 struct BrokerApprover {
     decider: Decider,
+    sink: Arc<dyn EventSink>,
     runtime: tokio::runtime::Handle,
+    /// Told whether the call will run, once it is settled: a background command's handle is only
+    /// given after that (a refused command was never "started", and the stream keeps the log's order).
+    settled_tx: Mutex<Option<tokio::sync::oneshot::Sender<bool>>>,
 }
 
 impl Approver for BrokerApprover {
@@ -79,6 +83,28 @@ impl Approver for BrokerApprover {
                 by: answer.decided_by,
                 reason: answer.refusal,
             }
+        }
+    }
+
+    /// The `decision` event, sent when the session has logged the decision and before the command
+    /// runs, so the stream follows the log's order (call → decision → act → result).
+    fn settled(&self, call_id: &str, action: &str, decision: Decision, allowed: bool, by: &str) {
+        if let Ok(mut counts) = self.decider.counts.lock() {
+            match (decision, allowed) {
+                (Decision::Allow, true) => counts.allowed_by_table += 1,
+                (Decision::Deny, _) => counts.denied_by_table += 1,
+                _ => {}
+            }
+        }
+        self.sink.emit(&AgentEvent::Decision {
+            call_id: call_id.to_string(),
+            action: action.to_string(),
+            allowed,
+            decision: decision.as_str().to_string(),
+            decided_by: by.to_string(),
+        });
+        if let Some(tx) = self.settled_tx.lock().ok().and_then(|mut tx| tx.take()) {
+            let _ = tx.send(allowed);
         }
     }
 }
@@ -128,40 +154,6 @@ fn clip(bytes: &[u8]) -> String {
         &text[..cut],
         text.len() - cut
     )
-}
-
-/// Counts and shows the session's own decision of a confined call (it decided and logged it; the
-/// approver counted what a person or reviewer answered).
-fn tally(decider: &Decider, sink: &dyn EventSink, result: &Result<CallResult, SessionError>) {
-    let Ok(result) = result else { return };
-    if let CallOutcome::Refused { by, reason } = &result.outcome {
-        // The confined call writes no result for an act it refused; every tool call's record ends
-        // with one, so the agent writes it.
-        let _ = decider.log.append(
-            EventKind::ToolResult,
-            Some(&result.call_id),
-            json!({ "tool": "run_command", "ran": false, "refused": true, "by": by, "reason": reason }),
-        );
-    }
-    let allowed = matches!(result.outcome, CallOutcome::Ran { .. });
-    if let Ok(mut counts) = decider.counts.lock() {
-        match (result.decision, allowed) {
-            (chock_policy::Decision::Allow, true) => counts.allowed_by_table += 1,
-            (chock_policy::Decision::Deny, _) => counts.denied_by_table += 1,
-            _ => {}
-        }
-    }
-    let decided_by = match &result.outcome {
-        CallOutcome::Refused { by, .. } => by.clone(),
-        CallOutcome::Ran { .. } => result.decision.as_str().to_string(),
-    };
-    sink.emit(&AgentEvent::Decision {
-        call_id: result.call_id.clone(),
-        action: result.action.clone(),
-        allowed,
-        decision: result.decision.as_str().to_string(),
-        decided_by,
-    });
 }
 
 /// What the model reads about a finished confined call, and its exit status.
@@ -271,17 +263,21 @@ impl Commands {
             ..CallOptions::default()
         };
         let session = Arc::clone(self.host.session());
+        let (settled_tx, settled_rx) = tokio::sync::oneshot::channel();
         let approver = BrokerApprover {
             decider: self.decider.clone(),
+            sink: Arc::clone(&self.sink),
             runtime: tokio::runtime::Handle::current(),
+            settled_tx: Mutex::new(Some(settled_tx)),
         };
         let task =
             tokio::task::spawn_blocking(move || session.confined_call(&argv, &options, &approver));
-        if !input.background {
+        // A background command is only "started" once the session has let it run; a refusal (or a
+        // failure before the decision) is answered like a foreground call.
+        if !input.background || settled_rx.await != Ok(true) {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
-            tally(&self.decider, self.sink.as_ref(), &result);
             return Ok(describe(&result).0);
         }
         let handle = format!("bg-{call_id}");
@@ -295,7 +291,6 @@ impl Commands {
             );
         }
         let jobs = Arc::clone(&self.jobs);
-        let decider = self.decider.clone();
         let log = self.decider.log.clone();
         let sink = Arc::clone(&self.sink);
         let bg = handle.clone();
@@ -304,7 +299,6 @@ impl Commands {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
-            tally(&decider, sink.as_ref(), &result);
             let (output, status) = describe(&result);
             let _ = log.append(
                 EventKind::Note,
