@@ -381,3 +381,62 @@ text = "done"
         assert!(!log.contains(leaked), "{leaked} reached the call: {log}");
     }
 }
+
+/// A recording can call read_output, fetch_url and web_search, so each has an offline path: the
+/// background command's output is read back, and the network tools are decided (nobody to ask for the
+/// fetch, no search backend configured) and answered as refusals the model can read.
+#[test]
+fn a_recording_reads_background_output_and_meets_the_network_tools() {
+    let w = World::new();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo from-the-background", background = true }
+expect = { is_error = false, contains = "bg-play_1_1" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 1" }
+expect = { is_error = false }
+
+[[turn]]
+[[turn.call]]
+tool = "read_output"
+input = { handle = "bg-play_1_1" }
+expect = { is_error = false, contains = "from-the-background" }
+[[turn.call]]
+tool = "fetch_url"
+input = { url = "http://127.0.0.1:9/" }
+expect = { is_error = true }
+[[turn.call]]
+tool = "web_search"
+input = { query = "chock" }
+expect = { is_error = true }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let out = w.chock(&["run", "--provider", &provider, "use every tool"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let events = w.events();
+    for call in ["play_3_2", "play_3_3"] {
+        let kinds: Vec<&str> = events
+            .iter()
+            .filter(|(_, c, _)| c.as_deref() == Some(call))
+            .map(|(k, _, _)| k.as_str())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"tool.call"), "{call}: {kinds:?}");
+        assert_eq!(kinds.last(), Some(&"tool.result"), "{call}: {kinds:?}");
+        assert!(kinds.contains(&"decision"), "{call}: {kinds:?}");
+    }
+}

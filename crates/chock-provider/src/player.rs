@@ -95,7 +95,18 @@ const TOOLS: &[(&str, &[&str])] = &[
     ("restrict_self", &["action", "decision"]),
     ("request_action", &["action", "reason"]),
     ("read_guidance", &["topic"]),
+    ("read_output", &["handle"]),
+    ("fetch_url", &["url"]),
+    ("web_search", &["query"]),
 ];
+
+impl Recording {
+    /// The tool names a recording may call (the agent's tools): the agent's tests check that every
+    /// tool it offers a model is one a recording can exercise offline.
+    pub fn known_tools() -> impl Iterator<Item = &'static str> {
+        TOOLS.iter().map(|(name, _)| *name)
+    }
+}
 
 impl Recording {
     /// Parses and checks a recording; `file` names it in errors.
