@@ -65,6 +65,11 @@ pub enum ViewError {
     /// Nothing there.
     #[error("{0}: no such file or directory")]
     NotFound(String),
+    /// The project's policy file: read-only to the agent (rule 2), as the sandbox binds it.
+    #[error(
+        "{0}: the project's policy file is read-only to the agent; say what you would change in your final message"
+    )]
+    Policy(String),
     /// Too many symlinks.
     #[error("{0}: too many levels of symbolic links")]
     Loop(String),
@@ -268,6 +273,12 @@ impl WorkspaceView {
     pub fn write(&self, given: &str, rel: &Path, bytes: &[u8]) -> Result<(), ViewError> {
         if rel.as_os_str().is_empty() {
             return Err(ViewError::Outside(given.to_string()));
+        }
+        // The sandbox binds the policy file read-only over the project; the host's file tools honour
+        // the same rule (rule 2), or a write here would reach the reviewed apply as a policy change
+        // the agent made for itself. `rel` is resolved, so a symlink to it is caught too.
+        if rel == Path::new(chock_policy::PROJECT_FILE) {
+            return Err(ViewError::Policy(given.to_string()));
         }
         let io = |source| ViewError::Io {
             path: given.to_string(),
@@ -531,6 +542,11 @@ mod tests {
             .unwrap();
         view.write("new/dir/c.txt", Path::new("new/dir/c.txt"), b"c")
             .unwrap();
+        assert!(matches!(
+            view.write("chock.toml", Path::new("chock.toml"), b"[[rule]]"),
+            Err(ViewError::Policy(_))
+        ));
+        assert!(!upper.path().join("chock.toml").exists());
         assert_eq!(
             std::fs::read(lower.path().join("src/a.txt")).unwrap(),
             b"lower a"
