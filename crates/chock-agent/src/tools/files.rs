@@ -1,8 +1,9 @@
 //! The file tools: read_file, write_file, edit_file, list, glob, grep — plain data operations on the
 //! workspace view, decided as `fs.read` (read_file, list, glob, grep) and `fs.write` (write_file, edit_file).
+//! list, glob and grep live in [`search`].
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::PathBuf;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -11,16 +12,13 @@ use super::ToolOutput;
 use super::seen::SeenLines;
 use crate::view::{EntryKind, WorkspaceView};
 
+mod search;
+pub use search::{GlobInput, GrepInput, ListInput, glob, grep, list};
+
 /// Lines read_file shows when no limit is given.
 const DEFAULT_LIMIT: usize = 2000;
 /// A longer line is cut when shown.
 const MAX_LINE_CHARS: usize = 2000;
-/// Most paths glob returns.
-const MAX_GLOB: usize = 1000;
-/// Most matches grep returns.
-const MAX_GREP: usize = 200;
-/// Most files a walk visits.
-const MAX_WALK: usize = 50_000;
 
 /// The version stamp of a whole file: the first 16 hex digits of its SHA-256.
 pub fn file_hash(bytes: &[u8]) -> String {
@@ -48,6 +46,17 @@ fn show_line(line: &str) -> String {
     }
 }
 
+/// The workspace path a model's `path` names, and the file's bytes; an error the model can read.
+fn locate_and_read(view: &WorkspaceView, given: &str) -> Result<(PathBuf, Vec<u8>), ToolOutput> {
+    let rel = view
+        .locate(given)
+        .map_err(|err| ToolOutput::error(err.to_string()))?;
+    let bytes = view
+        .read(given, &rel)
+        .map_err(|err| ToolOutput::error(err.to_string()))?;
+    Ok((rel, bytes))
+}
+
 /// read_file's input.
 #[derive(Debug, Deserialize)]
 pub struct ReadFileInput {
@@ -63,13 +72,9 @@ pub struct ReadFileInput {
 
 /// Shows lines of a file with their numbers and the whole file's hash; records them as seen.
 pub fn read_file(view: &WorkspaceView, seen: &mut SeenLines, input: &ReadFileInput) -> ToolOutput {
-    let rel = match view.locate(&input.path) {
-        Ok(rel) => rel,
-        Err(err) => return ToolOutput::error(err.to_string()),
-    };
-    let bytes = match view.read(&input.path, &rel) {
-        Ok(bytes) => bytes,
-        Err(err) => return ToolOutput::error(err.to_string()),
+    let (rel, bytes) = match locate_and_read(view, &input.path) {
+        Ok(found) => found,
+        Err(out) => return out,
     };
     let hash = file_hash(&bytes);
     if is_binary(&bytes) {
@@ -165,13 +170,9 @@ pub struct EditFileInput {
 
 /// Replaces one unique piece of text, after checking the version and that its lines were shown.
 pub fn edit_file(view: &WorkspaceView, seen: &mut SeenLines, input: &EditFileInput) -> ToolOutput {
-    let rel = match view.locate(&input.path) {
-        Ok(rel) => rel,
-        Err(err) => return ToolOutput::error(err.to_string()),
-    };
-    let bytes = match view.read(&input.path, &rel) {
-        Ok(bytes) => bytes,
-        Err(err) => return ToolOutput::error(err.to_string()),
+    let (rel, bytes) = match locate_and_read(view, &input.path) {
+        Ok(found) => found,
+        Err(out) => return out,
     };
     let hash = file_hash(&bytes);
     if let Some(given) = input
@@ -235,143 +236,10 @@ pub fn edit_file(view: &WorkspaceView, seen: &mut SeenLines, input: &EditFileInp
     .with_changed(&rel)
 }
 
-/// list's input.
-#[derive(Debug, Deserialize)]
-pub struct ListInput {
-    /// The directory (default: the project root).
-    #[serde(default)]
-    pub path: Option<String>,
-}
-
-/// Lists one directory: directories end in `/`, symlinks in `@`.
-pub fn list(view: &WorkspaceView, input: &ListInput) -> ToolOutput {
-    let given = input.path.as_deref().unwrap_or(".");
-    let rel = match view.locate(given) {
-        Ok(rel) => rel,
-        Err(err) => return ToolOutput::error(err.to_string()),
-    };
-    match view.list(given, &rel) {
-        Ok(entries) => {
-            let mut out = String::new();
-            for (name, kind) in entries {
-                let mark = match kind {
-                    EntryKind::Dir => "/",
-                    EntryKind::Symlink => "@",
-                    _ => "",
-                };
-                let _ = writeln!(out, "{name}{mark}");
-            }
-            if out.is_empty() {
-                out.push_str("(empty directory)\n");
-            }
-            ToolOutput::ok(out)
-        }
-        Err(err) => ToolOutput::error(err.to_string()),
-    }
-}
-
-/// glob's input.
-#[derive(Debug, Deserialize)]
-pub struct GlobInput {
-    /// A glob over workspace-relative paths (`**/*.rs`).
-    pub pattern: String,
-}
-
-/// Files whose workspace-relative path matches a glob.
-pub fn glob(view: &WorkspaceView, input: &GlobInput) -> ToolOutput {
-    let pattern = input.pattern.trim_start_matches("./");
-    let matcher = match globset::GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-    {
-        Ok(glob) => glob.compile_matcher(),
-        Err(err) => return ToolOutput::error(format!("bad glob {:?}: {err}", input.pattern)),
-    };
-    let files = match view.walk(".", Path::new(""), MAX_WALK) {
-        Ok(files) => files,
-        Err(err) => return ToolOutput::error(err.to_string()),
-    };
-    let hits: Vec<_> = files.iter().filter(|f| matcher.is_match(f)).collect();
-    let mut out = String::new();
-    for hit in hits.iter().take(MAX_GLOB) {
-        let _ = writeln!(out, "{}", hit.display());
-    }
-    if hits.len() > MAX_GLOB {
-        let _ = writeln!(out, "… {} more", hits.len() - MAX_GLOB);
-    }
-    if hits.is_empty() {
-        out.push_str("(no file matches)\n");
-    }
-    ToolOutput::ok(out)
-}
-
-/// grep's input.
-#[derive(Debug, Deserialize)]
-pub struct GrepInput {
-    /// A regular expression (Rust `regex` syntax).
-    pub pattern: String,
-    /// A file or directory to search (default: the whole project).
-    #[serde(default)]
-    pub path: Option<String>,
-}
-
-/// Lines matching a regular expression, as `path:line:text`; the lines shown count as seen.
-pub fn grep(view: &WorkspaceView, seen: &mut SeenLines, input: &GrepInput) -> ToolOutput {
-    let re = match regex::Regex::new(&input.pattern) {
-        Ok(re) => re,
-        Err(err) => return ToolOutput::error(format!("bad pattern: {err}")),
-    };
-    let given = input.path.as_deref().unwrap_or(".");
-    let rel = match view.locate(given) {
-        Ok(rel) => rel,
-        Err(err) => return ToolOutput::error(err.to_string()),
-    };
-    let files = match view.lstat(&rel) {
-        Some((EntryKind::File, _)) => vec![rel.clone()],
-        Some((EntryKind::Dir, _)) => match view.walk(given, &rel, MAX_WALK) {
-            Ok(files) => files,
-            Err(err) => return ToolOutput::error(err.to_string()),
-        },
-        _ => return ToolOutput::error(format!("{given}: no such file or directory")),
-    };
-    let mut out = String::new();
-    let mut count = 0;
-    'files: for file in files {
-        let Ok(bytes) = view.read(&file.to_string_lossy(), &file) else {
-            continue;
-        };
-        if is_binary(&bytes) {
-            continue;
-        }
-        let hash = file_hash(&bytes);
-        let text = String::from_utf8_lossy(&bytes);
-        let mut shown = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            if re.is_match(line) {
-                if count >= MAX_GREP {
-                    seen.record(&file, &hash, shown);
-                    let _ = writeln!(
-                        out,
-                        "… more matches not shown; narrow the pattern or the path"
-                    );
-                    break 'files;
-                }
-                count += 1;
-                shown.push(i + 1);
-                let _ = writeln!(out, "{}:{}:{}", file.display(), i + 1, show_line(line));
-            }
-        }
-        seen.record(&file, &hash, shown);
-    }
-    if count == 0 {
-        out.push_str("(no match)\n");
-    }
-    ToolOutput::ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn setup() -> (tempfile::TempDir, WorkspaceView, SeenLines) {
         let dir = tempfile::tempdir().unwrap();
