@@ -355,6 +355,10 @@ fn key_variables_never_reach_a_command_even_when_the_policy_passes_them() {
 tool = "run_command"
 input = { command = "env" }
 expect = { is_error = false, contains = "HARMLESS_NAME=visible" }
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo provider-secret-value" }
+expect = { is_error = false }
 
 [[turn]]
 text = "done"
@@ -377,9 +381,15 @@ text = "done"
     );
     let log = std::fs::read_to_string(w.session().join("log.jsonl")).unwrap();
     assert!(log.contains("HARMLESS_NAME=visible"), "{log}");
+    // Not in the call's environment; and a configured key's value that shows up anyway (here echoed
+    // by the command itself) is redacted from the log.
     for leaked in ["provider-secret-value", "search-secret-value"] {
-        assert!(!log.contains(leaked), "{leaked} reached the call: {log}");
+        assert!(!log.contains(leaked), "{leaked} reached the log: {log}");
     }
+    assert!(
+        !log.contains("MY_PROVIDER_KEY=") && !log.contains("MY_SEARCH_KEY="),
+        "{log}"
+    );
 }
 
 /// A recording can call read_output, fetch_url and web_search, so each has an offline path: the

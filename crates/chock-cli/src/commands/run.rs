@@ -265,6 +265,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         log.add_secret(key.expose())
             .context("adding the key to the log's redaction funnel")?;
     }
+    // Every other configured key too (another provider's, the search backend's): none should ever
+    // appear, but if one does — a page echoing it, a tool's error — the log never holds it. A value too
+    // short to redact safely is skipped here (the log refuses it); it is withheld from calls all the same.
+    for name in config.key_env_names() {
+        if let Some(value) = std::env::var(&name).ok().filter(|v| !v.trim().is_empty()) {
+            let _ = log.add_secret(&value);
+        }
+    }
     let id = log.id().as_str().to_string();
     let sink: Arc<dyn EventSink> = if args.json {
         Arc::new(JsonSink)
