@@ -142,6 +142,27 @@ async fn yes_for_this_session_is_asked_once() {
     }
     assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(s.decider.counts.lock().unwrap().allowed_by_person, 3);
+    // The yes covered that exact act: the same action on another path is asked again.
+    s.decider
+        .settle(Some("c"), &action("fs.write"), "write elsewhere")
+        .await
+        .unwrap();
+    assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+    // A narrowing outranks every earlier yes.
+    s.decider
+        .policy
+        .write()
+        .unwrap()
+        .restrict("fs.write", chock_policy::Decision::Deny)
+        .unwrap();
+    s.decider.broker.forget_session_allows();
+    let settled = s
+        .decider
+        .settle(Some("c"), &action("fs.write"), "write")
+        .await
+        .unwrap();
+    assert!(!settled.allowed, "{settled:?}");
+    assert!(!s.decider.broker.allowed_for_session("fs.write", "write"));
 }
 
 #[tokio::test]
