@@ -21,6 +21,9 @@ use std::path::{Component, Path};
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+/// The largest file the host reads for a file tool.
+pub const MAX_READ: u64 = 32 * 1024 * 1024;
+
 /// Flags to step through a directory: never a symlink, never a non-directory.
 fn dir_flags() -> OFlags {
     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
@@ -91,8 +94,27 @@ pub fn read(root: &Path, rel: &Path) -> std::io::Result<Vec<u8>> {
             "not a regular file",
         ));
     }
+    // A sparse file costs the agent nothing to make and would cost the host its memory to read.
+    if u64::try_from(st.st_size).unwrap_or(u64::MAX) > MAX_READ {
+        return Err(std::io::Error::new(
+            ErrorKind::FileTooLarge,
+            format!(
+                "{} bytes, more than the file tools read ({MAX_READ}); use run_command (head, sed -n)",
+                st.st_size
+            ),
+        ));
+    }
     let mut bytes = Vec::new();
-    std::fs::File::from(fd).read_to_end(&mut bytes)?;
+    // Bounded again while reading: the file may grow after the fstat.
+    std::fs::File::from(fd)
+        .take(MAX_READ + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_READ {
+        return Err(std::io::Error::new(
+            ErrorKind::FileTooLarge,
+            "the file grew past what the file tools read while it was read",
+        ));
+    }
     Ok(bytes)
 }
 
@@ -193,6 +215,15 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn a_huge_sparse_file_is_refused_without_reading_it() {
+        let layer = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(layer.path().join("big")).unwrap();
+        file.set_len(MAX_READ * 64).unwrap();
+        let err = read(layer.path(), Path::new("big")).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::FileTooLarge, "{err}");
     }
 
     #[test]
