@@ -241,6 +241,14 @@ fn apply_then_undo_through_the_cli_is_logged_with_ids_and_hashes() {
     assert_eq!(apply.data["base_hash"].as_str().unwrap().len(), 64);
     assert_eq!(apply.data["result_hash"].as_str().unwrap().len(), 64);
     assert!(apply.data["base_commit"].as_str().is_some());
+    // Without --expect the apply still says, and records, which digest it took.
+    let digest = last_digest(&env.chock(&["diff", "--stat", &id]));
+    assert_eq!(apply.data["digest"], digest.as_str());
+    assert!(
+        text(&out).contains(&format!("digest {digest}")),
+        "{}",
+        text(&out)
+    );
     // Undo, with a user edit elsewhere that must survive.
     env.write(
         "src/a.txt",
@@ -257,6 +265,91 @@ fn apply_then_undo_through_the_cli_is_logged_with_ids_and_hashes() {
     let again = env.chock(&["undo", &apply_id]);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again));
     assert!(text(&again).contains("already undone"));
+}
+
+/// The digest `chock diff` printed as its last line.
+fn last_digest(out: &Output) -> String {
+    assert!(out.status.success(), "{}", text(out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().expect("diff printed something");
+    let digest = last
+        .strip_prefix("digest ")
+        .unwrap_or_else(|| panic!("last line: {last}"));
+    assert_eq!(digest.len(), 64, "{last}");
+    digest.to_string()
+}
+
+#[test]
+fn apply_expect_refuses_a_session_changed_since_the_review_and_applies_the_reviewed_digest() {
+    let (env, id, dir) = edited();
+    env.allow("workspace.apply");
+    let reviewed = last_digest(&env.chock(&["diff", &id]));
+    assert_eq!(
+        last_digest(&env.chock(&["diff", "--stat", &id])),
+        reviewed,
+        "--stat prints the same digest"
+    );
+    // The session runs on after the review and slips in one more change.
+    in_overlay(&dir, "printf 'unreviewed\\n' >> new.txt");
+    let refused = env.chock(&["apply", &id, "--expect", &reviewed]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("changed since the review") && text(&refused).contains(&reviewed),
+        "{}",
+        text(&refused)
+    );
+    // Nothing written: the project is exactly as committed (chock.toml is the test's own, untracked).
+    assert_eq!(env.sh("git status --porcelain"), "?? chock.toml\n");
+    assert!(
+        events(&dir)
+            .iter()
+            .all(|e| e.kind != EventKind::WorkspaceApply && e.kind != EventKind::Decision),
+        "refused before the decision and the log"
+    );
+    // Reviewed again: the new digest applies, and the change reviewed second is what lands.
+    let now = last_digest(&env.chock(&["diff", &id]));
+    assert_ne!(now, reviewed);
+    let applied = env.chock(&["apply", &id, "--expect", &now]);
+    assert!(applied.status.success(), "{}", text(&applied));
+    assert!(
+        text(&applied).contains(&format!("digest {now}")),
+        "{}",
+        text(&applied)
+    );
+    assert_eq!(env.read("new.txt"), "hello\nunreviewed\n");
+    let apply = events(&dir)
+        .into_iter()
+        .find(|e| e.kind == EventKind::WorkspaceApply)
+        .unwrap();
+    assert_eq!(apply.data["digest"], now.as_str());
+}
+
+#[test]
+fn apply_expect_pins_a_file_selection_and_rejects_a_malformed_digest() {
+    let (env, id, dir) = edited();
+    env.allow("workspace.apply");
+    let whole = last_digest(&env.chock(&["diff", &id]));
+    let shown = env.chock(&["diff", &id, "--file", "new.txt"]);
+    let one = last_digest(&shown);
+    assert_ne!(one, whole, "a selection has its own digest");
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("new.txt") && !shown.contains("src/a.txt"),
+        "{shown}"
+    );
+    let bad = env.chock(&["apply", &id, "--file", "new.txt", "--expect", "3f9a"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    // The whole diff's digest is not the selection's: refused, nothing written.
+    let wrong = env.chock(&["apply", &id, "--file", "new.txt", "--expect", &whole]);
+    assert_eq!(wrong.status.code(), Some(1), "{}", text(&wrong));
+    assert!(!env.project.join("new.txt").exists());
+    // A change elsewhere in the session does not move the selection's digest.
+    in_overlay(&dir, "printf 'later\\n' > later.txt");
+    let ok = env.chock(&["apply", &id, "--file", "new.txt", "--expect", &one]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert_eq!(env.read("new.txt"), "hello\n");
+    assert!(!env.project.join("later.txt").exists());
+    assert_eq!(env.read("src/a.txt"), lines(30));
 }
 
 #[test]
@@ -390,6 +483,12 @@ fn ask_on_a_terminal_applies_on_yes_and_refuses_on_no() {
     assert!(
         text(&no).contains("write 5 path(s) into"),
         "the question names what: {}",
+        text(&no)
+    );
+    let digest = last_digest(&env.chock(&["diff", &id]));
+    assert!(
+        text(&no).contains(&format!("digest {digest}")) && text(&no).contains("A new.txt"),
+        "the question shows the digest and what lands: {}",
         text(&no)
     );
     assert_eq!(env.read("src/a.txt"), lines(30));

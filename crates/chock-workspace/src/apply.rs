@@ -13,6 +13,7 @@ use crate::error::{Result, WorkspaceError};
 use crate::hunks::{Edit, merge};
 use crate::meta::{Backing, now_rfc3339};
 use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records};
+use crate::select::{digest, pick};
 use crate::workspace::Workspace;
 use crate::write::{Op, check_parents, perform, setid_stripped};
 
@@ -33,6 +34,8 @@ pub struct ApplyPlan {
     pub ops: Vec<Op>,
     /// Selected hunks or files the project already holds (nothing to write for them).
     pub already: Vec<String>,
+    /// The digest of the selected changes this plan was made from (`None` for an undo).
+    pub(crate) digest: Option<String>,
     pub(crate) record: ApplyRecord,
     pub(crate) records: Records,
     pub(crate) project: PathBuf,
@@ -47,6 +50,27 @@ impl ApplyPlan {
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// The digest of the selected changes (what `chock diff` prints for the same selection): what
+    /// `--expect` compares, and what the `workspace.apply` event records. `None` for an undo.
+    pub fn digest(&self) -> Option<&str> {
+        self.digest.as_deref()
+    }
+
+    /// A `--stat`-like summary of exactly what will be written: one line per path, measured
+    /// against what the project holds now (not against the base).
+    pub fn summary(&self) -> String {
+        let files = self
+            .ops
+            .iter()
+            .map(|op| FileChange::new(op.path.clone(), None, op.before.clone(), op.after.clone()))
+            .collect();
+        crate::render::render(
+            &crate::diff::Diff { files },
+            crate::render::RenderMode::Stat,
+            false,
+        )
     }
 
     /// SHA-256 over the touched paths as they are now.
@@ -71,6 +95,7 @@ impl ApplyPlan {
             "checkpoint": r.checkpoint,
             "base_hash": r.base_hash,
             "result_hash": r.result_hash,
+            "digest": self.digest,
             "hunks": r.hunks,
             "already": self.already,
             "setid_stripped": r.setid_stripped,
@@ -200,6 +225,18 @@ impl Workspace {
     /// Checks `selection` against the project and plans the writes. Refused for the overlay backing
     /// (its before side is the live project itself; take its work with [`Workspace::plan_adopt`]).
     pub fn plan_apply(&self, selection: &Selection) -> Result<ApplyPlan> {
+        self.plan_apply_expecting(selection, None)
+    }
+
+    /// [`Workspace::plan_apply`], pinned to a reviewed diff: when `expect` is given and the digest
+    /// of the selected changes (as [`crate::Diff::digest`] computes it, from the diff this plan
+    /// writes) differs, the session changed since the review and the apply is refused with
+    /// [`WorkspaceError::DigestMismatch`] before anything is decided, logged or written.
+    pub fn plan_apply_expecting(
+        &self,
+        selection: &Selection,
+        expect: Option<&str>,
+    ) -> Result<ApplyPlan> {
         let Backing::Git { ref_name, .. } = self.backing() else {
             return Err(WorkspaceError::WrongBacking(format!(
                 "session {} has an overlay workspace (the project has no git), so there is no base to \
@@ -214,40 +251,25 @@ impl Workspace {
             .text(&["rev-parse", "--verify", ref_name])
             .ok();
         let diff = self.diff()?;
-        let mut whole_files: BTreeSet<&str> = BTreeSet::new();
-        let mut hunk_ids: BTreeSet<&str> = BTreeSet::new();
-        for key in &selection.files {
-            let file = match diff.files_matching(key)[..] {
-                [file] => file,
-                [] => return Err(unknown("file", key)),
-                ref several => return Err(ambiguous("file", key, several.iter().copied())),
-            };
-            whole_files.insert(&file.path);
+        let picked = pick(&diff, selection)?;
+        let digest = digest(&picked);
+        if let Some(expected) = expect
+            && !expected.eq_ignore_ascii_case(&digest)
+        {
+            return Err(WorkspaceError::DigestMismatch {
+                session: self.session().to_string(),
+                expected: expected.to_string(),
+                actual: digest,
+            });
         }
-        for id in &selection.hunks {
-            match diff.hunks_matching(id)[..] {
-                [_] => {}
-                [] => return Err(unknown("hunk", id)),
-                ref several => {
-                    return Err(ambiguous("hunk", id, several.iter().map(|(f, _)| *f)));
-                }
-            }
-            hunk_ids.insert(id);
-        }
-        let everything = selection.files.is_empty() && selection.hunks.is_empty();
+        let hunk_ids: BTreeSet<&str> = selection.hunks.iter().map(String::as_str).collect();
         let project = self.project().to_path_buf();
         let mut plan = Plan::default();
-        for file in &diff.files {
-            let is_whole = everything || whole_files.contains(file.path.as_str());
-            let picked: Vec<&crate::hunks::Hunk> = file
-                .hunks
-                .iter()
-                .filter(|h| is_whole || hunk_ids.contains(h.id.as_str()))
-                .collect();
-            if file.is_text() && !picked.is_empty() {
-                plan_hunks(&project, file, &picked, is_whole, &mut plan)?;
-            } else if is_whole {
-                plan_file(&project, file, &mut plan)?;
+        for p in &picked {
+            if p.file.is_text() && !p.hunks.is_empty() {
+                plan_hunks(&project, p.file, &p.hunks, p.whole, &mut plan)?;
+            } else if p.whole {
+                plan_file(&project, p.file, &mut plan)?;
             }
         }
         plan.refuse_unsafe_paths(&project);
@@ -279,6 +301,7 @@ impl Workspace {
             apply_id,
             ops: plan.ops,
             already: plan.already,
+            digest: Some(digest),
             record,
             records,
             project,
@@ -290,26 +313,6 @@ impl Workspace {
             Backing::Git { top, .. } => top.clone(),
             Backing::Overlay => self.project().to_path_buf(),
         }
-    }
-}
-
-fn unknown(kind: &'static str, name: &str) -> WorkspaceError {
-    WorkspaceError::UnknownSelection {
-        kind,
-        name: name.to_string(),
-    }
-}
-
-/// A selection that names more than one file: refused, naming them all.
-fn ambiguous<'a>(
-    kind: &'static str,
-    name: &str,
-    files: impl Iterator<Item = &'a FileChange>,
-) -> WorkspaceError {
-    WorkspaceError::AmbiguousSelection {
-        kind,
-        name: name.to_string(),
-        paths: files.map(|f| f.path.clone()).collect(),
     }
 }
 

@@ -46,7 +46,12 @@ pub struct FileChange {
 }
 
 impl FileChange {
-    fn new(path: String, old_path: Option<String>, old: Option<Entry>, new: Option<Entry>) -> Self {
+    pub(crate) fn new(
+        path: String,
+        old_path: Option<String>,
+        old: Option<Entry>,
+        new: Option<Entry>,
+    ) -> Self {
         let id = file_id(&path);
         let hunks = match (&old, &new) {
             (Some(o @ Entry::File { data: a, .. }), Some(n @ Entry::File { data: b, .. }))

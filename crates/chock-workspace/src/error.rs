@@ -50,6 +50,17 @@ pub enum WorkspaceError {
     /// Selected changes no longer fit the project: nothing was written.
     #[error("refused, nothing was written: {}", conflicts.join("; "))]
     Conflict { conflicts: Vec<String> },
+    /// `apply --expect`: the selected changes are no longer the ones reviewed (the session ran on
+    /// after the review): nothing was written.
+    #[error(
+        "refused, nothing was written: session {session} changed since the review (the selected \
+         changes now have digest {actual}, not {expected}); review them again with `chock diff {session}`"
+    )]
+    DigestMismatch {
+        session: String,
+        expected: String,
+        actual: String,
+    },
     /// `adopt` would overwrite something: nothing was written.
     #[error("refused, nothing was written: {} already exists", .0.display())]
     WouldOverwrite(PathBuf),

@@ -21,6 +21,7 @@ mod meta;
 mod old;
 mod record;
 mod render;
+mod select;
 mod undo;
 mod upper;
 mod workspace;

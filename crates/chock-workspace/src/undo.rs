@@ -97,6 +97,7 @@ pub fn plan_undo(sessions_root: &Path, apply_id: &str) -> Result<ApplyPlan> {
         apply_id: new_id,
         ops: plan.ops,
         already: plan.already,
+        digest: None,
         record,
         records,
         project,

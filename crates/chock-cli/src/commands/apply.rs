@@ -8,7 +8,7 @@ use chock_log::EventKind;
 use chock_workspace::{ApplyPlan, Selection, Workspace, WorkspaceError, plan_undo};
 
 use super::workspace::{approve, open_log, session_dir};
-use crate::exit::{Exit, FAILURE};
+use crate::exit::{BAD_INPUT, Exit, FAILURE};
 
 /// Arguments of `chock apply`.
 #[derive(Debug, clap::Args)]
@@ -22,6 +22,10 @@ pub struct ApplyArgs {
     /// One hunk to apply, by the id `chock diff` prints (repeatable).
     #[arg(long = "hunk", value_name = "ID")]
     pub hunks: Vec<String>,
+    /// The digest `chock diff` printed for the same selection: the apply is refused (exit 1,
+    /// nothing written) if the selected changes are no longer exactly the ones reviewed.
+    #[arg(long, value_name = "DIGEST")]
+    pub expect: Option<String>,
 }
 
 /// Arguments of `chock undo`.
@@ -34,11 +38,24 @@ pub struct UndoArgs {
 pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let dir = session_dir(&args.session)?;
     let ws = Workspace::open(&dir)?;
+    if let Some(digest) = &args.expect
+        && (digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(Exit::new(
+            BAD_INPUT,
+            format!(
+                "--expect `{digest}` is not a digest: give the 64 hex digits of the `digest` line `chock diff` printed"
+            ),
+        )
+        .into());
+    }
     let selection = Selection {
         files: args.files,
         hunks: args.hunks,
     };
-    let plan = ws.plan_apply(&selection).map_err(refusal)?;
+    let plan = ws
+        .plan_apply_expecting(&selection, args.expect.as_deref())
+        .map_err(refusal)?;
     finish(plan, &dir, "apply")
 }
 
@@ -50,17 +67,17 @@ pub fn run_undo(args: UndoArgs) -> anyhow::Result<ExitCode> {
     finish(plan, &dir, "undo")
 }
 
-/// A conflict is the command refusing on the user's behalf: exit 1 with every clash named.
-fn refusal(err: WorkspaceError) -> anyhow::Error {
+/// A conflict (or a session changed since the review) is the command refusing on the user's
+/// behalf: exit 1 with every clash named. A selection naming nothing, or several things: exit 2.
+pub(crate) fn refusal(err: WorkspaceError) -> anyhow::Error {
     match err {
         WorkspaceError::Conflict { .. }
+        | WorkspaceError::DigestMismatch { .. }
         | WorkspaceError::AlreadyUndone(_)
         | WorkspaceError::WrongBacking(_) => Exit::new(FAILURE, err.to_string()).into(),
         WorkspaceError::UnknownSelection { .. }
         | WorkspaceError::AmbiguousSelection { .. }
-        | WorkspaceError::UnknownApply(_) => {
-            Exit::new(crate::exit::BAD_INPUT, err.to_string()).into()
-        }
+        | WorkspaceError::UnknownApply(_) => Exit::new(BAD_INPUT, err.to_string()).into(),
         other => other.into(),
     }
 }
@@ -74,8 +91,15 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
         return Ok(ExitCode::SUCCESS);
     }
     let project = plan.project().to_path_buf();
+    // A person approving sees exactly what lands: every path measured against the project as it
+    // is now, and the digest of the reviewed selection it came from.
+    let digest_line = plan
+        .digest()
+        .map(|d| format!("digest {d}\n"))
+        .unwrap_or_default();
     let question = format!(
-        "{verb}: write {} path(s) into {}?",
+        "{}{digest_line}{verb}: write {} path(s) into {}?",
+        plan.summary(),
         plan.ops.len(),
         project.display()
     );
@@ -83,6 +107,7 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
     approve(&log, &project, "workspace.apply", &question)?;
     log.append(EventKind::WorkspaceApply, None, plan.event())?;
     let id = plan.apply_id.clone();
+    let digest = plan.digest().map(str::to_string);
     let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
     match plan.commit() {
         Ok((_, kept)) => {
@@ -91,6 +116,9 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
             }
             for dir in kept {
                 println!("  kept directory {dir}: it holds other files");
+            }
+            if let Some(digest) = &digest {
+                println!("digest {digest}");
             }
             match verb {
                 "undo" => println!("undone as {id}"),

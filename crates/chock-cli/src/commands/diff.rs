@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use chock_workspace::{RenderMode, Workspace, render};
+use chock_workspace::{RenderMode, Selection, Workspace, render};
 
 use super::workspace::session_dir;
 
@@ -18,6 +18,13 @@ pub struct DiffArgs {
     /// Only the changed paths.
     #[arg(long)]
     pub name_only: bool,
+    /// Show only this whole file, by path or file id (repeatable): the digest is then that of
+    /// the selection, as `chock apply --expect DIGEST --file …` takes it.
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<String>,
+    /// Show only this hunk, by id (repeatable); see --file.
+    #[arg(long = "hunk", value_name = "ID")]
+    pub hunks: Vec<String>,
     /// Colour: auto (when standard output is a terminal), always, never.
     #[arg(long, default_value = "auto", value_parser = ["auto", "always", "never"])]
     pub color: String,
@@ -28,10 +35,17 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         session,
         stat,
         name_only,
+        files,
+        hunks,
         color,
     } = args;
     let ws = Workspace::open(&session_dir(&session)?)?;
-    let diff = ws.diff()?;
+    let selection = Selection { files, hunks };
+    let whole = ws.diff()?;
+    // The digest and the shown diff come from one reading of the session, so the digest printed
+    // is the digest of what was shown.
+    let digest = whole.digest(&selection).map_err(super::apply::refusal)?;
+    let diff = whole.selected(&selection).map_err(super::apply::refusal)?;
     let mode = if stat {
         RenderMode::Stat
     } else if name_only {
@@ -52,5 +66,10 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     out.write_all(render(&diff, mode, colour).as_bytes())?;
+    // Not after --name-only: that form is a list of paths for scripts, and a digest line would
+    // read as one more path.
+    if mode != RenderMode::NameOnly {
+        writeln!(out, "digest {digest}")?;
+    }
     Ok(ExitCode::SUCCESS)
 }
