@@ -44,23 +44,42 @@ impl TerminalAnswerer {
     }
 }
 
+/// Text the agent, a command or a model wrote, made safe to put before a person who decides: control
+/// characters (escape sequences that move the cursor or rewrite the prompt, carriage returns, and in an
+/// approval newlines, which could forge a line of the prompt) and bidirectional overrides (which
+/// reorder what the person reads) are shown escaped, so the person approves exactly what runs.
+fn shown(text: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if c == '\n' && keep_newlines {
+            out.push_str("\n  ");
+        } else if c.is_control() || bidi {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn prompt_text(q: &Question) -> String {
     let mut s = String::new();
     match q.kind {
         QuestionKind::Approval => {
             s.push_str("\nchock: approval needed");
             if let Some(action) = &q.action {
-                s.push_str(&format!(" for {action}"));
+                s.push_str(&format!(" for {}", shown(action, false)));
             }
             if let Some(by) = &q.decided_by {
-                s.push_str(&format!(" ({by})"));
+                s.push_str(&format!(" ({})", shown(by, false)));
             }
-            s.push_str(&format!("\n  {}\n", q.text));
+            s.push_str(&format!("\n  {}\n", shown(&q.text, false)));
             if let Some(r) = &q.reviewer {
                 s.push_str(&format!(
                     "  reviewer model: {} — {}\n",
                     if r.allow { "allow" } else { "deny" },
-                    r.reasons
+                    shown(&r.reasons, false)
                 ));
             }
             s.push_str("  [y] yes once  [a] yes to this exact act for the session  [n] no > ");
@@ -68,7 +87,7 @@ fn prompt_text(q: &Question) -> String {
         QuestionKind::Question => {
             s.push_str(&format!(
                 "\nchock: the agent asks:\n  {}\n  your answer > ",
-                q.text
+                shown(&q.text, true)
             ));
         }
     }
@@ -199,5 +218,32 @@ mod tests {
                 text: "use tabs".into()
             })
         );
+    }
+
+    /// What the agent wrote cannot rewrite the prompt a person decides on: an escape sequence, a
+    /// carriage return, a forged newline or a bidi override is shown escaped.
+    #[test]
+    fn the_agents_text_cannot_forge_the_prompt() {
+        let q = Question {
+            text: "run `rm -rf ~ \u{1b}[2K\r# harmless`\n  [y] yes once\u{202e}txt.exe".into(),
+            ..question(QuestionKind::Approval)
+        };
+        let text = prompt_text(&q);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\u{1b}[2K\\r# harmless"), "{text:?}");
+        // The forged answer line stays inside the act's line: one line of the prompt offers answers.
+        let offers = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("[y] yes once"))
+            .count();
+        assert_eq!(offers, 1, "{text:?}");
+        let asked = Question {
+            text: "which one?\nA or B".into(),
+            ..question(QuestionKind::Question)
+        };
+        assert!(prompt_text(&asked).contains("which one?\n  A or B"));
     }
 }
