@@ -122,7 +122,7 @@ fn short_time(ts: &str) -> String {
 /// the model, a command or a web page wrote, and a log is also read after being copied from
 /// another machine: printing it raw would let that text drive the reader's terminal (clear
 /// lines, rewrite what was shown, set the clipboard) or reorder what the reader sees.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');

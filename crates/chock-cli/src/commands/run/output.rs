@@ -6,6 +6,18 @@ use std::sync::Mutex;
 
 use chock_agent::events::{AgentEvent, EventSink, Summary};
 
+use crate::commands::sessions::printable;
+
+/// Text the model, a command or a web page wrote, made safe for the person's terminal: each line as
+/// `chock sessions show` prints it (escape sequences, carriage returns and bidi overrides escaped), the
+/// newlines kept. Raw, it could drive the terminal or rewrite what the person saw of the session.
+fn terminal_text(text: &str) -> String {
+    text.split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Prints events for a person: the model's words as they stream, one line per tool call and result.
 pub(super) struct HumanSink {
     pub(super) verbose: bool,
@@ -22,7 +34,7 @@ impl HumanSink {
         if !*start {
             let _ = writeln!(out);
         }
-        let _ = writeln!(out, "{text}");
+        let _ = writeln!(out, "{}", terminal_text(text));
         let _ = out.flush();
         *start = true;
     }
@@ -56,7 +68,7 @@ impl EventSink for HumanSink {
         match event {
             AgentEvent::Text { text } => {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
+                let _ = out.write_all(terminal_text(text).as_bytes());
                 let _ = out.flush();
                 if let Ok(mut start) = self.at_line_start.lock() {
                     *start = text.ends_with('\n');
@@ -158,4 +170,20 @@ pub(super) fn print_summary(s: &Summary) {
         "review      {}   (then `{}` to take the work)",
         s.review, s.take
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_text;
+
+    #[test]
+    fn what_the_model_wrote_cannot_drive_the_terminal() {
+        let text = terminal_text("done\u{1b}]52;c;ZXZpbA==\u{7}\r\u{202e}\nnext line\n");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'),
+            "{text:?}"
+        );
+        assert_eq!(text.lines().count(), 2, "newlines are kept: {text:?}");
+        assert!(text.ends_with("next line\n"), "{text:?}");
+    }
 }
