@@ -376,11 +376,19 @@ impl WorkspaceView {
     }
 
     /// Every file under `rel` (relative paths), depth first, sorted, skipping `.git`, symlinked
-    /// directories and cache directories (those holding a `CACHEDIR.TAG`). Bounded by `limit` entries.
+    /// directories and cache directories (those holding a `CACHEDIR.TAG`). Bounded by `limit` files and
+    /// `limit` directories.
     pub fn walk(&self, given: &str, rel: &Path, limit: usize) -> Result<Vec<PathBuf>, ViewError> {
         let mut out = Vec::new();
         let mut stack = vec![rel.to_path_buf()];
+        // Directories count against the bound too: a tree of empty directories (cheap for a command in
+        // the sandbox to make) must not keep the host walking.
+        let mut dirs_seen = 0;
         while let Some(dir) = stack.pop() {
+            dirs_seen += 1;
+            if dirs_seen > limit {
+                return Ok(out);
+            }
             let entries = self.list(given, &dir)?;
             // A cache directory (Cache Directory Tagging: cargo's target/, many build tools) is build
             // output, not the project: walking it would drown every search.

@@ -109,3 +109,16 @@ fn an_overlay_reads_upper_first_and_writes_only_upper() {
         ]
     );
 }
+
+#[test]
+fn a_walk_is_bounded_by_directories_as_well_as_files() {
+    let (dir, view) = direct();
+    let mut deep = dir.path().to_path_buf();
+    for i in 0..20 {
+        deep.push(format!("d{i}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("f.txt"), "found").unwrap();
+    assert_eq!(view.walk(".", Path::new(""), 100).unwrap().len(), 1);
+    assert!(view.walk(".", Path::new(""), 5).unwrap().is_empty());
+}
