@@ -5,6 +5,10 @@
 //! options, as ratios. Then it takes the setup apart: the cost of each namespace on its own, made
 //! in a forked child, so the table says where the time goes (docs/sandbox.md, "Performance").
 //!
+//! A fifth row adds one declared `[sandbox]` read path (`CHOCK_BENCH_READ`, default `~/.rustup`)
+//! to the bound workspace: every call walks that tree on the host for unix sockets to mask, so the
+//! row shows what a toolchain directory costs per call (the entry count is printed with it).
+//!
 //! `cargo bench -p chock-sandbox --bench setup` (runs: `CHOCK_BENCH_RUNS`, default 40). Not a test:
 //! nothing here fails on a number; the numbers are for reading.
 
@@ -46,18 +50,45 @@ fn main() {
         WorkspaceMount::Bind {
             source: copy.clone(),
         },
+        Vec::new(),
     );
     rows.push(("chock, bound workspace".into(), bind));
-    let overlay = chock(runs, &project, {
-        let (upper, work) = (base.join("upper"), base.join("work"));
-        std::fs::create_dir_all(&upper).expect("upper");
-        std::fs::create_dir_all(&work).expect("work");
-        WorkspaceMount::Overlay {
-            lower: project.clone(),
-            upper,
-            work,
+    match declared_read_path() {
+        Some(read) => {
+            println!(
+                "declared read path: {} ({} entries walked for sockets per call)",
+                read.display(),
+                count_entries(&read)
+            );
+            let t = chock(
+                runs,
+                &project,
+                WorkspaceMount::Bind {
+                    source: copy.clone(),
+                },
+                vec![read],
+            );
+            rows.push(("chock, bound + declared read path".into(), t));
         }
-    });
+        None => println!(
+            "declared read path: none (set CHOCK_BENCH_READ, or have ~/.rustup); its row is skipped"
+        ),
+    }
+    let overlay = chock(
+        runs,
+        &project,
+        {
+            let (upper, work) = (base.join("upper"), base.join("work"));
+            std::fs::create_dir_all(&upper).expect("upper");
+            std::fs::create_dir_all(&work).expect("work");
+            WorkspaceMount::Overlay {
+                lower: project.clone(),
+                upper,
+                work,
+            }
+        },
+        Vec::new(),
+    );
     rows.push(("chock, overlay workspace".into(), overlay));
 
     let bwrap = bwrap(runs, &copy);
@@ -157,13 +188,50 @@ fn ratio(a: Duration, b: Duration) -> String {
     format!("{:.2}", a.as_secs_f64() / b.as_secs_f64().max(1e-9))
 }
 
-fn chock(runs: usize, project: &Path, workspace: WorkspaceMount) -> Option<Duration> {
+/// The declared read path of the fifth row: `CHOCK_BENCH_READ`, else `~/.rustup` if it exists.
+fn declared_read_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHOCK_BENCH_READ") {
+        return Some(PathBuf::from(p));
+    }
+    let rustup = PathBuf::from(std::env::var_os("HOME")?).join(".rustup");
+    rustup.is_dir().then_some(rustup)
+}
+
+/// Entries under `root` on its own filesystem, symlinks not followed: what the socket walk visits.
+fn count_entries(root: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::symlink_metadata(root) else {
+        return 0;
+    };
+    let mut stack = vec![root.to_path_buf()];
+    let mut n = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            n += 1;
+            if let Ok(m) = e.metadata()
+                && m.is_dir()
+                && m.dev() == top.dev()
+            {
+                stack.push(e.path());
+            }
+        }
+    }
+    n
+}
+
+fn chock(
+    runs: usize,
+    project: &Path,
+    workspace: WorkspaceMount,
+    extra_read: Vec<PathBuf>,
+) -> Option<Duration> {
     let plan = Plan::builder(
         vec!["/usr/bin/true".into()],
         workspace,
         project.to_path_buf(),
     )
     .policy_file(Some(project.join("chock.toml")))
+    .extra_read(extra_read)
     .network(NetworkPlan::None)
     .build_with_env(&[("PATH".into(), chock_sandbox::DEFAULT_PATH.into())]);
     let once = || -> Result<(), String> {
