@@ -8,7 +8,9 @@ use chock_provider::{
 };
 use serde_json::json;
 use support::anthropic::{expected_fixture_content, weather_request};
-use support::{FakeServer, Reply, collector, fixture, retries, streamed_text, wire_to};
+use support::{
+    FakeServer, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+};
 
 #[tokio::test]
 async fn fixture_stream_in_any_piece_size_gives_text_tool_call_and_usage() {
@@ -69,9 +71,7 @@ async fn request_carries_headers_and_the_documented_body() {
     let (mut config, _) = wire_to(ProviderConfig::anthropic("sk-ant-test-key"), &server);
     config.prompt_caching = false;
     let (_, mut sink) = collector();
-    connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
 
@@ -270,9 +270,7 @@ async fn prompt_cache_breakpoints_mark_tools_system_and_the_last_two_user_messag
     }]));
     request.messages.push(Message::user_text("And tomorrow?"));
     let (_, mut sink) = collector();
-    connect(&config)
-        .expect("provider")
-        .stream(&request, &mut sink)
+    stream_once(&config, &request, &mut sink)
         .await
         .expect("reply");
 
@@ -318,9 +316,7 @@ async fn truncated_tool_input_is_kept_as_text_not_a_crash() {
     let server = FakeServer::start(vec![Reply::sse(stream)]).await;
     let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (_, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(response.stop_reason, StopReason::MaxTokens);
@@ -367,9 +363,7 @@ async fn two_tool_calls_are_assembled_by_index_not_by_arrival() {
     let server = FakeServer::start(vec![Reply::sse(stream).in_pieces(5)]).await;
     let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (_, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(

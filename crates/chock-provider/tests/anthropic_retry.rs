@@ -5,9 +5,11 @@ mod support;
 
 use std::time::Duration;
 
-use chock_provider::{ProviderConfig, ProviderError, connect};
+use chock_provider::{ProviderConfig, ProviderError};
 use support::anthropic::{expected_fixture_content, weather_request};
-use support::{FakeServer, Framing, Reply, collector, fixture, retries, streamed_text, wire_to};
+use support::{
+    FakeServer, Framing, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+};
 
 #[tokio::test]
 async fn overloaded_error_event_is_retried_and_reported() {
@@ -24,9 +26,7 @@ async fn overloaded_error_event_is_retried_and_reported() {
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply after retry");
 
@@ -56,9 +56,7 @@ async fn http_529_and_429_are_retried_honouring_retry_after() {
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(response.content, expected_fixture_content());
@@ -100,9 +98,7 @@ async fn gives_up_after_six_attempts_spanning_about_a_minute() {
     let server = FakeServer::start(replies).await;
     let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (events, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("gives up");
 
@@ -137,9 +133,7 @@ async fn client_errors_are_not_retried() {
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("400");
     assert!(
@@ -171,9 +165,7 @@ async fn x_should_retry_overrides_the_status() {
     .await;
     let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("fails");
     assert!(
@@ -195,9 +187,7 @@ async fn a_retry_after_beyond_the_limit_ends_the_call() {
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("too long");
     assert!(error.to_string().contains("asked to wait 3600s"), "{error}");
@@ -219,9 +209,7 @@ async fn a_stream_cut_mid_reply_is_requested_again() {
         .await;
         let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
         let (events, mut sink) = collector();
-        let response = connect(&config)
-            .expect("provider")
-            .stream(&weather_request(), &mut sink)
+        let response = stream_once(&config, &weather_request(), &mut sink)
             .await
             .expect("second attempt");
         assert_eq!(response.content, expected_fixture_content(), "{framing:?}");
@@ -247,9 +235,7 @@ async fn a_non_retryable_error_event_fails_at_once() {
     let server = FakeServer::start(vec![Reply::sse(stream)]).await;
     let (config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("fails");
     assert!(
@@ -271,9 +257,7 @@ async fn a_silent_stream_times_out_and_is_requested_again() {
     let (mut config, _) = wire_to(ProviderConfig::anthropic("k"), &server);
     config.idle_timeout = Duration::from_millis(300);
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("second attempt");
     assert_eq!(response.content, expected_fixture_content());

@@ -8,7 +8,9 @@ use chock_provider::{
     ToolSpec, Usage, connect,
 };
 use serde_json::{Value, json};
-use support::{FakeServer, Framing, Reply, collector, fixture, retries, streamed_text, wire_to};
+use support::{
+    FakeServer, Framing, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+};
 
 fn weather_request() -> Request {
     Request {
@@ -45,9 +47,7 @@ async fn fixture_parallel_calls_split_across_chunks() {
             &server,
         );
         let (events, mut sink) = collector();
-        let response = connect(&config)
-            .expect("provider")
-            .stream(&weather_request(), &mut sink)
+        let response = stream_once(&config, &weather_request(), &mut sink)
             .await
             .expect("reply");
         assert_eq!(
@@ -170,9 +170,7 @@ async fn ollama_style_whole_calls_at_index_zero_without_done() {
         &server,
     );
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(
@@ -228,9 +226,7 @@ async fn missing_index_null_arguments_and_reasoning_content() {
         &server,
     );
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(
@@ -269,9 +265,7 @@ async fn error_chunk_is_an_api_error_and_server_errors_retry() {
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::chat_completions("vllm", "", None), &server);
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(response.content, vec![Block::Text { text: "hi".into() }]);
@@ -307,9 +301,7 @@ async fn a_stream_cut_before_finish_is_retried() {
         &server,
     );
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(response.tool_calls().count(), 2);
@@ -345,9 +337,7 @@ async fn connection_refused_is_reported_without_retrying() {
     drop(listener);
     let config = ProviderConfig::chat_completions("local", &format!("http://{addr}/v1"), None);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("refused");
     assert!(

@@ -2,8 +2,8 @@
 
 mod support;
 
-use chock_provider::{Message, ProviderConfig, ProviderError, Request, connect};
-use support::{FakeServer, Reply, collector, fixture, wire_to};
+use chock_provider::{Message, ProviderConfig, ProviderError, Request};
+use support::{FakeServer, Reply, collector, fixture, stream_once, wire_to};
 
 fn hello() -> Request {
     Request {
@@ -24,9 +24,7 @@ async fn a_redirect_is_not_followed_so_the_key_stays_with_the_configured_host() 
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::anthropic("sk-ant-secret-123"), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&hello(), &mut sink)
+    let error = stream_once(&config, &hello(), &mut sink)
         .await
         .expect_err("a 3xx is an error");
     assert!(
@@ -47,9 +45,7 @@ async fn an_error_body_echoing_the_key_is_scrubbed() {
     let server = FakeServer::start(vec![Reply::error(401, &body)]).await;
     let (config, _) = wire_to(ProviderConfig::anthropic(key), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&hello(), &mut sink)
+    let error = stream_once(&config, &hello(), &mut sink)
         .await
         .expect_err("401");
     assert_eq!(

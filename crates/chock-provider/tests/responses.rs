@@ -9,7 +9,9 @@ use chock_provider::{
     ToolSpec, Usage, connect,
 };
 use serde_json::json;
-use support::{FakeServer, Reply, collector, fixture, retries, streamed_text, wire_to};
+use support::{
+    FakeServer, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+};
 
 const ENCRYPTED_DONE: &str = "gAAAAABpVfQ4Tn8Rb2Wq6Yc0Ue4Io8Pa2Sd6Fg0Hj4Kl8Zx2Cv6Bn0Mq4We8Rt2Yu6Io0Pa4Sd8Fg2Hj6Kl0Zx4Cv8Bn2Mq6We0Rt4Yu8Io2Pa6Sd0Fg4Hj8Kl2Zx6Cv0Bn4Mq8We2Rt6Yu0Io4Pa8Sd2Fg6Hj0Kl4Zx8Cv2Bn6Mq0We4Rt8Yu2==";
 
@@ -38,9 +40,7 @@ async fn fixture_gives_reasoning_item_function_call_and_usage() {
         .await;
         let (config, _) = wire_to(ProviderConfig::openai("sk-test"), &server);
         let (events, mut sink) = collector();
-        let response = connect(&config)
-            .expect("provider")
-            .stream(&weather_request(), &mut sink)
+        let response = stream_once(&config, &weather_request(), &mut sink)
             .await
             .expect("reply");
 
@@ -172,9 +172,7 @@ async fn text_reply_with_cached_input() {
         reasoning_effort: None,
         ..weather_request()
     };
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&request, &mut sink)
+    let response = stream_once(&config, &request, &mut sink)
         .await
         .expect("reply");
     assert_eq!(
@@ -213,9 +211,7 @@ async fn incomplete_response_is_a_max_tokens_stop() {
     let server = FakeServer::start(vec![Reply::sse(text_stream(incomplete))]).await;
     let (config, _) = wire_to(ProviderConfig::openai("k"), &server);
     let (_, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(response.stop_reason, StopReason::MaxTokens);
@@ -240,9 +236,7 @@ async fn error_events_flat_and_nested_are_retried_and_failed_responses_are_not()
     .await;
     let (config, sleeper) = wire_to(ProviderConfig::openai("k"), &server);
     let (events, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("fails");
     assert!(
@@ -279,9 +273,7 @@ async fn end_of_stream_without_terminal_event_is_retried() {
     .await;
     let (config, _) = wire_to(ProviderConfig::openai("k"), &server);
     let (events, mut sink) = collector();
-    let response = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let response = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect("reply");
     assert_eq!(response.stop_reason, StopReason::ToolUse);
@@ -296,9 +288,7 @@ async fn insufficient_quota_is_not_retried() {
     let server = FakeServer::start(vec![Reply::error(429, body)]).await;
     let (config, sleeper) = wire_to(ProviderConfig::openai("k"), &server);
     let (_, mut sink) = collector();
-    let error = connect(&config)
-        .expect("provider")
-        .stream(&weather_request(), &mut sink)
+    let error = stream_once(&config, &weather_request(), &mut sink)
         .await
         .expect_err("fails");
     assert!(

@@ -15,7 +15,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chock_provider::{ProviderConfig, RetryPolicy, Sleeper, StreamEvent};
+use chock_provider::{
+    ProviderConfig, ProviderError, Request, Response, RetryPolicy, Sleeper, StreamEvent, connect,
+};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -306,6 +308,18 @@ pub fn collector() -> (Arc<Mutex<Vec<StreamEvent>>>, impl FnMut(StreamEvent) + S
     (events, move |event| {
         sink.lock().expect("events").push(event)
     })
+}
+
+/// One call through a fresh provider built from `config`: the common act of most client tests.
+pub async fn stream_once(
+    config: &ProviderConfig,
+    request: &Request,
+    sink: &mut (dyn FnMut(StreamEvent) + Send),
+) -> Result<Response, ProviderError> {
+    connect(config)
+        .expect("provider")
+        .stream(request, sink)
+        .await
 }
 
 /// The text of all `TextDelta` events.
