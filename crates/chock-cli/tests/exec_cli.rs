@@ -1,7 +1,11 @@
 //! `chock exec` end to end: the real binary, a real project, a real sandbox and a real session log.
 
+mod run_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use run_support::{sessions_under, text};
 
 /// A project and an isolated sessions root (XDG_STATE_HOME) for one test.
 struct World {
@@ -49,16 +53,7 @@ impl World {
 
     /// The session directories under the sessions root.
     fn sessions(&self) -> Vec<PathBuf> {
-        let root = self.state.join("chock/sessions");
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        sessions_under(&self.state.join("chock/sessions"))
     }
 
     /// (kind, data) of every line of the only session's log.
@@ -80,10 +75,6 @@ impl World {
     fn kinds(&self) -> Vec<String> {
         self.events().into_iter().map(|(k, _)| k).collect()
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

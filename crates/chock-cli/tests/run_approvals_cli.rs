@@ -203,12 +203,10 @@ fn agent_review_asks_the_same_model_as_a_reviewer_and_logs_its_verdict() {
         reply("msg_2", 10, "It says hello.", None),
     ]);
     fake_provider(&w, port, "CHOCK_TEST_KEY");
-    let out = w
-        .command(&["run", "--provider", "fake", "read hello.txt"])
-        .env("CHOCK_TEST_KEY", "sk-test-review-key-12345")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "read hello.txt"],
+        &[("CHOCK_TEST_KEY", "sk-test-review-key-12345")],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("reviewer 1"), "{stdout}");

@@ -3,7 +3,6 @@
 
 mod run_support;
 
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -192,20 +191,7 @@ fn a_first_word_that_is_not_a_command_is_refused_with_a_hint() {
 #[test]
 fn a_task_on_standard_input_and_after_the_double_dash_runs() {
     let w = World::new();
-    let mut child = w
-        .command(&["run", "--provider", "demo"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"the task from stdin\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = w.chock_with_input(&["run", "--provider", "demo"], b"the task from stdin\n");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let events = w.events();
     let note = events

@@ -3,7 +3,6 @@
 
 mod run_support;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use run_support::*;
@@ -23,20 +22,10 @@ fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
     ]);
     fake_provider(&w, port, "CHOCK_TEST_UNSET_KEY");
     let key = "sk-ant-test-0123456789abcdef";
-    let mut login = w
-        .command(&["login", "--provider", "fake"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    login
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{key}\n").as_bytes())
-        .unwrap();
-    let login = login.wait_with_output().unwrap();
+    let login = w.chock_with_input(
+        &["login", "--provider", "fake"],
+        format!("{key}\n").as_bytes(),
+    );
     assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
     assert!(!text(&login.stdout).contains(key));
     let stored = w.base.join("data/chock/credentials/fake");
@@ -169,13 +158,10 @@ fn the_key_never_reaches_a_tool_call_or_the_log() {
     ]);
     fake_provider(&w, port, "CHOCK_TEST_KEY");
     let key = "sk-ant-never-in-a-tool-call-987654";
-    let out = w
-        .command(&["run", "--provider", "fake", "look at the environment"])
-        .env("CHOCK_TEST_KEY", key)
-        .env("ANTHROPIC_API_KEY", key)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "look at the environment"],
+        &[("CHOCK_TEST_KEY", key), ("ANTHROPIC_API_KEY", key)],
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -210,12 +196,10 @@ fn an_overloaded_model_is_retried_and_the_retry_is_logged() {
         reply("msg_1", 10, "Fine now.", None),
     ]);
     fake_provider(&w, port, "CHOCK_TEST_KEY");
-    let out = w
-        .command(&["run", "--provider", "fake", "hi"])
-        .env("CHOCK_TEST_KEY", "sk-test-retry-key-123456")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "hi"],
+        &[("CHOCK_TEST_KEY", "sk-test-retry-key-123456")],
+    );
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("retrying"), "{stdout}");
@@ -257,12 +241,10 @@ fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
         reply("msg_3", 10, "It runs on; I am done.", None),
     ]);
     fake_provider(&w, port, "CHOCK_TEST_KEY");
-    let out = w
-        .command(&["run", "--provider", "fake", "run the slow job"])
-        .env("CHOCK_TEST_KEY", "sk-test-bg-key-1234567")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "run the slow job"],
+        &[("CHOCK_TEST_KEY", "sk-test-bg-key-1234567")],
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -296,20 +278,7 @@ fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
 fn login_refuses_an_empty_key_and_a_name_that_is_not_a_file_name() {
     let w = World::new();
     let login = |provider: &str, input: &str| {
-        let mut child = w
-            .command(&["login", "--provider", provider])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        w.chock_with_input(&["login", "--provider", provider], input.as_bytes())
     };
     let out = login("anthropic", "\n");
     assert_eq!(out.status.code(), Some(2));
@@ -364,14 +333,14 @@ expect = { is_error = false }
 text = "done"
 "#,
     );
-    let out = w
-        .command(&["run", "--provider", &provider, "show the environment"])
-        .env("MY_PROVIDER_KEY", "provider-secret-value")
-        .env("MY_SEARCH_KEY", "search-secret-value")
-        .env("HARMLESS_NAME", "visible")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_with_env(
+        &["run", "--provider", &provider, "show the environment"],
+        &[
+            ("MY_PROVIDER_KEY", "provider-secret-value"),
+            ("MY_SEARCH_KEY", "search-secret-value"),
+            ("HARMLESS_NAME", "visible"),
+        ],
+    );
     assert_eq!(
         out.status.code(),
         Some(0),

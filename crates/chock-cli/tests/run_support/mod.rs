@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// A project, isolated state/config/data directories, and helpers to run `chock` there.
@@ -103,17 +103,30 @@ impl World {
         self.command(args).stdin(Stdio::null()).output().unwrap()
     }
 
+    /// `chock` with these variables set on top of the isolated world, and nothing on standard input.
+    pub fn chock_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (name, value) in vars {
+            cmd.env(name, value);
+        }
+        cmd.stdin(Stdio::null()).output().unwrap()
+    }
+
+    /// `chock` with `input` written to its standard input (a key to `login`, a task to `run`).
+    pub fn chock_with_input(&self, args: &[&str], input: &[u8]) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     pub fn sessions(&self) -> Vec<PathBuf> {
-        let root = self.base.join("state/chock/sessions");
-        let mut v: Vec<PathBuf> = std::fs::read_dir(&root)
-            .map(|rd| {
-                rd.filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
+        sessions_under(&self.base.join("state/chock/sessions"))
     }
 
     pub fn session(&self) -> PathBuf {
@@ -150,6 +163,19 @@ impl World {
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert!(report.torn_tail.is_none());
     }
+}
+
+/// The session directories under a sessions root, sorted; none if the root does not exist yet.
+pub fn sessions_under(root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 pub fn text(b: &[u8]) -> String {
