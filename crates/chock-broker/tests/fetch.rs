@@ -8,12 +8,11 @@ use std::time::Duration;
 use chock_broker::{BrokerConfig, BrokerError, FetchLimits, RuleGate};
 use hickory_resolver::proto::rr::RecordType;
 use serde_json::json;
-use support::{Dns, Http, Reply, net_events, new_broker, new_log};
+use support::{Dns, Http, Reply, net_events, new_broker, new_log, site_servers};
 
 #[tokio::test]
 async fn an_exact_rule_reaches_a_loopback_page_as_readable_text_and_logs_every_step() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     http.route(
         "/page",
         Reply::ok(
@@ -67,8 +66,7 @@ async fn an_exact_rule_reaches_a_loopback_page_as_readable_text_and_logs_every_s
 
 #[tokio::test]
 async fn a_wildcard_rule_does_not_reach_loopback_and_nothing_is_opened() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     http.route("/", Reply::ok("text/plain", "secret"));
     let (log, _dir) = new_log();
     let broker = new_broker(
@@ -241,8 +239,7 @@ async fn an_ipv6_only_name_is_checked_and_pinned_too() {
 
 #[tokio::test]
 async fn each_redirect_is_decided_and_checked_again() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     dns.set("also.test", &["127.0.0.1"]);
     dns.set("refused.test", &["127.0.0.1"]);
     let port = http.port();
@@ -299,8 +296,7 @@ async fn each_redirect_is_decided_and_checked_again() {
 
 #[tokio::test]
 async fn size_and_time_limits_hold() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     http.route("/big", Reply::ok("text/plain", vec![b'a'; 5000]));
     http.route("/hang", Reply::hang());
     let (log, _dir) = new_log();
@@ -339,8 +335,7 @@ async fn size_and_time_limits_hold() {
 
 #[tokio::test]
 async fn the_page_passes_the_redaction_funnel() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     http.route("/", Reply::ok("text/plain", "token=sk-test-0123456789 end"));
     let (log, _dir) = new_log();
     log.add_secret("sk-test-0123456789").expect("secret");
@@ -361,8 +356,7 @@ async fn the_page_passes_the_redaction_funnel() {
 /// through `final_url` or `redirects` either.
 #[tokio::test]
 async fn the_redirect_chain_passes_the_redaction_funnel() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     let port = http.port();
     http.route(
         "/",
@@ -463,8 +457,7 @@ async fn an_address_in_the_url_is_checked_without_asking_dns() {
 
 #[tokio::test]
 async fn bodies_that_are_not_text_are_described_not_shown() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     let mut gzipped = Reply::ok("text/html", vec![0x1f, 0x8b, 8, 0, 0xff]);
     gzipped
         .headers

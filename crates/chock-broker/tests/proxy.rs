@@ -4,7 +4,7 @@ mod support;
 
 use chock_broker::{BrokerConfig, RuleGate};
 use serde_json::json;
-use support::{Dns, Http, Reply, net_events, new_broker, new_log};
+use support::{Dns, Reply, net_events, new_broker, new_log, site_servers};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -139,8 +139,7 @@ async fn a_refused_connect_gets_403_and_nothing_is_opened() {
 
 #[tokio::test]
 async fn a_plain_http_request_is_forwarded_in_origin_form() {
-    let (dns, http) = (Dns::start().await, Http::start().await);
-    dns.set("site.test", &["127.0.0.1"]);
+    let (dns, http) = site_servers().await;
     http.route("/a?b=1", Reply::ok("text/plain", "through the proxy"));
     let (log, _dir) = new_log();
     let gate = RuleGate::new().allow(&format!("net.connect.test.site.{}", http.port()));

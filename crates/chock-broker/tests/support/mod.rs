@@ -262,6 +262,13 @@ impl Http {
     }
 }
 
+/// A DNS server answering `site.test` with loopback, and a web server on loopback: the usual pair.
+pub async fn site_servers() -> (Dns, Http) {
+    let (dns, http) = (Dns::start().await, Http::start().await);
+    dns.set("site.test", &["127.0.0.1"]);
+    (dns, http)
+}
+
 /// A log in a fresh temporary directory (kept alive by the returned guard).
 pub fn new_log() -> (Log, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
