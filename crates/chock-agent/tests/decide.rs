@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use chock_agent::approval::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
 use chock_agent::events::NoEvents;
-use chock_agent::gate::Decider;
+use chock_agent::gate::{Decider, Settled};
 use chock_agent::tools::web::{FetchInput, fetch_url};
 use chock_log::{Log, SessionHeader};
 use chock_policy::{Action, Policy};
@@ -48,6 +48,16 @@ struct Setup {
     decider: Decider,
 }
 
+impl Setup {
+    /// Settle one act of a call, as the agent loop does before acting.
+    async fn settle(&self, call_id: &str, act: &str, detail: &str) -> Settled {
+        self.decider
+            .settle(Some(call_id), &action(act), detail)
+            .await
+            .unwrap()
+    }
+}
+
 fn setup(policy: &str, broker: ApprovalBroker) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("project");
@@ -85,11 +95,7 @@ async fn a_deny_names_the_rule_and_asks_nobody() {
         "[[rule]]\naction = \"fs.write\"\ndecision = \"deny\"\n",
         ApprovalBroker::new().with(person.clone()),
     );
-    let settled = s
-        .decider
-        .settle(Some("c1"), &action("fs.write"), "write x")
-        .await
-        .unwrap();
+    let settled = s.settle("c1", "fs.write", "write x").await;
     assert!(!settled.allowed);
     assert!(
         settled.refusal.contains("chock.toml:2 (rule `fs.write`)"),
@@ -106,11 +112,7 @@ async fn an_ask_with_nobody_is_refused_and_both_halves_are_logged() {
         "[[rule]]\naction = \"fs.write\"\ndecision = \"ask\"\n",
         ApprovalBroker::new(),
     );
-    let settled = s
-        .decider
-        .settle(Some("c1"), &action("fs.write"), "write x")
-        .await
-        .unwrap();
+    let settled = s.settle("c1", "fs.write", "write x").await;
     assert!(!settled.allowed);
     assert!(
         settled.refusal.contains("nobody was there to answer"),
@@ -132,21 +134,12 @@ async fn yes_for_this_session_is_asked_once() {
         ApprovalBroker::new().with(person.clone()),
     );
     for _ in 0..3 {
-        assert!(
-            s.decider
-                .settle(Some("c"), &action("fs.write"), "write")
-                .await
-                .unwrap()
-                .allowed
-        );
+        assert!(s.settle("c", "fs.write", "write").await.allowed);
     }
     assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(s.decider.counts.lock().unwrap().allowed_by_person, 3);
     // The yes covered that exact act: the same action on another path is asked again.
-    s.decider
-        .settle(Some("c"), &action("fs.write"), "write elsewhere")
-        .await
-        .unwrap();
+    s.settle("c", "fs.write", "write elsewhere").await;
     assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 2);
     // A narrowing outranks every earlier yes.
     s.decider
@@ -156,11 +149,7 @@ async fn yes_for_this_session_is_asked_once() {
         .restrict("fs.write", chock_policy::Decision::Deny)
         .unwrap();
     s.decider.broker.forget_session_allows();
-    let settled = s
-        .decider
-        .settle(Some("c"), &action("fs.write"), "write")
-        .await
-        .unwrap();
+    let settled = s.settle("c", "fs.write", "write").await;
     assert!(!settled.allowed, "{settled:?}");
     assert!(!s.decider.broker.allowed_for_session("fs.write", "write"));
 }
@@ -183,11 +172,7 @@ async fn agent_review_is_the_reviewers_verdict_with_its_reasons() {
         "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
         ApprovalBroker::new().with(reviewer).with(person.clone()),
     );
-    let settled = s
-        .decider
-        .settle(Some("c"), &action("fs.read"), "read ~/.ssh")
-        .await
-        .unwrap();
+    let settled = s.settle("c", "fs.read", "read ~/.ssh").await;
     assert!(!settled.allowed);
     assert!(
         settled.refusal.contains("reads secrets"),
@@ -258,11 +243,7 @@ async fn agent_then_human_needs_both_and_a_reviewer_no_asks_nobody_else() {
                 .with(fixed(Role::Reviewer, Some(review.clone())))
                 .with(person.clone()),
         );
-        let settled = s
-            .decider
-            .settle(Some("c"), &action("fs.read"), "read")
-            .await
-            .unwrap();
+        let settled = s.settle("c", "fs.read", "read").await;
         assert_eq!(
             settled.allowed, allowed,
             "{review:?} then {human:?}: {settled:?}"
