@@ -8,7 +8,7 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Message, Request, Response, Role, StopReason, StreamEvent, Usage};
-use crate::wire_json::{decode_error, event_json, parse_input, text_of};
+use crate::wire_json::{decode_error, ended_before, event_json, parse_input, text_of};
 use crate::{Provider, ProviderFuture};
 
 /// The `anthropic-version` header value.
@@ -368,10 +368,7 @@ impl Decoder for MessagesDecoder {
 
     fn finish(self: Box<Self>, eof: bool) -> Result<Response, ProviderError> {
         if eof && !self.done {
-            return Err(ProviderError::StreamBroken {
-                provider: self.provider,
-                reason: "the stream ended before `message_stop`".to_owned(),
-            });
+            return Err(ended_before(self.provider, "`message_stop`"));
         }
         let content: Vec<Block> = self.blocks.into_values().filter_map(finish_block).collect();
         let has_calls = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));

@@ -13,7 +13,7 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Request, Response, Role, StopReason, StreamEvent, Usage};
-use crate::wire_json::{arguments_text, event_json, parse_input};
+use crate::wire_json::{arguments_text, ended_before, event_json, parse_input};
 use crate::{Provider, ProviderFuture};
 
 /// The Chat Completions client.
@@ -324,10 +324,7 @@ impl Decoder for ChatDecoder {
 
     fn finish(self: Box<Self>, eof: bool) -> Result<Response, ProviderError> {
         if eof && !self.done && self.finish_reason.is_none() {
-            return Err(ProviderError::StreamBroken {
-                provider: self.provider,
-                reason: "the stream ended before a `finish_reason` or `[DONE]`".to_owned(),
-            });
+            return Err(ended_before(self.provider, "a `finish_reason` or `[DONE]`"));
         }
         let mut content = Vec::new();
         if !self.thinking.is_empty() {

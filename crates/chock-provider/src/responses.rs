@@ -13,7 +13,9 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Request, Response, Role, StopReason, StreamEvent, Usage};
-use crate::wire_json::{arguments_text, decode_error, event_json, parse_input, text_of};
+use crate::wire_json::{
+    arguments_text, decode_error, ended_before, event_json, parse_input, text_of,
+};
 use crate::{Provider, ProviderFuture};
 
 /// The `provider` tag of the reasoning items this client produces and echoes.
@@ -368,10 +370,7 @@ impl Decoder for ResponsesDecoder {
 
     fn finish(self: Box<Self>, eof: bool) -> Result<Response, ProviderError> {
         if eof && !self.done {
-            return Err(ProviderError::StreamBroken {
-                provider: self.provider,
-                reason: "the stream ended before `response.completed`".to_owned(),
-            });
+            return Err(ended_before(self.provider, "`response.completed`"));
         }
         let mut content = Vec::new();
         for item in self.items.into_values() {

@@ -18,6 +18,15 @@ pub(crate) fn decode_error(provider: &str, what: &str, detail: impl Into<String>
     }
 }
 
+/// The `StreamBroken` error of a stream that reached its end before `terminal`, the event (or field)
+/// its format ends a complete reply with: a reply cut short is never taken as whole.
+pub(crate) fn ended_before(provider: String, terminal: &str) -> ProviderError {
+    ProviderError::StreamBroken {
+        provider,
+        reason: format!("the stream ended before {terminal}"),
+    }
+}
+
 /// The JSON data of one SSE event, or a `Decode` error naming the event and quoting its data.
 pub(crate) fn event_json(provider: &str, event: &SseEvent) -> Result<Value, ProviderError> {
     serde_json::from_str(&event.data).map_err(|e| {
