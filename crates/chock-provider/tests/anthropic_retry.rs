@@ -8,7 +8,8 @@ use std::time::Duration;
 use chock_provider::{ProviderConfig, ProviderError};
 use support::anthropic::{expected_fixture_content, weather_request};
 use support::{
-    FakeServer, Framing, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+    FakeServer, Framing, Reply, collector, fixture, retries, retry_reasons, stream_once,
+    streamed_text, wire_to,
 };
 
 #[tokio::test]
@@ -70,10 +71,7 @@ async fn http_529_and_429_are_retried_honouring_retry_after() {
             Duration::from_secs(10)
         ]
     );
-    let reasons: Vec<String> = retries(&events.lock().expect("events"))
-        .into_iter()
-        .map(|r| r.2)
-        .collect();
+    let reasons = retry_reasons(&events.lock().expect("events"));
     assert_eq!(
         reasons,
         vec![

@@ -9,7 +9,8 @@ use chock_provider::{
 };
 use serde_json::{Value, json};
 use support::{
-    FakeServer, Framing, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+    FakeServer, Framing, Reply, collector, fixture, retries, retry_reasons, stream_once,
+    streamed_text, wire_to,
 };
 
 fn weather_request() -> Request {
@@ -270,10 +271,7 @@ async fn error_chunk_is_an_api_error_and_server_errors_retry() {
         .expect("reply");
     assert_eq!(response.content, vec![Block::Text { text: "hi".into() }]);
     assert_eq!(response.stop_reason, StopReason::EndTurn);
-    let reasons: Vec<String> = retries(&events.lock().expect("events"))
-        .into_iter()
-        .map(|r| r.2)
-        .collect();
+    let reasons = retry_reasons(&events.lock().expect("events"));
     assert_eq!(
         reasons,
         vec![

@@ -10,7 +10,8 @@ use chock_provider::{
 };
 use serde_json::json;
 use support::{
-    FakeServer, Reply, collector, fixture, retries, stream_once, streamed_text, wire_to,
+    FakeServer, Reply, collector, fixture, retries, retry_reasons, stream_once, streamed_text,
+    wire_to,
 };
 
 const ENCRYPTED_DONE: &str = "gAAAAABpVfQ4Tn8Rb2Wq6Yc0Ue4Io8Pa2Sd6Fg0Hj4Kl8Zx2Cv6Bn0Mq4We8Rt2Yu6Io0Pa4Sd8Fg2Hj6Kl0Zx4Cv8Bn2Mq6We0Rt4Yu8Io2Pa6Sd0Fg4Hj8Kl2Zx6Cv0Bn4Mq8We2Rt6Yu0Io4Pa8Sd2Fg6Hj0Kl4Zx8Cv2Bn6Mq0We4Rt8Yu2==";
@@ -243,10 +244,7 @@ async fn error_events_flat_and_nested_are_retried_and_failed_responses_are_not()
         matches!(&error, ProviderError::Api { kind, message, .. } if kind == "invalid_prompt" && message == "The prompt was flagged."),
         "{error}"
     );
-    let reasons: Vec<String> = retries(&events.lock().expect("events"))
-        .into_iter()
-        .map(|r| r.2)
-        .collect();
+    let reasons = retry_reasons(&events.lock().expect("events"));
     assert_eq!(
         reasons,
         vec![

@@ -347,3 +347,8 @@ pub fn retries(events: &[StreamEvent]) -> Vec<(u32, Duration, String)> {
         })
         .collect()
 }
+
+/// The reasons of the `Retrying` events, in order.
+pub fn retry_reasons(events: &[StreamEvent]) -> Vec<String> {
+    retries(events).into_iter().map(|r| r.2).collect()
+}
