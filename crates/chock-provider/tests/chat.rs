@@ -4,13 +4,13 @@
 mod support;
 
 use chock_provider::{
-    Block, Message, ProviderConfig, ProviderError, Request, Role, StopReason, StreamEvent,
-    ToolSpec, Usage, connect,
+    Block, Message, ProviderConfig, ProviderError, Request, StopReason, StreamEvent, ToolSpec,
+    Usage, connect,
 };
 use serde_json::{Value, json};
 use support::{
     FakeServer, Framing, Reply, collector, fixture, retries, retry_reasons, stream_once,
-    streamed_text, wire_to,
+    streamed_text, turn_with_results, wire_to,
 };
 
 fn weather_request() -> Request {
@@ -99,14 +99,10 @@ async fn request_body_and_tool_results_follow_the_format() {
         ProviderConfig::chat_completions("openai-chat", "", Some("sk-test".into())),
         &server,
     );
-    let provider = connect(&config).expect("provider");
-    let mut request = weather_request();
-    let (_, mut sink) = collector();
-    let response = provider.stream(&request, &mut sink).await.expect("reply");
-    request.messages.push(Message::assistant(response.content));
-    request.messages.push(Message {
-        role: Role::User,
-        content: vec![
+    turn_with_results(
+        &config,
+        weather_request(),
+        vec![
             Block::ToolResult {
                 tool_use_id: "call_7fRk2NwQ9xLp4VdT1sYb8HcM".into(),
                 content: "18°C, clear".into(),
@@ -118,11 +114,8 @@ async fn request_body_and_tool_results_follow_the_format() {
                 is_error: false,
             },
         ],
-    });
-    provider
-        .stream(&request, &mut sink)
-        .await
-        .expect("second reply");
+    )
+    .await;
 
     let requests = server.requests();
     assert_eq!(requests[0].path, "/v1/chat/completions");

@@ -5,13 +5,13 @@ mod support;
 use std::time::Duration;
 
 use chock_provider::{
-    Block, Message, ProviderConfig, ProviderError, Request, Role, StopReason, StreamEvent,
-    ToolSpec, Usage, connect,
+    Block, Message, ProviderConfig, ProviderError, Request, StopReason, StreamEvent, ToolSpec,
+    Usage,
 };
 use serde_json::json;
 use support::{
     FakeServer, Reply, collector, fixture, retries, retry_reasons, stream_once, streamed_text,
-    wire_to,
+    turn_with_results, wire_to,
 };
 
 const ENCRYPTED_DONE: &str = "gAAAAABpVfQ4Tn8Rb2Wq6Yc0Ue4Io8Pa2Sd6Fg0Hj4Kl8Zx2Cv6Bn0Mq4We8Rt2Yu6Io0Pa4Sd8Fg2Hj6Kl0Zx4Cv8Bn2Mq6We0Rt4Yu8Io2Pa6Sd0Fg4Hj8Kl2Zx6Cv0Bn4Mq8We2Rt6Yu0Io4Pa8Sd2Fg6Hj0Kl4Zx8Cv2Bn6Mq0We4Rt8Yu2==";
@@ -92,23 +92,16 @@ async fn stateless_history_echoes_reasoning_then_call_then_output() {
     ])
     .await;
     let (config, _) = wire_to(ProviderConfig::openai("sk-test"), &server);
-    let provider = connect(&config).expect("provider");
-    let mut request = weather_request();
-    let (_, mut sink) = collector();
-    let response = provider.stream(&request, &mut sink).await.expect("reply");
-    request.messages.push(Message::assistant(response.content));
-    request.messages.push(Message {
-        role: Role::User,
-        content: vec![Block::ToolResult {
+    turn_with_results(
+        &config,
+        weather_request(),
+        vec![Block::ToolResult {
             tool_use_id: "call_Xq4mJ8vN2pR6tW0yB3dF7hK1".into(),
             content: "18°C, clear".into(),
             is_error: false,
         }],
-    });
-    provider
-        .stream(&request, &mut sink)
-        .await
-        .expect("second reply");
+    )
+    .await;
 
     let requests = server.requests();
     let first = &requests[0];

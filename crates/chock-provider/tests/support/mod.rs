@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chock_provider::{
-    ProviderConfig, ProviderError, Request, Response, RetryPolicy, Sleeper, StreamEvent, connect,
+    Block, Message, ProviderConfig, ProviderError, Request, Response, RetryPolicy, Role, Sleeper,
+    StreamEvent, connect,
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -320,6 +321,23 @@ pub async fn stream_once(
         .expect("provider")
         .stream(request, sink)
         .await
+}
+
+/// Two turns through one provider: `request`, then its reply sent back as history with `results` as the
+/// user's answer, so a test can read how the format carries a call and its result in the second request.
+pub async fn turn_with_results(config: &ProviderConfig, mut request: Request, results: Vec<Block>) {
+    let provider = connect(config).expect("provider");
+    let (_, mut sink) = collector();
+    let response = provider.stream(&request, &mut sink).await.expect("reply");
+    request.messages.push(Message::assistant(response.content));
+    request.messages.push(Message {
+        role: Role::User,
+        content: results,
+    });
+    provider
+        .stream(&request, &mut sink)
+        .await
+        .expect("second reply");
 }
 
 /// The text of all `TextDelta` events.
