@@ -212,12 +212,7 @@ fn task_words_after_the_double_dash_run_with_the_default_provider_on_another_pro
         w
     };
     let w = world();
-    let out = w
-        .command(&["--", "add", "a", "note"])
-        .current_dir(&w.base)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_from_base(&["--", "add", "a", "note"]);
     // Run from the parent directory: without --project the parent is the project.
     assert_eq!(
         out.status.code(),
@@ -232,12 +227,7 @@ fn task_words_after_the_double_dash_run_with_the_default_provider_on_another_pro
     // user who is not root).
     let w = world();
     let project = w.project.display().to_string();
-    let out = w
-        .command(&["run", "--project", &project, "add a note"])
-        .current_dir(&w.base)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = w.chock_from_base(&["run", "--project", &project, "add a note"]);
     assert_eq!(
         out.status.code(),
         Some(0),

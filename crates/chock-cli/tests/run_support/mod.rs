@@ -103,6 +103,15 @@ impl World {
         self.command(args).stdin(Stdio::null()).output().unwrap()
     }
 
+    /// `chock` run from the parent of the project (where no `--project` means the parent itself).
+    pub fn chock_from_base(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .current_dir(&self.base)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
     /// `chock` with these variables set on top of the isolated world, and nothing on standard input.
     pub fn chock_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
         let mut cmd = self.command(args);
