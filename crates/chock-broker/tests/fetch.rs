@@ -8,7 +8,7 @@ use std::time::Duration;
 use chock_broker::{BrokerConfig, BrokerError, FetchLimits, RuleGate};
 use hickory_resolver::proto::rr::RecordType;
 use serde_json::json;
-use support::{Dns, Http, Reply, net_events, new_broker, new_log, site_servers};
+use support::{Dns, Http, Reply, allowing, net_events, new_broker, new_log, site_servers};
 
 #[tokio::test]
 async fn an_exact_rule_reaches_a_loopback_page_as_readable_text_and_logs_every_step() {
@@ -21,12 +21,7 @@ async fn an_exact_rule_reaches_a_loopback_page_as_readable_text_and_logs_every_s
         ),
     );
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.site"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.site", &log, &dns);
 
     let url = format!("http://site.test:{}/page", http.port());
     let page = broker.fetch_url(&url).await.expect("allowed fetch");
@@ -69,12 +64,7 @@ async fn a_wildcard_rule_does_not_reach_loopback_and_nothing_is_opened() {
     let (dns, http) = site_servers().await;
     http.route("/", Reply::ok("text/plain", "secret"));
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.*"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.*", &log, &dns);
 
     let err = broker
         .fetch_url(&format!("http://site.test:{}/", http.port()))
@@ -100,12 +90,7 @@ async fn a_refused_name_never_reaches_the_resolver() {
     let dns = Dns::start().await;
     dns.set("other.test", &["127.0.0.1"]);
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.site"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.site", &log, &dns);
     let err = broker
         .fetch_url("http://other.test/")
         .await
@@ -141,12 +126,7 @@ async fn private_metadata_nat64_and_mapped_answers_are_refused_before_connecting
     for (name, answer, rule) in cases {
         dns.set(name, answer);
         let (log, _dir) = new_log();
-        let broker = new_broker(
-            RuleGate::new().allow(rule),
-            &log,
-            &dns,
-            BrokerConfig::default(),
-        );
+        let broker = allowing(rule, &log, &dns);
         let err = broker
             .fetch_url(&format!("http://{name}/"))
             .await
@@ -170,12 +150,7 @@ async fn rebinding_after_a_checked_answer_reaches_nothing_and_the_name_is_looked
     dns.stages("rebind.test", &[&["127.0.0.1"], &["169.254.169.254"]]);
     http.route("/", Reply::ok("text/plain", "first"));
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.rebind"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.rebind", &log, &dns);
     let url = format!("http://rebind.test:{}/", http.port());
 
     let page = broker
@@ -207,12 +182,7 @@ async fn an_ipv6_only_name_is_checked_and_pinned_too() {
     dns.set("six.test", &["::1"]);
     http.route("/", Reply::ok("text/plain", "over six"));
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.six"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.six", &log, &dns);
     let page = broker
         .fetch_url(&format!("http://six.test:{}/", http.port()))
         .await
@@ -224,12 +194,7 @@ async fn an_ipv6_only_name_is_checked_and_pinned_too() {
     assert_eq!(used, Some(json!(format!("[::1]:{}", http.port()))));
 
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.*"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.*", &log, &dns);
     let err = broker
         .fetch_url(&format!("http://six.test:{}/", http.port()))
         .await
@@ -339,12 +304,7 @@ async fn the_page_passes_the_redaction_funnel() {
     http.route("/", Reply::ok("text/plain", "token=sk-test-0123456789 end"));
     let (log, _dir) = new_log();
     log.add_secret("sk-test-0123456789").expect("secret");
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.site"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.site", &log, &dns);
     let page = broker
         .fetch_url(&format!("http://site.test:{}/", http.port()))
         .await
@@ -365,12 +325,7 @@ async fn the_redirect_chain_passes_the_redaction_funnel() {
     http.route("/k?t=sk-test-0123456789", Reply::ok("text/plain", "landed"));
     let (log, _dir) = new_log();
     log.add_secret("sk-test-0123456789").expect("secret");
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.site"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.site", &log, &dns);
     let page = broker
         .fetch_url(&format!("http://site.test:{port}/"))
         .await
@@ -388,12 +343,7 @@ async fn the_redirect_chain_passes_the_redaction_funnel() {
 async fn urls_that_are_not_http_are_refused_before_any_decision() {
     let dns = Dns::start().await;
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.*"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.*", &log, &dns);
     for url in [
         "file:///etc/passwd",
         "ftp://site.test/",
@@ -465,12 +415,7 @@ async fn bodies_that_are_not_text_are_described_not_shown() {
     http.route("/gz", gzipped);
     http.route("/png", Reply::ok("image/png", vec![0x89, b'P', b'N', b'G']));
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.site"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.site", &log, &dns);
     let port = http.port();
     let page = broker
         .fetch_url(&format!("http://site.test:{port}/gz"))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chock_broker::{BrokerConfig, BrokerError, RuleGate};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use support::{Dns, new_broker, new_log};
+use support::{Dns, allowing, new_broker, new_log};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -118,12 +118,7 @@ async fn an_untrusted_certificate_is_refused() {
     let dns = Dns::start().await;
     dns.set("tls.test", &["127.0.0.1"]);
     let (log, _dir) = new_log();
-    let broker = new_broker(
-        RuleGate::new().allow("net.fetch.test.tls"),
-        &log,
-        &dns,
-        BrokerConfig::default(),
-    );
+    let broker = allowing("net.fetch.test.tls", &log, &dns);
     let err = broker
         .fetch_url(&format!("https://tls.test:{port}/"))
         .await

@@ -285,6 +285,16 @@ pub fn new_broker(gate: impl Gate + 'static, log: &Log, dns: &Dns, config: Broke
     Broker::new(Arc::new(gate), log.clone(), config).expect("broker")
 }
 
+/// A broker resolving through `dns` with the default config and one rule allowing `action`.
+pub fn allowing(action: &str, log: &Log, dns: &Dns) -> Broker {
+    new_broker(
+        chock_broker::RuleGate::new().allow(action),
+        log,
+        dns,
+        BrokerConfig::default(),
+    )
+}
+
 /// The `net.*` events written so far, as (kind, data).
 pub fn net_events(log: &Log) -> Vec<(String, serde_json::Value)> {
     let events: Vec<Event> = chock_log::read_events(log.dir()).expect("read log");
