@@ -48,7 +48,7 @@ impl TerminalAnswerer {
 /// characters (escape sequences that move the cursor or rewrite the prompt, carriage returns, and in an
 /// approval newlines, which could forge a line of the prompt) and bidirectional overrides (which
 /// reorder what the person reads) are shown escaped, so the person approves exactly what runs.
-fn shown(text: &str, keep_newlines: bool) -> String {
+pub(crate) fn shown(text: &str, keep_newlines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');

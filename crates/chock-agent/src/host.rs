@@ -10,6 +10,7 @@ use chock_session::Session;
 use chock_workspace::{Backing, Selection};
 use serde_json::json;
 
+use crate::approval_terminal::shown;
 use crate::gate::{Decider, Settled};
 use crate::tools::ToolOutput;
 use crate::view::WorkspaceView;
@@ -128,13 +129,10 @@ impl Host {
                 "nothing to apply: the project already holds every change".into(),
             ));
         }
-        let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
-        let detail = format!(
-            "apply the session's changes to {} ({} path(s): {}); the agent says: {reason}",
-            self.project().display(),
-            paths.len(),
-            paths.join(", ")
-        );
+        let Some(digest) = plan.digest().map(str::to_string) else {
+            return refuse("internal: the apply plan has no digest".into());
+        };
+        let detail = apply_detail(self.project(), &digest, &plan.summary(), reason);
         let settled = decider.settle(Some(call_id), &action, &detail).await?;
         decider.log_decision(call_id, Some(&action), &settled)?;
         if !settled.allowed {
@@ -144,6 +142,30 @@ impl Host {
                 workspace.session()
             ));
         }
+        // What lands is what was shown: planned again from the workspace as it is now, pinned to the
+        // digest in the question. A command still running in the sandbox may have changed the
+        // workspace while the answer was awaited; then nothing is written.
+        let plan = match workspace.plan_apply_expecting(&Selection::default(), Some(&digest)) {
+            Ok(plan) => plan,
+            Err(err) => {
+                let changed = matches!(err, chock_workspace::WorkspaceError::DigestMismatch { .. });
+                log.append(
+                    EventKind::Note,
+                    Some(call_id),
+                    json!({ "workspace.apply": "refused after the approval", "digest": digest, "failed": err.to_string() }),
+                )?;
+                return refuse(if changed {
+                    format!(
+                        "refused: the workspace changed while you waited for the answer, so what was approved (digest {digest}) is no longer what would land; nothing was applied. Let running commands finish, then ask again"
+                    )
+                } else {
+                    format!(
+                        "refused: the apply cannot be planned after the approval: {err}; nothing was applied"
+                    )
+                });
+            }
+        };
+        let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
         log.append(EventKind::WorkspaceApply, Some(call_id), plan.event())?;
         let id = plan.apply_id.clone();
         match plan.commit() {
@@ -163,5 +185,49 @@ impl Host {
                 ))
             }
         }
+    }
+}
+
+/// The approval text of an apply: the project, the digest and the per-path `--stat` summary of
+/// exactly what would be written, and the agent's reason, on one line with control characters and
+/// bidi overrides escaped (a path or a reason cannot forge a line of the prompt or hide a path). The
+/// digest makes the text name one act: a "yes for this session" covers that digest only.
+fn apply_detail(project: &Path, digest: &str, summary: &str, reason: &str) -> String {
+    let lines: Vec<String> = summary
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| shown(l, false))
+        .collect();
+    format!(
+        "apply the session's changes to {} — digest {digest} — exactly: {}; the agent says: {}",
+        shown(&project.display().to_string(), false),
+        lines.join(" ; "),
+        shown(reason, false)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_apply_question_names_digest_and_paths_and_escapes_what_could_forge_it() {
+        let digest = "ab".repeat(32);
+        let summary = " f1 A evil\x1b[2Kname.txt | 1 +\n f2 M b.txt    | 2 +-\n 2 files changed, 2 insertions(+), 1 deletion(-)\n";
+        let text = apply_detail(
+            Path::new("/p"),
+            &digest,
+            summary,
+            "done\nchock: approval needed for nothing \u{202e}",
+        );
+        assert!(text.contains(&digest), "{text}");
+        assert!(text.contains("b.txt    | 2 +-"), "{text}");
+        assert!(text.contains("evil\\u{1b}[2Kname.txt"), "{text}");
+        assert!(text.contains("2 files changed"), "{text}");
+        assert!(
+            !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{text}"
+        );
     }
 }

@@ -420,3 +420,136 @@ text = "started it"
         assert_eq!(results, 1);
     }
 }
+
+/// Runs a session that writes `docs/NEW.md` and asks for the apply, which the table says to ask a
+/// person about; at the terminal prompt `meanwhile` runs (with the session's directory), then `answer`
+/// is typed. Returns the world, the prompt as the person saw it, and stdout.
+fn apply_with_terminal_answer(
+    expect: &str,
+    meanwhile: impl FnOnce(&std::path::Path),
+    answer: &str,
+) -> (World, String, String) {
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"workspace.apply\"\ndecision = \"ask\"\n",
+    ));
+    let provider = w.script(&format!(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = {{ path = "docs/NEW.md", content = "new\n" }}
+
+[[turn]]
+[[turn.call]]
+tool = "request_action"
+input = {{ action = "workspace.apply", reason = "the docs are written" }}
+expect = {expect}
+
+[[turn]]
+text = "done"
+"#
+    ));
+    let (mut master, slave) = open_pty();
+    let mut child = w
+        .command(&["run", "--provider", &provider, "write docs and apply them"])
+        .stdin(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("[n] no > ") {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the prompt never came: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.push(buf[0]);
+    }
+    let seen = String::from_utf8_lossy(&seen).into_owned();
+    meanwhile(&w.session());
+    master.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{seen}{rest}",
+        text(&out.stdout)
+    );
+    (w, seen, text(&out.stdout))
+}
+
+/// The 64-hex digest named in an apply question.
+fn digest_in(prompt: &str) -> String {
+    let at = prompt.find("digest ").expect("the question names a digest") + "digest ".len();
+    let digest: String = prompt[at..].chars().take(64).collect();
+    assert!(
+        digest.chars().all(|c| c.is_ascii_hexdigit()) && digest.len() == 64,
+        "{prompt}"
+    );
+    digest
+}
+
+#[test]
+fn an_approved_apply_lands_exactly_what_the_person_was_shown() {
+    let (w, prompt, _) = apply_with_terminal_answer(
+        r#"{ is_error = false, contains = "applied as" }"#,
+        |_| {},
+        "y",
+    );
+    assert!(
+        prompt.contains("approval needed for workspace.apply"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("docs/NEW.md | 1 +"),
+        "the summary: {prompt}"
+    );
+    assert!(prompt.contains("1 file changed"), "{prompt}");
+    let digest = digest_in(&prompt);
+    assert_eq!(
+        std::fs::read_to_string(w.project.join("docs/NEW.md")).unwrap(),
+        "new\n"
+    );
+    let events = w.events();
+    let apply = events
+        .iter()
+        .find(|(k, _, _)| k == "workspace.apply")
+        .expect("the apply is logged");
+    assert_eq!(apply.2["digest"], digest.as_str(), "{}", apply.2);
+    assert_decisions_precede_results(&events);
+}
+
+#[test]
+fn a_workspace_changed_while_the_person_decided_is_refused_and_the_project_untouched() {
+    let (w, prompt, _) = apply_with_terminal_answer(
+        r#"{ is_error = true, contains = "workspace changed while you waited" }"#,
+        |session| {
+            // What a command still running in the sandbox would do: write into the workspace.
+            std::fs::write(session.join("workspace/upper/sneaked.txt"), "sneaked\n").unwrap();
+        },
+        "y",
+    );
+    assert!(prompt.contains("docs/NEW.md"), "{prompt}");
+    assert!(!prompt.contains("sneaked"), "{prompt}");
+    assert!(!w.project.join("docs/NEW.md").exists(), "nothing applied");
+    assert!(
+        !w.project.join("sneaked.txt").exists(),
+        "nothing slipped in"
+    );
+    let events = w.events();
+    assert!(
+        !events.iter().any(|(k, _, _)| k == "workspace.apply"),
+        "no apply logged"
+    );
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(
+        text(&diff.stdout).contains("sneaked.txt"),
+        "the work stays in the session"
+    );
+}
