@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::approve::{Approval, ApprovalRequest, Approver};
 use crate::classify::ExecContext;
+use crate::egress::EgressAsker;
 use crate::{Session, SessionError};
 
 /// Where the command's output goes.
@@ -35,6 +36,10 @@ pub struct CallOptions {
     pub network: NetworkPlan,
     /// The call's id in the log (the agent passes its tool-use id); default `call-<n>`.
     pub call_id: Option<String>,
+    /// Who answers when the table puts one of the command's connections to a question (see
+    /// [`EgressAsker`]). `None`: nobody, so such a connection is refused and only allowing rows give
+    /// the call a proxy.
+    pub egress_asker: Option<EgressAsker>,
 }
 
 impl Default for CallOptions {
@@ -46,6 +51,7 @@ impl Default for CallOptions {
             capture_limit: 1 << 20,
             network: NetworkPlan::None,
             call_id: None,
+            egress_asker: None,
         }
     }
 }
@@ -140,7 +146,11 @@ impl Session {
                     .collect(),
             )
             .limits(limits_from(limits))
-            .network(crate::egress::network_for(&self.policy, opts.network))
+            .network(crate::egress::network_for(
+                &self.policy,
+                opts.network,
+                opts.egress_asker.is_some(),
+            ))
             .timeout(timeout)
             .build();
         crate::egress::point_at_proxy(&mut plan);
@@ -299,7 +309,13 @@ impl Session {
         let served = child
             .proxy_listener()
             .map(|listener| {
-                crate::egress::serve(self.shared_policy(), &self.log, &call_id, listener)
+                crate::egress::serve(
+                    self.shared_policy(),
+                    opts.egress_asker.as_ref(),
+                    &self.log,
+                    &call_id,
+                    listener,
+                )
             })
             .transpose();
         let proxy = match served {

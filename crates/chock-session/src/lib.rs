@@ -21,7 +21,7 @@ use serde_json::json;
 pub use approve::{Approval, ApprovalRequest, Approver, NoApprover};
 pub use call::{CallOptions, CallOutcome, CallResult, Output};
 pub use classify::{Classified, ExecContext};
-pub use egress::PROXY_PORT;
+pub use egress::{EgressAsker, PROXY_PORT};
 pub use error::SessionError;
 
 /// How to open a session.

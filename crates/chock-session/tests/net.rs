@@ -6,7 +6,13 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use chock_sandbox::NetworkPlan;
-use chock_session::{CallOptions, CallOutcome, NoApprover, PROXY_PORT, Session, SessionOptions};
+use std::sync::Arc;
+
+use chock_broker::{AllowScope, Gate, GateAnswer, GateFuture};
+use chock_policy::Action;
+use chock_session::{
+    CallOptions, CallOutcome, EgressAsker, NoApprover, PROXY_PORT, Session, SessionOptions,
+};
 
 /// A tiny HTTP server on the host's loopback answering every request with `body`.
 fn http_server(body: &'static str) -> u16 {
@@ -176,4 +182,141 @@ fn a_ratchet_narrowed_during_the_session_refuses_the_commands_connections() {
         stdout.contains(" plain=22") && !stdout.contains("allowed body"),
         "{stdout}"
     );
+}
+
+/// A person's answer, faked: always yes or always no.
+struct FakeAnswerer {
+    yes: bool,
+}
+
+impl Gate for FakeAnswerer {
+    fn decide<'a>(&'a self, _action: &'a Action, _detail: &'a str) -> GateFuture<'a> {
+        let answer = if self.yes {
+            GateAnswer::Allow {
+                scope: AllowScope::Pattern,
+                decided_by: "approved by the test's person".into(),
+            }
+        } else {
+            GateAnswer::refuse("refused by the test's person")
+        };
+        Box::pin(async move { answer })
+    }
+}
+
+/// Runs one curl to `127.0.0.1:port` under a table whose only connect row asks about exactly that
+/// host, with `answerer` (if any) to ask. Returns the call's stdout and the session's log kinds with
+/// their data.
+fn curl_under_ask(
+    answerer: Option<bool>,
+) -> (String, Vec<(String, serde_json::Value)>, NetworkPlan) {
+    let port = http_server("asked body");
+    let (project, sessions) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let rule = format!("[[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"ask\"\n");
+    let session = session(project.path(), sessions.path(), &rule);
+    let options = CallOptions {
+        egress_asker: answerer.map(|yes| EgressAsker(Arc::new(FakeAnswerer { yes }))),
+        ..CallOptions::default()
+    };
+    let script = format!("curl -sS -f --max-time 10 http://127.0.0.1:{port}/ ; echo \" plain=$?\"");
+    let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
+    let network = session.plan_for(&argv, &options).network;
+    let result = session
+        .confined_call(&argv, &options, &NoApprover)
+        .expect("call");
+    let CallOutcome::Ran { stdout, .. } = &result.outcome else {
+        panic!("the call did not run: {:?}", result.outcome);
+    };
+    let events = chock_log::read_events(session.log().dir()).expect("events");
+    let events = events
+        .iter()
+        .map(|e| (e.kind.as_str().to_string(), e.data.clone()))
+        .collect();
+    (
+        String::from_utf8_lossy(stdout).into_owned(),
+        events,
+        network,
+    )
+}
+
+fn position(
+    events: &[(String, serde_json::Value)],
+    what: impl Fn(&str, &serde_json::Value) -> bool,
+) -> Option<usize> {
+    events.iter().position(|(kind, data)| what(kind, data))
+}
+
+#[test]
+fn an_asked_connection_waits_for_the_answer_and_goes_through_on_yes() {
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skipped: curl is not installed (CI installs it)");
+        return;
+    }
+    let (stdout, events, network) = curl_under_ask(Some(true));
+    assert_eq!(network, NetworkPlan::Proxy { port: PROXY_PORT });
+    assert!(
+        stdout.contains("asked body plain=0"),
+        "{stdout}\n{events:?}"
+    );
+    let ask = position(&events, |k, _| k == "approval.ask").expect("approval.ask");
+    let answer = position(&events, |k, d| {
+        k == "approval.answer" && d["approved"] == true
+    })
+    .expect("approval.answer");
+    let allowed = position(&events, |k, d| {
+        k == "net.decision" && d["decision"] == "allow"
+    })
+    .expect("net.decision allow");
+    let open = position(&events, |k, d| k == "net.connect" && d["phase"] == "open")
+        .expect("net.connect open");
+    assert!(
+        ask < answer && answer < allowed && allowed < open,
+        "{events:?}"
+    );
+}
+
+#[test]
+fn an_asked_connection_refused_by_the_answer_is_a_403_logged_before_anything_opens() {
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skipped: curl is not installed (CI installs it)");
+        return;
+    }
+    let (stdout, events, _) = curl_under_ask(Some(false));
+    assert!(
+        stdout.contains(" plain=22") && !stdout.contains("asked body"),
+        "{stdout}"
+    );
+    let ask = position(&events, |k, _| k == "approval.ask").expect("approval.ask");
+    let answer = position(&events, |k, d| {
+        k == "approval.answer" && d["approved"] == false
+    })
+    .expect("approval.answer");
+    let refused = position(&events, |k, d| {
+        k == "net.decision" && d["decision"] == "refuse"
+    })
+    .expect("net.decision refuse");
+    assert!(ask < answer && answer < refused, "{events:?}");
+    assert_eq!(
+        position(&events, |k, d| k == "net.connect" && d["phase"] == "open"),
+        None,
+        "{events:?}"
+    );
+}
+
+#[test]
+fn an_asked_connection_with_nobody_to_ask_gets_no_proxy_and_is_refused() {
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skipped: curl is not installed (CI installs it)");
+        return;
+    }
+    let (stdout, events, network) = curl_under_ask(None);
+    assert_eq!(network, NetworkPlan::None);
+    assert!(
+        !stdout.contains("asked body") && !stdout.contains(" plain=0"),
+        "{stdout}"
+    );
+    assert_eq!(position(&events, |k, _| k == "approval.ask"), None);
+    assert_eq!(position(&events, |k, _| k.starts_with("net.")), None);
 }
