@@ -436,3 +436,57 @@ impl Gate for CallGate {
         })
     }
 }
+
+/// The answerer a command's egress proxy asks when the table puts one of the command's connections
+/// to a question (chock-session's `EgressAsker`). The session has read the table and writes
+/// `approval.ask` / `approval.answer` itself, so this only puts the question to the approval broker
+/// (a person, a reviewer) under the call's id; nobody answering is a refusal.
+#[derive(Debug, Clone)]
+pub struct EgressAskGate {
+    decider: Decider,
+    call_id: String,
+}
+
+impl EgressAskGate {
+    /// The asker for the call `call_id`, or `None` when the broker has nobody to ask (then the
+    /// session decides the command's connections by the table alone, as `chock exec` does).
+    pub fn for_call(decider: &Decider, call_id: &str) -> Option<Self> {
+        (decider.broker.has(Role::Human) || decider.broker.has(Role::Reviewer)).then(|| Self {
+            decider: decider.clone(),
+            call_id: call_id.to_string(),
+        })
+    }
+}
+
+impl Gate for EgressAskGate {
+    fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a> {
+        Box::pin(async move {
+            let verdict = match self.decider.policy.read() {
+                Ok(policy) => policy.decide(action),
+                Err(_) => {
+                    return GateAnswer::refuse("refused: the session's policy is unavailable");
+                }
+            };
+            let rule = verdict.decided_by.to_string();
+            let settled = self
+                .decider
+                .answer_quietly(Some(&self.call_id), action, verdict.decision, &rule, detail)
+                .await;
+            if settled.allowed {
+                // The session names the rule and the decision itself; this says who answered.
+                let prefix = format!("{rule}: {}; ", verdict.decision.as_str());
+                let by = settled
+                    .decided_by
+                    .strip_prefix(&prefix)
+                    .map_or_else(|| settled.decided_by.clone(), str::to_string);
+                GateAnswer::Allow {
+                    // The session sets the reach from the row that was asked.
+                    scope: AllowScope::Pattern,
+                    decided_by: by,
+                }
+            } else {
+                GateAnswer::refuse(settled.refusal)
+            }
+        })
+    }
+}

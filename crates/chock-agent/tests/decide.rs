@@ -336,3 +336,46 @@ async fn fetch_url_with_no_rule_and_nobody_to_ask_is_refused_before_any_connecti
     assert!(kinds.contains(&"decision".to_string()), "{kinds:?}");
     assert!(!kinds.contains(&"net.connect".to_string()), "{kinds:?}");
 }
+
+/// A command's connection the table puts to a question goes to the approval broker through the
+/// egress asker; the session logs the question, so the asker itself writes nothing.
+#[tokio::test]
+async fn the_egress_asker_puts_a_commands_connection_to_the_person() {
+    use chock_agent::gate::EgressAskGate;
+    use chock_broker::{Gate, GateAnswer};
+
+    let rule = "[[rule]]\naction = \"net.connect.1.0.0.127.8080\"\ndecision = \"ask\"\n";
+    let act = action("net.connect.1.0.0.127.8080");
+
+    let nobody = setup(rule, ApprovalBroker::new());
+    assert!(EgressAskGate::for_call(&nobody.decider, "call-1").is_none());
+
+    let person = fixed(
+        Role::Human,
+        Some(Answer::AllowOnce {
+            reasons: String::new(),
+        }),
+    );
+    let yes = setup(rule, ApprovalBroker::new().with(person.clone()));
+    let gate = EgressAskGate::for_call(&yes.decider, "call-1").expect("someone to ask");
+    let before = kinds(&yes.decider).len();
+    match gate.decide(&act, "connect 127.0.0.1:8080").await {
+        GateAnswer::Allow { decided_by, .. } => assert_eq!(decided_by, "allowed by person"),
+        refused => panic!("refused: {refused:?}"),
+    }
+    assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(kinds(&yes.decider).len(), before);
+
+    let refuser = fixed(
+        Role::Human,
+        Some(Answer::Deny {
+            reasons: "not today".into(),
+        }),
+    );
+    let no = setup(rule, ApprovalBroker::new().with(refuser));
+    let gate = EgressAskGate::for_call(&no.decider, "call-2").expect("someone to ask");
+    assert!(matches!(
+        gate.decide(&act, "connect 127.0.0.1:8080").await,
+        GateAnswer::Refuse { .. }
+    ));
+}

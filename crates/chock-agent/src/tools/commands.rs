@@ -14,14 +14,15 @@ use std::time::{Duration, Instant};
 use chock_log::{EventKind, LogError};
 use chock_policy::{Action, Decision};
 use chock_session::{
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, CallResult, SessionError,
+    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, CallResult, EgressAsker,
+    SessionError,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ToolOutput;
 use crate::events::{AgentEvent, EventSink};
-use crate::gate::Decider;
+use crate::gate::{Decider, EgressAskGate};
 use crate::host::Host;
 
 /// Default wall-clock limit of a foreground command.
@@ -260,6 +261,9 @@ impl Commands {
         let options = CallOptions {
             timeout: Some(timeout),
             call_id: Some(call_id.to_string()),
+            // With someone to ask, a connection the table puts to a question waits for them.
+            egress_asker: EgressAskGate::for_call(&self.decider, call_id)
+                .map(|gate| EgressAsker(Arc::new(gate))),
             ..CallOptions::default()
         };
         let session = Arc::clone(self.host.session());
