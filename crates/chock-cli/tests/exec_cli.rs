@@ -345,3 +345,155 @@ fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
     );
     assert_eq!(w.events()[3].1["ran"], false);
 }
+
+/// A loopback HTTP server answering every request with `body`; returns its port.
+fn http_server(body: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            });
+        }
+    });
+    port
+}
+
+/// Opens a pseudo-terminal: (master, slave).
+fn open_pty() -> (std::fs::File, std::fs::File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    (std::fs::File::from(master), slave)
+}
+
+/// Runs `chock exec -- curl` to a loopback server under a table that asks about exactly that host and
+/// port, on a terminal of its own (`setsid -c` makes the pty its controlling terminal, so `/dev/tty`
+/// is the pty), and answers the connection's question with `answer`. Returns the World, the exit
+/// code, stdout, and what the terminal showed.
+fn curl_asked_on_a_terminal(answer: &str) -> (World, Option<i32>, String, String) {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let port = http_server("asked body");
+    let w = World::new();
+    w.policy(&format!(
+        "[[rule]]\naction = \"exec.system.curl\"\ndecision = \"allow\"\n\n\
+         [[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"ask\"\n"
+    ));
+    let (mut master, slave) = open_pty();
+    let url = format!("http://127.0.0.1:{port}/");
+    let child = Command::new("setsid")
+        .args(["-w", "-c", env!("CARGO_BIN_EXE_chock"), "exec", "--"])
+        .args(["curl", "-sf", "--max-time", "20", &url])
+        .current_dir(&w.project)
+        .env("XDG_STATE_HOME", &w.state)
+        .env_remove("CHOCK_ORG_POLICY")
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 1];
+    while !(seen.contains("let the command connect") && seen.ends_with("[y/N] ")) {
+        let n = master.read(&mut buf).unwrap();
+        assert!(n > 0, "the question never came: {seen}");
+        seen.push(char::from(buf[0]));
+    }
+    master.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (w, out.status.code(), text(&out.stdout), seen)
+}
+
+fn curl_is_installed() -> bool {
+    let found = Path::new("/usr/bin/curl").exists() && Path::new("/usr/bin/setsid").exists();
+    if !found {
+        eprintln!("skipped: curl or setsid is not installed (CI installs them)");
+    }
+    found
+}
+
+#[test]
+fn at_a_terminal_a_yes_lets_the_commands_asked_connection_through() {
+    if !curl_is_installed() {
+        return;
+    }
+    let (w, code, stdout, seen) = curl_asked_on_a_terminal("y");
+    assert_eq!(code, Some(0), "{stdout}\n{seen}");
+    assert_eq!(stdout, "asked body");
+    assert!(seen.contains("net.connect.1.0.0.127."), "{seen}");
+    let events = w.events();
+    let answer = events
+        .iter()
+        .position(|(k, d)| k == "approval.answer" && d["approved"] == true)
+        .expect("approval.answer approved");
+    let allowed = events
+        .iter()
+        .position(|(k, d)| k == "net.decision" && d["decision"] == "allow")
+        .expect("net.decision allow");
+    assert!(answer < allowed, "{events:?}");
+}
+
+#[test]
+fn at_a_terminal_a_no_refuses_the_connection_logged_before_the_broker_acts() {
+    if !curl_is_installed() {
+        return;
+    }
+    let (w, code, stdout, seen) = curl_asked_on_a_terminal("n");
+    assert_ne!(code, Some(0), "{stdout}\n{seen}");
+    assert!(!stdout.contains("asked body"), "{stdout}");
+    let events = w.events();
+    let answer = events
+        .iter()
+        .position(|(k, d)| k == "approval.answer" && d["approved"] == false)
+        .expect("approval.answer refused");
+    let refused = events
+        .iter()
+        .position(|(k, d)| k == "net.decision" && d["decision"] == "refuse")
+        .expect("net.decision refuse");
+    assert!(answer < refused, "{events:?}");
+}
+
+#[test]
+fn without_a_terminal_an_asked_connection_is_refused_and_gets_no_proxy() {
+    if !curl_is_installed() {
+        return;
+    }
+    let port = http_server("asked body");
+    let w = World::new();
+    w.policy(&format!(
+        "[[rule]]\naction = \"exec.system.curl\"\ndecision = \"allow\"\n\n\
+         [[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"ask\"\n"
+    ));
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = w.exec(&["curl", "-sf", "--max-time", "10", &url]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(!text(&out.stdout).contains("asked body"));
+    assert!(
+        !w.kinds().iter().any(|k| k == "approval.ask"),
+        "nobody was asked: {:?}",
+        w.kinds()
+    );
+}

@@ -4,15 +4,18 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use chock_sandbox::{ExitStatus, SandboxError};
 use chock_session::{
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, NoApprover, Output, Session,
-    SessionError, SessionOptions,
+    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, EgressAsker, NoApprover, Output,
+    Session, SessionError, SessionOptions,
 };
 
+use super::exec_egress::TerminalEgressGate;
+use super::sessions::printable;
 use crate::exit::{self, Exit};
 
 /// Arguments of `chock exec`.
@@ -36,43 +39,47 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
+/// Puts `question` to the person on the terminal (`/dev/tty`) and reads one line: `Some(true)` for
+/// `y`/`yes`, `Some(false)` for anything else, `None` when there is no terminal or no answer (end of
+/// input), which every caller treats as a refusal. The caller escapes what the question quotes.
+pub(crate) fn ask_terminal(question: &str) -> Option<bool> {
+    let tty = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .ok()?;
+    let mut out = &tty;
+    let _ = write!(out, "chock: {question} [y/N] ");
+    let _ = out.flush();
+    let mut line = String::new();
+    match std::io::BufReader::new(&tty).read_line(&mut line) {
+        Ok(n) if n > 0 => Some(matches!(line.trim(), "y" | "Y" | "yes")),
+        _ => None,
+    }
+}
+
 /// Asks on the terminal (`/dev/tty`), answering no on anything but `y`/`yes`.
 #[derive(Debug)]
 struct TerminalApprover;
 
 impl Approver for TerminalApprover {
     fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let Ok(tty) = std::fs::File::options()
-            .read(true)
-            .write(true)
-            .open("/dev/tty")
-        else {
-            return Approval::NoAnswer;
-        };
-        let mut out = &tty;
-        let _ = write!(
-            out,
-            "chock: run `{}` as {} ({} by {})? [y/N] ",
-            request.argv.join(" "),
-            request.action,
+        let question = format!(
+            "run `{}` as {} ({} by {})?",
+            printable(&request.argv.join(" ")),
+            printable(&request.action),
             request.decision.as_str(),
-            request.decided_by
+            printable(&request.decided_by)
         );
-        let mut line = String::new();
-        match std::io::BufReader::new(&tty).read_line(&mut line) {
-            Ok(n) if n > 0 => {
-                if matches!(line.trim(), "y" | "Y" | "yes") {
-                    Approval::Approved {
-                        by: "terminal".into(),
-                    }
-                } else {
-                    Approval::Refused {
-                        by: "terminal".into(),
-                        reason: "answered no".into(),
-                    }
-                }
-            }
-            _ => Approval::NoAnswer,
+        match ask_terminal(&question) {
+            Some(true) => Approval::Approved {
+                by: "terminal".into(),
+            },
+            Some(false) => Approval::Refused {
+                by: "terminal".into(),
+                reason: "answered no".into(),
+            },
+            None => Approval::NoAnswer,
         }
     }
 }
@@ -115,10 +122,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e).context("opening the session"),
     };
+    // With a terminal, the person who answers the command's own ask also answers its connections'
+    // asks; without one, a connection's ask refuses and an ask-only table gives no proxy.
+    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let opts = CallOptions {
         timeout: timeout.map(Duration::from_secs),
         output: Output::Stream,
         capture_limit: 64 << 10,
+        egress_asker: terminal.then(|| EgressAsker(Arc::new(TerminalEgressGate::new()))),
         ..CallOptions::default()
     };
     if verbose {
@@ -141,7 +152,6 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             Err(e) => eprintln!("chock: mount: {e}"),
         }
     }
-    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let approver: &dyn Approver = if terminal {
         &TerminalApprover
     } else {

@@ -4,6 +4,7 @@ pub mod apply;
 pub mod diff;
 pub mod doctor;
 pub mod exec;
+pub(crate) mod exec_egress;
 pub mod login;
 pub mod policy;
 pub mod run;
