@@ -417,7 +417,7 @@ fn curl_asked_on_a_terminal(answer: &str) -> (World, Option<i32>, String, String
         .unwrap();
     let mut seen = String::new();
     let mut buf = [0u8; 1];
-    while !(seen.contains("let the command connect") && seen.ends_with("[y/N] ")) {
+    while !(seen.contains("let the command ") && seen.ends_with("[y/N] ")) {
         let n = master.read(&mut buf).unwrap();
         assert!(n > 0, "the question never came: {seen}");
         seen.push(char::from(buf[0]));
@@ -443,6 +443,10 @@ fn at_a_terminal_a_yes_lets_the_commands_asked_connection_through() {
     let (w, code, stdout, seen) = curl_asked_on_a_terminal("y");
     assert_eq!(code, Some(0), "{stdout}\n{seen}");
     assert_eq!(stdout, "asked body");
+    assert!(
+        seen.contains("let the command open a TCP connection to 127.0.0.1:"),
+        "{seen}"
+    );
     assert!(seen.contains("net.connect.1.0.0.127."), "{seen}");
     let events = w.events();
     let answer = events

@@ -28,7 +28,7 @@ impl TerminalEgressGate {
 /// The question for `action`, with everything the command chose shown escaped.
 fn question(action: &Action, detail: &str) -> String {
     format!(
-        "let the command connect: {} ({})?",
+        "let the command {} ({})?",
         printable(detail),
         printable(action.as_str())
     )
