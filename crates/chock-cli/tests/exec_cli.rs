@@ -448,16 +448,7 @@ fn at_a_terminal_a_yes_lets_the_commands_asked_connection_through() {
         "{seen}"
     );
     assert!(seen.contains("net.connect.1.0.0.127."), "{seen}");
-    let events = w.events();
-    let answer = events
-        .iter()
-        .position(|(k, d)| k == "approval.answer" && d["approved"] == true)
-        .expect("approval.answer approved");
-    let allowed = events
-        .iter()
-        .position(|(k, d)| k == "net.decision" && d["decision"] == "allow")
-        .expect("net.decision allow");
-    assert!(answer < allowed, "{events:?}");
+    assert_answer_precedes_broker(&w.events(), true, "allow");
 }
 
 #[test]
@@ -468,16 +459,24 @@ fn at_a_terminal_a_no_refuses_the_connection_logged_before_the_broker_acts() {
     let (w, code, stdout, seen) = curl_asked_on_a_terminal("n");
     assert_ne!(code, Some(0), "{stdout}\n{seen}");
     assert!(!stdout.contains("asked body"), "{stdout}");
-    let events = w.events();
+    assert_answer_precedes_broker(&w.events(), false, "refuse");
+}
+
+/// The person's answer (approved or not) is in the log before the broker's `net.decision` acts on it.
+fn assert_answer_precedes_broker(
+    events: &[(String, serde_json::Value)],
+    approved: bool,
+    decision: &str,
+) {
     let answer = events
         .iter()
-        .position(|(k, d)| k == "approval.answer" && d["approved"] == false)
-        .expect("approval.answer refused");
-    let refused = events
+        .position(|(k, d)| k == "approval.answer" && d["approved"] == approved)
+        .unwrap_or_else(|| panic!("no approval.answer with approved = {approved}: {events:?}"));
+    let decided = events
         .iter()
-        .position(|(k, d)| k == "net.decision" && d["decision"] == "refuse")
-        .expect("net.decision refuse");
-    assert!(answer < refused, "{events:?}");
+        .position(|(k, d)| k == "net.decision" && d["decision"] == decision)
+        .unwrap_or_else(|| panic!("no net.decision {decision}: {events:?}"));
+    assert!(answer < decided, "{events:?}");
 }
 
 #[test]
