@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
+use chock_beneath::Dir;
+
 use crate::beneath::{Parent, lstat_at, open_root, walk_to_parent};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
@@ -154,7 +156,7 @@ impl AdoptPlan {
     }
 
     /// The directory holding `rel`'s last component (made as needed) and that component's name.
-    fn parent_of(&self, root: &OwnedFd, rel: &str) -> Result<(OwnedFd, String)> {
+    fn parent_of(&self, root: &Dir, rel: &str) -> Result<(Dir, String)> {
         match walk_to_parent(root, &self.project, rel, true)? {
             Parent::Found(dir, name) => Ok((dir, name)),
             Parent::Missing => Err(WorkspaceError::io(
@@ -166,7 +168,7 @@ impl AdoptPlan {
     }
 
     /// Makes directory `rel` (and its parents); one already there is fine.
-    fn mkdir(&self, root: &OwnedFd, rel: &str) -> Result<()> {
+    fn mkdir(&self, root: &Dir, rel: &str) -> Result<()> {
         let (dir, name) = self.parent_of(root, rel)?;
         match rustix::fs::mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o755)) {
             Ok(()) => Ok(()),
@@ -177,7 +179,7 @@ impl AdoptPlan {
 }
 
 /// Creates `name` in `dir`, never opening something already there (nor following a symlink).
-fn create_new(dir: &OwnedFd, name: &str, mode: u32) -> std::io::Result<OwnedFd> {
+fn create_new(dir: &Dir, name: &str, mode: u32) -> std::io::Result<OwnedFd> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     Ok(rustix::fs::openat(
         dir,

@@ -9,11 +9,10 @@
 //! user's `.git` (a hook or a `core.fsmonitor` runs code), chock's own staging and adopt folders,
 //! and names a diff cannot show faithfully.
 
-use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
-use rustix::io::Errno;
+use chock_beneath::{Dir, WalkError};
+use rustix::fs::{AtFlags, FileType};
 
 use crate::error::{Result, WorkspaceError};
 
@@ -54,20 +53,14 @@ pub fn refusal(rel: &str) -> Option<String> {
 }
 
 /// Opens the project directory itself (following it if it is a symlink: the user named it).
-pub fn open_root(root: &Path) -> Result<OwnedFd> {
-    rustix::fs::openat(
-        CWD,
-        root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| WorkspaceError::io("open", root, e.into()))
+pub fn open_root(root: &Path) -> Result<Dir> {
+    Dir::open_root(root).map_err(|e| WorkspaceError::io("open", root, e))
 }
 
 /// Where the walk to a parent directory stopped.
 pub enum Parent {
     /// The parent directory of the last component, and that component's name.
-    Found(OwnedFd, String),
+    Found(Dir, String),
     /// A parent does not exist (only when not creating).
     Missing,
 }
@@ -75,7 +68,7 @@ pub enum Parent {
 /// Walks to the directory holding the last component of `rel`, below `root`, never following a
 /// symlink. With `create`, missing directories are made (mode 0755). A component that is a
 /// symlink or not a directory is an error naming it: the caller was about to write through it.
-pub fn parent(root: &OwnedFd, root_path: &Path, rel: &str, create: bool) -> Result<Parent> {
+pub fn parent(root: &Dir, root_path: &Path, rel: &str, create: bool) -> Result<Parent> {
     if let Some(why) = refusal(rel) {
         return Err(WorkspaceError::Conflict {
             conflicts: vec![why],
@@ -86,8 +79,8 @@ pub fn parent(root: &OwnedFd, root_path: &Path, rel: &str, create: bool) -> Resu
 
 /// [`parent`] without the check of the path's names, for paths chock composes itself (adopt's
 /// `.chock-adopted/<session>/files/<path>`, whose `<path>` was checked on its own). `rel` must
-/// still be relative with no empty, `.` or `..` component.
-pub fn walk_to_parent(root: &OwnedFd, root_path: &Path, rel: &str, create: bool) -> Result<Parent> {
+/// still be relative with no empty, `.` or `..` component. The walk is [`chock_beneath`]'s.
+pub fn walk_to_parent(root: &Dir, root_path: &Path, rel: &str, create: bool) -> Result<Parent> {
     if rel.starts_with('/')
         || rel
             .split('/')
@@ -97,54 +90,26 @@ pub fn walk_to_parent(root: &OwnedFd, root_path: &Path, rel: &str, create: bool)
             conflicts: vec![format!("{rel}: not a path below the project")],
         });
     }
-    let parts: Vec<&str> = rel.split('/').collect();
-    let (last, dirs) = parts.split_last().expect("split yields at least one part");
-    let mut dir =
-        rustix::io::dup(root).map_err(|e| WorkspaceError::io("open", root_path, e.into()))?;
-    let mut at = String::new();
-    for part in dirs {
-        if !at.is_empty() {
-            at.push('/');
-        }
-        at.push_str(part);
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        dir = match rustix::fs::openat(&dir, *part, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) if create => {
-                match rustix::fs::mkdirat(&dir, *part, Mode::from_raw_mode(0o755)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => {
-                        return Err(WorkspaceError::io(
-                            "create directory",
-                            root_path.join(&at),
-                            e.into(),
-                        ));
-                    }
-                }
-                rustix::fs::openat(&dir, *part, flags, Mode::empty())
-                    .map_err(|e| not_a_dir(root_path, &at, e))?
-            }
-            Err(Errno::NOENT) => return Ok(Parent::Missing),
-            Err(e) => return Err(not_a_dir(root_path, &at, e)),
-        };
-    }
-    Ok(Parent::Found(dir, (*last).to_string()))
-}
-
-fn not_a_dir(root_path: &Path, at: &str, e: Errno) -> WorkspaceError {
-    if e == Errno::LOOP || e == Errno::NOTDIR {
-        WorkspaceError::Conflict {
+    match root.parent(Path::new(rel), create) {
+        Ok((dir, name)) => Ok(Parent::Found(dir, name.to_string_lossy().into_owned())),
+        Err(WalkError::Missing { .. }) => Ok(Parent::Missing),
+        Err(WalkError::NotADirectory { at }) => Err(WorkspaceError::Conflict {
             conflicts: vec![format!(
-                "{at}: a symlink or not a directory in the project; chock does not write through it"
+                "{}: a symlink or not a directory in the project; chock does not write through it",
+                at.display()
             )],
+        }),
+        Err(WalkError::NotPlain { .. }) => Err(WorkspaceError::Conflict {
+            conflicts: vec![format!("{rel}: not a path below the project")],
+        }),
+        Err(WalkError::Io { op, at, source }) => {
+            Err(WorkspaceError::io(op, root_path.join(at), source))
         }
-    } else {
-        WorkspaceError::io("open", root_path.join(at), e.into())
     }
 }
 
 /// The type and permission bits of `name` in `dir`, without following it; `None` if absent.
-pub fn lstat_at(dir: &OwnedFd, name: &str) -> Option<(FileType, u32)> {
+pub fn lstat_at(dir: &Dir, name: &str) -> Option<(FileType, u32)> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
         .ok()
         .map(|st| (FileType::from_raw_mode(st.st_mode), st.st_mode & 0o7777))

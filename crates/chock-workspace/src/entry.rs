@@ -2,14 +2,10 @@
 //! Diff, apply, undo and adopt all speak in entries, so binary files, symlinks, modes and empty
 //! directories travel the same road as text.
 
-use std::fs;
-use std::io::Read;
-use std::os::fd::AsFd;
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::OsStr;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-use rustix::io::Errno;
+use chock_beneath::{Dir, FileType};
 
 use sha2::{Digest, Sha256};
 
@@ -43,62 +39,46 @@ pub enum Entry {
 }
 
 impl Entry {
-    /// Reads what is at `path` without following a final symlink; `None` when nothing is there.
-    pub fn read(path: &Path) -> Result<Option<Entry>> {
-        Self::read_at(rustix::fs::CWD, path, path)
-    }
-
-    /// Reads `name` in directory `dir` without following it (`shown` names it in errors).
+    /// Reads `name` in directory `dir` without following it (`shown` names it in errors); `None`
+    /// when nothing is there.
     ///
     /// The kind is taken with `lstat`, and a regular file is then opened `O_NOFOLLOW | O_NONBLOCK`
     /// and checked again on the open descriptor: whoever writes the directory (the agent, for the
     /// upper layer) cannot swap in a symlink to a host file, nor a fifo that would hang the read,
-    /// between the look and the read. Devices are never opened.
-    pub fn read_at(dir: impl AsFd, name: &Path, shown: &Path) -> Result<Option<Entry>> {
-        let dir = dir.as_fd();
-        let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(None), // ENOTDIR: a parent is a file
-            Err(e) => return Err(WorkspaceError::io("inspect", shown, e.into())),
+    /// between the look and the read. Devices are never opened. `dir` itself was reached by
+    /// descriptor ([`chock_beneath`]), so no component above `name` is followed either.
+    pub fn read_at(dir: &Dir, name: impl AsRef<OsStr>, shown: &Path) -> Result<Option<Entry>> {
+        let name = name.as_ref();
+        let Some(meta) = dir
+            .meta(name)
+            .map_err(|e| WorkspaceError::io("inspect", shown, e))?
+        else {
+            return Ok(None);
         };
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Symlink => {
-                let target = rustix::fs::readlinkat(dir, name, Vec::new())
-                    .map_err(|e| WorkspaceError::io("read link", shown, e.into()))?;
-                Ok(Some(Entry::Symlink {
-                    target: target.into_bytes(),
-                }))
-            }
+        match meta.kind {
+            FileType::Symlink => Ok(Some(Entry::Symlink {
+                target: dir
+                    .read_link(name)
+                    .map_err(|e| WorkspaceError::io("read link", shown, e))?,
+            })),
             FileType::Directory => Ok(Some(Entry::Dir)),
             FileType::RegularFile => {
-                let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-                let fd = rustix::fs::openat(dir, name, flags, Mode::empty())
-                    .map_err(|e| WorkspaceError::io("open", shown, e.into()))?;
-                let now = rustix::fs::fstat(&fd)
-                    .map_err(|e| WorkspaceError::io("inspect", shown, e.into()))?;
-                if FileType::from_raw_mode(now.st_mode) != FileType::RegularFile
-                    || now.st_ino != st.st_ino
-                {
+                let (data, now) = dir.read_file(name, MAX_FILE_BYTES).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::FileTooLarge {
+                        too_big(shown, meta.size.max(MAX_FILE_BYTES + 1))
+                    } else {
+                        WorkspaceError::io("read", shown, e)
+                    }
+                })?;
+                if now.ino != meta.ino || now.dev != meta.dev {
                     return Err(WorkspaceError::io(
                         "read",
                         shown,
                         std::io::Error::other("replaced while it was being read"),
                     ));
                 }
-                let size = u64::try_from(now.st_size).unwrap_or(0);
-                if size > MAX_FILE_BYTES {
-                    return Err(too_big(shown, size));
-                }
-                let mut data = Vec::new();
-                fs::File::from(fd)
-                    .take(MAX_FILE_BYTES + 1)
-                    .read_to_end(&mut data)
-                    .map_err(|e| WorkspaceError::io("read", shown, e))?;
-                if data.len() as u64 > MAX_FILE_BYTES {
-                    return Err(too_big(shown, data.len() as u64));
-                }
                 Ok(Some(Entry::File {
-                    exec: now.st_mode & 0o111 != 0,
+                    exec: now.mode & 0o111 != 0,
                     data,
                 }))
             }
@@ -184,25 +164,4 @@ pub fn short_hash(bytes: &[u8], n: usize) -> String {
 /// Hash of an optional entry, `"-"` for absence, for records and events.
 pub fn entry_hash(entry: Option<&Entry>) -> String {
     entry.map_or_else(|| "-".to_string(), Entry::hash)
-}
-
-impl Entry {
-    /// Like [`Entry::read`] but without reading a file's bytes (they come back empty): for deciding
-    /// what kind of thing is at a path.
-    pub fn read_shallow(path: &Path) -> Result<Option<Entry>> {
-        match fs::symlink_metadata(path) {
-            Ok(meta) if meta.is_dir() => Ok(Some(Entry::Dir)),
-            Ok(meta) if meta.file_type().is_symlink() => {
-                Ok(Some(Entry::Symlink { target: Vec::new() }))
-            }
-            Ok(meta) => Ok(Some(Entry::File {
-                exec: meta.permissions().mode() & 0o111 != 0,
-                data: Vec::new(),
-            })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(20) => {
-                Ok(None)
-            }
-            Err(e) => Err(WorkspaceError::io("inspect", path, e)),
-        }
-    }
 }

@@ -1,8 +1,9 @@
 //! The "before" side of a diff: the git base commit (git backing) or the live project (overlay).
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
+
+use chock_beneath::{Dir, WalkError};
 
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
@@ -35,58 +36,77 @@ pub struct LowerSide {
 
 impl OldSide for LowerSide {
     fn lookup(&self, rel: &str) -> Result<Old> {
-        let path = self.root.join(rel);
-        match Entry::read_shallow(&path)? {
+        let Some((dir, name)) = beneath_parent(&self.root, rel)? else {
+            return Ok(Old::Missing);
+        };
+        let shown = self.root.join(rel);
+        match Entry::read_at(&dir, name, &shown)? {
             None => Ok(Old::Missing),
-            Some(Entry::Dir) => {
-                let mut it =
-                    fs::read_dir(&path).map_err(|e| WorkspaceError::io("list", &path, e))?;
-                Ok(if it.next().is_some() {
-                    Old::Tree
-                } else {
-                    Old::Entry(Entry::Dir)
-                })
-            }
-            Some(_) => Ok(Entry::read(&path)?.map_or(Old::Missing, Old::Entry)),
+            Some(Entry::Dir) => match dir.child(name.as_ref()) {
+                Ok(sub) if !sub
+                    .is_empty()
+                    .map_err(|e| WorkspaceError::io("list", &shown, e))? =>
+                {
+                    Ok(Old::Tree)
+                }
+                Ok(_) => Ok(Old::Entry(Entry::Dir)),
+                Err(_) => Ok(Old::Missing),
+            },
+            Some(entry) => Ok(Old::Entry(entry)),
         }
     }
 
     fn under(&self, rel: &str) -> Result<Vec<(String, Entry)>> {
         let mut out = Vec::new();
-        walk_dir(&self.root.join(rel), rel, &mut out)?;
+        let shown = self.root.join(rel);
+        let root = open_root(&self.root)?;
+        match root.open_dir(Path::new(rel), false) {
+            Ok(dir) => walk_dir(&dir, &shown, rel, &mut out)?,
+            Err(WalkError::Missing { .. } | WalkError::NotADirectory { .. }) => {}
+            Err(e) => return Err(WorkspaceError::io("open", &shown, e.into())),
+        }
         Ok(out)
     }
 }
 
-fn walk_dir(abs: &Path, rel: &str, out: &mut Vec<(String, Entry)>) -> Result<()> {
-    for (name, path) in sorted_children(abs)? {
-        let child = format!("{rel}/{name}");
-        match Entry::read(&path)? {
+fn open_root(root: &Path) -> Result<Dir> {
+    Dir::open_root(root).map_err(|e| WorkspaceError::io("open", root, e))
+}
+
+/// The directory holding `rel` below `root`, reached without following a symlink, and `rel`'s
+/// last name; `None` when a directory on the way is missing or is not one (below the project,
+/// nothing is reached through a link).
+fn beneath_parent<'r>(root: &Path, rel: &'r str) -> Result<Option<(Dir, &'r str)>> {
+    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    match open_root(root)?.open_dir(Path::new(parent), false) {
+        Ok(dir) => Ok(Some((dir, name))),
+        Err(WalkError::Missing { .. } | WalkError::NotADirectory { .. }) => Ok(None),
+        Err(e) => Err(WorkspaceError::io("open", root.join(parent), e.into())),
+    }
+}
+
+fn walk_dir(dir: &Dir, shown: &Path, rel: &str, out: &mut Vec<(String, Entry)>) -> Result<()> {
+    for name in dir
+        .names()
+        .map_err(|e| WorkspaceError::io("list", shown, e))?
+    {
+        let path = shown.join(&name);
+        let Some(text) = name.to_str() else {
+            return Err(WorkspaceError::NonUtf8Path(path));
+        };
+        let child = format!("{rel}/{text}");
+        match Entry::read_at(dir, &name, &path)? {
             Some(Entry::Dir) => {
                 out.push((child.clone(), Entry::Dir));
-                walk_dir(&path, &child, out)?;
+                if let Ok(sub) = dir.child(&name) {
+                    walk_dir(&sub, &path, &child, out)?;
+                }
             }
             Some(entry) => out.push((child, entry)),
             None => {}
         }
     }
     Ok(())
-}
-
-/// A directory's children as (UTF-8 name, path), sorted by name.
-pub fn sorted_children(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
-    let mut children = Vec::new();
-    for item in fs::read_dir(dir).map_err(|e| WorkspaceError::io("list", dir, e))? {
-        let item = item.map_err(|e| WorkspaceError::io("list", dir, e))?;
-        let path = item.path();
-        let name = item
-            .file_name()
-            .into_string()
-            .map_err(|_| WorkspaceError::NonUtf8Path(path.clone()))?;
-        children.push((name, path));
-    }
-    children.sort();
-    Ok(children)
 }
 
 /// One tree entry of the base commit.
@@ -189,9 +209,10 @@ impl OldSide for GitSide {
             return Ok(Old::Tree);
         }
         // git records no empty directory; one that is empty in the project counts as there.
-        let path = self.lower.join(rel);
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
-            && fs::read_dir(&path).is_ok_and(|mut it| it.next().is_none())
+        if let Some((dir, name)) = beneath_parent(&self.lower, rel)?
+            && dir
+                .child(name.as_ref())
+                .is_ok_and(|sub| sub.is_empty().unwrap_or(false))
         {
             return Ok(Old::Entry(Entry::Dir));
         }

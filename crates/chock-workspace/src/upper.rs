@@ -1,47 +1,31 @@
 //! Reading the overlay's upper directory from the host, without mounting anything.
 //!
-//! What the kernel leaves there (checked on 6.18 with `unshare -Urm` and `-o userxattr`): a changed
-//! or new file or symlink as itself; a deleted path as a whiteout, a character device 0:0; a
-//! directory that replaced one of the lower layer as a directory with `user.overlay.opaque="y"`
-//! (`trusted.overlay.opaque` when mounted without `userxattr` by real root). A `rename` of a lower
-//! directory is refused by the kernel without `redirect_dir`, so tools copy it: it arrives as a
-//! whiteout plus a new directory.
+//! What the kernel leaves there is described in [`chock_beneath::is_whiteout`]. A `rename` of a
+//! lower directory is refused by the kernel without `redirect_dir`, so tools copy it: it arrives as
+//! a whiteout plus a new directory.
+//!
+//! The upper directory is written by the sandbox, possibly while it is scanned (a background
+//! command goes on running), so the scan walks it by descriptor ([`chock_beneath::Dir`]): a
+//! directory swapped for a symlink to a host directory mid-scan is read as the symlink it now is,
+//! never followed. The scan is not a consistent snapshot of a directory being changed under it; it
+//! is a faithful reading of what was in the upper directory, entry by entry, and nothing outside.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::ffi::OsString;
 use std::path::Path;
+
+use chock_beneath::{Dir, FileType, Meta, is_opaque, is_whiteout};
+use rustix::io::Errno;
 
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
-use crate::old::{Old, OldSide, sorted_children};
+use crate::old::{Old, OldSide};
 
 /// One path whose before and after differ (or may: equal pairs are dropped by [`scan`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawChange {
     pub old: Option<Entry>,
     pub new: Option<Entry>,
-}
-
-/// Whether `meta` is an overlay whiteout.
-fn is_whiteout(path: &Path, meta: &std::fs::Metadata) -> bool {
-    if meta.file_type().is_char_device() {
-        return meta.rdev() == 0;
-    }
-    meta.is_file() && meta.len() == 0 && xattr_is(path, "user.overlay.whiteout", None)
-}
-
-/// Whether directory `path` is opaque (hides everything the lower layer had there).
-fn is_opaque(path: &Path) -> bool {
-    xattr_is(path, "user.overlay.opaque", Some(b"y"))
-        || xattr_is(path, "trusted.overlay.opaque", Some(b"y"))
-}
-
-fn xattr_is(path: &Path, name: &str, value: Option<&[u8]>) -> bool {
-    let mut buf = [0u8; 16];
-    match rustix::fs::lgetxattr(path, name, &mut buf[..]) {
-        Ok(len) => value.is_none_or(|v| buf.get(..len) == Some(v)),
-        Err(_) => false,
-    }
 }
 
 /// Compares the upper directory against the before side and returns every path that differs,
@@ -55,72 +39,125 @@ pub fn scan(
     old: &dyn OldSide,
     skip: &dyn Fn(&str) -> bool,
 ) -> Result<BTreeMap<String, RawChange>> {
+    let root = Dir::open_root(upper).map_err(|e| WorkspaceError::io("open", upper, e))?;
     let mut scanner = Scanner {
+        upper,
         old,
         skip,
         out: BTreeMap::new(),
     };
-    scanner.dir(upper, "")?;
+    scanner.dir(&root, "")?;
     scanner.out.retain(|_, c| c.old != c.new);
     Ok(scanner.out)
 }
 
-/// The entries of upper directory `abs` (at `rel` below the project) as (project-relative path,
-/// absolute path), sorted; `.git` at the top is left out (see [`scan`]).
-pub fn children(abs: &Path, rel: &str) -> Result<Vec<(String, std::path::PathBuf)>> {
+/// One entry of an upper directory.
+pub struct Child {
+    /// The path below the project.
+    pub rel: String,
+    /// The name in its directory.
+    pub name: OsString,
+    /// Its `lstat` when listed.
+    pub meta: Meta,
+}
+
+/// The entries of upper directory `dir` (at `rel` below the project), sorted; `.git` at the top
+/// is left out (see [`scan`]), and so is an entry gone since the listing.
+pub fn children(dir: &Dir, upper: &Path, rel: &str) -> Result<Vec<Child>> {
+    let shown = upper.join(rel);
     let mut out = Vec::new();
-    for (name, path) in sorted_children(abs)? {
-        if rel.is_empty() && name == ".git" {
+    for name in dir
+        .names()
+        .map_err(|e| WorkspaceError::io("list", &shown, e))?
+    {
+        let Some(text) = name.to_str() else {
+            return Err(WorkspaceError::NonUtf8Path(shown.join(&name)));
+        };
+        if rel.is_empty() && text == ".git" {
             continue;
         }
         let child = if rel.is_empty() {
-            name
+            text.to_string()
         } else {
-            format!("{rel}/{name}")
+            format!("{rel}/{text}")
         };
-        out.push((child, path));
+        let Some(meta) = dir
+            .meta(&name)
+            .map_err(|e| WorkspaceError::io("inspect", shown.join(&name), e))?
+        else {
+            continue;
+        };
+        out.push(Child {
+            rel: child,
+            name,
+            meta,
+        });
     }
     Ok(out)
 }
 
 struct Scanner<'a> {
+    upper: &'a Path,
     old: &'a dyn OldSide,
     skip: &'a dyn Fn(&str) -> bool,
     out: BTreeMap<String, RawChange>,
 }
 
 impl Scanner<'_> {
-    fn dir(&mut self, abs: &Path, rel: &str) -> Result<()> {
-        for (child, path) in children(abs, rel)? {
-            if (self.skip)(&child) {
+    fn dir(&mut self, dir: &Dir, rel: &str) -> Result<()> {
+        for child in children(dir, self.upper, rel)? {
+            if (self.skip)(&child.rel) {
                 continue;
             }
-            let meta = std::fs::symlink_metadata(&path)
-                .map_err(|e| WorkspaceError::io("inspect", &path, e))?;
-            if is_whiteout(&path, &meta) {
-                self.delete(&child, true)?;
-            } else if meta.is_dir() {
-                self.subdir(&path, &child)?;
-            } else if !meta.is_file() && !meta.file_type().is_symlink() {
-                // A fifo, socket or device the session left (a dev server's socket, say) is not
-                // work that can be applied: it is left out of the diff, so nothing of it lands,
-                // rather than making the whole session unreviewable.
-                continue;
-            } else {
-                let entry = Entry::read(&path)?;
-                if self.old.lookup(&child)? == Old::Tree {
-                    self.delete(&child, false)?;
-                    self.set(&child, Some(Entry::Dir), entry);
-                } else {
-                    let before = self.before(&child)?;
-                    self.set(&child, before, entry);
+            if is_whiteout(dir, &child.name, &child.meta) {
+                self.delete(&child.rel, true)?;
+            } else if child.meta.kind == FileType::Directory {
+                match dir.child(&child.name) {
+                    Ok(sub) => self.subdir(&sub, &child.rel)?,
+                    // Swapped for a symlink or a file since it was listed: read as what it is now.
+                    Err(Errno::LOOP | Errno::NOTDIR) => self.leaf(dir, &child)?,
+                    Err(Errno::NOENT) => {}
+                    Err(e) => {
+                        let shown = self.upper.join(&child.rel);
+                        return Err(WorkspaceError::io("open", shown, e.into()));
+                    }
                 }
+            } else if matches!(
+                child.meta.kind,
+                FileType::RegularFile | FileType::Symlink
+            ) {
+                self.leaf(dir, &child)?;
             }
+            // A fifo, socket or device the session left (a dev server's socket, say) is not work
+            // that can be applied: it is left out of the diff, so nothing of it lands, rather than
+            // making the whole session unreviewable.
         }
         Ok(())
     }
 
-    fn subdir(&mut self, abs: &Path, rel: &str) -> Result<()> {
+    /// A file or symlink (or what a directory became since it was listed).
+    fn leaf(&mut self, dir: &Dir, child: &Child) -> Result<()> {
+        let shown = self.upper.join(&child.rel);
+        let now = dir
+            .meta(&child.name)
+            .map_err(|e| WorkspaceError::io("inspect", &shown, e))?;
+        if !now.is_some_and(|m| matches!(m.kind, FileType::RegularFile | FileType::Symlink)) {
+            // Gone, or swapped for a directory, fifo or device since it was listed: the next
+            // scan reads whatever stays.
+            return Ok(());
+        }
+        let entry = Entry::read_at(dir, &child.name, &shown)?;
+        if self.old.lookup(&child.rel)? == Old::Tree {
+            self.delete(&child.rel, false)?;
+            self.set(&child.rel, Some(Entry::Dir), entry);
+        } else {
+            let before = self.before(&child.rel)?;
+            self.set(&child.rel, before, entry);
+        }
+        Ok(())
+    }
+
+    fn subdir(&mut self, dir: &Dir, rel: &str) -> Result<()> {
         let old = self.old.lookup(rel)?;
         match &old {
             Old::Entry(Entry::File { .. } | Entry::Symlink { .. }) => {
@@ -129,7 +166,7 @@ impl Scanner<'_> {
             }
             Old::Missing => self.set(rel, None, Some(Entry::Dir)),
             Old::Tree => {
-                if is_opaque(abs) {
+                if is_opaque(dir) {
                     self.delete(rel, false)?;
                 }
                 // Still a directory (equal pairs are dropped at the end).
@@ -137,18 +174,16 @@ impl Scanner<'_> {
             }
             Old::Entry(Entry::Dir) => self.set(rel, Some(Entry::Dir), Some(Entry::Dir)),
         }
-        self.dir(abs, rel)?;
+        self.dir(dir, rel)?;
         // A new directory with something in it needs no entry of its own: its files make it.
-        let has_children = std::fs::read_dir(abs)
-            .map_err(|e| WorkspaceError::io("list", abs, e))?
-            .next()
-            .is_some();
+        let has_children = !dir
+            .is_empty()
+            .map_err(|e| WorkspaceError::io("list", self.upper.join(rel), e))?;
         if has_children && matches!(old, Old::Missing) {
             self.out.remove(rel);
         }
         Ok(())
     }
-
     /// Marks `rel` deleted: everything the before side has below it, and (with `itself`) `rel`.
     fn delete(&mut self, rel: &str, itself: bool) -> Result<()> {
         match self.old.lookup(rel)? {

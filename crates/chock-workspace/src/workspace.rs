@@ -200,7 +200,7 @@ impl Workspace {
                 // Decided before any content is read: a build in the overlay can leave gigabytes
                 // of ignored output in the upper directory.
                 let mut names = Vec::new();
-                upper_names(&upper, "", &mut names)?;
+                upper_names(&upper, &mut names)?;
                 let mut input = Vec::new();
                 for name in names.iter().filter(|n| !side.tracked(n)) {
                     input.extend_from_slice(format!("{prefix}{name}").as_bytes());
@@ -371,13 +371,25 @@ fn record_base(git: &Git, layout: &Layout, ref_name: &str, session: &str) -> Res
 }
 
 /// Every path in the upper directory (files, directories, whiteouts), names only; `.git` at the
-/// top is left out as in [`scan`].
-fn upper_names(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
-    for (child, path) in crate::upper::children(dir, rel)? {
-        let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
-        out.push(child.clone());
-        if is_dir {
-            upper_names(&path, &child, out)?;
+/// top is left out as in [`scan`]. Walked by descriptor, as the scan is.
+fn upper_names(upper: &Path, out: &mut Vec<String>) -> Result<()> {
+    let root =
+        chock_beneath::Dir::open_root(upper).map_err(|e| WorkspaceError::io("open", upper, e))?;
+    names_below(&root, upper, "", out)
+}
+
+fn names_below(
+    dir: &chock_beneath::Dir,
+    upper: &Path,
+    rel: &str,
+    out: &mut Vec<String>,
+) -> Result<()> {
+    for child in crate::upper::children(dir, upper, rel)? {
+        out.push(child.rel.clone());
+        if child.meta.kind == chock_beneath::FileType::Directory
+            && let Ok(sub) = dir.child(&child.name)
+        {
+            names_below(&sub, upper, &child.rel, out)?;
         }
     }
     Ok(())

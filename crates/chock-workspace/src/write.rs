@@ -10,6 +10,8 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
+use chock_beneath::Dir;
+
 use crate::beneath::{Parent, lstat_at, open_root, parent, refusal};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
@@ -76,7 +78,7 @@ struct Stage {
 impl Stage {
     /// Removes what is left in the stage and the stage itself; best effort (it only ever holds
     /// chock's own copies, named by number).
-    fn remove(&self, root: &OwnedFd, staged: &[Staged]) {
+    fn remove(&self, root: &Dir, staged: &[Staged]) {
         let Some(fd) = &self.fd else { return };
         for s in staged {
             let _ = rustix::fs::unlinkat(fd, s.tmp.as_str(), AtFlags::empty());
@@ -89,7 +91,7 @@ impl Stage {
 /// away, directories that go away (deepest first), new directories (shallowest first), and every
 /// staged entry renamed into place.
 fn write_all(
-    root_fd: &OwnedFd,
+    root_fd: &Dir,
     root: &Path,
     stage: &Stage,
     ops: &[Op],
@@ -210,7 +212,7 @@ pub(crate) fn setid_stripped(root: &Path, ops: &[Op]) -> Vec<String> {
 }
 
 fn stage_all(
-    root_fd: &OwnedFd,
+    root_fd: &Dir,
     root: &Path,
     stage: &mut Stage,
     ops: &[Op],
@@ -278,7 +280,7 @@ fn stage_all(
 
 /// The permission bits of the regular file the project holds at `rel`, reached without following
 /// a symlink; `None` when there is none.
-fn project_mode(root_fd: &OwnedFd, root: &Path, rel: &str) -> Option<u32> {
+fn project_mode(root_fd: &Dir, root: &Path, rel: &str) -> Option<u32> {
     match parent(root_fd, root, rel, false) {
         Ok(Parent::Found(dir, name)) => lstat_at(&dir, &name)
             .filter(|(t, _)| *t == FileType::RegularFile)

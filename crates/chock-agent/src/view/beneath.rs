@@ -13,158 +13,78 @@
 //! met here is a race or an attack, never something to follow.
 
 use std::ffi::OsString;
-use std::io::{ErrorKind, Read, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStringExt;
-use std::path::{Component, Path};
+use std::io::ErrorKind;
+use std::path::Path;
 
-use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags};
-use rustix::io::Errno;
+use chock_beneath::{Dir, WalkError};
 
 /// The largest file the host reads for a file tool.
 pub const MAX_READ: u64 = 32 * 1024 * 1024;
 
-/// Flags to step through a directory: never a symlink, never a non-directory.
-fn dir_flags() -> OFlags {
-    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
-}
-
-/// The plain names of `rel`; anything else (`..`, `/`, `.`) is refused: the view resolved it already.
-fn names(rel: &Path) -> std::io::Result<Vec<&std::ffi::OsStr>> {
-    rel.components()
-        .map(|c| match c {
-            Component::Normal(name) => Ok(name),
-            _ => Err(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                "not a plain path below the workspace",
-            )),
-        })
-        .collect()
-}
-
-fn refused(err: Errno) -> std::io::Error {
-    if err == Errno::LOOP || err == Errno::NOTDIR {
-        std::io::Error::new(
+/// A walk error as the file tools report it.
+fn walk_error(err: WalkError) -> std::io::Error {
+    match err {
+        WalkError::NotADirectory { .. } => std::io::Error::new(
             ErrorKind::NotADirectory,
             "a symlink or a non-directory in the path (the file tools never follow one)",
-        )
-    } else {
-        err.into()
+        ),
+        WalkError::NotPlain { .. } => std::io::Error::new(
+            ErrorKind::InvalidInput,
+            "not a plain path below the workspace",
+        ),
+        other => other.into(),
     }
 }
 
 /// Opens the directory `rel` below `root` (the root itself is chock's own and may be followed).
 /// With `create`, missing directories are made (mode 0755).
-pub fn open_dir(root: &Path, rel: &Path, create: bool) -> std::io::Result<OwnedFd> {
-    let mut dir = rustix::fs::openat(CWD, root, dir_flags() & !OFlags::NOFOLLOW, Mode::empty())?;
-    for name in names(rel)? {
-        dir = match rustix::fs::openat(&dir, name, dir_flags(), Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) if create => {
-                match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755)) {
-                    Ok(()) | Err(Errno::EXIST) => {}
-                    Err(e) => return Err(e.into()),
-                }
-                rustix::fs::openat(&dir, name, dir_flags(), Mode::empty()).map_err(refused)?
-            }
-            Err(e) => return Err(refused(e)),
-        };
-    }
-    Ok(dir)
+pub fn open_dir(root: &Path, rel: &Path, create: bool) -> std::io::Result<Dir> {
+    Dir::open_root(root)?
+        .open_dir(rel, create)
+        .map_err(walk_error)
 }
 
 /// The parent directory of `rel` (opened as [`open_dir`] does) and the last name.
-fn parent(root: &Path, rel: &Path, create: bool) -> std::io::Result<(OwnedFd, OsString)> {
-    let name = rel
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(ErrorKind::InvalidInput, "no file name"))?;
-    let dir = open_dir(root, rel.parent().unwrap_or(Path::new("")), create)?;
+fn parent(root: &Path, rel: &Path, create: bool) -> std::io::Result<(Dir, OsString)> {
+    let root = Dir::open_root(root)?;
+    let (dir, name) = root.parent(rel, create).map_err(walk_error)?;
     Ok((dir, name.to_os_string()))
 }
 
 /// Reads the regular file `rel` below `root`. A fifo or device is refused without blocking on it.
 pub fn read(root: &Path, rel: &Path) -> std::io::Result<Vec<u8>> {
     let (dir, name) = parent(root, rel, false)?;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(&dir, &name, flags, Mode::empty()).map_err(refused)?;
-    let st = rustix::fs::fstat(&fd)?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    // A sparse file costs the agent nothing to make and would cost the host its memory to read.
-    if u64::try_from(st.st_size).unwrap_or(u64::MAX) > MAX_READ {
-        return Err(std::io::Error::new(
+    match dir.read_file(&name, MAX_READ) {
+        Ok((bytes, _)) => Ok(bytes),
+        Err(e) if e.kind() == ErrorKind::FileTooLarge => Err(std::io::Error::new(
             ErrorKind::FileTooLarge,
             format!(
-                "{} bytes, more than the file tools read ({MAX_READ}); use run_command (head, sed -n)",
-                st.st_size
+                "more than the file tools read ({MAX_READ} bytes); use run_command (head, sed -n)"
             ),
-        ));
+        )),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            Err(walk_error(WalkError::NotADirectory { at: rel.into() }))
+        }
+        Err(e) => Err(e),
     }
-    let mut bytes = Vec::new();
-    // Bounded again while reading: the file may grow after the fstat.
-    std::fs::File::from(fd)
-        .take(MAX_READ + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_READ {
-        return Err(std::io::Error::new(
-            ErrorKind::FileTooLarge,
-            "the file grew past what the file tools read while it was read",
-        ));
-    }
-    Ok(bytes)
 }
 
-/// Writes `rel` below `root` whole: a new temporary file made `O_EXCL | O_NOFOLLOW` next to it (so
-/// a planted symlink at the temporary name is never written through), then renamed over the old
-/// entry (a rename replaces a symlink, it does not follow it). The old file's mode is kept.
+/// Writes `rel` below `root` whole ([`Dir::write_replace`]: a temporary beside it, then a rename
+/// that replaces a symlink rather than following it). The old file's mode is kept.
 pub fn write(root: &Path, rel: &Path, bytes: &[u8], create_parents: bool) -> std::io::Result<()> {
     let (dir, name) = parent(root, rel, create_parents)?;
-    let mode = rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW)
-        .ok()
-        .filter(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
-        .map(|st| st.st_mode & 0o7777);
-    let mut tmp = OsString::from(".");
-    tmp.push(&name);
-    tmp.push(format!(".chock-tmp{}", std::process::id()));
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(&dir, &tmp, flags, Mode::from_raw_mode(0o644))?;
-    let written = (|| {
-        if let Some(mode) = mode {
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-        }
-        let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
-        drop(file);
-        rustix::fs::renameat(&dir, &tmp, &dir, &name)?;
-        Ok::<(), std::io::Error>(())
-    })();
-    if written.is_err() {
-        let _ = rustix::fs::unlinkat(&dir, &tmp, AtFlags::empty());
-    }
-    written
+    dir.write_replace(&name, bytes)
 }
 
 /// Removes the entry `rel` below `root` (not following it): used to clear a whiteout.
 pub fn remove(root: &Path, rel: &Path) -> std::io::Result<()> {
     let (dir, name) = parent(root, rel, false)?;
-    rustix::fs::unlinkat(&dir, &name, AtFlags::empty()).map_err(Into::into)
+    dir.remove(&name)
 }
 
 /// The names in directory `rel` below `root` (without `.` and `..`).
 pub fn list(root: &Path, rel: &Path) -> std::io::Result<Vec<OsString>> {
-    let dir = open_dir(root, rel, false)?;
-    let mut out = Vec::new();
-    for entry in rustix::fs::Dir::read_from(&dir)? {
-        let name = entry?.file_name().to_bytes().to_vec();
-        if name != b"." && name != b".." {
-            out.push(OsString::from_vec(name));
-        }
-    }
-    Ok(out)
+    open_dir(root, rel, false)?.names()
 }
 
 #[cfg(test)]
@@ -190,31 +110,7 @@ mod tests {
             b"s3cret"
         );
         assert!(!outside.path().join("new").exists());
-        assert!(names(Path::new("../x")).is_err());
-    }
-
-    /// A symlink planted at the temporary name is not written through, and the final name, if a
-    /// symlink, is replaced rather than followed.
-    #[test]
-    fn a_write_replaces_a_symlink_and_never_writes_through_a_planted_temporary() {
-        let layer = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let victim = outside.path().join("victim");
-        std::fs::write(&victim, "keep").unwrap();
-        let tmp = format!(".a.chock-tmp{}", std::process::id());
-        std::os::unix::fs::symlink(&victim, layer.path().join(&tmp)).unwrap();
-        assert!(write(layer.path(), Path::new("a"), b"new", true).is_err());
-        std::fs::remove_file(layer.path().join(&tmp)).unwrap();
-        std::os::unix::fs::symlink(&victim, layer.path().join("a")).unwrap();
-        write(layer.path(), Path::new("a"), b"new", true).unwrap();
-        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
-        assert_eq!(std::fs::read(layer.path().join("a")).unwrap(), b"new");
-        assert!(
-            !std::fs::symlink_metadata(layer.path().join("a"))
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
+        assert!(read(layer.path(), Path::new("../x")).is_err());
     }
 
     #[test]
@@ -224,19 +120,5 @@ mod tests {
         file.set_len(MAX_READ * 64).unwrap();
         let err = read(layer.path(), Path::new("big")).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::FileTooLarge, "{err}");
-    }
-
-    #[test]
-    fn a_fifo_is_refused_without_blocking() {
-        let layer = tempfile::tempdir().unwrap();
-        rustix::fs::mknodat(
-            CWD,
-            layer.path().join("p"),
-            FileType::Fifo,
-            Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
-        assert!(read(layer.path(), Path::new("p")).is_err());
     }
 }

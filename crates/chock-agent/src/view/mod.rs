@@ -12,15 +12,16 @@
 //!
 //! Every path the model gives is mapped to a path relative to the workspace root. `..` that climbs out,
 //! an absolute path outside the project path, and a symlink whose target leaves the workspace are refused
-//! before anything is read. The host's acts (read, list, write) then go through [`beneath`], which
-//! walks each layer without ever following a symlink: a component a background command swaps for a
-//! symlink after the check stops the act instead of redirecting it. Residual: the kind checks and
-//! `readlink` along the way are path-based, so such a swap can make the view learn the *kind* of a host
-//! entry outside the workspace, or a link's target text — never its content, and never a write there.
+//! before anything is read. The view's own look at each path and the host's
+//! acts (read, list, write) walk each layer by descriptor ([`chock_beneath`], through [`beneath`]),
+//! never following a symlink: a component a background command swaps for a symlink after the check
+//! stops the look or the act instead of redirecting it out of the layer.
 
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
+
+use chock_beneath::{Dir, FileType, is_opaque, is_whiteout};
 
 mod beneath;
 
@@ -152,13 +153,13 @@ impl WorkspaceView {
         let mut links = 0;
         while let Some(part) = todo.pop() {
             let candidate = done.join(&part);
-            match self.lstat(&candidate) {
-                Some((EntryKind::Symlink, host)) => {
+            match self.entry(&candidate) {
+                Some((EntryKind::Symlink, layer)) => {
                     links += 1;
                     if links > MAX_LINKS {
                         return Err(ViewError::Loop(given.to_string()));
                     }
-                    let target = std::fs::read_link(&host).map_err(|source| ViewError::Io {
+                    let target = link_target(layer, &candidate).map_err(|source| ViewError::Io {
                         path: given.to_string(),
                         source,
                     })?;
@@ -200,46 +201,53 @@ impl WorkspaceView {
     }
 
     /// What is at `rel`, and the layer directory (below which it is `rel`) that holds it.
+    ///
+    /// Walked by descriptor in each layer ([`chock_beneath::Dir`]), the way overlayfs merges them:
+    /// a component swapped for a symlink by a background command ends the walk (nothing there)
+    /// rather than being followed out of the layer.
     fn entry(&self, rel: &Path) -> Option<(EntryKind, &Path)> {
+        let names = chock_beneath::plain_names(rel).ok()?;
         match &self.backing {
             Backing::Direct { root } => {
-                let meta = std::fs::symlink_metadata(root.join(rel)).ok()?;
+                let Some((last, _)) = names.split_last() else {
+                    return Some((EntryKind::Dir, root.as_path()));
+                };
+                let dir = Dir::open_root(root).ok()?.parent(rel, false).ok()?.0;
+                let meta = dir.meta(last).ok().flatten()?;
                 Some((kind_of(&meta), root.as_path()))
             }
             Backing::Overlay { lower, upper } => {
-                let mut lower_visible = true;
-                let mut prefix = PathBuf::new();
-                let components: Vec<_> = rel.components().collect();
-                for (i, c) in components.iter().enumerate() {
-                    prefix.push(c.as_os_str());
-                    let last = i + 1 == components.len();
-                    let up = upper.join(&prefix);
-                    match std::fs::symlink_metadata(&up) {
-                        Ok(meta) if is_whiteout(&up, &meta) => return None,
-                        Ok(meta) => {
-                            if last {
-                                return Some((kind_of(&meta), upper.as_path()));
-                            }
-                            if !meta.is_dir() {
-                                return None;
-                            }
-                            if is_opaque(&up) {
-                                lower_visible = false;
-                            }
+                // The directory reached so far in each layer: `None` once the layer has nothing
+                // there (or, for the lower one, once an opaque upper directory hides it).
+                let mut up = Some(Dir::open_root(upper).ok()?);
+                let mut low = Dir::open_root(lower).ok();
+                for (i, name) in names.iter().enumerate() {
+                    let last = i + 1 == names.len();
+                    let in_upper = up
+                        .as_ref()
+                        .and_then(|d| d.meta(name).ok().flatten().map(|m| (d, m)));
+                    if let Some((dir, meta)) = in_upper {
+                        if is_whiteout(dir, name, &meta) {
+                            return None;
                         }
-                        Err(_) => {
-                            if !lower_visible {
-                                return None;
-                            }
-                            let low = lower.join(&prefix);
-                            let meta = std::fs::symlink_metadata(&low).ok()?;
-                            if last {
-                                return Some((kind_of(&meta), lower.as_path()));
-                            }
-                            if !meta.is_dir() {
-                                return None;
-                            }
+                        if last {
+                            return Some((kind_of(&meta), upper.as_path()));
                         }
+                        let sub = dir.child(name).ok()?;
+                        low = if is_opaque(&sub) {
+                            None
+                        } else {
+                            low.and_then(|d| d.child(name).ok())
+                        };
+                        up = Some(sub);
+                    } else {
+                        let dir = low.as_ref()?;
+                        let meta = dir.meta(name).ok().flatten()?;
+                        if last {
+                            return Some((kind_of(&meta), lower.as_path()));
+                        }
+                        low = Some(dir.child(name).ok()?);
+                        up = None;
                     }
                 }
                 // The root itself.
@@ -300,10 +308,7 @@ impl WorkspaceView {
                                 )));
                             }
                             None => {
-                                let up = upper.join(&prefix);
-                                if let Ok(meta) = std::fs::symlink_metadata(&up)
-                                    && is_whiteout(&up, &meta)
-                                {
+                                if whiteout_in(upper, &prefix) {
                                     return Err(ViewError::Unsupported {
                                         path: given.to_string(),
                                         reason: format!(
@@ -317,10 +322,7 @@ impl WorkspaceView {
                         beneath::open_dir(upper, &prefix, true).map_err(io)?;
                     }
                 }
-                let host = upper.join(rel);
-                if let Ok(meta) = std::fs::symlink_metadata(&host)
-                    && is_whiteout(&host, &meta)
-                {
+                if whiteout_in(upper, rel) {
                     beneath::remove(upper, rel).map_err(io)?;
                 }
                 beneath::write(upper, rel, bytes, false).map_err(io)
@@ -422,39 +424,34 @@ impl WorkspaceView {
     }
 }
 
-fn kind_of(meta: &std::fs::Metadata) -> EntryKind {
-    let t = meta.file_type();
-    if t.is_symlink() {
-        EntryKind::Symlink
-    } else if t.is_dir() {
-        EntryKind::Dir
-    } else if t.is_file() {
-        EntryKind::File
-    } else {
-        EntryKind::Other
+fn kind_of(meta: &chock_beneath::Meta) -> EntryKind {
+    match meta.kind {
+        FileType::Symlink => EntryKind::Symlink,
+        FileType::Directory => EntryKind::Dir,
+        FileType::RegularFile => EntryKind::File,
+        _ => EntryKind::Other,
     }
 }
 
-/// An overlayfs whiteout: a character device with device number 0/0, or (kernels that make xattr
-/// whiteouts) an empty regular file marked `user.overlay.whiteout`.
-fn is_whiteout(path: &Path, meta: &std::fs::Metadata) -> bool {
-    if meta.file_type().is_char_device() {
-        return meta.rdev() == 0;
-    }
-    meta.is_file() && meta.len() == 0 && {
-        let mut buf = [0u8; 4];
-        rustix::fs::lgetxattr(path, "user.overlay.whiteout", &mut buf).is_ok()
-    }
+/// The target of the symlink `rel` below `layer` (read by descriptor).
+fn link_target(layer: &Path, rel: &Path) -> std::io::Result<PathBuf> {
+    let (dir, name) = Dir::open_root(layer)?.parent(rel, false)?;
+    let bytes = dir.read_link(name)?;
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
 }
 
-/// An overlayfs opaque directory, marked by an xattr (`trusted.` as root, `user.` in a user namespace).
-fn is_opaque(dir: &Path) -> bool {
-    ["trusted.overlay.opaque", "user.overlay.opaque"]
-        .iter()
-        .any(|name| {
-            let mut buf = [0u8; 4];
-            matches!(rustix::fs::lgetxattr(dir, *name, &mut buf), Ok(n) if n >= 1 && buf[0] == b'y')
-        })
+/// Whether `rel` in the upper layer is a whiteout (looked at by descriptor).
+fn whiteout_in(upper: &Path, rel: &Path) -> bool {
+    let Ok(root) = Dir::open_root(upper) else {
+        return false;
+    };
+    let Ok((dir, name)) = root.parent(rel, false) else {
+        return false;
+    };
+    dir.meta(name)
+        .ok()
+        .flatten()
+        .is_some_and(|meta| is_whiteout(&dir, name, &meta))
 }
 
 /// Lexical normalisation that refuses to climb above the start.
