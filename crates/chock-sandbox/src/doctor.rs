@@ -180,7 +180,13 @@ fn probe_layers(abi: i32) -> Vec<LayerReport> {
                 ),
                 (Some(0), "seccomp") => (
                     true,
-                    format!("{} rules, filter verified", seccomp_rules::RULES.len()),
+                    format!(
+                        "{}; filter verified",
+                        Arch::current().map_or_else(
+                            || format!("{} rules", seccomp_rules::RULES.len()),
+                            seccomp_rules::summary
+                        )
+                    ),
                 ),
                 (Some(0), "overlayfs in a user namespace") => {
                     (true, "overlay mounted with userxattr".to_string())

@@ -1,26 +1,27 @@
 //! The system call filter, kept as reviewed data.
 //!
-//! [`RULES`] is the whole policy: one row per system call, with its number on each architecture we
-//! build for (x86_64 and aarch64, checked against libc on the host in tests), what happens when it
-//! is called, and why. The filter is a deny list on top of the other layers: namespaces, Landlock
-//! and dropped capabilities already refuse most of these calls; the filter removes the kernel code
-//! behind them from what a tool call can reach at all (a bug in `io_uring` or `bpf` is then not
-//! reachable), and turns a refusal into a kill where nothing legitimate could want the call.
+//! [`RULES`] is the whole policy: one row per system call and answer, with its number on each
+//! architecture we build for (x86_64 and aarch64, checked against libc on the host in tests), what
+//! happens when it is called, and why. The filter is a deny list on top of the other layers:
+//! namespaces, Landlock and dropped capabilities already refuse most of these calls; the filter
+//! removes the kernel code behind them from what a tool call can reach at all (a bug in `io_uring`
+//! or `bpf` is then not reachable), and turns a refusal into a kill where nothing legitimate could
+//! want the call.
 //!
-//! Rows are compiled with seccompiler into one BPF program per action (kill, EPERM, ENOSYS); the
-//! kernel runs every installed program and the strictest answer wins, so the programs compose.
-//! A fourth, hand-written program kills any x32 system call on x86_64 (numbers with bit 30 set),
+//! Rows are compiled with seccompiler into one BPF program per action (kill, EPERM, ENOSYS,
+//! EAFNOSUPPORT, EPROTONOSUPPORT); the kernel runs every installed program and the strictest answer
+//! wins, so the programs compose. A call may have a row in more than one program only when the rows
+//! match disjoint arguments (`socket`: a refused family, or AF_NETLINK with a refused protocol).
+//! One more, hand-written program kills any x32 system call on x86_64 (numbers with bit 30 set),
 //! which would otherwise reach the same kernel functions under numbers this table does not list.
+//! The compiling and installing is in `seccomp_rules/program.rs`; this file is the data.
 
-use std::collections::BTreeMap;
+mod program;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch, sock_filter,
-};
+pub use program::{compile, install};
 
 /// What the kernel does when a row matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RuleAction {
     /// SECCOMP_RET_KILL_PROCESS: nothing a build or test legitimately does needs this call.
     Kill,
@@ -29,6 +30,34 @@ pub enum RuleAction {
     Eperm,
     /// Fail with ENOSYS: makes libc fall back to an older call whose arguments the filter can see.
     Enosys,
+    /// Fail with EAFNOSUPPORT: what the kernel answers for a socket family it was built without, so
+    /// programs that probe a family (or try IPv6, then IPv4) fall back as they would there.
+    Eafnosupport,
+    /// Fail with EPROTONOSUPPORT: what the kernel answers for a protocol of a family it lacks
+    /// (a netlink protocol whose module is not there).
+    Eprotonosupport,
+}
+
+impl RuleAction {
+    /// Every action, in the order their programs are installed.
+    pub const ALL: [RuleAction; 5] = [
+        RuleAction::Kill,
+        RuleAction::Eperm,
+        RuleAction::Enosys,
+        RuleAction::Eafnosupport,
+        RuleAction::Eprotonosupport,
+    ];
+
+    /// How `chock doctor` and the docs name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuleAction::Kill => "kill",
+            RuleAction::Eperm => "EPERM",
+            RuleAction::Enosys => "ENOSYS",
+            RuleAction::Eafnosupport => "EAFNOSUPPORT",
+            RuleAction::Eprotonosupport => "EPROTONOSUPPORT",
+        }
+    }
 }
 
 /// Which invocations of the call match.
@@ -46,6 +75,20 @@ pub enum ArgMatch {
     Equals32 {
         arg: u8,
         values: &'static [(&'static str, u64)],
+    },
+    /// Argument `arg` compared as 32 bits is none of these values: an allow list, every other value
+    /// matches (and gets the row's answer).
+    NoneOf32 {
+        arg: u8,
+        allowed: &'static [(&'static str, u64)],
+    },
+    /// Argument `arg` (32 bits) equals `value` and argument `then_arg` (32 bits) is none of
+    /// `allowed`: one allowed value of `arg` narrowed further by another argument.
+    EqualsThenNoneOf32 {
+        arg: u8,
+        value: (&'static str, u64),
+        then_arg: u8,
+        allowed: &'static [(&'static str, u64)],
     },
 }
 
@@ -74,8 +117,67 @@ const NAMESPACE_FLAGS: &[(&str, u64)] = &[
     ("CLONE_NEWTIME", 0x0000_0080),
 ];
 
-/// Terminal ioctls that inject input or reach the console (asm-generic/ioctls.h, same on both arches).
-const TERMINAL_INJECTION: &[(&str, u64)] = &[("TIOCSTI", 0x5412), ("TIOCLINUX", 0x541C)];
+/// Terminal ioctls a tool call must not make (asm-generic/ioctls.h, the same on both arches).
+/// TIOCSTI types into a terminal's input queue, TIOCLINUX reaches the console, and TIOCSETD
+/// attaches a line discipline to a terminal (the call's own pseudo-terminals included): that runs
+/// the discipline's kernel code on every byte (n_gsm, n_hdlc and others have a history of
+/// exploitable bugs) and, where `dev.tty.ldisc_autoload` is on, loads its module. Nothing a build or
+/// test does changes a line discipline; reading it (TIOCGETD) stays allowed.
+const TERMINAL_IOCTLS: &[(&str, u64)] = &[
+    ("TIOCSTI", 0x5412),
+    ("TIOCLINUX", 0x541C),
+    ("TIOCSETD", 0x5423),
+];
+
+/// The socket families a tool call may create with `socket` and `socketpair` (linux/socket.h, the
+/// same on every architecture); every other family gets EAFNOSUPPORT, as from a kernel built
+/// without it. AF_UNIX, AF_INET and AF_INET6 are what programs talk with: among their own
+/// processes, on the call's loopback, and to the broker's proxy (Landlock and the empty network
+/// namespace decide where an inet socket can reach). AF_NETLINK is allowed for NETLINK_ROUTE only
+/// (see NETLINK_PROTOCOLS): glibc's `if_nameindex`, `getifaddrs` and `getaddrinfo` with
+/// AI_ADDRCONFIG, libuv's `uv_interface_addresses` (Node's `os.networkInterfaces()`, which dev
+/// servers call at start), Go's `net.Interfaces` and `ip` all open one; `getifaddrs` has no
+/// fallback, so refusing it fails those programs. It reads the call's own network namespace (only
+/// `lo`) and changes nothing without CAP_NET_ADMIN, which no call holds.
+///
+/// Refused, among others: AF_VSOCK (a channel to the hypervisor or its guests that the network
+/// namespace does not confine: no decision, log entry or address check would see it), AF_ALG (the
+/// kernel's crypto API, a frequent source of bugs), AF_PACKET and AF_XDP (raw frames; they need
+/// CAP_NET_RAW, which no call holds, but the family code is reached first), AF_KEY (IPsec keys),
+/// AF_TIPC, AF_RDS, AF_BLUETOOTH, AF_CAN, AF_SMC and the other rarely used families, whose modules
+/// the kernel loads on a first `socket()` when it has modules; and any number it does not know.
+const SOCKET_FAMILIES: &[(&str, u64)] = &[
+    ("AF_UNIX", 1),
+    ("AF_INET", 2),
+    ("AF_INET6", 10),
+    ("AF_NETLINK", 16),
+];
+
+/// AF_NETLINK's number, the family SOCKET_FAMILIES allows only with NETLINK_PROTOCOLS.
+const AF_NETLINK: (&str, u64) = ("AF_NETLINK", 16);
+
+/// The netlink protocols a tool call may open (linux/netlink.h): NETLINK_ROUTE, for the programs
+/// SOCKET_FAMILIES names. Every other protocol gets EPROTONOSUPPORT, as from a kernel without it:
+/// NETLINK_SOCK_DIAG (`ss`), NETLINK_AUDIT (libaudit treats the refusal as "no audit"),
+/// NETLINK_KOBJECT_UEVENT (device events), NETLINK_GENERIC (dozens of subsystems' families),
+/// NETLINK_NETFILTER, NETLINK_XFRM, NETLINK_CRYPTO, NETLINK_RDMA and the rest are kernel code a
+/// tool call has no use for, and an unknown protocol makes the kernel try to load its module.
+const NETLINK_PROTOCOLS: &[(&str, u64)] = &[("NETLINK_ROUTE", 0)];
+
+/// The execution domains `personality` may set (linux/personality.h), the same list as Docker's
+/// default seccomp profile: PER_LINUX, PER_LINUX32 (`linux32`, `setarch i686`), UNAME26 (`uname -r`
+/// answers 2.6.x, for old build scripts), both together, and 0xffffffff, which only queries. Every
+/// other value gets EPERM: READ_IMPLIES_EXEC makes every readable mapping executable,
+/// MMAP_PAGE_ZERO maps page zero at exec, ADDR_NO_RANDOMIZE and ADDR_COMPAT_LAYOUT turn address
+/// randomisation off for what the call executes, and the non-Linux domains reach old emulation code.
+/// The cost: `setarch -R` and a debugger's "disable randomisation" fail (ptrace is killed anyway).
+const ORDINARY_PERSONALITIES: &[(&str, u64)] = &[
+    ("PER_LINUX", 0x0000),
+    ("PER_LINUX32", 0x0008),
+    ("UNAME26", 0x0002_0000),
+    ("PER_LINUX32 | UNAME26", 0x0002_0008),
+    ("query (0xffffffff)", 0xffff_ffff),
+];
 
 /// The set-id bits of a file mode (sys/stat.h). As root, the call's uid 0 is the host's root, so a
 /// file it leaves with S_ISUID in the workspace (the overlay's upper directory or the session's
@@ -108,6 +210,43 @@ const fn set_id(
         why,
     }
 }
+
+/// The two rows of a call that makes sockets (`socket`, `socketpair`: the family is argument 0,
+/// the protocol argument 2): a family outside SOCKET_FAMILIES, and AF_NETLINK with a protocol
+/// outside NETLINK_PROTOCOLS. The kernel creates a socket of the family (loading its module)
+/// before `socketpair` finds out the family has no pairs, so both calls need both rows.
+const fn socket_rows(name: &'static str, x86_64: i64, aarch64: i64) -> [SyscallRule; 2] {
+    [
+        SyscallRule {
+            name,
+            x86_64,
+            aarch64,
+            action: RuleAction::Eafnosupport,
+            args: ArgMatch::NoneOf32 {
+                arg: 0,
+                allowed: SOCKET_FAMILIES,
+            },
+            why: "a socket family outside SOCKET_FAMILIES: AF_VSOCK reaches the hypervisor \
+                  around the network namespace; the rest are kernel code with no use to a call",
+        },
+        SyscallRule {
+            name,
+            x86_64,
+            aarch64,
+            action: RuleAction::Eprotonosupport,
+            args: ArgMatch::EqualsThenNoneOf32 {
+                arg: 0,
+                value: AF_NETLINK,
+                then_arg: 2,
+                allowed: NETLINK_PROTOCOLS,
+            },
+            why: "a netlink protocol other than NETLINK_ROUTE (see NETLINK_PROTOCOLS)",
+        },
+    ]
+}
+
+const SOCKET: [SyscallRule; 2] = socket_rows("socket", 41, 198);
+const SOCKETPAIR: [SyscallRule; 2] = socket_rows("socketpair", 53, 199);
 
 const fn kill(name: &'static str, x86_64: i64, aarch64: i64, why: &'static str) -> SyscallRule {
     SyscallRule {
@@ -296,9 +435,36 @@ pub const RULES: &[SyscallRule] = &[
         action: RuleAction::Eperm,
         args: ArgMatch::Equals32 {
             arg: 1,
-            values: TERMINAL_INJECTION,
+            values: TERMINAL_IOCTLS,
         },
-        why: "TIOCSTI types into a terminal's input queue; TIOCLINUX reaches the console",
+        why: "TIOCSTI types into a terminal's input queue, TIOCLINUX reaches the console, \
+              TIOCSETD attaches a line discipline (see TERMINAL_IOCTLS)",
+    },
+    SOCKET[0],
+    SOCKET[1],
+    SOCKETPAIR[0],
+    SOCKETPAIR[1],
+    SyscallRule {
+        name: "personality",
+        x86_64: 135,
+        aarch64: 92,
+        action: RuleAction::Eperm,
+        args: ArgMatch::NoneOf32 {
+            arg: 0,
+            allowed: ORDINARY_PERSONALITIES,
+        },
+        why: "an execution domain outside ORDINARY_PERSONALITIES: READ_IMPLIES_EXEC, \
+              ADDR_NO_RANDOMIZE and the like weaken what the call executes next",
+    },
+    SyscallRule {
+        name: "name_to_handle_at",
+        x86_64: 303,
+        aarch64: 264,
+        action: RuleAction::Eperm,
+        args: ArgMatch::Any,
+        why: "hands out file handles (inode and generation numbers of host filesystems, the \
+              input of open_by_handle_at); EPERM, not a kill: systemd-style mount-point checks \
+              probe it and fall back on EPERM, as inside containers",
     },
     // Set-id bits (see SET_ID_BITS): every call that sets a file's mode, refused by its mode
     // argument only, so ordinary modes (0644, 0755, sticky directories) stay allowed.
@@ -387,13 +553,6 @@ impl Arch {
             _ => None,
         }
     }
-
-    fn target(self) -> TargetArch {
-        match self {
-            Arch::X86_64 => TargetArch::x86_64,
-            Arch::Aarch64 => TargetArch::aarch64,
-        }
-    }
 }
 
 impl SyscallRule {
@@ -404,223 +563,20 @@ impl SyscallRule {
             Arch::Aarch64 => self.aarch64,
         }
     }
-
-    fn seccomp_rules(&self) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
-        match self.args {
-            ArgMatch::Any => Ok(Vec::new()),
-            ArgMatch::AnyFlag { arg, flags } => flags
-                .iter()
-                .map(|(_, bit)| {
-                    let cond = SeccompCondition::new(
-                        arg,
-                        SeccompCmpArgLen::Qword,
-                        SeccompCmpOp::MaskedEq(*bit),
-                        *bit,
-                    )?;
-                    SeccompRule::new(vec![cond])
-                })
-                .collect(),
-            ArgMatch::Equals32 { arg, values } => values
-                .iter()
-                .map(|(_, v)| {
-                    let cond =
-                        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *v)?;
-                    SeccompRule::new(vec![cond])
-                })
-                .collect(),
-        }
-    }
 }
 
-/// Compiles [`RULES`] for `arch` into the BPF programs to install, in order.
-pub fn compile(arch: Arch) -> Result<Vec<BpfProgram>, String> {
-    let mut programs = Vec::new();
-    for (action, on_match) in [
-        (RuleAction::Kill, SeccompAction::KillProcess),
-        (RuleAction::Eperm, SeccompAction::Errno(libc::EPERM as u32)),
-        (
-            RuleAction::Enosys,
-            SeccompAction::Errno(libc::ENOSYS as u32),
-        ),
-    ] {
-        let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-        for rule in RULES
-            .iter()
-            .filter(|r| r.action == action && r.number(arch) != NOT_ON_ARCH)
-        {
-            let rules = rule
-                .seccomp_rules()
-                .map_err(|e| format!("rule `{}`: {e}", rule.name))?;
-            map.insert(rule.number(arch), rules);
-        }
-        let filter = SeccompFilter::new(map, SeccompAction::Allow, on_match, arch.target())
-            .map_err(|e| format!("{action:?} filter: {e}"))?;
-        programs.push(BpfProgram::try_from(filter).map_err(|e| format!("{action:?} filter: {e}"))?);
-    }
-    if arch == Arch::X86_64 {
-        programs.push(x32_kill_program());
-    }
-    Ok(programs)
-}
-
-/// Kills any x86_64 system call whose number has the x32 bit (0x4000_0000) set. Without this, the
-/// x32 entry point (when the kernel has CONFIG_X86_X32_ABI) reaches the same kernel functions under
-/// numbers the table does not list. seccompiler checks the audit arch but not this bit.
-fn x32_kill_program() -> BpfProgram {
-    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-    const RET_KILL_PROCESS: u32 = 0x8000_0000;
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    // struct seccomp_data { int nr; __u32 arch; ... }: nr at offset 0. seccompiler's own programs
-    // already kill a foreign audit arch, so this one only looks at the number.
-    vec![
-        sock_filter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        sock_filter {
-            code: JGE_K,
-            jt: 0,
-            jf: 1,
-            k: X32_SYSCALL_BIT,
-        },
-        sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_KILL_PROCESS,
-        },
-        sock_filter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ALLOW,
-        },
-    ]
-}
-
-/// Installs prepared programs on the calling thread. Requires no_new_privs (or CAP_SYS_ADMIN).
-/// Async-signal-safe: no allocation, only the seccomp system call per program.
-pub fn install(programs: &[BpfProgram]) -> Result<(), i32> {
-    for program in programs {
-        let Ok(len) = u16::try_from(program.len()) else {
-            return Err(libc::E2BIG);
-        };
-        let prog = libc::sock_fprog {
-            len,
-            filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
-        };
-        // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies the filter.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0,
-                &raw const prog,
-            )
-        };
-        if rc != 0 {
-            return Err(crate::sys::errno());
-        }
-    }
-    Ok(())
+/// What the table holds on `arch`: `N rules: A kill, B EPERM, …` (rows left out on that
+/// architecture not counted), as `chock doctor` prints it.
+pub fn summary(arch: Arch) -> String {
+    let rows = RULES.iter().filter(|r| r.number(arch) != NOT_ON_ARCH);
+    let per_action: Vec<String> = RuleAction::ALL
+        .iter()
+        .map(|a| (a, rows.clone().filter(|r| r.action == *a).count()))
+        .filter(|(_, n)| *n > 0)
+        .map(|(a, n)| format!("{n} {}", a.name()))
+        .collect();
+    format!("{} rules: {}", rows.count(), per_action.join(", "))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn x86_64_numbers_match_libc() {
-        for rule in RULES {
-            let expected = match rule.name {
-                "ptrace" => libc::SYS_ptrace,
-                "process_vm_readv" => libc::SYS_process_vm_readv,
-                "process_vm_writev" => libc::SYS_process_vm_writev,
-                "bpf" => libc::SYS_bpf,
-                "perf_event_open" => libc::SYS_perf_event_open,
-                "userfaultfd" => libc::SYS_userfaultfd,
-                "io_uring_setup" => libc::SYS_io_uring_setup,
-                "io_uring_enter" => libc::SYS_io_uring_enter,
-                "io_uring_register" => libc::SYS_io_uring_register,
-                "keyctl" => libc::SYS_keyctl,
-                "add_key" => libc::SYS_add_key,
-                "request_key" => libc::SYS_request_key,
-                "kexec_load" => libc::SYS_kexec_load,
-                "kexec_file_load" => libc::SYS_kexec_file_load,
-                "init_module" => libc::SYS_init_module,
-                "finit_module" => libc::SYS_finit_module,
-                "delete_module" => libc::SYS_delete_module,
-                "mount" => libc::SYS_mount,
-                "umount2" => libc::SYS_umount2,
-                "pivot_root" => libc::SYS_pivot_root,
-                "open_tree" => libc::SYS_open_tree,
-                "move_mount" => libc::SYS_move_mount,
-                "fsopen" => libc::SYS_fsopen,
-                "fsconfig" => libc::SYS_fsconfig,
-                "fsmount" => libc::SYS_fsmount,
-                "fspick" => libc::SYS_fspick,
-                "mount_setattr" => libc::SYS_mount_setattr,
-                "open_tree_attr" => 467,
-                "setns" => libc::SYS_setns,
-                "open_by_handle_at" => libc::SYS_open_by_handle_at,
-                "reboot" => libc::SYS_reboot,
-                "swapon" => libc::SYS_swapon,
-                "swapoff" => libc::SYS_swapoff,
-                "acct" => libc::SYS_acct,
-                "quotactl" => libc::SYS_quotactl,
-                "quotactl_fd" => libc::SYS_quotactl_fd,
-                "unshare" => libc::SYS_unshare,
-                "clone" => libc::SYS_clone,
-                "clone3" => libc::SYS_clone3,
-                "ioctl" => libc::SYS_ioctl,
-                "chmod" => libc::SYS_chmod,
-                "fchmod" => libc::SYS_fchmod,
-                "fchmodat" => libc::SYS_fchmodat,
-                "fchmodat2" => 452,
-                "open" => libc::SYS_open,
-                "openat" => libc::SYS_openat,
-                "creat" => libc::SYS_creat,
-                "mknod" => libc::SYS_mknod,
-                "mknodat" => libc::SYS_mknodat,
-                "openat2" => libc::SYS_openat2,
-                other => panic!("row `{other}` has no libc cross-check"),
-            };
-            assert_eq!(rule.x86_64, expected, "x86_64 number of {}", rule.name);
-        }
-    }
-
-    #[test]
-    fn shared_numbers_agree_across_arches() {
-        // From 403 up, asm-generic numbers are the same on every architecture.
-        for rule in RULES.iter().filter(|r| r.x86_64 >= 403 || r.aarch64 >= 403) {
-            assert_eq!(rule.x86_64, rule.aarch64, "{}", rule.name);
-        }
-    }
-
-    #[test]
-    fn rows_are_unique_and_explained() {
-        for arch in [Arch::X86_64, Arch::Aarch64] {
-            let mut seen = std::collections::HashSet::new();
-            for rule in RULES.iter().filter(|r| r.number(arch) != NOT_ON_ARCH) {
-                assert!(
-                    seen.insert(rule.number(arch)),
-                    "{} listed twice on {arch:?}",
-                    rule.name
-                );
-                assert!(!rule.why.is_empty());
-            }
-        }
-    }
-
-    #[test]
-    fn both_tables_compile() {
-        assert_eq!(compile(Arch::X86_64).unwrap().len(), 4);
-        assert_eq!(compile(Arch::Aarch64).unwrap().len(), 3);
-    }
-}
+mod tests;

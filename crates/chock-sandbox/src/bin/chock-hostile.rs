@@ -20,6 +20,10 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+// A crate root's modules sit beside it, so the bin's own directory is named explicitly.
+#[path = "chock-hostile/surface.rs"]
+mod surface;
+
 /// The act failed with an errno.
 const REFUSED: i32 = 0;
 /// The act went through: an escape.
@@ -106,6 +110,13 @@ fn main() {
         ["daemonize-keep-stdio", marker, delay_ms, _token] => daemonize(marker, delay_ms, true),
         ["tiocsti", fd, text] => tiocsti(fd, text),
         ["tty-session", fd] => tty_session(fd),
+        // Kernel surface the filter narrows by argument (src/bin/chock-hostile/surface.rs).
+        ["socket", family] => surface::socket(family),
+        ["socketpair", family] => surface::socketpair(family),
+        ["netlink", protocol] => surface::netlink(protocol),
+        ["tiocsetd"] => surface::tiocsetd(),
+        ["name-to-handle", path] => surface::name_to_handle(path),
+        ["personality", value] => surface::personality(value),
         _ => {
             eprintln!("usage: chock-hostile <act> [args]; see the source for the list of acts");
             USAGE

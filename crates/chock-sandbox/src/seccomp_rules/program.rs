@@ -1,0 +1,174 @@
+//! Turning the reviewed table into BPF programs, and installing them. The table itself, and every
+//! decision in it, is in `seccomp_rules.rs`.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+
+use super::{Arch, ArgMatch, NOT_ON_ARCH, RULES, RuleAction, SyscallRule};
+
+fn target(arch: Arch) -> TargetArch {
+    match arch {
+        Arch::X86_64 => TargetArch::x86_64,
+        Arch::Aarch64 => TargetArch::aarch64,
+    }
+}
+
+/// The seccompiler action of a row's answer.
+fn seccomp_action(action: RuleAction) -> SeccompAction {
+    let errno = |e: i32| SeccompAction::Errno(e.unsigned_abs());
+    match action {
+        RuleAction::Kill => SeccompAction::KillProcess,
+        RuleAction::Eperm => errno(libc::EPERM),
+        RuleAction::Enosys => errno(libc::ENOSYS),
+        RuleAction::Eafnosupport => errno(libc::EAFNOSUPPORT),
+        RuleAction::Eprotonosupport => errno(libc::EPROTONOSUPPORT),
+    }
+}
+
+/// The seccompiler rules of one row: any of them matching means the row matches.
+fn seccomp_rules(rule: &SyscallRule) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    match rule.args {
+        ArgMatch::Any => Ok(Vec::new()),
+        ArgMatch::AnyFlag { arg, flags } => flags
+            .iter()
+            .map(|(_, bit)| {
+                let cond = SeccompCondition::new(
+                    arg,
+                    SeccompCmpArgLen::Qword,
+                    SeccompCmpOp::MaskedEq(*bit),
+                    *bit,
+                )?;
+                SeccompRule::new(vec![cond])
+            })
+            .collect(),
+        ArgMatch::Equals32 { arg, values } => values
+            .iter()
+            .map(|(_, v)| SeccompRule::new(vec![dword(arg, SeccompCmpOp::Eq, *v)?]))
+            .collect(),
+        // One rule whose conditions must all hold: not the first allowed value, and not the
+        // second, and so on.
+        ArgMatch::NoneOf32 { arg, allowed } => Ok(vec![SeccompRule::new(
+            allowed
+                .iter()
+                .map(|(_, v)| dword(arg, SeccompCmpOp::Ne, *v))
+                .collect::<Result<_, _>>()?,
+        )?]),
+        ArgMatch::EqualsThenNoneOf32 {
+            arg,
+            value: (_, value),
+            then_arg,
+            allowed,
+        } => {
+            let mut conds = vec![dword(arg, SeccompCmpOp::Eq, value)?];
+            for (_, v) in allowed {
+                conds.push(dword(then_arg, SeccompCmpOp::Ne, *v)?);
+            }
+            Ok(vec![SeccompRule::new(conds)?])
+        }
+    }
+}
+
+/// A comparison of the low 32 bits of argument `arg`.
+fn dword(
+    arg: u8,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompCondition, seccompiler::BackendError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+}
+
+/// Compiles [`RULES`] for `arch` into the BPF programs to install, in order.
+pub fn compile(arch: Arch) -> Result<Vec<BpfProgram>, String> {
+    let mut programs = Vec::new();
+    for action in RuleAction::ALL {
+        let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+        for rule in RULES
+            .iter()
+            .filter(|r| r.action == action && r.number(arch) != NOT_ON_ARCH)
+        {
+            let rules = seccomp_rules(rule).map_err(|e| format!("rule `{}`: {e}", rule.name))?;
+            if map.insert(rule.number(arch), rules).is_some() {
+                return Err(format!("rule `{}` listed twice for {action:?}", rule.name));
+            }
+        }
+        let on_match = seccomp_action(action);
+        let filter = SeccompFilter::new(map, SeccompAction::Allow, on_match, target(arch))
+            .map_err(|e| format!("{action:?} filter: {e}"))?;
+        programs.push(BpfProgram::try_from(filter).map_err(|e| format!("{action:?} filter: {e}"))?);
+    }
+    if arch == Arch::X86_64 {
+        programs.push(x32_kill_program());
+    }
+    Ok(programs)
+}
+
+/// Kills any x86_64 system call whose number has the x32 bit (0x4000_0000) set. Without this, the
+/// x32 entry point (when the kernel has CONFIG_X86_X32_ABI) reaches the same kernel functions under
+/// numbers the table does not list. seccompiler checks the audit arch but not this bit.
+fn x32_kill_program() -> BpfProgram {
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    const RET_KILL_PROCESS: u32 = 0x8000_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    // struct seccomp_data { int nr; __u32 arch; ... }: nr at offset 0. seccompiler's own programs
+    // already kill a foreign audit arch, so this one only looks at the number.
+    vec![
+        sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        sock_filter {
+            code: JGE_K,
+            jt: 0,
+            jf: 1,
+            k: X32_SYSCALL_BIT,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_KILL_PROCESS,
+        },
+        sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ALLOW,
+        },
+    ]
+}
+
+/// Installs prepared programs on the calling thread. Requires no_new_privs (or CAP_SYS_ADMIN).
+/// Async-signal-safe: no allocation, only the seccomp system call per program.
+pub fn install(programs: &[BpfProgram]) -> Result<(), i32> {
+    for program in programs {
+        let Ok(len) = u16::try_from(program.len()) else {
+            return Err(libc::E2BIG);
+        };
+        let prog = libc::sock_fprog {
+            len,
+            filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+        };
+        // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies the filter.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &raw const prog,
+            )
+        };
+        if rc != 0 {
+            return Err(crate::sys::errno());
+        }
+    }
+    Ok(())
+}
