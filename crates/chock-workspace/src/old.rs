@@ -43,9 +43,10 @@ impl OldSide for LowerSide {
         match Entry::read_at(&dir, name, &shown)? {
             None => Ok(Old::Missing),
             Some(Entry::Dir) => match dir.child(name.as_ref()) {
-                Ok(sub) if !sub
-                    .is_empty()
-                    .map_err(|e| WorkspaceError::io("list", &shown, e))? =>
+                Ok(sub)
+                    if !sub
+                        .is_empty()
+                        .map_err(|e| WorkspaceError::io("list", &shown, e))? =>
                 {
                     Ok(Old::Tree)
                 }

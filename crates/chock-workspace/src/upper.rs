@@ -122,10 +122,7 @@ impl Scanner<'_> {
                         return Err(WorkspaceError::io("open", shown, e.into()));
                     }
                 }
-            } else if matches!(
-                child.meta.kind,
-                FileType::RegularFile | FileType::Symlink
-            ) {
+            } else if matches!(child.meta.kind, FileType::RegularFile | FileType::Symlink) {
                 self.leaf(dir, &child)?;
             }
             // A fifo, socket or device the session left (a dev server's socket, say) is not work
