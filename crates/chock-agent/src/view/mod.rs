@@ -159,10 +159,11 @@ impl WorkspaceView {
                     if links > MAX_LINKS {
                         return Err(ViewError::Loop(given.to_string()));
                     }
-                    let target = link_target(layer, &candidate).map_err(|source| ViewError::Io {
-                        path: given.to_string(),
-                        source,
-                    })?;
+                    let target =
+                        link_target(layer, &candidate).map_err(|source| ViewError::Io {
+                            path: given.to_string(),
+                            source,
+                        })?;
                     let base = if target.is_absolute() {
                         target
                             .strip_prefix(&self.project_path)
