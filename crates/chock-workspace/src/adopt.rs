@@ -46,10 +46,21 @@ pub struct AdoptCounts {
 }
 
 impl Workspace {
-    /// Lists what adopt would copy and checks that no destination exists yet.
+    /// Lists what adopt would copy and checks that no destination exists yet. A change to a path
+    /// that configures Chock is refused ([`WorkspaceError::ConfiguresChock`]): see
+    /// [`Workspace::plan_adopt_with`].
     pub fn plan_adopt(&self) -> Result<AdoptPlan> {
+        self.plan_adopt_with(&[])
+    }
+
+    /// [`Workspace::plan_adopt`], also taking the changes to Chock's own configuration whose paths
+    /// `include_policy` names (the person named them and the caller has them confirmed, as for
+    /// [`crate::ApplyOptions::include_policy`]): adopt copies into the project too, and a copied
+    /// policy file is one `cp` away from governing the next session.
+    pub fn plan_adopt_with(&self, include_policy: &[String]) -> Result<AdoptPlan> {
         let dest = self.project().join(ADOPTED_DIR).join(self.session());
         let diff = self.diff()?;
+        crate::apply::refuse_unnamed_sensitive(self.session(), diff.files.iter(), include_policy)?;
         let mut plan = AdoptPlan {
             dest: dest.clone(),
             copies: Vec::new(),

@@ -25,6 +25,21 @@ pub struct Selection {
     pub hunks: Vec<String>,
 }
 
+/// What an apply may take beyond the ordinary review; the default is nothing beyond it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// The digest of the reviewed selection (`chock diff`'s last line): the apply is refused with
+    /// [`WorkspaceError::DigestMismatch`] unless the selected changes still have it.
+    pub expect: Option<String>,
+    /// Paths of selected changes that configure Chock ([`crate::Sensitive`]) which the person named
+    /// and will confirm separately. A selected change to such a path that is not named here is
+    /// refused with [`WorkspaceError::ConfiguresChock`]; a name here that is no such path among the
+    /// selected changes is refused as an unknown selection. The confirmation is the caller's duty:
+    /// this crate cannot ask (the CLI asks at a terminal, and refuses with none; the agent's
+    /// in-session apply never names any).
+    pub include_policy: Vec<String>,
+}
+
 /// A checked apply or undo, not yet written.
 #[derive(Debug, Clone)]
 pub struct ApplyPlan {
@@ -71,6 +86,16 @@ impl ApplyPlan {
             crate::render::RenderMode::Stat,
             false,
         )
+    }
+
+    /// The writes to paths that configure Chock (see [`crate::Sensitive`]): what a person must
+    /// confirm, one by one, before [`ApplyPlan::commit`]. Empty unless
+    /// [`ApplyOptions::include_policy`] named them (an undo restores what an earlier apply found).
+    pub fn sensitive_ops(&self) -> Vec<(&Op, crate::Sensitive)> {
+        self.ops
+            .iter()
+            .filter_map(|op| crate::diff::sensitive_path(&op.path).map(|s| (op, s)))
+            .collect()
     }
 
     /// SHA-256 over the touched paths as they are now.
@@ -237,6 +262,25 @@ impl Workspace {
         selection: &Selection,
         expect: Option<&str>,
     ) -> Result<ApplyPlan> {
+        self.plan_apply_with(
+            selection,
+            &ApplyOptions {
+                expect: expect.map(str::to_string),
+                include_policy: Vec::new(),
+            },
+        )
+    }
+
+    /// [`Workspace::plan_apply`] with [`ApplyOptions`]: pinned to a reviewed digest, and taking
+    /// the changes to Chock's own configuration the person named. Checked in this order, each
+    /// before anything is decided, logged or written: the selection, the digest, the paths that
+    /// configure Chock, then the project under every change.
+    pub fn plan_apply_with(
+        &self,
+        selection: &Selection,
+        options: &ApplyOptions,
+    ) -> Result<ApplyPlan> {
+        let expect = options.expect.as_deref();
         let Backing::Git { ref_name, .. } = self.backing() else {
             return Err(WorkspaceError::WrongBacking(format!(
                 "session {} has an overlay workspace (the project has no git), so there is no base to \
@@ -262,6 +306,11 @@ impl Workspace {
                 actual: digest,
             });
         }
+        refuse_unnamed_sensitive(
+            self.session(),
+            picked.iter().map(|p| p.file),
+            &options.include_policy,
+        )?;
         let hunk_ids: BTreeSet<&str> = selection.hunks.iter().map(String::as_str).collect();
         let project = self.project().to_path_buf();
         let mut plan = Plan::default();
@@ -313,6 +362,36 @@ impl Workspace {
             Backing::Git { top, .. } => top.clone(),
             Backing::Overlay => self.project().to_path_buf(),
         }
+    }
+}
+
+/// Refuses `files` (the selected changes) if one touches a path that configures Chock and
+/// `named` does not name it ([`WorkspaceError::ConfiguresChock`], naming every such path), or if
+/// `named` holds a name that is no such path among them ([`WorkspaceError::UnknownSelection`]).
+/// Names are exact paths, never file ids: an id is a short hash of a path the agent chose.
+pub(crate) fn refuse_unnamed_sensitive<'a>(
+    session: &str,
+    files: impl Iterator<Item = &'a FileChange>,
+    named: &[String],
+) -> Result<()> {
+    let touched: BTreeSet<&str> = files
+        .flat_map(|f| f.sensitive_paths().into_iter().map(|(p, _)| p))
+        .collect();
+    let named: BTreeSet<&str> = named.iter().map(|n| n.trim_end_matches('/')).collect();
+    if let Some(stray) = named.difference(&touched).next() {
+        return Err(WorkspaceError::UnknownSelection {
+            kind: "policy file (--include-policy)",
+            name: stray.to_string(),
+        });
+    }
+    let unnamed: Vec<String> = touched.difference(&named).map(|p| p.to_string()).collect();
+    if unnamed.is_empty() {
+        Ok(())
+    } else {
+        Err(WorkspaceError::ConfiguresChock {
+            session: session.to_string(),
+            paths: unnamed,
+        })
     }
 }
 

@@ -30,6 +30,39 @@ impl Status {
     }
 }
 
+/// Why a change needs more than the ordinary review to land: it configures Chock itself, so the
+/// session that made it would decide what the next session may do. Such a change is marked in
+/// `chock diff` and never written by an apply or adopt unless the person names its path and
+/// confirms it separately (see [`crate::ApplyOptions::include_policy`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Sensitive {
+    /// A Chock policy table: `chock.toml` at the top of the project or in any subdirectory (a
+    /// session started in that directory, or with `--project` naming it, obeys it).
+    PolicyFile,
+}
+
+impl Sensitive {
+    /// What the change is, for a banner or a question.
+    pub fn what(self) -> &'static str {
+        match self {
+            Sensitive::PolicyFile => "Chock's own policy",
+        }
+    }
+}
+
+/// Whether the project path `rel` configures Chock, and how. This is the one place that knows
+/// which paths of a project Chock reads as its own configuration: today only the policy table's
+/// name (`chock_policy::PROJECT_FILE`), at any depth, compared without regard to ASCII case (a
+/// case-folding directory would read `Chock.TOML` as `chock.toml`). Chock reads nothing else from
+/// a project directory (its configuration and keys live under the user's own directories); a new
+/// such path must be added here.
+pub fn sensitive_path(rel: &str) -> Option<Sensitive> {
+    let name = rel.trim_end_matches('/').rsplit('/').next()?;
+    name.eq_ignore_ascii_case(chock_policy::PROJECT_FILE)
+        .then_some(Sensitive::PolicyFile)
+}
+
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChange {
@@ -92,6 +125,20 @@ impl FileChange {
             }
             _ => None,
         }
+    }
+
+    /// Every path of this change that configures Chock ([`sensitive_path`]): the path, and for a
+    /// rename also the path it leaves (removing a policy file changes the policy too).
+    pub fn sensitive_paths(&self) -> Vec<(&str, Sensitive)> {
+        std::iter::once(self.path.as_str())
+            .chain(self.old_path.as_deref())
+            .filter_map(|p| sensitive_path(p).map(|s| (p, s)))
+            .collect()
+    }
+
+    /// Whether this change configures Chock (see [`Sensitive`]).
+    pub fn sensitive(&self) -> Option<Sensitive> {
+        self.sensitive_paths().first().map(|(_, s)| *s)
     }
 
     /// Whether the content changes as lines (so hunks can be picked one by one).

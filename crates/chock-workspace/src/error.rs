@@ -61,6 +61,22 @@ pub enum WorkspaceError {
         expected: String,
         actual: String,
     },
+    /// The selected changes touch a path that configures Chock ([`crate::Sensitive`]: its policy
+    /// for the next session), and the person did not name it: nothing was written. Such a change
+    /// lands only when named (`--include-policy PATH`) and confirmed separately.
+    #[error(
+        "refused, nothing was written: session {session} changes {}, Chock's own policy for the \
+         next session; review it with `chock diff {session}`, then either take it by naming it \
+         ({}) and confirming it at a terminal, or leave it out by selecting the other changes \
+         with --file",
+        escaped(paths).join(", "),
+        escaped(paths).iter().map(|p| format!("--include-policy {p}")).collect::<Vec<_>>().join(" ")
+    )]
+    ConfiguresChock {
+        session: String,
+        /// The paths (relative to the project) that were not named.
+        paths: Vec<String>,
+    },
     /// `adopt` would overwrite something: nothing was written.
     #[error("refused, nothing was written: {} already exists", .0.display())]
     WouldOverwrite(PathBuf),
@@ -87,6 +103,11 @@ impl WorkspaceError {
             reason: reason.to_string(),
         }
     }
+}
+
+/// Paths as a message shows them: control characters spelled out, so a name cannot forge a line.
+fn escaped(paths: &[String]) -> Vec<String> {
+    paths.iter().map(|p| p.escape_debug().to_string()).collect()
 }
 
 /// Short alias used throughout the crate.

@@ -28,15 +28,15 @@ mod workspace;
 mod write;
 
 pub use adopt::{ADOPTED_DIR, AdoptCounts, AdoptPlan};
-pub use apply::{ApplyPlan, Selection};
-pub use diff::{Diff, FileChange, Status, file_id};
+pub use apply::{ApplyOptions, ApplyPlan, Selection};
+pub use diff::{Diff, FileChange, Sensitive, Status, file_id, sensitive_path};
 pub use entry::Entry;
 pub use error::WorkspaceError;
 pub use hunks::{Hunk, HunkLine};
 pub use manage::{Listed, list, remove};
 pub use meta::{Backing, Meta};
 pub use record::{ApplyRecord, session_of as session_dir_of_apply};
-pub use render::{RenderMode, render};
+pub use render::{RenderMode, render, render_content};
 pub use undo::plan_undo;
 pub use workspace::Workspace;
 pub use write::Op;

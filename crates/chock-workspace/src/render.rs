@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::diff::{Diff, FileChange, Status};
+use crate::diff::{Diff, FileChange, Sensitive, Status};
 use crate::entry::Entry;
 use crate::hunks::split_lines;
 
@@ -80,9 +80,14 @@ fn stat(out: &mut String, diff: &Diff) {
                 "-".repeat(d.min(40))
             )
         };
+        let mark = if f.sensitive().is_some() {
+            "  !! Chock's own policy"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            " {} {} {:width$} | {what}",
+            " {} {} {:width$} | {what}{mark}",
             f.id,
             f.status().letter(),
             display_path(f)
@@ -108,6 +113,10 @@ fn display_path(f: &FileChange) -> String {
 fn patch(out: &mut String, f: &FileChange, colour: bool) {
     let head = format!("file {} {} {}", f.id, f.status().letter(), display_path(f));
     let _ = writeln!(out, "{}", paint(colour, BOLD, &head));
+    for (path, what) in f.sensitive_paths() {
+        let banner = sensitive_banner(path, what);
+        let _ = writeln!(out, "{}", paint(colour, &format!("{BOLD}{RED}"), &banner));
+    }
     let old_name = visible(f.old_path.as_deref().unwrap_or(&f.path));
     if let Some(from) = &f.old_path {
         let _ = writeln!(
@@ -164,6 +173,52 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
         }
         (old, new) => whole_side(out, f, old.as_ref(), new.as_ref(), colour),
     }
+}
+
+/// The line `chock diff` prints under the file line of a change to `path`, which configures Chock:
+/// what it is, whose sessions it governs, and that an apply takes it only when named.
+fn sensitive_banner(path: &str, what: Sensitive) -> String {
+    let dir = match path.rsplit_once('/') {
+        Some((dir, _)) => format!("{}/", visible(dir)),
+        None => "the project".to_string(),
+    };
+    format!(
+        "!! {}: this changes {} for the next session started in {dir}; chock apply will not write it \
+         without --include-policy {} and a yes at a terminal",
+        visible(path),
+        what.what(),
+        visible(path)
+    )
+}
+
+/// An entry's whole new content as a question shows it before it lands: every line indented
+/// under `    | ` with control characters spelled out as the diff does (a carriage return or an
+/// escape sequence cannot hide a line), a missing final newline said, a deletion, symlink or
+/// directory named. For confirming a change that configures Chock, which is shown in full.
+pub fn render_content(entry: Option<&Entry>) -> String {
+    let mut out = String::new();
+    match entry {
+        None => out.push_str("    (deleted)\n"),
+        Some(Entry::Dir) => out.push_str("    (a directory)\n"),
+        Some(Entry::Symlink { target: t }) => {
+            let _ = writeln!(out, "    (a symlink to {})", target(t));
+        }
+        Some(Entry::File { data, .. }) if data.is_empty() => out.push_str("    (empty)\n"),
+        Some(Entry::File { data, .. }) => {
+            for line in split_lines(data) {
+                let text = String::from_utf8_lossy(line);
+                let (body, newline) = match text.strip_suffix('\n') {
+                    Some(body) => (body, true),
+                    None => (text.as_ref(), false),
+                };
+                let _ = writeln!(out, "    | {}", visible(body));
+                if !newline {
+                    let _ = writeln!(out, "    \\ No newline at end of file");
+                }
+            }
+        }
+    }
+    out
 }
 
 /// An added, deleted or retyped entry shown whole.

@@ -71,3 +71,29 @@ fn a_confined_call_writes_the_overlay_and_the_host_reads_it_back() {
     assert_eq!(env.read("d/y"), "y\n");
     assert!(!env.exists("gone.txt") && !env.exists("d/x"));
 }
+
+#[test]
+fn a_confined_command_can_create_the_missing_policy_file_and_no_apply_takes_it_unnamed() {
+    // No chock.toml in the project: nothing is bound at that path, so the command can make one.
+    let env = Env::git(&[("a.txt", "one\n")]);
+    let ws = env.workspace("sbpol");
+    confined(
+        &ws,
+        &env.project,
+        "printf '[[rule]]\\naction = \"net.connect.*\"\\ndecision = \"allow\"\\n' > chock.toml",
+    );
+    let diff = ws.diff().unwrap();
+    let file = diff
+        .file("chock.toml")
+        .expect("the command wrote a policy file");
+    assert_eq!(
+        file.sensitive(),
+        Some(chock_workspace::Sensitive::PolicyFile)
+    );
+    let err = ws.plan_apply(&Selection::default()).unwrap_err();
+    assert!(
+        matches!(err, chock_workspace::WorkspaceError::ConfiguresChock { ref paths, .. } if paths == &["chock.toml"]),
+        "{err}"
+    );
+    assert!(!env.exists("chock.toml"), "nothing reached the project");
+}
