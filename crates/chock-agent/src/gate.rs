@@ -5,9 +5,9 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use chock_broker::{AllowScope, Gate, GateAnswer, GateFuture, is_exact_rule};
+use chock_broker::{AllowScope, Gate, GateAnswer, GateFuture, scope_of};
 use chock_log::{EventKind, Log, LogError};
-use chock_policy::{Action, DecidedBy, Decision, Policy};
+use chock_policy::{Action, Decision, Policy};
 use serde_json::json;
 
 use crate::approval::{
@@ -24,7 +24,8 @@ pub struct Settled {
     pub decision: Decision,
     /// Which rule said it (DecidedBy's Display), and who answered if anyone was asked.
     pub decided_by: String,
-    /// Whether an exact rule allowed it (for the network broker's address rules).
+    /// Whether the deciding row reaches exactly-named hosts on private addresses too
+    /// ([`chock_broker::scope_of`] is `ExactHost`), for the network broker's address rules.
     pub exact_rule: bool,
     /// The refusal in words the model can read (empty when allowed).
     pub refusal: String,
@@ -143,12 +144,8 @@ impl Decider {
                 });
             }
         };
-        let exact_rule = match &verdict.decided_by {
-            DecidedBy::Project { pattern, .. } | DecidedBy::Org { pattern, .. } => {
-                is_exact_rule(pattern, action)
-            }
-            _ => false,
-        };
+        // The reach of the row, whoever then answers: chock-broker's one rule for every door.
+        let exact_rule = scope_of(&verdict, action) == AllowScope::ExactHost;
         self.answer(
             call_id,
             action,

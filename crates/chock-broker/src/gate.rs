@@ -16,8 +16,9 @@ pub type GateFuture<'a> = Pin<Box<dyn Future<Output = GateAnswer> + Send + 'a>>;
 
 /// How far an allow reaches, which decides the address rules ([`crate::AddressPolicy`]).
 ///
-/// Only a table rule that names the host exactly (no wildcard; the rule's pattern equals the action)
-/// is [`AllowScope::ExactHost`]. An approval by a person, a reviewer model, or any wildcard rule is
+/// Only a project or org rule that names the host exactly (no wildcard; the rule's pattern equals the
+/// action) is [`AllowScope::ExactHost`] ([`scope_of`] decides it). Any wildcard rule, a ratchet row or
+/// a shipped default, and an approval of an act such a row put to a question, is
 /// [`AllowScope::Pattern`]: it reaches public addresses only, so approving `evil.example` can never
 /// reach a service on the operator's own network that the name was pointed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -62,9 +63,9 @@ pub trait Gate: Send + Sync {
     fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a>;
 }
 
-/// Whether a rule pattern names `action` exactly: no wildcard and the same text. This is how a
-/// table-backed gate tells [`AllowScope::ExactHost`] from [`AllowScope::Pattern`].
-pub fn is_exact_rule(pattern: &str, action: &Action) -> bool {
+/// Whether a rule pattern names `action` exactly: no wildcard and the same text. Only [`scope_of`]
+/// reads this: whether a row may reach loopback and private addresses also depends on who wrote it.
+fn is_exact_rule(pattern: &str, action: &Action) -> bool {
     !pattern
         .split('.')
         .any(|label| label == "*" || label.contains('*'))
@@ -102,13 +103,17 @@ impl RuleGate {
         for (pattern, allow) in &self.rows {
             if pattern_matches(pattern, action) {
                 return if *allow {
-                    let scope = if is_exact_rule(pattern, action) {
-                        AllowScope::ExactHost
-                    } else {
-                        AllowScope::Pattern
+                    // The caller's rows stand for the operator's own table, as a project row does.
+                    let row = Verdict {
+                        decision: Decision::Allow,
+                        decided_by: DecidedBy::Project {
+                            file: "RuleGate".into(),
+                            line: 0,
+                            pattern: pattern.clone(),
+                        },
                     };
                     GateAnswer::Allow {
-                        scope,
+                        scope: scope_of(&row, action),
                         decided_by: format!("rule `{pattern}`"),
                     }
                 } else {
@@ -138,16 +143,25 @@ impl Gate for RuleGate {
     }
 }
 
-/// How far a table verdict's allow reaches: [`AllowScope::ExactHost`] only when the deciding rule's
-/// pattern names `action` exactly. The agent's approval broker uses this for table allows; an answer by
-/// a person or a reviewer is always [`AllowScope::Pattern`].
+/// How far an allow decided by `verdict`'s row reaches, for every door (the table gates, the agent's
+/// approval broker, a command's asked connections): [`AllowScope::ExactHost`] only when the row was
+/// written by the project (`chock.toml`) or the organisation (the org bundle) and its pattern names
+/// `action` exactly. Every other row is [`AllowScope::Pattern`], even one naming the host exactly:
+///
+/// - a **ratchet** row is the agent's own narrowing (`restrict_self`). Narrowing a wildcard `ask` to
+///   an exact `agent_review` is legal, so if it counted, the agent could pick which host an approval
+///   reaches loopback and private addresses on;
+/// - a **shipped default** is nobody's statement about this operator's network;
+/// - no row at all is `ask`, and an approval of it is an approval of a name, nothing more.
+///
+/// An answer by a person or a reviewer does not widen this: it allows the act, with the reach of the
+/// row that put it to them.
 pub fn scope_of(verdict: &Verdict, action: &Action) -> AllowScope {
     let pattern = match &verdict.decided_by {
-        DecidedBy::Project { pattern, .. }
-        | DecidedBy::Org { pattern, .. }
-        | DecidedBy::Ratchet { pattern }
-        | DecidedBy::ShippedDefault { pattern, .. } => pattern.as_str(),
-        DecidedBy::NoRule => return AllowScope::Pattern,
+        DecidedBy::Project { pattern, .. } | DecidedBy::Org { pattern, .. } => pattern.as_str(),
+        DecidedBy::Ratchet { .. } | DecidedBy::ShippedDefault { .. } | DecidedBy::NoRule => {
+            return AllowScope::Pattern;
+        }
     };
     if is_exact_rule(pattern, action) {
         AllowScope::ExactHost

@@ -33,8 +33,7 @@ pub use error::BrokerError;
 pub use events::Door;
 pub use fetch::{FetchLimits, FetchedPage};
 pub use gate::{
-    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, commands_may_connect,
-    is_exact_rule, scope_of,
+    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, commands_may_connect, scope_of,
 };
 pub use html::{decode_entities, html_to_text};
 pub use proxy::ProxyHandle;

@@ -89,3 +89,46 @@ fn a_live_gate_sees_the_ratchet_narrow() {
         .expect("narrow");
     assert!(matches!(gate.answer(&action), GateAnswer::Refuse { .. }));
 }
+
+/// Only a row the project or the organisation wrote may reach an exactly-named host on loopback or a
+/// private address. Under a wildcard `ask`, the agent may legally narrow its own host to an exact
+/// `agent_review` (a ratchet row); approving that act must still reach public addresses only.
+#[test]
+fn only_a_project_or_org_row_naming_the_host_gives_exact_host_reach() {
+    use chock_broker::scope_of;
+    use chock_policy::Decision;
+    let action = Action::net_connect("site.test", 443).expect("action");
+    let mut wildcard =
+        (*policy("[[rule]]\naction = \"net.connect.*\"\ndecision = \"ask\"\n")).clone();
+    assert_eq!(
+        scope_of(&wildcard.decide(&action), &action),
+        AllowScope::Pattern
+    );
+    wildcard
+        .restrict("net.connect.test.site.443", Decision::AgentReview)
+        .expect("a legal narrowing");
+    let narrowed = wildcard.decide(&action);
+    assert!(
+        matches!(narrowed.decided_by, chock_policy::DecidedBy::Ratchet { .. }),
+        "{narrowed:?}"
+    );
+    assert_eq!(narrowed.decision, Decision::AgentReview);
+    assert_eq!(scope_of(&narrowed, &action), AllowScope::Pattern);
+
+    let exact = policy("[[rule]]\naction = \"net.connect.test.site.443\"\ndecision = \"ask\"\n");
+    assert_eq!(
+        scope_of(&exact.decide(&action), &action),
+        AllowScope::ExactHost
+    );
+    // A shipped default naming its act exactly is nobody's word about this network either.
+    let search = Action::parse("web.search").expect("action");
+    let shipped = policy("").decide(&search);
+    assert!(
+        matches!(
+            shipped.decided_by,
+            chock_policy::DecidedBy::ShippedDefault { .. }
+        ),
+        "{shipped:?}"
+    );
+    assert_eq!(scope_of(&shipped, &search), AllowScope::Pattern);
+}

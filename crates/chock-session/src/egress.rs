@@ -135,8 +135,10 @@ impl AskingGate {
             return GateAnswer::refuse(format!("the answer could not be logged: {e}"));
         }
         match answer {
-            // The reach follows the row that was asked: a row naming the host exactly may reach it on
-            // a private address once approved; a wildcard row reaches public addresses only.
+            // The reach follows the row that was asked (`scope_of`, the one rule for every door): a
+            // project or org row naming the host exactly may reach it on a private address once
+            // approved; a wildcard row, the agent's own ratchet row or a shipped default reaches
+            // public addresses only.
             GateAnswer::Allow { decided_by, .. } => GateAnswer::Allow {
                 scope: scope_of(&verdict, action),
                 decided_by: format!(

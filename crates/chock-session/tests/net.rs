@@ -209,13 +209,35 @@ impl Gate for FakeAnswerer {
 fn curl_under_ask(
     answerer: Option<bool>,
 ) -> (String, Vec<(String, serde_json::Value)>, NetworkPlan) {
+    curl_asked_under(answerer, |port| {
+        (
+            format!("[[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"ask\"\n"),
+            None,
+        )
+    })
+}
+
+/// As [`curl_under_ask`], under the table `rows(port)` gives, with its ratchet row (if any) added
+/// to the session's policy before the call, as the agent's `restrict_self` would.
+fn curl_asked_under(
+    answerer: Option<bool>,
+    rows: impl Fn(u16) -> (String, Option<(String, chock_policy::Decision)>),
+) -> (String, Vec<(String, serde_json::Value)>, NetworkPlan) {
     let port = http_server("asked body");
     let (project, sessions) = (
         tempfile::tempdir().expect("dir"),
         tempfile::tempdir().expect("dir"),
     );
-    let rule = format!("[[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"ask\"\n");
+    let (rule, ratchet) = rows(port);
     let session = session(project.path(), sessions.path(), &rule);
+    if let Some((pattern, decision)) = ratchet {
+        session
+            .shared_policy()
+            .write()
+            .expect("policy lock")
+            .restrict(&pattern, decision)
+            .expect("a legal narrowing");
+    }
     let options = CallOptions {
         egress_asker: answerer.map(|yes| EgressAsker(Arc::new(FakeAnswerer { yes }))),
         ..CallOptions::default()
@@ -319,4 +341,47 @@ fn an_asked_connection_with_nobody_to_ask_gets_no_proxy_and_is_refused() {
     );
     assert_eq!(position(&events, |k, _| k == "approval.ask"), None);
     assert_eq!(position(&events, |k, _| k.starts_with("net.")), None);
+}
+
+/// Hole 3 of issue 9: under a wildcard `ask`, the agent narrows its own host to an exact
+/// `agent_review` (its ratchet) and the act is approved. The approval reaches public addresses only,
+/// so the loopback server is refused at the address check, not reached.
+#[test]
+fn an_approval_through_the_agents_own_exact_ratchet_row_does_not_reach_loopback() {
+    if !Path::new("/usr/bin/curl").exists() {
+        eprintln!("skipped: curl is not installed (CI installs it)");
+        return;
+    }
+    let (stdout, events, network) = curl_asked_under(Some(true), |port| {
+        (
+            "[[rule]]\naction = \"net.connect.*\"\ndecision = \"ask\"\n".to_owned(),
+            Some((
+                format!("net.connect.1.0.0.127.{port}"),
+                chock_policy::Decision::AgentReview,
+            )),
+        )
+    });
+    assert_eq!(network, NetworkPlan::Proxy { port: PROXY_PORT });
+    assert!(
+        !stdout.contains("asked body") && !stdout.contains(" plain=0"),
+        "{stdout}\n{events:?}"
+    );
+    let asked = position(&events, |k, d| {
+        k == "approval.ask" && d["decision"] == "agent_review"
+    })
+    .expect("the ratchet row put it to the asker");
+    let gate = position(&events, |k, d| {
+        k == "net.decision" && d["stage"] == "gate" && d["decision"] == "allow"
+    })
+    .expect("the approval allowed the act");
+    let refused = position(&events, |k, d| {
+        k == "net.decision" && d["stage"] == "address" && d["decision"] == "refuse"
+    })
+    .expect("the loopback address was refused");
+    assert!(asked < gate && gate < refused, "{events:?}");
+    assert_eq!(
+        position(&events, |k, d| k == "net.connect" && d["phase"] == "open"),
+        None,
+        "{events:?}"
+    );
 }
