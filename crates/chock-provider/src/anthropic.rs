@@ -8,7 +8,9 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Message, Request, Response, Role, StopReason, StreamEvent, Usage};
-use crate::wire_json::{decode_error, ended_before, event_json, parse_input, text_of};
+use crate::wire_json::{
+    EventData, NAME_CHARS, QUOTE_CHARS, clip, ended_before, parse_input, text_of,
+};
 use crate::{Provider, ProviderFuture};
 
 /// The `anthropic-version` header value.
@@ -218,12 +220,6 @@ impl MessagesDecoder {
         }
     }
 
-    fn index(&self, data: &Value, event: &str) -> Result<u64, ProviderError> {
-        data.get("index")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| decode_error(&self.provider, event, "no `index`"))
-    }
-
     fn apply_usage(&mut self, usage: &Value) {
         let field = |key: &str| usage.get(key).and_then(Value::as_u64);
         // message_delta counts are cumulative: each present field replaces, none adds.
@@ -244,7 +240,8 @@ impl MessagesDecoder {
 
 impl Decoder for MessagesDecoder {
     fn event(&mut self, event: SseEvent, on_event: &mut OnEvent<'_>) -> Result<(), ProviderError> {
-        let data = event_json(&self.provider, &event)?;
+        let parsed = EventData::parse(&self.provider, &event)?;
+        let data = &parsed.json;
         let kind = data
             .get("type")
             .and_then(Value::as_str)
@@ -252,7 +249,7 @@ impl Decoder for MessagesDecoder {
             .to_owned();
         match kind.as_str() {
             "message_start" => {
-                let message = &data["message"];
+                let message = parsed.object(&self.provider, "message")?;
                 self.id = message.get("id").and_then(Value::as_str).map(str::to_owned);
                 text_of(message, "model").clone_into(&mut self.model);
                 if let Some(usage) = message.get("usage") {
@@ -260,8 +257,9 @@ impl Decoder for MessagesDecoder {
                 }
             }
             "content_block_start" => {
-                let index = self.index(&data, &kind)?;
-                let block = &data["content_block"];
+                let index = parsed.index(&self.provider, "index")?;
+                // Without the block's type its deltas could not be kept: a reply would lose text or a call.
+                let block = parsed.object(&self.provider, "content_block")?;
                 let partial = match text_of(block, "type") {
                     "text" => {
                         let text = text_of(block, "text").to_owned();
@@ -298,13 +296,12 @@ impl Decoder for MessagesDecoder {
                 self.blocks.insert(index, partial);
             }
             "content_block_delta" => {
-                let index = self.index(&data, &kind)?;
-                let delta = &data["delta"];
+                let index = parsed.index(&self.provider, "index")?;
+                let delta = parsed.object(&self.provider, "delta")?;
                 let Some(partial) = self.blocks.get_mut(&index) else {
-                    return Err(decode_error(
+                    return Err(parsed.malformed(
                         &self.provider,
-                        &kind,
-                        format!("delta for block {index}, which never started"),
+                        format!("a delta for block {index}, which never started"),
                     ));
                 };
                 match (text_of(delta, "type"), partial) {
@@ -338,10 +335,10 @@ impl Decoder for MessagesDecoder {
             }
             "message_stop" => self.done = true,
             "error" => {
-                let error = data.get("error").unwrap_or(&data);
+                let error = data.get("error").unwrap_or(data);
                 let (kind, message) = (
-                    text_of(error, "type").to_owned(),
-                    text_of(error, "message").to_owned(),
+                    clip(text_of(error, "type"), NAME_CHARS),
+                    clip(text_of(error, "message"), QUOTE_CHARS),
                 );
                 return Err(if kind == "overloaded_error" {
                     ProviderError::Overloaded {

@@ -13,7 +13,9 @@ use crate::error::ProviderError;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Request, Response, Role, StopReason, StreamEvent, Usage};
-use crate::wire_json::{arguments_text, ended_before, event_json, parse_input};
+use crate::wire_json::{
+    EventData, NAME_CHARS, QUOTE_CHARS, arguments_text, clip, ended_before, parse_input,
+};
 use crate::{Provider, ProviderFuture};
 
 /// The Chat Completions client.
@@ -245,15 +247,45 @@ impl Decoder for ChatDecoder {
             self.done = true;
             return Ok(());
         }
-        let chunk = event_json(&self.provider, &event)?;
+        let parsed = EventData::parse(&self.provider, &event)?;
+        let chunk = &parsed.json;
         if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
             let (kind, message) =
                 crate::transport::error_fields(&json!({ "error": error }).to_string());
             return Err(ProviderError::Api {
                 provider: self.provider.clone(),
-                kind: kind.unwrap_or_else(|| "error".to_owned()),
-                message: message.unwrap_or_else(|| error.to_string()),
+                kind: clip(kind.as_deref().unwrap_or("error"), NAME_CHARS),
+                message: clip(&message.unwrap_or_else(|| error.to_string()), QUOTE_CHARS),
             });
+        }
+        // Servers differ in what a chunk carries, never in its skeleton: `choices` is a list of objects
+        // whose `delta` is an object with a list of `tool_calls`. A chunk not built so is corrupt.
+        let shaped = |value: Option<&Value>, shape: fn(&Value) -> bool| {
+            value.is_none_or(|v| v.is_null() || shape(v))
+        };
+        let choices = chunk.get("choices");
+        let well_formed = shaped(choices, Value::is_array)
+            && choices
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .all(|choice| {
+                    choice.is_object()
+                        && shaped(choice.get("delta"), Value::is_object)
+                        && shaped(
+                            choice.get("delta").and_then(|d| d.get("tool_calls")),
+                            |calls| {
+                                calls
+                                    .as_array()
+                                    .is_some_and(|c| c.iter().all(Value::is_object))
+                            },
+                        )
+                });
+        if !well_formed {
+            return Err(parsed.malformed(
+                &self.provider,
+                "not a chunk (`choices`, `delta` or `tool_calls` of the wrong type)",
+            ));
         }
         if self.id.is_none() {
             self.id = chunk.get("id").and_then(Value::as_str).map(str::to_owned);

@@ -1,6 +1,7 @@
 //! What can go wrong talking to a model.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// A failed model call. `Display` says what failed and, where it helps, what to do.
 #[derive(Debug, thiserror::Error)]
@@ -28,15 +29,17 @@ pub enum ProviderError {
         /// The provider's message.
         message: String,
     },
-    /// The stream ended or broke before the reply was complete.
-    #[error("{provider}: the stream broke before the reply was complete: {reason}")]
+    /// The stream broke before the reply was complete: cut, stalled, or carrying a malformed event. The
+    /// reply is requested again (within the retry budget); this is the last attempt's fault.
+    #[error("{provider}: the stream broke: {fault}")]
     StreamBroken {
         /// Which client.
         provider: String,
-        /// How it broke (connection reset, end of stream before the terminal event, idle timeout).
-        reason: String,
+        /// How it broke.
+        fault: StreamFault,
     },
-    /// The server sent something this client cannot read.
+    /// The server sent something this client cannot read at all (an event past the size cap): not a
+    /// stream that broke mid-reply, so it is not retried.
     #[error("{provider}: cannot decode {what}: {detail}")]
     Decode {
         /// Which client.
@@ -108,4 +111,32 @@ impl ProviderError {
             other => other,
         }
     }
+}
+
+/// Why a stream broke before its terminal event. All three are retried the same way, since nothing of an
+/// incomplete reply has run; the retry reason and the final error name which one it was.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamFault {
+    /// The stream ended, or its connection failed, before the format's terminal event.
+    #[error("cut: {0}")]
+    Cut(String),
+    /// Nothing arrived for `idle` (the provider's `idle_timeout`).
+    #[error("stalled: no {} for {idle:?}", if *.before_headers { "response headers" } else { "data" })]
+    Stalled {
+        /// How long it was silent.
+        idle: Duration,
+        /// Whether it was still waiting for the response headers (else for more of the body).
+        before_headers: bool,
+    },
+    /// An event that is not JSON, or JSON not of the wire format's shape where the decoder needs one.
+    #[error("malformed {what}: {problem}: {quote}")]
+    Malformed {
+        /// Which event (`` `content_block_delta` event``, `chunk`).
+        what: String,
+        /// What is wrong with it (`not JSON (cut off)`, ``no `index` ``).
+        problem: String,
+        /// The event's data, clipped to a couple of hundred characters.
+        quote: String,
+    },
 }

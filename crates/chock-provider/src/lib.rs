@@ -23,7 +23,7 @@ pub mod types;
 mod wire_json;
 
 pub use config::{ProviderConfig, WireFormat, connect};
-pub use error::ProviderError;
+pub use error::{ProviderError, StreamFault};
 pub use player::{Player, Recording};
 pub use price::{Cost, Price, PriceTable, price};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper};

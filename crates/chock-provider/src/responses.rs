@@ -14,7 +14,7 @@ use crate::sse::SseEvent;
 use crate::transport::{Decoder, OnEvent, Transport};
 use crate::types::{Block, Request, Response, Role, StopReason, StreamEvent, Usage};
 use crate::wire_json::{
-    arguments_text, decode_error, ended_before, event_json, parse_input, text_of,
+    EventData, NAME_CHARS, QUOTE_CHARS, arguments_text, clip, ended_before, parse_input, text_of,
 };
 use crate::{Provider, ProviderFuture};
 
@@ -185,12 +185,6 @@ impl ResponsesDecoder {
         }
     }
 
-    fn output_index(&self, data: &Value, event: &str) -> Result<u64, ProviderError> {
-        data.get("output_index")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| decode_error(&self.provider, event, "no `output_index`"))
-    }
-
     /// Takes id, model and usage from a Response object; replaces the items with its `output` when final.
     fn read_response(&mut self, response: &Value, final_output: bool) {
         if let Some(id) = response.get("id").and_then(Value::as_str) {
@@ -252,7 +246,8 @@ fn item_from_final(item: &Value) -> Item {
 
 impl Decoder for ResponsesDecoder {
     fn event(&mut self, event: SseEvent, on_event: &mut OnEvent<'_>) -> Result<(), ProviderError> {
-        let data = event_json(&self.provider, &event)?;
+        let parsed = EventData::parse(&self.provider, &event)?;
+        let data = &parsed.json;
         let kind = data
             .get("type")
             .and_then(Value::as_str)
@@ -260,11 +255,11 @@ impl Decoder for ResponsesDecoder {
             .to_owned();
         match kind.as_str() {
             "response.created" | "response.in_progress" => {
-                self.read_response(&data["response"], false)
+                self.read_response(parsed.object(&self.provider, "response")?, false)
             }
             "response.output_item.added" => {
-                let index = self.output_index(&data, &kind)?;
-                let item = &data["item"];
+                let index = parsed.index(&self.provider, "output_index")?;
+                let item = parsed.object(&self.provider, "item")?;
                 let started = match text_of(item, "type") {
                     "function_call" => {
                         let (call_id, name) = (
@@ -289,8 +284,8 @@ impl Decoder for ResponsesDecoder {
                 self.items.insert(index, started);
             }
             "response.output_text.delta" | "response.refusal.delta" => {
-                let index = self.output_index(&data, &kind)?;
-                let piece = text_of(&data, "delta");
+                let index = parsed.index(&self.provider, "output_index")?;
+                let piece = parsed.string(&self.provider, "delta")?;
                 if let Some(Item::Message(text)) = self.items.get_mut(&index) {
                     text.push_str(piece);
                 }
@@ -298,17 +293,18 @@ impl Decoder for ResponsesDecoder {
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 on_event(StreamEvent::ThinkingDelta(
-                    text_of(&data, "delta").to_owned(),
+                    text_of(data, "delta").to_owned(),
                 ));
             }
             "response.function_call_arguments.delta" => {
-                let index = self.output_index(&data, &kind)?;
+                let index = parsed.index(&self.provider, "output_index")?;
+                let piece = parsed.string(&self.provider, "delta")?;
                 if let Some(Item::Call { arguments, .. }) = self.items.get_mut(&index) {
-                    arguments.push_str(text_of(&data, "delta"));
+                    arguments.push_str(piece);
                 }
             }
             "response.function_call_arguments.done" => {
-                let index = self.output_index(&data, &kind)?;
+                let index = parsed.index(&self.provider, "output_index")?;
                 if let (Some(Item::Call { arguments, .. }), Some(full)) = (
                     self.items.get_mut(&index),
                     data.get("arguments").and_then(Value::as_str),
@@ -317,16 +313,18 @@ impl Decoder for ResponsesDecoder {
                 }
             }
             "response.output_item.done" => {
-                let index = self.output_index(&data, &kind)?;
-                self.items.insert(index, item_from_final(&data["item"]));
+                let index = parsed.index(&self.provider, "output_index")?;
+                let item = parsed.object(&self.provider, "item")?;
+                self.items.insert(index, item_from_final(item));
             }
             "response.completed" => {
-                self.read_response(&data["response"], true);
+                self.read_response(parsed.object(&self.provider, "response")?, true);
                 self.done = true;
             }
             "response.incomplete" => {
-                self.read_response(&data["response"], true);
-                let reason = data["response"]["incomplete_details"]["reason"]
+                let response = parsed.object(&self.provider, "response")?;
+                self.read_response(response, true);
+                let reason = response["incomplete_details"]["reason"]
                     .as_str()
                     .unwrap_or("unknown");
                 self.incomplete = Some(reason.to_owned());
@@ -340,23 +338,22 @@ impl Decoder for ResponsesDecoder {
                     kind: if code.is_empty() {
                         "response.failed".to_owned()
                     } else {
-                        code.to_owned()
+                        clip(code, NAME_CHARS)
                     },
-                    message: text_of(error, "message").to_owned(),
+                    message: clip(text_of(error, "message"), QUOTE_CHARS),
                 });
             }
             "error" => {
                 // Documented flat (`code`, `message`) and observed nested under `error`: read both.
-                let error = data.get("error").filter(|e| e.is_object()).unwrap_or(&data);
+                let error = data.get("error").filter(|e| e.is_object()).unwrap_or(data);
                 let kind = [text_of(error, "code"), text_of(error, "type")]
                     .into_iter()
                     .find(|k| !k.is_empty() && *k != "error")
-                    .unwrap_or("error")
-                    .to_owned();
+                    .unwrap_or("error");
                 return Err(ProviderError::Api {
                     provider: self.provider.clone(),
-                    kind,
-                    message: text_of(error, "message").to_owned(),
+                    kind: clip(kind, NAME_CHARS),
+                    message: clip(text_of(error, "message"), QUOTE_CHARS),
                 });
             }
             _ => {}

@@ -9,10 +9,11 @@ use std::time::Duration;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::error::ProviderError;
+use crate::error::{ProviderError, StreamFault};
 use crate::retry::{RetryPolicy, Sleeper, kind_is_retryable, server_wait, status_is_retryable};
 use crate::sse::{SseEvent, SseParser};
 use crate::types::{Response, StreamEvent};
+use crate::wire_json::{NAME_CHARS, QUOTE_CHARS, clip};
 
 /// The callback a stream reports progress to.
 pub(crate) type OnEvent<'a> = dyn FnMut(StreamEvent) + Send + 'a;
@@ -28,7 +29,9 @@ pub(crate) trait Decoder: Send {
     fn finish(self: Box<Self>, eof: bool) -> Result<Response, ProviderError>;
 }
 
-/// What a failed attempt means.
+/// What a failed attempt means. Every way an attempt can fail before its decoder handed back a complete
+/// reply passes through here, so a broken stream, whatever broke it, is retried by the one loop in
+/// [`Transport::run`] and only while nothing of the reply has been returned (and so nothing has run).
 enum Failure {
     Retry {
         error: ProviderError,
@@ -63,6 +66,7 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// The most characters of an error body kept in `ProviderError::Http::body` (the message quotes fewer).
 const BODY_LIMIT: usize = 4096;
 
 impl Transport {
@@ -131,10 +135,10 @@ impl Transport {
             .send();
         let response = match tokio::time::timeout(self.idle_timeout, sent).await {
             Err(_) => {
-                return Err(self.broken(format!(
-                    "no response headers within {:?}",
-                    self.idle_timeout
-                )));
+                return Err(self.broken(StreamFault::Stalled {
+                    idle: self.idle_timeout,
+                    before_headers: true,
+                }));
             }
             Ok(Err(e)) if e.is_connect() || e.is_builder() => {
                 return Err(Failure::Fatal(ProviderError::Connect {
@@ -144,7 +148,10 @@ impl Transport {
                 }));
             }
             Ok(Err(e)) => {
-                return Err(self.broken(format!("sending the request failed: {}", error_chain(&e))));
+                return Err(self.broken(StreamFault::Cut(format!(
+                    "sending the request failed: {}",
+                    error_chain(&e)
+                ))));
             }
             Ok(Ok(response)) => response,
         };
@@ -158,12 +165,16 @@ impl Transport {
         loop {
             let chunk = match tokio::time::timeout(self.idle_timeout, response.chunk()).await {
                 Err(_) => {
-                    return Err(self.broken(format!("no data for {:?}", self.idle_timeout)));
+                    return Err(self.broken(StreamFault::Stalled {
+                        idle: self.idle_timeout,
+                        before_headers: false,
+                    }));
                 }
                 Ok(Err(e)) => {
-                    return Err(
-                        self.broken(format!("reading the stream failed: {}", error_chain(&e)))
-                    );
+                    return Err(self.broken(StreamFault::Cut(format!(
+                        "reading the stream failed: {}",
+                        error_chain(&e)
+                    ))));
                 }
                 Ok(Ok(chunk)) => chunk,
             };
@@ -199,21 +210,19 @@ impl Transport {
         }
     }
 
-    fn broken(&self, reason: String) -> Failure {
-        Failure::Retry {
-            reason: format!("stream broke: {reason}"),
-            error: ProviderError::StreamBroken {
-                provider: self.provider.clone(),
-                reason,
-            },
-            server_wait: None,
-        }
+    fn broken(&self, fault: StreamFault) -> Failure {
+        self.classify_stream_error(ProviderError::StreamBroken {
+            provider: self.provider.clone(),
+            fault,
+        })
     }
 
+    /// Whether a failure met while reading the stream is retried: a broken stream (cut, stalled or
+    /// malformed, from the transport or a decoder alike) and a retryable error the API reported are.
     fn classify_stream_error(&self, error: ProviderError) -> Failure {
         match &error {
-            ProviderError::StreamBroken { reason, .. } => Failure::Retry {
-                reason: format!("stream broke: {reason}"),
+            ProviderError::StreamBroken { fault, .. } => Failure::Retry {
+                reason: format!("stream broke: {fault}"),
                 error,
                 server_wait: None,
             },
@@ -247,8 +256,9 @@ impl Transport {
         // Some servers echo the key they refused ("invalid key sk-…"); the error ends up on screens
         // and in the log, so the key is cut out before anything else reads the body.
         let secret = self.secret.as_ref().map(|s| s.0.as_str());
-        let body = truncate(scrub(body, secret), BODY_LIMIT);
+        let body = scrub(body, secret);
         let (kind, message) = error_fields(&body);
+        let body = clip(&body, BODY_LIMIT);
         let should_retry = headers
             .get("x-should-retry")
             .and_then(|v| v.to_str().ok())
@@ -259,11 +269,14 @@ impl Transport {
             // Out of quota is a 429 that waiting does not fix.
             _ => status_is_retryable(status) && kind.as_deref() != Some("insufficient_quota"),
         };
-        let label = kind.clone().map(|k| format!(" {k}")).unwrap_or_default();
+        let label = kind
+            .as_deref()
+            .map(|k| format!(" {}", clip(k, NAME_CHARS)))
+            .unwrap_or_default();
         let error = ProviderError::Http {
             provider: self.provider.clone(),
             status,
-            message: message.unwrap_or_else(|| body.clone()),
+            message: clip(message.as_deref().unwrap_or(&body), QUOTE_CHARS),
             body,
             request_id,
         };
@@ -320,18 +333,6 @@ fn scrub(text: String, secret: Option<&str>) -> String {
         Some(secret) if text.contains(secret) => text.replace(secret, "<redacted>"),
         _ => text,
     }
-}
-
-fn truncate(mut text: String, limit: usize) -> String {
-    if text.len() > limit {
-        let mut cut = limit;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str(" …(truncated)");
-    }
-    text
 }
 
 /// An error and its sources on one line (reqwest hides the useful part in the source chain).

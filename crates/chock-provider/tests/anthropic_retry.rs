@@ -261,5 +261,5 @@ async fn a_silent_stream_times_out_and_is_requested_again() {
     assert_eq!(response.content, expected_fixture_content());
     let retries = retries(&events.lock().expect("events"));
     assert_eq!(retries.len(), 1);
-    assert_eq!(retries[0].2, "stream broke: no data for 300ms");
+    assert_eq!(retries[0].2, "stream broke: stalled: no data for 300ms");
 }
