@@ -1,0 +1,30 @@
+//! The session protocol, as types.
+//!
+//! Three parts, one crate, so that a writer, a reader and a client cannot disagree about a shape:
+//!
+//! - [`log`]: one payload type per [`EventKind`] of the session log. The log writer appends these
+//!   and every reader (`chock sessions show`, verify, replay, resume, the daemon) parses them back;
+//!   docs/log.md's event reference is generated from them ([`doc::log_reference`]) and a test fails
+//!   when the page drifts.
+//! - [`live`]: what a client sees while a session runs (the CLI's `--json` lines, later the
+//!   daemon's notifications): a turn and each item in it.
+//! - [`ops`]: what a client sends to a running session (input, interrupt, an answer to a
+//!   question, a narrowing, end).
+//!
+//! [`PROTOCOL_VERSION`] names the client-facing shape; [`schema::client_schema`] exports it as JSON
+//! Schema.
+#![forbid(unsafe_code)]
+
+pub mod doc;
+mod kind;
+pub mod live;
+pub mod log;
+pub mod ops;
+pub mod schema;
+
+pub use kind::{EventKind, UnknownKind};
+pub use log::{EventData, Payload, PayloadError};
+
+/// The version of the client-facing protocol ([`live`] and [`ops`]). A change that removes or
+/// renames a field, or changes its meaning, bumps it; adding an optional field does not.
+pub const PROTOCOL_VERSION: u32 = 1;

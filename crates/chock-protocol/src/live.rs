@@ -1,0 +1,200 @@
+//! What a client sees while a session runs, as it happens.
+//!
+//! These events are for showing progress (the CLI prints them; `--json` writes one per line; a
+//! daemon forwards them). They are not the session log: the log is the hash-chained record, written
+//! before each act ([`crate::log`]). The JSON form is the client protocol, documented in
+//! docs/json-events.md: every line is an object with a `type` field naming the variant in
+//! snake_case, and the variant's fields.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One thing that happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// The session exists; nothing has been sent to a model yet.
+    SessionStarted {
+        /// The session's name (`chock diff <session>` takes it).
+        session: String,
+        /// The session directory holding `log.jsonl`.
+        log_dir: String,
+        /// The project the workspace copies.
+        project: String,
+        /// The provider's name.
+        provider: String,
+        /// The model asked for.
+        model: String,
+    },
+    /// A turn begins.
+    TurnStarted {
+        /// 1-based turn number.
+        turn: u32,
+    },
+    /// More reply text from the model.
+    Text {
+        /// The new text.
+        text: String,
+    },
+    /// More visible reasoning from the model.
+    Thinking {
+        /// The new text.
+        text: String,
+    },
+    /// The model request failed and is being sent again after a wait.
+    ModelRetry {
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// Milliseconds before the next attempt.
+        wait_ms: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The model's reply is complete.
+    ModelResponse {
+        /// The turn.
+        turn: u32,
+        /// Uncached input tokens.
+        input_tokens: u64,
+        /// Output tokens.
+        output_tokens: u64,
+        /// Tokens read from the prompt cache.
+        cache_read_tokens: u64,
+        /// Tokens written to the prompt cache.
+        cache_write_tokens: u64,
+        /// This reply's price in US dollars (null when the model's price is unknown).
+        cost_usd: Option<f64>,
+        /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, …).
+        stop_reason: String,
+    },
+    /// The model called a tool.
+    ToolCall {
+        /// The call's id (also on every log event about it).
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Its input as the model sent it.
+        input: serde_json::Value,
+    },
+    /// A person or reviewer is being asked about an act.
+    ApprovalAsked {
+        /// The call.
+        call_id: String,
+        /// The act.
+        action: String,
+        /// What the table said (`ask`, `agent_review`, `agent_then_human`).
+        decision: String,
+        /// Which rule said it.
+        decided_by: String,
+    },
+    /// The act was decided (this precedes the act, as the log event does).
+    Decision {
+        /// The call.
+        call_id: String,
+        /// The act.
+        action: String,
+        /// Whether it runs.
+        allowed: bool,
+        /// The table's decision.
+        decision: String,
+        /// Which rule, person or reviewer decided.
+        decided_by: String,
+    },
+    /// A tool call finished.
+    ToolResult {
+        /// The call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// False when it failed or was refused.
+        ok: bool,
+        /// The first lines of what the model was told.
+        summary: String,
+    },
+    /// The model replaced its plan.
+    PlanUpdated {
+        /// The steps, in order.
+        steps: Vec<PlanStep>,
+    },
+    /// The model named the session.
+    TitleSet {
+        /// The title.
+        title: String,
+    },
+    /// A background command ended.
+    BackgroundEnded {
+        /// Its handle.
+        handle: String,
+        /// Its exit status (null when killed by a signal or timed out).
+        status: Option<i32>,
+    },
+    /// A turn ended.
+    TurnEnded {
+        /// The turn.
+        turn: u32,
+    },
+    /// The session ended.
+    SessionEnded {
+        /// The totals.
+        summary: Summary,
+    },
+}
+
+/// One step of the model's plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanStep {
+    /// What to do.
+    pub step: String,
+    /// `pending`, `in_progress` or `done`.
+    #[serde(default = "pending")]
+    pub status: String,
+}
+
+fn pending() -> String {
+    "pending".to_string()
+}
+
+/// The session's totals, shown at the end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Summary {
+    /// The session's name.
+    pub session: String,
+    /// Why it ended (`done`, `max_turns`, `error: …`).
+    pub ended: String,
+    /// Turns taken.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Decisions by outcome: allowed by the table, by a person, by a reviewer; refused likewise.
+    pub decisions: DecisionCounts,
+    /// Tokens.
+    pub input_tokens: u64,
+    /// Tokens.
+    pub output_tokens: u64,
+    /// Price in US dollars (None when some model's price is unknown).
+    pub cost_usd: Option<f64>,
+    /// The session's title, if the model set one.
+    pub title: Option<String>,
+    /// How to review the work (`chock diff <session>`).
+    pub review: String,
+    /// How to take the work: `chock apply <session>` (git project), or `chock workspace adopt <session>`
+    /// (a project with no git, whose work is copied aside).
+    pub take: String,
+}
+
+/// Decisions counted by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DecisionCounts {
+    /// Allowed by the table outright.
+    pub allowed_by_table: u32,
+    /// Allowed by a person (or an earlier "yes for this session").
+    pub allowed_by_person: u32,
+    /// Allowed by a reviewer model.
+    pub allowed_by_reviewer: u32,
+    /// Refused by the table.
+    pub denied_by_table: u32,
+    /// Refused by a person or reviewer.
+    pub denied_by_answer: u32,
+    /// Refused because nobody answered.
+    pub unanswered: u32,
+}

@@ -1,0 +1,274 @@
+//! The session's own events: its start and end, turns, the model, notes.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::live::Summary;
+
+/// Line 0 of every log: who, where, which version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionStart {
+    /// The log format (`chock-log/1`).
+    pub format: String,
+    /// The session's id (also the directory's name).
+    pub session_id: String,
+    /// The version of chock that wrote the log.
+    pub chock_version: String,
+    /// The writing process.
+    pub pid: u32,
+    /// The real project the session works on.
+    pub project: Option<String>,
+    /// The session that spawned this one, or the session this one was forked from.
+    pub parent: Option<String>,
+    /// The command that started it (`run`, `exec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The provider's name (`anthropic`, `demo`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The model asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The project's `chock.toml`, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_file: Option<String>,
+    /// The organisation bundle, if one is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org_policy_file: Option<String>,
+}
+
+/// The agent loop begins a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnStart {
+    /// 1-based, counted over the whole session (a follow-up task goes on counting).
+    pub turn: u32,
+    /// The person's input that starts this turn: the task, or a follow-up. Absent on a turn that
+    /// answers tool results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEndReason {
+    /// The model answered without calling a tool: the task's last turn.
+    NoToolCalls,
+    /// The model called tools; their results go into the next turn.
+    ToolResults,
+    /// A client interrupted it.
+    Interrupted,
+    /// The model request failed for good.
+    Error,
+}
+
+/// A turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnEnd {
+    /// The turn.
+    pub turn: u32,
+    /// Why.
+    pub reason: TurnEndReason,
+}
+
+/// A request is about to go to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelRequest {
+    /// The turn.
+    pub turn: u32,
+    /// The provider's name.
+    pub provider: String,
+    /// The model asked for.
+    pub model: String,
+    /// How many messages the request carries.
+    pub messages: usize,
+    /// The message appended since the previous request (the user's input or the tool results),
+    /// in chock's provider-neutral message form: with each `model.response`'s `content`, the
+    /// conversation can be rebuilt from the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_message: Option<Value>,
+}
+
+/// Tokens of one reply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    /// Uncached input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+/// The model answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelResponse {
+    /// The turn.
+    pub turn: u32,
+    /// The model that answered.
+    pub model: String,
+    /// The provider's id for the reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Its tokens.
+    pub usage: Usage,
+    /// Its price in US dollars (null when the model's price is unknown).
+    pub cost_usd: Option<f64>,
+    /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, …).
+    pub stop_reason: String,
+    /// The reply's content blocks, in chock's provider-neutral form.
+    pub content: Value,
+}
+
+/// A request to the model is being sent again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelRetry {
+    /// The turn.
+    pub turn: u32,
+    /// The attempt that failed (1-based).
+    pub attempt: u32,
+    /// Milliseconds before the next attempt.
+    pub wait_ms: u64,
+    /// Why the attempt failed.
+    pub reason: String,
+}
+
+/// A sub-session was started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionSpawn {
+    /// The child session's id.
+    pub child: String,
+    /// Its task.
+    pub task: String,
+}
+
+/// The agent declared the task complete (or a child session ended).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AgentComplete {
+    /// What it says it did.
+    pub summary: String,
+}
+
+/// Events were imported from another session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionImported {
+    /// The session they came from.
+    pub from: String,
+    /// How many.
+    pub events: u64,
+}
+
+/// What a note is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "about", rename_all = "snake_case")]
+pub enum Note {
+    /// Free text from the host (an operator remark).
+    Text {
+        /// The remark.
+        text: String,
+    },
+    /// The writer found a torn last line (a crash mid-write) and set it aside.
+    TornTail {
+        /// The seq the torn line would have had.
+        torn_line: u64,
+        /// Its length.
+        torn_bytes: u64,
+        /// Where its bytes were saved.
+        saved_to: String,
+    },
+    /// The task and system prompt the loop starts from.
+    Task {
+        /// The task.
+        task: String,
+        /// The system prompt sent with it.
+        system: String,
+    },
+    /// A checkpoint of the workspace failed after a call (the call's result stands).
+    CheckpointFailed {
+        /// The checkpoint's label.
+        checkpoint: String,
+        /// Why.
+        failed: String,
+    },
+    /// An apply was decided but did not land.
+    ApplyFailed {
+        /// The apply's id, when it had one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        apply_id: Option<String>,
+        /// The digest that was approved, when the refusal came after the approval.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        digest: Option<String>,
+        /// Why.
+        failed: String,
+    },
+    /// The agent narrowed (or, by an approved act, widened back) its own policy.
+    Ratchet {
+        /// `restrict` or `widen`.
+        change: RatchetChange,
+        /// The pattern.
+        pattern: String,
+        /// The decision it carries (`deny`, `ask`, …).
+        decision: String,
+        /// For a widen: the narrowings it removed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        removed: Option<Vec<String>>,
+    },
+    /// A background command ended.
+    BackgroundEnded {
+        /// Its handle.
+        background: String,
+        /// Its exit status (null when killed by a signal or timed out).
+        status: Option<i32>,
+        /// Whether the model is told it failed.
+        is_error: bool,
+    },
+}
+
+/// A change to the agent's ratchet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RatchetChange {
+    /// A narrowing the agent chose (`restrict_self`).
+    Restrict,
+    /// An approved removal of earlier narrowings.
+    Widen,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The task is done (the model answered without a tool call).
+    Done,
+    /// The turn limit was reached.
+    MaxTurns,
+    /// A client interrupted the session (Ctrl-C) or asked it to end.
+    Interrupted,
+    /// An error ended it (the model request failed for good, the log could not be written).
+    Error,
+    /// A session with no agent loop (`chock exec`) was closed by its command.
+    Closed,
+}
+
+/// The session ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SessionEnd {
+    /// Why.
+    pub reason: EndReason,
+    /// The error, for [`EndReason::Error`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The totals, for a session with an agent loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Whether the workspace was kept (a session with no agent loop may remove it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_kept: Option<bool>,
+}
