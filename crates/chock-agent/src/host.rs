@@ -102,8 +102,29 @@ impl Host {
             decider.log_decision(call_id, Some(&action), &settled)?;
             return refuse(settled.refusal);
         }
+        // Never with a change to Chock's own policy: planning refuses one that is not named, and
+        // the agent cannot name one (only the person can, with `chock apply --include-policy`).
         let plan = match workspace.plan_apply(&Selection::default()) {
             Ok(plan) => plan,
+            Err(chock_workspace::WorkspaceError::ConfiguresChock { paths, .. }) => {
+                let paths: Vec<String> = paths.iter().map(|p| shown(p, false)).collect();
+                let settled = Settled {
+                    allowed: false,
+                    decision: chock_policy::Decision::Deny,
+                    decided_by: format!(
+                        "the changes include Chock's own policy ({}), which only the person can apply",
+                        paths.join(", ")
+                    ),
+                    exact_rule: false,
+                    refusal: format!(
+                        "refused, nothing was applied: your changes include {}, Chock's own policy for the next session; an in-session apply never writes it. The person can review it with `chock diff {}` and take it with `chock apply --include-policy`; say in your final message why it should change",
+                        paths.join(", "),
+                        workspace.session()
+                    ),
+                };
+                decider.log_decision(call_id, Some(&action), &settled)?;
+                return refuse(settled.refusal);
+            }
             Err(err) => {
                 let settled = Settled {
                     allowed: false,

@@ -553,3 +553,79 @@ fn a_workspace_changed_while_the_person_decided_is_refused_and_the_project_untou
         "the work stays in the session"
     );
 }
+
+/// The hole this closes: with no chock.toml in the project nothing is bound at that path, so a
+/// command creates one granting itself everything; the agent's own apply must not carry it home,
+/// even when the organisation lets every apply through without a question.
+#[test]
+fn request_action_never_applies_a_policy_file_a_command_created() {
+    let w = World::with_git_project();
+    let org = w.base.join("org.toml");
+    std::fs::write(
+        &org,
+        "[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n",
+    )
+    .unwrap();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "printf '[[rule]]\\naction = \"net.connect.*\"\\ndecision = \"allow\"\\n' > chock.toml && echo '# note' >> calc.sh" }
+expect = { is_error = false }
+
+[[turn]]
+[[turn.call]]
+tool = "request_action"
+input = { action = "workspace.apply", reason = "done" }
+expect = { is_error = true, contains = "your changes include chock.toml, Chock's own policy" }
+
+[[turn]]
+text = "Left it for the person."
+"#,
+    );
+    let out = w.chock_with_env(
+        &["run", "--provider", &provider, "widen the policy"],
+        &[("CHOCK_ORG_POLICY", org.to_str().unwrap())],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        !w.project.join("chock.toml").exists(),
+        "the policy file never landed"
+    );
+    assert!(
+        !std::fs::read_to_string(w.project.join("calc.sh"))
+            .unwrap()
+            .contains("# note"),
+        "nothing of the apply landed"
+    );
+    let events = w.events();
+    assert!(events.iter().all(|(k, _, _)| k != "workspace.apply"));
+    let refusal = events
+        .iter()
+        .find(|(k, c, d)| {
+            k == "decision" && c.as_deref() == Some("play_2_1") && d["allowed"] == false
+        })
+        .expect("the refusal is logged as a decision");
+    assert!(
+        refusal.2["decided_by"]
+            .as_str()
+            .unwrap()
+            .contains("Chock's own policy"),
+        "{:?}",
+        refusal.2
+    );
+    // The person's review shows it, marked.
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(
+        text(&diff.stdout).contains("!! chock.toml: this changes Chock's own policy"),
+        "{}",
+        text(&diff.stdout)
+    );
+}

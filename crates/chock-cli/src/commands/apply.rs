@@ -1,13 +1,15 @@
-//! `chock apply SESSION [--file PATH]... [--hunk ID]...` and `chock undo APPLY-ID`: the reviewed
-//! door from the workspace into the real project. Each is decided by `workspace.apply` and
-//! recorded as a `workspace.apply` event (ids and hashes) before anything is written.
+//! `chock apply SESSION [--file PATH]... [--hunk ID]... [--include-policy PATH]...` and
+//! `chock undo APPLY-ID`: the reviewed door from the workspace into the real project. Each is
+//! decided by `workspace.apply` and recorded as a `workspace.apply` event (ids and hashes) before
+//! anything is written. A change to Chock's own policy is refused unless named with
+//! `--include-policy` and confirmed at a terminal, apart from the table's decision.
 
 use std::process::ExitCode;
 
 use chock_log::EventKind;
-use chock_workspace::{ApplyPlan, Selection, Workspace, WorkspaceError, plan_undo};
+use chock_workspace::{ApplyOptions, ApplyPlan, Selection, Workspace, WorkspaceError, plan_undo};
 
-use super::workspace::{approve, open_log, session_dir};
+use super::workspace::{PolicyChange, approve, confirm_policy_changes, open_log, session_dir};
 use crate::exit::{BAD_INPUT, Exit, FAILURE};
 
 /// Arguments of `chock apply`.
@@ -26,6 +28,12 @@ pub struct ApplyArgs {
     /// nothing written) if the selected changes are no longer exactly the ones reviewed.
     #[arg(long, value_name = "DIGEST")]
     pub expect: Option<String>,
+    /// Also write this selected change to Chock's own policy (a `chock.toml`, by its exact path;
+    /// repeatable). Without it such a change is refused (exit 1, nothing written); with it a
+    /// separate yes at a terminal, which shows the file's whole new content, is still needed
+    /// (no terminal: refused, exit 123).
+    #[arg(long = "include-policy", value_name = "PATH")]
+    pub include_policy: Vec<String>,
 }
 
 /// Arguments of `chock undo`.
@@ -53,9 +61,11 @@ pub fn run_apply(args: ApplyArgs) -> anyhow::Result<ExitCode> {
         files: args.files,
         hunks: args.hunks,
     };
-    let plan = ws
-        .plan_apply_expecting(&selection, args.expect.as_deref())
-        .map_err(refusal)?;
+    let options = ApplyOptions {
+        expect: args.expect,
+        include_policy: args.include_policy,
+    };
+    let plan = ws.plan_apply_with(&selection, &options).map_err(refusal)?;
     finish(plan, &dir, "apply")
 }
 
@@ -73,6 +83,7 @@ pub(crate) fn refusal(err: WorkspaceError) -> anyhow::Error {
     match err {
         WorkspaceError::Conflict { .. }
         | WorkspaceError::DigestMismatch { .. }
+        | WorkspaceError::ConfiguresChock { .. }
         | WorkspaceError::AlreadyUndone(_)
         | WorkspaceError::WrongBacking(_) => Exit::new(FAILURE, err.to_string()).into(),
         WorkspaceError::UnknownSelection { .. }
@@ -104,6 +115,26 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
         project.display()
     );
     let log = open_log(session_dir)?;
+    // A change to Chock's own configuration reaches the plan only when named with
+    // --include-policy (planning refuses it otherwise); it is confirmed by a person, apart from
+    // the table's decision. An undo puts back what the undone apply found in the project.
+    if verb == "apply" {
+        let changes: Vec<PolicyChange<'_>> = plan
+            .sensitive_ops()
+            .into_iter()
+            .map(|(op, what)| PolicyChange {
+                path: &op.path,
+                what,
+                after: op.after.as_ref(),
+            })
+            .collect();
+        confirm_policy_changes(
+            &log,
+            "workspace.apply",
+            "write this policy file into the project",
+            &changes,
+        )?;
+    }
     approve(&log, &project, "workspace.apply", &question)?;
     log.append(EventKind::WorkspaceApply, None, plan.event())?;
     let id = plan.apply_id.clone();

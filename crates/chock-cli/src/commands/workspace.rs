@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use chock_log::{EventKind, Liveness, Log};
 use chock_policy::{Action, Decision, Policy};
-use chock_workspace::{Backing, Workspace};
+use chock_workspace::{Backing, Entry, Sensitive, Workspace, render_content, sensitive_path};
 use serde_json::json;
 
 use crate::exit::{BAD_INPUT, Exit, REFUSED};
@@ -28,6 +28,10 @@ pub enum WorkspaceCommand {
     Adopt {
         /// The session.
         session: String,
+        /// Also copy this change to Chock's own policy (a `chock.toml`, by its exact path;
+        /// repeatable), after a separate yes at a terminal that shows its whole content.
+        #[arg(long = "include-policy", value_name = "PATH")]
+        include_policy: Vec<String>,
     },
 }
 
@@ -35,7 +39,10 @@ pub fn run(cmd: WorkspaceCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         WorkspaceCommand::List => list(),
         WorkspaceCommand::Rm { session } => rm(&session),
-        WorkspaceCommand::Adopt { session } => adopt(&session),
+        WorkspaceCommand::Adopt {
+            session,
+            include_policy,
+        } => adopt(&session, &include_policy),
     }
 }
 
@@ -84,10 +91,12 @@ fn rm(session: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn adopt(session: &str) -> anyhow::Result<ExitCode> {
+fn adopt(session: &str, include_policy: &[String]) -> anyhow::Result<ExitCode> {
     let dir = session_dir(session)?;
     let ws = Workspace::open(&dir)?;
-    let plan = ws.plan_adopt()?;
+    let plan = ws
+        .plan_adopt_with(include_policy)
+        .map_err(super::apply::refusal)?;
     let total = plan.copies.len() + plan.dirs.len() + plan.deleted.len();
     if total == 0 {
         println!("session {session} changed nothing; nothing to adopt");
@@ -101,6 +110,22 @@ fn adopt(session: &str) -> anyhow::Result<ExitCode> {
         plan.dest.display()
     );
     let log = open_log(&dir)?;
+    let changes: Vec<PolicyChange<'_>> = plan
+        .copies
+        .iter()
+        .map(|(path, entry)| (path, Some(entry)))
+        .chain(plan.dirs.iter().map(|path| (path, Some(&Entry::Dir))))
+        .chain(plan.deleted.iter().map(|path| (path, None)))
+        .filter_map(|(path, after)| {
+            sensitive_path(path).map(|what| PolicyChange { path, what, after })
+        })
+        .collect();
+    confirm_policy_changes(
+        &log,
+        "workspace.adopt",
+        "copy this policy file aside into .chock-adopted/",
+        &changes,
+    )?;
     approve(&log, ws.project(), "workspace.adopt", &question)?;
     let data = json!({
         "dest": plan.dest,
@@ -196,6 +221,80 @@ pub(crate) fn approve(log: &Log, project: &Path, act: &str, question: &str) -> a
         _ => format!("{act} refused"),
     };
     Err(Exit::new(REFUSED, why).into())
+}
+
+/// One change to a path that configures Chock which an act would write, and what the path will
+/// hold (`None`: deleted).
+pub(crate) struct PolicyChange<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) what: Sensitive,
+    pub(crate) after: Option<&'a Entry>,
+}
+
+/// The separate confirmation of each change to Chock's own configuration that the person named
+/// with `--include-policy`: one yes/no question per path, put whatever the table says about
+/// `act` (the table the change would replace cannot approve it), showing the path and its whole
+/// new content with control characters spelled out, and ending with `write` (what yes does). Asked at a terminal only: with none, nobody
+/// answers, and that is a refusal (exit 123). Question and answer are logged
+/// (`approval.ask`/`approval.answer`) before anything is written.
+pub(crate) fn confirm_policy_changes(
+    log: &Log,
+    act: &str,
+    write: &str,
+    changes: &[PolicyChange<'_>],
+) -> anyhow::Result<()> {
+    for change in changes {
+        let path = change.path.escape_debug().to_string();
+        let dir = match path.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/"),
+            None => "the project".to_string(),
+        };
+        let question = format!(
+            "chock: {path} is {} for the next session started in {dir}; after this {act} it holds \
+             exactly:\n{}chock: {write}?",
+            change.what.what(),
+            render_content(change.after)
+        );
+        log.append(
+            EventKind::ApprovalAsk,
+            None,
+            json!({
+                "action": act,
+                "decision": "ask",
+                "decided_by": format!("--include-policy {path}: a change to {} is confirmed by a person", change.what.what()),
+                "asked": "person",
+                "what": question,
+                "policy_file": change.path,
+            }),
+        )?;
+        let (yes, by) = ask(&question)?;
+        let answer = match (yes, by) {
+            (true, _) => "allow_once",
+            (false, "nobody") => "none",
+            (false, _) => "deny",
+        };
+        let by = (by != "nobody").then_some(by);
+        log.append(
+            EventKind::ApprovalAnswer,
+            None,
+            json!({ "answer": answer, "by": by, "reasons": null, "policy_file": change.path }),
+        )?;
+        if !yes {
+            let why = if by.is_none() {
+                format!(
+                    "{act} refused, nothing was written: {path} changes {}, and --include-policy \
+                     needs a person to confirm it at a terminal; there is none",
+                    change.what.what()
+                )
+            } else {
+                format!(
+                    "{act} refused, nothing was written: you did not confirm the change to {path}"
+                )
+            };
+            return Err(Exit::new(REFUSED, why).into());
+        }
+    }
+    Ok(())
 }
 
 /// Asks on the terminal; no terminal means nobody answered, which is a refusal.
