@@ -12,7 +12,6 @@ mod chain;
 mod error;
 mod fsutil;
 mod id;
-mod kind;
 mod line;
 mod lock;
 mod read;
@@ -23,7 +22,7 @@ mod writer;
 
 pub use error::LogError;
 pub use id::{SessionId, default_seal_key_path, sessions_root};
-pub use kind::{EventKind, UnknownKind};
+pub use chock_protocol::{EventData, EventKind, Payload, PayloadError, UnknownKind};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
 pub use lock::{LOCK_FILE, Liveness, is_live};
 pub use read::{SessionSummary, find_session, list_sessions, read_events};

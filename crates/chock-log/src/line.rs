@@ -46,6 +46,13 @@ pub struct Event {
     pub data: Value,
 }
 
+impl Event {
+    /// The payload, parsed as its kind's type (unknown fields tolerated).
+    pub fn payload(&self) -> Result<chock_protocol::EventData, chock_protocol::PayloadError> {
+        chock_protocol::EventData::parse(self.kind, &self.data)
+    }
+}
+
 /// Serialises one line (with its trailing `\n`) in the fixed field order
 /// `seq, ts, kind, call_id, prev, data`.
 pub fn render_line(

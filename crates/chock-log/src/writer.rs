@@ -12,7 +12,7 @@ use crate::fsutil::{create_private_dir_all, sync_dir};
 use crate::line::{LOG_FILE, LOG_FORMAT, genesis_hash, now_rfc3339, render_line, sha256_hex};
 use crate::lock::WriterLock;
 use crate::redact::{MIN_SECRET_LEN, Redactor};
-use crate::{EventKind, LogError, SessionId};
+use crate::{EventData, EventKind, LogError, SessionId};
 
 /// What line 0 (`session.start`) says about the session, beyond what the log fills in itself
 /// (`format`, `session_id`, `chock_version`, `pid`).
@@ -25,9 +25,16 @@ pub struct SessionHeader {
     /// Secrets known before the first line is written (the provider's API key): the header
     /// itself already passes through the redaction funnel.
     pub secrets: Vec<String>,
-    /// Further fields for `session.start`'s data (model, provider, policy file, …). They
-    /// cannot replace the fields the log fills in.
-    pub extra: Map<String, Value>,
+    /// The command that started the session (`run`, `exec`).
+    pub command: Option<String>,
+    /// The provider's name.
+    pub provider: Option<String>,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// The project's `chock.toml`, if it has one.
+    pub policy_file: Option<PathBuf>,
+    /// The organisation bundle, if one is installed.
+    pub org_policy_file: Option<PathBuf>,
 }
 
 /// An open session log. Cheap to clone and shareable across threads: all clones append to the
@@ -110,14 +117,25 @@ impl Log {
         Ok(log)
     }
 
-    /// Appends one event and returns its `seq` once the line is durable: written, then
-    /// `fdatasync`ed, before this returns. Every string in `data` and `call_id` passes through
-    /// the redaction funnel first. `data` should be a JSON object; `null` becomes `{}` and any
-    /// other value is kept as `{"value": …}` so nothing is lost.
+    /// Appends one event, a payload of the session protocol (`chock_protocol::log`), and returns
+    /// its `seq` once the line is durable: written, then `fdatasync`ed, before this returns. Every
+    /// string in the payload and `call_id` passes through the redaction funnel first.
     ///
     /// If a write fails the file is cut back to the last whole line; if even that fails the
     /// log refuses every further append ([`LogError::Poisoned`]) rather than chain onto a torn
     /// line.
+    pub fn record(
+        &self,
+        call_id: Option<&str>,
+        payload: impl Into<EventData>,
+    ) -> Result<u64, LogError> {
+        let payload = payload.into();
+        self.append(payload.kind(), call_id, payload.to_value())
+    }
+
+    /// Appends an event whose `data` is not one of the protocol's types: for tests that forge
+    /// lines, and nothing else (every writer of the harness uses [`Log::record`]).
+    #[doc(hidden)]
     pub fn append(
         &self,
         kind: EventKind,
@@ -270,15 +288,13 @@ impl Log {
             }),
         };
         if let Some(torn) = report.torn_tail {
-            log.append(
-                EventKind::Note,
+            log.record(
                 None,
-                json!({
-                    "text": "reopened after a torn write; the torn bytes were moved out of the log",
-                    "torn_line": torn.line,
-                    "torn_bytes": torn.len,
-                    "saved_to": TORN_FILE,
-                }),
+                chock_protocol::log::Note::TornTail {
+                    torn_line: torn.line as u64,
+                    torn_bytes: torn.len,
+                    saved_to: TORN_FILE.to_string(),
+                },
             )?;
         }
         Ok(log)
@@ -329,15 +345,19 @@ fn make_session_dir(root: &Path) -> Result<(SessionId, PathBuf), LogError> {
 }
 
 fn start_data(id: &SessionId, header: SessionHeader) -> Value {
-    let mut data = header.extra;
-    data.insert("format".into(), json!(LOG_FORMAT));
-    data.insert("session_id".into(), json!(id.as_str()));
-    data.insert("chock_version".into(), json!(env!("CARGO_PKG_VERSION")));
-    data.insert("pid".into(), json!(std::process::id()));
-    data.insert(
-        "project".into(),
-        json!(header.project.map(|p| p.to_string_lossy().into_owned())),
-    );
-    data.insert("parent".into(), json!(header.parent.map(|p| p.to_string())));
-    Value::Object(data)
+    let path = |p: Option<PathBuf>| p.map(|p| p.to_string_lossy().into_owned());
+    EventData::from(chock_protocol::log::SessionStart {
+        format: LOG_FORMAT.to_string(),
+        session_id: id.as_str().to_string(),
+        chock_version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        project: path(header.project),
+        parent: header.parent.map(|p| p.to_string()),
+        command: header.command,
+        provider: header.provider,
+        model: header.model,
+        policy_file: path(header.policy_file),
+        org_policy_file: path(header.org_policy_file),
+    })
+    .to_value()
 }

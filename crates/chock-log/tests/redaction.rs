@@ -9,11 +9,9 @@ const PASSWORD: &str = "correct horse battery";
 #[test]
 fn secrets_never_reach_the_file() {
     let root = tempfile::tempdir().unwrap();
-    let mut extra = serde_json::Map::new();
-    extra.insert("provider_auth".into(), json!(format!("x-api-key: {KEY}")));
     let header = SessionHeader {
         secrets: vec![KEY.into()],
-        extra,
+        provider: Some(format!("x-api-key: {KEY}")),
         ..Default::default()
     };
     let log = Log::create(root.path(), header).unwrap();
@@ -37,7 +35,7 @@ fn secrets_never_reach_the_file() {
     assert!(!text.contains(PASSWORD), "{text}");
 
     let events = read_events(log.dir()).unwrap();
-    assert_eq!(events[0].data["provider_auth"], "x-api-key: [REDACTED]");
+    assert_eq!(events[0].data["provider"], "x-api-key: [REDACTED]");
     assert_eq!(events[1].call_id.as_deref(), Some("call-[REDACTED]"));
     assert_eq!(events[1].data["input"]["argv"][1], "--password=[REDACTED]");
     assert_eq!(events[1].data["input"]["env"]["[REDACTED]"], "as a key");
