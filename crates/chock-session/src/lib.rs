@@ -29,8 +29,9 @@ pub use error::SessionError;
 pub struct SessionOptions {
     /// Where session directories live (default: [`chock_log::sessions_root`]).
     pub sessions_root: Option<PathBuf>,
-    /// Extra fields for the `session.start` line (the command that opened it, a model, ...).
-    pub header: serde_json::Map<String, serde_json::Value>,
+    /// What `session.start` says beyond what the session fills in itself (the command, the
+    /// provider and model): the session adds the project and policy files.
+    pub header: SessionHeader,
     /// Names of environment variables that hold keys (a provider's `key_env`, the search backend's):
     /// never passed into a call, even when the project's `[sandbox] env` names them, because the
     /// agent reads a call's environment.
@@ -79,19 +80,11 @@ impl Session {
             Some(r) => r,
             None => chock_log::sessions_root()?,
         };
-        let mut extra = options.header;
-        extra.insert(
-            "policy_file".into(),
-            json!(policy.project_file().map(|p| p.display().to_string())),
-        );
-        extra.insert(
-            "org_policy_file".into(),
-            json!(policy.org_file().map(|p| p.display().to_string())),
-        );
         let header = SessionHeader {
             project: Some(project.clone()),
-            extra,
-            ..SessionHeader::default()
+            policy_file: policy.project_file().map(Path::to_path_buf),
+            org_policy_file: policy.org_file().map(Path::to_path_buf),
+            ..options.header
         };
         let log = Log::create(&root, header)?;
         let workspace = create_workspace(&project, &log)?;

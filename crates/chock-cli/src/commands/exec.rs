@@ -104,8 +104,10 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         Some(p) => p,
         None => std::env::current_dir().context("the current directory")?,
     };
-    let mut header = serde_json::Map::new();
-    header.insert("command".into(), serde_json::json!("exec"));
+    let header = chock_log::SessionHeader {
+        command: Some("exec".into()),
+        ..Default::default()
+    };
     let session = match Session::open(
         &project,
         SessionOptions {

@@ -240,10 +240,12 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Some(p) => p.clone(),
         None => std::env::current_dir().context("the current directory")?,
     };
-    let mut header = serde_json::Map::new();
-    header.insert("command".into(), json!("run"));
-    header.insert("provider".into(), json!(chosen.name));
-    header.insert("model".into(), json!(chosen.model));
+    let header = chock_log::SessionHeader {
+        command: Some("run".into()),
+        provider: Some(chosen.name.clone()),
+        model: Some(chosen.model.clone()),
+        ..Default::default()
+    };
     let session = Session::open(
         &project,
         SessionOptions {
