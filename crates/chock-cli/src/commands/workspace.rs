@@ -277,7 +277,7 @@ pub(crate) fn confirm_policy_changes(
         log.append(
             EventKind::ApprovalAnswer,
             None,
-            json!({ "answer": answer, "by": by, "reasons": null, "policy_file": change.path }),
+            json!({ "action": act, "answer": answer, "by": by, "reasons": null, "policy_file": change.path }),
         )?;
         if !yes {
             let why = if by.is_none() {
