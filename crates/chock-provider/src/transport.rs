@@ -258,6 +258,7 @@ impl Transport {
         let secret = self.secret.as_ref().map(|s| s.0.as_str());
         let body = scrub(body, secret);
         let (kind, message) = error_fields(&body);
+        let message = clip(message.as_deref().unwrap_or(&body), QUOTE_CHARS);
         let body = clip(&body, BODY_LIMIT);
         let should_retry = headers
             .get("x-should-retry")
@@ -276,7 +277,7 @@ impl Transport {
         let error = ProviderError::Http {
             provider: self.provider.clone(),
             status,
-            message: clip(message.as_deref().unwrap_or(&body), QUOTE_CHARS),
+            message,
             body,
             request_id,
         };

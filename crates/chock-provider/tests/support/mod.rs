@@ -44,6 +44,8 @@ pub struct Reply {
     pub cut_after: Option<usize>,
     /// Stop after this many body bytes and keep the connection open, silent, for a minute.
     pub stall_after: Option<usize>,
+    /// Read the request, then send nothing at all (not even headers) for a minute.
+    pub silent: bool,
     pub framing: Framing,
 }
 
@@ -57,6 +59,7 @@ impl Reply {
             piece: 4096,
             cut_after: None,
             stall_after: None,
+            silent: false,
             framing: Framing::Chunked,
         }
     }
@@ -70,7 +73,16 @@ impl Reply {
             piece: 4096,
             cut_after: None,
             stall_after: None,
+            silent: false,
             framing: Framing::Chunked,
+        }
+    }
+
+    /// A reply that never comes: the request is read and the connection then stays open and silent.
+    pub fn silent() -> Reply {
+        Reply {
+            silent: true,
+            ..Reply::sse("")
         }
     }
 
@@ -169,6 +181,10 @@ async fn serve(mut socket: TcpStream, reply: Option<Reply>, recorded: Arc<Mutex<
             "{\"error\":{\"type\":\"test\",\"message\":\"no more scripted replies\"}}",
         )
     });
+    if reply.silent {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        return;
+    }
     let mut head = format!("HTTP/1.1 {} Scripted\r\n", reply.status);
     for (name, value) in &reply.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
@@ -292,6 +308,21 @@ pub fn wire_to(
     };
     config.idle_timeout = Duration::from_secs(10);
     (config, sleeper)
+}
+
+/// The byte ranges of the events of an SSE stream: each from its first line through the blank line that
+/// ends it, so that `body[..ranges[k].start]` is the stream cut just before its event `k`.
+pub fn event_ranges(body: &str) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    while start < body.len() {
+        let end = body[start..]
+            .find("\n\n")
+            .map_or(body.len(), |at| start + at + 2);
+        ranges.push(start..end);
+        start = end;
+    }
+    ranges
 }
 
 /// A fixture from tests/fixtures.
