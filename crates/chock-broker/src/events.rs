@@ -3,31 +3,13 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use chock_log::{EventKind, Log};
-use serde_json::{Value, json};
+use chock_log::{EventData, Log};
+use chock_protocol::log::{NetConnect, NetDecision, NetVerdict};
 
 use crate::error::BrokerError;
 
-/// Which door an act came through, for the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Door {
-    /// `fetch_url`.
-    Fetch,
-    /// `web_search`.
-    Search,
-    /// The egress proxy serving a command in the sandbox.
-    Proxy,
-}
-
-impl Door {
-    fn as_str(self) -> &'static str {
-        match self {
-            Door::Fetch => "fetch_url",
-            Door::Search => "web_search",
-            Door::Proxy => "proxy",
-        }
-    }
-}
+/// Which door an act came through, for the log (the protocol's type).
+pub use chock_protocol::log::Door;
 
 /// The session log plus the call the events belong to.
 #[derive(Debug, Clone)]
@@ -47,9 +29,9 @@ impl NetLog {
         &self.log
     }
 
-    fn append(&self, kind: EventKind, data: Value) -> Result<(), BrokerError> {
+    fn record(&self, payload: impl Into<EventData>) -> Result<(), BrokerError> {
         self.log
-            .append(kind, self.call_id.as_deref(), data)
+            .record(self.call_id.as_deref(), payload)
             .map(|_| ())
             .map_err(|e| BrokerError::Log(e.to_string()))
     }
@@ -62,16 +44,19 @@ impl NetLog {
         target: (&str, u16),
         answer: Result<&str, &str>,
     ) -> Result<(), BrokerError> {
-        let (decision, by) = match answer {
-            Ok(by) => ("allow", json!({ "decided_by": by })),
-            Err(reason) => ("refuse", json!({ "reason": reason })),
+        let (decision, decided_by, reason) = match answer {
+            Ok(by) => (NetVerdict::Allow, Some(by.to_string()), None),
+            Err(reason) => (NetVerdict::Refuse, None, Some(reason.to_string())),
         };
-        let mut data = json!({
-            "stage": "gate", "door": door.as_str(), "action": action,
-            "host": target.0, "port": target.1, "decision": decision,
-        });
-        merge(&mut data, by);
-        self.append(EventKind::NetDecision, data)
+        self.record(NetDecision::Gate {
+            door,
+            action: action.to_string(),
+            host: target.0.to_string(),
+            port: target.1,
+            decision,
+            decided_by,
+            reason,
+        })
     }
 
     /// The address check of a resolved name (logged before connecting).
@@ -82,15 +67,18 @@ impl NetLog {
         checked: &[IpAddr],
         refused: Option<&str>,
     ) -> Result<(), BrokerError> {
-        let mut data = json!({
-            "stage": "address", "door": door.as_str(), "host": target.0, "port": target.1,
-            "addresses_checked": checked.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "decision": if refused.is_some() { "refuse" } else { "allow" },
-        });
-        if let Some(reason) = refused {
-            merge(&mut data, json!({ "reason": reason }));
-        }
-        self.append(EventKind::NetDecision, data)
+        self.record(NetDecision::Address {
+            door,
+            host: target.0.to_string(),
+            port: target.1,
+            addresses_checked: checked.iter().map(ToString::to_string).collect(),
+            decision: if refused.is_some() {
+                NetVerdict::Refuse
+            } else {
+                NetVerdict::Allow
+            },
+            reason: refused.map(str::to_string),
+        })
     }
 
     /// A connection to the pinned address opened.
@@ -100,20 +88,22 @@ impl NetLog {
         target: (&str, u16),
         used: SocketAddr,
     ) -> Result<(), BrokerError> {
-        self.append(
-            EventKind::NetConnect,
-            json!({ "phase": "open", "door": door.as_str(), "host": target.0, "port": target.1,
-                    "address_used": used.to_string() }),
-        )
+        self.record(NetConnect::Open {
+            door,
+            host: target.0.to_string(),
+            port: target.1,
+            address_used: used.to_string(),
+        })
     }
 
     /// No checked address accepted a connection.
     pub fn failed(&self, door: Door, target: (&str, u16), reason: &str) -> Result<(), BrokerError> {
-        self.append(
-            EventKind::NetConnect,
-            json!({ "phase": "failed", "door": door.as_str(), "host": target.0, "port": target.1,
-                    "reason": reason }),
-        )
+        self.record(NetConnect::Failed {
+            door,
+            host: target.0.to_string(),
+            port: target.1,
+            reason: reason.to_string(),
+        })
     }
 
     /// A connection closed, with the bytes each way.
@@ -124,16 +114,13 @@ impl NetLog {
         used: SocketAddr,
         bytes: (u64, u64),
     ) -> Result<(), BrokerError> {
-        self.append(
-            EventKind::NetConnect,
-            json!({ "phase": "close", "door": door.as_str(), "host": target.0, "port": target.1,
-                    "address_used": used.to_string(), "bytes_sent": bytes.0, "bytes_received": bytes.1 }),
-        )
-    }
-}
-
-fn merge(into: &mut Value, from: Value) {
-    if let (Some(into), Value::Object(from)) = (into.as_object_mut(), from) {
-        into.extend(from);
+        self.record(NetConnect::Close {
+            door,
+            host: target.0.to_string(),
+            port: target.1,
+            address_used: used.to_string(),
+            bytes_sent: bytes.0,
+            bytes_received: bytes.1,
+        })
     }
 }
