@@ -3,6 +3,10 @@
 //! The prompt goes to standard error (standard output may be a JSON stream) and the answer is read from
 //! standard input, which must be a terminal: a pipe is not a person. Only one question is on screen at a
 //! time. End of input is "no answer", which the broker turns into a refusal.
+//!
+//! This is the one terminal prompt: `chock run` puts the agent's acts to it, and `chock exec` puts a
+//! command's act and its asked connections to it (over `/dev/tty`, drawn [`PROMPT_RESET`] first,
+//! because there the command's raw output shares the screen).
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
@@ -12,9 +16,51 @@ use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Ro
 /// The line source answers come from and the sink prompts go to.
 type Console = Mutex<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>;
 
+/// What a prompt is drawn after when other programs' raw output reaches the same terminal
+/// ([`TerminalAnswerer::over_raw_output`]), so that nothing written before can overwrite, hide or
+/// reword the question. In order:
+///
+/// - `CAN` (0x18) aborts an escape or control sequence in progress (a `CSI` waiting for its final
+///   byte would eat the question's first characters) and, in DEC-style parsers, an `OSC`, `DCS`,
+///   `APC`, `PM` or `SOS` string too; `ESC \` (`ST`) then ends such a string where `CAN` does not
+///   (an unterminated `ESC ]0;` would otherwise swallow the whole question into the window title).
+/// - `ESC 7`, `CSI ? 1049 l` leaves the alternate screen, so the question is on the screen the
+///   person's history is on, not on a screen the program may clear or repaint later. Leaving
+///   restores the cursor saved when the screen was entered, and some terminals restore a saved
+///   cursor even when no alternate screen is in use (home, if none was saved); the `ESC 7` just
+///   before makes that restore put the cursor back where it already is.
+/// - `CSI ! p` (`DECSTR`, soft reset) restores the modes that change how text lands: insert mode,
+///   origin mode, the scroll margins, the character sets and `SGR`; it keeps the screen and the
+///   cursor's place. Then, for terminals without it (tmux, screen) or whose soft reset leaves some:
+///   `SGR 0` (no conceal, no same-colour-on-same-colour, no blink), `ESC ( B` and `SI` (ASCII in
+///   use, not line drawing), `CSI 4 l` (replace, not insert), `CSI ? 6 l` (absolute cursor),
+///   `CSI ? 69 l` (no left/right margins), `CSI ? 7 h` (autowrap on, whatever the soft reset
+///   restored it to: a long host must wrap onto the next line, never be cut at the right margin),
+///   `CSI ? 25 h` (cursor visible) and `CSI ? 2026 l` (end a synchronized update, which would
+///   freeze what is shown).
+/// - `ESC 7`, `CSI r`, `ESC 8`: the scroll region becomes the whole screen (a region ending above
+///   the cursor would make every line of the question overwrite the same line), with the cursor
+///   kept where the output left it (`CSI r` alone moves it home).
+/// - `CR LF` and `CSI J`: the question starts at column one of a fresh line, and whatever the
+///   program placed below the cursor (a forged answer line, text meant to sit beside the question)
+///   is erased.
+///
+/// Not a full reset (`RIS`): that would clear the screen and take away what the person was reading.
+/// Text above the question stays; the question is always the last thing drawn, with the cursor at
+/// its end, and nothing else is drawn while it is open (the caller holds the program's output
+/// back).
+pub const PROMPT_RESET: &str = concat!(
+    "\u{18}\u{1b}\\",
+    "\u{1b}7\u{1b}[?1049l",
+    "\u{1b}[!p\u{1b}[0m\u{1b}(B\u{0f}\u{1b}[4l\u{1b}[?6l\u{1b}[?69l\u{1b}[?7h\u{1b}[?25h\u{1b}[?2026l",
+    "\u{1b}7\u{1b}[r\u{1b}8",
+    "\r\n\u{1b}[J",
+);
+
 /// Reads answers from a line source and writes prompts to a sink (stdin/stderr for the CLI).
 pub struct TerminalAnswerer {
     io: Arc<Console>,
+    reset: bool,
 }
 
 impl std::fmt::Debug for TerminalAnswerer {
@@ -40,7 +86,22 @@ impl TerminalAnswerer {
     pub fn new(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
         Self {
             io: Arc::new(Mutex::new((input, output))),
+            reset: false,
         }
+    }
+
+    /// For a terminal that other programs' raw output reaches too (`chock exec`): every question is
+    /// drawn after [`PROMPT_RESET`]. The caller must hold that output back while a question is open.
+    #[must_use]
+    pub fn over_raw_output(mut self) -> Self {
+        self.reset = true;
+        self
+    }
+
+    /// Puts `question` and waits for the answer on this thread (for callers with no async runtime);
+    /// `None` when nobody answered. One question at a time, as [`Answerer::answer`].
+    pub fn ask_now(&self, question: &Question) -> Option<Answer> {
+        ask_blocking(&self.io, question, self.reset)
     }
 }
 
@@ -48,7 +109,10 @@ impl TerminalAnswerer {
 /// characters (escape sequences that move the cursor or rewrite the prompt, carriage returns, and in an
 /// approval newlines, which could forge a line of the prompt) and bidirectional overrides (which
 /// reorder what the person reads) are shown escaped, so the person approves exactly what runs.
-pub(crate) fn shown(text: &str, keep_newlines: bool) -> String {
+///
+/// This is the one escaper for text put before a person on a terminal; reuse it rather than write
+/// another.
+pub fn shown(text: &str, keep_newlines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
@@ -108,10 +172,13 @@ fn parse_approval(line: &str) -> Option<Answer> {
     }
 }
 
-fn ask_blocking(io: &Console, q: &Question) -> Option<Answer> {
+fn ask_blocking(io: &Console, q: &Question, reset: bool) -> Option<Answer> {
     let mut guard = io.lock().ok()?;
     let (input, output) = &mut *guard;
     let mut prompt = prompt_text(q);
+    if reset {
+        prompt.insert_str(0, PROMPT_RESET);
+    }
     loop {
         output.write_all(prompt.as_bytes()).ok()?;
         output.flush().ok()?;
@@ -148,8 +215,9 @@ impl Answerer for TerminalAnswerer {
     fn answer<'a>(&'a self, question: &'a Question) -> AnswerFuture<'a> {
         let io = Arc::clone(&self.io);
         let q = question.clone();
+        let reset = self.reset;
         Box::pin(async move {
-            tokio::task::spawn_blocking(move || ask_blocking(&io, &q))
+            tokio::task::spawn_blocking(move || ask_blocking(&io, &q, reset))
                 .await
                 .ok()
                 .flatten()
@@ -217,6 +285,28 @@ mod tests {
             Some(Answer::Reply {
                 text: "use tabs".into()
             })
+        );
+    }
+
+    /// Over raw output (`chock exec`), every question, and only the question, is drawn after the
+    /// reset preamble; a question asked again is not (nothing else was drawn in between).
+    #[test]
+    fn over_raw_output_each_question_starts_with_the_reset() {
+        let sink = Sink::default();
+        let t = TerminalAnswerer::new(
+            Box::new(std::io::Cursor::new("maybe\ny\n".to_string())),
+            Box::new(sink.clone()),
+        )
+        .over_raw_output();
+        let answer = t.ask_now(&question(QuestionKind::Approval));
+        assert!(matches!(answer, Some(Answer::AllowOnce { .. })));
+        let shown = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert!(shown.starts_with(PROMPT_RESET), "{shown:?}");
+        assert_eq!(shown.matches(PROMPT_RESET).count(), 1, "{shown:?}");
+        let after = &shown[PROMPT_RESET.len()..];
+        assert!(
+            after.starts_with("\nchock: approval needed for exec.cargo.test"),
+            "{after:?}"
         );
     }
 

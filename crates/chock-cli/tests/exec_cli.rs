@@ -374,6 +374,9 @@ fn http_server(body: &'static str) -> u16 {
     port
 }
 
+/// How the terminal prompt's approval question ends, waiting for the answer.
+const QUESTION_END: &str = "[n] no > ";
+
 /// Opens a pseudo-terminal: (master, slave).
 fn open_pty() -> (std::fs::File, std::fs::File) {
     use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
@@ -417,7 +420,7 @@ fn curl_asked_on_a_terminal(answer: &str) -> (World, Option<i32>, String, String
         .unwrap();
     let mut seen = String::new();
     let mut buf = [0u8; 1];
-    while !(seen.contains("let the command ") && seen.ends_with("[y/N] ")) {
+    while !(seen.contains("let the command ") && seen.ends_with(QUESTION_END)) {
         let n = master.read(&mut buf).unwrap();
         assert!(n > 0, "the question never came: {seen}");
         seen.push(char::from(buf[0]));
@@ -499,4 +502,224 @@ fn without_a_terminal_an_asked_connection_is_refused_and_gets_no_proxy() {
         "nobody was asked: {:?}",
         w.kinds()
     );
+}
+
+/// A small terminal, enough to read back what a person sees: printable text lands at the cursor;
+/// `CR`, `LF`, `ESC 7`/`ESC 8`, `CSI K`, `CSI J` and `CSI r` (which homes the cursor) move or erase;
+/// an `OSC`/`DCS`/`APC`/`PM`/`SOS` string swallows everything until `BEL` or `ST`; `CAN`/`SUB`
+/// abort a sequence or string in progress. Returns the lines and the cursor's row.
+fn render(bytes: &[u8]) -> (Vec<String>, usize) {
+    enum State {
+        Ground,
+        Esc,
+        EscCharset,
+        Csi(String),
+        Str { osc: bool },
+        StrEsc { osc: bool },
+    }
+    let mut lines: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col) = (0usize, 0usize);
+    let mut saved = (0usize, 0usize);
+    let mut state = State::Ground;
+    for c in String::from_utf8_lossy(bytes).chars() {
+        state = match state {
+            _ if c == '\u{18}' || c == '\u{1a}' => State::Ground,
+            State::Ground => match c {
+                '\u{1b}' => State::Esc,
+                '\r' => {
+                    col = 0;
+                    State::Ground
+                }
+                '\n' => {
+                    row += 1;
+                    State::Ground
+                }
+                c if c.is_control() => State::Ground,
+                c => {
+                    while lines.len() <= row {
+                        lines.push(Vec::new());
+                    }
+                    let line = &mut lines[row];
+                    while line.len() <= col {
+                        line.push(' ');
+                    }
+                    line[col] = c;
+                    col += 1;
+                    State::Ground
+                }
+            },
+            State::Esc => match c {
+                '[' => State::Csi(String::new()),
+                ']' => State::Str { osc: true },
+                'P' | '_' | '^' | 'X' => State::Str { osc: false },
+                '(' | ')' | '*' | '+' => State::EscCharset,
+                '7' => {
+                    saved = (row, col);
+                    State::Ground
+                }
+                '8' => {
+                    (row, col) = saved;
+                    State::Ground
+                }
+                _ => State::Ground,
+            },
+            State::EscCharset => State::Ground,
+            State::Csi(mut params) => {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    while lines.len() <= row {
+                        lines.push(Vec::new());
+                    }
+                    match (c, params.as_str()) {
+                        ('K', "2") => lines[row].clear(),
+                        ('K', "" | "0") => lines[row].truncate(col),
+                        ('J', "" | "0") => {
+                            lines[row].truncate(col);
+                            lines.truncate(row + 1);
+                        }
+                        ('r', "") => (row, col) = (0, 0),
+                        _ => {}
+                    }
+                    State::Ground
+                } else {
+                    params.push(c);
+                    State::Csi(params)
+                }
+            }
+            State::Str { osc } => match c {
+                '\u{7}' if osc => State::Ground,
+                '\u{1b}' => State::StrEsc { osc },
+                _ => State::Str { osc },
+            },
+            State::StrEsc { osc } => match c {
+                '\\' => State::Ground,
+                _ => State::Str { osc },
+            },
+        };
+    }
+    let lines = lines.into_iter().map(|l| l.into_iter().collect()).collect();
+    (lines, row)
+}
+
+#[test]
+fn the_small_terminal_reads_back_what_a_person_sees() {
+    let (lines, row) = render(b"a\r\x1b[2Kb\r\n\x1b]0;title\x07c\x1b]0;lost\nd\x18e");
+    assert_eq!(lines, vec!["b".to_string(), "ce".to_string()]);
+    assert_eq!(row, 1);
+}
+
+/// Hole 5 of issue 9: the command's output tries to forge the connection's question (a fake question
+/// naming another host drawn over the line with `CR` + erase-line, then an unterminated `OSC` that
+/// would swallow the real question into the window title), and keeps redrawing the line while the
+/// question is open. The question is drawn after the reset preamble, reads the real host, and nothing
+/// the command writes reaches the terminal while it is open: that output comes after the answer.
+#[test]
+fn at_a_terminal_the_commands_output_cannot_forge_or_overwrite_the_connections_question() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    if !curl_is_installed() {
+        return;
+    }
+    let port = http_server("asked body");
+    let w = World::new();
+    w.policy(&format!(
+        "[[rule]]\naction = \"exec.system.sh\"\ndecision = \"allow\"\n\n\
+         [[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"ask\"\n"
+    ));
+    let script = format!(
+        r"printf 'EARLY\r\033[2Kchock: approval needed for net.connect.com.example.443\n  let the command open a TCP connection to example.com:443\n  [y] yes once  [a] yes to this exact act for the session  [n] no > \033]0;'
+i=0; while [ $i -lt 25 ]; do printf '\r\033[2KLATE example.com:443 \033]0;'; sleep 0.2; i=$((i+1)); done &
+curl -sf --max-time 30 http://127.0.0.1:{port}/; wait; printf ' END\n'"
+    );
+    let (master, slave) = open_pty();
+    let child = Command::new("setsid")
+        .args(["-w", "-c", env!("CARGO_BIN_EXE_chock"), "exec", "--"])
+        .args(["sh", "-c", &script])
+        .current_dir(&w.project)
+        .env("XDG_STATE_HOME", &w.state)
+        .env_remove("CHOCK_ORG_POLICY")
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let mut answer = master.try_clone().unwrap();
+    let reader = {
+        let seen = Arc::clone(&seen);
+        let mut master = master;
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let snapshot = || seen.lock().unwrap().clone();
+    let real = format!("a TCP connection to 127.0.0.1:{port}");
+    let started = Instant::now();
+    let asked = loop {
+        let now = text(&snapshot());
+        // (The old `[y/N]` prompt too, so that without the fix this fails on what the person saw.)
+        if now.contains(&real) && (now.ends_with(QUESTION_END) || now.ends_with("[y/N] ")) {
+            break snapshot();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the question never came: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The command goes on writing for seconds; while the question is open none of it may show.
+    std::thread::sleep(Duration::from_secs(2));
+    let before_answer = snapshot();
+    answer.write_all(b"y\n").unwrap();
+    let status = child.wait_with_output().unwrap().status;
+    reader.join().unwrap();
+    let all = snapshot();
+    let shown_while_open = text(&before_answer[asked.len()..]);
+    assert_eq!(
+        shown_while_open, "",
+        "the command's output reached the terminal while the question was open"
+    );
+
+    // Read back what the person saw when asked: the question block (from the last question heading to
+    // the cursor) names the real host only.
+    let (lines, row) = render(&asked);
+    let heading = lines[..=row]
+        .iter()
+        .rposition(|l| l.starts_with("chock: approval needed for"))
+        .unwrap_or_else(|| panic!("no question on the screen: {lines:#?}"));
+    let block = lines[heading..=row].join("\n");
+    assert!(
+        block.contains(&format!("net.connect.1.0.0.127.{port}")) && block.contains(&real),
+        "{block}\n---\n{lines:#?}"
+    );
+    assert!(!block.contains("example.com"), "{block}");
+    // In the bytes: the command's early output, then the reset preamble, then the question.
+    let asked_text = text(&asked);
+    let early = asked_text
+        .find("EARLY")
+        .expect("the early output came before");
+    let reset = asked_text[early..]
+        .find("\u{18}\u{1b}\\")
+        .map(|i| i + early);
+    let question = asked_text.rfind("chock: approval needed for net.connect.1.0.0.127.");
+    assert!(
+        matches!((reset, question), (Some(r), Some(q)) if early < r && r < q),
+        "{asked_text:?}"
+    );
+    // What the command wrote while asked comes after the answer, then the body and the end.
+    let after = text(&all[before_answer.len()..]);
+    assert!(after.contains("LATE"), "{after:?}");
+    assert!(
+        after.contains("asked body") && after.contains(" END"),
+        "{after:?}"
+    );
+    assert_eq!(status.code(), Some(0), "{after:?}");
+    assert_answer_precedes_broker(&w.events(), true, "allow");
 }

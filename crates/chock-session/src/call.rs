@@ -2,6 +2,7 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chock_log::EventKind;
@@ -15,12 +16,57 @@ use crate::egress::EgressAsker;
 use crate::{Session, SessionError};
 
 /// Where the command's output goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Output {
     /// Captured (up to the limit) and returned in the result.
     Capture,
     /// Copied to this process's stdout and stderr as it comes, and captured too.
     Stream,
+    /// Handed to this sink as it comes (in the order it is read), and captured too: `chock exec`
+    /// holds a command's output back while a question about the command is on the terminal.
+    StreamTo(StreamSink),
+}
+
+/// Which of the command's streams some output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// Its standard output.
+    Stdout,
+    /// Its standard error.
+    Stderr,
+}
+
+/// Takes a streamed command's output ([`Output::StreamTo`]).
+pub trait OutputSink: Send + Sync {
+    /// `bytes` the command wrote on `stream`. It may block (the command then waits on a full pipe).
+    fn write(&self, stream: Stream, bytes: &[u8]);
+}
+
+/// An [`OutputSink`] shared by the call's two output threads.
+#[derive(Clone)]
+pub struct StreamSink(pub Arc<dyn OutputSink>);
+
+impl std::fmt::Debug for StreamSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamSink(..)")
+    }
+}
+
+/// One stream's side of a [`StreamSink`], as the writer the output thread copies into.
+struct SinkWriter {
+    sink: Arc<dyn OutputSink>,
+    stream: Stream,
+}
+
+impl Write for SinkWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.sink.write(self.stream, buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// How to run one call.
@@ -329,26 +375,29 @@ impl Session {
                 return Err(e);
             }
         };
-        let stream = opts.output == Output::Stream;
         let out = child.take_stdout();
         let err = child.take_stderr();
         let limit = opts.capture_limit;
         // Both streams are read on their own threads while this one waits: `wait` enforces the
         // timeout, and killing the call is what ends the streams.
-        let pump_on = |f: Option<std::fs::File>, to_stdout: bool| {
+        let pump_on = |f: Option<std::fs::File>, stream: Stream| {
+            let output = opts.output.clone();
             f.map(|f| {
                 std::thread::spawn(move || {
-                    let sink: Option<Box<dyn Write + Send>> = match (stream, to_stdout) {
-                        (false, _) => None,
-                        (true, true) => Some(Box::new(std::io::stdout())),
-                        (true, false) => Some(Box::new(std::io::stderr())),
+                    let sink: Option<Box<dyn Write + Send>> = match (output, stream) {
+                        (Output::Capture, _) => None,
+                        (Output::Stream, Stream::Stdout) => Some(Box::new(std::io::stdout())),
+                        (Output::Stream, Stream::Stderr) => Some(Box::new(std::io::stderr())),
+                        (Output::StreamTo(StreamSink(sink)), stream) => {
+                            Some(Box::new(SinkWriter { sink, stream }))
+                        }
                     };
                     pump(f, limit, sink)
                 })
             })
         };
-        let out_thread = pump_on(out, true);
-        let err_thread = pump_on(err, false);
+        let out_thread = pump_on(out, Stream::Stdout);
+        let err_thread = pump_on(err, Stream::Stderr);
         let waited = child.wait();
         let (stdout, out_trunc) = out_thread.and_then(|t| t.join().ok()).unwrap_or_default();
         let (stderr, err_trunc) = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();

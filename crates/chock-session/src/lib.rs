@@ -19,7 +19,7 @@ use chock_workspace::Workspace;
 use serde_json::json;
 
 pub use approve::{Approval, ApprovalRequest, Approver, NoApprover};
-pub use call::{CallOptions, CallOutcome, CallResult, Output};
+pub use call::{CallOptions, CallOutcome, CallResult, Output, OutputSink, Stream, StreamSink};
 pub use classify::{Classified, ExecContext};
 pub use egress::{EgressAsker, PROXY_PORT};
 pub use error::SessionError;

@@ -1,13 +1,14 @@
 //! `chock exec`: one command, run exactly as the agent's run_command tool runs it: decided by the
 //! project's chock.toml, logged, confined with every layer, in the session's throwaway workspace.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use chock_agent::approval::{Answer, Question, QuestionKind};
 use chock_sandbox::{ExitStatus, SandboxError};
 use chock_session::{
     Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, EgressAsker, NoApprover, Output,
@@ -15,7 +16,7 @@ use chock_session::{
 };
 
 use super::exec_egress::TerminalEgressGate;
-use super::sessions::printable;
+use super::exec_terminal::ExecTerminal;
 use crate::exit::{self, Exit};
 
 /// Arguments of `chock exec`.
@@ -39,43 +40,30 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
-/// Puts `question` to the person on the terminal (`/dev/tty`) and reads one line: `Some(true)` for
-/// `y`/`yes`, `Some(false)` for anything else, `None` when there is no terminal or no answer (end of
-/// input), which every caller treats as a refusal. The caller escapes what the question quotes.
-pub(crate) fn ask_terminal(question: &str) -> Option<bool> {
-    let tty = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .ok()?;
-    let mut out = &tty;
-    let _ = write!(out, "chock: {question} [y/N] ");
-    let _ = out.flush();
-    let mut line = String::new();
-    match std::io::BufReader::new(&tty).read_line(&mut line) {
-        Ok(n) if n > 0 => Some(matches!(line.trim(), "y" | "Y" | "yes")),
-        _ => None,
-    }
-}
-
-/// Asks on the terminal (`/dev/tty`), answering no on anything but `y`/`yes`.
+/// Asks the person at the terminal about the command itself, through the shared prompt (which escapes
+/// what it quotes); anything but a yes is a refusal.
 #[derive(Debug)]
-struct TerminalApprover;
+struct TerminalApprover(Arc<ExecTerminal>);
 
 impl Approver for TerminalApprover {
     fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let question = format!(
-            "run `{}` as {} ({} by {})?",
-            printable(&request.argv.join(" ")),
-            printable(&request.action),
-            request.decision.as_str(),
-            printable(&request.decided_by)
-        );
-        match ask_terminal(&question) {
-            Some(true) => Approval::Approved {
+        let question = Question {
+            kind: QuestionKind::Approval,
+            call_id: None,
+            action: Some(request.action.clone()),
+            decided_by: Some(format!(
+                "{}: {}",
+                request.decided_by,
+                request.decision.as_str()
+            )),
+            text: format!("run `{}` in the sandbox", request.argv.join(" ")),
+            reviewer: None,
+        };
+        match self.0.ask(&question) {
+            Some(Answer::AllowOnce { .. } | Answer::AllowSession) => Approval::Approved {
                 by: "terminal".into(),
             },
-            Some(false) => Approval::Refused {
+            Some(Answer::Deny { .. } | Answer::Reply { .. }) => Approval::Refused {
                 by: "terminal".into(),
                 reason: "answered no".into(),
             },
@@ -125,13 +113,24 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(e).context("opening the session"),
     };
     // With a terminal, the person who answers the command's own ask also answers its connections'
-    // asks; without one, a connection's ask refuses and an ask-only table gives no proxy.
-    let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    // asks, and the command's output goes through the terminal's hold (held back while a question is
+    // open); without one, a connection's ask refuses and an ask-only table gives no proxy.
+    let terminal = (std::io::stdin().is_terminal() && std::io::stderr().is_terminal())
+        .then(ExecTerminal::open)
+        .flatten()
+        .map(Arc::new);
     let opts = CallOptions {
         timeout: timeout.map(Duration::from_secs),
-        output: Output::Stream,
+        output: terminal
+            .as_ref()
+            .map_or(Output::Stream, |t| Output::StreamTo(t.output())),
         capture_limit: 64 << 10,
-        egress_asker: terminal.then(|| EgressAsker(Arc::new(TerminalEgressGate::new()))),
+        egress_asker: terminal.as_ref().map(|t| {
+            EgressAsker(Arc::new(TerminalEgressGate::new(
+                Arc::clone(t),
+                session.shared_policy(),
+            )))
+        }),
         ..CallOptions::default()
     };
     if verbose {
@@ -154,12 +153,11 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             Err(e) => eprintln!("chock: mount: {e}"),
         }
     }
-    let approver: &dyn Approver = if terminal {
-        &TerminalApprover
-    } else {
-        &NoApprover
+    let approver: Box<dyn Approver> = match &terminal {
+        Some(t) => Box::new(TerminalApprover(Arc::clone(t))),
+        None => Box::new(NoApprover),
     };
-    let result = session.confined_call(&command, &opts, approver);
+    let result = session.confined_call(&command, &opts, approver.as_ref());
     let session_dir = session.log().dir().to_path_buf();
     let closed = session.close(keep);
     let code = match result {

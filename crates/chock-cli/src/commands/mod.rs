@@ -5,6 +5,7 @@ pub mod diff;
 pub mod doctor;
 pub mod exec;
 pub(crate) mod exec_egress;
+pub(crate) mod exec_terminal;
 pub mod login;
 pub mod policy;
 pub mod run;
