@@ -40,8 +40,10 @@ pub struct ProviderConfig {
     pub extra_headers: Vec<(String, String)>,
     /// Retry limits and backoff.
     pub retry: RetryPolicy,
-    /// How long the stream may stay silent (and how long to wait for response headers) before it counts
-    /// as broken and is retried.
+    /// The stall timeout: how long the stream may stay silent (and how long to wait for response
+    /// headers) before it counts as broken (`StreamFault::Stalled`) and is retried. 300 s by default:
+    /// a reasoning model or a local server reading a long prompt on a CPU can be silent for minutes, and a
+    /// false stall re-sends (and re-bills) the whole prompt.
     pub idle_timeout: Duration,
     /// How long establishing a connection may take.
     pub connect_timeout: Duration,

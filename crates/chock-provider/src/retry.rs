@@ -1,8 +1,9 @@
 //! When and how long to wait before sending a failed request again.
 //!
 //! A 408, 429 or 5xx (Anthropic's 529 included), a retryable error inside the stream (`overloaded_error`,
-//! `server_error`, …) and a stream that broke before its terminal event are all tried again: the reply is
-//! requested from scratch, which is safe because tools run only after a complete reply. The server's
+//! `server_error`, …) and a stream that broke before its terminal event (cut, stalled, or carrying a
+//! malformed event: see `StreamFault`) are all tried again: the reply is requested from scratch, which is
+//! safe because tools run only after a complete reply. The server's
 //! `retry-after-ms` or `Retry-After` (seconds or an HTTP date) wins over the computed backoff.
 
 use std::fmt;
