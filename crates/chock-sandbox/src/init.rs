@@ -104,7 +104,9 @@ pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
     if let Err(e) = install_stdio(&fds) {
         fail(chan, Layer::Descriptors, step::STDIO, e);
     }
-    let mut keep = [0, 1, 2, fds.chan, fds.status_w, fds.lifeline_r];
+    // The shared overlay's descriptor (or -1, which closes nothing) stays for the init.
+    let overlay = p.overlay_fd.unwrap_or(-1);
+    let mut keep = [0, 1, 2, fds.chan, fds.status_w, fds.lifeline_r, overlay];
     keep.sort_unstable();
     if let Err(e) = sys::close_all_except(&keep) {
         fail(chan, Layer::Descriptors, step::CLOSE, e);
@@ -155,10 +157,14 @@ pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
         Record::new(Kind::InitPid, 0, 0, 0, i64::from(init)),
         Some(pidfd),
     );
-    // SAFETY: closing our copies: the host now holds the pidfd, the init its own channel.
+    // SAFETY: closing our copies: the host now holds the pidfd, the init its own channel and
+    // the overlay's descriptor.
     unsafe {
         libc::close(chan);
         libc::close(fds.status_w);
+        if overlay >= 0 {
+            libc::close(overlay);
+        }
     }
     supervise(init, pidfd, fds.lifeline_r)
 }
@@ -251,6 +257,11 @@ fn init_main(p: &Prepared, fds: ChildFds) -> ! {
                 e,
             );
         }
+    }
+    if let Some(fd) = p.overlay_fd {
+        // SAFETY: the init's inherited copy of the shared overlay's descriptor: the clone is
+        // attached, and no descriptor of the host's reaches the command.
+        unsafe { libc::close(fd) };
     }
     if let Err((s, e)) = limits::apply(&p.rlimits) {
         fail(chan, Layer::Rlimits, s, e);

@@ -22,6 +22,7 @@ mod plan;
 mod prepare;
 mod report;
 pub mod seccomp_rules;
+mod shared_overlay;
 mod socket_mask;
 mod spawn;
 mod sys;
@@ -34,11 +35,12 @@ pub use outcome::{ExitStatus, LimitsReport, Outcome};
 pub use plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, Plan, PlanBuilder, WorkspaceMount, scrub_env,
 };
-pub use spawn::{SandboxChild, StdioMode, spawn};
+pub use shared_overlay::{OverlayLease, SharedOverlay};
+pub use spawn::{SandboxChild, StdioMode, spawn, spawn_shared};
 
 /// The mounts a plan makes, in order, in words ("ro bind /usr", "tmpfs /tmp (size 1 GiB)"), for
 /// `chock exec --verbose`.
 pub fn describe_mounts(plan: &Plan) -> Result<Vec<String>, SandboxError> {
     plan.validate()?;
-    Ok(mounts::build(plan)?.into_iter().map(|s| s.label).collect())
+    Ok(mounts::build(plan, None)?.into_iter().map(|s| s.label).collect())
 }

@@ -161,6 +161,44 @@ fn bind_policy(source: &CStr, target: &CStr, dev: u64, ino: u64) -> Result<(), i
     result
 }
 
+/// Attaches a clone of the detached overlay mount `fd` (the session's one instance) at `target`:
+/// `open_tree(OPEN_TREE_CLONE)` makes a new mount of the same superblock, `move_mount` attaches it
+/// to this mount namespace. The same instance is cloned by every call, so all of them see one
+/// filesystem. A refusal fails the step: there is no per-call overlay to fall back to.
+fn attach_overlay(fd: libc::c_int, target: &CStr) -> Result<(), i32> {
+    const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    if fd < 0 {
+        return Err(libc::EBADF);
+    }
+    let flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: open_tree on a descriptor with an empty NUL-terminated path; the result is a new
+    // descriptor, closed below.
+    let tree = unsafe { libc::syscall(libc::SYS_open_tree, fd, c"".as_ptr(), flags) };
+    let Ok(tree) = libc::c_int::try_from(tree) else {
+        return Err(libc::EBADF);
+    };
+    if tree < 0 {
+        return Err(errno());
+    }
+    // SAFETY: move_mount of our own detached clone onto a NUL-terminated target path.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    let result = if rc == 0 { Ok(()) } else { Err(errno()) };
+    // SAFETY: `tree` was opened above and is closed once.
+    unsafe { libc::close(tree) };
+    result
+}
+
 /// Runs one step. Called in the call's init, inside its namespaces. Allocation-free.
 pub(crate) fn apply(op: &Op) -> Result<(), i32> {
     match op {
@@ -232,6 +270,7 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             libc::MS_NOSUID | libc::MS_NODEV,
             Some(data),
         ),
+        Op::AttachOverlay { fd, target } => attach_overlay(*fd, target),
         Op::Proc { target } => {
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
             mount(Some(c"proc"), target, Some(c"proc"), flags, None)

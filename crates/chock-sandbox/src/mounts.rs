@@ -65,6 +65,12 @@ pub(crate) enum Op {
         target: CString,
         data: CString,
     },
+    /// Attach a clone of the session's shared overlay (the detached mount at host descriptor `fd`,
+    /// inherited by the init) at `target`.
+    AttachOverlay {
+        fd: libc::c_int,
+        target: CString,
+    },
     Proc {
         target: CString,
     },
@@ -243,8 +249,12 @@ impl Builder {
     }
 }
 
-/// The mount steps for `plan`, in order.
-pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
+/// The mount steps for `plan`, in order. `shared_fd` is the descriptor of the session's overlay when
+/// the plan shares one (`None` only to describe the steps, never to run them).
+pub(crate) fn build(
+    plan: &Plan,
+    shared_fd: Option<libc::c_int>,
+) -> Result<Vec<Step>, SandboxError> {
     let fs = Layer::Filesystem;
     let mut b = Builder {
         steps: Vec::new(),
@@ -297,6 +307,16 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
                     source,
                     readonly: false,
                     layer: Layer::Workspace,
+                },
+            ));
+        }
+        WorkspaceMount::Overlay { lower, upper, .. } if plan.shared_overlay => {
+            user.push((
+                plan.project_path.clone(),
+                UserMount::SharedOverlay {
+                    lower: canonical("overlay lower", lower)?,
+                    upper: canonical("overlay upper", upper)?,
+                    fd: shared_fd.unwrap_or(-1),
                 },
             ));
         }
@@ -406,6 +426,20 @@ pub(crate) fn build(plan: &Plan) -> Result<Vec<Step>, SandboxError> {
                 };
                 b.push(op, Layer::Workspace, label);
             }
+            UserMount::SharedOverlay { lower, upper, fd } => {
+                b.mkdirs(&target, Layer::Workspace)?;
+                let label = format!(
+                    "overlay {} (the session's shared instance; lower {}, upper {})",
+                    target.display(),
+                    lower.display(),
+                    upper.display()
+                );
+                let op = Op::AttachOverlay {
+                    fd,
+                    target: cstr(target.as_os_str().as_bytes())?,
+                };
+                b.push(op, Layer::Workspace, label);
+            }
         }
     }
 
@@ -435,6 +469,11 @@ enum UserMount {
         lower: PathBuf,
         upper: PathBuf,
         work: PathBuf,
+    },
+    SharedOverlay {
+        lower: PathBuf,
+        upper: PathBuf,
+        fd: libc::c_int,
     },
     Policy {
         source: PathBuf,
@@ -530,7 +569,7 @@ mod tests {
         .home(PathBuf::from("/home/someone"))
         .policy_file(Some(project.join("chock.toml")))
         .build_with_env(&[]);
-        let steps = build(&plan).unwrap();
+        let steps = build(&plan, None).unwrap();
         let labels: Vec<&str> = steps.iter().map(|s| s.label.as_str()).collect();
         let pos = |needle: &str| {
             labels
@@ -597,7 +636,7 @@ mod tests {
         )
         .extra_read(vec!["/dev/shm".into()])
         .build_with_env(&[]);
-        assert!(build(&plan).unwrap_err().to_string().contains("/dev"));
+        assert!(build(&plan, None).unwrap_err().to_string().contains("/dev"));
     }
 
     #[test]
@@ -613,7 +652,11 @@ mod tests {
         )
         .home(home.clone())
         .build_with_env(&[]);
-        let labels: Vec<String> = build(&plan).unwrap().into_iter().map(|s| s.label).collect();
+        let labels: Vec<String> = build(&plan, None)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.label)
+            .collect();
         assert!(labels.contains(&format!("rw bind {}", home.display())));
         assert!(
             !labels

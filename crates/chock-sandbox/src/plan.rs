@@ -35,6 +35,13 @@ pub struct Plan {
     pub home: PathBuf,
     /// What is mounted read-write at `project_path`.
     pub workspace: WorkspaceMount,
+    /// With an overlay workspace: the call mounts no overlay of its own but attaches a clone of
+    /// its session's one instance, which the host hands to the call ([`crate::SharedOverlay`],
+    /// [`crate::spawn_shared`]), so calls that run at the same time see one filesystem. False: the
+    /// call mounts an instance of its own, which is only sound while no other call uses the same
+    /// upper directory.
+    #[serde(default)]
+    pub shared_overlay: bool,
     /// The project's own path: the workspace appears here, so paths in error messages and build
     /// outputs match the real project.
     pub project_path: PathBuf,
@@ -142,6 +149,11 @@ impl Plan {
             ("home", &self.home),
             ("project_path", &self.project_path),
         ];
+        if self.shared_overlay && !matches!(self.workspace, WorkspaceMount::Overlay { .. }) {
+            return Err(SandboxError::Plan(
+                "a shared overlay needs an overlay workspace, not a bind".into(),
+            ));
+        }
         match &self.workspace {
             WorkspaceMount::Bind { source } => paths.push(("workspace source", source)),
             WorkspaceMount::Overlay { lower, upper, work } => {
@@ -150,8 +162,10 @@ impl Plan {
                     ("overlay upper", upper),
                     ("overlay work", work),
                 ] {
+                    // A call's own overlay names its layers in the mount options; the shared
+                    // instance names them by descriptor, so any path works there.
                     let s = p.to_string_lossy();
-                    if s.contains(',') || s.contains(':') {
+                    if !self.shared_overlay && (s.contains(',') || s.contains(':')) {
                         return Err(SandboxError::Plan(format!(
                             "{what} path {} contains `,` or `:`, which overlayfs options cannot carry",
                             p.display()
@@ -232,6 +246,7 @@ impl PlanBuilder {
                 env: Vec::new(),
                 home,
                 workspace,
+                shared_overlay: false,
                 project_path,
                 policy_file: None,
                 extra_read: Vec::new(),
@@ -253,6 +268,12 @@ impl PlanBuilder {
     /// The home directory path inside the sandbox (default: the host's `$HOME`).
     pub fn home(mut self, home: PathBuf) -> Self {
         self.plan.home = home;
+        self
+    }
+
+    /// Whether an overlay workspace is the session's shared instance (see [`Plan::shared_overlay`]).
+    pub fn shared_overlay(mut self, shared: bool) -> Self {
+        self.plan.shared_overlay = shared;
         self
     }
 

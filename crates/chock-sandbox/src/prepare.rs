@@ -10,6 +10,7 @@
 //! takes no other lock (no stdio, no environment, no Rust std mutex).
 
 use std::ffi::{CString, c_char};
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,9 @@ pub(crate) struct Prepared {
     pub rlimits: Rlimits,
     pub cgroup_procs: Option<CString>,
     pub proxy_port: Option<u16>,
+    /// The host descriptor of the session's shared overlay, inherited by the setup process and
+    /// the init (which attaches a clone of it and closes it).
+    pub overlay_fd: Option<RawFd>,
 }
 
 fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
@@ -66,10 +70,11 @@ pub(crate) fn prepare(
     abi: i32,
     seccomp: Vec<BpfProgram>,
     cgroup_procs: Option<&Path>,
+    overlay_fd: Option<RawFd>,
 ) -> Result<Prepared, SandboxError> {
     // SAFETY: getuid/getgid never fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let steps = mounts::build(plan)?;
+    let steps = mounts::build(plan, overlay_fd)?;
     let mut writable_dirs = vec![
         plan.project_path.clone(),
         PathBuf::from("/tmp"),
@@ -148,5 +153,6 @@ pub(crate) fn prepare(
             .map(|p| cstring("cgroup path", p.as_os_str().as_bytes()))
             .transpose()?,
         proxy_port,
+        overlay_fd,
     })
 }

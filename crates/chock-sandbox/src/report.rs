@@ -22,6 +22,8 @@ pub(crate) enum Kind {
     ProxyListener = 4,
     /// The setup process could not join the call's cgroup (`errno`): its limits are off.
     CgroupNotJoined = 5,
+    /// The session's overlay, made by its helper process (the detached mount, attached).
+    SharedOverlay = 6,
 }
 
 /// One message.

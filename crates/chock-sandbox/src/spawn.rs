@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cgroup::{self, Cgroup};
@@ -16,6 +17,11 @@ use crate::plan::Plan;
 use crate::prepare::{self, Prepared};
 use crate::report::{self, Kind};
 use crate::seccomp_rules::{self, Arch};
+use crate::shared_overlay::{OverlayLease, SharedOverlay};
+
+/// What a call leaves to be cleaned up after its init exited: the setup process to reap, then its
+/// cgroup and its hold on the shared overlay.
+type Leftovers = (libc::pid_t, Option<Cgroup>, Option<OverlayLease>);
 
 /// Where the command's standard streams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +48,9 @@ pub struct SandboxChild {
     stderr: Option<File>,
     proxy: Option<TcpListener>,
     cgroup: Option<Cgroup>,
+    /// The call's hold on the session's shared overlay: released once the setup process is
+    /// reaped, when the call's mount namespace (and its clone of the overlay) is gone.
+    overlay: Option<OverlayLease>,
     limits: LimitsReport,
     started: Instant,
     timeout: Option<Duration>,
@@ -59,7 +68,7 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+pub(crate) fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for two descriptors.
     let rc = unsafe {
@@ -122,7 +131,7 @@ fn poll_readable(fd: RawFd, deadline: Option<Instant>) -> bool {
     }
 }
 
-fn reap(pid: libc::pid_t) {
+pub(crate) fn reap(pid: libc::pid_t) {
     let mut status = 0;
     loop {
         // SAFETY: wait for our own child.
@@ -135,8 +144,48 @@ fn reap(pid: libc::pid_t) {
 
 /// Forks, builds every layer in the child and executes the plan's command. Returns once the command
 /// is executing (every layer on), or with the error of the first layer that could not be applied.
+/// A plan whose workspace is a session's shared overlay is spawned with [`spawn_shared`].
 pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError> {
+    spawn_inner(plan, stdio, None)
+}
+
+/// As [`spawn`], for a plan whose workspace is `overlay`, the session's one overlay instance
+/// ([`Plan::shared_overlay`]): the call attaches a clone of it instead of mounting an overlay of its
+/// own, and holds it until the call is reaped. Fails the call (layer `workspace`) when the instance
+/// cannot be made or attached.
+pub fn spawn_shared(
+    plan: &Plan,
+    stdio: StdioMode,
+    overlay: &SharedOverlay,
+) -> Result<SandboxChild, SandboxError> {
+    spawn_inner(plan, stdio, Some(overlay))
+}
+
+fn spawn_inner(
+    plan: &Plan,
+    stdio: StdioMode,
+    overlay: Option<&SharedOverlay>,
+) -> Result<SandboxChild, SandboxError> {
     plan.validate()?;
+    match (plan.shared_overlay, overlay) {
+        (true, None) => {
+            return Err(SandboxError::Plan(
+                "the plan's workspace is a session's shared overlay: spawn it with spawn_shared"
+                    .into(),
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(SandboxError::Plan(
+                "a shared overlay was given for a plan that does not share one".into(),
+            ));
+        }
+        (true, Some(o)) if !o.is_for(&plan.workspace) => {
+            return Err(SandboxError::Plan(
+                "the plan's overlay layers are not those of the shared overlay given".into(),
+            ));
+        }
+        _ => {}
+    }
     let abi = landlock_rules::kernel_abi();
     if abi < landlock_rules::MINIMUM_ABI {
         return Err(SandboxError::Layer {
@@ -171,7 +220,15 @@ pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError
     // Removed again if anything below fails before the call owns it.
     let mut cgroup = UnusedCgroup(cgroup::create(&plan.limits, &mut limits));
     let procs = cgroup.0.as_ref().map(Cgroup::procs_file);
-    let prepared = prepare::prepare(plan, abi, seccomp, procs.as_deref())?;
+    // Held from before fork (the setup and the init inherit its descriptor) until the call is reaped.
+    let overlay = overlay.map(SharedOverlay::lease).transpose()?;
+    let prepared = prepare::prepare(
+        plan,
+        abi,
+        seccomp,
+        procs.as_deref(),
+        overlay.as_ref().map(OverlayLease::fd),
+    )?;
 
     let (chan, chan_child) = seqpacket_pair()?;
     let (status_r, status_w) = pipe()?;
@@ -247,6 +304,7 @@ pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError
                 stderr,
                 proxy,
                 cgroup,
+                overlay,
                 limits,
                 started,
                 timeout: plan.timeout,
@@ -394,20 +452,33 @@ impl SandboxChild {
         // it). What remains is Chock's own setup process while the kernel tears the call's mount
         // namespace down (an overlay syncs its upper filesystem there: 10-15 ms): reap it, and only
         // then remove the cgroup it sits in, on a thread of their own, so `wait` returns now.
-        let (setup_pid, cgroup) = (self.setup_pid, self.cgroup.take());
-        let cleanup = move || {
-            reap(setup_pid);
-            if let Some(cg) = cgroup {
-                cg.kill();
-                cg.remove();
+        // The shared overlay's lease goes last: the call's clone of it is gone with the setup.
+        let leftovers = Arc::new(Mutex::new(Some((
+            self.setup_pid,
+            self.cgroup.take(),
+            self.overlay.take(),
+        ))));
+        let cleanup = |leftovers: &Mutex<Option<Leftovers>>| {
+            let taken = leftovers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some((setup_pid, cgroup, overlay)) = taken {
+                reap(setup_pid);
+                if let Some(cg) = cgroup {
+                    cg.kill();
+                    cg.remove();
+                }
+                drop(overlay);
             }
         };
+        let theirs = Arc::clone(&leftovers);
         if std::thread::Builder::new()
             .name("chock-reap".into())
-            .spawn(cleanup.clone())
+            .spawn(move || cleanup(&theirs))
             .is_err()
         {
-            cleanup();
+            cleanup(&leftovers);
         }
         let mut buf = [0u8; 4];
         // SAFETY: reading into a 4-byte buffer from our own pipe.
