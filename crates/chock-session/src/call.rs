@@ -179,6 +179,7 @@ impl Session {
             .timeout
             .or(Some(Duration::from_secs(limits.timeout_secs)));
         let mut plan = Plan::builder(argv.to_vec(), self.workspace.mount(), self.project.clone())
+            .shared_overlay(self.overlay.is_some())
             .cwd(cwd)
             .policy_file(self.policy.project_file().map(PathBuf::from))
             .extra_read(sandbox.read.clone())
@@ -333,7 +334,13 @@ impl Session {
         opts: &CallOptions,
     ) -> Result<CallResult, SessionError> {
         let started = Instant::now();
-        let mut child = match chock_sandbox::spawn(plan, StdioMode::Piped) {
+        // Calls that run at the same time share one overlay instance: a write by one is seen by the
+        // other at once, and no two overlays are mounted on the session's upper directory.
+        let spawned = match &self.overlay {
+            Some(overlay) => chock_sandbox::spawn_shared(plan, StdioMode::Piped, overlay),
+            None => chock_sandbox::spawn(plan, StdioMode::Piped),
+        };
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 let (kind, layer) = match &e {

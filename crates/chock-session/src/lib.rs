@@ -48,6 +48,9 @@ pub struct Session {
     live_policy: Arc<RwLock<Policy>>,
     log: Log,
     workspace: Workspace,
+    /// The one overlay instance the session's calls share (chock-sandbox makes it when a call needs
+    /// it and unmounts it when no call holds it), for an overlay workspace.
+    overlay: Option<chock_sandbox::SharedOverlay>,
     next_call: AtomicU64,
     /// See [`SessionOptions::withheld_env`].
     withheld_env: Vec<String>,
@@ -88,12 +91,19 @@ impl Session {
         };
         let log = Log::create(&root, header)?;
         let workspace = create_workspace(&project, &log)?;
+        let overlay = match workspace.mount() {
+            mount @ chock_sandbox::WorkspaceMount::Overlay { .. } => {
+                Some(chock_sandbox::SharedOverlay::new(&mount)?)
+            }
+            chock_sandbox::WorkspaceMount::Bind { .. } => None,
+        };
         Ok(Session {
             project,
             live_policy: Arc::new(RwLock::new(policy.clone())),
             policy,
             log,
             workspace,
+            overlay,
             next_call: AtomicU64::new(1),
             withheld_env: options.withheld_env,
         })
