@@ -357,6 +357,8 @@ impl Session {
                 return Err(e.into());
             }
         };
+        // Registered while it runs, so an interrupt can end it (and its whole process tree).
+        let _running = self.running.register(&call_id, child.pid());
         // The egress proxy (when the plan has one) is served for as long as the command runs; if it
         // cannot be served the call fails (dropping the child kills it).
         let served = child

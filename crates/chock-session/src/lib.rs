@@ -8,6 +8,7 @@ mod call;
 mod classify;
 mod egress;
 mod error;
+mod running;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +24,7 @@ pub use call::{CallOptions, CallOutcome, CallResult, Output, OutputSink, Stream,
 pub use classify::{Classified, ExecContext};
 pub use egress::{EgressAsker, PROXY_PORT};
 pub use error::SessionError;
+pub use running::RunningCalls;
 
 /// How to open a session.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +56,8 @@ pub struct Session {
     next_call: AtomicU64,
     /// See [`SessionOptions::withheld_env`].
     withheld_env: Vec<String>,
+    /// The confined calls running now (an interrupt ends them).
+    running: RunningCalls,
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
@@ -106,6 +110,7 @@ impl Session {
             overlay,
             next_call: AtomicU64::new(1),
             withheld_env: options.withheld_env,
+            running: RunningCalls::default(),
         })
     }
 
@@ -131,6 +136,12 @@ impl Session {
             Ok(policy) => policy.decide(action),
             Err(poisoned) => poisoned.into_inner().decide(action),
         }
+    }
+
+    /// The confined calls running now: [`RunningCalls::kill`] ends one with its whole process
+    /// tree (an interrupt).
+    pub fn running(&self) -> &RunningCalls {
+        &self.running
     }
 
     /// The session log.
