@@ -3,16 +3,22 @@
 //! One turn: `turn.start` → `model.request` → the reply streams (events out; provider retries become
 //! `model.retry`) → `model.response` (tokens, cost, the reply's blocks) → for each tool call:
 //! `tool.call` → (`approval.ask` → `approval.answer`) → `decision` → the act → `tool.result` →
-//! `turn.end`. The decision is durable in the log before the act. The session ends with `session.end`
-//! carrying the summary.
+//! `turn.end`. The decision is durable in the log before the act. A task is turns until the model
+//! stops calling tools; a session is one or more tasks ([`crate::runtime::SessionRuntime`] keeps the
+//! conversation between them) and ends with `session.end` carrying the summary.
 
 use std::sync::{Arc, Mutex};
 
-use chock_log::{EventKind, Log, LogError};
-use chock_provider::{
-    Block, Message, PriceTable, Provider, Request, Role, StopReason, StreamEvent,
+use chock_log::{Log, LogError};
+use chock_protocol::log::{
+    EndReason, ModelRequest, ModelResponse, ModelRetry, Note, SessionEnd, TurnEnd, TurnEndReason,
+    TurnStart, Usage,
 };
-use serde_json::{Value, json};
+use chock_provider::{
+    Block, Message, PriceTable, Provider, Request, Role, StopReason, StreamEvent, ToolSpec,
+};
+use serde_json::Value;
+use tokio::sync::watch;
 
 use crate::events::{AgentEvent, EventSink, Summary};
 use crate::gate::Decider;
@@ -51,6 +57,9 @@ pub enum AgentError {
     /// The model could not be asked.
     #[error("model call failed: {0}")]
     Provider(#[from] chock_provider::ProviderError),
+    /// The session has ended: it takes no more input.
+    #[error("the session has ended")]
+    Ended,
 }
 
 /// A session's agent: the host (log, policy, workspace, confined calls), a model, and the broker.
@@ -62,6 +71,40 @@ pub struct Agent {
     limits: LoopLimits,
     prices: PriceTable,
     toolbox: Toolbox,
+    /// The system prompt, made once per session (the view it describes does not change).
+    system: String,
+    /// Turns taken in the whole session (a follow-up goes on counting).
+    turn: u32,
+    /// Whether `note {about: task}` (the system prompt) is in the log yet.
+    task_noted: bool,
+}
+
+/// How one task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The model answered without calling a tool.
+    Done,
+    /// The model's reply hit its token limit.
+    MaxTokens,
+    /// The model refused.
+    Refusal,
+    /// The task's turn limit was reached.
+    MaxTurns,
+    /// A client interrupted it.
+    Interrupted,
+}
+
+impl TaskEnd {
+    /// The word the summary's `ended` carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskEnd::Done => "done",
+            TaskEnd::MaxTokens => "max_tokens",
+            TaskEnd::Refusal => "refusal",
+            TaskEnd::MaxTurns => "max_turns",
+            TaskEnd::Interrupted => "interrupted",
+        }
+    }
 }
 
 impl std::fmt::Debug for Agent {
@@ -92,6 +135,7 @@ impl Agent {
         prices: PriceTable,
     ) -> Self {
         let toolbox = Toolbox::new(Arc::clone(&host), decider.clone(), Arc::clone(&sink));
+        let system = system_prompt(host.view());
         Self {
             host,
             provider,
@@ -100,32 +144,82 @@ impl Agent {
             limits,
             prices,
             toolbox,
+            system,
+            turn: 0,
+            task_noted: false,
         }
     }
 
-    fn log(&self) -> &Log {
+    /// The session log.
+    pub fn log(&self) -> &Log {
         &self.decider.log
     }
 
-    /// Runs `task` to the end and returns the summary. `session.end` is written whatever happens.
-    pub async fn run(&mut self, task: &str) -> Result<Summary, AgentError> {
-        let mut summary = Summary {
-            session: self.log().id().as_str().to_string(),
-            review: format!("chock diff {}", self.log().id().as_str()),
+    /// The host the agent acts through.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// The event sink.
+    pub(crate) fn sink(&self) -> &Arc<dyn EventSink> {
+        &self.sink
+    }
+
+    /// Sets the turn count a resumed session goes on from, and that its task is noted.
+    pub(crate) fn resume_at(&mut self, turn: u32) {
+        self.turn = turn;
+        self.task_noted = true;
+    }
+
+    /// A fresh summary for this session.
+    pub(crate) fn new_summary(&self) -> Summary {
+        let id = self.log().id().as_str().to_string();
+        Summary {
+            review: format!("chock diff {id}"),
             take: match self.host.session().workspace().backing() {
-                chock_workspace::Backing::Git { .. } => {
-                    format!("chock apply {}", self.log().id().as_str())
-                }
-                _ => format!("chock workspace adopt {}", self.log().id().as_str()),
+                chock_workspace::Backing::Git { .. } => format!("chock apply {id}"),
+                _ => format!("chock workspace adopt {id}"),
             },
+            session: id,
             cost_usd: Some(0.0),
             ..Summary::default()
+        }
+    }
+
+    /// Runs `task` to the end as a session of one task and returns the summary. `session.end` is
+    /// written whatever happens.
+    pub async fn run(&mut self, task: &str) -> Result<Summary, AgentError> {
+        let mut summary = self.new_summary();
+        let mut conversation = Vec::new();
+        let (_interrupt, mut interrupted) = watch::channel(0u64);
+        let outcome = self
+            .task(&mut conversation, task, &mut interrupted, &mut summary)
+            .await;
+        let reason = match &outcome {
+            Ok(TaskEnd::Interrupted) => EndReason::Interrupted,
+            Ok(TaskEnd::MaxTurns) => EndReason::MaxTurns,
+            Ok(_) => EndReason::Done,
+            Err(_) => EndReason::Error,
         };
-        let outcome = self.turns(task, &mut summary).await;
         summary.ended = match &outcome {
-            Ok(ended) => ended.clone(),
+            Ok(ended) => ended.as_str().to_string(),
             Err(err) => format!("error: {err}"),
         };
+        let error = outcome.as_ref().err().map(ToString::to_string);
+        let end = self.finish(&mut summary, reason, error).await;
+        outcome?;
+        end?;
+        Ok(summary)
+    }
+
+    /// Ends the session: waits for background commands, takes a last checkpoint, writes
+    /// `session.end` with the summary and tells the sink.
+    pub(crate) async fn finish(
+        &mut self,
+        summary: &mut Summary,
+        reason: EndReason,
+        error: Option<String>,
+    ) -> Result<(), AgentError> {
         summary.tool_calls = self.toolbox.calls();
         summary.title = self.toolbox.title();
         if let Ok(counts) = self.decider.counts.lock() {
@@ -133,194 +227,281 @@ impl Agent {
         }
         self.toolbox.finish_background().await;
         self.host.checkpoint("session end");
-        let end = self
-            .log()
-            .append(EventKind::SessionEnd, None, json!({ "summary": summary }));
+        let end = self.log().record(
+            None,
+            SessionEnd {
+                reason,
+                error,
+                summary: Some(summary.clone()),
+                workspace_kept: None,
+            },
+        );
         self.sink.emit(&AgentEvent::SessionEnded {
             summary: summary.clone(),
         });
-        match outcome {
-            Ok(_) => {
-                end?;
-                Ok(summary)
-            }
-            Err(err) => Err(err),
-        }
+        end?;
+        Ok(())
     }
 
-    async fn turns(&mut self, task: &str, summary: &mut Summary) -> Result<String, AgentError> {
-        let system = system_prompt(self.host.view());
+    /// Works on `input` (a task or a follow-up) in `conversation`: turns until the model stops
+    /// calling tools, the task's turn limit, or an interrupt (a change on `interrupt`), which
+    /// stops the model stream or kills the running command's process tree and ends the turn as
+    /// `interrupted`. The conversation stays valid for a follow-up either way: every tool call
+    /// of the model gets a result.
+    pub(crate) async fn task(
+        &mut self,
+        conversation: &mut Vec<Message>,
+        input: &str,
+        interrupt: &mut watch::Receiver<u64>,
+        summary: &mut Summary,
+    ) -> Result<TaskEnd, AgentError> {
+        interrupt.mark_unchanged();
         let tools = tool_specs();
-        let mut messages = vec![Message::user_text(task)];
-        self.log().append(
-            EventKind::Note,
-            None,
-            json!({ "task": task, "system": system }),
-        )?;
-        for turn in 1..=self.limits.max_turns {
-            summary.turns = turn;
-            self.log()
-                .append(EventKind::TurnStart, None, json!({ "turn": turn }))?;
-            self.sink.emit(&AgentEvent::TurnStarted { turn });
-            let request = Request {
-                model: self.limits.model.clone(),
-                system: Some(system.clone()),
-                messages: messages.clone(),
-                tools: tools.clone(),
-                max_tokens: self.limits.max_tokens,
-                ..Request::default()
-            };
-            let new_message = messages
-                .last()
-                .map(|m| serde_json::to_value(m).unwrap_or(Value::Null));
-            self.log().append(
-                EventKind::ModelRequest,
+        conversation.push(Message::user_text(input));
+        if !self.task_noted {
+            self.log().record(
                 None,
-                json!({
-                    "turn": turn,
-                    "provider": self.provider.name(),
-                    "model": request.model,
-                    "messages": request.messages.len(),
-                    "new_message": new_message,
-                }),
-            )?;
-            let response = {
-                let log = self.log().clone();
-                let sink = Arc::clone(&self.sink);
-                let retry_error: Arc<Mutex<Option<LogError>>> = Arc::default();
-                let retry_error_in = Arc::clone(&retry_error);
-                let mut on_event = move |event: StreamEvent| match event {
-                    StreamEvent::TextDelta(text) => sink.emit(&AgentEvent::Text { text }),
-                    StreamEvent::ThinkingDelta(text) => sink.emit(&AgentEvent::Thinking { text }),
-                    StreamEvent::Retrying {
-                        attempt,
-                        wait,
-                        reason,
-                    } => {
-                        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-                        if let Err(err) = log.append(
-                            EventKind::ModelRetry,
-                            None,
-                            json!({ "turn": turn, "attempt": attempt, "wait_ms": wait_ms, "reason": reason }),
-                        ) && let Ok(mut slot) = retry_error_in.lock()
-                        {
-                            *slot = Some(err);
-                        }
-                        sink.emit(&AgentEvent::ModelRetry {
-                            attempt,
-                            wait_ms,
-                            reason,
-                        });
-                    }
-                    _ => {}
-                };
-                let result = self.provider.stream(&request, &mut on_event).await;
-                if let Some(err) = retry_error.lock().ok().and_then(|mut e| e.take()) {
-                    return Err(err.into());
-                }
-                result?
-            };
-            let cost = if response.usage == chock_provider::Usage::default() {
-                // No tokens (the offline player) cost nothing, whatever the model's name.
-                Some(0.0)
-            } else {
-                self.prices
-                    .cost(&response.model, &response.usage)
-                    .usd()
-                    .or_else(|| self.prices.cost(&request.model, &response.usage).usd())
-            };
-            summary.input_tokens += response.usage.input_tokens;
-            summary.output_tokens += response.usage.output_tokens;
-            summary.cost_usd = match (summary.cost_usd, cost) {
-                (Some(total), Some(c)) => Some(total + c),
-                _ => None,
-            };
-            let stop = serde_json::to_value(&response.stop_reason).unwrap_or(Value::Null);
-            self.log().append(
-                EventKind::ModelResponse,
-                None,
-                json!({
-                    "turn": turn,
-                    "model": response.model,
-                    "id": response.id,
-                    "usage": response.usage,
-                    "cost_usd": cost,
-                    "stop_reason": stop,
-                    "content": response.content,
-                }),
-            )?;
-            self.sink.emit(&AgentEvent::ModelResponse {
-                turn,
-                input_tokens: response.usage.input_tokens,
-                output_tokens: response.usage.output_tokens,
-                cache_read_tokens: response.usage.cache_read_tokens,
-                cache_write_tokens: response.usage.cache_write_tokens,
-                cost_usd: cost,
-                stop_reason: match &response.stop_reason {
-                    StopReason::Other(s) => s.clone(),
-                    other => serde_json::to_value(other)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
+                Note::Task {
+                    task: input.to_string(),
+                    system: self.system.clone(),
                 },
-            });
+            )?;
+            self.task_noted = true;
+        }
+        let mut first = true;
+        for _ in 0..self.limits.max_turns {
+            self.turn += 1;
+            let turn = self.turn;
+            summary.turns += 1;
+            self.log().record(
+                None,
+                TurnStart {
+                    turn,
+                    input: first.then(|| input.to_string()),
+                },
+            )?;
+            first = false;
+            self.sink.emit(&AgentEvent::TurnStarted { turn });
+            let Some(response) = self
+                .ask_model(turn, conversation, &tools, interrupt, summary)
+                .await?
+            else {
+                self.end_turn(turn, TurnEndReason::Interrupted)?;
+                return Ok(TaskEnd::Interrupted);
+            };
             let calls: Vec<(String, String, Value)> = response
                 .tool_calls()
                 .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
                 .collect();
-            messages.push(Message::assistant(response.content.clone()));
+            conversation.push(Message::assistant(response.content.clone()));
             if calls.is_empty() {
-                self.log().append(
-                    EventKind::TurnEnd,
-                    None,
-                    json!({ "turn": turn, "reason": "no tool calls" }),
-                )?;
-                self.sink.emit(&AgentEvent::TurnEnded { turn });
-                let ended = match response.stop_reason {
-                    StopReason::MaxTokens => "max_tokens",
-                    StopReason::Refusal => "refusal",
-                    _ => "done",
-                };
-                return Ok(ended.to_string());
-            }
-            let mut results = Vec::with_capacity(calls.len());
-            for (id, name, input) in calls {
-                self.sink.emit(&AgentEvent::ToolCall {
-                    call_id: id.clone(),
-                    tool: name.clone(),
-                    input: input.clone(),
-                });
-                let output: ToolOutput = self.toolbox.call(&id, &name, &input).await?;
-                let content = self.log().redact(&output.text);
-                self.sink.emit(&AgentEvent::ToolResult {
-                    call_id: id.clone(),
-                    tool: name.clone(),
-                    ok: !output.is_error,
-                    summary: truncate_summary(&content),
-                });
-                results.push(Block::ToolResult {
-                    tool_use_id: id,
-                    content,
-                    is_error: output.is_error,
+                self.end_turn(turn, TurnEndReason::NoToolCalls)?;
+                return Ok(match response.stop_reason {
+                    StopReason::MaxTokens => TaskEnd::MaxTokens,
+                    StopReason::Refusal => TaskEnd::Refusal,
+                    _ => TaskEnd::Done,
                 });
             }
-            results.extend(
-                self.toolbox
-                    .background_notes()
-                    .into_iter()
-                    .map(|text| Block::Text { text }),
-            );
-            messages.push(Message {
+            let (results, interrupted) = self.run_calls(calls, interrupt).await?;
+            conversation.push(Message {
                 role: Role::User,
                 content: results,
             });
-            self.log().append(
-                EventKind::TurnEnd,
-                None,
-                json!({ "turn": turn, "reason": "tool results" }),
-            )?;
-            self.sink.emit(&AgentEvent::TurnEnded { turn });
+            if interrupted {
+                self.end_turn(turn, TurnEndReason::Interrupted)?;
+                return Ok(TaskEnd::Interrupted);
+            }
+            self.end_turn(turn, TurnEndReason::ToolResults)?;
         }
-        Ok("max_turns".to_string())
+        Ok(TaskEnd::MaxTurns)
+    }
+
+    fn end_turn(&self, turn: u32, reason: TurnEndReason) -> Result<(), AgentError> {
+        self.log().record(None, TurnEnd { turn, reason })?;
+        self.sink.emit(&AgentEvent::TurnEnded { turn });
+        Ok(())
+    }
+
+    /// One model request and its streamed reply, logged; `None` when interrupted first.
+    async fn ask_model(
+        &self,
+        turn: u32,
+        conversation: &[Message],
+        tools: &[ToolSpec],
+        interrupt: &mut watch::Receiver<u64>,
+        summary: &mut Summary,
+    ) -> Result<Option<chock_provider::Response>, AgentError> {
+        let request = Request {
+            model: self.limits.model.clone(),
+            system: Some(self.system.clone()),
+            messages: conversation.to_vec(),
+            tools: tools.to_vec(),
+            max_tokens: self.limits.max_tokens,
+            ..Request::default()
+        };
+        let new_message = conversation
+            .last()
+            .map(|m| serde_json::to_value(m).unwrap_or(Value::Null));
+        self.log().record(
+            None,
+            ModelRequest {
+                turn,
+                provider: self.provider.name().to_string(),
+                model: request.model.clone(),
+                messages: request.messages.len(),
+                new_message,
+            },
+        )?;
+        let log = self.log().clone();
+        let sink = Arc::clone(&self.sink);
+        let retry_error: Arc<Mutex<Option<LogError>>> = Arc::default();
+        let retry_error_in = Arc::clone(&retry_error);
+        let mut on_event = move |event: StreamEvent| match event {
+            StreamEvent::TextDelta(text) => sink.emit(&AgentEvent::Text { text }),
+            StreamEvent::ThinkingDelta(text) => sink.emit(&AgentEvent::Thinking { text }),
+            StreamEvent::Retrying {
+                attempt,
+                wait,
+                reason,
+            } => {
+                let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                let retry = ModelRetry {
+                    turn,
+                    attempt,
+                    wait_ms,
+                    reason: reason.clone(),
+                };
+                if let Err(err) = log.record(None, retry)
+                    && let Ok(mut slot) = retry_error_in.lock()
+                {
+                    *slot = Some(err);
+                }
+                sink.emit(&AgentEvent::ModelRetry {
+                    attempt,
+                    wait_ms,
+                    reason,
+                });
+            }
+            _ => {}
+        };
+        let result = tokio::select! {
+            result = self.provider.stream(&request, &mut on_event) => result,
+            // Dropping the stream closes the connection: the reply stops where it is.
+            _ = interrupt.changed() => return Ok(None),
+        };
+        if let Some(err) = retry_error.lock().ok().and_then(|mut e| e.take()) {
+            return Err(err.into());
+        }
+        let response = result?;
+        let cost = if response.usage == chock_provider::Usage::default() {
+            // No tokens (the offline player) cost nothing, whatever the model's name.
+            Some(0.0)
+        } else {
+            self.prices
+                .cost(&response.model, &response.usage)
+                .usd()
+                .or_else(|| self.prices.cost(&request.model, &response.usage).usd())
+        };
+        summary.input_tokens += response.usage.input_tokens;
+        summary.output_tokens += response.usage.output_tokens;
+        summary.cost_usd = match (summary.cost_usd, cost) {
+            (Some(total), Some(c)) => Some(total + c),
+            _ => None,
+        };
+        let stop_reason = match &response.stop_reason {
+            StopReason::Other(s) => s.clone(),
+            other => serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        };
+        self.log().record(
+            None,
+            ModelResponse {
+                turn,
+                model: response.model.clone(),
+                id: response.id.clone(),
+                usage: Usage {
+                    input_tokens: response.usage.input_tokens,
+                    output_tokens: response.usage.output_tokens,
+                    cache_read_tokens: response.usage.cache_read_tokens,
+                    cache_write_tokens: response.usage.cache_write_tokens,
+                },
+                cost_usd: cost,
+                stop_reason: stop_reason.clone(),
+                content: serde_json::to_value(&response.content).unwrap_or(Value::Null),
+            },
+        )?;
+        self.sink.emit(&AgentEvent::ModelResponse {
+            turn,
+            input_tokens: response.usage.input_tokens,
+            output_tokens: response.usage.output_tokens,
+            cache_read_tokens: response.usage.cache_read_tokens,
+            cache_write_tokens: response.usage.cache_write_tokens,
+            cost_usd: cost,
+            stop_reason,
+        });
+        Ok(Some(response))
+    }
+
+    /// Runs the model's tool calls in order and returns their result blocks, and whether an
+    /// interrupt came. An interrupt kills the running call's process tree (its result says how it
+    /// ended) and the calls after it are not run: each still gets a result saying so.
+    async fn run_calls(
+        &mut self,
+        calls: Vec<(String, String, Value)>,
+        interrupt: &mut watch::Receiver<u64>,
+    ) -> Result<(Vec<Block>, bool), AgentError> {
+        let mut results = Vec::with_capacity(calls.len());
+        let mut interrupted = false;
+        for (id, name, input) in calls {
+            if interrupted {
+                results.push(Block::ToolResult {
+                    tool_use_id: id,
+                    content: "not run: the turn was interrupted".into(),
+                    is_error: true,
+                });
+                continue;
+            }
+            self.sink.emit(&AgentEvent::ToolCall {
+                call_id: id.clone(),
+                tool: name.clone(),
+                input: input.clone(),
+            });
+            let running = self.host.session().running().clone();
+            let output: ToolOutput = {
+                let call = self.toolbox.call(&id, &name, &input);
+                tokio::pin!(call);
+                tokio::select! {
+                    output = &mut call => output?,
+                    _ = interrupt.changed() => {
+                        interrupted = true;
+                        // The call's init dies and its pid namespace with it; the call then ends
+                        // and reports how (killed), so its result is still logged.
+                        running.kill(&id);
+                        call.await?
+                    }
+                }
+            };
+            let content = self.log().redact(&output.text);
+            self.sink.emit(&AgentEvent::ToolResult {
+                call_id: id.clone(),
+                tool: name.clone(),
+                ok: !output.is_error,
+                summary: truncate_summary(&content),
+            });
+            results.push(Block::ToolResult {
+                tool_use_id: id,
+                content,
+                is_error: output.is_error,
+            });
+        }
+        results.extend(
+            self.toolbox
+                .background_notes()
+                .into_iter()
+                .map(|text| Block::Text { text }),
+        );
+        Ok((results, interrupted))
     }
 }

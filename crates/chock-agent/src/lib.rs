@@ -17,5 +17,6 @@ pub mod gate;
 pub mod host;
 pub mod keyring;
 pub mod prompt;
+pub mod runtime;
 pub mod tools;
 pub mod view;

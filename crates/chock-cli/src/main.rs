@@ -45,6 +45,9 @@ enum Command {
     Workspace(commands::workspace::WorkspaceCommand),
     /// Store a provider's API key in the OS keyring, or a 0600 file.
     Login(commands::login::LoginArgs),
+    /// The session protocol clients speak (its JSON Schema).
+    #[command(subcommand)]
+    Protocol(commands::protocol::ProtocolCommand),
 }
 
 /// A first word that is neither an option nor a command is refused with a hint, before clap sees it:
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Some(Command::Undo(args)) => commands::apply::run_undo(args),
         Some(Command::Workspace(cmd)) => commands::workspace::run(cmd),
         Some(Command::Login(args)) => commands::login::run(&args),
+        Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
         None => commands::run::run_task_words(cli.task),
     };
     exit::finish(outcome)

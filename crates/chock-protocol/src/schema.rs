@@ -17,3 +17,19 @@ pub fn client_schema() -> serde_json::Value {
         "op": schemars::schema_for!(Op),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_client_schema_names_every_live_event_and_operation() {
+        let schema = super::client_schema();
+        assert_eq!(schema["version"], crate::PROTOCOL_VERSION);
+        let text = schema.to_string();
+        for name in ["session_started", "turn_started", "approval_asked", "session_ended"] {
+            assert!(text.contains(name), "{name}");
+        }
+        for op in ["user_input", "interrupt", "answer", "restrict", "end"] {
+            assert!(text.contains(op), "{op}");
+        }
+    }
+}

@@ -23,4 +23,7 @@ pub enum SessionError {
     Broker(#[from] chock_broker::BrokerError),
     #[error("reading the call's output: {0}")]
     Output(std::io::Error),
+    /// A session's log cannot be taken up again (resume).
+    #[error("the session cannot be resumed: {0}")]
+    Resume(String),
 }

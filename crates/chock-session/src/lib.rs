@@ -14,10 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use chock_log::{EventKind, Log, SessionHeader};
+use chock_log::{Log, SessionHeader};
 use chock_policy::Policy;
 use chock_workspace::Workspace;
-use serde_json::json;
 
 pub use approve::{Approval, ApprovalRequest, Approver, NoApprover};
 pub use call::{CallOptions, CallOutcome, CallResult, Output, OutputSink, Stream, StreamSink};
@@ -114,6 +113,67 @@ impl Session {
         })
     }
 
+    /// Opens an existing session again (resume): its log goes on (a torn last line is set aside,
+    /// as [`Log::open`] does), its workspace is the one it had, and the policy is read again from
+    /// the project before any sandbox exists (rule 2), with the agent's own narrowings (the
+    /// `note {about: ratchet}` events) applied in the order they were made — a resumed session is
+    /// never wider than the one that stopped.
+    pub fn reopen(session_dir: &Path, options: SessionOptions) -> Result<Session, SessionError> {
+        let workspace = Workspace::open(session_dir)?;
+        let project = workspace.project().to_path_buf();
+        let mut policy = Policy::load(&project)?;
+        let log = Log::open(session_dir)?;
+        for event in chock_log::read_events(session_dir)? {
+            if let Ok(chock_log::EventData::Note(chock_protocol::log::Note::Ratchet {
+                change,
+                pattern,
+                decision,
+                ..
+            })) = event.payload()
+            {
+                let applied = match change {
+                    chock_protocol::log::RatchetChange::Restrict => {
+                        chock_policy::Decision::from_name(&decision)
+                            .ok_or_else(|| format!("`{decision}` is not a decision"))
+                            .and_then(|d| policy.restrict(&pattern, d).map_err(|e| e.to_string()))
+                    }
+                    chock_protocol::log::RatchetChange::Widen => policy
+                        .widen(&pattern)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                };
+                if let Err(reason) = applied {
+                    return Err(SessionError::Resume(format!(
+                        "line {}: the ratchet change on {pattern} does not apply again: {reason}",
+                        event.seq
+                    )));
+                }
+            }
+        }
+        let overlay = match workspace.mount() {
+            mount @ chock_sandbox::WorkspaceMount::Overlay { .. } => {
+                Some(chock_sandbox::SharedOverlay::new(&mount)?)
+            }
+            chock_sandbox::WorkspaceMount::Bind { .. } => None,
+        };
+        let next = chock_log::read_events(session_dir)?
+            .iter()
+            .filter_map(|e| e.call_id.as_deref()?.strip_prefix("call-")?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        Ok(Session {
+            project,
+            live_policy: Arc::new(RwLock::new(policy.clone())),
+            policy,
+            log,
+            workspace,
+            overlay,
+            next_call: AtomicU64::new(next + 1),
+            withheld_env: options.withheld_env,
+            running: RunningCalls::default(),
+        })
+    }
+
     /// The real project.
     pub fn project(&self) -> &Path {
         &self.project
@@ -161,10 +221,14 @@ impl Session {
     /// Ends the session: logs `session.end` and, unless `keep_workspace`, removes the workspace (the
     /// log stays: it is the record).
     pub fn close(self, keep_workspace: bool) -> Result<(), SessionError> {
-        self.log.append(
-            EventKind::SessionEnd,
+        self.log.record(
             None,
-            json!({ "workspace_kept": keep_workspace }),
+            chock_protocol::log::SessionEnd {
+                reason: chock_protocol::log::EndReason::Closed,
+                error: None,
+                summary: None,
+                workspace_kept: Some(keep_workspace),
+            },
         )?;
         if !keep_workspace {
             chock_workspace::remove(self.log.dir())?;

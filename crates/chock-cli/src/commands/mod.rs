@@ -8,6 +8,7 @@ pub(crate) mod exec_egress;
 pub(crate) mod exec_terminal;
 pub mod login;
 pub mod policy;
+pub mod protocol;
 pub mod run;
 pub mod sessions;
 pub mod workspace;

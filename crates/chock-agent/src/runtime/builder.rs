@@ -1,0 +1,427 @@
+//! Making a session from configuration and flags: the provider and model, every configured key
+//! into the log's redaction funnel, the answerers, the network and search configuration. The
+//! command line only parses arguments and hands them here.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
+use chock_session::{Session, SessionOptions};
+
+use crate::agent::{Agent, LoopLimits};
+use crate::approval::{Answerer, ApprovalBroker};
+use crate::approval_reviewer::ReviewerAnswerer;
+use crate::config::{Config, ProviderKind};
+use crate::credentials::{self, ApiKey};
+use crate::events::{EventSink, NoEvents};
+use crate::gate::Decider;
+use crate::host::Host;
+
+use super::SessionRuntime;
+
+/// Why a session could not be made. [`BuildError::is_bad_input`] tells a mistake in what was
+/// asked for (a flag, config.toml, chock.toml, the project) from a failure of the machine.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No provider was named and config.toml names no default.
+    #[error(
+        "no provider: pass --provider NAME (try `--provider demo`, which needs no key), or set \
+         default_provider in config.toml (see docs/config.md)"
+    )]
+    NoProvider,
+    /// The offline recording could not be read.
+    #[error("{0}")]
+    Recording(String),
+    /// The provider is not configured.
+    #[error(
+        "unknown provider `{name}`: add a [providers.{name}] table to {file}, or use demo, anthropic, openai"
+    )]
+    UnknownProvider { name: String, file: String },
+    /// The key store could not be read.
+    #[error("{0}")]
+    Credentials(String),
+    /// The provider needs a key and none is set.
+    #[error("no key for provider `{name}`: set {env} or run `chock login --provider {name}`")]
+    NoKey { name: String, env: String },
+    /// The provider's table lacks a field its kind needs.
+    #[error("{file}: providers.{name} needs base_url (kind {kind})")]
+    NoBaseUrl {
+        name: String,
+        file: String,
+        kind: &'static str,
+    },
+    /// No model was named anywhere.
+    #[error("no model for provider `{name}`: pass --model or set providers.{name}.model")]
+    NoModel { name: String },
+    /// The provider's client could not be made.
+    #[error("{0}")]
+    Connect(String),
+    /// config.toml's `[web_search]` is invalid.
+    #[error("config.toml [web_search]: {0}")]
+    Search(String),
+    /// The session could not be opened (the project, its policy, the log, the workspace).
+    #[error(transparent)]
+    Session(#[from] chock_session::SessionError),
+    /// The log refused a write.
+    #[error(transparent)]
+    Log(#[from] chock_log::LogError),
+    /// A resumed session's log could not be read back.
+    #[error(transparent)]
+    Resume(#[from] super::resume::ResumeError),
+}
+
+impl BuildError {
+    /// Whether the person asked for something that cannot be (exit status 2), rather than the
+    /// machine failing.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            BuildError::Session(e) => matches!(
+                e,
+                chock_session::SessionError::Policy(_) | chock_session::SessionError::Project { .. }
+            ),
+            BuildError::Log(_) => false,
+            BuildError::Resume(e) => e.is_bad_input(),
+            _ => true,
+        }
+    }
+}
+
+/// The provider a session will ask.
+pub struct Chosen {
+    /// The client.
+    pub provider: Arc<dyn Provider>,
+    /// Its name (`demo`, a config.toml table).
+    pub name: String,
+    /// The model asked for.
+    pub model: String,
+    key: Option<ApiKey>,
+    /// Whether it is the offline player (no reviewer model, no key).
+    pub offline: bool,
+}
+
+impl std::fmt::Debug for Chosen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chosen")
+            .field("name", &self.name)
+            .field("model", &self.model)
+            .field("offline", &self.offline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything a session is made from.
+pub struct SessionBuilder {
+    config: Config,
+    provider: Option<String>,
+    model: Option<String>,
+    project: Option<PathBuf>,
+    sessions_root: Option<PathBuf>,
+    max_turns: u32,
+    sink: Arc<dyn EventSink>,
+    people: Vec<Arc<dyn Answerer>>,
+    reviewer_task: Option<String>,
+}
+
+impl std::fmt::Debug for SessionBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionBuilder")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("project", &self.project)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionBuilder {
+    /// A builder over `config` (config.toml as loaded).
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            provider: None,
+            model: None,
+            project: None,
+            sessions_root: None,
+            max_turns: LoopLimits::default().max_turns,
+            sink: Arc::new(NoEvents),
+            people: Vec::new(),
+            reviewer_task: None,
+        }
+    }
+
+    /// The provider's name (default: config.toml's `default_provider`).
+    #[must_use]
+    pub fn provider(mut self, name: Option<String>) -> Self {
+        self.provider = name;
+        self
+    }
+
+    /// The model (default: config.toml's `default_model`, then the provider's `model`).
+    #[must_use]
+    pub fn model(mut self, model: Option<String>) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// The project (default: the current directory).
+    #[must_use]
+    pub fn project(mut self, project: Option<PathBuf>) -> Self {
+        self.project = project;
+        self
+    }
+
+    /// Where session directories live (default: the user's state directory).
+    #[must_use]
+    pub fn sessions_root(mut self, root: Option<PathBuf>) -> Self {
+        self.sessions_root = root;
+        self
+    }
+
+    /// At most this many turns per task.
+    #[must_use]
+    pub fn max_turns(mut self, turns: u32) -> Self {
+        self.max_turns = turns;
+        self
+    }
+
+    /// Where live events go.
+    #[must_use]
+    pub fn sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sink = sink;
+        self
+    }
+
+    /// A person who answers questions (a terminal, a client). Several may be attached: the first
+    /// valid answer wins. With none, every question is refused.
+    #[must_use]
+    pub fn person(mut self, answerer: Arc<dyn Answerer>) -> Self {
+        self.people.push(answerer);
+        self
+    }
+
+    /// Lets a reviewer model (the session's own provider) answer `agent_review`, judging acts
+    /// against `task`. The offline player has no reviewer.
+    #[must_use]
+    pub fn reviewer_for(mut self, task: &str) -> Self {
+        self.reviewer_task = Some(task.to_string());
+        self
+    }
+
+    /// The provider and model this builder would use (for a header before the session opens).
+    pub fn choose(&self) -> Result<Chosen, BuildError> {
+        choose_provider(&self.config, self.provider.clone(), self.model.clone())
+    }
+
+    /// Opens a new session and returns its runtime, idle until the first input.
+    pub fn build(self) -> Result<SessionRuntime, BuildError> {
+        let chosen = self.choose()?;
+        let project = match &self.project {
+            Some(p) => p.clone(),
+            None => std::env::current_dir().map_err(|source| {
+                chock_session::SessionError::Project {
+                    path: PathBuf::from("."),
+                    source,
+                }
+            })?,
+        };
+        let header = chock_log::SessionHeader {
+            command: Some("run".into()),
+            provider: Some(chosen.name.clone()),
+            model: Some(chosen.model.clone()),
+            ..Default::default()
+        };
+        let session = Session::open(
+            &project,
+            SessionOptions {
+                sessions_root: self.sessions_root.clone(),
+                header,
+                withheld_env: self.config.key_env_names(),
+            },
+        )?;
+        let agent = self.agent(session, &chosen)?;
+        Ok(SessionRuntime::new(agent, chosen))
+    }
+
+    /// Opens the ended or crashed session in `session_dir` again: its log goes on, its workspace
+    /// is the one it had, and the conversation is rebuilt from the log's typed events.
+    pub fn resume(self, session_dir: &std::path::Path) -> Result<SessionRuntime, BuildError> {
+        let chosen = self.choose()?;
+        let session = Session::reopen(
+            session_dir,
+            SessionOptions {
+                sessions_root: self.sessions_root.clone(),
+                withheld_env: self.config.key_env_names(),
+                ..SessionOptions::default()
+            },
+        )?;
+        let events = chock_log::read_events(session_dir)?;
+        let agent = self.agent(session, &chosen)?;
+        SessionRuntime::resumed(agent, chosen, &events)
+    }
+
+    /// The agent over `session`: keys into the redaction funnel, answerers, network.
+    fn agent(&self, session: Session, chosen: &Chosen) -> Result<Agent, BuildError> {
+        let log = session.log().clone();
+        if let Some(key) = &chosen.key {
+            log.add_secret(key.expose())?;
+        }
+        // Every other configured key too (another provider's, the search backend's): none should
+        // ever appear, but if one does — a page echoing it, a tool's error — the log never holds
+        // it. A value too short to redact safely is skipped (the log refuses it); it is withheld
+        // from calls all the same.
+        for name in self.config.key_env_names() {
+            if let Some(value) = std::env::var(&name).ok().filter(|v| !v.trim().is_empty()) {
+                let _ = log.add_secret(&value);
+            }
+        }
+        let mut broker = ApprovalBroker::new();
+        for person in &self.people {
+            broker = broker.with(Arc::clone(person));
+        }
+        if let Some(task) = &self.reviewer_task
+            && !chosen.offline
+        {
+            broker = broker.with(Arc::new(ReviewerAnswerer::new(
+                Arc::clone(&chosen.provider),
+                &chosen.model,
+                task,
+            )));
+        }
+        let decider = Decider {
+            log: log.clone(),
+            policy: session.shared_policy(),
+            broker,
+            sink: Arc::clone(&self.sink),
+            counts: Arc::default(),
+        };
+        let mut network = chock_broker::BrokerConfig::default();
+        if let Some(search) = &self.config.web_search {
+            network.search = Some(
+                chock_broker::SearchConfig::from_parts(
+                    &search.backend,
+                    search.url.as_deref(),
+                    search.key_env.as_deref(),
+                )
+                .map_err(|e| BuildError::Search(e.to_string()))?,
+            );
+        }
+        let host = Arc::new(Host::new(session).with_network(network));
+        let limits = LoopLimits {
+            model: chosen.model.clone(),
+            max_turns: self.max_turns,
+            ..LoopLimits::default()
+        };
+        Ok(Agent::new(
+            host,
+            Arc::clone(&chosen.provider),
+            decider,
+            Arc::clone(&self.sink),
+            limits,
+            prices(&self.config),
+        ))
+    }
+}
+
+fn choose_provider(
+    config: &Config,
+    provider: Option<String>,
+    model: Option<String>,
+) -> Result<Chosen, BuildError> {
+    let name = provider
+        .or_else(|| config.default_provider.clone())
+        .ok_or(BuildError::NoProvider)?;
+    if let Some(player) = Player::from_spec(&name) {
+        let player = player.map_err(|e| BuildError::Recording(e.to_string()))?;
+        let model = model
+            .or_else(|| player.recording().model.clone())
+            .unwrap_or_else(|| "offline".to_string());
+        return Ok(Chosen {
+            provider: Arc::new(player),
+            name,
+            model,
+            key: None,
+            offline: true,
+        });
+    }
+    let source = config
+        .source
+        .as_ref()
+        .map_or("config.toml".to_string(), |p| p.display().to_string());
+    let table = config
+        .provider(&name)
+        .ok_or_else(|| BuildError::UnknownProvider {
+            name: name.clone(),
+            file: source.clone(),
+        })?;
+    let found = credentials::find_key(&name, table.key_env.as_deref())
+        .map_err(|e| BuildError::Credentials(e.to_string()))?;
+    let key = found.map(|(key, _)| key);
+    let needs_key = !matches!(table.kind, ProviderKind::OpenAiChat);
+    if needs_key && key.is_none() {
+        return Err(BuildError::NoKey {
+            name: name.clone(),
+            env: table
+                .key_env
+                .clone()
+                .unwrap_or_else(|| "its key_env variable".into()),
+        });
+    }
+    let secret = key.as_ref().map(|k| k.expose().to_string());
+    let mut wire = match table.kind {
+        ProviderKind::Anthropic => ProviderConfig::anthropic(secret.clone().unwrap_or_default()),
+        ProviderKind::OpenAi => ProviderConfig::openai(secret.clone().unwrap_or_default()),
+        ProviderKind::OpenAiChat | ProviderKind::AiAnd => {
+            let base = table.base_url.clone().ok_or_else(|| BuildError::NoBaseUrl {
+                name: name.clone(),
+                file: source.clone(),
+                kind: table.kind.as_str(),
+            })?;
+            if table.kind == ProviderKind::AiAnd {
+                ProviderConfig::aiand(&base, secret.clone().unwrap_or_default())
+            } else {
+                ProviderConfig::chat_completions(&name, &base, secret.clone())
+            }
+        }
+    };
+    if let Some(base) = &table.base_url {
+        wire.base_url = base.clone();
+    }
+    wire.name = name.clone();
+    let model = model
+        .or_else(|| {
+            if config.default_provider.as_deref() == Some(name.as_str()) {
+                config.default_model.clone()
+            } else {
+                None
+            }
+        })
+        .or_else(|| table.model.clone())
+        .or_else(|| match table.kind {
+            ProviderKind::Anthropic => Some("claude-sonnet-4-5".to_string()),
+            ProviderKind::OpenAi => Some("gpt-5".to_string()),
+            _ => None,
+        })
+        .ok_or_else(|| BuildError::NoModel { name: name.clone() })?;
+    let provider =
+        chock_provider::connect(&wire).map_err(|e| BuildError::Connect(e.to_string()))?;
+    Ok(Chosen {
+        provider: Arc::from(provider),
+        name,
+        model,
+        key,
+        offline: false,
+    })
+}
+
+fn prices(config: &Config) -> PriceTable {
+    PriceTable::with_overrides(config.prices.iter().map(|(model, p)| {
+        (
+            model.clone(),
+            Price {
+                input: p.input_per_mtok,
+                output: p.output_per_mtok,
+                cache_read: p.cache_read_per_mtok.unwrap_or(p.input_per_mtok),
+                cache_write: p.cache_write_per_mtok.unwrap_or(p.input_per_mtok),
+            },
+        )
+    }))
+}

@@ -1,0 +1,198 @@
+//! The session runtime: a session as a library object that takes operations and emits events.
+//!
+//! [`SessionBuilder`] makes one from configuration and flags (the CLI only parses arguments and
+//! renders events). A [`SessionRuntime`] then takes inputs — a task, and follow-ups after each
+//! task ends — keeping the conversation between them; an [`Interrupter`] (cloneable, usable from
+//! any thread or a signal handler) stops the current turn: the model stream ends, a running
+//! command's whole process tree is killed, and the turn ends as `interrupted` in the log. A session
+//! that ended or crashed is resumed from its log ([`SessionBuilder::resume`]). `session.end` is
+//! written by the library on every way out: [`SessionRuntime::end`], an error, an interrupt the
+//! caller ends on, or dropping the runtime.
+
+mod builder;
+pub mod resume;
+
+pub use builder::{BuildError, Chosen, SessionBuilder};
+
+use chock_log::{Event, Log};
+use chock_protocol::log::{EndReason, SessionEnd};
+use chock_provider::Message;
+use tokio::sync::watch;
+
+use crate::agent::{Agent, AgentError, TaskEnd};
+use crate::events::Summary;
+
+/// Stops the current turn of a session. Cheap to clone; `interrupt` may be called from anywhere.
+#[derive(Debug, Clone)]
+pub struct Interrupter {
+    sender: std::sync::Arc<watch::Sender<u64>>,
+}
+
+impl Interrupter {
+    /// Interrupts the turn running now (nothing happens when the session is idle).
+    pub fn interrupt(&self) {
+        self.sender.send_modify(|generation| *generation += 1);
+    }
+}
+
+/// A session, between and during tasks.
+pub struct SessionRuntime {
+    agent: Agent,
+    chosen: Chosen,
+    conversation: Vec<Message>,
+    summary: Summary,
+    interrupts: std::sync::Arc<watch::Sender<u64>>,
+    interrupted: watch::Receiver<u64>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for SessionRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRuntime")
+            .field("session", &self.summary.session)
+            .field("messages", &self.conversation.len())
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionRuntime {
+    fn new(agent: Agent, chosen: Chosen) -> Self {
+        let summary = agent.new_summary();
+        let (sender, interrupted) = watch::channel(0u64);
+        Self {
+            agent,
+            chosen,
+            conversation: Vec::new(),
+            summary,
+            interrupts: std::sync::Arc::new(sender),
+            interrupted,
+            ended: false,
+        }
+    }
+
+    fn resumed(agent: Agent, chosen: Chosen, events: &[Event]) -> Result<Self, BuildError> {
+        let rebuilt = resume::rebuild(events)?;
+        let mut runtime = Self::new(agent, chosen);
+        runtime.agent.resume_at(rebuilt.turns);
+        runtime.conversation = rebuilt.messages;
+        runtime.summary.turns = rebuilt.turns;
+        runtime.summary.input_tokens = rebuilt.input_tokens;
+        runtime.summary.output_tokens = rebuilt.output_tokens;
+        runtime.summary.cost_usd = rebuilt.cost_usd;
+        runtime.agent.log().record(
+            None,
+            chock_protocol::log::Note::Text {
+                text: format!(
+                    "resumed: {} messages rebuilt from the log, {} turns so far",
+                    runtime.conversation.len(),
+                    rebuilt.turns
+                ),
+            },
+        )?;
+        Ok(runtime)
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        self.agent.log().id().as_str()
+    }
+
+    /// The session log.
+    pub fn log(&self) -> &Log {
+        self.agent.log()
+    }
+
+    /// The provider and model it asks.
+    pub fn chosen(&self) -> &Chosen {
+        &self.chosen
+    }
+
+    /// The project the session works on.
+    pub fn project(&self) -> &std::path::Path {
+        self.agent.host().session().project()
+    }
+
+    /// The conversation so far (what the next request will carry).
+    pub fn conversation(&self) -> &[Message] {
+        &self.conversation
+    }
+
+    /// The totals so far.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// A handle that interrupts the current turn.
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter {
+            sender: std::sync::Arc::clone(&self.interrupts),
+        }
+    }
+
+    /// Works on `input` — the task, or a follow-up once the previous task ended — until the model
+    /// stops calling tools, the turn limit, or an interrupt. An error ends the session (its
+    /// `session.end` is written) and is returned.
+    pub async fn submit(&mut self, input: &str) -> Result<TaskEnd, AgentError> {
+        if self.ended {
+            return Err(AgentError::Ended);
+        }
+        let outcome = self
+            .agent
+            .task(
+                &mut self.conversation,
+                input,
+                &mut self.interrupted,
+                &mut self.summary,
+            )
+            .await;
+        match outcome {
+            Ok(end) => {
+                self.summary.ended = end.as_str().to_string();
+                Ok(end)
+            }
+            Err(err) => {
+                self.summary.ended = format!("error: {err}");
+                self.ended = true;
+                let _ = self
+                    .agent
+                    .finish(&mut self.summary, EndReason::Error, Some(err.to_string()))
+                    .await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Ends the session: background commands are waited for, the workspace checkpointed, and
+    /// `session.end` written with `reason`. Returns the totals.
+    pub async fn end(mut self, reason: EndReason) -> Result<Summary, AgentError> {
+        self.ended = true;
+        if self.summary.ended.is_empty() {
+            self.summary.ended = match reason {
+                EndReason::Interrupted => "interrupted".into(),
+                _ => "done".into(),
+            };
+        }
+        let mut summary = self.summary.clone();
+        self.agent.finish(&mut summary, reason, None).await?;
+        Ok(summary)
+    }
+}
+
+impl Drop for SessionRuntime {
+    /// A runtime dropped without [`SessionRuntime::end`] (a panic, a caller that gave up) still
+    /// leaves a closed record: `session.end`, interrupted.
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = self.agent.log().record(
+                None,
+                SessionEnd {
+                    reason: EndReason::Interrupted,
+                    error: None,
+                    summary: Some(self.summary.clone()),
+                    workspace_kept: None,
+                },
+            );
+        }
+    }
+}

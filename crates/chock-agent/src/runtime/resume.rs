@@ -1,0 +1,171 @@
+//! Rebuilding a session's conversation from its log, for resume.
+//!
+//! Each `model.request` logs the message appended since the previous request (the person's input,
+//! or the tool results) and each `model.response` the reply's blocks, so the conversation is those
+//! messages in log order. A session that crashed between a reply that called tools and the request
+//! carrying their results leaves the model's calls unanswered: each gets its `tool.result` from the
+//! log when the call finished, or a result saying it never did, so the conversation is valid again.
+
+use std::collections::HashMap;
+
+use chock_log::Event;
+use chock_protocol::EventData;
+use chock_provider::{Block, Message, Role};
+
+/// A log that cannot be resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// An event the conversation is rebuilt from does not fit its type.
+    #[error("line {seq} ({kind}): {source}")]
+    Payload {
+        seq: u64,
+        kind: chock_log::EventKind,
+        #[source]
+        source: chock_protocol::PayloadError,
+    },
+    /// A logged message is not a message.
+    #[error("line {seq}: the logged message does not read back: {source}")]
+    Message {
+        seq: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The log never reached the model.
+    #[error("the session never asked the model anything: there is no conversation to resume")]
+    Empty,
+}
+
+impl ResumeError {
+    /// Whether the session asked for cannot be resumed (rather than a failure of the machine).
+    pub fn is_bad_input(&self) -> bool {
+        true
+    }
+}
+
+/// What the log says of the conversation so far.
+#[derive(Debug, Default)]
+pub struct Rebuilt {
+    /// The messages, as the next request will carry them.
+    pub messages: Vec<Message>,
+    /// The turns taken.
+    pub turns: u32,
+    /// Tokens so far.
+    pub input_tokens: u64,
+    /// Tokens so far.
+    pub output_tokens: u64,
+    /// Price so far (None once a reply's price was unknown).
+    pub cost_usd: Option<f64>,
+}
+
+/// Rebuilds the conversation from `events` (a whole log, in order).
+pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
+    let mut out = Rebuilt {
+        cost_usd: Some(0.0),
+        ..Rebuilt::default()
+    };
+    let mut results: HashMap<String, (String, bool)> = HashMap::new();
+    let mut asked = false;
+    for event in events {
+        let payload = |e: &Event| {
+            e.payload().map_err(|source| ResumeError::Payload {
+                seq: e.seq,
+                kind: e.kind,
+                source,
+            })
+        };
+        match event.kind {
+            chock_log::EventKind::ModelRequest => {
+                let EventData::ModelRequest(request) = payload(event)? else {
+                    continue;
+                };
+                asked = true;
+                if let Some(value) = request.new_message {
+                    let message: Message = serde_json::from_value(value)
+                        .map_err(|source| ResumeError::Message {
+                            seq: event.seq,
+                            source,
+                        })?;
+                    if out.messages.last() != Some(&message) {
+                        answer_open_calls(&mut out.messages, &results);
+                        out.messages.push(message);
+                    }
+                }
+            }
+            chock_log::EventKind::ModelResponse => {
+                let EventData::ModelResponse(response) = payload(event)? else {
+                    continue;
+                };
+                let content: Vec<Block> = serde_json::from_value(response.content)
+                    .map_err(|source| ResumeError::Message {
+                        seq: event.seq,
+                        source,
+                    })?;
+                out.messages.push(Message::assistant(content));
+                out.input_tokens += response.usage.input_tokens;
+                out.output_tokens += response.usage.output_tokens;
+                out.cost_usd = match (out.cost_usd, response.cost_usd) {
+                    (Some(total), Some(c)) => Some(total + c),
+                    _ => None,
+                };
+            }
+            chock_log::EventKind::TurnStart => {
+                if let EventData::TurnStart(start) = payload(event)? {
+                    out.turns = out.turns.max(start.turn);
+                }
+            }
+            chock_log::EventKind::ToolResult => {
+                if let (EventData::ToolResult(result), Some(call_id)) =
+                    (payload(event)?, &event.call_id)
+                {
+                    results.insert(call_id.clone(), (result.output, result.is_error));
+                }
+            }
+            _ => {}
+        }
+    }
+    if !asked {
+        return Err(ResumeError::Empty);
+    }
+    answer_open_calls(&mut out.messages, &results);
+    Ok(out)
+}
+
+/// When the last message is the model's and it called tools, appends the results the log has
+/// for those calls (or says they never ran).
+fn answer_open_calls(messages: &mut Vec<Message>, results: &HashMap<String, (String, bool)>) {
+    let Some(last) = messages.last() else { return };
+    if last.role != Role::Assistant {
+        return;
+    }
+    let calls: Vec<String> = last
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, .. } => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    if calls.is_empty() {
+        return;
+    }
+    let content = calls
+        .into_iter()
+        .map(|id| {
+            let (content, is_error) = results.get(&id).cloned().unwrap_or_else(|| {
+                (
+                    "not run: the session ended before this call finished".to_string(),
+                    true,
+                )
+            });
+            Block::ToolResult {
+                tool_use_id: id,
+                content,
+                is_error,
+            }
+        })
+        .collect();
+    messages.push(Message {
+        role: Role::User,
+        content,
+    });
+}
