@@ -87,6 +87,9 @@ pub struct ApprovalAsk {
     /// The reviewer model, when a reviewer is asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<String>,
+    /// The policy file the question is about (`chock apply --include-policy PATH`'s separate yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_file: Option<String>,
 }
 
 /// What the answer was.
@@ -124,6 +127,9 @@ pub struct ApprovalAnswer {
     /// The reply, for [`AnswerKind::Reply`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// The policy file the question is about (`chock apply --include-policy PATH`'s separate yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_file: Option<String>,
 }
 
 /// A tool call finished: what the model was told.

@@ -1,0 +1,544 @@
+//! The approval broker: the answerers of one session, the questions open now, and the first valid
+//! answer to each.
+//!
+//! A question has an id unique in the session (`q-<n>`, given by the [`crate::Pipeline`] before it
+//! logs the ask). It goes at once to every pull-style [`Answerer`] of its [`Role`] (a terminal, a
+//! reviewer model) and is open to push-style answers ([`ApprovalBroker::answer`]: a daemon client, a
+//! browser, a TUI, attached with [`ApprovalBroker::attach`]). The first valid answer wins; every
+//! answerer and every subscriber ([`ApprovalBroker::subscribe`]) is then told the question is
+//! resolved. An answer to an id that is not open is a typed [`AnswerError`]. Nobody to ask, nobody
+//! answering in time, or every answerer giving up is [`Reply::Nobody`], which the pipeline turns
+//! into a refusal.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chock_protocol::log::AnswerKind;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use serde::Serialize;
+use tokio::sync::{broadcast, oneshot, watch};
+
+use crate::error::AnswerError;
+
+/// A boxed future, so answerers can be held as `Arc<dyn Answerer>`.
+pub type AnswerFuture<'a> = Pin<Box<dyn Future<Output = Option<Answer>> + Send + 'a>>;
+
+/// What kind of question it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionKind {
+    /// May this act run? (yes once / yes for this session / no)
+    Approval,
+    /// The model's `ask_user`: a free-text question for the person.
+    Question,
+}
+
+/// A question put to the answerers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Question {
+    /// Its id, unique in the session (`q-3`): the log's ask and answer name it, and a push-style
+    /// answer gives it.
+    pub id: String,
+    /// Approval or free-text question.
+    pub kind: QuestionKind,
+    /// The tool call it belongs to.
+    pub call_id: Option<String>,
+    /// The act's name (`exec.cargo.test`), for approvals.
+    pub action: Option<String>,
+    /// What the table said and which rule said it.
+    pub decided_by: Option<String>,
+    /// What exactly would happen ("run `cargo test` in the sandbox"), or the model's question.
+    pub text: String,
+    /// A reviewer's verdict, when a person is asked after one (`agent_then_human`).
+    pub reviewer: Option<ReviewerVerdict>,
+}
+
+/// A reviewer model's verdict, kept with the question a person then sees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewerVerdict {
+    /// Whether the reviewer allowed the act.
+    pub allow: bool,
+    /// Its reasons, verbatim.
+    pub reasons: String,
+}
+
+/// One answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub enum Answer {
+    /// Yes, this once.
+    AllowOnce {
+        /// Why (a reviewer's reasons; empty for a person).
+        reasons: String,
+    },
+    /// Yes, and for the very same act (same action name, same detail: the same command line, the
+    /// same host and port) later in this session — until the session's policy narrows. Never a
+    /// whole class of acts: a yes to one `curl` is not a yes to every command.
+    AllowSession,
+    /// No.
+    Deny {
+        /// Why (a reviewer's reasons; empty for a person).
+        reasons: String,
+    },
+    /// The text a person typed in reply to `ask_user`.
+    Reply {
+        /// The reply.
+        text: String,
+    },
+}
+
+impl Answer {
+    /// Whether the act may run.
+    pub fn allows(&self) -> bool {
+        matches!(self, Answer::AllowOnce { .. } | Answer::AllowSession)
+    }
+
+    /// The answer as the log and the client protocol name it.
+    pub fn kind(&self) -> AnswerKind {
+        match self {
+            Answer::AllowOnce { .. } => AnswerKind::AllowOnce,
+            Answer::AllowSession => AnswerKind::AllowSession,
+            Answer::Deny { .. } => AnswerKind::Deny,
+            Answer::Reply { .. } => AnswerKind::Reply,
+        }
+    }
+
+    /// The answer a client sent as `Op::Answer { answer, reasons, reply }`. `none` is not an
+    /// answer, and a reply needs its text.
+    pub fn from_kind(
+        kind: AnswerKind,
+        reasons: Option<String>,
+        reply: Option<String>,
+    ) -> Result<Answer, AnswerError> {
+        let reasons = reasons.unwrap_or_default();
+        Ok(match kind {
+            AnswerKind::AllowOnce => Answer::AllowOnce { reasons },
+            AnswerKind::AllowSession => Answer::AllowSession,
+            AnswerKind::Deny => Answer::Deny { reasons },
+            AnswerKind::Reply => Answer::Reply {
+                text: reply.ok_or(AnswerError::NoReplyText)?,
+            },
+            AnswerKind::None => return Err(AnswerError::NotAnAnswer),
+        })
+    }
+
+    fn fits(&self, kind: QuestionKind) -> bool {
+        match kind {
+            QuestionKind::Approval => !matches!(self, Answer::Reply { .. }),
+            QuestionKind::Question => matches!(self, Answer::Reply { .. }),
+        }
+    }
+}
+
+/// Who an answerer speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A person (terminal, browser, daemon client).
+    Human,
+    /// A reviewer model.
+    Reviewer,
+}
+
+/// How a question was resolved, as every answerer and subscriber is told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resolution {
+    /// The question's id.
+    pub question: String,
+    /// Who answered (`None`: nobody did, and the question is closed as a refusal).
+    pub by: Option<String>,
+    /// The winning answer (`None`: nobody answered).
+    pub answer: Option<AnswerKind>,
+}
+
+/// What the broker tells its subscribers (a daemon forwards these to its clients).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "notice", rename_all = "snake_case")]
+pub enum Notice {
+    /// A question is open; push-style answers to it are taken when `role` is [`Role::Human`].
+    Asked {
+        /// The question.
+        question: Question,
+        /// Who it is put to.
+        role: Role,
+    },
+    /// A question is closed: the first valid answer won (or nobody answered).
+    Resolved(Resolution),
+}
+
+/// Something that answers questions when asked (pull-style). `answer` returns `None` when it
+/// cannot (its channel closed, the reviewer's reply was unreadable): that answerer drops out.
+pub trait Answerer: Send + Sync + fmt::Debug {
+    /// A short name for the log (`terminal`, `reviewer:claude-haiku-4-5`).
+    fn name(&self) -> String;
+    /// Whether it speaks for a person or is a reviewer model.
+    fn role(&self) -> Role;
+    /// Answers one question.
+    fn answer<'a>(&'a self, question: &'a Question) -> AnswerFuture<'a>;
+    /// Told that a question it was asked is closed (another answer won, or nobody answered in
+    /// time), so it can take the question off its screen. The default does nothing.
+    fn resolved(&self, resolution: &Resolution) {
+        let _ = resolution;
+    }
+}
+
+/// How the broker's question ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The first valid answer.
+    Answered {
+        /// The answerer's name.
+        by: String,
+        /// The answer.
+        answer: Answer,
+    },
+    /// Nobody answered: a refusal.
+    Nobody(Nobody),
+}
+
+/// Why nobody answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Nobody {
+    /// There was nobody of the role to ask.
+    NoAnswerer,
+    /// No valid answer came within the broker's timeout.
+    TimedOut,
+    /// Every answerer gave up (end of input, an unreadable verdict, clients gone).
+    Dropped,
+}
+
+/// A question open to answers.
+struct Open {
+    role: Role,
+    kind: QuestionKind,
+    push: Option<oneshot::Sender<(String, Answer)>>,
+}
+
+#[derive(Default)]
+struct Questions {
+    open: HashMap<String, Open>,
+    /// Closed questions and who answered them (`None`: nobody).
+    closed: HashMap<String, Option<String>>,
+}
+
+struct Shared {
+    questions: Mutex<Questions>,
+    /// (action name, detail) pairs a person allowed for the session.
+    session_allows: Mutex<HashSet<(String, String)>>,
+    /// The last question number given (`None`: not yet read from the log).
+    last_id: Mutex<Option<u64>>,
+    /// How many push-style clients are attached.
+    clients: watch::Sender<usize>,
+    notices: broadcast::Sender<Notice>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            questions: Mutex::default(),
+            session_allows: Mutex::default(),
+            last_id: Mutex::default(),
+            clients: watch::Sender::new(0),
+            notices: broadcast::Sender::new(64),
+        }
+    }
+}
+
+/// The broker. Clones share everything (answerers, open questions, session allows).
+#[derive(Clone, Default)]
+pub struct ApprovalBroker {
+    answerers: Vec<Arc<dyn Answerer>>,
+    shared: Arc<Shared>,
+    timeout: Option<Duration>,
+}
+
+impl fmt::Debug for ApprovalBroker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApprovalBroker")
+            .field(
+                "answerers",
+                &self.answerers.iter().map(|a| a.name()).collect::<Vec<_>>(),
+            )
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A push-style answerer attached to the broker: while any is attached, questions to people wait
+/// for its answers too. Dropping it detaches it.
+#[derive(Debug)]
+pub struct Client {
+    broker: ApprovalBroker,
+    name: String,
+}
+
+impl Client {
+    /// Answers question `question` as this client.
+    pub fn answer(&self, question: &str, answer: Answer) -> Result<(), AnswerError> {
+        self.broker.answer(question, &self.name, answer)
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.broker
+            .shared
+            .clients
+            .send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ApprovalBroker {
+    /// A broker with nobody to ask: every question is refused.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a pull-style answerer.
+    #[must_use]
+    pub fn with(mut self, answerer: Arc<dyn Answerer>) -> Self {
+        self.answerers.push(answerer);
+        self
+    }
+
+    /// Gives up (a refusal) when no answer arrives within `timeout`.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Attaches a push-style answerer named `name` (a person's client): it answers with
+    /// [`Client::answer`] (or [`ApprovalBroker::answer`]) and learns of questions through
+    /// [`ApprovalBroker::subscribe`].
+    pub fn attach(&self, name: &str) -> Client {
+        self.shared.clients.send_modify(|n| *n += 1);
+        Client {
+            broker: self.clone(),
+            name: name.to_string(),
+        }
+    }
+
+    /// Every question asked and resolved from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Notice> {
+        self.shared.notices.subscribe()
+    }
+
+    /// Whether anyone of `role` could be asked.
+    pub fn has(&self, role: Role) -> bool {
+        self.answerers.iter().any(|a| a.role() == role)
+            || (role == Role::Human && *self.shared.clients.borrow() > 0)
+    }
+
+    /// Whether anyone at all could be asked.
+    pub fn can_ask(&self) -> bool {
+        self.has(Role::Human) || self.has(Role::Reviewer)
+    }
+
+    /// Whether a person already said "yes for this session" to exactly this act.
+    pub fn allowed_for_session(&self, action: &str, detail: &str) -> bool {
+        lock(&self.shared.session_allows).contains(&(action.to_string(), detail.to_string()))
+    }
+
+    /// Drops every "yes for this session": called when the session's policy narrows, so an earlier
+    /// yes never outlives a restriction the agent (or anyone) placed afterwards.
+    pub fn forget_session_allows(&self) {
+        lock(&self.shared.session_allows).clear();
+    }
+
+    /// The next question id; `seed` gives the highest number already used in the session's log,
+    /// read once (a resumed session goes on from there).
+    pub(crate) fn next_question_id(&self, seed: impl FnOnce() -> u64) -> String {
+        let mut last = lock(&self.shared.last_id);
+        let n = last.get_or_insert_with(seed);
+        *n += 1;
+        format!("q-{n}")
+    }
+
+    /// A push-style answer to question `question` by `by`. The first valid answer wins; an id that
+    /// was never asked, one already answered, an answer that does not fit the question, or a
+    /// question put to reviewers only, is an error and changes nothing.
+    pub fn answer(&self, question: &str, by: &str, answer: Answer) -> Result<(), AnswerError> {
+        let mut questions = lock(&self.shared.questions);
+        if let Some(winner) = questions.closed.get(question) {
+            return Err(AnswerError::AlreadyAnswered {
+                question: question.to_string(),
+                by: winner.clone(),
+            });
+        }
+        let Some(open) = questions.open.get_mut(question) else {
+            return Err(AnswerError::Unknown(question.to_string()));
+        };
+        if open.role != Role::Human {
+            return Err(AnswerError::NotForPeople(question.to_string()));
+        }
+        if !answer.fits(open.kind) {
+            return Err(AnswerError::DoesNotFit {
+                question: question.to_string(),
+                answer: answer.kind(),
+            });
+        }
+        let push = open.push.take();
+        questions.open.remove(question);
+        questions
+            .closed
+            .insert(question.to_string(), Some(by.to_string()));
+        drop(questions);
+        if let Some(push) = push {
+            // The asking side holds the receiver until it has read the winner.
+            let _ = push.send((by.to_string(), answer));
+        }
+        Ok(())
+    }
+
+    /// Closes `id` for `winner` unless a push answer closed it first; `true` when this call closed it.
+    fn close(&self, id: &str, winner: Option<&str>) -> bool {
+        let mut questions = lock(&self.shared.questions);
+        if questions.open.remove(id).is_none() {
+            return false;
+        }
+        questions
+            .closed
+            .insert(id.to_string(), winner.map(str::to_string));
+        true
+    }
+
+    /// Puts `question` to every answerer of `role` at once (and to attached clients, for people);
+    /// the first valid answer wins. An approval answered with a reply (or a question answered with
+    /// a yes/no) is not valid and is ignored.
+    pub async fn ask(&self, role: Role, question: &Question) -> Reply {
+        let id = question.id.clone();
+        let (push_tx, push_rx) = oneshot::channel();
+        lock(&self.shared.questions).open.insert(
+            id.clone(),
+            Open {
+                role,
+                kind: question.kind,
+                push: Some(push_tx),
+            },
+        );
+        let _ = self.shared.notices.send(Notice::Asked {
+            question: question.clone(),
+            role,
+        });
+        let reply = self.race(role, question, push_rx).await;
+        if let (
+            Reply::Answered {
+                answer: Answer::AllowSession,
+                ..
+            },
+            Some(action),
+        ) = (&reply, &question.action)
+        {
+            lock(&self.shared.session_allows).insert((action.clone(), question.text.clone()));
+        }
+        let resolution = Resolution {
+            question: id,
+            by: match &reply {
+                Reply::Answered { by, .. } => Some(by.clone()),
+                Reply::Nobody(_) => None,
+            },
+            answer: match &reply {
+                Reply::Answered { answer, .. } => Some(answer.kind()),
+                Reply::Nobody(_) => None,
+            },
+        };
+        for answerer in self.answerers.iter().filter(|a| a.role() == role) {
+            answerer.resolved(&resolution);
+        }
+        let _ = self.shared.notices.send(Notice::Resolved(resolution));
+        reply
+    }
+
+    async fn race(
+        &self,
+        role: Role,
+        question: &Question,
+        mut push_rx: oneshot::Receiver<(String, Answer)>,
+    ) -> Reply {
+        type Raced<'a> = Pin<Box<dyn Future<Output = Option<(String, Answer)>> + Send + 'a>>;
+        let id = question.id.as_str();
+        let mut race: FuturesUnordered<Raced<'_>> = self
+            .answerers
+            .iter()
+            .filter(|a| a.role() == role)
+            .map(|a| {
+                let a = Arc::clone(a);
+                Box::pin(async move { a.answer(question).await.map(|answer| (a.name(), answer)) })
+                    as Raced<'_>
+            })
+            .collect();
+        let mut clients = self.shared.clients.subscribe();
+        let pushing = role == Role::Human && *clients.borrow() > 0;
+        if race.is_empty() && !pushing {
+            self.close(id, None);
+            return Reply::Nobody(Nobody::NoAnswerer);
+        }
+        let mut push_done = false;
+        let first_valid = async {
+            loop {
+                let pulled = tokio::select! {
+                    pushed = &mut push_rx, if pushing => {
+                        // Only `answer` sends, and it closed the question first.
+                        push_done = true;
+                        return pushed.ok();
+                    }
+                    changed = clients.changed(), if pushing && race.is_empty() => {
+                        if changed.is_err() || *clients.borrow() == 0 {
+                            return None;
+                        }
+                        continue;
+                    }
+                    pulled = race.next(), if !race.is_empty() => pulled.flatten(),
+                    else => return None,
+                };
+                let Some((name, answer)) = pulled else {
+                    // That answerer gave up; the others (and any client) may still answer.
+                    continue;
+                };
+                if !answer.fits(question.kind) {
+                    continue;
+                }
+                // A reviewer cannot grant a whole session.
+                let answer = match (role, answer) {
+                    (Role::Reviewer, Answer::AllowSession) => Answer::AllowOnce {
+                        reasons: String::new(),
+                    },
+                    (_, answer) => answer,
+                };
+                if self.close(id, Some(&name)) {
+                    return Some((name, answer));
+                }
+                // A push answer closed it a moment earlier: that one won.
+                push_done = true;
+                return (&mut push_rx).await.ok();
+            }
+        };
+        let outcome = match self.timeout {
+            Some(timeout) => match tokio::time::timeout(timeout, first_valid).await {
+                Ok(Some(won)) => Ok(won),
+                Ok(None) => Err(Nobody::Dropped),
+                Err(_) => Err(Nobody::TimedOut),
+            },
+            None => first_valid.await.ok_or(Nobody::Dropped),
+        };
+        match outcome {
+            Ok((by, answer)) => Reply::Answered { by, answer },
+            Err(why) if self.close(id, None) || push_done => Reply::Nobody(why),
+            // Closed by a push answer at the last moment: it stands.
+            Err(why) => match push_rx.await {
+                Ok((by, answer)) => Reply::Answered { by, answer },
+                Err(_) => Reply::Nobody(why),
+            },
+        }
+    }
+}

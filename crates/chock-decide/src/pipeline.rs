@@ -1,0 +1,514 @@
+//! The one function that settles an act: the table (the live policy, ratchet included), then for
+//! `ask` / `agent_review` / `agent_then_human` the answerers, with `approval.ask`, `approval.answer`
+//! and the `decision` written to the log, in that order, before [`Pipeline::settle`] returns. A
+//! caller acts only on the returned [`Settled`], so the decision is durable before the act by
+//! construction.
+
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+
+use chock_broker::{AllowScope, Gate, GateAnswer, GateFuture, scope_of};
+use chock_log::{EventKind, Log};
+use chock_policy::{Action, Decision, Policy, Verdict};
+use chock_protocol::log::{self as record, AnswerKind, Asked, TableDecision};
+
+use crate::broker::{Answer, ApprovalBroker, Question, QuestionKind, Reply, ReviewerVerdict, Role};
+use crate::error::DecideError;
+use crate::outcome::{AllowedBy, Outcome, RefusedBy, Settled};
+
+/// Told what the pipeline did, after it is in the log (the agent streams its events from here and
+/// counts its summary).
+pub trait Observer: Send + Sync {
+    /// A question was logged and is being put to the answerers.
+    fn asked(&self, question: &Question, decision: Decision) {
+        let _ = (question, decision);
+    }
+    /// An act was settled and its `decision` event is durable.
+    fn decided(&self, call_id: Option<&str>, settled: &Settled) {
+        let _ = (call_id, settled);
+    }
+}
+
+/// What the table says of an act, when the caller puts the question on another footing than the
+/// live table (the policy-file confirmation of `chock apply --include-policy` is always a person's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ruling {
+    /// The decision.
+    pub decision: Decision,
+    /// Which rule said it, in words.
+    pub rule: String,
+    /// The reach of an allow.
+    pub scope: AllowScope,
+    /// The policy file the question is about, named in the ask and the answer.
+    pub policy_file: Option<String>,
+}
+
+impl Ruling {
+    /// The ruling of `verdict`'s row for `action`.
+    pub fn of(verdict: &Verdict, action: &Action) -> Self {
+        Self {
+            decision: verdict.decision,
+            rule: verdict.decided_by.to_string(),
+            scope: scope_of(verdict, action),
+            policy_file: None,
+        }
+    }
+}
+
+/// A decision the harness makes with no table row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Harness {
+    /// The act grants no capability (a plan, a title): it goes ahead.
+    Allow {
+        /// Why no row is needed.
+        why: String,
+    },
+    /// The input names no act, or the act cannot be carried out.
+    Refuse {
+        /// Why, in words for the log.
+        why: String,
+    },
+}
+
+/// The pipeline of one session: its log, its live policy and its answerers. Clones share all.
+#[derive(Clone)]
+pub struct Pipeline {
+    log: Log,
+    policy: Arc<RwLock<Policy>>,
+    broker: ApprovalBroker,
+    observers: Vec<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("broker", &self.broker)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The table's decision as the log writes it.
+pub fn table_decision(decision: Decision) -> TableDecision {
+    match decision {
+        Decision::Allow => TableDecision::Allow,
+        Decision::Deny => TableDecision::Deny,
+        Decision::Ask => TableDecision::Ask,
+        Decision::AgentReview => TableDecision::AgentReview,
+        Decision::AgentThenHuman => TableDecision::AgentThenHuman,
+    }
+}
+
+/// Runs `work` to completion from synchronous code: on the current runtime when called from a
+/// blocking thread of one (never from inside an async task), else on a small runtime of its own.
+pub fn block_on<F: Future>(work: F) -> Result<F::Output, DecideError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => Ok(handle.block_on(work)),
+        Err(_) => Ok(tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(DecideError::Runtime)?
+            .block_on(work)),
+    }
+}
+
+impl Pipeline {
+    /// The pipeline over `log`, deciding by the live `policy` and asking `broker`'s answerers.
+    pub fn new(log: Log, policy: Arc<RwLock<Policy>>, broker: ApprovalBroker) -> Self {
+        Self {
+            log,
+            policy,
+            broker,
+            observers: Vec::new(),
+        }
+    }
+
+    /// Adds an observer.
+    #[must_use]
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    /// The answerers.
+    pub fn broker(&self) -> &ApprovalBroker {
+        &self.broker
+    }
+
+    /// The session log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The live policy.
+    pub fn policy(&self) -> &Arc<RwLock<Policy>> {
+        &self.policy
+    }
+
+    /// What the live table says of `action` (a poisoned lock still holds the last policy written;
+    /// deciding by it is no wider).
+    pub fn verdict(&self, action: &Action) -> Verdict {
+        match self.policy.read() {
+            Ok(policy) => policy.decide(action),
+            Err(poisoned) => poisoned.into_inner().decide(action),
+        }
+    }
+
+    /// Settles `action` for the call `call_id`: the table, then whoever must answer. `detail` says
+    /// what exactly would happen, for the person or reviewer. The question, its answer and the
+    /// decision are in the log when this returns; only an `Ok` that [`Settled::allowed`] lets the
+    /// act happen.
+    pub async fn settle(
+        &self,
+        call_id: Option<&str>,
+        action: &Action,
+        detail: &str,
+    ) -> Result<Settled, DecideError> {
+        let ruling = Ruling::of(&self.verdict(action), action);
+        self.settle_ruled(call_id, action, detail, ruling).await
+    }
+
+    /// [`Pipeline::settle`] from synchronous code (see [`block_on`]).
+    pub fn settle_blocking(
+        &self,
+        call_id: Option<&str>,
+        action: &Action,
+        detail: &str,
+    ) -> Result<Settled, DecideError> {
+        block_on(self.settle(call_id, action, detail))?
+    }
+
+    /// As [`Pipeline::settle`], with the table's say given by the caller.
+    pub async fn settle_ruled(
+        &self,
+        call_id: Option<&str>,
+        action: &Action,
+        detail: &str,
+        ruling: Ruling,
+    ) -> Result<Settled, DecideError> {
+        let name = action.as_str().to_string();
+        let mut questions = Vec::new();
+        let outcome = match ruling.decision {
+            Decision::Allow => Outcome::Allowed {
+                by: AllowedBy::Table,
+                scope: ruling.scope,
+            },
+            Decision::Deny => Outcome::Refused {
+                by: RefusedBy::Table,
+                reason: String::new(),
+            },
+            Decision::Ask if self.broker.allowed_for_session(&name, detail) => Outcome::Allowed {
+                by: AllowedBy::SessionAllow,
+                scope: ruling.scope,
+            },
+            Decision::Ask => {
+                let reply = self
+                    .put(call_id, action, detail, &ruling, Role::Human, None)
+                    .await?;
+                questions.push(reply.0);
+                from_reply(Role::Human, reply.1, ruling.scope)
+            }
+            Decision::AgentReview => {
+                let reply = self
+                    .put(call_id, action, detail, &ruling, Role::Reviewer, None)
+                    .await?;
+                questions.push(reply.0);
+                from_reply(Role::Reviewer, reply.1, ruling.scope)
+            }
+            Decision::AgentThenHuman => {
+                let (id, review) = self
+                    .put(call_id, action, detail, &ruling, Role::Reviewer, None)
+                    .await?;
+                questions.push(id);
+                match review {
+                    Reply::Answered { answer, .. } if answer.allows() => {
+                        let seen = ReviewerVerdict {
+                            allow: true,
+                            reasons: reasons_of(&answer),
+                        };
+                        let (id, reply) = self
+                            .put(call_id, action, detail, &ruling, Role::Human, Some(seen))
+                            .await?;
+                        questions.push(id);
+                        from_reply(Role::Human, reply, ruling.scope)
+                    }
+                    other => from_reply(Role::Reviewer, other, ruling.scope),
+                }
+            }
+        };
+        let settled = Settled {
+            action: Some(name),
+            decision: ruling.decision,
+            rule: ruling.rule,
+            outcome,
+            questions,
+        };
+        self.record_decision(call_id, &settled)?;
+        Ok(settled)
+    }
+
+    /// Records a decision the harness makes with no table row (the input names no act; the act
+    /// grants nothing): the `decision` event is written here like every other.
+    pub fn decide_without_table(
+        &self,
+        call_id: Option<&str>,
+        action: Option<&Action>,
+        harness: Harness,
+    ) -> Result<Settled, DecideError> {
+        let (decision, rule, outcome) = match harness {
+            Harness::Allow { why } => (
+                Decision::Allow,
+                why.clone(),
+                Outcome::Allowed {
+                    by: AllowedBy::Harness { why },
+                    scope: AllowScope::Pattern,
+                },
+            ),
+            Harness::Refuse { why } => (
+                Decision::Deny,
+                why.clone(),
+                Outcome::Refused {
+                    by: RefusedBy::Harness,
+                    reason: why,
+                },
+            ),
+        };
+        let settled = Settled {
+            action: action.map(|a| a.as_str().to_string()),
+            decision,
+            rule,
+            outcome,
+            questions: Vec::new(),
+        };
+        self.record_decision(call_id, &settled)?;
+        Ok(settled)
+    }
+
+    /// The agent's free question to the person (`ask_user`): logged as `approval.ask` and
+    /// `approval.answer` like an approval. `Ok(None)`: nobody answered.
+    pub async fn ask_person(
+        &self,
+        call_id: Option<&str>,
+        text: &str,
+    ) -> Result<Option<(String, String)>, DecideError> {
+        let question = Question {
+            id: self.next_question_id(),
+            kind: QuestionKind::Question,
+            call_id: call_id.map(str::to_string),
+            action: None,
+            decided_by: None,
+            text: text.to_string(),
+            reviewer: None,
+        };
+        self.log.record(
+            call_id,
+            record::ApprovalAsk {
+                question: Some(question.id.clone()),
+                action: None,
+                decision: None,
+                decided_by: None,
+                asked: Asked::Person,
+                what: text.to_string(),
+                reviewer: None,
+                policy_file: None,
+            },
+        )?;
+        let reply = self.broker.ask(Role::Human, &question).await;
+        let (by, text) = match reply {
+            Reply::Answered {
+                by,
+                answer: Answer::Reply { text },
+            } => (Some(by), Some(text)),
+            _ => (None, None),
+        };
+        self.log.record(
+            call_id,
+            record::ApprovalAnswer {
+                question: Some(question.id),
+                action: None,
+                answer: if text.is_some() {
+                    AnswerKind::Reply
+                } else {
+                    AnswerKind::None
+                },
+                by: by.clone(),
+                reasons: None,
+                reply: text.clone(),
+                policy_file: None,
+            },
+        )?;
+        Ok(by.zip(text))
+    }
+
+    /// The [`Gate`] the network broker asks for the call `call_id`: every act it names is settled
+    /// here (logged under that call).
+    pub fn gate(&self, call_id: &str) -> PipelineGate {
+        PipelineGate {
+            pipeline: self.clone(),
+            call_id: call_id.to_string(),
+        }
+    }
+
+    fn next_question_id(&self) -> String {
+        self.broker
+            .next_question_id(|| highest_question_number(&self.log))
+    }
+
+    /// Logs the question, puts it to `role`, logs the answer.
+    async fn put(
+        &self,
+        call_id: Option<&str>,
+        action: &Action,
+        detail: &str,
+        ruling: &Ruling,
+        role: Role,
+        reviewer: Option<ReviewerVerdict>,
+    ) -> Result<(String, Reply), DecideError> {
+        let question = Question {
+            id: self.next_question_id(),
+            kind: QuestionKind::Approval,
+            call_id: call_id.map(str::to_string),
+            action: Some(action.as_str().to_string()),
+            decided_by: Some(format!("{}: {}", ruling.rule, ruling.decision.as_str())),
+            text: detail.to_string(),
+            reviewer,
+        };
+        self.log.record(
+            call_id,
+            record::ApprovalAsk {
+                question: Some(question.id.clone()),
+                action: question.action.clone(),
+                decision: Some(table_decision(ruling.decision)),
+                decided_by: Some(ruling.rule.clone()),
+                asked: match role {
+                    Role::Human => Asked::Person,
+                    Role::Reviewer => Asked::Reviewer,
+                },
+                what: detail.to_string(),
+                reviewer: None,
+                policy_file: ruling.policy_file.clone(),
+            },
+        )?;
+        for observer in &self.observers {
+            observer.asked(&question, ruling.decision);
+        }
+        let reply = self.broker.ask(role, &question).await;
+        let (answer, by, reasons) = match &reply {
+            Reply::Answered { by, answer } => (
+                answer.kind(),
+                Some(by.clone()),
+                Some(reasons_of(answer)).filter(|r| !r.is_empty()),
+            ),
+            Reply::Nobody(_) => (AnswerKind::None, None, None),
+        };
+        self.log.record(
+            call_id,
+            record::ApprovalAnswer {
+                question: Some(question.id.clone()),
+                action: question.action.clone(),
+                answer,
+                by,
+                reasons,
+                reply: None,
+                policy_file: ruling.policy_file.clone(),
+            },
+        )?;
+        Ok((question.id, reply))
+    }
+
+    fn record_decision(&self, call_id: Option<&str>, settled: &Settled) -> Result<(), DecideError> {
+        self.log.record(
+            call_id,
+            record::Decision {
+                action: settled.action.clone(),
+                decision: table_decision(settled.decision),
+                allowed: settled.allowed(),
+                decided_by: settled.decided_by(),
+            },
+        )?;
+        for observer in &self.observers {
+            observer.decided(call_id, settled);
+        }
+        Ok(())
+    }
+}
+
+fn reasons_of(answer: &Answer) -> String {
+    match answer {
+        Answer::AllowOnce { reasons } | Answer::Deny { reasons } => reasons.clone(),
+        Answer::AllowSession | Answer::Reply { .. } => String::new(),
+    }
+}
+
+fn from_reply(role: Role, reply: Reply, scope: AllowScope) -> Outcome {
+    match reply {
+        Reply::Nobody(why) => Outcome::Unanswered { asked: role, why },
+        Reply::Answered { by, answer } if answer.allows() => Outcome::Allowed {
+            by: match role {
+                Role::Human => AllowedBy::Person { name: by },
+                Role::Reviewer => AllowedBy::Reviewer {
+                    name: by,
+                    reasons: reasons_of(&answer),
+                },
+            },
+            scope,
+        },
+        Reply::Answered { by, answer } => Outcome::Refused {
+            by: match role {
+                Role::Human => RefusedBy::Person { name: by },
+                Role::Reviewer => RefusedBy::Reviewer { name: by },
+            },
+            reason: reasons_of(&answer),
+        },
+    }
+}
+
+/// The highest `q-<n>` an ask in the log names (0 for none): a reopened session goes on from it.
+fn highest_question_number(log: &Log) -> u64 {
+    let Ok(events) = chock_log::read_events(log.dir()) else {
+        return 0;
+    };
+    events
+        .iter()
+        .filter(|e| e.kind == EventKind::ApprovalAsk)
+        .filter_map(|e| {
+            e.data
+                .get("question")?
+                .as_str()?
+                .strip_prefix("q-")?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The pipeline as the network broker's [`Gate`] for one call: fetch_url's URL and redirects,
+/// web_search, a command's connections through its egress proxy. Nobody answering is a refusal.
+#[derive(Debug, Clone)]
+pub struct PipelineGate {
+    pipeline: Pipeline,
+    call_id: String,
+}
+
+impl Gate for PipelineGate {
+    fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a> {
+        Box::pin(async move {
+            match self
+                .pipeline
+                .settle(Some(&self.call_id), action, detail)
+                .await
+            {
+                Ok(settled) => match settled.refusal() {
+                    None => GateAnswer::Allow {
+                        scope: settled.scope(),
+                        decided_by: settled.decided_by(),
+                    },
+                    Some(refusal) => GateAnswer::refuse(refusal),
+                },
+                Err(err) => {
+                    GateAnswer::refuse(format!("refused: the decision could not be logged: {err}"))
+                }
+            }
+        })
+    }
+}
