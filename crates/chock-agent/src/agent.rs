@@ -160,11 +160,6 @@ impl Agent {
         &self.host
     }
 
-    /// The event sink.
-    pub(crate) fn sink(&self) -> &Arc<dyn EventSink> {
-        &self.sink
-    }
-
     /// Sets the turn count a resumed session goes on from, and that its task is noted.
     pub(crate) fn resume_at(&mut self, turn: u32) {
         self.turn = turn;

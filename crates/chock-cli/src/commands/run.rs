@@ -93,7 +93,7 @@ fn read_task(words: &[String]) -> anyhow::Result<String> {
     Ok(task)
 }
 
-fn build_error(err: BuildError) -> Exit {
+fn build_error(err: &BuildError) -> Exit {
     let status = if err.is_bad_input() {
         exit::BAD_INPUT
     } else {
@@ -125,7 +125,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     {
         builder = builder.person(Arc::new(terminal));
     }
-    let mut session = builder.build().map_err(build_error)?;
+    let mut session = builder.build().map_err(|e| build_error(&e))?;
     let id = session.id().to_string();
     if args.json {
         sink.emit(&AgentEvent::SessionStarted {
