@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// Stop after this many turns.
     #[arg(long, default_value_t = 50, value_name = "N")]
     pub max_turns: u32,
+    /// Go on with an ended or interrupted session (its id or a unique prefix): the conversation is
+    /// rebuilt from its log, its workspace is the one it had, and the task is a follow-up.
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
 }
 
 /// `chock -- TASK WORDS`, or bare `chock`.
@@ -66,6 +70,7 @@ pub fn run_task_words(words: Vec<String>) -> anyhow::Result<ExitCode> {
         json: false,
         verbose: false,
         max_turns: 50,
+        resume: None,
     })
 }
 
@@ -125,7 +130,17 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     {
         builder = builder.person(Arc::new(terminal));
     }
-    let mut session = builder.build().map_err(|e| build_error(&e))?;
+    let mut session = match &args.resume {
+        Some(query) => {
+            let root =
+                chock_log::sessions_root().map_err(|e| Exit::new(exit::FAILURE, e.to_string()))?;
+            let dir = chock_log::find_session(&root, query)
+                .map_err(|e| Exit::new(exit::BAD_INPUT, e.to_string()))?;
+            builder.resume(&dir)
+        }
+        None => builder.build(),
+    }
+    .map_err(|e| build_error(&e))?;
     let id = session.id().to_string();
     if args.json {
         sink.emit(&AgentEvent::SessionStarted {
