@@ -114,10 +114,18 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                 }
             }
             chock_log::EventKind::ToolResult => {
-                if let (EventData::ToolResult(result), Some(call_id)) =
-                    (payload(event)?, &event.call_id)
-                {
-                    results.insert(call_id.clone(), (result.output, result.is_error));
+                // Only what the model was told matters here: an older line of another shape
+                // still gives its output.
+                let Some(call_id) = &event.call_id else { continue };
+                let told = match event.payload() {
+                    Ok(EventData::ToolResult(result)) => Some((result.output, result.is_error)),
+                    _ => event.data.get("output").and_then(|o| o.as_str()).map(|o| {
+                        let is_error = event.data.get("is_error").and_then(|e| e.as_bool());
+                        (o.to_string(), is_error.unwrap_or(false))
+                    }),
+                };
+                if let Some(told) = told {
+                    results.insert(call_id.clone(), told);
                 }
             }
             _ => {}

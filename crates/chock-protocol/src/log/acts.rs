@@ -141,9 +141,9 @@ pub struct ToolResult {
     pub is_error: bool,
     /// What the model was told.
     pub output: String,
-    /// Whether the call changed the workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changed: Option<bool>,
+    /// The workspace paths the call changed (a file tool's writes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 /// How a confined command ended.
