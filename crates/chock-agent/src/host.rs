@@ -187,7 +187,7 @@ impl Host {
             }
         };
         let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
-        log.append(EventKind::WorkspaceApply, Some(call_id), plan.event())?;
+        log.record(Some(call_id), plan.event())?;
         let id = plan.apply_id.clone();
         match plan.commit() {
             Ok(_) => Ok(ToolOutput::ok(format!(

@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
 
 use crate::diff::FileChange;
 use crate::entry::{Entry, entry_hash, sha256_hex};
@@ -108,28 +107,38 @@ impl ApplyPlan {
         &self.record.result_hash
     }
 
-    /// The data of the `workspace.apply` event: ids, hashes and the touched paths.
-    pub fn event(&self) -> Value {
+    /// The `workspace.apply` event: ids, hashes, the touched paths, and the changes to Chock's
+    /// own configuration among them (named and confirmed by the person, or the plan would not exist).
+    pub fn event(&self) -> chock_protocol::log::WorkspaceApply {
         let r = &self.record;
-        json!({
-            "apply_id": r.apply_id,
-            "kind": r.kind,
-            "undo_of": r.undo_of,
-            "project": r.project,
-            "base_commit": r.base_commit,
-            "checkpoint": r.checkpoint,
-            "base_hash": r.base_hash,
-            "result_hash": r.result_hash,
-            "digest": self.digest,
-            "hunks": r.hunks,
-            "already": self.already,
-            "setid_stripped": r.setid_stripped,
-            "files": self.ops.iter().map(|op| json!({
-                "path": op.path,
-                "before": entry_hash(op.before.as_ref()),
-                "after": entry_hash(op.after.as_ref()),
-            })).collect::<Vec<_>>(),
-        })
+        chock_protocol::log::WorkspaceApply {
+            apply_id: r.apply_id.clone(),
+            kind: r.kind.clone(),
+            undo_of: r.undo_of.clone(),
+            project: r.project.to_string_lossy().into_owned(),
+            base_commit: r.base_commit.clone(),
+            checkpoint: r.checkpoint.clone(),
+            base_hash: r.base_hash.clone(),
+            result_hash: r.result_hash.clone(),
+            digest: self.digest.clone(),
+            hunks: r.hunks.clone(),
+            already: self.already.clone(),
+            setid_stripped: r.setid_stripped.clone(),
+            files: self
+                .ops
+                .iter()
+                .map(|op| chock_protocol::log::AppliedFile {
+                    path: op.path.clone(),
+                    before: entry_hash(op.before.as_ref()),
+                    after: entry_hash(op.after.as_ref()),
+                })
+                .collect(),
+            policy_files: self
+                .sensitive_ops()
+                .into_iter()
+                .map(|(op, _)| op.path.clone())
+                .collect(),
+        }
     }
 
     /// Writes the plan into the project: the record first (so an interrupted write can still be

@@ -35,11 +35,7 @@ fn apply_strips_set_id_bits_and_records_it() {
     );
     let plan = ws.plan_apply(&Selection::default()).unwrap();
     let event = plan.event();
-    assert_eq!(
-        event["setid_stripped"],
-        serde_json::json!(["tool"]),
-        "{event}"
-    );
+    assert_eq!(event.setid_stripped, vec!["tool".to_string()], "{event:?}");
     let (record, _) = plan.commit().unwrap();
     assert_eq!(record.setid_stripped, vec!["tool".to_string()]);
     assert_eq!(env.read("tool"), "#!/bin/sh\necho new\n");

@@ -136,7 +136,7 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
         )?;
     }
     approve(&log, &project, "workspace.apply", &question)?;
-    log.append(EventKind::WorkspaceApply, None, plan.event())?;
+    log.record(None, plan.event())?;
     let id = plan.apply_id.clone();
     let digest = plan.digest().map(str::to_string);
     let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
