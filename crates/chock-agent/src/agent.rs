@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use crate::events::{AgentEvent, EventSink, Summary};
 use crate::gate::Decider;
 use crate::host::Host;
-use crate::prompt::{system_prompt, tool_specs};
+use crate::prompt::system_prompt;
 use crate::tools::ToolOutput;
 use crate::tools::dispatch::Toolbox;
 
@@ -251,7 +251,7 @@ impl Agent {
         summary: &mut Summary,
     ) -> Result<TaskEnd, AgentError> {
         interrupt.mark_unchanged();
-        let tools = tool_specs();
+        let tools = self.toolbox.specs();
         conversation.push(Message::user_text(input));
         if !self.task_noted {
             self.log().record(

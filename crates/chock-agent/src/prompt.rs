@@ -1,5 +1,5 @@
-//! What the model is told: the system prompt, the tool specifications, the AGENTS.md paths, and the
-//! compiled-in guidance shelf that `read_guidance` reads.
+//! What the model is told: the system prompt, the AGENTS.md paths, and the compiled-in guidance
+//! shelf that `read_guidance` reads. The tool specifications come from the tools' registry.
 //!
 //! AGENTS.md files reach the model as paths it can read, never pasted in: a project's notes are data
 //! the model chooses to read, and a large file costs nothing until it is needed. The guidance shelf is
@@ -8,7 +8,6 @@
 use std::path::PathBuf;
 
 use chock_provider::ToolSpec;
-use serde_json::json;
 
 use crate::view::{EntryKind, WorkspaceView};
 
@@ -82,141 +81,11 @@ and a subdirectory's one before working in that directory (read_file):\n",
     s
 }
 
-fn spec(name: &str, description: &str, schema: serde_json::Value) -> ToolSpec {
-    ToolSpec {
-        name: name.to_string(),
-        description: description.to_string(),
-        input_schema: schema,
-    }
-}
-
-/// Every tool the model is offered, with its JSON Schema.
+/// Every built-in tool the model is offered, with its JSON Schema derived from the tool's input type
+/// ([`crate::tools::Registry::builtin`]). A session offers what its
+/// [`Toolbox`](crate::tools::dispatch::Toolbox) holds, which may be more.
 pub fn tool_specs() -> Vec<ToolSpec> {
-    vec![
-        spec(
-            "read_file",
-            "Read a text file. Shows numbered lines and the whole file's file_hash. Decided as fs.read.",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string", "description": "Relative to the project root, or absolute under it."},
-                "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based)."},
-                "limit": {"type": "integer", "minimum": 1, "description": "How many lines (default 2000)."}
-            }, "required": ["path"]}),
-        ),
-        spec(
-            "write_file",
-            "Create or replace a whole file (parent directories are created). Decided as fs.write.",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string"},
-                "content": {"type": "string", "description": "The whole new content."}
-            }, "required": ["path", "content"]}),
-        ),
-        spec(
-            "edit_file",
-            "Replace one exact, unique piece of text in a file. The lines replaced must have been shown to you \
-by read_file or grep in the file's current version; pass file_hash to be sure the file has not changed. \
-Decided as fs.write.",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string"},
-                "old": {"type": "string", "description": "The exact text to replace; must occur exactly once."},
-                "new": {"type": "string", "description": "The replacement."},
-                "file_hash": {"type": "string", "description": "The file_hash read_file showed."}
-            }, "required": ["path", "old", "new"]}),
-        ),
-        spec(
-            "list",
-            "List a directory (directories end in /, symlinks in @). Decided as fs.read.",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string", "description": "Default: the project root."}
-            }}),
-        ),
-        spec(
-            "glob",
-            "Find files whose project-relative path matches a glob such as **/*.rs. Decided as fs.read.",
-            json!({"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}),
-        ),
-        spec(
-            "grep",
-            "Search file contents with a regular expression; prints path:line:text. Decided as fs.read.",
-            json!({"type": "object", "properties": {
-                "pattern": {"type": "string", "description": "Rust regex syntax."},
-                "path": {"type": "string", "description": "A file or directory (default: the project)."}
-            }, "required": ["pattern"]}),
-        ),
-        spec(
-            "run_command",
-            "Run a shell command (sh -c) confined in the sandbox, in the project's workspace copy, with no \
-network. Decided as exec.<class>.<program>. With background: true it returns a handle at once; read its \
-output later with read_output.",
-            json!({"type": "object", "properties": {
-                "command": {"type": "string"},
-                "timeout_secs": {"type": "integer", "minimum": 1, "description": "Default 120."},
-                "background": {"type": "boolean"}
-            }, "required": ["command"]}),
-        ),
-        spec(
-            "read_output",
-            "Read what a background command printed so far, and whether it has ended.",
-            json!({"type": "object", "properties": {"handle": {"type": "string"}}, "required": ["handle"]}),
-        ),
-        spec(
-            "update_plan",
-            "Replace your plan: an ordered list of steps with status pending, in_progress or done.",
-            json!({"type": "object", "properties": {"steps": {"type": "array", "items": {
-                "type": "object", "properties": {
-                    "step": {"type": "string"},
-                    "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
-                }, "required": ["step"]}}}, "required": ["steps"]}),
-        ),
-        spec(
-            "ask_user",
-            "Ask the person a question. If nobody is there to answer, the answer is \"no answer\".",
-            json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
-        ),
-        spec(
-            "set_title",
-            "Give this session a short title.",
-            json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}),
-        ),
-        spec(
-            "restrict_self",
-            "Narrow your own permissions for the rest of the session: the given action pattern is decided at \
-least as strictly as `decision`. Widening a restriction again asks ratchet.widen_action.",
-            json!({"type": "object", "properties": {
-                "action": {"type": "string", "description": "An action pattern, e.g. exec.* or fs.write."},
-                "decision": {"type": "string", "enum": ["allow", "deny", "ask", "agent_review", "agent_then_human"],
-                    "description": "allow means: remove an earlier restriction (a widening, which is asked)."}
-            }, "required": ["action", "decision"]}),
-        ),
-        spec(
-            "request_action",
-            "Ask for an act outside your reach. Supported: workspace.apply (ask for your work to be written into \
-the real project). The policy table or a person answers.",
-            json!({"type": "object", "properties": {
-                "action": {"type": "string", "enum": ["workspace.apply"]},
-                "reason": {"type": "string"}
-            }, "required": ["action", "reason"]}),
-        ),
-        spec(
-            "fetch_url",
-            "Fetch a web page (http or https) as readable text, through the host: the sandbox has no network. \
-Decided as net.fetch.<host reversed> (e.g. net.fetch.com.example.docs) for the URL and every redirect.",
-            json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}),
-        ),
-        spec(
-            "web_search",
-            "Search the web with the configured backend, through the host. Decided as web.search.",
-            json!({"type": "object", "properties": {
-                "query": {"type": "string"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": 10}
-            }, "required": ["query"]}),
-        ),
-        spec(
-            "read_guidance",
-            "Read a short note from Chock's guidance shelf.",
-            json!({"type": "object", "properties": {"topic": {"type": "string",
-                "enum": GUIDANCE.iter().map(|(t, _)| *t).collect::<Vec<_>>()}}, "required": ["topic"]}),
-        ),
-    ]
+    crate::tools::Registry::builtin().specs()
 }
 
 #[cfg(test)]

@@ -262,7 +262,9 @@ fn a_background_command_returns_a_handle_and_its_end_is_recorded() {
     let events = w.events();
     let ended = events
         .iter()
-        .position(|(k, _, d)| k == "note" && d["background"] == "bg-toolu_bg" && d["ended"] == true)
+        .position(|(k, _, d)| {
+            k == "note" && d["background"] == "bg-toolu_bg" && d["about"] == "background_ended"
+        })
         .expect("the background command's end is recorded");
     assert_eq!(events[ended].2["status"], 0);
     let end = events

@@ -11,14 +11,15 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chock_log::{EventKind, LogError};
+use chock_log::LogError;
 use chock_policy::{Action, Decision};
+use chock_protocol::log::Note;
 use chock_session::{
     Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, CallResult, EgressAsker,
     SessionError,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::ToolOutput;
 use crate::events::{AgentEvent, EventSink};
@@ -30,18 +31,25 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most output (per stream) shown to the model.
 const SHOW_LIMIT: usize = 30_000;
 
-#[derive(Debug, Deserialize)]
-struct RunInput {
-    command: String,
+/// run_command's input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunInput {
+    /// The command, run as `/bin/sh -c`.
+    pub command: String,
+    /// Wall-clock limit in seconds (default 120).
     #[serde(default)]
-    timeout_secs: Option<u64>,
+    #[schemars(range(min = 1))]
+    pub timeout_secs: Option<u64>,
+    /// Return a handle at once and run on; read the output later with read_output.
     #[serde(default)]
-    background: bool,
+    pub background: bool,
 }
 
-#[derive(Debug, Deserialize)]
-struct ReadOutputInput {
-    handle: String,
+/// read_output's input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadOutputInput {
+    /// The handle run_command gave (`bg-…`).
+    pub handle: String,
 }
 
 /// The session's answerer for the confined call: the approval broker, asked from the blocking thread
@@ -224,32 +232,9 @@ impl Commands {
         }
     }
 
-    /// run_command.
-    pub async fn run(&self, call_id: &str, input: &Value) -> Result<ToolOutput, LogError> {
-        let input: RunInput = match serde_json::from_value(input.clone()) {
-            Ok(i) => i,
-            Err(err) => {
-                // Nothing to classify: record the call and its refusal here, as the session would.
-                let log = &self.decider.log;
-                log.append(
-                    EventKind::ToolCall,
-                    Some(call_id),
-                    json!({ "tool": "run_command", "input": input }),
-                )?;
-                log.append(
-                    EventKind::Decision,
-                    Some(call_id),
-                    json!({ "action": null, "decision": "deny", "allowed": false, "decided_by": format!("bad input: {err}") }),
-                )?;
-                let text = format!("bad input for run_command: {err}");
-                log.append(
-                    EventKind::ToolResult,
-                    Some(call_id),
-                    json!({ "tool": "run_command", "is_error": true, "output": text }),
-                )?;
-                return Ok(ToolOutput::error(text));
-            }
-        };
+    /// run_command: the session's confined call, which writes `tool.call`, `decision` and
+    /// `tool.result` itself (an input that does not parse never gets here: the toolbox refuses it).
+    pub async fn run(&self, call_id: &str, input: &RunInput) -> Result<ToolOutput, LogError> {
         let argv = vec![
             "/bin/sh".to_string(),
             "-c".to_string(),
@@ -304,10 +289,13 @@ impl Commands {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
             let (output, status) = describe(&result);
-            let _ = log.append(
-                EventKind::Note,
+            let _ = log.record(
                 Some(&bg),
-                json!({ "background": bg, "ended": true, "status": status, "is_error": output.is_error }),
+                Note::BackgroundEnded {
+                    background: bg.clone(),
+                    status,
+                    is_error: output.is_error,
+                },
             );
             sink.emit(&AgentEvent::BackgroundEnded {
                 handle: bg.clone(),
@@ -334,11 +322,7 @@ impl Commands {
     }
 
     /// read_output.
-    pub fn read_output(&self, input: &Value) -> ToolOutput {
-        let input: ReadOutputInput = match serde_json::from_value(input.clone()) {
-            Ok(i) => i,
-            Err(err) => return ToolOutput::error(format!("bad input for read_output: {err}")),
-        };
+    pub fn read_output(&self, input: &ReadOutputInput) -> ToolOutput {
         let Ok(mut jobs) = self.jobs.lock() else {
             return ToolOutput::error("internal: jobs unavailable".into());
         };

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -58,15 +59,17 @@ fn locate_and_read(view: &WorkspaceView, given: &str) -> Result<(PathBuf, Vec<u8
 }
 
 /// read_file's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadFileInput {
-    /// The file.
+    /// Relative to the project root, or absolute under it.
     pub path: String,
-    /// The first line to show (1-based).
+    /// First line to show (1-based).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub offset: Option<usize>,
-    /// How many lines to show.
+    /// How many lines (default 2000).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub limit: Option<usize>,
 }
 
@@ -117,11 +120,11 @@ pub fn read_file(view: &WorkspaceView, seen: &mut SeenLines, input: &ReadFileInp
 }
 
 /// write_file's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteFileInput {
-    /// The file.
+    /// Relative to the project root, or absolute under it.
     pub path: String,
-    /// Its whole new content.
+    /// The whole new content.
     pub content: String,
 }
 
@@ -155,15 +158,15 @@ pub fn write_file(
 }
 
 /// edit_file's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct EditFileInput {
-    /// The file.
+    /// Relative to the project root, or absolute under it.
     pub path: String,
-    /// The exact text to replace; it must occur exactly once.
+    /// The exact text to replace; must occur exactly once.
     pub old: String,
     /// The replacement.
     pub new: String,
-    /// If given, the file's current hash must still be this.
+    /// The file_hash read_file showed: the edit is refused if the file has changed since.
     #[serde(default)]
     pub file_hash: Option<String>,
 }

@@ -1,11 +1,23 @@
 //! The tools the model can call, each mapped to the action names the table decides before it runs.
-//! docs/tools.md lists them with their inputs, outputs and action names.
+//!
+//! A tool implements [`Tool`] (name, description, an input type its schema is derived from, the
+//! acts an input needs, whether it changes anything, and how it runs) and is held by a
+//! [`Registry`]; the [`Toolbox`](dispatch::Toolbox) dispatches the model's calls through it. The
+//! built-in tools are in [`builtin`]; docs/tools.md lists them with their inputs, outputs and
+//! action names, and says how a new tool registers.
 
+pub mod builtin;
 pub mod commands;
 pub mod dispatch;
 pub mod files;
+pub mod registry;
+pub mod schema;
 pub mod seen;
+pub mod tool;
 pub mod web;
+
+pub use registry::{CallError, Registry, RegistryError};
+pub use tool::{Access, Act, DynTool, Effect, Prepared, Tool, ToolContext, ToolFuture, ToolState};
 
 use std::path::{Path, PathBuf};
 

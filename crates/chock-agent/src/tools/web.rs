@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use chock_broker::{AllowScope, Broker, BrokerConfig, Gate, GateAnswer, GateFuture};
 use chock_log::LogError;
 use chock_policy::{Action, Decision};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::ToolOutput;
@@ -19,19 +20,20 @@ use crate::gate::{Decider, Settled};
 const MAX_HITS: usize = 10;
 
 /// fetch_url's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct FetchInput {
     /// An http or https URL.
     pub url: String,
 }
 
 /// web_search's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct SearchInput {
     /// What to search for.
     pub query: String,
-    /// How many hits (at most 10).
+    /// How many hits (at most 10; default 10).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 10))]
     pub max_results: Option<usize>,
 }
 
@@ -46,22 +48,19 @@ struct LoggingGate {
 impl Gate for LoggingGate {
     fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a> {
         Box::pin(async move {
+            // The decision seam logs the `decision` before it returns.
             let settled = match self
                 .decider
                 .settle(Some(&self.call_id), action, detail)
                 .await
             {
                 Ok(settled) => settled,
-                Err(err) => return GateAnswer::refuse(format!("refused: the log failed: {err}")),
+                Err(err) => {
+                    return GateAnswer::refuse(format!(
+                        "refused: the decision could not be logged: {err}"
+                    ));
+                }
             };
-            if let Err(err) = self
-                .decider
-                .log_decision(&self.call_id, Some(action), &settled)
-            {
-                return GateAnswer::refuse(format!(
-                    "refused: the decision could not be logged: {err}"
-                ));
-            }
             self.decided.store(true, Ordering::SeqCst);
             if settled.allowed {
                 let scope = if settled.exact_rule {
@@ -100,7 +99,7 @@ async fn with_broker<T>(
     if !gate.decided.load(Ordering::SeqCst) {
         // Refused before any act could be named (a malformed URL, no backend): still one decision per call.
         let reason = outcome.as_ref().err().cloned().unwrap_or_default();
-        decider.log_decision(
+        decider.decide_without_table(
             call_id,
             None,
             &Settled {

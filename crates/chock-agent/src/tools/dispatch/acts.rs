@@ -4,15 +4,18 @@
 
 use chock_log::{EventKind, LogError};
 use chock_policy::{Action, Decision};
+use chock_protocol::log::{Note, RatchetChange};
 use serde_json::json;
 
-use super::{RequestInput, RestrictInput, Toolbox, no_capability};
+use super::no_capability;
 use crate::approval::{Answer, Question, QuestionKind, Role};
 use crate::gate::Settled;
 use crate::tools::ToolOutput;
+use crate::tools::builtin::{RequestInput, RestrictInput};
+use crate::tools::tool::ToolContext;
 
-impl Toolbox {
-    pub(super) async fn ask_user(&self, call_id: &str, text: &str) -> Result<ToolOutput, LogError> {
+impl ToolContext<'_> {
+    pub(crate) async fn ask_user(&self, call_id: &str, text: &str) -> Result<ToolOutput, LogError> {
         let question = Question {
             kind: QuestionKind::Question,
             call_id: Some(call_id.to_string()),
@@ -43,7 +46,7 @@ impl Toolbox {
         })
     }
 
-    pub(super) async fn restrict_self(
+    pub(crate) async fn restrict_self(
         &self,
         call_id: &str,
         input: &RestrictInput,
@@ -79,10 +82,14 @@ impl Toolbox {
                         None,
                         &no_capability("narrowing the session's own policy"),
                     )?;
-                    self.decider.log.append(
-                        EventKind::Note,
+                    self.decider.log.record(
                         Some(call_id),
-                        json!({ "ratchet": "restrict", "pattern": pattern, "decision": decision.as_str() }),
+                        Note::Ratchet {
+                            change: RatchetChange::Restrict,
+                            pattern: pattern.to_string(),
+                            decision: decision.as_str().to_string(),
+                            removed: None,
+                        },
                     )?;
                     return Ok(ToolOutput::ok(format!(
                         "restricted: {pattern} is now decided at least as strictly as {decision} for the rest of this session"
@@ -124,19 +131,24 @@ impl Toolbox {
                 if decision != Decision::Allow {
                     p.restrict(pattern, decision)?;
                 }
-                Ok(removed.len())
+                Ok(removed)
             })
         });
         match outcome {
             Ok(Ok(removed)) => {
                 self.decider.broker.forget_session_allows();
-                self.decider.log.append(
-                    EventKind::Note,
+                let count = removed.len();
+                self.decider.log.record(
                     Some(call_id),
-                    json!({ "ratchet": "widen", "pattern": pattern, "decision": decision.as_str(), "removed": removed }),
+                    Note::Ratchet {
+                        change: RatchetChange::Widen,
+                        pattern: pattern.to_string(),
+                        decision: decision.as_str().to_string(),
+                        removed: Some(removed.iter().map(|(p, _)| p.to_string()).collect()),
+                    },
                 )?;
                 Ok(ToolOutput::ok(format!(
-                    "widened: {removed} restriction(s) inside {pattern} removed"
+                    "widened: {count} restriction(s) inside {pattern} removed"
                 )))
             }
             Ok(Err(err)) => Ok(ToolOutput::error(format!("restrict_self: {err}"))),
@@ -146,7 +158,7 @@ impl Toolbox {
         }
     }
 
-    pub(super) async fn request_action(
+    pub(crate) async fn request_action(
         &self,
         call_id: &str,
         input: &RequestInput,
@@ -166,7 +178,7 @@ impl Toolbox {
             return Ok(ToolOutput::error(settled.refusal));
         }
         self.host
-            .request_apply(call_id, &self.decider, &input.reason)
+            .request_apply(call_id, self.decider, &input.reason)
             .await
     }
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::super::ToolOutput;
@@ -19,7 +20,7 @@ const MAX_GREP: usize = 200;
 const MAX_WALK: usize = 50_000;
 
 /// list's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListInput {
     /// The directory (default: the project root).
     #[serde(default)]
@@ -54,9 +55,9 @@ pub fn list(view: &WorkspaceView, input: &ListInput) -> ToolOutput {
 }
 
 /// glob's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct GlobInput {
-    /// A glob over workspace-relative paths (`**/*.rs`).
+    /// A glob over project-relative paths, such as `**/*.rs` (`*` does not cross `/`).
     pub pattern: String,
 }
 
@@ -89,11 +90,11 @@ pub fn glob(view: &WorkspaceView, input: &GlobInput) -> ToolOutput {
 }
 
 /// grep's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct GrepInput {
-    /// A regular expression (Rust `regex` syntax).
+    /// A regular expression (Rust regex syntax).
     pub pattern: String,
-    /// A file or directory to search (default: the whole project).
+    /// A file or directory to search (default: the project).
     #[serde(default)]
     pub path: Option<String>,
 }
