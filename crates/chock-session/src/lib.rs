@@ -94,6 +94,18 @@ impl Session {
         };
         let log = Log::create(&root, header)?;
         let workspace = create_workspace(&project, &log)?;
+        Self::assemble(project, policy, log, workspace, 1, options.withheld_env)
+    }
+
+    /// The session over what was opened: the shared overlay of its workspace is made here.
+    fn assemble(
+        project: PathBuf,
+        policy: Policy,
+        log: Log,
+        workspace: Workspace,
+        next_call: u64,
+        withheld_env: Vec<String>,
+    ) -> Result<Session, SessionError> {
         let overlay = match workspace.mount() {
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } => {
                 Some(chock_sandbox::SharedOverlay::new(&mount)?)
@@ -107,8 +119,8 @@ impl Session {
             log,
             workspace,
             overlay,
-            next_call: AtomicU64::new(1),
-            withheld_env: options.withheld_env,
+            next_call: AtomicU64::new(next_call),
+            withheld_env,
             running: RunningCalls::default(),
         })
     }
@@ -123,7 +135,8 @@ impl Session {
         let project = workspace.project().to_path_buf();
         let mut policy = Policy::load(&project)?;
         let log = Log::open(session_dir)?;
-        for event in chock_log::read_events(session_dir)? {
+        let events = chock_log::read_events(session_dir)?;
+        for event in &events {
             if let Ok(chock_log::EventData::Note(chock_protocol::log::Note::Ratchet {
                 change,
                 pattern,
@@ -150,28 +163,12 @@ impl Session {
                 }
             }
         }
-        let overlay = match workspace.mount() {
-            mount @ chock_sandbox::WorkspaceMount::Overlay { .. } => {
-                Some(chock_sandbox::SharedOverlay::new(&mount)?)
-            }
-            chock_sandbox::WorkspaceMount::Bind { .. } => None,
-        };
-        let next = chock_log::read_events(session_dir)?
+        let next = events
             .iter()
             .filter_map(|e| e.call_id.as_deref()?.strip_prefix("call-")?.parse::<u64>().ok())
             .max()
             .unwrap_or(0);
-        Ok(Session {
-            project,
-            live_policy: Arc::new(RwLock::new(policy.clone())),
-            policy,
-            log,
-            workspace,
-            overlay,
-            next_call: AtomicU64::new(next + 1),
-            withheld_env: options.withheld_env,
-            running: RunningCalls::default(),
-        })
+        Self::assemble(project, policy, log, workspace, next + 1, options.withheld_env)
     }
 
     /// The real project.
