@@ -4,7 +4,6 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use rand::Rng;
 use time::OffsetDateTime;
 
 use crate::LogError;
@@ -19,12 +18,10 @@ const STAMP_LEN: usize = 16; // YYYYMMDDTHHMMSSZ
 const SUFFIX_LEN: usize = 6;
 
 impl SessionId {
-    /// A fresh id for a session starting now.
+    /// A fresh id for a session starting now (the time and the suffix come from
+    /// [`crate::clock`], so a test build can fix both).
     pub fn new() -> Self {
-        Self::at(
-            OffsetDateTime::now_utc(),
-            rand::thread_rng().r#gen::<u32>() & 0x00ff_ffff,
-        )
+        Self::at(crate::clock::now(), crate::clock::session_suffix())
     }
 
     /// The id for a session started at `when`, with the given 24-bit suffix (tests fix both).

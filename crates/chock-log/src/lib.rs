@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod chain;
+pub mod clock;
 mod error;
 mod fsutil;
 mod id;
@@ -20,9 +21,9 @@ mod seal;
 mod verify;
 mod writer;
 
+pub use chock_protocol::{EventData, EventKind, Payload, PayloadError, UnknownKind};
 pub use error::LogError;
 pub use id::{SessionId, default_seal_key_path, sessions_root};
-pub use chock_protocol::{EventData, EventKind, Payload, PayloadError, UnknownKind};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
 pub use lock::{LOCK_FILE, Liveness, is_live};
 pub use read::{SessionSummary, find_session, list_sessions, read_events};

@@ -85,13 +85,6 @@ pub fn render_line(
     Ok(bytes)
 }
 
-/// The current time as RFC 3339 UTC.
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
-}
-
 /// Splits a log file into its complete lines (each with its `\n`) and a trailing fragment
 /// without a newline, if any (a write torn by a crash).
 pub fn split_lines(bytes: &[u8]) -> (Vec<&[u8]>, Option<&[u8]>) {

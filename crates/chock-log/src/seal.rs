@@ -10,8 +10,8 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::now_rfc3339;
 use crate::fsutil::{create_private_dir_all, sync_dir, write_atomic};
-use crate::line::now_rfc3339;
 use crate::verify::{KeyCheck, SealCheck};
 use crate::{LogError, verify};
 

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value, json};
 
+use crate::clock::now_rfc3339;
 use crate::fsutil::{create_private_dir_all, sync_dir};
-use crate::line::{LOG_FILE, LOG_FORMAT, genesis_hash, now_rfc3339, render_line, sha256_hex};
+use crate::line::{LOG_FILE, LOG_FORMAT, genesis_hash, render_line, sha256_hex};
 use crate::lock::WriterLock;
 use crate::redact::{MIN_SECRET_LEN, Redactor};
 use crate::{EventData, EventKind, LogError, SessionId};
