@@ -138,6 +138,9 @@ fn prompt_text(q: &Question) -> String {
             if let Some(by) = &q.decided_by {
                 s.push_str(&format!(" ({})", shown(by, false)));
             }
+            for line in &q.context {
+                s.push_str(&format!("\n  {}", shown(line, false)));
+            }
             s.push_str(&format!("\n  {}\n", shown(&q.text, false)));
             if let Some(r) = &q.reviewer {
                 s.push_str(&format!(
@@ -231,7 +234,9 @@ mod tests {
 
     fn question(kind: QuestionKind) -> Question {
         Question {
+            id: "q-1".into(),
             kind,
+            context: Vec::new(),
             call_id: None,
             action: Some("exec.cargo.test".into()),
             decided_by: Some("shipped default `exec.*`: ask".into()),

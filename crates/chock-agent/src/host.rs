@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use chock_log::{EventKind, LogError};
+use chock_log::LogError;
 use chock_policy::Action;
+use chock_protocol::log::Note;
 use chock_session::Session;
 use chock_workspace::{Backing, Selection};
-use serde_json::json;
 
 use crate::approval_terminal::shown;
 use crate::gate::{Decider, Settled};
@@ -65,10 +65,12 @@ impl Host {
     /// noted in the log and does not stop the session: the overlay itself still holds the work.
     pub fn checkpoint(&self, label: &str) {
         if let Err(err) = self.session.workspace().checkpoint(label) {
-            let _ = self.session.log().append(
-                EventKind::Note,
+            let _ = self.session.log().record(
                 None,
-                json!({ "checkpoint": label, "failed": err.to_string() }),
+                Note::CheckpointFailed {
+                    checkpoint: label.to_string(),
+                    failed: err.to_string(),
+                },
             );
         }
     }
@@ -99,7 +101,7 @@ impl Host {
                     workspace.session()
                 ),
             };
-            decider.log_decision(call_id, Some(&action), &settled)?;
+            decider.decide_without_table(call_id, Some(&action), &settled)?;
             return refuse(settled.refusal);
         }
         // Never with a change to Chock's own policy: planning refuses one that is not named, and
@@ -122,7 +124,7 @@ impl Host {
                         workspace.session()
                     ),
                 };
-                decider.log_decision(call_id, Some(&action), &settled)?;
+                decider.decide_without_table(call_id, Some(&action), &settled)?;
                 return refuse(settled.refusal);
             }
             Err(err) => {
@@ -133,7 +135,7 @@ impl Host {
                     exact_rule: false,
                     refusal: format!("refused: the apply cannot be planned: {err}"),
                 };
-                decider.log_decision(call_id, Some(&action), &settled)?;
+                decider.decide_without_table(call_id, Some(&action), &settled)?;
                 return refuse(settled.refusal);
             }
         };
@@ -145,7 +147,7 @@ impl Host {
                 exact_rule: false,
                 refusal: String::new(),
             };
-            decider.log_decision(call_id, Some(&action), &settled)?;
+            decider.decide_without_table(call_id, Some(&action), &settled)?;
             return Ok(ToolOutput::ok(
                 "nothing to apply: the project already holds every change".into(),
             ));
@@ -154,8 +156,8 @@ impl Host {
             return refuse("internal: the apply plan has no digest".into());
         };
         let detail = apply_detail(self.project(), &digest, &plan.summary(), reason);
+        // The pipeline logs the question, its answer and the decision before it returns.
         let settled = decider.settle(Some(call_id), &action, &detail).await?;
-        decider.log_decision(call_id, Some(&action), &settled)?;
         if !settled.allowed {
             return refuse(format!(
                 "{}; the work stays in the session for review (chock diff {})",
@@ -170,10 +172,13 @@ impl Host {
             Ok(plan) => plan,
             Err(err) => {
                 let changed = matches!(err, chock_workspace::WorkspaceError::DigestMismatch { .. });
-                log.append(
-                    EventKind::Note,
+                log.record(
                     Some(call_id),
-                    json!({ "workspace.apply": "refused after the approval", "digest": digest, "failed": err.to_string() }),
+                    Note::ApplyFailed {
+                        apply_id: None,
+                        digest: Some(digest.clone()),
+                        failed: err.to_string(),
+                    },
                 )?;
                 return refuse(if changed {
                     format!(
@@ -196,10 +201,13 @@ impl Host {
             ))
             .with_changed(Path::new("."))),
             Err(err) => {
-                log.append(
-                    EventKind::Note,
+                log.record(
                     Some(call_id),
-                    json!({ "workspace.apply": id, "failed": err.to_string() }),
+                    Note::ApplyFailed {
+                        apply_id: Some(id.clone()),
+                        digest: None,
+                        failed: err.to_string(),
+                    },
                 )?;
                 refuse(format!(
                     "the apply failed and nothing was half-written: {err}"

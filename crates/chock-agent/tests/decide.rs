@@ -10,6 +10,7 @@ use chock_agent::gate::{Decider, Settled};
 use chock_agent::tools::web::{FetchInput, fetch_url};
 use chock_log::{Log, SessionHeader};
 use chock_policy::{Action, Policy};
+use chock_protocol::EventData;
 
 /// An answerer that always gives the same answer, and counts how often it was asked.
 #[derive(Debug)]
@@ -103,7 +104,7 @@ async fn a_deny_names_the_rule_and_asks_nobody() {
         settled.refusal
     );
     assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 0);
-    assert_eq!(kinds(&s.decider), ["session.start"]);
+    assert_eq!(kinds(&s.decider), ["session.start", "decision"]);
 }
 
 #[tokio::test]
@@ -121,8 +122,25 @@ async fn an_ask_with_nobody_is_refused_and_both_halves_are_logged() {
     );
     assert_eq!(
         kinds(&s.decider),
-        ["session.start", "approval.ask", "approval.answer"]
+        [
+            "session.start",
+            "approval.ask",
+            "approval.answer",
+            "decision"
+        ]
     );
+    // Each event is exactly its type, the answer names the question, and nobody answered.
+    let events: Vec<EventData> = chock_log::read_events(s.decider.log.dir())
+        .unwrap()
+        .iter()
+        .map(|e| EventData::parse_exact(e.kind, &e.data).unwrap())
+        .collect();
+    let (EventData::ApprovalAsk(ask), EventData::ApprovalAnswer(answer)) = (&events[1], &events[2])
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(ask.question, answer.question);
+    assert_eq!(answer.answer, chock_protocol::log::AnswerKind::None);
     assert_eq!(s.decider.counts.lock().unwrap().unanswered, 1);
 }
 
@@ -337,19 +355,15 @@ async fn fetch_url_with_no_rule_and_nobody_to_ask_is_refused_before_any_connecti
     assert!(!kinds.contains(&"net.connect".to_string()), "{kinds:?}");
 }
 
-/// A command's connection the table puts to a question goes to the approval broker through the
-/// egress asker; the session logs the question, so the asker itself writes nothing.
+/// An act the network broker names (a command's connection, a fetch) is settled by the pipeline
+/// through the call's gate: asked, answered and decided in the log, in that order.
 #[tokio::test]
-async fn the_egress_asker_puts_a_commands_connection_to_the_person() {
-    use chock_agent::gate::EgressAskGate;
+async fn the_call_gate_puts_an_act_to_the_person_and_logs_ask_answer_decision() {
+    use chock_agent::gate::CallGate;
     use chock_broker::{Gate, GateAnswer};
 
     let rule = "[[rule]]\naction = \"net.connect.1.0.0.127.8080\"\ndecision = \"ask\"\n";
     let act = action("net.connect.1.0.0.127.8080");
-
-    let nobody = setup(rule, ApprovalBroker::new());
-    assert!(EgressAskGate::for_call(&nobody.decider, "call-1").is_none());
-
     let person = fixed(
         Role::Human,
         Some(Answer::AllowOnce {
@@ -357,14 +371,23 @@ async fn the_egress_asker_puts_a_commands_connection_to_the_person() {
         }),
     );
     let yes = setup(rule, ApprovalBroker::new().with(person.clone()));
-    let gate = EgressAskGate::for_call(&yes.decider, "call-1").expect("someone to ask");
-    let before = kinds(&yes.decider).len();
+    let gate = CallGate::new(&yes.decider, "call-1");
     match gate.decide(&act, "connect 127.0.0.1:8080").await {
-        GateAnswer::Allow { decided_by, .. } => assert_eq!(decided_by, "allowed by person"),
+        GateAnswer::Allow { decided_by, .. } => {
+            assert!(decided_by.ends_with("allowed by person"), "{decided_by}")
+        }
         refused => panic!("refused: {refused:?}"),
     }
     assert_eq!(person.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
-    assert_eq!(kinds(&yes.decider).len(), before);
+    assert_eq!(
+        kinds(&yes.decider),
+        [
+            "session.start",
+            "approval.ask",
+            "approval.answer",
+            "decision"
+        ]
+    );
 
     let refuser = fixed(
         Role::Human,
@@ -373,7 +396,7 @@ async fn the_egress_asker_puts_a_commands_connection_to_the_person() {
         }),
     );
     let no = setup(rule, ApprovalBroker::new().with(refuser));
-    let gate = EgressAskGate::for_call(&no.decider, "call-2").expect("someone to ask");
+    let gate = CallGate::new(&no.decider, "call-2");
     assert!(matches!(
         gate.decide(&act, "connect 127.0.0.1:8080").await,
         GateAnswer::Refuse { .. }

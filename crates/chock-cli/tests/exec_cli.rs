@@ -64,6 +64,9 @@ impl World {
         text.lines()
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                // Every event is exactly its kind's type: a writer's stray field fails here.
+                let kind: chock_protocol::EventKind = v["kind"].as_str().unwrap().parse().unwrap();
+                chock_protocol::EventData::parse_exact(kind, &v["data"]).unwrap();
                 (
                     v["kind"].as_str().unwrap_or_default().to_string(),
                     v["data"].clone(),
@@ -97,7 +100,7 @@ fn the_log_records_call_decision_and_result_in_order() {
             "session.start",
             "tool.call",
             "decision",
-            "tool.result",
+            "command.result",
             "session.end"
         ]
     );
@@ -155,13 +158,13 @@ fn a_denied_program_is_refused_with_123_and_never_runs() {
             "session.start",
             "tool.call",
             "decision",
-            "tool.result",
+            "command.result",
             "session.end"
         ]
     );
     assert_eq!(w.events()[2].1["decision"], "deny");
-    assert_eq!(w.events()[3].1["ran"], false);
-    assert_eq!(w.events()[3].1["refused"], true);
+    assert_eq!(w.events()[2].1["allowed"], false);
+    assert_eq!(w.events()[3].1["outcome"], "refused");
 }
 
 #[test]
@@ -177,15 +180,19 @@ fn an_ask_with_nobody_to_answer_is_a_refusal() {
         [
             "session.start",
             "tool.call",
-            "decision",
             "approval.ask",
             "approval.answer",
-            "tool.result",
+            "decision",
+            "command.result",
             "session.end"
         ]
     );
-    assert_eq!(w.events()[4].1["approved"], false);
-    assert_eq!(w.events()[5].1["refused"], true);
+    let events = w.events();
+    assert_eq!(events[2].1["question"], "q-1");
+    assert_eq!(events[3].1["question"], "q-1");
+    assert_eq!(events[3].1["answer"], "none");
+    assert_eq!(events[4].1["allowed"], false);
+    assert_eq!(events[5].1["outcome"], "refused");
 }
 
 #[test]
@@ -339,7 +346,7 @@ fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
             "session.start",
             "tool.call",
             "decision",
-            "tool.result",
+            "command.result",
             "session.end"
         ]
     );
@@ -465,21 +472,29 @@ fn at_a_terminal_a_no_refuses_the_connection_logged_before_the_broker_acts() {
     assert_answer_precedes_broker(&w.events(), false, "refuse");
 }
 
-/// The person's answer (approved or not) is in the log before the broker's `net.decision` acts on it.
+/// The person's answer (approved or not), then the pipeline's decision, are in the log before the
+/// broker's `net.decision` acts on it.
 fn assert_answer_precedes_broker(
     events: &[(String, serde_json::Value)],
     approved: bool,
     decision: &str,
 ) {
+    let answered = if approved { "allow_once" } else { "deny" };
     let answer = events
         .iter()
-        .position(|(k, d)| k == "approval.answer" && d["approved"] == approved)
-        .unwrap_or_else(|| panic!("no approval.answer with approved = {approved}: {events:?}"));
+        .position(|(k, d)| k == "approval.answer" && d["answer"] == answered)
+        .unwrap_or_else(|| panic!("no approval.answer {answered}: {events:?}"));
+    let settled = events
+        .iter()
+        .position(|(k, d)| {
+            k == "decision" && d["allowed"] == approved && d["action"] == events[answer].1["action"]
+        })
+        .unwrap_or_else(|| panic!("no decision after the answer: {events:?}"));
     let decided = events
         .iter()
         .position(|(k, d)| k == "net.decision" && d["decision"] == decision)
         .unwrap_or_else(|| panic!("no net.decision {decision}: {events:?}"));
-    assert!(answer < decided, "{events:?}");
+    assert!(answer < settled && settled < decided, "{events:?}");
 }
 
 #[test]

@@ -47,9 +47,10 @@ text = "done"
         kinds,
         [
             "tool.call",
-            "decision",
             "approval.ask",
             "approval.answer",
+            "decision",
+            "command.result",
             "tool.result"
         ]
     );
@@ -57,7 +58,8 @@ text = "done"
         .iter()
         .find(|(k, _, _)| k == "approval.answer")
         .unwrap();
-    assert_eq!(answer.2["approved"], false);
+    assert_eq!(answer.2["answer"], "none");
+    assert!(answer.2["question"].as_str().unwrap().starts_with("q-"));
     let diff = w.chock(&["diff", &w.session_id()]);
     assert!(!text(&diff.stdout).contains("made-by-the-command"));
     assert!(text(&diff.stdout).contains("x.txt"));
@@ -139,15 +141,8 @@ fn a_person_at_the_terminal_says_yes_and_the_command_runs() {
         .iter()
         .find(|(k, _, _)| k == "approval.answer")
         .unwrap();
-    assert_eq!(answer.2["approved"], true);
-    assert!(
-        answer.2["by"]
-            .as_str()
-            .unwrap()
-            .contains("allowed by terminal"),
-        "{}",
-        answer.2
-    );
+    assert_eq!(answer.2["answer"], "allow_once");
+    assert_eq!(answer.2["by"], "terminal", "{}", answer.2);
     assert_decisions_precede_results(&events);
     let diff = w.chock(&["diff", &w.session_id()]);
     assert!(
@@ -169,10 +164,10 @@ fn a_person_at_the_terminal_says_no_and_nothing_runs() {
         .iter()
         .find(|(k, _, _)| k == "approval.answer")
         .unwrap();
-    assert_eq!(answer.2["approved"], false);
-    let result = events.iter().find(|(k, _, _)| k == "tool.result");
+    assert_eq!(answer.2["answer"], "deny");
+    let result = events.iter().find(|(k, _, _)| k == "command.result");
     assert!(
-        result.is_none_or(|r| r.2.get("exit_code").is_none()),
+        result.is_some_and(|r| r.2["outcome"] == "refused"),
         "nothing ran"
     );
     let diff = w.chock(&["diff", &w.session_id()]);

@@ -125,8 +125,15 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// The session's events, each checked to be exactly its kind's type (a stray field fails).
 fn events(dir: &Path) -> Vec<chock_log::Event> {
-    chock_log::read_events(dir).unwrap()
+    let events = chock_log::read_events(dir).unwrap();
+    for e in &events {
+        if let Err(err) = chock_protocol::EventData::parse_exact(e.kind, &e.data) {
+            panic!("line {}: {err}", e.seq);
+        }
+    }
+    events
 }
 
 fn lines(n: usize) -> String {
@@ -193,7 +200,7 @@ fn apply_with_no_terminal_to_ask_is_refused_with_123_and_writes_nothing() {
         .into_iter()
         .find(|e| e.kind == EventKind::Decision)
         .expect("decision logged");
-    assert_eq!(decision.data["act"], "workspace.apply");
+    assert_eq!(decision.data["action"], "workspace.apply");
     assert_eq!(decision.data["allowed"], false);
 }
 
@@ -495,19 +502,29 @@ fn ask_on_a_terminal_applies_on_yes_and_refuses_on_no() {
     let yes = chock_on_terminal(&env, &["apply", &id], "y\n");
     assert!(yes.status.success(), "{}", text(&yes));
     assert_eq!(env.read("new.txt"), "hello\n");
-    let answers: Vec<(bool, String)> = events(&dir)
-        .into_iter()
-        .filter(|e| e.kind == EventKind::Decision)
+    // Each act: the question, the person's answer naming it, then the decision.
+    let evs = events(&dir);
+    let asked: Vec<(&str, &str, bool)> = evs
+        .iter()
+        .filter(|e| e.kind == EventKind::ApprovalAnswer)
         .map(|e| {
+            let decision = evs
+                .iter()
+                .find(|d| d.kind == EventKind::Decision && d.seq > e.seq)
+                .expect("a decision after the answer");
             (
-                e.data["allowed"].as_bool().unwrap(),
-                e.data["answered_by"].as_str().unwrap().to_string(),
+                e.data["answer"].as_str().unwrap(),
+                e.data["by"].as_str().unwrap(),
+                decision.data["allowed"].as_bool().unwrap(),
             )
         })
         .collect();
     assert_eq!(
-        answers,
-        vec![(false, "person".to_string()), (true, "person".to_string())]
+        asked,
+        [
+            ("deny", "terminal", false),
+            ("allow_once", "terminal", true)
+        ]
     );
 }
 
@@ -596,7 +613,8 @@ fn diff_marks_a_policy_file_and_apply_refuses_it_unless_named_and_confirmed() {
             "chock.toml is Chock's own policy for the next session started in the project"
         ) && asked.contains("    | action = \"exec.*\"")
             && asked.contains("    | # \\u{1b}[2Knothing to see")
-            && asked.contains("write this policy file into the project? [y/N]"),
+            && asked.contains("write this policy file into the project: chock.toml")
+            && asked.contains("[y] yes once"),
         "{asked}"
     );
     assert!(!asked.contains("\x1b[2K"), "{asked}");
@@ -658,7 +676,7 @@ fn adopt_refuses_a_policy_file_unless_named_and_confirmed() {
     );
     assert!(yes.status.success(), "{}", text(&yes));
     assert!(
-        text(&yes).contains("copy this policy file aside into .chock-adopted/? [y/N]"),
+        text(&yes).contains("copy this policy file aside into .chock-adopted/: chock.toml"),
         "{}",
         text(&yes)
     );

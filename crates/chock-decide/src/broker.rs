@@ -53,6 +53,9 @@ pub struct Question {
     pub decided_by: Option<String>,
     /// What exactly would happen ("run `cargo test` in the sandbox"), or the model's question.
     pub text: String,
+    /// Lines shown before the act to whoever answers (a policy file's whole new content),
+    /// already rendered; a prompt still escapes each one.
+    pub context: Vec<String>,
     /// A reviewer's verdict, when a person is asked after one (`agent_then_human`).
     pub reviewer: Option<ReviewerVerdict>,
 }

@@ -41,6 +41,8 @@ pub struct Ruling {
     pub scope: AllowScope,
     /// The policy file the question is about, named in the ask and the answer.
     pub policy_file: Option<String>,
+    /// Lines shown with the question ([`Question::context`]).
+    pub context: Vec<String>,
 }
 
 impl Ruling {
@@ -51,6 +53,7 @@ impl Ruling {
             rule: verdict.decided_by.to_string(),
             scope: scope_of(verdict, action),
             policy_file: None,
+            context: Vec::new(),
         }
     }
 }
@@ -177,6 +180,17 @@ impl Pipeline {
         block_on(self.settle(call_id, action, detail))?
     }
 
+    /// [`Pipeline::settle_ruled`] from synchronous code (see [`block_on`]).
+    pub fn settle_ruled_blocking(
+        &self,
+        call_id: Option<&str>,
+        action: &Action,
+        detail: &str,
+        ruling: Ruling,
+    ) -> Result<Settled, DecideError> {
+        block_on(self.settle_ruled(call_id, action, detail, ruling))?
+    }
+
     /// As [`Pipeline::settle`], with the table's say given by the caller.
     pub async fn settle_ruled(
         &self,
@@ -297,6 +311,7 @@ impl Pipeline {
             action: None,
             decided_by: None,
             text: text.to_string(),
+            context: Vec::new(),
             reviewer: None,
         };
         self.log.record(
@@ -370,6 +385,7 @@ impl Pipeline {
             action: Some(action.as_str().to_string()),
             decided_by: Some(format!("{}: {}", ruling.rule, ruling.decision.as_str())),
             text: detail.to_string(),
+            context: ruling.context.clone(),
             reviewer,
         };
         self.log.record(

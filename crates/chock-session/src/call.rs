@@ -5,14 +5,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chock_log::EventKind;
+use chock_decide::{Outcome as Settlement, Pipeline, RefusedBy, Settled};
 use chock_policy::{Decision, LimitsConfig};
-use chock_sandbox::{Limits, NetworkPlan, Outcome, Plan, SandboxError, StdioMode, WorkspaceMount};
-use serde_json::json;
+use chock_protocol::log::{CommandResult, CommandStatus, ToolCall};
+use chock_sandbox::{
+    ExitStatus, Limits, NetworkPlan, Outcome, Plan, SandboxError, StdioMode, WorkspaceMount,
+};
 
-use crate::approve::{Approval, ApprovalRequest, Approver};
+use crate::approve::Deciding;
 use crate::classify::ExecContext;
-use crate::egress::EgressAsker;
 use crate::{Session, SessionError};
 
 /// Where the command's output goes.
@@ -82,10 +83,11 @@ pub struct CallOptions {
     pub network: NetworkPlan,
     /// The call's id in the log (the agent passes its tool-use id); default `call-<n>`.
     pub call_id: Option<String>,
-    /// Who answers when the table puts one of the command's connections to a question (see
-    /// [`EgressAsker`]). `None`: nobody, so such a connection is refused and only allowing rows give
+    /// Whether a connection the table puts to a question may be asked about (through the call's
+    /// pipeline, when it has someone to ask): then rows that only ask give the call the proxy
+    /// too. `false`, or nobody to ask: such a connection is refused and only allowing rows give
     /// the call a proxy.
-    pub egress_asker: Option<EgressAsker>,
+    pub ask_connections: bool,
 }
 
 impl Default for CallOptions {
@@ -97,7 +99,7 @@ impl Default for CallOptions {
             capture_limit: 1 << 20,
             network: NetworkPlan::None,
             call_id: None,
-            egress_asker: None,
+            ask_connections: true,
         }
     }
 }
@@ -122,9 +124,48 @@ pub struct CallResult {
     pub call_id: String,
     pub action: String,
     pub decision: Decision,
-    /// What decided it, in words ("chock.toml:12 (rule `exec.*`)").
+    /// Which rule decided it, in words ("chock.toml:12 (rule `exec.*`)").
     pub decided_by: String,
+    /// How the pipeline settled the act (who allowed or refused it).
+    pub settled: Settled,
     pub outcome: CallOutcome,
+}
+
+/// Who refused and why, in words, for [`CallOutcome::Refused`].
+fn refused_words(settled: &Settled) -> (String, String) {
+    match &settled.outcome {
+        Settlement::Refused {
+            by: RefusedBy::Table,
+            ..
+        } => (settled.rule.clone(), "the policy denies it".to_string()),
+        Settlement::Refused {
+            by: RefusedBy::Person { name } | RefusedBy::Reviewer { name },
+            reason,
+        } => (
+            name.clone(),
+            if reason.is_empty() {
+                "answered no".to_string()
+            } else {
+                reason.clone()
+            },
+        ),
+        Settlement::Refused {
+            by: RefusedBy::Harness,
+            reason,
+        } => ("chock".to_string(), reason.clone()),
+        Settlement::Unanswered { .. } | Settlement::Allowed { .. } => (
+            "nobody".to_string(),
+            "nobody answered: a refusal".to_string(),
+        ),
+    }
+}
+
+fn command_status(status: ExitStatus) -> CommandStatus {
+    match status {
+        ExitStatus::Exited(code) => CommandStatus::Exited(code),
+        ExitStatus::Signaled(signal) => CommandStatus::Signaled(signal),
+        ExitStatus::TimedOut => CommandStatus::TimedOut,
+    }
 }
 
 /// The sandbox limits for a policy's `[limits]`.
@@ -168,6 +209,10 @@ fn pump(
 impl Session {
     /// The plan the sandbox would get for `argv` (also what `chock exec --verbose` prints).
     pub fn plan_for(&self, argv: &[String], opts: &CallOptions) -> Plan {
+        self.plan_asking(argv, opts, opts.ask_connections)
+    }
+
+    fn plan_asking(&self, argv: &[String], opts: &CallOptions, can_ask: bool) -> Plan {
         let sandbox = self.policy.sandbox();
         let limits = self.policy.limits();
         let cwd = match &opts.cwd {
@@ -196,7 +241,7 @@ impl Session {
             .network(crate::egress::network_for(
                 &self.policy,
                 opts.network,
-                opts.egress_asker.is_some(),
+                can_ask,
             ))
             .timeout(timeout)
             .build();
@@ -225,113 +270,74 @@ impl Session {
         ctx.classify(&plan.argv[0])
     }
 
-    /// Runs one command as a tool call: classify it into an `exec.*` action, decide it by the table
-    /// (asking `approver` when the table says so), log `tool.call` and the decision durably BEFORE
-    /// anything runs, run it in the sandbox, log `tool.result`.
+    /// Runs one command as a tool call: classify it into an `exec.*` action, log `tool.call`, settle
+    /// the act through `deciding`'s pipeline (the table, then whoever must answer: the question, the
+    /// answer and the `decision` are durable before anything runs), run it in the sandbox, log
+    /// `command.result`.
     ///
     /// A refusal is an `Ok` result ([`CallOutcome::Refused`]). A layer that cannot be applied is
-    /// `Err(SessionError::Sandbox(SandboxError::Layer))`, after a `tool.result` saying so.
+    /// `Err(SessionError::Sandbox(SandboxError::Layer))`, after a `command.result` saying so.
     pub fn confined_call(
         &self,
         argv: &[String],
         opts: &CallOptions,
-        approver: &dyn Approver,
+        deciding: &dyn Deciding,
     ) -> Result<CallResult, SessionError> {
         if argv.is_empty() {
             return Err(SessionError::Sandbox(SandboxError::Plan(
                 "no command given".into(),
             )));
         }
+        let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
-        let plan = self.plan_for(argv, opts);
+        let can_ask = opts.ask_connections && pipeline.broker().can_ask();
+        let plan = self.plan_asking(argv, opts, can_ask);
         let classified = self.classify(&plan);
         let action = classified.action.as_str().to_string();
-        self.log.append(
-            EventKind::ToolCall,
+        self.log.record(
             Some(&call_id),
-            json!({
-                "tool": "exec",
-                "argv": argv,
-                "cwd": plan.cwd,
-                "action": action,
-                "resolved": classified.resolved,
-            }),
+            ToolCall {
+                tool: "exec".to_string(),
+                input: None,
+                argv: Some(argv.to_vec()),
+                cwd: Some(plan.cwd.display().to_string()),
+                action: Some(action.clone()),
+                resolved: classified.resolved.map(|p| p.display().to_string()),
+            },
         )?;
-        let verdict = self.decide(&classified.action);
-        let decided_by = verdict.decided_by.to_string();
-        self.log.append(
-            EventKind::Decision,
-            Some(&call_id),
-            json!({ "action": action, "decision": verdict.decision.as_str(), "decided_by": decided_by }),
-        )?;
-        // A refused call's record ends with its result like any other (`chock exec` and the agent
-        // both rely on call → decision → result).
-        let refused = |by: String, reason: String| -> Result<CallResult, SessionError> {
-            approver.settled(&call_id, &action, verdict.decision, false, &by);
-            self.log.append(
-                EventKind::ToolResult,
+        let detail = format!("run `{}` in the sandbox", argv.join(" "));
+        let settled = pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?;
+        if !settled.allowed() {
+            // A refused call's record ends with its result like any other (`chock exec` and the
+            // agent both rely on call → decision → result).
+            let (by, reason) = refused_words(&settled);
+            self.log.record(
                 Some(&call_id),
-                json!({ "ran": false, "refused": true, "by": by, "reason": reason }),
+                CommandResult::Refused {
+                    by: by.clone(),
+                    reason: reason.clone(),
+                },
             )?;
-            Ok(CallResult {
-                call_id: call_id.clone(),
-                action: action.clone(),
-                decision: verdict.decision,
-                decided_by: decided_by.clone(),
+            return Ok(CallResult {
+                call_id,
+                action,
+                decision: settled.decision,
+                decided_by: settled.rule.clone(),
+                settled,
                 outcome: CallOutcome::Refused { by, reason },
-            })
-        };
-        match verdict.decision {
-            Decision::Allow => {
-                approver.settled(&call_id, &action, verdict.decision, true, &decided_by);
-            }
-            Decision::Deny => {
-                return refused(decided_by.clone(), "the policy denies it".to_string());
-            }
-            Decision::Ask | Decision::AgentReview | Decision::AgentThenHuman => {
-                let request = ApprovalRequest {
-                    call_id: call_id.clone(),
-                    action: action.clone(),
-                    decision: verdict.decision,
-                    decided_by: decided_by.clone(),
-                    argv: argv.to_vec(),
-                };
-                self.log.append(
-                    EventKind::ApprovalAsk,
-                    Some(&call_id),
-                    json!({ "action": action, "decision": verdict.decision.as_str(), "argv": argv }),
-                )?;
-                let answer = approver.approve(&request);
-                let (approved, by, reason) = match &answer {
-                    Approval::Approved { by } => (true, by.clone(), String::new()),
-                    Approval::Refused { by, reason } => (false, by.clone(), reason.clone()),
-                    Approval::NoAnswer => (
-                        false,
-                        "nobody".to_string(),
-                        "nobody answered: a refusal".to_string(),
-                    ),
-                };
-                self.log.append(
-                    EventKind::ApprovalAnswer,
-                    Some(&call_id),
-                    json!({ "action": action, "approved": approved, "by": by, "reason": reason }),
-                )?;
-                if !approved {
-                    return refused(by, reason);
-                }
-                approver.settled(&call_id, &action, verdict.decision, true, &by);
-            }
+            });
         }
-        self.run(call_id, action, (verdict.decision, decided_by), &plan, opts)
+        self.run(call_id, action, settled, &plan, opts, &pipeline)
     }
 
     fn run(
         &self,
         call_id: String,
         action: String,
-        (decision, decided_by): (Decision, String),
+        settled: Settled,
         plan: &Plan,
         opts: &CallOptions,
+        pipeline: &Pipeline,
     ) -> Result<CallResult, SessionError> {
         let started = Instant::now();
         // Calls that run at the same time share one overlay instance: a write by one is seen by the
@@ -349,10 +355,13 @@ impl Session {
                     SandboxError::Plan(_) => ("plan", None),
                     SandboxError::Host { .. } => ("host", None),
                 };
-                self.log.append(
-                    EventKind::ToolResult,
+                self.log.record(
                     Some(&call_id),
-                    json!({ "ran": false, "error": kind, "layer": layer, "message": e.to_string() }),
+                    CommandResult::Failed {
+                        error: kind.to_string(),
+                        layer: layer.map(str::to_string),
+                        message: e.to_string(),
+                    },
                 )?;
                 return Err(e.into());
             }
@@ -363,23 +372,18 @@ impl Session {
         // cannot be served the call fails (dropping the child kills it).
         let served = child
             .proxy_listener()
-            .map(|listener| {
-                crate::egress::serve(
-                    self.shared_policy(),
-                    opts.egress_asker.as_ref(),
-                    &self.log,
-                    &call_id,
-                    listener,
-                )
-            })
+            .map(|listener| crate::egress::serve(pipeline, &self.log, &call_id, listener))
             .transpose();
         let proxy = match served {
             Ok(proxy) => proxy,
             Err(e) => {
-                self.log.append(
-                    EventKind::ToolResult,
+                self.log.record(
                     Some(&call_id),
-                    json!({ "ran": false, "error": "proxy", "message": e.to_string() }),
+                    CommandResult::Failed {
+                        error: "proxy".to_string(),
+                        layer: None,
+                        message: e.to_string(),
+                    },
                 )?;
                 return Err(e);
             }
@@ -415,26 +419,25 @@ impl Session {
         }
         let outcome = waited?;
         let checkpoint = self.workspace.checkpoint(&call_id).ok().flatten();
-        self.log.append(
-            EventKind::ToolResult,
+        self.log.record(
             Some(&call_id),
-            json!({
-                "ran": true,
-                "status": outcome.status,
-                "exit_code": outcome.status.code(),
-                "limits": outcome.limits,
-                "duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                "stdout_bytes": stdout.len(),
-                "stderr_bytes": stderr.len(),
-                "truncated": out_trunc || err_trunc,
-                "checkpoint": checkpoint,
-            }),
+            CommandResult::Ran {
+                status: command_status(outcome.status),
+                exit_code: outcome.status.code(),
+                limits: serde_json::to_value(&outcome.limits).unwrap_or_default(),
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                stdout_bytes: stdout.len(),
+                stderr_bytes: stderr.len(),
+                truncated: out_trunc || err_trunc,
+                checkpoint,
+            },
         )?;
         Ok(CallResult {
             call_id,
             action,
-            decision,
-            decided_by,
+            decision: settled.decision,
+            decided_by: settled.rule.clone(),
+            settled,
             outcome: CallOutcome::Ran {
                 outcome,
                 stdout,

@@ -21,6 +21,9 @@ pub enum SessionError {
     /// The call's egress proxy could not be served.
     #[error(transparent)]
     Broker(#[from] chock_broker::BrokerError),
+    /// The decision pipeline could not settle the call's act (it did not run).
+    #[error(transparent)]
+    Decide(#[from] chock_decide::DecideError),
     #[error("reading the call's output: {0}")]
     Output(std::io::Error),
     /// A session's log cannot be taken up again (resume).

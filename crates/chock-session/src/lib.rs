@@ -18,10 +18,10 @@ use chock_log::{Log, SessionHeader};
 use chock_policy::Policy;
 use chock_workspace::Workspace;
 
-pub use approve::{Approval, ApprovalRequest, Approver, NoApprover};
+pub use approve::{Deciding, NoApprover};
 pub use call::{CallOptions, CallOutcome, CallResult, Output, OutputSink, Stream, StreamSink};
 pub use classify::{Classified, ExecContext};
-pub use egress::{EgressAsker, PROXY_PORT};
+pub use egress::PROXY_PORT;
 pub use error::SessionError;
 pub use running::RunningCalls;
 

@@ -8,11 +8,9 @@ use std::path::Path;
 use chock_sandbox::NetworkPlan;
 use std::sync::Arc;
 
-use chock_broker::{AllowScope, Gate, GateAnswer, GateFuture};
-use chock_policy::Action;
-use chock_session::{
-    CallOptions, CallOutcome, EgressAsker, NoApprover, PROXY_PORT, Session, SessionOptions,
-};
+use chock_decide::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
+use chock_protocol::EventData;
+use chock_session::{CallOptions, CallOutcome, NoApprover, PROXY_PORT, Session, SessionOptions};
 
 /// A tiny HTTP server on the host's loopback answering every request with `body`.
 fn http_server(body: &'static str) -> u16 {
@@ -145,7 +143,7 @@ fn a_command_reaches_an_allowed_host_only_through_the_broker() {
         .iter()
         .position(|e| e.kind.as_str().starts_with("net."))
         .expect("net");
-    assert!(position("decision") < first_net && first_net < position("tool.result"));
+    assert!(position("decision") < first_net && first_net < position("command.result"));
 }
 
 #[test]
@@ -184,22 +182,31 @@ fn a_ratchet_narrowed_during_the_session_refuses_the_commands_connections() {
     );
 }
 
-/// A person's answer, faked: always yes or always no.
+/// A person's (or a reviewer's) answer, faked: always yes or always no.
+#[derive(Debug)]
 struct FakeAnswerer {
+    role: Role,
     yes: bool,
 }
 
-impl Gate for FakeAnswerer {
-    fn decide<'a>(&'a self, _action: &'a Action, _detail: &'a str) -> GateFuture<'a> {
+impl Answerer for FakeAnswerer {
+    fn name(&self) -> String {
+        "the test's answerer".into()
+    }
+    fn role(&self) -> Role {
+        self.role
+    }
+    fn answer<'a>(&'a self, _q: &'a Question) -> AnswerFuture<'a> {
         let answer = if self.yes {
-            GateAnswer::Allow {
-                scope: AllowScope::Pattern,
-                decided_by: "approved by the test's person".into(),
+            Answer::AllowOnce {
+                reasons: String::new(),
             }
         } else {
-            GateAnswer::refuse("refused by the test's person")
+            Answer::Deny {
+                reasons: "no".into(),
+            }
         };
-        Box::pin(async move { answer })
+        Box::pin(async move { Some(answer) })
     }
 }
 
@@ -238,15 +245,22 @@ fn curl_asked_under(
             .restrict(&pattern, decision)
             .expect("a legal narrowing");
     }
+    let options = CallOptions::default();
+    let mut broker = ApprovalBroker::new();
+    for role in [Role::Human, Role::Reviewer] {
+        if let Some(yes) = answerer {
+            broker = broker.with(Arc::new(FakeAnswerer { role, yes }));
+        }
+    }
     let options = CallOptions {
-        egress_asker: answerer.map(|yes| EgressAsker(Arc::new(FakeAnswerer { yes }))),
-        ..CallOptions::default()
+        ask_connections: answerer.is_some(),
+        ..options
     };
     let script = format!("curl -sS -f --max-time 10 http://127.0.0.1:{port}/ ; echo \" plain=$?\"");
     let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
     let network = session.plan_for(&argv, &options).network;
     let result = session
-        .confined_call(&argv, &options, &NoApprover)
+        .confined_call(&argv, &options, &session.pipeline(broker))
         .expect("call");
     let CallOutcome::Ran { stdout, .. } = &result.outcome else {
         panic!("the call did not run: {:?}", result.outcome);
@@ -254,7 +268,11 @@ fn curl_asked_under(
     let events = chock_log::read_events(session.log().dir()).expect("events");
     let events = events
         .iter()
-        .map(|e| (e.kind.as_str().to_string(), e.data.clone()))
+        .map(|e| {
+            // Every writer writes exactly its type.
+            EventData::parse_exact(e.kind, &e.data).expect("a typed event");
+            (e.kind.as_str().to_string(), e.data.clone())
+        })
         .collect();
     (
         String::from_utf8_lossy(stdout).into_owned(),
@@ -284,9 +302,13 @@ fn an_asked_connection_waits_for_the_answer_and_goes_through_on_yes() {
     );
     let ask = position(&events, |k, _| k == "approval.ask").expect("approval.ask");
     let answer = position(&events, |k, d| {
-        k == "approval.answer" && d["approved"] == true
+        k == "approval.answer" && d["answer"] == "allow_once" && d["question"] == "q-1"
     })
     .expect("approval.answer");
+    let decided = position(&events, |k, d| {
+        k == "decision" && d["action"] == events[ask].1["action"] && d["allowed"] == true
+    })
+    .expect("decision");
     let allowed = position(&events, |k, d| {
         k == "net.decision" && d["decision"] == "allow"
     })
@@ -294,7 +316,7 @@ fn an_asked_connection_waits_for_the_answer_and_goes_through_on_yes() {
     let open = position(&events, |k, d| k == "net.connect" && d["phase"] == "open")
         .expect("net.connect open");
     assert!(
-        ask < answer && answer < allowed && allowed < open,
+        ask < answer && answer < decided && decided < allowed && allowed < open,
         "{events:?}"
     );
 }
@@ -312,14 +334,19 @@ fn an_asked_connection_refused_by_the_answer_is_a_403_logged_before_anything_ope
     );
     let ask = position(&events, |k, _| k == "approval.ask").expect("approval.ask");
     let answer = position(&events, |k, d| {
-        k == "approval.answer" && d["approved"] == false
+        k == "approval.answer" && d["answer"] == "deny"
     })
     .expect("approval.answer");
+    let decided =
+        position(&events, |k, d| k == "decision" && d["allowed"] == false).expect("decision");
     let refused = position(&events, |k, d| {
         k == "net.decision" && d["decision"] == "refuse"
     })
     .expect("net.decision refuse");
-    assert!(ask < answer && answer < refused, "{events:?}");
+    assert!(
+        ask < answer && answer < decided && decided < refused,
+        "{events:?}"
+    );
     assert_eq!(
         position(&events, |k, d| k == "net.connect" && d["phase"] == "open"),
         None,

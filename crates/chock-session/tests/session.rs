@@ -2,9 +2,12 @@
 
 use std::path::PathBuf;
 
-use chock_session::{
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, Session, SessionOptions,
-};
+use std::sync::Arc;
+
+use chock_decide::{Answer, AnswerFuture, Answerer, ApprovalBroker, Pipeline, Question, Role};
+use chock_protocol::EventData;
+use chock_protocol::log::{AnswerKind, CommandResult};
+use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionOptions};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -46,12 +49,33 @@ fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|s| s.to_string()).collect()
 }
 
-struct Answer(Approval);
+/// A person's answer (the one fake: a human at a terminal).
+#[derive(Debug)]
+struct Person(Answer);
 
-impl Approver for Answer {
-    fn approve(&self, _request: &ApprovalRequest) -> Approval {
-        self.0.clone()
+impl Answerer for Person {
+    fn name(&self) -> String {
+        "person".into()
     }
+    fn role(&self) -> Role {
+        Role::Human
+    }
+    fn answer<'a>(&'a self, _q: &'a Question) -> AnswerFuture<'a> {
+        Box::pin(async move { Some(self.0.clone()) })
+    }
+}
+
+fn answered_by(s: &Session, answer: Answer) -> Pipeline {
+    s.pipeline(ApprovalBroker::new().with(Arc::new(Person(answer))))
+}
+
+/// The session's events, each parsed strictly as its kind's type.
+fn payloads(s: &Session) -> Vec<EventData> {
+    chock_log::read_events(s.log().dir())
+        .unwrap()
+        .iter()
+        .map(|e| EventData::parse_exact(e.kind, &e.data).unwrap())
+        .collect()
 }
 
 #[test]
@@ -66,7 +90,7 @@ fn an_allowed_call_runs_in_the_workspace_and_is_logged_in_order() {
         .confined_call(
             &argv(&["sh", "-c", "cat data.txt; echo w > new.txt"]),
             &opts,
-            &Answer(Approval::NoAnswer),
+            &NoApprover,
         )
         .unwrap();
     assert_eq!(r.action, "exec.system.sh");
@@ -89,7 +113,8 @@ fn an_allowed_call_runs_in_the_workspace_and_is_logged_in_order() {
         .filter(|(_, c)| c.as_deref() == Some("toolu_1"))
         .map(|(k, _)| k.as_str())
         .collect();
-    assert_eq!(call, ["tool.call", "decision", "tool.result"]);
+    assert_eq!(call, ["tool.call", "decision", "command.result"]);
+    payloads(&s);
 }
 
 #[test]
@@ -100,20 +125,23 @@ fn a_deny_never_reaches_the_sandbox() {
         .confined_call(
             &argv(&["sh", "-c", "echo x > x"]),
             &CallOptions::default(),
-            &Answer(Approval::NoAnswer),
+            &NoApprover,
         )
         .unwrap();
     assert!(matches!(r.outcome, CallOutcome::Refused { .. }));
     let names: Vec<String> = kinds(&s).into_iter().map(|(k, _)| k).collect();
     assert_eq!(
         names,
-        ["session.start", "tool.call", "decision", "tool.result"]
+        ["session.start", "tool.call", "decision", "command.result"]
     );
     // The refused call's record ends with a result saying it did not run, and why.
-    let events = chock_log::read_events(s.log().dir()).unwrap();
-    assert_eq!(events[3].data["ran"], false);
-    assert_eq!(events[3].data["refused"], true);
-    assert_eq!(events[3].data["reason"], "the policy denies it");
+    let events = payloads(&s);
+    assert!(matches!(&events[2], EventData::Decision(d) if !d.allowed));
+    assert!(
+        matches!(&events[3], EventData::CommandResult(CommandResult::Refused { reason, .. }) if reason == "the policy denies it"),
+        "{:?}",
+        events[3]
+    );
 }
 
 #[test]
@@ -124,10 +152,12 @@ fn an_ask_runs_only_when_approved() {
         .confined_call(
             &argv(&["true"]),
             &CallOptions::default(),
-            &Answer(Approval::Refused {
-                by: "person".into(),
-                reason: "no".into(),
-            }),
+            &answered_by(
+                &s,
+                Answer::Deny {
+                    reasons: "no".into(),
+                },
+            ),
         )
         .unwrap();
     assert!(matches!(refused.outcome, CallOutcome::Refused { ref by, .. } if by == "person"));
@@ -135,9 +165,12 @@ fn an_ask_runs_only_when_approved() {
         .confined_call(
             &argv(&["true"]),
             &CallOptions::default(),
-            &Answer(Approval::Approved {
-                by: "person".into(),
-            }),
+            &answered_by(
+                &s,
+                Answer::AllowOnce {
+                    reasons: String::new(),
+                },
+            ),
         )
         .unwrap();
     assert!(matches!(approved.outcome, CallOutcome::Ran { .. }));
@@ -147,17 +180,31 @@ fn an_ask_runs_only_when_approved() {
         [
             "session.start",
             "tool.call",
-            "decision",
             "approval.ask",
             "approval.answer",
-            "tool.result",
+            "decision",
+            "command.result",
             "tool.call",
-            "decision",
             "approval.ask",
             "approval.answer",
-            "tool.result"
+            "decision",
+            "command.result"
         ]
     );
+    // Each answer names its question, and the question ids are the session's own.
+    let events = payloads(&s);
+    let (EventData::ApprovalAsk(ask), EventData::ApprovalAnswer(answer)) = (&events[2], &events[3])
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(ask.question.as_deref(), Some("q-1"));
+    assert_eq!(answer.question.as_deref(), Some("q-1"));
+    assert_eq!(answer.answer, AnswerKind::Deny);
+    assert!(matches!(&events[4], EventData::Decision(d) if !d.allowed));
+    assert!(
+        matches!(&events[7], EventData::ApprovalAsk(a) if a.question.as_deref() == Some("q-2"))
+    );
+    assert!(matches!(&events[9], EventData::Decision(d) if d.allowed));
 }
 
 #[test]

@@ -11,19 +11,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chock_decide::Observer;
 use chock_log::LogError;
-use chock_policy::{Action, Decision};
-use chock_protocol::log::Note;
-use chock_session::{
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, CallResult, EgressAsker,
-    SessionError,
-};
+use chock_protocol::log::{Note, ToolResult};
+use chock_session::{CallOptions, CallOutcome, CallResult, SessionError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::ToolOutput;
 use crate::events::{AgentEvent, EventSink};
-use crate::gate::{Decider, EgressAskGate};
+use crate::gate::Decider;
 use crate::host::Host;
 
 /// Default wall-clock limit of a foreground command.
@@ -52,68 +49,16 @@ pub struct ReadOutputInput {
     pub handle: String,
 }
 
-/// The session's answerer for the confined call: the approval broker, asked from the blocking thread
-/// the call runs on. The session writes `approval.ask` / `approval.answer` itself.
-struct BrokerApprover {
-    decider: Decider,
-    sink: Arc<dyn EventSink>,
-    runtime: tokio::runtime::Handle,
-    /// Told whether the call will run, once it is settled: a background command's handle is only
-    /// given after that (a refused command was never "started", and the stream keeps the log's order).
-    settled_tx: Mutex<Option<tokio::sync::oneshot::Sender<bool>>>,
-}
+/// Tells a background command's caller whether the call will run, once the pipeline has settled
+/// it: its handle is only given after that (a refused command was never "started", and the stream
+/// keeps the log's order). The first decision of the call is the command's own; its connections'
+/// come after it runs.
+struct Started(Mutex<Option<tokio::sync::oneshot::Sender<bool>>>);
 
-impl Approver for BrokerApprover {
-    fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let Ok(action) = Action::parse(&request.action) else {
-            return Approval::Refused {
-                by: "chock".into(),
-                reason: format!("malformed action {}", request.action),
-            };
-        };
-        let detail = format!("run `{}` in the sandbox", request.argv.join(" "));
-        let answer = self.runtime.block_on(self.decider.answer_quietly(
-            Some(&request.call_id),
-            &action,
-            request.decision,
-            &request.decided_by,
-            &detail,
-        ));
-        if answer.allowed {
-            Approval::Approved {
-                by: answer.decided_by,
-            }
-        } else if answer.decided_by.ends_with("nobody answered")
-            || answer.decided_by.ends_with("no reviewer verdict")
-        {
-            Approval::NoAnswer
-        } else {
-            Approval::Refused {
-                by: answer.decided_by,
-                reason: answer.refusal,
-            }
-        }
-    }
-
-    /// The `decision` event, sent when the session has logged the decision and before the command
-    /// runs, so the stream follows the log's order (call → decision → act → result).
-    fn settled(&self, call_id: &str, action: &str, decision: Decision, allowed: bool, by: &str) {
-        if let Ok(mut counts) = self.decider.counts.lock() {
-            match (decision, allowed) {
-                (Decision::Allow, true) => counts.allowed_by_table += 1,
-                (Decision::Deny, _) => counts.denied_by_table += 1,
-                _ => {}
-            }
-        }
-        self.sink.emit(&AgentEvent::Decision {
-            call_id: call_id.to_string(),
-            action: action.to_string(),
-            allowed,
-            decision: decision.as_str().to_string(),
-            decided_by: by.to_string(),
-        });
-        if let Some(tx) = self.settled_tx.lock().ok().and_then(|mut tx| tx.take()) {
-            let _ = tx.send(allowed);
+impl Observer for Started {
+    fn decided(&self, _call_id: Option<&str>, settled: &chock_decide::Settled) {
+        if let Some(tx) = self.0.lock().ok().and_then(|mut tx| tx.take()) {
+            let _ = tx.send(settled.allowed());
         }
     }
 }
@@ -247,27 +192,26 @@ impl Commands {
             timeout: Some(timeout),
             call_id: Some(call_id.to_string()),
             // With someone to ask, a connection the table puts to a question waits for them.
-            egress_asker: EgressAskGate::for_call(&self.decider, call_id)
-                .map(|gate| EgressAsker(Arc::new(gate))),
+            ask_connections: true,
             ..CallOptions::default()
         };
         let session = Arc::clone(self.host.session());
         let (settled_tx, settled_rx) = tokio::sync::oneshot::channel();
-        let approver = BrokerApprover {
-            decider: self.decider.clone(),
-            sink: Arc::clone(&self.sink),
-            runtime: tokio::runtime::Handle::current(),
-            settled_tx: Mutex::new(Some(settled_tx)),
-        };
+        // The session settles the command (and its connections) through the pipeline, which logs
+        // the question, the answer and the decision before anything runs.
+        let pipeline = self
+            .decider
+            .pipeline()
+            .with_observer(Arc::new(Started(Mutex::new(Some(settled_tx)))));
         let task =
-            tokio::task::spawn_blocking(move || session.confined_call(&argv, &options, &approver));
+            tokio::task::spawn_blocking(move || session.confined_call(&argv, &options, &pipeline));
         // A background command is only "started" once the session has let it run; a refusal (or a
         // failure before the decision) is answered like a foreground call.
         if !input.background || settled_rx.await != Ok(true) {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
-            return Ok(describe(&result).0);
+            return self.told(call_id, describe(&result).0);
         }
         let handle = format!("bg-{call_id}");
         if let Ok(mut jobs) = self.jobs.lock() {
@@ -316,9 +260,27 @@ impl Commands {
         if let Ok(mut handles) = self.handles.lock() {
             handles.push(waiter);
         }
-        Ok(ToolOutput::ok(format!(
-            "started in the background as {handle}; read its output with read_output {{\"handle\": \"{handle}\"}}"
-        )))
+        self.told(
+            call_id,
+            ToolOutput::ok(format!(
+                "started in the background as {handle}; read its output with read_output {{\"handle\": \"{handle}\"}}"
+            )),
+        )
+    }
+
+    /// Logs what the model is told about the call (`tool.result`): the session logged the
+    /// command's own result (`command.result`).
+    fn told(&self, call_id: &str, output: ToolOutput) -> Result<ToolOutput, LogError> {
+        self.decider.log.record(
+            Some(call_id),
+            ToolResult {
+                tool: "run_command".to_string(),
+                is_error: output.is_error,
+                output: output.text.clone(),
+                changed: Vec::new(),
+            },
+        )?;
+        Ok(output)
     }
 
     /// read_output.

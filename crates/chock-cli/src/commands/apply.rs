@@ -6,10 +6,12 @@
 
 use std::process::ExitCode;
 
-use chock_log::EventKind;
+use chock_protocol::log::Note;
 use chock_workspace::{ApplyOptions, ApplyPlan, Selection, Workspace, WorkspaceError, plan_undo};
 
-use super::workspace::{PolicyChange, approve, confirm_policy_changes, open_log, session_dir};
+use super::workspace::{
+    PolicyChange, approve, confirm_policy_changes, open_log, pipeline, session_dir,
+};
 use crate::exit::{BAD_INPUT, Exit, FAILURE};
 
 /// Arguments of `chock apply`.
@@ -104,17 +106,18 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
     let project = plan.project().to_path_buf();
     // A person approving sees exactly what lands: every path measured against the project as it
     // is now, and the digest of the reviewed selection it came from.
-    let digest_line = plan
+    let digest = plan
         .digest()
-        .map(|d| format!("digest {d}\n"))
+        .map(|d| format!(" — digest {d}"))
         .unwrap_or_default();
     let question = format!(
-        "{}{digest_line}{verb}: write {} path(s) into {}?",
-        plan.summary(),
+        "{verb}: write {} path(s) into {}{digest}",
         plan.ops.len(),
         project.display()
     );
+    let summary: Vec<String> = plan.summary().lines().map(str::to_string).collect();
     let log = open_log(session_dir)?;
+    let pipeline = pipeline(&log, &project)?;
     // A change to Chock's own configuration reaches the plan only when named with
     // --include-policy (planning refuses it otherwise); it is confirmed by a person, apart from
     // the table's decision. An undo puts back what the undone apply found in the project.
@@ -129,13 +132,13 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
             })
             .collect();
         confirm_policy_changes(
-            &log,
+            &pipeline,
             "workspace.apply",
             "write this policy file into the project",
             &changes,
         )?;
     }
-    approve(&log, &project, "workspace.apply", &question)?;
+    approve(&pipeline, "workspace.apply", &question, summary)?;
     log.record(None, plan.event())?;
     let id = plan.apply_id.clone();
     let digest = plan.digest().map(str::to_string);
@@ -158,10 +161,13 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            let _ = log.append(
-                EventKind::Note,
+            let _ = log.record(
                 None,
-                serde_json::json!({ "workspace.apply": id, "failed": e.to_string() }),
+                Note::ApplyFailed {
+                    apply_id: Some(id.clone()),
+                    digest: digest.clone(),
+                    failed: e.to_string(),
+                },
             );
             // The record was saved before the first write, so whatever did land can be reverted.
             Err(anyhow::Error::new(e).context(format!(

@@ -8,14 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use chock_agent::approval::{Answer, Question, QuestionKind};
+use chock_decide::ApprovalBroker;
 use chock_sandbox::{ExitStatus, SandboxError};
-use chock_session::{
-    Approval, ApprovalRequest, Approver, CallOptions, CallOutcome, EgressAsker, NoApprover, Output,
-    Session, SessionError, SessionOptions,
-};
+use chock_session::{CallOptions, CallOutcome, Output, Session, SessionError, SessionOptions};
 
-use super::exec_egress::TerminalEgressGate;
+use super::exec_egress::TerminalAnswerer;
 use super::exec_terminal::ExecTerminal;
 use crate::exit::{self, Exit};
 
@@ -38,38 +35,6 @@ pub struct ExecArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-/// Asks the person at the terminal about the command itself, through the shared prompt (which escapes
-/// what it quotes); anything but a yes is a refusal.
-#[derive(Debug)]
-struct TerminalApprover(Arc<ExecTerminal>);
-
-impl Approver for TerminalApprover {
-    fn approve(&self, request: &ApprovalRequest) -> Approval {
-        let question = Question {
-            kind: QuestionKind::Approval,
-            call_id: None,
-            action: Some(request.action.clone()),
-            decided_by: Some(format!(
-                "{}: {}",
-                request.decided_by,
-                request.decision.as_str()
-            )),
-            text: format!("run `{}` in the sandbox", request.argv.join(" ")),
-            reviewer: None,
-        };
-        match self.0.ask(&question) {
-            Some(Answer::AllowOnce { .. } | Answer::AllowSession) => Approval::Approved {
-                by: "terminal".into(),
-            },
-            Some(Answer::Deny { .. } | Answer::Reply { .. }) => Approval::Refused {
-                by: "terminal".into(),
-                reason: "answered no".into(),
-            },
-            None => Approval::NoAnswer,
-        }
-    }
 }
 
 fn status_code(status: ExitStatus) -> u8 {
@@ -125,12 +90,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             .as_ref()
             .map_or(Output::Stream, |t| Output::StreamTo(t.output())),
         capture_limit: 64 << 10,
-        egress_asker: terminal.as_ref().map(|t| {
-            EgressAsker(Arc::new(TerminalEgressGate::new(
-                Arc::clone(t),
-                session.shared_policy(),
-            )))
-        }),
+        ask_connections: terminal.is_some(),
         ..CallOptions::default()
     };
     if verbose {
@@ -153,11 +113,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             Err(e) => eprintln!("chock: mount: {e}"),
         }
     }
-    let approver: Box<dyn Approver> = match &terminal {
-        Some(t) => Box::new(TerminalApprover(Arc::clone(t))),
-        None => Box::new(NoApprover),
-    };
-    let result = session.confined_call(&command, &opts, approver.as_ref());
+    // The one decision pipeline settles the command and each of its connections; the person at
+    // the terminal (if any) is its one answerer.
+    let mut broker = ApprovalBroker::new();
+    if let Some(t) = &terminal {
+        broker = broker.with(Arc::new(TerminalAnswerer::new(Arc::clone(t))));
+    }
+    let pipeline = session.pipeline(broker);
+    let result = session.confined_call(&command, &opts, &pipeline);
     let session_dir = session.log().dir().to_path_buf();
     let closed = session.close(keep);
     let code = match result {

@@ -1,15 +1,19 @@
 //! `chock workspace list|rm|adopt`, and the helpers `diff`, `apply` and `undo` share: finding a
 //! session, asking the policy table, and logging into the session's own log before the act.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
-use chock_log::{EventKind, Liveness, Log};
+use chock_agent::approval_terminal::TerminalAnswerer;
+use chock_broker::AllowScope;
+use chock_decide::{ApprovalBroker, Outcome, Pipeline, RefusedBy, Role, Ruling, Settled};
+use chock_log::{Liveness, Log};
 use chock_policy::{Action, Decision, Policy};
+use chock_protocol::log::WorkspaceAdopt;
 use chock_workspace::{Backing, Entry, Sensitive, Workspace, render_content, sensitive_path};
-use serde_json::json;
 
 use crate::exit::{BAD_INPUT, Exit, REFUSED};
 
@@ -103,13 +107,14 @@ fn adopt(session: &str, include_policy: &[String]) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let question = format!(
-        "Copy {} file(s), {} empty dir(s) and a list of {} deleted path(s) into {}?",
+        "copy {} file(s), {} empty dir(s) and a list of {} deleted path(s) into {}",
         plan.copies.len(),
         plan.dirs.len(),
         plan.deleted.len(),
         plan.dest.display()
     );
     let log = open_log(&dir)?;
+    let pipeline = pipeline(&log, ws.project())?;
     let changes: Vec<PolicyChange<'_>> = plan
         .copies
         .iter()
@@ -121,19 +126,21 @@ fn adopt(session: &str, include_policy: &[String]) -> anyhow::Result<ExitCode> {
         })
         .collect();
     confirm_policy_changes(
-        &log,
+        &pipeline,
         "workspace.adopt",
         "copy this policy file aside into .chock-adopted/",
         &changes,
     )?;
-    approve(&log, ws.project(), "workspace.adopt", &question)?;
-    let data = json!({
-        "dest": plan.dest,
-        "files": plan.copies.len(),
-        "dirs": plan.dirs.len(),
-        "deleted": plan.deleted.len(),
-    });
-    log.append(EventKind::WorkspaceAdopt, None, data)?;
+    approve(&pipeline, "workspace.adopt", &question, Vec::new())?;
+    log.record(
+        None,
+        WorkspaceAdopt {
+            dest: plan.dest.display().to_string(),
+            files: plan.copies.len(),
+            dirs: plan.dirs.len(),
+            deleted: plan.deleted.len(),
+        },
+    )?;
     let counts = plan.commit()?;
     println!(
         "adopted into {}: {} file(s), {} empty dir(s), {} deleted path(s) listed in {}",
@@ -186,41 +193,69 @@ pub(crate) fn open_log(session_dir: &Path) -> anyhow::Result<Log> {
         .with_context(|| format!("cannot record in the log of {}", session_dir.display()))
 }
 
-/// Decides `act` by the project's policy table, asking on the terminal when the table says ask,
-/// and logs the decision before anything is done. A refusal is an error with exit status 123.
-pub(crate) fn approve(log: &Log, project: &Path, act: &str, question: &str) -> anyhow::Result<()> {
+/// The decision pipeline of an act from the command line on `log`'s session: the project's
+/// table as it is now, and the person at this terminal (the one terminal prompt) when standard
+/// input and standard error are one. No terminal: nobody to ask, so an ask is refused.
+pub(crate) fn pipeline(log: &Log, project: &Path) -> anyhow::Result<Pipeline> {
     let policy = Policy::load(project).map_err(|e| Exit::new(BAD_INPUT, e.to_string()))?;
-    let action = Action::parse(act).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let verdict = policy.decide(&action);
-    let by = verdict.decided_by.to_string();
-    let (allowed, answered_by) = match verdict.decision {
-        Decision::Allow => (true, "table"),
-        Decision::Deny => (false, "table"),
-        Decision::Ask | Decision::AgentThenHuman => ask(question)?,
-        Decision::AgentReview => (false, "no reviewer agent outside a session"),
-    };
-    let data = json!({
-        "act": act,
-        "decision": verdict.decision.as_str(),
-        "decided_by": by,
-        "answered_by": answered_by,
-        "allowed": allowed,
-    });
-    log.append(EventKind::Decision, None, data)?;
-    if allowed {
-        return Ok(());
+    let mut broker = ApprovalBroker::new();
+    if std::io::stderr().is_terminal()
+        && let Some(terminal) = TerminalAnswerer::stdin_if_terminal()
+    {
+        broker = broker.with(Arc::new(terminal));
     }
-    let why = match verdict.decision {
-        Decision::Deny => format!("{act} is denied by {by}"),
-        Decision::AgentReview => {
-            format!("{act} asks for an agent review ({by}), and no agent is here to review")
-        }
-        _ if answered_by == "nobody" => {
-            format!("{act} must be asked ({by}) and there is no terminal to ask")
-        }
-        _ => format!("{act} refused"),
+    Ok(Pipeline::new(
+        log.clone(),
+        Arc::new(RwLock::new(policy)),
+        broker,
+    ))
+}
+
+/// Settles `act` through `pipeline` (the table, then the person at the terminal; the question,
+/// the answer and the decision are logged before anything is done), showing `context` lines
+/// above the question. A refusal is an error with exit status 123.
+pub(crate) fn approve(
+    pipeline: &Pipeline,
+    act: &str,
+    question: &str,
+    context: Vec<String>,
+) -> anyhow::Result<()> {
+    let action = Action::parse(act).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let ruling = Ruling {
+        context,
+        ..Ruling::of(&pipeline.verdict(&action), &action)
     };
-    Err(Exit::new(REFUSED, why).into())
+    let settled = pipeline.settle_ruled_blocking(None, &action, question, ruling)?;
+    match refusal(act, &settled) {
+        None => Ok(()),
+        Some(why) => Err(Exit::new(REFUSED, why).into()),
+    }
+}
+
+/// What the person reads when `act` was not allowed, from the typed outcome.
+fn refusal(act: &str, settled: &Settled) -> Option<String> {
+    let rule = &settled.rule;
+    Some(match &settled.outcome {
+        Outcome::Allowed { .. } => return None,
+        Outcome::Refused {
+            by: RefusedBy::Table | RefusedBy::Harness,
+            ..
+        } => format!("{act} is denied by {rule}"),
+        Outcome::Refused { by, .. } => {
+            let who = match by {
+                RefusedBy::Reviewer { name } | RefusedBy::Person { name } => name.as_str(),
+                RefusedBy::Table | RefusedBy::Harness => "the table",
+            };
+            format!("{act} refused (answered no by {who})")
+        }
+        Outcome::Unanswered {
+            asked: Role::Reviewer,
+            ..
+        } => format!("{act} asks for an agent review ({rule}), and no agent is here to review"),
+        Outcome::Unanswered {
+            asked: Role::Human, ..
+        } => format!("{act} must be asked ({rule}) and nobody answered at a terminal"),
+    })
 }
 
 /// One change to a path that configures Chock which an act would write, and what the path will
@@ -232,79 +267,54 @@ pub(crate) struct PolicyChange<'a> {
 }
 
 /// The separate confirmation of each change to Chock's own configuration that the person named
-/// with `--include-policy`: one yes/no question per path, put whatever the table says about
-/// `act` (the table the change would replace cannot approve it), showing the path and its whole
-/// new content with control characters spelled out, and ending with `write` (what yes does). Asked at a terminal only: with none, nobody
-/// answers, and that is a refusal (exit 123). Question and answer are logged
-/// (`approval.ask`/`approval.answer`) before anything is written.
+/// with `--include-policy`: one yes/no question per path, put to a person whatever the table says
+/// about `act` (the table the change would replace cannot approve it), showing the path and its
+/// whole new content with control characters spelled out, and naming `write` (what yes does).
+/// Asked through the pipeline, so the question, the answer (both naming the policy file) and the
+/// decision are logged before anything is written; with no terminal nobody answers, and that is a
+/// refusal (exit 123).
 pub(crate) fn confirm_policy_changes(
-    log: &Log,
+    pipeline: &Pipeline,
     act: &str,
     write: &str,
     changes: &[PolicyChange<'_>],
 ) -> anyhow::Result<()> {
+    let action = Action::parse(act).map_err(|e| anyhow::anyhow!("{e}"))?;
     for change in changes {
         let path = change.path.escape_debug().to_string();
         let dir = match path.rsplit_once('/') {
             Some((dir, _)) => format!("{dir}/"),
             None => "the project".to_string(),
         };
+        let what = change.what.what();
         let question = format!(
-            "chock: {path} is {} for the next session started in {dir}; after this {act} it holds \
-             exactly:\n{}chock: {write}?",
-            change.what.what(),
-            render_content(change.after)
+            "{write}: {path} is {what} for the next session started in {dir}; after this {act} it \
+             holds exactly the content above"
         );
-        log.append(
-            EventKind::ApprovalAsk,
-            None,
-            json!({
-                "action": act,
-                "decision": "ask",
-                "decided_by": format!("--include-policy {path}: a change to {} is confirmed by a person", change.what.what()),
-                "asked": "person",
-                "what": question,
-                "policy_file": change.path,
-            }),
-        )?;
-        let (yes, by) = ask(&question)?;
-        let answer = match (yes, by) {
-            (true, _) => "allow_once",
-            (false, "nobody") => "none",
-            (false, _) => "deny",
+        let ruling = Ruling {
+            decision: Decision::Ask,
+            rule: format!("--include-policy {path}: a change to {what} is confirmed by a person"),
+            scope: AllowScope::Pattern,
+            policy_file: Some(change.path.to_string()),
+            context: render_content(change.after)
+                .lines()
+                .map(str::to_string)
+                .collect(),
         };
-        let by = (by != "nobody").then_some(by);
-        log.append(
-            EventKind::ApprovalAnswer,
-            None,
-            json!({ "action": act, "answer": answer, "by": by, "reasons": null, "policy_file": change.path }),
-        )?;
-        if !yes {
-            let why = if by.is_none() {
-                format!(
-                    "{act} refused, nothing was written: {path} changes {}, and --include-policy \
-                     needs a person to confirm it at a terminal; there is none",
-                    change.what.what()
-                )
-            } else {
+        let settled = pipeline.settle_ruled_blocking(None, &action, &question, ruling)?;
+        let why = match &settled.outcome {
+            Outcome::Allowed { .. } => continue,
+            Outcome::Unanswered { .. } => format!(
+                "{act} refused, nothing was written: {path} changes {what}, and --include-policy \
+                 needs a person to confirm it at a terminal; nobody answered"
+            ),
+            Outcome::Refused { .. } => {
                 format!(
                     "{act} refused, nothing was written: you did not confirm the change to {path}"
                 )
-            };
-            return Err(Exit::new(REFUSED, why).into());
-        }
+            }
+        };
+        return Err(Exit::new(REFUSED, why).into());
     }
     Ok(())
-}
-
-/// Asks on the terminal; no terminal means nobody answered, which is a refusal.
-fn ask(question: &str) -> anyhow::Result<(bool, &'static str)> {
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Ok((false, "nobody"));
-    }
-    eprint!("{question} [y/N] ");
-    std::io::stderr().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok((matches!(line.trim(), "y" | "Y" | "yes"), "person"))
 }

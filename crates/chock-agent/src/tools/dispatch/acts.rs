@@ -2,13 +2,11 @@
 //! through the approval broker), restrict_self (the ratchet: narrowing is free, widening is the act
 //! `ratchet.widen_action`), and request_action (`workspace.apply`, decided and then carried out).
 
-use chock_log::{EventKind, LogError};
+use chock_log::LogError;
 use chock_policy::{Action, Decision};
 use chock_protocol::log::{Note, RatchetChange};
-use serde_json::json;
 
 use super::no_capability;
-use crate::approval::{Answer, Question, QuestionKind, Role};
 use crate::gate::Settled;
 use crate::tools::ToolOutput;
 use crate::tools::builtin::{RequestInput, RestrictInput};
@@ -16,30 +14,8 @@ use crate::tools::tool::ToolContext;
 
 impl ToolContext<'_> {
     pub(crate) async fn ask_user(&self, call_id: &str, text: &str) -> Result<ToolOutput, LogError> {
-        let question = Question {
-            kind: QuestionKind::Question,
-            call_id: Some(call_id.to_string()),
-            action: None,
-            decided_by: None,
-            text: text.to_string(),
-            reviewer: None,
-        };
-        let log = &self.decider.log;
-        log.append(
-            EventKind::ApprovalAsk,
-            Some(call_id),
-            json!({ "question": text, "asked": "person" }),
-        )?;
-        let answered = self.decider.broker.ask(Role::Human, &question).await;
-        let reply = match &answered.answer {
-            Some(Answer::Reply { text }) => Some(text.clone()),
-            _ => None,
-        };
-        log.append(
-            EventKind::ApprovalAnswer,
-            Some(call_id),
-            json!({ "answer": if reply.is_some() { "reply" } else { "none" }, "by": answered.by, "reply": reply }),
-        )?;
+        // The pipeline logs the question and its answer (a reply, or none) around asking.
+        let reply = self.decider.ask_person(call_id, text).await?;
         Ok(match reply {
             Some(text) => ToolOutput::ok(format!("the person answered: {text}")),
             None => ToolOutput::ok("no answer: nobody is there to answer; decide yourself or say what you need in your final message".into()),
@@ -62,7 +38,7 @@ impl ToolContext<'_> {
                     input.decision
                 ),
             };
-            self.decider.log_decision(call_id, None, &settled)?;
+            self.decider.decide_without_table(call_id, None, &settled)?;
             return Ok(ToolOutput::error(settled.refusal));
         };
         let pattern = input.action.trim();
@@ -77,7 +53,7 @@ impl ToolContext<'_> {
                 Ok(Ok(())) => {
                     // A yes given before this narrowing must not outlive it.
                     self.decider.broker.forget_session_allows();
-                    self.decider.log_decision(
+                    self.decider.decide_without_table(
                         call_id,
                         None,
                         &no_capability("narrowing the session's own policy"),
@@ -104,7 +80,7 @@ impl ToolContext<'_> {
                         exact_rule: false,
                         refusal: format!("restrict_self refused: {err}"),
                     };
-                    self.decider.log_decision(call_id, None, &settled)?;
+                    self.decider.decide_without_table(call_id, None, &settled)?;
                     return Ok(ToolOutput::error(settled.refusal));
                 }
                 Err(_) => {
@@ -120,9 +96,8 @@ impl ToolContext<'_> {
             reason: e.to_string(),
         })?;
         let detail = format!("widen the agent's own restriction on {pattern} (to {decision})");
+        // The pipeline logs the decision before it returns.
         let settled = self.decider.settle(Some(call_id), &action, &detail).await?;
-        self.decider
-            .log_decision(call_id, Some(&action), &settled)?;
         if !settled.allowed {
             return Ok(ToolOutput::error(settled.refusal));
         }
@@ -174,7 +149,7 @@ impl ToolContext<'_> {
                     input.action
                 ),
             };
-            self.decider.log_decision(call_id, None, &settled)?;
+            self.decider.decide_without_table(call_id, None, &settled)?;
             return Ok(ToolOutput::error(settled.refusal));
         }
         self.host
