@@ -265,6 +265,9 @@ impl Agent {
         }
         let mut first = true;
         for _ in 0..self.limits.max_turns {
+            if interrupt.has_changed().unwrap_or(false) {
+                return Ok(TaskEnd::Interrupted);
+            }
             self.turn += 1;
             let turn = self.turn;
             summary.turns += 1;
@@ -450,6 +453,8 @@ impl Agent {
         let mut results = Vec::with_capacity(calls.len());
         let mut interrupted = false;
         for (id, name, input) in calls {
+            // An interrupt that came between two calls stops the next before it starts.
+            interrupted = interrupted || interrupt.has_changed().unwrap_or(false);
             if interrupted {
                 results.push(Block::ToolResult {
                     tool_use_id: id,
