@@ -125,7 +125,7 @@ fn a_scripted_model_reads_edits_runs_the_tests_in_the_sandbox_and_finishes() {
     assert_eq!(call.2["action"], "exec.system.sh");
     let result = events
         .iter()
-        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("play_3_1"))
+        .find(|(k, c, _)| k == "command.result" && c.as_deref() == Some("play_3_1"))
         .unwrap();
     assert_eq!(result.2["exit_code"], 0);
     // The work can be applied with the workspace commands.
