@@ -5,12 +5,13 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use chock_log::clock::now_rfc3339;
 
 use crate::diff::FileChange;
 use crate::entry::{Entry, entry_hash, sha256_hex};
 use crate::error::{Result, WorkspaceError};
 use crate::hunks::{Edit, merge};
-use crate::meta::{Backing, now_rfc3339};
+use crate::meta::Backing;
 use crate::record::{ApplyRecord, FileRecord, RECORD_FORMAT, Records};
 use crate::select::{digest, pick};
 use crate::workspace::Workspace;

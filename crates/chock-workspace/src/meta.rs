@@ -130,10 +130,3 @@ pub fn tmp_sibling(path: &Path, tag: &str) -> PathBuf {
         .unwrap_or_default();
     path.with_file_name(format!(".{name}.{}.{tag}", std::process::id()))
 }
-
-/// Now, as RFC 3339.
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "unknown".into())
-}

@@ -7,13 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 
+use chock_log::clock::now_rfc3339;
 use chock_sandbox::WorkspaceMount;
 
 use crate::diff::Diff;
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
-use crate::meta::{Backing, Layout, META_FORMAT, Meta, now_rfc3339};
+use crate::meta::{Backing, Layout, META_FORMAT, Meta};
 use crate::old::{GitSide, LowerSide};
 use crate::upper::{RawChange, scan};
 
