@@ -166,6 +166,11 @@ impl Agent {
         self.task_noted = true;
     }
 
+    /// Takes back what the model was shown of files, as the log recorded it (resume).
+    pub(crate) fn restore_seen(&self, shown: &[chock_protocol::log::ShownLines]) {
+        self.toolbox.restore_seen(shown);
+    }
+
     /// A fresh summary for this session.
     pub(crate) fn new_summary(&self) -> Summary {
         let id = self.log().id().as_str().to_string();

@@ -41,7 +41,15 @@ impl Env {
         };
         git(&["init", "-q", "-b", "main"]);
         git(&["-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"]);
-        git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+        git(&[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ]);
         let dir = tmp.path().to_path_buf();
         Env {
             _tmp: tmp,
@@ -142,7 +150,11 @@ text = "second answer"
             _ => None,
         })
         .collect();
-    assert_eq!(sizes, vec![1, 3], "the follow-up carries the first task's exchange");
+    assert_eq!(
+        sizes,
+        vec![1, 3],
+        "the follow-up carries the first task's exchange"
+    );
     assert_eq!(session_end(&dir), vec![EndReason::Done]);
 }
 
@@ -164,7 +176,9 @@ fn processes_with(marker: &str) -> Vec<u32> {
             continue;
         };
         if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker)
+            && String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(marker)
         {
             found.push(pid);
         }
@@ -198,7 +212,10 @@ text = "after the interrupt"
     let watcher = std::thread::spawn(move || {
         let start = Instant::now();
         while processes_with(&format!("sleep {marker}2")).is_empty() {
-            assert!(start.elapsed() < Duration::from_secs(60), "the command never ran");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the command never ran"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         interrupter.interrupt();
@@ -220,10 +237,13 @@ text = "after the interrupt"
         d,
         EventData::TurnEnd(t) if t.reason == TurnEndReason::Interrupted
     )));
-    assert!(events.iter().any(|(_, d)| matches!(
-        d,
-        EventData::CommandResult(chock_protocol::log::CommandResult::Ran { .. })
-    )), "the killed command's result is logged");
+    assert!(
+        events.iter().any(|(_, d)| matches!(
+            d,
+            EventData::CommandResult(chock_protocol::log::CommandResult::Ran { .. })
+        )),
+        "the killed command's result is logged"
+    );
     // The conversation stays valid: the follow-up is answered by the next recorded turn.
     rt.block_on(async {
         assert_eq!(session.submit("go on").await.unwrap(), TaskEnd::Done);
@@ -284,7 +304,10 @@ fn an_interrupt_during_the_model_stream_stops_it_and_is_logged() {
     let watcher = std::thread::spawn(move || {
         let start = Instant::now();
         while !*streamed.lock().unwrap() {
-            assert!(start.elapsed() < Duration::from_secs(30), "nothing streamed");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "nothing streamed"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         interrupter.interrupt();
@@ -366,7 +389,10 @@ text = "resumed and done"
     let dir = dir.expect("the child named its session");
     let start = Instant::now();
     while processes_with("sleep 271828").is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(60), "the command never ran");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the command never ran"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // kill -9: no destructor, no session.end.
@@ -386,6 +412,64 @@ text = "resumed and done"
     let report = chock_log::verify(&dir).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     // The workspace is the one it had: the file the command wrote before it was killed.
-    let diff = chock_workspace::Workspace::open(&dir).unwrap().diff().unwrap();
+    let diff = chock_workspace::Workspace::open(&dir)
+        .unwrap()
+        .diff()
+        .unwrap();
     assert!(diff.files.iter().any(|f| f.path == "made.txt"));
+}
+
+/// edit_file refuses lines the model was never shown; a resumed session knows what it was shown
+/// before, from the log.
+#[test]
+fn a_resumed_session_remembers_which_lines_the_model_was_shown() {
+    let env = Env::new();
+    let spec = env.script(
+        "seen.toml",
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "read_file"
+input = { path = "README.md" }
+
+[[turn]]
+text = "read it"
+
+[[turn]]
+[[turn.call]]
+tool = "edit_file"
+input = { path = "README.md", old = "hello", new = "goodbye" }
+expect = { is_error = false }
+
+[[turn]]
+text = "edited it"
+"#,
+    );
+    let rt = runtime();
+    let mut first = env.builder(no_config(), &spec).build().unwrap();
+    let dir = first.log().dir().to_path_buf();
+    rt.block_on(async {
+        assert_eq!(
+            first.submit("read the readme").await.unwrap(),
+            TaskEnd::Done
+        );
+        first.end(EndReason::Done).await.unwrap();
+    });
+    let mut resumed = env.builder(no_config(), &spec).resume(&dir).unwrap();
+    rt.block_on(async {
+        assert_eq!(resumed.submit("now edit it").await.unwrap(), TaskEnd::Done);
+        resumed.end(EndReason::Done).await.unwrap();
+    });
+    let results: Vec<(String, bool)> = payloads(&dir)
+        .into_iter()
+        .filter_map(|(_, d)| match d {
+            EventData::ToolResult(r) => Some((r.tool, r.is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![("read_file".into(), false), ("edit_file".into(), false)],
+        "the edit was allowed: the resumed session knew the line was shown"
+    );
 }

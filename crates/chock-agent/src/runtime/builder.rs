@@ -77,7 +77,8 @@ impl BuildError {
         match self {
             BuildError::Session(e) => matches!(
                 e,
-                chock_session::SessionError::Policy(_) | chock_session::SessionError::Project { .. }
+                chock_session::SessionError::Policy(_)
+                    | chock_session::SessionError::Project { .. }
             ),
             BuildError::Log(_) => false,
             BuildError::Resume(e) => e.is_bad_input(),
@@ -216,12 +217,12 @@ impl SessionBuilder {
         let chosen = self.choose()?;
         let project = match &self.project {
             Some(p) => p.clone(),
-            None => std::env::current_dir().map_err(|source| {
-                chock_session::SessionError::Project {
+            None => {
+                std::env::current_dir().map_err(|source| chock_session::SessionError::Project {
                     path: PathBuf::from("."),
                     source,
-                }
-            })?,
+                })?
+            }
         };
         let header = chock_log::SessionHeader {
             command: Some("run".into()),
@@ -370,11 +371,14 @@ fn choose_provider(
         ProviderKind::Anthropic => ProviderConfig::anthropic(secret.clone().unwrap_or_default()),
         ProviderKind::OpenAi => ProviderConfig::openai(secret.clone().unwrap_or_default()),
         ProviderKind::OpenAiChat | ProviderKind::AiAnd => {
-            let base = table.base_url.clone().ok_or_else(|| BuildError::NoBaseUrl {
-                name: name.clone(),
-                file: source.clone(),
-                kind: table.kind.as_str(),
-            })?;
+            let base = table
+                .base_url
+                .clone()
+                .ok_or_else(|| BuildError::NoBaseUrl {
+                    name: name.clone(),
+                    file: source.clone(),
+                    kind: table.kind.as_str(),
+                })?;
             if table.kind == ProviderKind::AiAnd {
                 ProviderConfig::aiand(&base, secret.clone().unwrap_or_default())
             } else {

@@ -75,6 +75,7 @@ impl SessionRuntime {
         let rebuilt = resume::rebuild(events)?;
         let mut runtime = Self::new(agent, chosen);
         runtime.agent.resume_at(rebuilt.turns);
+        runtime.agent.restore_seen(&rebuilt.seen);
         runtime.conversation = rebuilt.messages;
         runtime.summary.turns = rebuilt.turns;
         runtime.summary.input_tokens = rebuilt.input_tokens;

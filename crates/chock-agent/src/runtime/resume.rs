@@ -55,6 +55,8 @@ pub struct Rebuilt {
     pub output_tokens: u64,
     /// Price so far (None once a reply's price was unknown).
     pub cost_usd: Option<f64>,
+    /// What the model was shown of files (edit_file's guard), in log order.
+    pub seen: Vec<chock_protocol::log::ShownLines>,
 }
 
 /// Rebuilds the conversation from `events` (a whole log, in order).
@@ -80,8 +82,8 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                 };
                 asked = true;
                 if let Some(value) = request.new_message {
-                    let message: Message = serde_json::from_value(value)
-                        .map_err(|source| ResumeError::Message {
+                    let message: Message =
+                        serde_json::from_value(value).map_err(|source| ResumeError::Message {
                             seq: event.seq,
                             source,
                         })?;
@@ -95,10 +97,12 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                 let EventData::ModelResponse(response) = payload(event)? else {
                     continue;
                 };
-                let content: Vec<Block> = serde_json::from_value(response.content)
-                    .map_err(|source| ResumeError::Message {
-                        seq: event.seq,
-                        source,
+                let content: Vec<Block> =
+                    serde_json::from_value(response.content).map_err(|source| {
+                        ResumeError::Message {
+                            seq: event.seq,
+                            source,
+                        }
                     })?;
                 out.messages.push(Message::assistant(content));
                 out.input_tokens += response.usage.input_tokens;
@@ -116,9 +120,14 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
             chock_log::EventKind::ToolResult => {
                 // Only what the model was told matters here: an older line of another shape
                 // still gives its output.
-                let Some(call_id) = &event.call_id else { continue };
+                let Some(call_id) = &event.call_id else {
+                    continue;
+                };
                 let told = match event.payload() {
-                    Ok(EventData::ToolResult(result)) => Some((result.output, result.is_error)),
+                    Ok(EventData::ToolResult(result)) => {
+                        out.seen.extend(result.shown);
+                        Some((result.output, result.is_error))
+                    }
                     _ => event.data.get("output").and_then(|o| o.as_str()).map(|o| {
                         let is_error = event.data.get("is_error").and_then(|e| e.as_bool());
                         (o.to_string(), is_error.unwrap_or(false))

@@ -278,6 +278,7 @@ impl Commands {
                 is_error: output.is_error,
                 output: output.text.clone(),
                 changed: Vec::new(),
+                shown: Vec::new(),
             },
         )?;
         Ok(output)

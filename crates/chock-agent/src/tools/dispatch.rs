@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError};
 
 use chock_log::LogError;
 use chock_policy::Decision;
-use chock_protocol::log::{ToolCall, ToolResult};
+use chock_protocol::log::{ShownLines, ToolCall, ToolResult};
 use chock_provider::ToolSpec;
 use serde_json::Value;
 
@@ -113,6 +113,16 @@ impl Toolbox {
     /// What the model is offered: every tool's name, description and input schema.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.registry.specs()
+    }
+
+    /// Takes back what the model was shown of files, as a log recorded it (resume).
+    pub fn restore_seen(&self, shown: &[ShownLines]) {
+        if let Ok(mut seen) = self.state.seen.lock() {
+            for entry in shown {
+                seen.restore(std::path::Path::new(&entry.path), &entry.hash, &entry.lines);
+            }
+            seen.take_changes();
+        }
     }
 
     /// How many tool calls were made.
@@ -250,6 +260,19 @@ impl Toolbox {
                     .changed
                     .iter()
                     .map(|p| p.display().to_string())
+                    .collect(),
+                shown: self
+                    .state
+                    .seen
+                    .lock()
+                    .map(|mut seen| seen.take_changes())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(path, hash, lines)| ShownLines {
+                        path: path.display().to_string(),
+                        hash,
+                        lines,
+                    })
                     .collect(),
             },
         )?;

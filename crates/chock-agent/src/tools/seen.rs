@@ -13,15 +13,50 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Default)]
 pub struct SeenLines {
     shown: HashMap<(PathBuf, String), BTreeSet<usize>>,
+    /// Versions whose lines grew since [`SeenLines::take_changes`] last ran.
+    touched: BTreeSet<(PathBuf, String)>,
 }
 
+/// One version's known lines, as 1-based inclusive ranges: what the log carries in
+/// `tool.result`'s `shown`.
+pub type Known = (PathBuf, String, Vec<[usize; 2]>);
+
 impl SeenLines {
+    /// The versions whose known lines grew since the last call, each with all its known lines;
+    /// logged with the call's result so a resumed session knows them too.
+    pub fn take_changes(&mut self) -> Vec<Known> {
+        std::mem::take(&mut self.touched)
+            .into_iter()
+            .filter_map(|key| {
+                let lines = self.shown.get(&key)?;
+                let mut ranges: Vec<[usize; 2]> = Vec::new();
+                for &line in lines {
+                    match ranges.last_mut() {
+                        Some(last) if last[1] + 1 == line => last[1] = line,
+                        _ => ranges.push([line, line]),
+                    }
+                }
+                Some((key.0, key.1, ranges))
+            })
+            .collect()
+    }
+
+    /// Takes back what a log said the model knew (resume).
+    pub fn restore(&mut self, path: &Path, hash: &str, ranges: &[[usize; 2]]) {
+        let set = self
+            .shown
+            .entry((path.to_path_buf(), hash.to_string()))
+            .or_default();
+        for [first, last] in ranges {
+            set.extend(*first..=*last);
+        }
+    }
+
     /// Records that lines `lines` (1-based) of `path` at version `hash` were shown.
     pub fn record(&mut self, path: &Path, hash: &str, lines: impl IntoIterator<Item = usize>) {
-        self.shown
-            .entry((path.to_path_buf(), hash.to_string()))
-            .or_default()
-            .extend(lines);
+        let key = (path.to_path_buf(), hash.to_string());
+        self.shown.entry(key.clone()).or_default().extend(lines);
+        self.touched.insert(key);
     }
 
     /// The first line of `first..=last` (1-based) that was never shown, if any.
@@ -62,16 +97,34 @@ impl SeenLines {
             }
         }
         new.extend(first..first + new_count);
-        self.shown
-            .entry((path.to_path_buf(), new_hash.to_string()))
-            .or_default()
-            .extend(new);
+        let key = (path.to_path_buf(), new_hash.to_string());
+        self.shown.entry(key.clone()).or_default().extend(new);
+        self.touched.insert(key);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_call_made_known_is_taken_once_and_restores_the_same_record() {
+        let mut seen = SeenLines::default();
+        let p = Path::new("a.rs");
+        seen.record(p, "h1", [1, 2, 3, 7]);
+        let changes = seen.take_changes();
+        assert_eq!(
+            changes,
+            vec![(p.to_path_buf(), "h1".into(), vec![[1, 3], [7, 7]])]
+        );
+        assert!(seen.take_changes().is_empty());
+        let mut resumed = SeenLines::default();
+        for (path, hash, ranges) in &changes {
+            resumed.restore(path, hash, ranges);
+        }
+        assert_eq!(resumed.first_unseen(p, "h1", 1, 3), None);
+        assert_eq!(resumed.first_unseen(p, "h1", 1, 7), Some(4));
+    }
 
     #[test]
     fn only_shown_lines_of_the_same_version_count() {

@@ -144,6 +144,21 @@ pub struct ToolResult {
     /// The workspace paths the call changed (a file tool's writes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<String>,
+    /// What the model now knows of files, for each file version the call showed or wrote: so a
+    /// resumed session's edit_file guard knows what the model was shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shown: Vec<ShownLines>,
+}
+
+/// The lines of one file version the model has been shown (or wrote) in the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ShownLines {
+    /// The path below the project.
+    pub path: String,
+    /// The version: the file's content hash as the file tools compute it.
+    pub hash: String,
+    /// 1-based inclusive line ranges, sorted and disjoint.
+    pub lines: Vec<[usize; 2]>,
 }
 
 /// How a confined command ended.
