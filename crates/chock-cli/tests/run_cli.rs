@@ -16,10 +16,24 @@ fn the_demo_runs_offline_in_a_plain_directory_and_changes_only_the_workspace() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     let id = w.session_id();
+    assert_eq!(
+        id, FIRST_SESSION,
+        "the fixed clock and ids name the session"
+    );
     assert!(
         stdout.starts_with(&format!("chock: session {id} ")),
         "{stdout}"
     );
+    let summary = &stdout[stdout.find("── session").unwrap()..];
+    w.settings().bind(|| insta::assert_snapshot!(summary, @r"
+    ── session 20260101T000000Z-000001 ──
+    ended       done
+    turns       6
+    tool calls  5
+    decisions   5 allowed (table 5, person 0, reviewer 0); 0 refused (table 0, answered no 0, nobody answered 0)
+    cost        $0.0000 (0 input, 0 output tokens)
+    review      chock diff 20260101T000000Z-000001   (then `chock workspace adopt 20260101T000000Z-000001` to take the work)
+    "));
     for line in [
         "turns       6",
         "tool calls  5",
@@ -206,9 +220,7 @@ fn task_words_after_the_double_dash_run_with_the_default_provider_on_another_pro
     let world = || {
         let w = World::new();
         w.write("README.md", "a project\n");
-        let config = w.base.join("config/chock/config.toml");
-        std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-        std::fs::write(&config, "default_provider = \"demo\"\n").unwrap();
+        w.config_toml("default_provider = \"demo\"\n");
         w
     };
     let w = world();
@@ -248,9 +260,7 @@ fn task_words_after_the_double_dash_run_with_the_default_provider_on_another_pro
 #[test]
 fn a_bad_config_names_file_line_and_column_and_nothing_runs() {
     let w = World::new();
-    let config = w.base.join("config/chock/config.toml");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(&config, "[providers.x]\nkind = \"gemini\"\n").unwrap();
+    let config = w.config_toml("[providers.x]\nkind = \"gemini\"\n");
     let out = w.chock(&["run", "--provider", "demo", "task"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);

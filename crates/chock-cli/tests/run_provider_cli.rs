@@ -3,7 +3,7 @@
 
 mod run_support;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use run_support::*;
 
@@ -28,7 +28,7 @@ fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
     );
     assert_eq!(login.status.code(), Some(0), "{}", text(&login.stderr));
     assert!(!text(&login.stdout).contains(key));
-    let stored = w.base.join("data/chock/credentials/fake");
+    let stored = w.data.join("chock/credentials/fake");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
@@ -105,17 +105,10 @@ fn login_uses_a_running_os_keyring_and_run_finds_the_key_there() {
          \"$CHOCK\" run --provider fake 'what does hello.txt say?' || exit 12\n",
         looked_up.display()
     );
-    let home = w.base.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let out = Command::new("dbus-run-session")
+    let out = w
+        .program("dbus-run-session")
         .args(["--", "sh", "-c", &script])
-        .current_dir(&w.project)
-        .env("CHOCK", env!("CARGO_BIN_EXE_chock"))
-        .env("HOME", &home)
-        .env("XDG_STATE_HOME", w.base.join("state"))
-        .env("XDG_CONFIG_HOME", w.base.join("config"))
-        .env("XDG_DATA_HOME", w.base.join("data"))
-        .env_remove("CHOCK_ORG_POLICY")
+        .env("CHOCK", CHOCK)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -126,7 +119,7 @@ fn login_uses_a_running_os_keyring_and_run_finds_the_key_there() {
         "{stdout}"
     );
     assert!(
-        !w.base.join("data/chock/credentials/fake").exists(),
+        !w.data.join("chock/credentials/fake").exists(),
         "no file copy when the keyring took it"
     );
     assert_eq!(std::fs::read_to_string(&looked_up).unwrap().trim(), key);
@@ -296,9 +289,7 @@ fn login_refuses_an_empty_key_and_a_name_that_is_not_a_file_name() {
         "{}",
         text(&out.stderr)
     );
-    assert!(
-        !w.base.join("data/chock/evil").exists() && !w.base.join("data/chock/credentials").exists()
-    );
+    assert!(!w.data.join("chock/evil").exists() && !w.data.join("chock/credentials").exists());
 }
 
 /// A key variable stays on the host even when the project's `[sandbox] env` names it: the agent reads a
@@ -311,14 +302,10 @@ fn key_variables_never_reach_a_command_even_when_the_policy_passes_them() {
         "chock.toml",
         "[sandbox]\nenv = [\"MY_PROVIDER_KEY\", \"MY_SEARCH_KEY\", \"HARMLESS_NAME\"]\n",
     );
-    let config = w.base.join("config/chock/config.toml");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(
-        &config,
+    w.config_toml(
         "[providers.mine]\nkind = \"anthropic\"\nkey_env = \"MY_PROVIDER_KEY\"\n\
          [web_search]\nbackend = \"brave\"\nkey_env = \"MY_SEARCH_KEY\"\n",
-    )
-    .unwrap();
+    );
     let provider = w.script(
         r#"
 [[turn]]

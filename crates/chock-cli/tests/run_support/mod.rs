@@ -1,32 +1,95 @@
-//! What the `chock run` end-to-end tests share: an isolated world (project, state, config, data), the
-//! log reader, the decision-order check, and a loopback server speaking the Anthropic wire format.
+//! The one hermetic environment every CLI test runs `chock` in ([`World`]), and what the tests
+//! share beside it: the log readers, the decision-order check, and a loopback server speaking the
+//! Anthropic wire format.
+//!
+//! A [`World`] is a temporary directory holding everything the binary may read or write: HOME,
+//! the XDG config/state/data/cache/runtime directories, an empty org bundle, the project (plain or
+//! git). Every `chock` (and every helper program a test wraps it in: `setsid`, `script`,
+//! `dbus-run-session`, `unshare`, `git`, `sh`) starts with a cleared environment that keeps only
+//! PATH and sets:
+//!
+//! - HOME and `XDG_{CONFIG,STATE,DATA,CACHE,RUNTIME}_HOME/DIR` under the world, so no file of the
+//!   person running the tests (config, keys, sessions, a keyring) is read or written;
+//! - `CHOCK_ORG_POLICY` to the world's empty `org.toml`, so the machine's `/etc/chock/org.toml`
+//!   decides nothing;
+//! - `GIT_CONFIG_GLOBAL=/dev/null`, `GIT_CONFIG_NOSYSTEM=1` and a fixed git author, committer and
+//!   date, so commits (the test's and chock's checkpoints) are the same everywhere;
+//! - `LANG=C.UTF-8`, `TZ=UTC`;
+//! - `CHOCK_TEST_CLOCK` ([`CLOCK`]) and `CHOCK_TEST_IDS=1`: chock-log's fixed clock and id
+//!   sequence (honoured by debug builds only, which is what `cargo test` builds), so the first
+//!   session is [`FIRST_SESSION`] and every timestamp is `2026-01-01T00:00:00.<µs>Z`. The counters
+//!   live in the world's state directory, so successive `chock`s in one test go on counting.
+//!
+//! [`World::settings`] gives insta settings whose filters replace what still varies (the
+//! temporary directory's path becomes `[TMP]`). Nothing here needs root: the directories belong to
+//! whoever runs the test (`.ci/sandbox-as-user` runs these binaries as an unprivileged user).
 #![allow(dead_code, unreachable_pub)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// A project, isolated state/config/data directories, and helpers to run `chock` there.
+/// The binary under test.
+pub const CHOCK: &str = env!("CARGO_BIN_EXE_chock");
+/// The fixed clock's first instant.
+pub const CLOCK: &str = "2026-01-01T00:00:00Z";
+/// The same instant for git (`GIT_AUTHOR_DATE`, `GIT_COMMITTER_DATE`).
+const GIT_DATE: &str = "@1767225600 +0000";
+/// The id of the first session a world makes (the fixed clock's second, the first of the ids).
+pub const FIRST_SESSION: &str = "20260101T000000Z-000001";
+
+/// A project and everything else `chock` reads or writes, in one temporary directory.
 pub struct World {
-    pub _dir: tempfile::TempDir,
+    tmp: tempfile::TempDir,
+    /// The temporary directory (canonical): the parent of everything below.
     pub base: PathBuf,
+    /// The project `chock` runs in (the current directory of every command).
     pub project: PathBuf,
+    pub home: PathBuf,
+    pub config: PathBuf,
+    pub state: PathBuf,
+    pub data: PathBuf,
+    pub cache: PathBuf,
+    pub runtime: PathBuf,
+    /// The org bundle `CHOCK_ORG_POLICY` names: empty unless a test writes it.
+    pub org: PathBuf,
 }
 
 impl World {
+    /// A plain (not git) empty project.
     pub fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().canonicalize().unwrap();
-        let project = base.join("project");
-        std::fs::create_dir_all(&project).unwrap();
-        for sub in ["state", "config", "data"] {
-            std::fs::create_dir_all(base.join(sub)).unwrap();
-        }
-        World {
-            _dir: dir,
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let at = |name: &str| base.join(name);
+        let w = World {
+            project: at("project"),
+            home: at("home"),
+            config: at("config"),
+            state: at("state"),
+            data: at("data"),
+            cache: at("cache"),
+            runtime: at("runtime"),
+            org: at("org.toml"),
             base,
-            project,
+            tmp,
+        };
+        for dir in [
+            &w.project, &w.home, &w.config, &w.state, &w.data, &w.cache, &w.runtime,
+        ] {
+            std::fs::create_dir_all(dir).unwrap();
         }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&w.runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(&w.org, "").unwrap();
+        w
+    }
+
+    /// An empty git project: `git init` on branch main, nothing committed.
+    pub fn with_git() -> World {
+        let w = World::new();
+        w.git(&["init", "-q", "-b", "main"]);
+        w
     }
 
     /// A git project with one commit, a tiny program and its test.
@@ -36,7 +99,7 @@ impl World {
 
     /// As [`World::with_git_project`], with a chock.toml committed alongside.
     pub fn with_git_project_and_policy(policy: Option<&str>) -> World {
-        let w = World::new();
+        let w = World::with_git();
         if let Some(policy) = policy {
             w.write("chock.toml", policy);
         }
@@ -48,27 +111,8 @@ impl World {
             "test.sh",
             "#!/bin/sh\nif [ \"$(sh calc.sh 2 3)\" = 5 ]; then echo PASS; else echo FAIL; exit 1; fi\n",
         );
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "start",
-            ],
-        ] {
-            let status = Command::new("git")
-                .args(args)
-                .current_dir(&w.project)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        w.git(&["add", "-A"]);
+        w.git(&["commit", "-q", "-m", "start"]);
         w
     }
 
@@ -78,24 +122,63 @@ impl World {
         std::fs::write(path, text).unwrap();
     }
 
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.project.join(rel)).unwrap()
+    }
+
+    /// Writes a recorded model's script outside the project and names it as a provider.
     pub fn script(&self, toml: &str) -> String {
         let path = self.base.join("script.toml");
         std::fs::write(&path, toml).unwrap();
         format!("script:{}", path.display())
     }
 
-    pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chock"));
-        cmd.args(args)
+    /// Writes chock's `config.toml` (in the world's XDG config directory) and returns its path.
+    pub fn config_toml(&self, toml: &str) -> PathBuf {
+        let path = self.config.join("chock/config.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, toml).unwrap();
+        path
+    }
+
+    /// Puts the world's environment on `cmd`: cleared but for PATH, then the variables the module
+    /// documentation lists; the current directory is the project.
+    pub fn hermetic<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        cmd.env_clear()
             .current_dir(&self.project)
-            .env("XDG_STATE_HOME", self.base.join("state"))
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .env("XDG_DATA_HOME", self.base.join("data"))
-            .env_remove("CHOCK_ORG_POLICY")
-            // Never the developer's own keyring: the keyring test starts a bus of its own.
-            .env_remove("DBUS_SESSION_BUS_ADDRESS")
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("OPENAI_API_KEY");
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", &self.config)
+            .env("XDG_STATE_HOME", &self.state)
+            .env("XDG_DATA_HOME", &self.data)
+            .env("XDG_CACHE_HOME", &self.cache)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("CHOCK_ORG_POLICY", &self.org)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_AUTHOR_DATE", GIT_DATE)
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .env("GIT_COMMITTER_DATE", GIT_DATE)
+            .env("LANG", "C.UTF-8")
+            .env("TZ", "UTC")
+            .env("CHOCK_TEST_CLOCK", CLOCK)
+            .env("CHOCK_TEST_IDS", "1")
+    }
+
+    /// `program` in the world (a wrapper such as `setsid` or `script` that runs `chock` in turn).
+    pub fn program(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        self.hermetic(&mut cmd);
+        cmd
+    }
+
+    /// `chock args` in the world, not started yet.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = self.program(CHOCK);
+        cmd.args(args);
         cmd
     }
 
@@ -112,7 +195,7 @@ impl World {
             .unwrap()
     }
 
-    /// `chock` with these variables set on top of the isolated world, and nothing on standard input.
+    /// `chock` with these variables set on top of the world's, and nothing on standard input.
     pub fn chock_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
         let mut cmd = self.command(args);
         for (name, value) in vars {
@@ -134,8 +217,37 @@ impl World {
         child.wait_with_output().unwrap()
     }
 
+    /// `sh -c script` in the project, in the world's environment; must succeed; its stdout.
+    pub fn sh(&self, script: &str) -> String {
+        let out = self
+            .program("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    /// `git args` in the project, in the world's environment; must succeed.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = self
+            .program("git")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    }
+
+    /// The sessions root `chock` writes under.
+    pub fn sessions_root(&self) -> PathBuf {
+        self.state.join("chock/sessions")
+    }
+
     pub fn sessions(&self) -> Vec<PathBuf> {
-        sessions_under(&self.base.join("state/chock/sessions"))
+        sessions_under(&self.sessions_root())
     }
 
     pub fn session(&self) -> PathBuf {
@@ -167,11 +279,60 @@ impl World {
             .collect()
     }
 
+    /// As [`World::events`], each checked to be exactly its kind's type
+    /// (`chock_protocol::EventData::parse_exact`): a writer's stray or missing field fails here.
+    pub fn events_exact(&self) -> Vec<(String, Option<String>, serde_json::Value)> {
+        let events = self.events();
+        for (kind, _, data) in &events {
+            self::typed(kind, data);
+        }
+        events
+    }
+
+    /// Every event of the only session as its typed payload.
+    pub fn typed_events(&self) -> Vec<(Option<String>, chock_protocol::EventData)> {
+        self.events()
+            .into_iter()
+            .map(|(kind, call, data)| (call, typed(&kind, &data)))
+            .collect()
+    }
+
     pub fn assert_log_verifies(&self) {
         let report = chock_log::verify(&self.session()).unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert!(report.torn_tail.is_none());
     }
+
+    /// insta settings whose filters hide what still varies between machines and runs: the
+    /// world's temporary directory (`[TMP]`).
+    pub fn settings(&self) -> insta::Settings {
+        let mut s = insta::Settings::clone_current();
+        for path in [self.base.as_path(), self.tmp.path()] {
+            s.add_filter(&regex_escape(&path.display().to_string()), "[TMP]");
+        }
+        s
+    }
+}
+
+/// `data` read as the payload of `kind`, which it must fit exactly.
+pub fn typed(kind: &str, data: &serde_json::Value) -> chock_protocol::EventData {
+    let parsed: chock_protocol::EventKind =
+        kind.parse().unwrap_or_else(|e| panic!("{kind}: {e:?}"));
+    chock_protocol::EventData::parse_exact(parsed, data)
+        .unwrap_or_else(|e| panic!("{kind} does not fit its type: {e}: {data}"))
+}
+
+/// `text` with every character a regex gives a meaning escaped.
+pub fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$#&-~".contains(c);
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
+        })
+        .collect()
 }
 
 /// The session directories under a sessions root, sorted; none if the root does not exist yet.
@@ -312,15 +473,9 @@ pub fn anthropic_server(replies: Vec<Reply>) -> (u16, std::thread::JoinHandle<Ve
 
 /// config.toml naming the loopback server as provider `fake`, its key in `key_env`.
 pub fn fake_provider(w: &World, port: u16, key_env: &str) {
-    let config = w.base.join("config/chock/config.toml");
-    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"{key_env}\"\nmodel = \"claude-sonnet-4-5\"\n"
-        ),
-    )
-    .unwrap();
+    w.config_toml(&format!(
+        "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"{key_env}\"\nmodel = \"claude-sonnet-4-5\"\n"
+    ));
 }
 
 pub fn on_path(program: &str) -> bool {
