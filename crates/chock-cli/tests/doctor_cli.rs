@@ -1,13 +1,13 @@
 //! `chock doctor`: every layer probed for real; exit 0 only when every required layer is on.
 
-use std::process::Command;
+mod run_support;
+
+use run_support::World;
 
 fn doctor(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_chock"))
-        .arg("doctor")
-        .args(args)
-        .output()
-        .unwrap()
+    let mut argv = vec!["doctor"];
+    argv.extend_from_slice(args);
+    World::new().chock(&argv)
 }
 
 #[test]

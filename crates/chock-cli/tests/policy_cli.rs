@@ -1,18 +1,13 @@
-//! `chock policy check` and `chock policy lint`, run as the built binary in a temporary project.
+//! `chock policy check` and `chock policy lint`, run as the built binary in the hermetic test world.
 //! Every run names its own org bundle through CHOCK_ORG_POLICY, so the host's /etc is never read, and
 //! uses paths relative to the project so snapshots hold no temporary directory names.
 
-use std::path::Path;
-use std::process::Command;
+mod run_support;
 
-fn chock(dir: &Path, org: &str, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_chock"))
-        .args(args)
-        .current_dir(dir)
-        .env("CHOCK_ORG_POLICY", org)
-        .env("HOME", "/nonexistent-home")
-        .output()
-        .expect("run chock");
+use run_support::World;
+
+fn chock(w: &World, org: &str, args: &[&str]) -> String {
+    let out = w.chock_with_env(args, &[("CHOCK_ORG_POLICY", org)]);
     format!(
         "status: {}\n--- stdout\n{}--- stderr\n{}",
         out.status
@@ -24,13 +19,13 @@ fn chock(dir: &Path, org: &str, args: &[&str]) -> String {
 }
 
 /// A project directory holding `chock.toml` (if given) and an org bundle `org.toml`.
-fn project(table: Option<&str>, org: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
+fn project(table: Option<&str>, org: &str) -> World {
+    let w = World::new();
     if let Some(table) = table {
-        std::fs::write(dir.path().join("chock.toml"), table).expect("write chock.toml");
+        w.write("chock.toml", table);
     }
-    std::fs::write(dir.path().join("org.toml"), org).expect("write org.toml");
-    dir
+    w.write("org.toml", org);
+    w
 }
 
 const TABLE: &str = r#"# A project table.
@@ -55,19 +50,15 @@ decision = "deny"
 
 #[test]
 fn check_names_the_project_rule() {
-    let dir = project(Some(TABLE), ORG);
-    insta::assert_snapshot!(chock(
-        dir.path(),
-        "org.toml",
-        &["policy", "check", "git.push"]
-    ));
+    let w = project(Some(TABLE), ORG);
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "git.push"]));
 }
 
 #[test]
 fn check_names_the_org_bundle_when_it_is_stricter() {
-    let dir = project(Some(TABLE), ORG);
+    let w = project(Some(TABLE), ORG);
     insta::assert_snapshot!(chock(
-        dir.path(),
+        &w,
         "org.toml",
         &["policy", "check", "net.fetch.com.github.gist"]
     ));
@@ -75,9 +66,9 @@ fn check_names_the_org_bundle_when_it_is_stricter() {
 
 #[test]
 fn check_names_the_shipped_default() {
-    let dir = project(Some(TABLE), ORG);
+    let w = project(Some(TABLE), ORG);
     insta::assert_snapshot!(chock(
-        dir.path(),
+        &w,
         "org.toml",
         &["policy", "check", "workspace.apply"]
     ));
@@ -85,9 +76,9 @@ fn check_names_the_shipped_default() {
 
 #[test]
 fn check_with_no_rule_and_no_default_asks() {
-    let dir = project(None, "");
+    let w = project(None, "");
     insta::assert_snapshot!(chock(
-        dir.path(),
+        &w,
         "org.toml",
         &["policy", "check", "net.connect.com.example.22"]
     ));
@@ -95,16 +86,13 @@ fn check_with_no_rule_and_no_default_asks() {
 
 #[test]
 fn check_reads_another_project_directory() {
-    let dir = project(None, "");
-    let sub = dir.path().join("sub");
-    std::fs::create_dir(&sub).unwrap();
-    std::fs::write(
-        sub.join("chock.toml"),
+    let w = project(None, "");
+    w.write(
+        "sub/chock.toml",
         "[[rule]]\naction = \"exec.*\"\ndecision = \"agent_review\"\n",
-    )
-    .unwrap();
+    );
     insta::assert_snapshot!(chock(
-        dir.path(),
+        &w,
         "org.toml",
         &["policy", "check", "exec.system.ls", "--project", "sub"]
     ));
@@ -112,40 +100,24 @@ fn check_reads_another_project_directory() {
 
 #[test]
 fn check_refuses_an_undefined_or_malformed_action() {
-    let dir = project(None, "");
-    insta::assert_snapshot!(chock(
-        dir.path(),
-        "org.toml",
-        &["policy", "check", "nix.build"]
-    ));
-    insta::assert_snapshot!(chock(
-        dir.path(),
-        "org.toml",
-        &["policy", "check", "net.fetch.*"]
-    ));
+    let w = project(None, "");
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "nix.build"]));
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "net.fetch.*"]));
 }
 
 #[test]
 fn check_refuses_a_table_that_does_not_load() {
-    let dir = project(
+    let w = project(
         Some("[[rule]]\naction = \"git.push\"\ndecision = \"alow\"\n"),
         "",
     );
-    insta::assert_snapshot!(chock(
-        dir.path(),
-        "org.toml",
-        &["policy", "check", "git.push"]
-    ));
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "git.push"]));
 }
 
 #[test]
 fn check_refuses_a_named_org_bundle_that_is_missing() {
-    let dir = project(None, "");
-    let out = chock(
-        dir.path(),
-        "missing-org.toml",
-        &["policy", "check", "git.push"],
-    );
+    let w = project(None, "");
+    let out = chock(&w, "missing-org.toml", &["policy", "check", "git.push"]);
     assert!(out.starts_with("status: 2\n"), "{out}");
     assert!(
         out.contains("missing-org.toml: cannot read the file"),
@@ -155,15 +127,15 @@ fn check_refuses_a_named_org_bundle_that_is_missing() {
 
 #[test]
 fn lint_accepts_a_good_table() {
-    let dir = project(Some(TABLE), ORG);
-    insta::assert_snapshot!(chock(dir.path(), "org.toml", &["policy", "lint"]));
+    let w = project(Some(TABLE), ORG);
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
 }
 
 #[test]
 fn lint_accepts_a_good_org_bundle() {
-    let dir = project(None, ORG);
+    let w = project(None, ORG);
     insta::assert_snapshot!(chock(
-        dir.path(),
+        &w,
         "org.toml",
         &["policy", "lint", "--org", "org.toml"]
     ));
@@ -171,42 +143,37 @@ fn lint_accepts_a_good_org_bundle() {
 
 #[test]
 fn lint_reports_an_ambiguous_pair() {
-    let dir = project(None, "");
+    let w = project(None, "");
     let table = "[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n\n[[rule]]\naction = \"exec.*\"\ndecision = \"ask\"\n";
-    std::fs::write(dir.path().join("other.toml"), table).unwrap();
-    insta::assert_snapshot!(chock(
-        dir.path(),
-        "org.toml",
-        &["policy", "lint", "other.toml"]
-    ));
+    w.write("other.toml", table);
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint", "other.toml"]));
 }
 
 #[test]
 fn lint_reports_an_org_conflict() {
-    let dir = project(
+    let w = project(
         Some("[[rule]]\naction = \"git.push\"\ndecision = \"allow\"\n"),
         "[[rule]]\naction = \"git.*\"\ndecision = \"ask\"\n",
     );
-    insta::assert_snapshot!(chock(dir.path(), "org.toml", &["policy", "lint"]));
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
 }
 
 #[test]
 fn lint_reports_an_unknown_field_and_an_undefined_action() {
-    let dir = project(
+    let w = project(
         Some("[[rule]]\naction = \"git.push\"\ndecision = \"ask\"\nreason = \"x\"\n"),
         "",
     );
-    insta::assert_snapshot!(chock(dir.path(), "org.toml", &["policy", "lint"]));
-    std::fs::write(
-        dir.path().join("chock.toml"),
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
+    w.write(
+        "chock.toml",
         "[[rule]]\naction = \"fs.delete\"\ndecision = \"deny\"\n",
-    )
-    .unwrap();
-    insta::assert_snapshot!(chock(dir.path(), "org.toml", &["policy", "lint"]));
+    );
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
 }
 
 #[test]
 fn lint_without_a_table_is_bad_input() {
-    let dir = project(None, "");
-    insta::assert_snapshot!(chock(dir.path(), "org.toml", &["policy", "lint"]));
+    let w = project(None, "");
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
 }
