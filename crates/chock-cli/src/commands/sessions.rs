@@ -1,16 +1,18 @@
-//! `chock sessions`: list, show, verify and seal session logs (the library is chock-log;
+//! `chock sessions`: list, show, verify, seal and replay session logs (the library is chock-log;
 //! docs/log.md explains the format and what verify can and cannot see).
+
+mod replay;
+mod replay_cmd;
+mod replay_fold;
+mod show;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use chock_log::{
-    Event, EventKind, KeyCheck, Liveness, LogError, SealCheck, SessionSummary, VerifyOptions,
-    VerifyReport,
+    EventKind, KeyCheck, Liveness, LogError, SealCheck, SessionSummary, VerifyOptions, VerifyReport,
 };
-use serde_json::Value;
 
 use crate::exit::{self, Exit};
 
@@ -41,15 +43,42 @@ pub enum SessionsCommand {
     },
     /// Print this machine's seal public key (PEM), to give to `verify --pubkey` elsewhere.
     Pubkey,
+    /// Judge every act the session recorded again under another policy table, and mark each
+    /// decision that differs. Exit 0 when none differs, 1 when some do, 2 for bad input.
+    Replay {
+        /// A session id, or a prefix of exactly one.
+        id: String,
+        /// The table to judge by, read as a project's chock.toml.
+        #[arg(long, value_name = "FILE")]
+        policy: PathBuf,
+        /// The org bundle above it (default: the one configured, `$CHOCK_ORG_POLICY` or
+        /// /etc/chock/org.toml).
+        #[arg(long, value_name = "FILE")]
+        org: Option<PathBuf>,
+        /// One JSON object per line: each act, ratchet change and unreadable event, then a summary.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(cmd: SessionsCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         SessionsCommand::List => list(),
-        SessionsCommand::Show { id } => show(&id),
+        SessionsCommand::Show { id } => show::show(&id),
         SessionsCommand::Verify { id, pubkey } => verify(&id, pubkey.as_deref()),
         SessionsCommand::Seal { id } => seal(&id),
         SessionsCommand::Pubkey => pubkey(),
+        SessionsCommand::Replay {
+            id,
+            policy,
+            org,
+            json,
+        } => replay_cmd::run(&replay_cmd::ReplayArgs {
+            id: &id,
+            policy: &policy,
+            org: org.as_deref(),
+            json,
+        }),
     }
 }
 
@@ -133,122 +162,6 @@ pub(crate) fn printable(text: &str) -> String {
         }
     }
     out
-}
-
-fn show(id: &str) -> anyhow::Result<ExitCode> {
-    let dir = find(id)?;
-    let events = chock_log::read_events(&dir).with_context(|| format!("reading session {id}"))?;
-    println!(
-        "session {} ({})",
-        dir.file_name().unwrap_or_default().to_string_lossy(),
-        dir.display()
-    );
-    println!(
-        "{:>4}  {:<19}  {:<16}  {:<12}  SUMMARY",
-        "SEQ", "TIME (UTC)", "KIND", "CALL"
-    );
-    for event in &events {
-        println!(
-            "{:>4}  {:<19}  {:<16}  {:<12}  {}",
-            event.seq,
-            short_time(&event.ts),
-            event.kind.as_str(),
-            printable(event.call_id.as_deref().unwrap_or("-")),
-            summary(event)
-        );
-    }
-    // A reader should not mistake a damaged log for a whole one.
-    let report = chock_log::verify(&dir)?;
-    if let Some(torn) = &report.torn_tail {
-        println!(
-            "(line {} is torn, a write cut short by a crash, and is not shown)",
-            torn.line
-        );
-    }
-    if !report.is_intact() {
-        println!(
-            "(this log does not verify: run `chock sessions verify {}`)",
-            report.session_id
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The fields worth a glance for each kind, in order; anything else falls back to compact JSON.
-fn summary_fields(kind: EventKind) -> &'static [&'static str] {
-    match kind {
-        EventKind::SessionStart => &["project", "parent", "model", "chock_version"],
-        EventKind::TurnStart | EventKind::TurnEnd => &["turn", "stop_reason"],
-        EventKind::ModelRequest => &["provider", "model", "messages"],
-        EventKind::ModelResponse => &[
-            "model",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "stop_reason",
-        ],
-        EventKind::ModelRetry => &["attempt", "reason", "delay_ms"],
-        EventKind::ToolCall => &["tool", "input"],
-        EventKind::Decision => &["action", "decision", "decided_by"],
-        EventKind::NetDecision => &[
-            "stage",
-            "action",
-            "host",
-            "decision",
-            "decided_by",
-            "addresses_checked",
-            "reason",
-        ],
-        EventKind::ApprovalAsk => &["action", "asked", "question"],
-        EventKind::ApprovalAnswer => &["answer", "by", "reason"],
-        EventKind::ToolResult => &["status", "error", "summary"],
-        EventKind::SessionSpawn => &["child", "task"],
-        EventKind::AgentComplete => &["summary"],
-        EventKind::WorkspaceApply => &["apply_id", "files"],
-        EventKind::WorkspaceAdopt => &["files"],
-        EventKind::SessionImported => &["from", "events"],
-        EventKind::NetConnect => &[
-            "phase",
-            "host",
-            "port",
-            "address_used",
-            "bytes_sent",
-            "bytes_received",
-            "reason",
-        ],
-        EventKind::Note => &["text"],
-        EventKind::SessionEnd => &["reason", "status"],
-        _ => &[],
-    }
-}
-
-const SUMMARY_MAX: usize = 100;
-
-fn summary(event: &Event) -> String {
-    let mut out = String::new();
-    for key in summary_fields(event.kind) {
-        match event.data.get(*key) {
-            None | Some(Value::Null) => {}
-            Some(value) => {
-                if !out.is_empty() {
-                    out.push_str(", ");
-                }
-                let _ = write!(out, "{key}={}", compact(value));
-            }
-        }
-    }
-    if out.is_empty() {
-        out = event.data.to_string();
-    }
-    // Keys of the fallback JSON and anything else that reached `out` are made printable too.
-    truncate(&printable(&out), SUMMARY_MAX)
-}
-
-fn compact(value: &Value) -> String {
-    match value {
-        Value::String(s) => printable(s),
-        other => other.to_string(),
-    }
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -389,52 +302,4 @@ fn pubkey() -> anyhow::Result<ExitCode> {
     let key = key_path()?;
     print!("{}", chock_log::public_key_pem(&key)?);
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn event(kind: EventKind, data: Value) -> Event {
-        Event {
-            seq: 1,
-            ts: "2026-11-30T00:00:00Z".into(),
-            kind,
-            call_id: None,
-            prev: String::new(),
-            data,
-        }
-    }
-
-    /// Text from a model or a web page cannot drive the terminal of whoever reads the log.
-    #[test]
-    fn escape_sequences_and_bidi_overrides_are_shown_escaped() {
-        let note = event(
-            EventKind::Note,
-            serde_json::json!({"text": "ok\u{1b}[2J\rrm -rf\u{202e}txt.exe\nnext"}),
-        );
-        let line = summary(&note);
-        assert!(
-            !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
-            "{line:?}"
-        );
-        assert_eq!(line, "text=ok\\u{1b}[2J\\rrm -rf\\u{202e}txt.exe\\nnext");
-        // The JSON fallback for a kind without chosen fields is escaped by JSON already.
-        let other = event(EventKind::Note, serde_json::json!({"\u{1b}k": 1}));
-        assert!(!summary(&other).contains('\u{1b}'), "{}", summary(&other));
-        assert_eq!(printable("plain text, ünïcode"), "plain text, ünïcode");
-    }
-
-    #[test]
-    fn a_connection_event_shows_the_address_used_and_the_bytes() {
-        let close = event(
-            EventKind::NetConnect,
-            serde_json::json!({"phase": "close", "door": "proxy", "host": "example.org",
-                "port": 443, "address_used": "1.2.3.4:443", "bytes_sent": 10, "bytes_received": 20}),
-        );
-        assert_eq!(
-            summary(&close),
-            "phase=close, host=example.org, port=443, address_used=1.2.3.4:443, bytes_sent=10, bytes_received=20"
-        );
-    }
 }
