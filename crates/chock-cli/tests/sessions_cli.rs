@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use chock_log::{EventKind, Log, SessionHeader};
+use chock_log::{EventData, EventKind, Log, SessionHeader};
 use serde_json::json;
 
 struct Env {
@@ -67,60 +67,69 @@ impl Env {
         };
         let log = Log::create(&self.sessions_root(), header).unwrap();
         log.add_secret("sk-test-0123456789").unwrap();
-        log.append(EventKind::TurnStart, None, json!({"turn": 1}))
-            .unwrap();
-        log.append(
-            EventKind::ModelRequest,
-            None,
-            json!({"provider": "anthropic", "model": "claude", "messages": 1}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::ModelResponse,
-            None,
-            json!({"model": "claude", "input_tokens": 1200, "output_tokens": 80, "cost_usd": 0.0048}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::ToolCall,
-            Some("call_1"),
-            json!({"tool": "run_command", "input": {"argv": ["curl", "-H", "x-api-key: sk-test-0123456789", "https://example.com"]}}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::Decision,
-            Some("call_1"),
-            json!({"action": "net.fetch.com.example", "decision": "ask", "decided_by": "no rule and no shipped default"}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::ApprovalAsk,
-            Some("call_1"),
-            json!({"action": "net.fetch.com.example", "asked": "human"}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::ApprovalAnswer,
-            Some("call_1"),
-            json!({"answer": "deny", "by": "human"}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::ToolResult,
-            Some("call_1"),
-            json!({"status": "refused"}),
-        )
-        .unwrap();
-        log.append(
-            EventKind::TurnEnd,
-            None,
-            json!({"turn": 1, "stop_reason": "end_turn"}),
-        )
-        .unwrap();
-        log.append(EventKind::SessionEnd, None, json!({"reason": "done"}))
-            .unwrap();
+        let call = Some("call_1");
+        for (call_id, kind, data) in [
+            (
+                None,
+                EventKind::TurnStart,
+                json!({"turn": 1, "input": "fetch it"}),
+            ),
+            (
+                None,
+                EventKind::ModelRequest,
+                json!({"turn": 1, "provider": "anthropic", "model": "claude", "messages": 1}),
+            ),
+            (
+                None,
+                EventKind::ModelResponse,
+                json!({"turn": 1, "model": "claude", "usage": {"input_tokens": 1200, "output_tokens": 80,
+                    "cache_read_tokens": 0, "cache_write_tokens": 0},
+                    "cost_usd": 0.0048, "stop_reason": "tool_use", "content": []}),
+            ),
+            (
+                call,
+                EventKind::ToolCall,
+                json!({"tool": "run_command", "input": {"argv": ["curl", "-H", "x-api-key: sk-test-0123456789", "https://example.com"]}}),
+            ),
+            (
+                call,
+                EventKind::ApprovalAsk,
+                json!({"action": "net.fetch.com.example", "decision": "ask",
+                    "decided_by": "no rule and no shipped default", "asked": "person", "what": "fetch example.com"}),
+            ),
+            (
+                call,
+                EventKind::ApprovalAnswer,
+                json!({"action": "net.fetch.com.example", "answer": "deny", "by": "terminal"}),
+            ),
+            (
+                call,
+                EventKind::Decision,
+                json!({"action": "net.fetch.com.example", "decision": "ask", "allowed": false,
+                    "decided_by": "no rule and no shipped default; refused by terminal"}),
+            ),
+            (
+                call,
+                EventKind::ToolResult,
+                json!({"tool": "run_command", "is_error": true, "output": "refused"}),
+            ),
+            (
+                None,
+                EventKind::TurnEnd,
+                json!({"turn": 1, "reason": "no_tool_calls"}),
+            ),
+            (None, EventKind::SessionEnd, json!({"reason": "done"})),
+        ] {
+            record(&log, call_id, kind, &data);
+        }
         log
     }
+}
+
+/// Appends `data` as the payload of `kind`, which it must fit exactly.
+fn record(log: &Log, call_id: Option<&str>, kind: EventKind, data: &serde_json::Value) {
+    let payload = EventData::parse_exact(kind, data).unwrap_or_else(|e| panic!("{kind}: {e}"));
+    log.record(call_id, payload).unwrap();
 }
 
 fn redact(text: &str, home: &Path) -> String {
@@ -139,6 +148,7 @@ fn settings() -> insta::Settings {
     s.add_filter(r"offset \d+", "offset [N]");
     s.add_filter(r"\d+ bytes,", "[N] bytes,");
     s.add_filter(r"chock_version=[0-9.]+", "chock_version=[V]");
+    s.add_filter(r"pid=\d+", "pid=[PID]");
     s
 }
 
@@ -345,3 +355,12 @@ fn an_ambiguous_prefix_exits_2_naming_the_candidates() {
         insta::assert_snapshot!(out.stderr, @"chock: unknown session: `2` matches several sessions: [ID], [ID]");
     });
 }
+
+#[path = "run_support/mod.rs"]
+mod run_support;
+
+#[path = "sessions_cli/replay.rs"]
+mod replay;
+
+#[path = "sessions_cli/show.rs"]
+mod show;
