@@ -65,21 +65,6 @@ text = "done"
     assert!(text(&diff.stdout).contains("x.txt"));
 }
 
-/// Opens a pseudo-terminal: (master, slave).
-fn open_pty() -> (std::fs::File, std::fs::File) {
-    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
-    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-    grantpt(&master).unwrap();
-    unlockpt(&master).unwrap();
-    let name = ptsname(&master, Vec::new()).unwrap();
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(name.to_str().unwrap())
-        .unwrap();
-    (std::fs::File::from(master), slave)
-}
-
 /// Runs a session whose one command the table says to ask about, answering `answer` on a terminal.
 fn run_with_terminal_answer(answer: &str) -> (World, String) {
     let w = World::with_git_project();

@@ -335,6 +335,21 @@ pub fn regex_escape(text: &str) -> String {
         .collect()
 }
 
+/// Opens a pseudo-terminal: (master, slave).
+pub fn open_pty() -> (std::fs::File, std::fs::File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    (std::fs::File::from(master), slave)
+}
+
 /// The session directories under a sessions root, sorted; none if the root does not exist yet.
 pub fn sessions_under(root: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(root)
