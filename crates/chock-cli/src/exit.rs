@@ -3,7 +3,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | 0 | success (for `exec`: the command's own status is passed through) |
-//! | 1 | the command ran and failed (a verify that found a break, a doctor with a layer off, …) |
+//! | 1 | the command ran and failed (a verify that found a break, a replay whose decisions differ, a doctor with a layer off, …) |
 //! | 2 | bad input: usage, a malformed chock.toml or config, an unknown session; nothing ran |
 //! | 123 | the act was refused by the policy table or by a person |
 //! | 124 | the command timed out, and everything it started was killed |
