@@ -12,15 +12,6 @@ use std::process::Output;
 use chock_log::{EventData, EventKind};
 use run_support::*;
 
-/// `chock` in the world, with HOME in it too.
-fn chock(w: &World, args: &[&str], vars: &[(&str, &str)]) -> Output {
-    let home = w.base.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let mut all = vec![("HOME", home.to_str().unwrap())];
-    all.extend_from_slice(vars);
-    w.chock_with_env(args, &all)
-}
-
 fn ok(what: &str, out: &Output) {
     assert_eq!(
         out.status.code(),
@@ -68,10 +59,10 @@ fn demo_adopted() -> (World, Vec<PathBuf>) {
     );
     ok(
         "demo",
-        &chock(&w, &["run", "--provider", "demo", "add a note"], &[]),
+        &w.chock(&["run", "--provider", "demo", "add a note"]),
     );
     let id = w.session_id();
-    ok("adopt", &chock(&w, &["workspace", "adopt", &id], &[]));
+    ok("adopt", &w.chock(&["workspace", "adopt", &id]));
     let sessions = w.sessions();
     (w, sessions)
 }
@@ -154,7 +145,7 @@ text = "Done."
     ));
     ok(
         "scripted run",
-        &chock(&w, &["run", "--provider", &provider, "do everything"], &[]),
+        &w.chock(&["run", "--provider", &provider, "do everything"]),
     );
     let id = w.session_id();
     // A crash mid-write: the next writer (apply) sets the torn line aside and notes it.
@@ -162,7 +153,7 @@ text = "Done."
     let mut bytes = std::fs::read(&log).unwrap();
     bytes.extend_from_slice(b"{\"seq\":999,\"ts\":\"20");
     std::fs::write(&log, bytes).unwrap();
-    let apply = chock(&w, &["apply", &id], &[]);
+    let apply = w.chock(&["apply", &id]);
     ok("apply", &apply);
     let apply_id = format!("{id}.1");
     assert!(
@@ -170,7 +161,7 @@ text = "Done."
         "{}",
         text(&apply.stdout)
     );
-    ok("undo", &chock(&w, &["undo", &apply_id], &[]));
+    ok("undo", &w.chock(&["undo", &apply_id]));
     let sessions = w.sessions();
     (w, sessions)
 }
@@ -182,11 +173,11 @@ fn execs() -> (World, Vec<PathBuf>) {
         "chock.toml",
         "[[rule]]\naction = \"exec.system.touch\"\ndecision = \"deny\"\n",
     );
-    ok("exec true", &chock(&w, &["exec", "--", "true"], &[]));
-    let denied = chock(&w, &["exec", "--", "touch", "x"], &[]);
+    ok("exec true", &w.chock(&["exec", "--", "true"]));
+    let denied = w.chock(&["exec", "--", "touch", "x"]);
     assert_eq!(denied.status.code(), Some(123), "{}", text(&denied.stderr));
     // Not on the sandbox's PATH: no class, so `exec.unparsed`, asked, and nobody answers.
-    let unclassified = chock(&w, &["exec", "--", "no-such-program-here"], &[]);
+    let unclassified = w.chock(&["exec", "--", "no-such-program-here"]);
     assert_eq!(
         unclassified.status.code(),
         Some(123),
@@ -210,8 +201,7 @@ fn retried() -> (World, Vec<PathBuf>) {
     fake_provider(&w, port, "CHOCK_TEST_KEY");
     ok(
         "retried run",
-        &chock(
-            &w,
+        &w.chock_with_env(
             &["run", "--provider", "fake", "say hi"],
             &[("CHOCK_TEST_KEY", "sk-test-retry-key-12345")],
         ),

@@ -1,16 +1,7 @@
 //! `chock sessions replay` against logs written by real sessions (`chock run` with the offline
-//! providers, `chock exec`), with HOME and the XDG directories in a temporary directory.
-
-use std::process::Output;
+//! providers, `chock exec`), in the one hermetic test world (run_support).
 
 use crate::run_support::{World, text};
-
-/// `chock` in the world, HOME included.
-fn chock(w: &World, args: &[&str]) -> Output {
-    let home = w.base.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    w.chock_with_env(args, &[("HOME", home.to_str().unwrap())])
-}
 
 /// Writes a table outside the project and returns its path.
 fn table(w: &World, name: &str, toml: &str) -> String {
@@ -55,8 +46,8 @@ struct Replayed {
 /// Replays the world's only session under `table`, as text and as JSON.
 fn replay(w: &World, table: &str) -> Replayed {
     let id = w.session_id();
-    let out = chock(w, &["sessions", "replay", &id, "--policy", table]);
-    let json = chock(w, &["sessions", "replay", &id, "--policy", table, "--json"]);
+    let out = w.chock(&["sessions", "replay", &id, "--policy", table]);
+    let json = w.chock(&["sessions", "replay", &id, "--policy", table, "--json"]);
     assert_eq!(
         out.status.code(),
         json.status.code(),
@@ -95,7 +86,7 @@ fn count(r: &Replayed, field: &str) -> u64 {
 fn a_demo_session_replays_the_same_under_its_own_table_and_marks_each_changed_decision() {
     let w = World::new();
     w.write("README.md", "a project\n");
-    let out = chock(&w, &["run", "--provider", "demo", "add a note"]);
+    let out = w.chock(&["run", "--provider", "demo", "add a note"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
     let same = replay(&w, &table(&w, "same.toml", ""));
@@ -159,7 +150,7 @@ expect = { is_error = true, contains = "ratchet" }
 text = "done"
 "#,
     );
-    let out = chock(&w, &["run", "--provider", &provider, "narrow"]);
+    let out = w.chock(&["run", "--provider", &provider, "narrow"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -227,7 +218,7 @@ fn a_connection_gate_is_an_act_and_an_added_net_connect_row_marks_it() {
         format!("[[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"allow\"\n");
     w.write("chock.toml", &allow);
     let url = format!("http://127.0.0.1:{port}/");
-    let out = chock(&w, &["exec", "--", "curl", "-sf", "--max-time", "20", &url]);
+    let out = w.chock(&["exec", "--", "curl", "-sf", "--max-time", "20", &url]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -287,7 +278,7 @@ fn http_server() -> u16 {
 #[test]
 fn a_bad_policy_file_or_an_unknown_session_exits_2_naming_it() {
     let w = World::new();
-    let out = chock(&w, &["exec", "--", "true"]);
+    let out = w.chock(&["exec", "--", "true"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let id = w.session_id();
     let bad = table(
@@ -315,7 +306,7 @@ fn a_bad_policy_file_or_an_unknown_session_exits_2_naming_it() {
     ] {
         let mut full = vec!["sessions", "replay", id.as_str()];
         full.extend(args);
-        let out = chock(&w, &full);
+        let out = w.chock(&full);
         assert_eq!(
             out.status.code(),
             Some(2),
@@ -333,7 +324,7 @@ fn a_bad_policy_file_or_an_unknown_session_exits_2_naming_it() {
             text(&out.stdout)
         );
     }
-    let out = chock(&w, &["sessions", "replay", "nope", "--policy", &good]);
+    let out = w.chock(&["sessions", "replay", "nope", "--policy", &good]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("unknown session"),
