@@ -3,46 +3,30 @@
 mod run_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Output, Stdio};
 
-use run_support::{sessions_under, text};
+use run_support::{CHOCK, open_pty, text};
 
-/// A project and an isolated sessions root (XDG_STATE_HOME) for one test.
-struct World {
-    _dir: tempfile::TempDir,
-    project: PathBuf,
-    state: PathBuf,
+/// The shared hermetic world with a `hello.txt` in its project, seen as exec's tests read it: one
+/// session per exec, its events as (kind, data).
+struct World(run_support::World);
+
+impl std::ops::Deref for World {
+    type Target = run_support::World;
+    fn deref(&self) -> &run_support::World {
+        &self.0
+    }
 }
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().canonicalize().unwrap();
-        let project = base.join("project");
-        let state = base.join("state");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::write(project.join("hello.txt"), "hello\n").unwrap();
-        World {
-            _dir: dir,
-            project,
-            state,
-        }
+        let w = run_support::World::new();
+        w.write("hello.txt", "hello\n");
+        World(w)
     }
 
     fn policy(&self, toml: &str) {
-        std::fs::write(self.project.join("chock.toml"), toml).unwrap();
-    }
-
-    fn chock(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_chock"))
-            .args(args)
-            .current_dir(&self.project)
-            .env("XDG_STATE_HOME", &self.state)
-            .env_remove("CHOCK_ORG_POLICY")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
+        self.write("chock.toml", toml);
     }
 
     fn exec(&self, command: &[&str]) -> Output {
@@ -51,27 +35,12 @@ impl World {
         self.chock(&args)
     }
 
-    /// The session directories under the sessions root.
-    fn sessions(&self) -> Vec<PathBuf> {
-        sessions_under(&self.state.join("chock/sessions"))
-    }
-
-    /// (kind, data) of every line of the only session's log.
+    /// (kind, data) of every line of the only session's log, each exactly its kind's type.
     fn events(&self) -> Vec<(String, serde_json::Value)> {
-        let sessions = self.sessions();
-        assert_eq!(sessions.len(), 1, "one session per exec");
-        let text = std::fs::read_to_string(sessions[0].join("log.jsonl")).unwrap();
-        text.lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                // Every event is exactly its kind's type: a writer's stray field fails here.
-                let kind: chock_protocol::EventKind = v["kind"].as_str().unwrap().parse().unwrap();
-                chock_protocol::EventData::parse_exact(kind, &v["data"]).unwrap();
-                (
-                    v["kind"].as_str().unwrap_or_default().to_string(),
-                    v["data"].clone(),
-                )
-            })
+        self.0
+            .events_exact()
+            .into_iter()
+            .map(|(kind, _, data)| (kind, data))
             .collect()
     }
 
@@ -275,16 +244,16 @@ fn cargo_test_passes_inside_with_the_hosts_toolchain() {
         "[sandbox]\nread = [\"~/.rustup\", \"~/.cargo\"]\nwrite = [\"{}\"]\nenv = [\"CARGO_TARGET_DIR\"]\n",
         cache.display()
     ));
-    let out = Command::new(env!("CARGO_BIN_EXE_chock"))
-        .args(["exec", "--", "cargo", "test", "--offline"])
-        .current_dir(&w.project)
-        .env("XDG_STATE_HOME", &w.state)
+    // The host's toolchain is found through the real HOME (`~/.rustup`, `~/.cargo`).
+    let out = w
+        .command(&["exec", "--", "cargo", "test", "--offline"])
+        .env("HOME", &home)
         .env("CARGO_TARGET_DIR", cache.join("target"))
         .env(
             "PATH",
             format!("{}:/usr/bin:/bin", cargo_home.join("bin").display()),
         )
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(
@@ -321,13 +290,12 @@ fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
     let w = World::new();
     let script = format!(
         "echo 0 > /proc/sys/user/max_user_namespaces && exec {} exec -- /bin/true",
-        env!("CARGO_BIN_EXE_chock")
+        CHOCK
     );
-    let out = Command::new("/usr/bin/unshare")
+    let out = w
+        .program("/usr/bin/unshare")
         .args(["-Ur", "sh", "-c", &script])
-        .current_dir(&w.project)
-        .env("XDG_STATE_HOME", &w.state)
-        .stdin(std::process::Stdio::null())
+        .stdin(Stdio::null())
         .output()
         .unwrap();
     let err = text(&out.stderr);
@@ -384,28 +352,12 @@ fn http_server(body: &'static str) -> u16 {
 /// How the terminal prompt's approval question ends, waiting for the answer.
 const QUESTION_END: &str = "[n] no > ";
 
-/// Opens a pseudo-terminal: (master, slave).
-fn open_pty() -> (std::fs::File, std::fs::File) {
-    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
-    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-    grantpt(&master).unwrap();
-    unlockpt(&master).unwrap();
-    let name = ptsname(&master, Vec::new()).unwrap();
-    let slave = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(name.to_str().unwrap())
-        .unwrap();
-    (std::fs::File::from(master), slave)
-}
-
 /// Runs `chock exec -- curl` to a loopback server under a table that asks about exactly that host and
 /// port, on a terminal of its own (`setsid -c` makes the pty its controlling terminal, so `/dev/tty`
 /// is the pty), and answers the connection's question with `answer`. Returns the World, the exit
 /// code, stdout, and what the terminal showed.
 fn curl_asked_on_a_terminal(answer: &str) -> (World, Option<i32>, String, String) {
     use std::io::{Read, Write};
-    use std::process::Stdio;
     let port = http_server("asked body");
     let w = World::new();
     w.policy(&format!(
@@ -414,12 +366,10 @@ fn curl_asked_on_a_terminal(answer: &str) -> (World, Option<i32>, String, String
     ));
     let (mut master, slave) = open_pty();
     let url = format!("http://127.0.0.1:{port}/");
-    let child = Command::new("setsid")
-        .args(["-w", "-c", env!("CARGO_BIN_EXE_chock"), "exec", "--"])
+    let child = w
+        .program("setsid")
+        .args(["-w", "-c", CHOCK, "exec", "--"])
         .args(["curl", "-sf", "--max-time", "20", &url])
-        .current_dir(&w.project)
-        .env("XDG_STATE_HOME", &w.state)
-        .env_remove("CHOCK_ORG_POLICY")
         .stdin(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::from(slave))
         .stdout(Stdio::piped())
@@ -630,7 +580,6 @@ fn the_small_terminal_reads_back_what_a_person_sees() {
 #[test]
 fn at_a_terminal_the_commands_output_cannot_forge_or_overwrite_the_connections_question() {
     use std::io::{Read, Write};
-    use std::process::Stdio;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
     if !curl_is_installed() {
@@ -648,12 +597,10 @@ i=0; while [ $i -lt 25 ]; do printf '\r\033[2KLATE example.com:443 \033]0;'; sle
 curl -sf --max-time 30 http://127.0.0.1:{port}/; wait; printf ' END\n'"
     );
     let (master, slave) = open_pty();
-    let child = Command::new("setsid")
-        .args(["-w", "-c", env!("CARGO_BIN_EXE_chock"), "exec", "--"])
+    let child = w
+        .program("setsid")
+        .args(["-w", "-c", CHOCK, "exec", "--"])
         .args(["sh", "-c", &script])
-        .current_dir(&w.project)
-        .env("XDG_STATE_HOME", &w.state)
-        .env_remove("CHOCK_ORG_POLICY")
         .stdin(Stdio::from(slave.try_clone().unwrap()))
         .stdout(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::from(slave))
