@@ -2,6 +2,8 @@
 //! log), real git repositories, changes made through a real overlay mount in a user namespace, and
 //! the real binary.
 
+mod run_support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -9,80 +11,36 @@ use std::process::{Command, Output, Stdio};
 use chock_log::{EventKind, Log, SessionHeader};
 use chock_sandbox::WorkspaceMount;
 use chock_workspace::Workspace;
+use run_support::{CHOCK, World};
 
-struct Env {
-    tmp: tempfile::TempDir,
-    project: PathBuf,
+/// The shared hermetic world (its empty org bundle is `org`), with a session made in-process.
+struct Env(World);
+
+impl std::ops::Deref for Env {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.0
+    }
 }
 
 impl Env {
     fn new(git: bool) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
-        let project = tmp.path().join("project");
-        fs::create_dir_all(&project).unwrap();
-        // An empty organisation bundle, so the machine's /etc/chock/org.toml does not decide here.
-        fs::write(tmp.path().join("org.toml"), "").unwrap();
-        let env = Self { tmp, project };
-        if git {
-            env.sh("git init -q -b main . && git config user.name t && git config user.email t@t");
-        }
-        env
-    }
-
-    fn state(&self) -> PathBuf {
-        self.tmp.path().join("state")
-    }
-
-    fn sh(&self, script: &str) -> String {
-        let out = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .current_dir(&self.project)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{script}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn write(&self, path: &str, text: &str) {
-        let p = self.project.join(path);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, text).unwrap();
-    }
-
-    fn read(&self, path: &str) -> String {
-        fs::read_to_string(self.project.join(path)).unwrap()
+        Self(if git { World::with_git() } else { World::new() })
     }
 
     /// A real session: its log and its workspace. The log is closed again, as after `chock exec --keep`.
     fn session(&self) -> (String, PathBuf) {
-        let root = self.state().join("chock/sessions");
         let header = SessionHeader {
             project: Some(self.project.clone()),
             ..SessionHeader::default()
         };
-        let log = Log::create(&root, header).unwrap();
+        let log = Log::create(&self.sessions_root(), header).unwrap();
         let id = log.id().as_str().to_string();
         let dir = log.dir().to_path_buf();
         drop(log);
         let ws = Workspace::create(&self.project, &dir, &id).unwrap();
         ws.wait_base().unwrap();
         (id, dir)
-    }
-
-    fn chock(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_chock"))
-            .args(args)
-            .env("XDG_STATE_HOME", self.state())
-            .env("CHOCK_ORG_POLICY", self.tmp.path().join("org.toml"))
-            .current_dir(&self.project)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
     }
 
     fn allow(&self, act: &str) {
@@ -401,7 +359,7 @@ fn apply_of_one_hunk_and_a_conflict_named_by_hunk_id() {
 }
 
 fn chock_workspace_dir(env: &Env, id: &str) -> PathBuf {
-    env.state().join("chock/sessions").join(id)
+    env.sessions_root().join(id)
 }
 
 #[test]
@@ -461,12 +419,10 @@ fn overlay_sessions_are_adopted_listed_and_removed() {
 /// Runs `chock args` on a pseudo-terminal (util-linux `script`) with `answer` typed in: the
 /// person's answer is the one fake the tests allow.
 fn chock_on_terminal(env: &Env, args: &[&str], answer: &str) -> Output {
-    let command = format!("{} {}", env!("CARGO_BIN_EXE_chock"), args.join(" "));
-    let mut child = Command::new("script")
+    let command = format!("{CHOCK} {}", args.join(" "));
+    let mut child = env
+        .program("script")
         .args(["-qec", &command, "/dev/null"])
-        .env("XDG_STATE_HOME", env.state())
-        .env("CHOCK_ORG_POLICY", env.tmp.path().join("org.toml"))
-        .current_dir(&env.project)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -536,7 +492,7 @@ fn wrote_policy() -> (Env, String, PathBuf) {
     env.write("a.txt", "one\n");
     env.sh("git add -A && git commit -q -m init");
     fs::write(
-        env.tmp.path().join("org.toml"),
+        &env.org,
         "[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n",
     )
     .unwrap();
@@ -655,7 +611,7 @@ fn adopt_refuses_a_policy_file_unless_named_and_confirmed() {
     let (id, dir) = env.session();
     in_overlay(&dir, "echo '[[rule]]' > chock.toml && echo b > a.txt");
     fs::write(
-        env.tmp.path().join("org.toml"),
+        &env.org,
         "[[rule]]\naction = \"workspace.adopt\"\ndecision = \"allow\"\n",
     )
     .unwrap();
