@@ -1,15 +1,23 @@
-//! `chock sessions …` run as a real process against sessions made by chock-log, with HOME and
-//! the XDG directories pointed at temporary directories. Times, ids, hashes and paths are
-//! redacted in the snapshots.
+//! `chock sessions …` run as a real process in the hermetic test world (HOME and the XDG
+//! directories in a temporary directory) against sessions made by chock-log. Times, ids, hashes
+//! and paths are redacted in the snapshots.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::Stdio;
 
 use chock_log::{EventData, EventKind, Log, SessionHeader};
 use serde_json::json;
 
-struct Env {
-    home: tempfile::TempDir,
+use run_support::World;
+
+/// The shared hermetic world, with the sessions tests' helpers.
+struct Env(World);
+
+impl std::ops::Deref for Env {
+    type Target = World;
+    fn deref(&self) -> &World {
+        &self.0
+    }
 }
 
 struct Out {
@@ -20,38 +28,16 @@ struct Out {
 
 impl Env {
     fn new() -> Self {
-        Self {
-            home: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn state(&self) -> PathBuf {
-        self.home.path().join("state")
-    }
-
-    fn data(&self) -> PathBuf {
-        self.home.path().join("data")
-    }
-
-    fn sessions_root(&self) -> PathBuf {
-        self.state().join("chock").join("sessions")
+        Self(World::new())
     }
 
     fn key(&self) -> PathBuf {
-        self.data().join("chock").join("seal.key")
+        self.data.join("chock").join("seal.key")
     }
 
     fn chock(&self, args: &[&str]) -> Out {
-        let out = Command::new(env!("CARGO_BIN_EXE_chock"))
-            .args(args)
-            .env_clear()
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.state())
-            .env("XDG_DATA_HOME", self.data())
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .output()
-            .unwrap();
-        let clean = |b: &[u8]| redact(&String::from_utf8_lossy(b), self.home.path());
+        let out = self.command(args).stdin(Stdio::null()).output().unwrap();
+        let clean = |b: &[u8]| redact(&String::from_utf8_lossy(b), &self.base);
         Out {
             status: out.status.code().unwrap_or(-1),
             stdout: clean(&out.stdout),
@@ -132,8 +118,8 @@ fn record(log: &Log, call_id: Option<&str>, kind: EventKind, data: &serde_json::
     log.record(call_id, payload).unwrap();
 }
 
-fn redact(text: &str, home: &Path) -> String {
-    text.replace(&home.display().to_string(), "[HOME]")
+fn redact(text: &str, base: &Path) -> String {
+    text.replace(&base.display().to_string(), "[TMP]")
 }
 
 fn settings() -> insta::Settings {
@@ -165,9 +151,8 @@ fn list_with_no_sessions() {
     let env = Env::new();
     let out = env.chock(&["sessions", "list"]);
     assert_eq!(out.status, 0);
-    settings().bind(
-        || insta::assert_snapshot!(out.stdout, @"no sessions in [HOME]/state/chock/sessions"),
-    );
+    settings()
+        .bind(|| insta::assert_snapshot!(out.stdout, @"no sessions in [TMP]/state/chock/sessions"));
 }
 
 #[test]
@@ -268,7 +253,7 @@ fn seal_then_verify_here_and_elsewhere() {
 
     // "Another machine": only the log and the exported public key.
     let other = Env::new();
-    let pubkey = other.home.path().join("their.pub");
+    let pubkey = other.base.join("their.pub");
     std::fs::write(&pubkey, env.chock(&["sessions", "pubkey"]).stdout).unwrap();
     let copied = other.sessions_root().join(&id);
     std::fs::create_dir_all(&copied).unwrap();
@@ -338,7 +323,7 @@ fn an_unknown_session_exits_2_naming_it() {
         assert_eq!(out.status, 2, "{args:?}");
         settings().bind(|| {
             insta::allow_duplicates! {
-                insta::assert_snapshot!(out.stderr, @"chock: unknown session: no session matches `nope` in [HOME]/state/chock/sessions");
+                insta::assert_snapshot!(out.stderr, @"chock: unknown session: no session matches `nope` in [TMP]/state/chock/sessions");
             }
         });
     }
