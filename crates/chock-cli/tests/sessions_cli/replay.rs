@@ -12,27 +12,14 @@ fn table(w: &World, name: &str, toml: &str) -> String {
 }
 
 fn settings(w: &World) -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
+    let mut s = w.settings();
     s.set_snapshot_path("../snapshots");
-    s.add_filter(&regex_escape(&w.base.display().to_string()), "[BASE]");
     s.add_filter(r"\d{8}T\d{6}Z-[0-9a-f]{6}", "[ID]");
     s.add_filter(
         r"net\.connect\.1\.0\.0\.127\.\d+",
         "net.connect.1.0.0.127.[PORT]",
     );
     s
-}
-
-fn regex_escape(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let special = "\\.+*?()|[]{}^$#&-~".contains(c);
-            special
-                .then_some('\\')
-                .into_iter()
-                .chain(std::iter::once(c))
-        })
-        .collect()
 }
 
 struct Replayed {
