@@ -318,7 +318,7 @@ fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
             "session.end"
         ]
     );
-    assert_eq!(w.events()[3].1["ran"], false);
+    assert_eq!(w.events()[3].1["outcome"], "failed");
 }
 
 /// A loopback HTTP server answering every request with `body`; returns its port.

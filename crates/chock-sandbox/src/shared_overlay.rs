@@ -244,6 +244,22 @@ impl SharedOverlay {
         };
         match got {
             Ok(Some((rec, Some(fd)))) if rec.kind == Kind::SharedOverlay as u32 => Ok(fd),
+            // The helper's first step is the user namespace every call also needs: when the kernel
+            // refuses it, that is the layer missing, whatever the helper was making it for.
+            Ok(Some((rec, _)))
+                if rec.kind == Kind::LayerFailed as u32
+                    && matches!(rec.step, step::USER_NAMESPACE | step::ID_MAPS) =>
+            {
+                Err(SandboxError::Layer {
+                    layer: Layer::UserNamespace,
+                    reason: format!(
+                        "{} (making the session's shared overlay): {}",
+                        step_words(rec.step),
+                        std::io::Error::from_raw_os_error(rec.errno)
+                    ),
+                    hint: crate::hints::user_namespace(),
+                })
+            }
             Ok(Some((rec, _))) if rec.kind == Kind::LayerFailed as u32 => Err(refuse(format!(
                 "{}: {}",
                 step_words(rec.step),
