@@ -108,7 +108,7 @@ impl Log {
                 _lock: lock,
             }),
         };
-        log.append(EventKind::SessionStart, None, start_data(&id, header))?;
+        log.append_data(EventKind::SessionStart, None, start_data(&id, header))?;
         sync_dir(&dir)?;
         sync_dir(root)?;
         if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -131,13 +131,23 @@ impl Log {
         payload: impl Into<EventData>,
     ) -> Result<u64, LogError> {
         let payload = payload.into();
-        self.append(payload.kind(), call_id, payload.to_value())
+        self.append_data(payload.kind(), call_id, payload.to_value())
     }
 
     /// Appends an event whose `data` is not one of the protocol's types: for tests that forge
-    /// lines, and nothing else (every writer of the harness uses [`Log::record`]).
-    #[doc(hidden)]
+    /// lines, and nothing else (every writer of the harness uses [`Log::record`]); only with the
+    /// `forge` feature.
+    #[cfg(feature = "forge")]
     pub fn append(
+        &self,
+        kind: EventKind,
+        call_id: Option<&str>,
+        data: Value,
+    ) -> Result<u64, LogError> {
+        self.append_data(kind, call_id, data)
+    }
+
+    fn append_data(
         &self,
         kind: EventKind,
         call_id: Option<&str>,
