@@ -194,16 +194,7 @@ impl Counts {
     }
 }
 
-/// The protocol's name for a table decision.
-pub fn table_decision(decision: Decision) -> TableDecision {
-    match decision {
-        Decision::Allow => TableDecision::Allow,
-        Decision::Deny => TableDecision::Deny,
-        Decision::Ask => TableDecision::Ask,
-        Decision::AgentReview => TableDecision::AgentReview,
-        Decision::AgentThenHuman => TableDecision::AgentThenHuman,
-    }
-}
+pub use chock_decide::table_decision;
 
 fn allowed_by(answer: AnswerKind) -> Option<bool> {
     match answer {
