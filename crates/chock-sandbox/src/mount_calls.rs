@@ -112,24 +112,7 @@ fn touch(path: &CStr) -> Result<(), i32> {
 
 /// `/oldroot/proc/self/fd/<fd>` in a stack buffer (the init does not allocate).
 fn proc_fd_path(fd: libc::c_int, buf: &mut [u8; 48]) -> Result<&CStr, i32> {
-    const PREFIX: &[u8] = b"/oldroot/proc/self/fd/";
-    let mut digits = [0u8; 12];
-    let mut n = u32::try_from(fd).map_err(|_| libc::EBADF)?;
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + u8::try_from(n % 10).unwrap_or(0);
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf[..PREFIX.len()].copy_from_slice(PREFIX);
-    for i in 0..len {
-        buf[PREFIX.len() + i] = digits[len - 1 - i];
-    }
-    buf[PREFIX.len() + len] = 0;
-    CStr::from_bytes_until_nul(&buf[..]).map_err(|_| libc::EINVAL)
+    crate::sys::fd_path_in(b"/oldroot/proc/self/fd/", fd, buf).ok_or(libc::EBADF)
 }
 
 /// Binds the policy file through a descriptor: opened without following a symlink in its last

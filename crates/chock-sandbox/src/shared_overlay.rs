@@ -281,24 +281,7 @@ struct Helper {
 
 /// `/proc/self/fd/<fd>` in a stack buffer (the helper does not allocate).
 fn fd_path(fd: RawFd, buf: &mut [u8; 32]) -> Option<&CStr> {
-    const PREFIX: &[u8] = b"/proc/self/fd/";
-    let mut n = u32::try_from(fd).ok()?;
-    let mut digits = [0u8; 10];
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + u8::try_from(n % 10).unwrap_or(0);
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf[..PREFIX.len()].copy_from_slice(PREFIX);
-    for i in 0..len {
-        buf[PREFIX.len() + i] = digits[len - 1 - i];
-    }
-    buf[PREFIX.len() + len] = 0;
-    CStr::from_bytes_until_nul(&buf[..]).ok()
+    sys::fd_path_in(b"/proc/self/fd/", fd, buf)
 }
 
 fn fail(chan: RawFd, s: u32, e: i32) -> ! {

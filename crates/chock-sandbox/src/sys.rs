@@ -74,3 +74,29 @@ pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: _exit is always safe to call.
     unsafe { libc::_exit(code) }
 }
+
+/// `prefix` followed by the decimal `fd`, NUL-terminated, in `buf` (no allocation: used after
+/// fork). `None` when `fd` is negative or `buf` is too small.
+pub(crate) fn fd_path_in<'a>(prefix: &[u8], fd: RawFd, buf: &'a mut [u8]) -> Option<&'a CStr> {
+    let mut n = u32::try_from(fd).ok()?;
+    let mut digits = [0u8; 10];
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let end = prefix.len() + len;
+    if buf.len() <= end {
+        return None;
+    }
+    buf[..prefix.len()].copy_from_slice(prefix);
+    for i in 0..len {
+        buf[prefix.len() + i] = digits[len - 1 - i];
+    }
+    buf[end] = 0;
+    CStr::from_bytes_until_nul(&buf[..=end]).ok()
+}
