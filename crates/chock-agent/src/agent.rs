@@ -166,6 +166,14 @@ impl Agent {
         self.task_noted = true;
     }
 
+    /// Adds a tool to the session (offered from the next request on, dispatched by its name).
+    pub fn register_tool(
+        &mut self,
+        tool: Arc<dyn crate::tools::tool::DynTool>,
+    ) -> Result<(), crate::tools::registry::RegistryError> {
+        self.toolbox.register_shared(tool)
+    }
+
     /// Takes back what the model was shown of files, as the log recorded it (resume).
     pub(crate) fn restore_seen(&self, shown: &[chock_protocol::log::ShownLines]) {
         self.toolbox.restore_seen(shown);

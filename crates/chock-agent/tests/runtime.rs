@@ -473,3 +473,91 @@ text = "edited it"
         "the edit was allowed: the resumed session knew the line was shown"
     );
 }
+
+/// A tool beyond the built-in ones (what an MCP server or a plugin will be).
+#[derive(Debug)]
+struct Shout;
+
+/// Shout's input.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct ShoutInput {
+    /// What to shout.
+    text: String,
+}
+
+impl chock_agent::tools::Tool for Shout {
+    type Input = ShoutInput;
+    fn name(&self) -> &str {
+        "shout"
+    }
+    fn description(&self) -> &str {
+        "Say it loudly."
+    }
+    fn effect(&self) -> chock_agent::tools::Effect {
+        chock_agent::tools::Effect::ReadOnly
+    }
+    fn access(
+        &self,
+        input: &ShoutInput,
+    ) -> Result<chock_agent::tools::Access, chock_policy::ActionError> {
+        Ok(chock_agent::tools::Access::Acts(vec![
+            chock_agent::tools::Act::new(
+                chock_policy::Action::plugin_tool("test", "shout")?,
+                format!("shout {:?}", input.text),
+            ),
+        ]))
+    }
+    async fn run<'a>(
+        &'a self,
+        _cx: chock_agent::tools::ToolContext<'a>,
+        input: ShoutInput,
+    ) -> Result<chock_agent::tools::ToolOutput, chock_log::LogError> {
+        Ok(chock_agent::tools::ToolOutput::ok(
+            input.text.to_uppercase(),
+        ))
+    }
+}
+
+#[test]
+fn a_tool_handed_to_the_builder_is_offered_decided_by_the_table_and_run() {
+    let env = Env::new();
+    std::fs::write(
+        env.project.join("chock.toml"),
+        "[[rule]]\naction = \"plugin.test.tool.*\"\ndecision = \"allow\"\n",
+    )
+    .unwrap();
+    let spec = env.script(
+        "shout.toml",
+        r#"
+tools = ["shout"]
+
+[[turn]]
+[[turn.call]]
+tool = "shout"
+input = { text = "hello" }
+expect = { contains = "HELLO" }
+
+[[turn]]
+text = "shouted"
+"#,
+    );
+    let rt = runtime();
+    let mut session = env
+        .builder(no_config(), &spec)
+        .tool(Arc::new(Shout))
+        .build()
+        .unwrap();
+    let dir = session.log().dir().to_path_buf();
+    rt.block_on(async {
+        assert_eq!(session.submit("shout").await.unwrap(), TaskEnd::Done);
+        session.end(EndReason::Done).await.unwrap();
+    });
+    let decided: Vec<Option<String>> = payloads(&dir)
+        .into_iter()
+        .filter_map(|(_, d)| match d {
+            EventData::Decision(d) if d.allowed => Some(d.action),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decided, vec![Some("plugin.test.tool.shout".to_string())]);
+}

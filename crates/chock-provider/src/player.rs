@@ -33,6 +33,10 @@ pub struct Recording {
     /// advance or consume the turns. Without it, they are played like any other request.
     #[serde(default)]
     pub review: Option<String>,
+    /// Tools beyond the built-in ones that the recording calls (an MCP server's, a plugin's):
+    /// checked when played against what the session offers, not when the file is read.
+    #[serde(default)]
+    pub tools: Vec<String>,
     /// The turns, in order.
     #[serde(rename = "turn", default)]
     pub turns: Vec<Turn>,
@@ -128,15 +132,20 @@ impl Recording {
             }
             for (c, call) in turn.calls.iter().enumerate() {
                 let at = format!("turn {}, call {} (`{}`)", t + 1, c + 1, call.tool);
+                let Some(input) = call.input.as_object() else {
+                    return Err(error(format!("{at}: `input` must be a table")));
+                };
+                // A tool the recording declares beyond the built-ins (an MCP server's, a plugin's)
+                // is checked when played, against the tools the session offers.
+                if recording.tools.contains(&call.tool) {
+                    continue;
+                }
                 let Some((_, required)) = TOOLS.iter().find(|(name, _)| *name == call.tool) else {
                     let known: Vec<&str> = TOOLS.iter().map(|(n, _)| *n).collect();
                     return Err(error(format!(
-                        "{at}: unknown tool; known tools: {}",
+                        "{at}: unknown tool; known tools: {} (declare another in `tools = [...]`)",
                         known.join(", ")
                     )));
-                };
-                let Some(input) = call.input.as_object() else {
-                    return Err(error(format!("{at}: `input` must be a table")));
                 };
                 if let Some(missing) = required.iter().find(|field| !input.contains_key(**field)) {
                     return Err(error(format!(

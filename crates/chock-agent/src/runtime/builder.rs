@@ -16,6 +16,7 @@ use crate::credentials::{self, ApiKey};
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
+use crate::tools::tool::DynTool;
 
 use super::SessionRuntime;
 
@@ -68,6 +69,10 @@ pub enum BuildError {
     /// A resumed session's log could not be read back.
     #[error(transparent)]
     Resume(#[from] super::resume::ResumeError),
+    /// A tool handed to the builder cannot be registered (its name is taken or not one a provider
+    /// accepts).
+    #[error(transparent)]
+    Tool(#[from] crate::tools::registry::RegistryError),
 }
 
 impl BuildError {
@@ -121,6 +126,7 @@ pub struct SessionBuilder {
     sink: Arc<dyn EventSink>,
     people: Vec<Arc<dyn Answerer>>,
     reviewer_task: Option<String>,
+    tools: Vec<Arc<dyn DynTool>>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -146,6 +152,7 @@ impl SessionBuilder {
             sink: Arc::new(NoEvents),
             people: Vec::new(),
             reviewer_task: None,
+            tools: Vec::new(),
         }
     }
 
@@ -204,6 +211,14 @@ impl SessionBuilder {
     #[must_use]
     pub fn reviewer_for(mut self, task: &str) -> Self {
         self.reviewer_task = Some(task.to_string());
+        self
+    }
+
+    /// A tool beyond the built-in ones (an MCP server's, a plugin's, `spawn_agent`): registered
+    /// under its own name and action names, decided through the same pipeline as every call.
+    #[must_use]
+    pub fn tool(mut self, tool: Arc<dyn DynTool>) -> Self {
+        self.tools.push(tool);
         self
     }
 
@@ -311,14 +326,18 @@ impl SessionBuilder {
             max_turns: self.max_turns,
             ..LoopLimits::default()
         };
-        Ok(Agent::new(
+        let mut agent = Agent::new(
             host,
             Arc::clone(&chosen.provider),
             decider,
             Arc::clone(&self.sink),
             limits,
             prices(&self.config),
-        ))
+        );
+        for tool in &self.tools {
+            agent.register_tool(Arc::clone(tool))?;
+        }
+        Ok(agent)
     }
 }
 

@@ -105,6 +105,12 @@ impl Toolbox {
         self.registry.register(tool)
     }
 
+    /// Adds a tool another part holds too (an MCP server's, a plugin's): offered from the next
+    /// request on.
+    pub fn register_shared(&mut self, tool: Arc<dyn DynTool>) -> Result<(), RegistryError> {
+        self.registry.register_shared(tool)
+    }
+
     /// The session's tools.
     pub fn registry(&self) -> &Registry {
         &self.registry
