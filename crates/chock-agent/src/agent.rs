@@ -7,16 +7,11 @@
 //! stops calling tools; a session is one or more tasks ([`crate::runtime::SessionRuntime`] keeps the
 //! conversation between them) and ends with `session.end` carrying the summary.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chock_log::{Log, LogError};
-use chock_protocol::log::{
-    EndReason, ModelRequest, ModelResponse, ModelRetry, Note, SessionEnd, TurnEnd, TurnEndReason,
-    TurnStart, Usage,
-};
-use chock_provider::{
-    Block, Message, PriceTable, Provider, Request, Role, StopReason, StreamEvent, ToolSpec,
-};
+use chock_protocol::log::{EndReason, Note, SessionEnd, TurnEnd, TurnEndReason, TurnStart};
+use chock_provider::{Message, PriceTable, Provider, Role, StopReason};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -24,8 +19,9 @@ use crate::events::{AgentEvent, EventSink, Summary};
 use crate::gate::Decider;
 use crate::host::Host;
 use crate::prompt::system_prompt;
-use crate::tools::ToolOutput;
 use crate::tools::dispatch::Toolbox;
+
+mod turn;
 
 /// How the loop is bounded and what it asks for.
 #[derive(Debug, Clone)]
@@ -331,190 +327,5 @@ impl Agent {
         self.log().record(None, TurnEnd { turn, reason })?;
         self.sink.emit(&AgentEvent::TurnEnded { turn });
         Ok(())
-    }
-
-    /// One model request and its streamed reply, logged; `None` when interrupted first.
-    async fn ask_model(
-        &self,
-        turn: u32,
-        conversation: &[Message],
-        tools: &[ToolSpec],
-        interrupt: &mut watch::Receiver<u64>,
-        summary: &mut Summary,
-    ) -> Result<Option<chock_provider::Response>, AgentError> {
-        let request = Request {
-            model: self.limits.model.clone(),
-            system: Some(self.system.clone()),
-            messages: conversation.to_vec(),
-            tools: tools.to_vec(),
-            max_tokens: self.limits.max_tokens,
-            ..Request::default()
-        };
-        let new_message = conversation
-            .last()
-            .map(|m| serde_json::to_value(m).unwrap_or(Value::Null));
-        self.log().record(
-            None,
-            ModelRequest {
-                turn,
-                provider: self.provider.name().to_string(),
-                model: request.model.clone(),
-                messages: request.messages.len(),
-                new_message,
-            },
-        )?;
-        let log = self.log().clone();
-        let sink = Arc::clone(&self.sink);
-        let retry_error: Arc<Mutex<Option<LogError>>> = Arc::default();
-        let retry_error_in = Arc::clone(&retry_error);
-        let mut on_event = move |event: StreamEvent| match event {
-            StreamEvent::TextDelta(text) => sink.emit(&AgentEvent::Text { text }),
-            StreamEvent::ThinkingDelta(text) => sink.emit(&AgentEvent::Thinking { text }),
-            StreamEvent::Retrying {
-                attempt,
-                wait,
-                reason,
-            } => {
-                let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-                let retry = ModelRetry {
-                    turn,
-                    attempt,
-                    wait_ms,
-                    reason: reason.clone(),
-                };
-                if let Err(err) = log.record(None, retry)
-                    && let Ok(mut slot) = retry_error_in.lock()
-                {
-                    *slot = Some(err);
-                }
-                sink.emit(&AgentEvent::ModelRetry {
-                    attempt,
-                    wait_ms,
-                    reason,
-                });
-            }
-            _ => {}
-        };
-        let result = tokio::select! {
-            result = self.provider.stream(&request, &mut on_event) => result,
-            // Dropping the stream closes the connection: the reply stops where it is.
-            _ = interrupt.changed() => return Ok(None),
-        };
-        if let Some(err) = retry_error.lock().ok().and_then(|mut e| e.take()) {
-            return Err(err.into());
-        }
-        let response = result?;
-        let cost = if response.usage == chock_provider::Usage::default() {
-            // No tokens (the offline player) cost nothing, whatever the model's name.
-            Some(0.0)
-        } else {
-            self.prices
-                .cost(&response.model, &response.usage)
-                .usd()
-                .or_else(|| self.prices.cost(&request.model, &response.usage).usd())
-        };
-        summary.input_tokens += response.usage.input_tokens;
-        summary.output_tokens += response.usage.output_tokens;
-        summary.cost_usd = match (summary.cost_usd, cost) {
-            (Some(total), Some(c)) => Some(total + c),
-            _ => None,
-        };
-        let stop_reason = match &response.stop_reason {
-            StopReason::Other(s) => s.clone(),
-            other => serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        self.log().record(
-            None,
-            ModelResponse {
-                turn,
-                model: response.model.clone(),
-                id: response.id.clone(),
-                usage: Usage {
-                    input_tokens: response.usage.input_tokens,
-                    output_tokens: response.usage.output_tokens,
-                    cache_read_tokens: response.usage.cache_read_tokens,
-                    cache_write_tokens: response.usage.cache_write_tokens,
-                },
-                cost_usd: cost,
-                stop_reason: stop_reason.clone(),
-                content: serde_json::to_value(&response.content).unwrap_or(Value::Null),
-            },
-        )?;
-        self.sink.emit(&AgentEvent::ModelResponse {
-            turn,
-            input_tokens: response.usage.input_tokens,
-            output_tokens: response.usage.output_tokens,
-            cache_read_tokens: response.usage.cache_read_tokens,
-            cache_write_tokens: response.usage.cache_write_tokens,
-            cost_usd: cost,
-            stop_reason,
-        });
-        Ok(Some(response))
-    }
-
-    /// Runs the model's tool calls in order and returns their result blocks, and whether an
-    /// interrupt came. An interrupt kills the running call's process tree (its result says how it
-    /// ended) and the calls after it are not run: each still gets a result saying so.
-    async fn run_calls(
-        &mut self,
-        calls: Vec<(String, String, Value)>,
-        interrupt: &mut watch::Receiver<u64>,
-    ) -> Result<(Vec<Block>, bool), AgentError> {
-        let mut results = Vec::with_capacity(calls.len());
-        let mut interrupted = false;
-        for (id, name, input) in calls {
-            // An interrupt that came between two calls stops the next before it starts.
-            interrupted = interrupted || interrupt.has_changed().unwrap_or(false);
-            if interrupted {
-                results.push(Block::ToolResult {
-                    tool_use_id: id,
-                    content: "not run: the turn was interrupted".into(),
-                    is_error: true,
-                });
-                continue;
-            }
-            self.sink.emit(&AgentEvent::ToolCall {
-                call_id: id.clone(),
-                tool: name.clone(),
-                input: input.clone(),
-            });
-            let running = self.host.session().running().clone();
-            let output: ToolOutput = {
-                let call = self.toolbox.call(&id, &name, &input);
-                tokio::pin!(call);
-                tokio::select! {
-                    output = &mut call => output?,
-                    _ = interrupt.changed() => {
-                        interrupted = true;
-                        // The call's init dies and its pid namespace with it; the call then ends
-                        // and reports how (killed), so its result is still logged.
-                        running.kill(&id);
-                        call.await?
-                    }
-                }
-            };
-            let content = self.log().redact(&output.text);
-            self.sink.emit(&AgentEvent::ToolResult {
-                call_id: id.clone(),
-                tool: name.clone(),
-                ok: !output.is_error,
-                summary: truncate_summary(&content),
-            });
-            results.push(Block::ToolResult {
-                tool_use_id: id,
-                content,
-                is_error: output.is_error,
-            });
-        }
-        results.extend(
-            self.toolbox
-                .background_notes()
-                .into_iter()
-                .map(|text| Block::Text { text }),
-        );
-        Ok((results, interrupted))
     }
 }
