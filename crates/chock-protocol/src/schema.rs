@@ -25,7 +25,12 @@ mod tests {
         let schema = super::client_schema();
         assert_eq!(schema["version"], crate::PROTOCOL_VERSION);
         let text = schema.to_string();
-        for name in ["session_started", "turn_started", "approval_asked", "session_ended"] {
+        for name in [
+            "session_started",
+            "turn_started",
+            "approval_asked",
+            "session_ended",
+        ] {
             assert!(text.contains(name), "{name}");
         }
         for op in ["user_input", "interrupt", "answer", "restrict", "end"] {

@@ -42,5 +42,8 @@ pub use spawn::{SandboxChild, StdioMode, spawn, spawn_shared};
 /// `chock exec --verbose`.
 pub fn describe_mounts(plan: &Plan) -> Result<Vec<String>, SandboxError> {
     plan.validate()?;
-    Ok(mounts::build(plan, None)?.into_iter().map(|s| s.label).collect())
+    Ok(mounts::build(plan, None)?
+        .into_iter()
+        .map(|s| s.label)
+        .collect())
 }

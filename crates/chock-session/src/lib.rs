@@ -165,10 +165,23 @@ impl Session {
         }
         let next = events
             .iter()
-            .filter_map(|e| e.call_id.as_deref()?.strip_prefix("call-")?.parse::<u64>().ok())
+            .filter_map(|e| {
+                e.call_id
+                    .as_deref()?
+                    .strip_prefix("call-")?
+                    .parse::<u64>()
+                    .ok()
+            })
             .max()
             .unwrap_or(0);
-        Self::assemble(project, policy, log, workspace, next + 1, options.withheld_env)
+        Self::assemble(
+            project,
+            policy,
+            log,
+            workspace,
+            next + 1,
+            options.withheld_env,
+        )
     }
 
     /// The real project.
