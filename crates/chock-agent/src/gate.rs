@@ -14,6 +14,8 @@ use chock_log::{Log, LogError};
 use chock_policy::{Action, Decision, Policy};
 
 use crate::approval::ApprovalBroker;
+use chock_protocol::live::ItemKind;
+
 use crate::events::{AgentEvent, DecisionCounts, EventSink};
 
 /// What was settled about one act, as the agent's tools read it.
@@ -71,11 +73,25 @@ impl std::fmt::Debug for Decider {
 struct Tally {
     sink: Arc<dyn EventSink>,
     counts: Arc<Mutex<DecisionCounts>>,
+    /// Approval items asked and not yet decided: (call id, question id).
+    open: Mutex<Vec<(Option<String>, String)>>,
 }
 
 impl Observer for Tally {
     fn asked(&self, question: &Question, decision: Decision) {
+        if let Ok(mut open) = self.open.lock() {
+            open.push((question.call_id.clone(), question.id.clone()));
+        }
+        self.sink.emit(&AgentEvent::ItemStarted {
+            item: question.id.clone(),
+            turn: 0,
+            kind: ItemKind::Approval {
+                call_id: question.call_id.clone().unwrap_or_default(),
+                action: question.action.clone().unwrap_or_default(),
+            },
+        });
         self.sink.emit(&AgentEvent::ApprovalAsked {
+            question: question.id.clone(),
             call_id: question.call_id.clone().unwrap_or_default(),
             action: question.action.clone().unwrap_or_default(),
             decision: decision.as_str().to_string(),
@@ -93,6 +109,24 @@ impl Observer for Tally {
                 Count::DeniedByAnswer => counts.denied_by_answer += 1,
                 Count::Unanswered => counts.unanswered += 1,
             }
+        }
+        // The questions about this act are answered: their items end with the decision.
+        let answered: Vec<String> = self
+            .open
+            .lock()
+            .map(|mut open| {
+                let (done, rest): (Vec<_>, Vec<_>) = open
+                    .drain(..)
+                    .partition(|(call, _)| call.as_deref() == call_id);
+                *open = rest;
+                done.into_iter().map(|(_, q)| q).collect()
+            })
+            .unwrap_or_default();
+        for item in answered {
+            self.sink.emit(&AgentEvent::ItemCompleted {
+                item,
+                ok: settled.allowed(),
+            });
         }
         self.sink.emit(&AgentEvent::Decision {
             call_id: call_id.unwrap_or_default().to_string(),
@@ -124,6 +158,7 @@ impl Decider {
             self.broker.clone(),
         )
         .with_observer(Arc::new(Tally {
+            open: Mutex::default(),
             sink: Arc::clone(&self.sink),
             counts: Arc::clone(&self.counts),
         }))

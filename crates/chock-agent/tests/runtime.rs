@@ -561,3 +561,181 @@ text = "shouted"
         .collect();
     assert_eq!(decided, vec![Some("plugin.test.tool.shout".to_string())]);
 }
+
+/// Every item a client sees goes started → deltas → completed: the model's message, a tool call,
+/// and the output of the command it runs, which streams while the command runs.
+#[test]
+fn each_item_of_a_turn_goes_started_deltas_completed() {
+    let env = Env::new();
+    let spec = env.script(
+        "items.toml",
+        r#"
+[[turn]]
+text = "running it"
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo hello-out; echo oops >&2" }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let sink = move |event: &AgentEvent| seen.lock().unwrap().push(event.clone());
+    let rt = runtime();
+    let mut session = env
+        .builder(no_config(), &spec)
+        .sink(Arc::new(sink))
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert_eq!(session.submit("go").await.unwrap(), TaskEnd::Done);
+        session.end(EndReason::Done).await.unwrap();
+    });
+    let events = events.lock().unwrap().clone();
+    // Each item: one start, then its deltas, then one completion.
+    let mut phase: std::collections::BTreeMap<String, u8> = std::collections::BTreeMap::new();
+    let mut output = String::new();
+    for event in &events {
+        match event {
+            AgentEvent::ItemStarted { item, .. } => {
+                assert!(
+                    phase.insert(item.clone(), 1).is_none(),
+                    "{item} started twice"
+                );
+            }
+            AgentEvent::Text { item, .. } | AgentEvent::ItemDelta { item, .. } => {
+                assert_eq!(
+                    phase.get(item),
+                    Some(&1),
+                    "a delta of {item} outside its life"
+                );
+                if let AgentEvent::ItemDelta { text, .. } = event {
+                    output.push_str(text);
+                }
+            }
+            AgentEvent::ItemCompleted { item, ok } => {
+                assert_eq!(
+                    phase.insert(item.clone(), 2),
+                    Some(1),
+                    "{item} ended unstarted"
+                );
+                assert!(ok, "{item} failed");
+            }
+            _ => {}
+        }
+    }
+    let call = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolCall { call_id, .. } => Some(call_id.clone()),
+            _ => None,
+        })
+        .expect("a tool call");
+    for item in [
+        "t1.message".to_string(),
+        call.clone(),
+        format!("{call}.output"),
+        "t2.message".into(),
+    ] {
+        assert_eq!(
+            phase.get(&item),
+            Some(&2),
+            "{item} did not complete: {phase:?}"
+        );
+    }
+    assert!(
+        output.contains("hello-out") && output.contains("oops"),
+        "{output:?}"
+    );
+    // The command's output item lives inside its tool call's item.
+    let at = |wanted: &dyn Fn(&AgentEvent) -> bool| events.iter().position(wanted).unwrap();
+    let call_started = at(&|e| matches!(e, AgentEvent::ItemStarted { item, .. } if *item == call));
+    let output_started = at(
+        &|e| matches!(e, AgentEvent::ItemStarted { item, .. } if *item == format!("{call}.output")),
+    );
+    let call_completed =
+        at(&|e| matches!(e, AgentEvent::ItemCompleted { item, .. } if *item == call));
+    assert!(call_started < output_started && output_started < call_completed);
+}
+
+/// A person's answer (the one fake a test may use besides the model).
+#[derive(Debug)]
+struct Yes;
+
+impl chock_agent::approval::Answerer for Yes {
+    fn name(&self) -> String {
+        "test-person".into()
+    }
+    fn role(&self) -> chock_agent::approval::Role {
+        chock_agent::approval::Role::Human
+    }
+    fn answer<'a>(
+        &'a self,
+        _question: &'a chock_agent::approval::Question,
+    ) -> chock_agent::approval::AnswerFuture<'a> {
+        Box::pin(async {
+            Some(chock_agent::approval::Answer::AllowOnce {
+                reasons: String::new(),
+            })
+        })
+    }
+}
+
+#[test]
+fn an_approval_is_an_item_from_its_question_to_its_decision() {
+    let env = Env::new();
+    std::fs::write(
+        env.project.join("chock.toml"),
+        "[[rule]]\naction = \"exec.*\"\ndecision = \"ask\"\n",
+    )
+    .unwrap();
+    let spec = env.script(
+        "asked.toml",
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "true" }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let sink = move |event: &AgentEvent| seen.lock().unwrap().push(event.clone());
+    let rt = runtime();
+    let mut session = env
+        .builder(no_config(), &spec)
+        .sink(Arc::new(sink))
+        .person(Arc::new(Yes))
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        assert_eq!(session.submit("go").await.unwrap(), TaskEnd::Done);
+        session.end(EndReason::Done).await.unwrap();
+    });
+    let events = events.lock().unwrap().clone();
+    let question = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ApprovalAsked { question, .. } => Some(question.clone()),
+            _ => None,
+        })
+        .expect("the act was put to the person");
+    let started = events.iter().position(|e| {
+        matches!(e, AgentEvent::ItemStarted { item, kind: chock_protocol::live::ItemKind::Approval { .. }, .. } if *item == question)
+    });
+    let completed = events.iter().position(
+        |e| matches!(e, AgentEvent::ItemCompleted { item, ok: true } if *item == question),
+    );
+    let decided = events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::Decision { allowed: true, .. }));
+    assert!(
+        started.is_some() && started < completed && completed < decided,
+        "{started:?} {completed:?} {decided:?}"
+    );
+}

@@ -275,8 +275,11 @@ const JSON_SCHEMA: &[(&str, &[&str])] = &[
         &["session", "log_dir", "project", "provider", "model"],
     ),
     ("turn_started", &["turn"]),
-    ("text", &["text"]),
-    ("thinking", &["text"]),
+    ("text", &["item", "text"]),
+    ("thinking", &["item", "text"]),
+    ("item_started", &["item", "turn", "kind"]),
+    ("item_delta", &["item", "text"]),
+    ("item_completed", &["item", "ok"]),
     ("model_retry", &["attempt", "wait_ms", "reason"]),
     (
         "model_response",
@@ -293,7 +296,7 @@ const JSON_SCHEMA: &[(&str, &[&str])] = &[
     ("tool_call", &["call_id", "tool", "input"]),
     (
         "approval_asked",
-        &["call_id", "action", "decision", "decided_by"],
+        &["question", "call_id", "action", "decision", "decided_by"],
     ),
     (
         "decision",

@@ -31,15 +31,45 @@ pub enum AgentEvent {
         /// 1-based turn number.
         turn: u32,
     },
-    /// More reply text from the model.
+    /// More reply text from the model: a delta of the `message` item named.
     Text {
+        /// The item (`t<turn>.message`).
+        item: String,
         /// The new text.
         text: String,
     },
-    /// More visible reasoning from the model.
+    /// More visible reasoning from the model: a delta of the `reasoning` item named.
     Thinking {
+        /// The item (`t<turn>.reasoning`).
+        item: String,
         /// The new text.
         text: String,
+    },
+    /// An item of the current turn began: the model's message or reasoning, a tool call, a
+    /// running command's output, an approval. Its deltas and its completion name the same item.
+    ItemStarted {
+        /// The item's id, unique in the session (`t3.message`, the call id, `<call id>.output`,
+        /// the question id).
+        item: String,
+        /// The turn it belongs to.
+        turn: u32,
+        /// What it is.
+        kind: ItemKind,
+    },
+    /// More of an item that is not model text: what a running command printed (escape sequences
+    /// as the command wrote them; known secrets redacted).
+    ItemDelta {
+        /// The item.
+        item: String,
+        /// The new text.
+        text: String,
+    },
+    /// An item ended.
+    ItemCompleted {
+        /// The item.
+        item: String,
+        /// False when it failed, was refused, interrupted, or (an approval) not allowed.
+        ok: bool,
     },
     /// The model request failed and is being sent again after a wait.
     ModelRetry {
@@ -78,6 +108,9 @@ pub enum AgentEvent {
     },
     /// A person or reviewer is being asked about an act.
     ApprovalAsked {
+        /// The question's id (the approval item; an answer names it).
+        #[serde(default)]
+        question: String,
         /// The call.
         call_id: String,
         /// The act.
@@ -197,4 +230,33 @@ pub struct DecisionCounts {
     pub denied_by_answer: u32,
     /// Refused because nobody answered.
     pub unanswered: u32,
+}
+
+/// What an item is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ItemKind {
+    /// The model's reply text.
+    Message,
+    /// The model's visible reasoning.
+    Reasoning,
+    /// A tool call (its `tool_call` event carries the input, its `tool_result` the outcome).
+    ToolCall {
+        /// The call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+    },
+    /// What a confined command prints while it runs.
+    CommandOutput {
+        /// The call that runs it.
+        call_id: String,
+    },
+    /// A question about an act put to a person or a reviewer.
+    Approval {
+        /// The call it belongs to.
+        call_id: String,
+        /// The act.
+        action: String,
+    },
 }

@@ -10,8 +10,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::{Agent, AgentError, truncate_summary};
-use crate::events::{AgentEvent, Summary};
+use crate::events::{AgentEvent, EventSink, Summary};
 use crate::tools::ToolOutput;
+use chock_protocol::live::ItemKind;
 
 impl Agent {
     /// One model request and its streamed reply, logged; `None` when interrupted first.
@@ -48,9 +49,26 @@ impl Agent {
         let sink = Arc::clone(&self.sink);
         let retry_error: Arc<Mutex<Option<LogError>>> = Arc::default();
         let retry_error_in = Arc::clone(&retry_error);
+        // The reply's message and reasoning are items: started at their first delta, completed
+        // when the reply is (or is cut short).
+        let items = Arc::new(Mutex::new(StreamItems::default()));
+        let items_in = Arc::clone(&items);
+        let sink_in = Arc::clone(&sink);
         let mut on_event = move |event: StreamEvent| match event {
-            StreamEvent::TextDelta(text) => sink.emit(&AgentEvent::Text { text }),
-            StreamEvent::ThinkingDelta(text) => sink.emit(&AgentEvent::Thinking { text }),
+            StreamEvent::TextDelta(text) => {
+                let item = items_in
+                    .lock()
+                    .map(|mut i| i.open(&sink_in, turn, ItemKind::Message))
+                    .unwrap_or_default();
+                sink_in.emit(&AgentEvent::Text { item, text });
+            }
+            StreamEvent::ThinkingDelta(text) => {
+                let item = items_in
+                    .lock()
+                    .map(|mut i| i.open(&sink_in, turn, ItemKind::Reasoning))
+                    .unwrap_or_default();
+                sink_in.emit(&AgentEvent::Thinking { item, text });
+            }
             StreamEvent::Retrying {
                 attempt,
                 wait,
@@ -79,8 +97,12 @@ impl Agent {
         let result = tokio::select! {
             result = self.provider.stream(&request, &mut on_event) => result,
             // Dropping the stream closes the connection: the reply stops where it is.
-            _ = interrupt.changed() => return Ok(None),
+            _ = interrupt.changed() => {
+                close_items(&items, &self.sink, false);
+                return Ok(None);
+            }
         };
+        close_items(&items, &self.sink, result.is_ok());
         if let Some(err) = retry_error.lock().ok().and_then(|mut e| e.take()) {
             return Err(err.into());
         }
@@ -157,6 +179,14 @@ impl Agent {
                 });
                 continue;
             }
+            self.sink.emit(&AgentEvent::ItemStarted {
+                item: id.clone(),
+                turn: self.turn,
+                kind: ItemKind::ToolCall {
+                    call_id: id.clone(),
+                    tool: name.clone(),
+                },
+            });
             self.sink.emit(&AgentEvent::ToolCall {
                 call_id: id.clone(),
                 tool: name.clone(),
@@ -184,6 +214,10 @@ impl Agent {
                 ok: !output.is_error,
                 summary: truncate_summary(&content),
             });
+            self.sink.emit(&AgentEvent::ItemCompleted {
+                item: id.clone(),
+                ok: !output.is_error,
+            });
             results.push(Block::ToolResult {
                 tool_use_id: id,
                 content,
@@ -197,5 +231,39 @@ impl Agent {
                 .map(|text| Block::Text { text }),
         );
         Ok((results, interrupted))
+    }
+}
+
+/// The model items a streaming reply has opened.
+#[derive(Debug, Default)]
+struct StreamItems {
+    open: Vec<String>,
+}
+
+impl StreamItems {
+    /// The id of the reply's item of `kind`, announcing it at its first delta.
+    fn open(&mut self, sink: &Arc<dyn EventSink>, turn: u32, kind: ItemKind) -> String {
+        let word = match kind {
+            ItemKind::Reasoning => "reasoning",
+            _ => "message",
+        };
+        let item = format!("t{turn}.{word}");
+        if !self.open.contains(&item) {
+            self.open.push(item.clone());
+            sink.emit(&AgentEvent::ItemStarted {
+                item: item.clone(),
+                turn,
+                kind,
+            });
+        }
+        item
+    }
+}
+
+/// Completes every item the reply opened.
+fn close_items(items: &Mutex<StreamItems>, sink: &Arc<dyn EventSink>, ok: bool) {
+    let open = items.lock().map(|mut i| std::mem::take(&mut i.open));
+    for item in open.unwrap_or_default() {
+        sink.emit(&AgentEvent::ItemCompleted { item, ok });
     }
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use chock_decide::Observer;
 use chock_log::LogError;
+use chock_protocol::live::ItemKind;
 use chock_protocol::log::{Note, ToolResult};
 use chock_session::{CallOptions, CallOutcome, CallResult, SessionError};
 use schemars::JsonSchema;
@@ -188,11 +189,24 @@ impl Commands {
         let timeout = input
             .timeout_secs
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+        // What the command prints reaches clients while it runs, as the item `<call>.output`
+        // (known secrets redacted); the model reads the captured whole in the result.
+        let output_item = Arc::new(OutputItem {
+            item: format!("{call_id}.output"),
+            call_id: call_id.to_string(),
+            log: self.decider.log.clone(),
+            sink: Arc::clone(&self.sink),
+            state: Mutex::new(OutputState::default()),
+        });
         let options = CallOptions {
             timeout: Some(timeout),
             call_id: Some(call_id.to_string()),
             // With someone to ask, a connection the table puts to a question waits for them.
             ask_connections: true,
+            output: chock_session::Output::StreamTo(chock_session::StreamSink(Arc::clone(
+                &output_item,
+            )
+                as Arc<dyn chock_session::OutputSink>)),
             ..CallOptions::default()
         };
         let session = Arc::clone(self.host.session());
@@ -211,7 +225,9 @@ impl Commands {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
-            return self.told(call_id, describe(&result).0);
+            let told = describe(&result).0;
+            output_item.complete(!told.is_error);
+            return self.told(call_id, told);
         }
         let handle = format!("bg-{call_id}");
         if let Ok(mut jobs) = self.jobs.lock() {
@@ -228,11 +244,13 @@ impl Commands {
         let sink = Arc::clone(&self.sink);
         let bg = handle.clone();
         let command = input.command.clone();
+        let background_item = Arc::clone(&output_item);
         let waiter = tokio::spawn(async move {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
             let (output, status) = describe(&result);
+            background_item.complete(!output.is_error);
             let _ = log.record(
                 Some(&bg),
                 Note::BackgroundEnded {
@@ -337,5 +355,71 @@ impl Commands {
         for handle in handles {
             let _ = handle.await;
         }
+    }
+}
+
+/// A running command's output as a live item: started at its first bytes, a delta per read, and
+/// completed when the command ends.
+struct OutputItem {
+    item: String,
+    call_id: String,
+    log: chock_log::Log,
+    sink: Arc<dyn EventSink>,
+    state: Mutex<OutputState>,
+}
+
+#[derive(Default)]
+struct OutputState {
+    started: bool,
+    completed: bool,
+    /// The start of a UTF-8 sequence a read cut in two, kept for the next read.
+    partial: Vec<u8>,
+}
+
+impl OutputItem {
+    fn complete(&self, ok: bool) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if state.started && !state.completed {
+            state.completed = true;
+            self.sink.emit(&AgentEvent::ItemCompleted {
+                item: self.item.clone(),
+                ok,
+            });
+        }
+    }
+}
+
+impl chock_session::OutputSink for OutputItem {
+    fn write(&self, _stream: chock_session::Stream, bytes: &[u8]) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        let mut data = std::mem::take(&mut state.partial);
+        data.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&data) {
+            Ok(_) => data.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => data.len(),
+        };
+        state.partial = data.split_off(valid);
+        if data.is_empty() {
+            return;
+        }
+        if !state.started {
+            state.started = true;
+            self.sink.emit(&AgentEvent::ItemStarted {
+                item: self.item.clone(),
+                turn: 0,
+                kind: ItemKind::CommandOutput {
+                    call_id: self.call_id.clone(),
+                },
+            });
+        }
+        self.sink.emit(&AgentEvent::ItemDelta {
+            item: self.item.clone(),
+            text: self.log.redact(&String::from_utf8_lossy(&data)),
+        });
     }
 }

@@ -66,7 +66,7 @@ fn short(value: &serde_json::Value) -> String {
 impl EventSink for HumanSink {
     fn emit(&self, event: &AgentEvent) {
         match event {
-            AgentEvent::Text { text } => {
+            AgentEvent::Text { text, .. } => {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(terminal_text(text).as_bytes());
                 let _ = out.flush();
