@@ -151,6 +151,11 @@ impl Agent {
         &self.decider.log
     }
 
+    /// The decision seam (the log, the live policy, the answerers).
+    pub fn decider(&self) -> &Decider {
+        &self.decider
+    }
+
     /// The host the agent acts through.
     pub fn host(&self) -> &Arc<Host> {
         &self.host

@@ -739,3 +739,135 @@ text = "done"
         "{started:?} {completed:?} {decided:?}"
     );
 }
+
+/// The protocol's operations drive a session: input, a narrowing, an answer from an attached
+/// client by question id (an unknown id refused), and end.
+#[test]
+fn the_protocols_operations_drive_a_session() {
+    use chock_agent::runtime::{OpError, Operated};
+    use chock_protocol::log::{AnswerKind, TableDecision};
+    use chock_protocol::ops::Op;
+
+    let env = Env::new();
+    std::fs::write(
+        env.project.join("chock.toml"),
+        "[[rule]]\naction = \"exec.*\"\ndecision = \"ask\"\n",
+    )
+    .unwrap();
+    let spec = env.script(
+        "ops.toml",
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo asked-and-allowed" }
+expect = { contains = "asked-and-allowed" }
+
+[[turn]]
+text = "first done"
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo never" }
+expect = { is_error = true }
+
+[[turn]]
+text = "second done"
+"#,
+    );
+    let (asked_tx, asked_rx) = std::sync::mpsc::channel::<String>();
+    let asked_tx = Mutex::new(asked_tx);
+    let sink = move |event: &AgentEvent| {
+        if let AgentEvent::ApprovalAsked { question, .. } = event {
+            let _ = asked_tx.lock().unwrap().send(question.clone());
+        }
+    };
+    let rt = runtime();
+    let mut session = env
+        .builder(no_config(), &spec)
+        .sink(Arc::new(sink))
+        .build()
+        .unwrap();
+    let dir = session.log().dir().to_path_buf();
+    // A client (a browser, an editor) answers from elsewhere, by the question's id.
+    let client = session.attach("browser");
+    let answerer = std::thread::spawn(move || {
+        let question = asked_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        client
+            .answer(
+                &question,
+                chock_agent::approval::Answer::AllowOnce {
+                    reasons: String::new(),
+                },
+            )
+            .unwrap();
+        client
+    });
+    rt.block_on(async {
+        let first = session
+            .operate(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        assert_eq!(first, Operated::Task(TaskEnd::Done));
+    });
+    let client = answerer.join().unwrap();
+    rt.block_on(async {
+        let unknown = session
+            .operate(Op::Answer {
+                question: "q-999".into(),
+                answer: AnswerKind::AllowOnce,
+                reasons: None,
+                reply: None,
+            })
+            .await;
+        assert!(matches!(unknown, Err(OpError::Answer(_))), "{unknown:?}");
+        let narrowed = session
+            .operate(Op::Restrict {
+                pattern: "exec.*".into(),
+                decision: TableDecision::Deny,
+            })
+            .await
+            .unwrap();
+        assert_eq!(narrowed, Operated::Restricted);
+        // Now refused by the narrowing, nobody asked.
+        let second = session
+            .operate(Op::UserInput {
+                text: "again".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(second, Operated::Task(TaskEnd::Done));
+        assert!(matches!(
+            session.operate(Op::End).await.unwrap(),
+            Operated::Ended(_)
+        ));
+        assert!(matches!(
+            session.operate(Op::Interrupt).await,
+            Err(OpError::Ended)
+        ));
+    });
+    drop(client);
+    let events = payloads(&dir);
+    let answers: Vec<Option<String>> = events
+        .iter()
+        .filter_map(|(_, d)| match d {
+            EventData::ApprovalAnswer(a) => Some(a.by.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, vec![Some("browser".to_string())]);
+    let allowed: Vec<bool> = events
+        .iter()
+        .filter_map(|(_, d)| match d {
+            EventData::Decision(d) => Some(d.allowed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(allowed, vec![true, false]);
+    assert!(events.iter().any(|(_, d)| matches!(
+        d,
+        EventData::Note(chock_protocol::log::Note::Ratchet { .. })
+    )));
+    assert_eq!(session_end(&dir), vec![EndReason::Done]);
+}

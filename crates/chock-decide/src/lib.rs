@@ -26,4 +26,6 @@ pub use broker::{
 };
 pub use error::{AnswerError, DecideError};
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
-pub use pipeline::{Harness, Observer, Pipeline, PipelineGate, Ruling, block_on, table_decision};
+pub use pipeline::{
+    Harness, Observer, Pipeline, PipelineGate, Ruling, block_on, policy_decision, table_decision,
+};

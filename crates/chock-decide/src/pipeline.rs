@@ -101,6 +101,17 @@ pub fn table_decision(decision: Decision) -> TableDecision {
     }
 }
 
+/// The table decision a log or a client names, as the policy's.
+pub fn policy_decision(decision: TableDecision) -> Decision {
+    match decision {
+        TableDecision::Allow => Decision::Allow,
+        TableDecision::Deny => Decision::Deny,
+        TableDecision::Ask => Decision::Ask,
+        TableDecision::AgentReview => Decision::AgentReview,
+        TableDecision::AgentThenHuman => Decision::AgentThenHuman,
+    }
+}
+
 /// Runs `work` to completion from synchronous code: on the current runtime when called from a
 /// blocking thread of one (never from inside an async task), else on a small runtime of its own.
 pub fn block_on<F: Future>(work: F) -> Result<F::Output, DecideError> {

@@ -10,9 +10,11 @@
 //! caller ends on, or dropping the runtime.
 
 mod builder;
+mod ops;
 pub mod resume;
 
 pub use builder::{BuildError, Chosen, SessionBuilder};
+pub use ops::{OpError, Operated};
 
 use chock_log::{Event, Log};
 use chock_protocol::log::{EndReason, SessionEnd};
