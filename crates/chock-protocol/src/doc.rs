@@ -49,6 +49,14 @@ pub fn log_reference() -> String {
             }
             out.push_str("\n\n");
         }
+        let durability = kind.durability();
+        out.push_str(if durability.before_return() {
+            "*Durable before `record` returns.* "
+        } else {
+            "*Grouped into a later sync.* "
+        });
+        out.push_str(durability.why());
+        out.push_str("\n\n");
         render_body(&mut out, root, &defs);
         let mut named = Vec::new();
         collect_refs(root, &mut named);

@@ -80,6 +80,112 @@ event_kinds! {
     SessionEnd => "session.end",
 }
 
+/// When an event of a kind is durable, relative to the append (`Log::record`) returning, and why.
+///
+/// Rule 3: the record of a decision is durable before its act happens. An event is
+/// [`Durability::BeforeReturn`] when an act waits on it: something with an effect outside the log
+/// (a command runs, a connection opens, a person is asked, the project is written, a sub-session
+/// starts, the process ends) happens right after the append returns, so the line is written and
+/// `fdatasync`ed first. The rest are [`Durability::Grouped`]: written at once, synced with the next
+/// durable event or within a small bound. The log is one file appended in order, so syncing a
+/// durable line also makes every grouped line before it durable; a crash can lose only grouped
+/// lines written after the last durable one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Written and synced before the append returns.
+    BeforeReturn(&'static str),
+    /// Written at once, synced later (with the next durable event, at the latest shortly after).
+    Grouped(&'static str),
+}
+
+impl Durability {
+    /// Whether the line is synced before the append returns.
+    pub const fn before_return(self) -> bool {
+        matches!(self, Durability::BeforeReturn(_))
+    }
+
+    /// Why the kind is durable before return, or why it may be grouped.
+    pub const fn why(self) -> &'static str {
+        match self {
+            Durability::BeforeReturn(why) | Durability::Grouped(why) => why,
+        }
+    }
+}
+
+impl EventKind {
+    /// Which kinds an act waits on (durable before the append returns) and which may be grouped
+    /// into a later sync, each with its reason. The one place this is decided: the writer reads
+    /// it, docs/log.md's event reference prints it, and a new kind must be placed here.
+    pub const fn durability(self) -> Durability {
+        use Durability::{BeforeReturn, Grouped};
+        match self {
+            EventKind::SessionStart => BeforeReturn(
+                "The session acts only once its header exists: a log without line 0 is never intact.",
+            ),
+            EventKind::TurnStart => Grouped(
+                "Bookkeeping: nothing outside the log happens because a turn began; the turn's first act begins with its own durable event.",
+            ),
+            EventKind::TurnEnd => Grouped(
+                "Bookkeeping: a turn ending starts no act; what follows (another turn, `session.end`) is logged on its own.",
+            ),
+            EventKind::ModelRequest => Grouped(
+                "The harness's own traffic to its configured provider, not an act the policy decides; it is synced within the grouping bound, long before a reply comes back, and every act the reply asks for begins with a durable `tool.call`.",
+            ),
+            EventKind::ModelResponse => Grouped(
+                "Records what came back (tokens, cost); the acts it asks for each begin with a durable `tool.call`, which syncs it too.",
+            ),
+            EventKind::ModelRetry => Grouped(
+                "Records a retry of the provider request; nothing but the same request waits on it.",
+            ),
+            EventKind::ToolCall => BeforeReturn(
+                "The act asked for is recorded before it is decided and run, so a crash never leaves an act without the call it answers.",
+            ),
+            EventKind::Decision => BeforeReturn(
+                "Rule 3: the decision is durable before its act happens (or is refused).",
+            ),
+            EventKind::ApprovalAsk => BeforeReturn(
+                "A person or a reviewer is shown the question next: the question and its id are on disk before anyone can answer it.",
+            ),
+            EventKind::ApprovalAnswer => BeforeReturn(
+                "The act goes ahead (or not) on this answer: it is durable before the act, like the decision.",
+            ),
+            EventKind::ToolResult => Grouped(
+                "Records what the model will be told, after the act already happened; it reaches the model only in the next `model.request`, itself grouped, and a resumed session answers a call whose result was lost.",
+            ),
+            EventKind::CommandResult => Grouped(
+                "The command already ran and its decision was durable before it; nothing waits on its result but the `tool.result` that follows.",
+            ),
+            EventKind::SessionSpawn => BeforeReturn(
+                "A sub-session is started next; its header names this session back, so the parent's record of it comes first.",
+            ),
+            EventKind::AgentComplete => Grouped(
+                "The agent's own claim; nothing acts on it before `session.end` (durable), which syncs it too.",
+            ),
+            EventKind::WorkspaceApply => BeforeReturn(
+                "Written before any byte of the real project changes: the record is what `chock undo` reverts from.",
+            ),
+            EventKind::WorkspaceAdopt => BeforeReturn(
+                "Written before the workspace becomes the project: the act cannot be undone without it.",
+            ),
+            EventKind::SessionImported => BeforeReturn(
+                "Rare; marks where events from another session begin, so a crash cannot leave imported events without it.",
+            ),
+            EventKind::NetDecision => BeforeReturn(
+                "Rule 3 for the network broker: the connection is made only after its decision is durable.",
+            ),
+            EventKind::NetConnect => Grouped(
+                "Records a connection the durable `net.decision` already allowed (opened, failed, closed); nothing waits on it.",
+            ),
+            EventKind::Note => Grouped(
+                "Free text: no act waits on a remark (a torn tail's bytes are saved and synced to `log.jsonl.torn` before its note).",
+            ),
+            EventKind::SessionEnd => BeforeReturn(
+                "The last line: the workspace is removed and the process exits right after, and `sessions list` reads it to say `ended`.",
+            ),
+        }
+    }
+}
+
 /// A `kind` string this build does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown event kind `{0}`")]
@@ -119,5 +225,40 @@ mod tests {
             "tool.invented".parse::<EventKind>(),
             Err(UnknownKind("tool.invented".into()))
         );
+    }
+
+    #[test]
+    fn every_act_waits_on_a_durable_event() {
+        use EventKind::*;
+        for kind in [
+            SessionStart,
+            ToolCall,
+            Decision,
+            ApprovalAsk,
+            ApprovalAnswer,
+            NetDecision,
+            WorkspaceApply,
+            WorkspaceAdopt,
+            SessionSpawn,
+            SessionEnd,
+        ] {
+            assert!(kind.durability().before_return(), "{kind} must be durable");
+        }
+        for kind in [
+            TurnStart,
+            TurnEnd,
+            ModelRequest,
+            ModelResponse,
+            ModelRetry,
+            ToolResult,
+            CommandResult,
+            NetConnect,
+            Note,
+        ] {
+            assert!(!kind.durability().before_return(), "{kind} may be grouped");
+        }
+        for kind in EventKind::ALL {
+            assert!(kind.durability().why().ends_with('.'), "{kind}: say why");
+        }
     }
 }

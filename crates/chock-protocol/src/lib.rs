@@ -22,7 +22,7 @@ pub mod log;
 pub mod ops;
 pub mod schema;
 
-pub use kind::{EventKind, UnknownKind};
+pub use kind::{Durability, EventKind, UnknownKind};
 pub use log::{EventData, Payload, PayloadError};
 
 /// The version of the client-facing protocol ([`live`] and [`ops`]). A change that removes or
