@@ -21,7 +21,7 @@ mod seal;
 mod verify;
 mod writer;
 
-pub use chock_protocol::{EventData, EventKind, Payload, PayloadError, UnknownKind};
+pub use chock_protocol::{Durability, EventData, EventKind, Payload, PayloadError, UnknownKind};
 pub use error::LogError;
 pub use id::{SessionId, default_seal_key_path, sessions_root};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
@@ -36,4 +36,4 @@ pub use verify::{
     Head, KeyCheck, Problem, ProblemKind, SealCheck, TornTail, VerifyOptions, VerifyReport, verify,
     verify_with,
 };
-pub use writer::{Log, SessionHeader, TORN_FILE};
+pub use writer::{GROUP_MAX_DELAY, GROUP_MAX_LINES, Log, SessionHeader, TORN_FILE};

@@ -58,6 +58,14 @@ impl Seal {
 /// head. A torn tail is left outside the seal. Sealing again replaces the seal with one over
 /// the newer head.
 pub fn seal(dir: &Path, key_path: &Path) -> Result<Seal, LogError> {
+    // A live writer may hold grouped lines not yet synced: the seal must not vouch for a head a
+    // crash could still take back, so make what is in the file durable first.
+    let log_path = dir.join(crate::LOG_FILE);
+    // (A log that cannot be opened is left for verify to report.)
+    if let Ok(file) = std::fs::File::open(&log_path) {
+        file.sync_data()
+            .map_err(|e| LogError::io("fdatasync", &log_path, e))?;
+    }
     let report = verify(dir)?;
     if let Some(first) = report.problems.first() {
         return Err(LogError::CannotSeal {

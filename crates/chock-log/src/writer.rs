@@ -1,10 +1,18 @@
 //! The writer: creates a session directory and appends durable, redacted, chained lines.
+//!
+//! Durability follows [`EventKind::durability`]: a kind an act waits on is written and
+//! `fdatasync`ed before [`Log::record`] returns; any other kind is written at once and synced in a
+//! group — by the next durable event (same file, append order, so its sync covers every line
+//! before it), by [`Log::sync`], when the log is dropped, after [`GROUP_MAX_LINES`] lines, or by
+//! the flusher thread at most [`GROUP_MAX_DELAY`] after the first unsynced line was written.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
@@ -51,6 +59,9 @@ struct Shared {
     id: SessionId,
     path: PathBuf,
     state: Mutex<State>,
+    /// The thread that syncs grouped lines when no durable event comes soon enough: started on
+    /// the first grouped line, so a log that only ever writes durable events has none.
+    flusher: OnceLock<Option<Thread>>,
     _lock: WriterLock,
 }
 
@@ -62,7 +73,18 @@ struct State {
     len: u64,
     redactor: Redactor,
     poisoned: Option<String>,
+    /// Lines written since the last sync (grouped lines only: a durable line is synced at once).
+    unsynced: u64,
+    /// When the oldest of them was written.
+    unsynced_since: Option<Instant>,
 }
+
+/// How long a grouped line may stay unsynced: the flusher syncs it at most this long after the
+/// first unsynced line was written (a crash can lose at most about this much of the tail).
+pub const GROUP_MAX_DELAY: Duration = Duration::from_millis(20);
+
+/// How many grouped lines may stay unsynced: the append that writes one more syncs them.
+pub const GROUP_MAX_LINES: u64 = 256;
 
 /// How many fresh ids to try if a directory name is already taken (same second, same suffix).
 const ID_ATTEMPTS: usize = 16;
@@ -98,6 +120,8 @@ impl Log {
             len: 0,
             redactor,
             poisoned: None,
+            unsynced: 0,
+            unsynced_since: None,
         };
         let log = Log {
             shared: Arc::new(Shared {
@@ -105,6 +129,7 @@ impl Log {
                 id: id.clone(),
                 path,
                 state: Mutex::new(state),
+                flusher: OnceLock::new(),
                 _lock: lock,
             }),
         };
@@ -119,8 +144,12 @@ impl Log {
     }
 
     /// Appends one event, a payload of the session protocol (`chock_protocol::log`), and returns
-    /// its `seq` once the line is durable: written, then `fdatasync`ed, before this returns. Every
-    /// string in the payload and `call_id` passes through the redaction funnel first.
+    /// its `seq`. A kind an act waits on ([`EventKind::durability`]) is durable when this returns:
+    /// written, then `fdatasync`ed, which also makes every grouped line before it durable. Any
+    /// other kind is written now and synced with the next durable event, on [`Log::sync`], on
+    /// drop, or within [`GROUP_MAX_DELAY`] / [`GROUP_MAX_LINES`]; a crash can lose only such lines
+    /// written after the last durable one. Every string in the payload and `call_id` passes
+    /// through the redaction funnel first.
     ///
     /// If a write fails the file is cut back to the last whole line; if even that fails the
     /// log refuses every further append ([`LogError::Poisoned`]) rather than chain onto a torn
@@ -189,15 +218,48 @@ impl Log {
             }
             return Err(LogError::io("append to", path, e));
         }
-        if let Err(e) = state.file.sync_data() {
-            // After a failed fsync the page cache cannot be trusted to reach the disk.
-            state.poisoned = Some(format!("fdatasync failed: {e}"));
-            return Err(LogError::io("fdatasync", path, e));
+        let durable = kind.durability().before_return() || state.unsynced + 1 >= GROUP_MAX_LINES;
+        if durable {
+            sync_state(&mut state, path)?;
+        } else {
+            state.unsynced += 1;
         }
         state.prev = sha256_hex(&line);
         state.len += line.len() as u64;
         state.next_seq = seq + 1;
+        if !durable && state.unsynced_since.is_none() {
+            state.unsynced_since = Some(Instant::now());
+            drop(state);
+            self.wake_flusher();
+        }
         Ok(seq)
+    }
+
+    /// Makes every line written so far durable (one `fdatasync`, none if nothing is pending).
+    pub fn sync(&self) -> Result<(), LogError> {
+        let mut state = self.state();
+        if let Some(reason) = &state.poisoned {
+            return Err(LogError::Poisoned {
+                path: self.shared.path.clone(),
+                reason: reason.clone(),
+            });
+        }
+        sync_state(&mut state, &self.shared.path)
+    }
+
+    fn wake_flusher(&self) {
+        let thread = self.shared.flusher.get_or_init(|| {
+            let weak = Arc::downgrade(&self.shared);
+            let spawned = std::thread::Builder::new()
+                .name("chock-log-flush".into())
+                .spawn(move || flush_loop(&weak));
+            // Without a thread, grouped lines are still synced by the next durable event, the
+            // line bound, `sync` and drop.
+            spawned.ok().map(|handle| handle.thread().clone())
+        });
+        if let Some(thread) = thread {
+            thread.unpark();
+        }
     }
 
     /// Passes `text` through the redaction funnel without logging it: text that leaves the host
@@ -240,6 +302,66 @@ impl Log {
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// `fdatasync`s the log and marks nothing pending; a failure poisons the log (after a failed
+/// fsync the page cache cannot be trusted to reach the disk).
+fn sync_state(state: &mut State, path: &Path) -> Result<(), LogError> {
+    if let Err(e) = state.file.sync_data() {
+        state.poisoned = Some(format!("fdatasync failed: {e}"));
+        return Err(LogError::io("fdatasync", path, e));
+    }
+    state.unsynced = 0;
+    state.unsynced_since = None;
+    Ok(())
+}
+
+/// The flusher: parks until a grouped line is pending, then syncs it once it is
+/// [`GROUP_MAX_DELAY`] old (unless something else synced first). Holds the log only while it
+/// looks, so dropping the last [`Log`] ends it.
+fn flush_loop(weak: &Weak<Shared>) {
+    loop {
+        let wait = {
+            let Some(shared) = weak.upgrade() else { return };
+            let mut state = shared
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match state.unsynced_since {
+                _ if state.poisoned.is_some() => None,
+                None => None,
+                Some(since) => match GROUP_MAX_DELAY.checked_sub(since.elapsed()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => {
+                        // An error poisons the log: the next append reports it.
+                        let _ = sync_state(&mut state, &shared.path);
+                        None
+                    }
+                },
+            }
+        };
+        match wait {
+            Some(left) => std::thread::park_timeout(left),
+            None => std::thread::park(),
+        }
+    }
+}
+
+impl Drop for Shared {
+    /// The last clone of the log is gone: sync what is pending (best effort: nobody is left to
+    /// tell), then let the flusher see that the log is gone.
+    fn drop(&mut self) {
+        let state = self
+            .state
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if state.unsynced > 0 && state.poisoned.is_none() {
+            let _ = state.file.sync_data();
+        }
+        if let Some(Some(thread)) = self.flusher.get() {
+            thread.unpark();
+        }
     }
 }
 
@@ -288,6 +410,8 @@ impl Log {
             len,
             redactor: Redactor::default(),
             poisoned: None,
+            unsynced: 0,
+            unsynced_since: None,
         };
         let log = Log {
             shared: Arc::new(Shared {
@@ -295,6 +419,7 @@ impl Log {
                 id,
                 path,
                 state: Mutex::new(state),
+                flusher: OnceLock::new(),
                 _lock: lock,
             }),
         };

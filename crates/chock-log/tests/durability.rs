@@ -1,8 +1,11 @@
-//! The durability path: each append is one write of a whole line followed by fdatasync of
-//! the log before append returns (seen with strace), and a failed write leaves no torn line.
+//! The durability path: each append is one write of a whole line; a kind an act waits on is
+//! fdatasynced before append returns and a grouped kind is not (seen with strace); a process
+//! killed mid-session loses no durable line and leaves a log that verifies; a failed write
+//! leaves no torn line.
 
+use std::io::BufRead;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use chock_log::{EventKind, Log, LogError, SessionHeader, verify};
 use serde_json::json;
@@ -33,9 +36,37 @@ fn appender_child() {
         }
         panic!("the file size limit never hit");
     }
-    for i in 0..3 {
+    if mode == "crash" {
+        // Until killed: per tool call one durable pair and a run of grouped lines, each seq
+        // printed once append returned (the cap only stops a child whose parent died).
+        for i in 0..200_000u64 {
+            let (kind, tag) = if i % 6 < 2 {
+                (
+                    [EventKind::ToolCall, EventKind::Decision][(i % 6) as usize],
+                    "DURABLE",
+                )
+            } else {
+                (EventKind::ToolResult, "GROUPED")
+            };
+            let seq = log
+                .append(kind, Some("c1"), json!({"i": i, "pad": "y".repeat(40)}))
+                .unwrap();
+            println!("{tag} {seq}");
+        }
+        return;
+    }
+    // A durable kind, three grouped ones, a durable one, two grouped ones, then drop.
+    for kind in [
+        EventKind::Decision,
+        EventKind::Note,
+        EventKind::ToolResult,
+        EventKind::ModelRequest,
+        EventKind::ApprovalAnswer,
+        EventKind::CommandResult,
+        EventKind::TurnEnd,
+    ] {
         let seq = log
-            .append(EventKind::Note, None, json!({"text": format!("event {i}")}))
+            .append(kind, None, json!({"text": format!("event {kind}")}))
             .unwrap();
         println!("RETURNED {seq}");
     }
@@ -55,10 +86,10 @@ fn child(root: &Path, mode: &str) -> Command {
 }
 
 #[test]
-fn every_append_is_one_write_then_fdatasync_before_it_returns() {
+fn durable_kinds_are_fdatasynced_before_append_returns_and_grouped_kinds_are_not() {
     let root = tempfile::tempdir().unwrap();
     let trace = root.path().join("strace.out");
-    let inner = child(root.path(), "three");
+    let inner = child(root.path(), "mixed");
     let mut cmd = Command::new("strace");
     cmd.args([
         "-f",
@@ -91,37 +122,149 @@ fn every_append_is_one_write_then_fdatasync_before_it_returns() {
     let fd = open.rsplit('=').next().unwrap().trim().to_owned();
     let fd_prefix = format!("({fd},");
     let fd_only = format!("({fd})");
-    // Sequence of acts on the log fd, and on stdout (the "RETURNED" lines).
+    // With -f every line starts with its thread's id. The appending thread is the one that
+    // prints "RETURNED"; the flusher thread may sync grouped lines at any time, on its own id.
+    let appender = trace
+        .lines()
+        .find(|l| l.contains("write(1,") && l.contains("RETURNED"))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("a RETURNED line")
+        .to_owned();
+    // Sequence of acts on the log fd, and on stdout (the "RETURNED" lines), by any thread.
     let mut acts = Vec::new();
     for line in trace.lines() {
+        let tid = line.split_whitespace().next().unwrap_or_default();
+        let by = if tid == appender { "" } else { "other:" };
         if line.contains(&format!("write{fd_prefix}")) {
-            acts.push("write-log");
+            acts.push(format!("{by}write-log"));
         } else if line.contains(&format!("fdatasync{fd_only}"))
             || line.contains(&format!("fsync{fd_only}"))
         {
-            acts.push("sync-log");
+            acts.push(format!("{by}sync-log"));
         } else if line.contains("write(1,") && line.contains("RETURNED") {
-            acts.push("returned");
+            acts.push(format!("{by}returned"));
         }
     }
-    // session.start, then three appends, each whole line written once and synced before return.
+    // Every write to the log is the appender's: one whole line each.
+    assert!(!acts.iter().any(|a| a == "other:write-log"), "{trace}");
+    // What the appending thread did, in order, up to its last return.
+    let own: Vec<&str> = acts
+        .iter()
+        .filter(|a| !a.starts_with("other:"))
+        .map(String::as_str)
+        .collect();
+    let last_return = own.iter().rposition(|a| *a == "returned").unwrap();
+    // session.start and each durable kind (decision, approval.answer): written, then synced,
+    // then returned. Each grouped kind (note, tool.result, model.request, command.result,
+    // turn.end): written and returned with no sync of its own.
     assert_eq!(
-        acts,
+        own[..=last_return],
         [
-            "write-log",
+            "write-log", // session.start
             "sync-log",
-            "write-log",
-            "sync-log",
-            "returned",
-            "write-log",
+            "write-log", // decision
             "sync-log",
             "returned",
-            "write-log",
+            "write-log", // note
+            "returned",
+            "write-log", // tool.result
+            "returned",
+            "write-log", // model.request
+            "returned",
+            "write-log", // approval.answer: its sync also covers the three before it
             "sync-log",
-            "returned"
+            "returned",
+            "write-log", // command.result
+            "returned",
+            "write-log", // turn.end
+            "returned",
         ],
         "{trace}"
     );
+    // The last grouped lines were synced before the process ended (by drop, or by the flusher
+    // if it came first): some sync of the log follows the last write.
+    let last_write = acts.iter().rposition(|a| a.ends_with("write-log")).unwrap();
+    assert!(
+        acts[last_write..].iter().any(|a| a.ends_with("sync-log")),
+        "the grouped tail was never synced:\n{trace}"
+    );
+}
+
+#[test]
+fn a_killed_writer_loses_no_durable_line_and_its_log_verifies() {
+    let root = tempfile::tempdir().unwrap();
+    let mut child = child(root.path(), "crash")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut durable = Vec::new();
+    let mut returned = 0u64;
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        if let Some(seq) = line.split("DURABLE ").nth(1) {
+            durable.push(seq.trim().parse::<u64>().unwrap());
+        }
+        if line.contains("DURABLE ") || line.contains("GROUPED ") {
+            returned += 1;
+        }
+        // Mid-stream, right after a grouped line returned: pending lines are in flight.
+        if durable.len() >= 40 && line.contains("GROUPED ") {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL: no drop, no flush
+    child.wait().unwrap();
+    assert!(returned > durable.len() as u64);
+
+    let dir = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let report = verify(&dir).unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    let events = chock_log::read_events(&dir).unwrap();
+    let seqs: std::collections::BTreeSet<u64> = events.iter().map(|e| e.seq).collect();
+    for seq in &durable {
+        assert!(seqs.contains(seq), "durable seq {seq} lost");
+    }
+
+    // What a power cut can take besides: the grouped lines after the last durable one (and a
+    // torn piece of the next). The log cut there still verifies, and reopens to go on.
+    let last_durable = *durable.last().unwrap();
+    let text = std::fs::read(dir.join("log.jsonl")).unwrap();
+    let end = text
+        .split_inclusive(|b| *b == b'\n')
+        .take(usize::try_from(last_durable).unwrap() + 1)
+        .map(<[u8]>::len)
+        .sum::<usize>();
+    let mut cut = text[..end].to_vec();
+    cut.extend_from_slice(&text[end..(end + 7).min(text.len())]);
+    std::fs::write(dir.join("log.jsonl"), &cut).unwrap();
+    let report = verify(&dir).unwrap();
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.head.unwrap().seq, last_durable);
+    let log = Log::open(&dir).unwrap();
+    let seq = log
+        .record(
+            None,
+            chock_protocol::log::SessionEnd {
+                reason: chock_protocol::log::EndReason::Closed,
+                error: None,
+                summary: None,
+                workspace_kept: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        seq,
+        last_durable + 2,
+        "a note for the torn piece, then this"
+    );
+    drop(log);
+    assert!(verify(&dir).unwrap().is_intact());
 }
 
 #[test]
