@@ -1,14 +1,23 @@
-//! Prints how fast the log appends with durability on (each append written and fdatasynced
-//! before it returns) and how fast `verify` reads. Not a timed test: it prints, it does not
-//! judge. Run with `cargo bench -p chock-log`. The temporary directory is under cargo's
+//! Prints how fast the log appends, and how fast `verify` reads. Not a timed test: it prints, it
+//! does not judge. Run with `cargo bench -p chock-log`. The temporary directory is under cargo's
 //! target dir, so the numbers are those of the disk it lives on (a tmpfs makes fsync free).
+//!
+//! Appends are measured four ways, each as events/s and as a ratio to the first:
+//! - the old path: one `fdatasync` per event, whatever its kind (an append then `Log::sync`);
+//! - durable kinds only (`tool.call`, `decision`): still one sync per event;
+//! - a realistic mix: per turn `turn.start`, then per tool call `model.request`,
+//!   `model.response`, `tool.call`, `decision`, `command.result`, `tool.result`, then the final
+//!   `model.request`, `model.response` and `turn.end` (two tool calls a turn: 4 durable of 16);
+//! - grouped kinds only (`tool.result`), synced in groups.
 
 use std::time::Instant;
 
 use chock_log::{EventKind, Log, SessionHeader, verify};
-use serde_json::json;
+use serde_json::{Value, json};
 
-const DURABLE_EVENTS: u64 = 2_000;
+const SYNCED_EVENTS: u64 = 1_000;
+const MIX_TURNS: u64 = 120;
+const GROUPED_EVENTS: u64 = 100_000;
 const VERIFY_EVENTS: u64 = 200_000;
 
 fn main() {
@@ -16,24 +25,68 @@ fn main() {
     let root = tempfile::tempdir_in(base).expect("temp dir");
     println!("chock-log throughput (dir {})", root.path().display());
 
-    let log = Log::create(root.path(), SessionHeader::default()).expect("create");
-    log.add_secret("sk-bench-secret-0123456789")
-        .expect("secret");
     let data = json!({"tool": "run_command", "argv": ["cargo", "test", "-p", "chock-log"], "cwd": "/work/project"});
-    let start = Instant::now();
-    for i in 0..DURABLE_EVENTS {
-        let call = format!("call-{i}");
-        log.append(EventKind::ToolCall, Some(&call), data.clone())
-            .expect("append");
-    }
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "append (write + fdatasync each): {DURABLE_EVENTS} events in {secs:.3} s = {:.0} events/s ({:.3} ms/event)",
-        DURABLE_EVENTS as f64 / secs,
-        secs * 1000.0 / DURABLE_EVENTS as f64
+    let old = run(
+        "old path (one fdatasync per event)",
+        root.path(),
+        None,
+        |log, i| {
+            append(log, EventKind::ToolResult, i, &data);
+            log.sync().expect("sync");
+            1
+        },
+        SYNCED_EVENTS,
     );
-
-    drop(log);
+    let durable = [EventKind::ToolCall, EventKind::Decision];
+    run(
+        "durable kinds only (tool.call, decision)",
+        root.path(),
+        Some(old),
+        |log, i| {
+            append(log, durable[(i % 2) as usize], i, &data);
+            1
+        },
+        SYNCED_EVENTS,
+    );
+    run(
+        "realistic mix (4 durable of 16 a turn)",
+        root.path(),
+        Some(old),
+        |log, i| {
+            append(log, EventKind::TurnStart, i, &data);
+            for _ in 0..2 {
+                for kind in [
+                    EventKind::ModelRequest,
+                    EventKind::ModelResponse,
+                    EventKind::ToolCall,
+                    EventKind::Decision,
+                    EventKind::CommandResult,
+                    EventKind::ToolResult,
+                ] {
+                    append(log, kind, i, &data);
+                }
+            }
+            for kind in [
+                EventKind::ModelRequest,
+                EventKind::ModelResponse,
+                EventKind::TurnEnd,
+            ] {
+                append(log, kind, i, &data);
+            }
+            16
+        },
+        MIX_TURNS,
+    );
+    run(
+        "grouped kinds only (tool.result)",
+        root.path(),
+        Some(old),
+        |log, i| {
+            append(log, EventKind::ToolResult, i, &data);
+            1
+        },
+        GROUPED_EVENTS,
+    );
 
     // A big log for verify, written straight from the documented format (docs/log.md) without
     // fsync: verify reads bytes, so how they were written does not matter, and a real disk
@@ -58,6 +111,41 @@ fn main() {
         mb / secs,
         report.lines as f64 / secs
     );
+}
+
+/// Appends `rounds` rounds of `round` (which returns how many events it appended) to a fresh
+/// log, syncs what is pending, prints the rate (and its ratio to `old`), and returns the rate.
+fn run(
+    name: &str,
+    root: &std::path::Path,
+    old: Option<f64>,
+    round: impl Fn(&Log, u64) -> u64,
+    rounds: u64,
+) -> f64 {
+    let log = Log::create(root, SessionHeader::default()).expect("create");
+    log.add_secret("sk-bench-secret-0123456789")
+        .expect("secret");
+    let start = Instant::now();
+    let mut events = 0;
+    for i in 0..rounds {
+        events += round(&log, i);
+    }
+    log.sync().expect("sync");
+    let secs = start.elapsed().as_secs_f64();
+    let rate = events as f64 / secs;
+    let ratio = old.map_or_else(String::new, |old| {
+        format!(", {:.1}x the old path", rate / old)
+    });
+    println!(
+        "append, {name}: {events} events in {secs:.3} s = {rate:.0} events/s ({:.3} ms/event){ratio}",
+        secs * 1000.0 / events as f64
+    );
+    rate
+}
+
+fn append(log: &Log, kind: EventKind, i: u64, data: &Value) {
+    let call = format!("call-{i}");
+    log.append(kind, Some(&call), data.clone()).expect("append");
 }
 
 fn write_plain_log(root: &std::path::Path, events: u64) -> std::path::PathBuf {
