@@ -1,0 +1,355 @@
+//! What one tool call costs inside a real session, and how that grows with the project (issue 11).
+//! Not a test: it prints, it never fails on a number. `cargo bench -p chock-cli --bench per_call`.
+//!
+//! For a git project of 1,000 and of 100,000 files (generated in a temporary directory with `git
+//! fast-import` and one checkout), the bench-profile `chock` binary runs whole `chock run` processes
+//! with an offline recording (`--provider script:FILE`): one of 40 turns, each one `run_command
+//! "true"`, and one with no call at all. The two are run in pairs, one after the other; a pair's
+//! difference divided by 40 is the overhead of one call, and the session with no call is the cost
+//! of a session's start and end. Medians over the pairs, with the spread (lowest–highest).
+//!
+//! In the same run: a whole `bwrap … true` with options close to Chock's (as in chock-sandbox's
+//! `setup` bench) and a whole `chock exec -- true` process in the 1,000-file project.
+//!
+//! `CHOCK_BENCH_PAIRS` (default 7) pairs at 1,000 files, `CHOCK_BENCH_PAIRS_LARGE` (default 3) at
+//! 100,000 files, `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`;
+//! `CHOCK_BENCH_LARGE` (default 100000) the large project's size.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CHOCK: &str = env!("CARGO_BIN_EXE_chock");
+const CALLS: usize = 40;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn ratio(a: Duration, b: Duration) -> String {
+    format!("{:.2}x", a.as_secs_f64() / b.as_secs_f64())
+}
+
+/// Median, lowest and highest.
+fn stats(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn show((m, lo, hi): (Duration, Duration, Duration)) -> String {
+    format!("{} ({}–{})", ms(m), ms(lo), ms(hi))
+}
+
+/// A project and the directories `chock` reads and writes, all under one temporary directory.
+struct World {
+    base: PathBuf,
+    project: PathBuf,
+    with_calls: String,
+    without: String,
+}
+
+impl World {
+    fn new(base: &Path, files: usize) -> World {
+        let project = base.join("project");
+        for dir in ["home", "config", "state", "data", "cache", "runtime", "project"] {
+            std::fs::create_dir_all(base.join(dir)).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            base.join("runtime"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .unwrap();
+        std::fs::write(base.join("org.toml"), "").unwrap();
+        let mut script = String::new();
+        for _ in 0..CALLS {
+            script.push_str(
+                "[[turn]]\n[[turn.call]]\ntool = \"run_command\"\ninput = { command = \"true\" }\nexpect = { is_error = false }\n\n",
+            );
+        }
+        script.push_str("[[turn]]\ntext = \"done\"\n");
+        std::fs::write(base.join("calls.toml"), script).unwrap();
+        std::fs::write(base.join("none.toml"), "[[turn]]\ntext = \"done\"\n").unwrap();
+        let w = World {
+            with_calls: format!("script:{}", base.join("calls.toml").display()),
+            without: format!("script:{}", base.join("none.toml").display()),
+            base: base.to_path_buf(),
+            project,
+        };
+        w.generate(files);
+        w
+    }
+
+    fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
+        let at = |d: &str| self.base.join(d);
+        cmd.env_clear()
+            .current_dir(&self.project)
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", at("home"))
+            .env("XDG_CONFIG_HOME", at("config"))
+            .env("XDG_STATE_HOME", at("state"))
+            .env("XDG_DATA_HOME", at("data"))
+            .env("XDG_CACHE_HOME", at("cache"))
+            .env("XDG_RUNTIME_DIR", at("runtime"))
+            .env("CHOCK_ORG_POLICY", at("org.toml"))
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@b")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@b")
+            .env("LANG", "C.UTF-8")
+            .stdin(Stdio::null())
+    }
+
+    fn git(&self, args: &[&str]) {
+        let out = self
+            .env(&mut Command::new("git"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `files` files in directories of 100 (two levels), committed with one `git fast-import`
+    /// and written by one checkout, so the index has every file's stat data (as a user's would).
+    fn generate(&self, files: usize) {
+        self.git(&["init", "-q", "-b", "main"]);
+        let mut stream = Vec::new();
+        for i in 0..files {
+            let data = format!("file {i}\nsome content of a source file\n");
+            write!(stream, "blob\nmark :{}\ndata {}\n{data}\n", i + 1, data.len()).unwrap();
+        }
+        let msg = "start";
+        write!(
+            stream,
+            "commit refs/heads/main\ncommitter b <b@b> 1767225600 +0000\ndata {}\n{msg}\n",
+            msg.len()
+        )
+        .unwrap();
+        for i in 0..files {
+            writeln!(
+                stream,
+                "M 100644 :{} d{:03}/e{:02}/f{i}.txt",
+                i + 1,
+                i / 1000,
+                (i / 100) % 10
+            )
+            .unwrap();
+        }
+        stream.push(b'\n');
+        let mut child = self
+            .env(&mut Command::new("git"))
+            .args(["fast-import", "--quiet"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&stream).unwrap();
+        assert!(child.wait().unwrap().success(), "git fast-import");
+        self.git(&["checkout", "-q", "-f", "main"]);
+    }
+
+    /// One whole `chock args` process; panics with its output when it fails.
+    fn chock(&self, args: &[&str]) -> Duration {
+        let start = Instant::now();
+        let out = self
+            .env(&mut Command::new(CHOCK))
+            .args(args)
+            .output()
+            .unwrap();
+        let took = start.elapsed();
+        assert!(
+            out.status.success(),
+            "chock {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        took
+    }
+
+    fn session(&self, provider: &str) -> Duration {
+        self.chock(&["run", "--provider", provider, "run true"])
+    }
+}
+
+struct Measured {
+    per_call: (Duration, Duration, Duration),
+    start: (Duration, Duration, Duration),
+}
+
+fn measure(base: &Path, files: usize, pairs: usize) -> Measured {
+    let made = Instant::now();
+    let w = World::new(base, files);
+    println!(
+        "{files} files: generated in {:.1} s; {pairs} pairs",
+        made.elapsed().as_secs_f64()
+    );
+    // One of each first, unmeasured: the page cache and git's own first-run work.
+    w.session(&w.without);
+    w.session(&w.with_calls);
+    let (mut per_call, mut start) = (Vec::new(), Vec::new());
+    for _ in 0..pairs {
+        let none = w.session(&w.without);
+        let calls = w.session(&w.with_calls);
+        per_call.push(calls.saturating_sub(none) / CALLS as u32);
+        start.push(none);
+    }
+    let m = Measured {
+        per_call: stats(per_call),
+        start: stats(start),
+    };
+    println!(
+        "  per call {}   session with no call {}",
+        show(m.per_call),
+        show(m.start)
+    );
+    m
+}
+
+fn bwrap_args(workspace: &Path) -> Option<(&'static str, Vec<String>)> {
+    let bin = ["/usr/bin/bwrap", "/bin/bwrap"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())?;
+    let ws = workspace.to_string_lossy().into_owned();
+    let mut args: Vec<String> = [
+        "--unshare-all",
+        "--unshare-user",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--symlink",
+        "usr/bin",
+        "/bin",
+        "--symlink",
+        "usr/sbin",
+        "/sbin",
+        "--symlink",
+        "usr/lib",
+        "/lib",
+        "--symlink",
+        "usr/lib64",
+        "/lib64",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]
+    .iter()
+    .map(|s| (*s).to_string())
+    .collect();
+    for etc in [
+        "/etc/ld.so.cache",
+        "/etc/passwd",
+        "/etc/group",
+        "/etc/ssl",
+        "/etc/alternatives",
+    ] {
+        if Path::new(etc).exists() {
+            args.extend(["--ro-bind".into(), etc.into(), etc.into()]);
+        }
+    }
+    args.extend([
+        "--bind".into(),
+        ws.clone(),
+        ws.clone(),
+        "--chdir".into(),
+        ws,
+        "/usr/bin/true".into(),
+    ]);
+    Some((bin, args))
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks; there is nothing to list.
+    }
+    let pairs = env_usize("CHOCK_BENCH_PAIRS", 7);
+    let pairs_large = env_usize("CHOCK_BENCH_PAIRS_LARGE", 3);
+    let runs = env_usize("CHOCK_BENCH_RUNS", 20);
+    let large = env_usize("CHOCK_BENCH_LARGE", 100_000);
+    let tmp = std::env::temp_dir().join(format!("chock-bench-per-call.{}", std::process::id()));
+    let (small_dir, large_dir) = (tmp.join("small"), tmp.join("large"));
+
+    let small = measure(&small_dir, 1_000, pairs);
+    let big = measure(&large_dir, large, pairs_large);
+
+    let w = World {
+        base: small_dir.clone(),
+        project: small_dir.join("project"),
+        with_calls: String::new(),
+        without: String::new(),
+    };
+    w.chock(&["exec", "--", "true"]);
+    let exec = stats((0..runs).map(|_| w.chock(&["exec", "--", "true"])).collect());
+    println!("chock exec -- true (whole process, 1,000 files): {}", show(exec));
+    let bwrap = bwrap_args(&w.project).map(|(bin, args)| {
+        let once = || {
+            let start = Instant::now();
+            let ok = Command::new(bin)
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "bwrap failed");
+            start.elapsed()
+        };
+        once();
+        stats((0..runs).map(|_| once()).collect())
+    });
+    match bwrap {
+        Some(b) => println!("bwrap … true (whole process): {}", show(b)),
+        None => println!("bubblewrap: not installed; its ratios are skipped"),
+    }
+
+    println!();
+    println!("ratio                                   value   target");
+    let line = |name: &str, r: String, target: &str| println!("{name:<38} {r:>7}   {target}");
+    line(
+        "per call, 100k files / 1k files",
+        ratio(big.per_call.0, small.per_call.0),
+        "<= 1.2x",
+    );
+    line(
+        "session start, 100k files / 1k files",
+        ratio(big.start.0, small.start.0),
+        "<= 2x",
+    );
+    if let Some(b) = bwrap {
+        line(
+            "per call at 1k files / bwrap",
+            ratio(small.per_call.0, b.0),
+            "<= 1.5x",
+        );
+        line(
+            "per call at 100k files / bwrap",
+            ratio(big.per_call.0, b.0),
+            "<= 1.5x",
+        );
+        line("chock exec -- true / bwrap", ratio(exec.0, b.0), "<= 1.5x");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
