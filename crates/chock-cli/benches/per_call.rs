@@ -59,15 +59,14 @@ struct World {
 impl World {
     fn new(base: &Path, files: usize) -> World {
         let project = base.join("project");
-        for dir in ["home", "config", "state", "data", "cache", "runtime", "project"] {
+        for dir in [
+            "home", "config", "state", "data", "cache", "runtime", "project",
+        ] {
             std::fs::create_dir_all(base.join(dir)).unwrap();
         }
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(
-            base.join("runtime"),
-            std::fs::Permissions::from_mode(0o700),
-        )
-        .unwrap();
+        std::fs::set_permissions(base.join("runtime"), std::fs::Permissions::from_mode(0o700))
+            .unwrap();
         std::fs::write(base.join("org.toml"), "").unwrap();
         let mut script = String::new();
         for _ in 0..CALLS {
@@ -130,7 +129,13 @@ impl World {
         let mut stream = Vec::new();
         for i in 0..files {
             let data = format!("file {i}\nsome content of a source file\n");
-            write!(stream, "blob\nmark :{}\ndata {}\n{data}\n", i + 1, data.len()).unwrap();
+            write!(
+                stream,
+                "blob\nmark :{}\ndata {}\n{data}\n",
+                i + 1,
+                data.len()
+            )
+            .unwrap();
         }
         let msg = "start";
         write!(
@@ -302,8 +307,15 @@ fn main() {
         without: String::new(),
     };
     w.chock(&["exec", "--", "true"]);
-    let exec = stats((0..runs).map(|_| w.chock(&["exec", "--", "true"])).collect());
-    println!("chock exec -- true (whole process, 1,000 files): {}", show(exec));
+    let exec = stats(
+        (0..runs)
+            .map(|_| w.chock(&["exec", "--", "true"]))
+            .collect(),
+    );
+    println!(
+        "chock exec -- true (whole process, 1,000 files): {}",
+        show(exec)
+    );
     let bwrap = bwrap_args(&w.project).map(|(bin, args)| {
         let once = || {
             let start = Instant::now();

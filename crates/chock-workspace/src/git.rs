@@ -26,6 +26,17 @@ const SCRUBBED: [&str; 6] = [
     "GIT_COMMON_DIR",
 ];
 
+thread_local! {
+    /// How many git processes this thread has started (see [`processes_started`]).
+    static STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many git processes the calling thread has started so far: what the tests use to show that a
+/// checkpoint with nothing new runs no git.
+pub fn processes_started() -> u64 {
+    STARTED.with(std::cell::Cell::get)
+}
+
 /// One repository, addressed by its top-level working directory.
 #[derive(Debug, Clone)]
 pub struct Git {
@@ -96,6 +107,7 @@ impl Git {
     }
 
     fn command(&self, args: &[&str]) -> Command {
+        STARTED.with(|n| n.set(n.get() + 1));
         let mut cmd = Command::new("git");
         cmd.arg("-C")
             .arg(&self.top)
@@ -144,6 +156,12 @@ impl Git {
     /// Where the user's own index lives.
     pub fn user_index(&self) -> Result<PathBuf> {
         let path = self.text(&["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
+        Ok(PathBuf::from(path))
+    }
+
+    /// Where the loose file of ref `name` lives (it may not exist: packed, or another ref backend).
+    pub fn ref_file(&self, name: &str) -> Result<PathBuf> {
+        let path = self.text(&["rev-parse", "--path-format=absolute", "--git-path", name])?;
         Ok(PathBuf::from(path))
     }
 

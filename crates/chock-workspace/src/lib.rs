@@ -39,4 +39,10 @@ pub use record::{ApplyRecord, session_of as session_dir_of_apply};
 pub use render::{RenderMode, render, render_content};
 pub use undo::plan_undo;
 pub use workspace::Workspace;
+
+/// How many git processes the calling thread has started (for tests and benches).
+#[doc(hidden)]
+pub fn git_processes_started() -> u64 {
+    git::processes_started()
+}
 pub use write::Op;

@@ -4,7 +4,7 @@
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use chock_log::clock::now_rfc3339;
@@ -24,8 +24,62 @@ use crate::upper::{RawChange, scan};
 pub struct Workspace {
     layout: Layout,
     meta: Meta,
-    /// The git base commit being written in the background (git backing, just created).
-    base_job: Mutex<Option<JoinHandle<Result<String>>>>,
+    /// The git base commit being written in the background (git backing, just created), and the
+    /// session ref's loose file.
+    base_job: Mutex<Option<JoinHandle<Result<(String, PathBuf)>>>>,
+    /// The base commit's listing, read once: the base never changes.
+    side: Mutex<Option<Arc<GitSide>>>,
+    /// What the last checkpoint recorded, to skip one that would record the same again.
+    last: Mutex<Option<LastCheckpoint>>,
+}
+
+/// The change set a checkpoint recorded and the commit the session ref then pointed at.
+#[derive(Debug, Clone)]
+struct LastCheckpoint {
+    digest: [u8; 32],
+    tip: String,
+    ref_file: PathBuf,
+}
+
+impl LastCheckpoint {
+    /// Whether the session ref still points at `tip`, read from its loose file (no git). A ref
+    /// that is packed, gone, symbolic or kept by another backend reads as not: the caller then
+    /// takes the full path.
+    fn still_tip(&self) -> bool {
+        fs::read(&self.ref_file).is_ok_and(|text| text.trim_ascii() == self.tip.as_bytes())
+    }
+}
+
+/// A digest of a whole change set, every path with its before and after entry (kind, executable
+/// bit, bytes, link target). A checkpoint's tree is a function of the base and this set alone.
+fn digest(raw: &std::collections::BTreeMap<String, RawChange>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    fn bytes(h: &mut Sha256, b: &[u8]) {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    }
+    fn entry(h: &mut Sha256, e: Option<&Entry>) {
+        match e {
+            None => h.update([0]),
+            Some(Entry::Dir) => h.update([1]),
+            Some(Entry::File { exec, data }) => {
+                h.update([2, u8::from(*exec)]);
+                bytes(h, data);
+            }
+            Some(Entry::Symlink { target }) => {
+                h.update([3]);
+                bytes(h, target);
+            }
+        }
+    }
+    let mut h = Sha256::new();
+    h.update((raw.len() as u64).to_le_bytes());
+    for (path, change) in raw {
+        bytes(&mut h, path.as_bytes());
+        entry(&mut h, change.old.as_ref());
+        entry(&mut h, change.new.as_ref());
+    }
+    h.finalize().into()
 }
 
 impl Workspace {
@@ -76,7 +130,8 @@ impl Workspace {
                     session_id.to_string(),
                 );
                 Some(std::thread::spawn(move || {
-                    record_base(&git, &layout2, &ref_name, &session)
+                    let base = record_base(&git, &layout2, &ref_name, &session)?;
+                    Ok((base, git.ref_file(&ref_name)?))
                 }))
             }
             Backing::Overlay => None,
@@ -85,6 +140,8 @@ impl Workspace {
             layout,
             meta,
             base_job: Mutex::new(base_job),
+            side: Mutex::new(None),
+            last: Mutex::new(None),
         })
     }
 
@@ -96,6 +153,8 @@ impl Workspace {
             layout,
             meta,
             base_job: Mutex::new(None),
+            side: Mutex::new(None),
+            last: Mutex::new(None),
         })
     }
 
@@ -170,15 +229,22 @@ impl Workspace {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(job) = job {
-            return job
-                .join()
-                .unwrap_or_else(|_| {
-                    Err(WorkspaceError::record(
-                        self.layout.meta(),
-                        "base thread panicked",
-                    ))
-                })
-                .map(Some);
+            let (base, ref_file) = job.join().unwrap_or_else(|_| {
+                Err(WorkspaceError::record(
+                    self.layout.meta(),
+                    "base thread panicked",
+                ))
+            })?;
+            // The ref points at the base, whose tree is the base's own: the empty change set.
+            *self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(LastCheckpoint {
+                digest: digest(&std::collections::BTreeMap::new()),
+                tip: base.clone(),
+                ref_file,
+            });
+            return Ok(Some(base));
         }
         if let Backing::Git {
             base: Some(base), ..
@@ -196,8 +262,7 @@ impl Workspace {
         let upper = self.layout.upper();
         match &self.meta.backing {
             Backing::Git { top, prefix, .. } => {
-                let base = self.wait_base()?.expect("git backing has a base");
-                let side = GitSide::new(Git::new(top), &base, prefix, self.meta.project.clone())?;
+                let side = self.git_side(top, prefix)?;
                 // Decided before any content is read: a build in the overlay can leave gigabytes
                 // of ignored output in the upper directory.
                 let mut names = Vec::new();
@@ -218,7 +283,7 @@ impl Workspace {
                         }
                     }
                 }
-                scan(&upper, &side, &|rel| ignored.contains(rel))
+                scan(&upper, &*side, &|rel| ignored.contains(rel))
             }
             Backing::Overlay => {
                 let side = LowerSide {
@@ -227,6 +292,27 @@ impl Workspace {
                 scan(&upper, &side, &|_| false)
             }
         }
+    }
+
+    /// The base commit's listing, read the first time it is needed and kept: the base is a commit,
+    /// it never changes (empty directories, which git cannot record, are still read live).
+    fn git_side(&self, top: &Path, prefix: &str) -> Result<Arc<GitSide>> {
+        let base = self.wait_base()?.expect("git backing has a base");
+        let mut side = self
+            .side
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(side) = side.as_ref() {
+            return Ok(side.clone());
+        }
+        let made = Arc::new(GitSide::new(
+            Git::new(top),
+            &base,
+            prefix,
+            self.meta.project.clone(),
+        )?);
+        *side = Some(made.clone());
+        Ok(made)
     }
 
     /// The session's changes, with file and hunk ids.
@@ -250,7 +336,34 @@ impl Workspace {
         };
         let base = self.wait_base()?.expect("git backing has a base");
         let raw = self.raw_changes()?;
+        let digest = digest(&raw);
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(last) = &last
+            && last.digest == digest
+            && last.still_tip()
+        {
+            // The same change set as the commit the ref still points at: the same tree again.
+            return Ok(None);
+        }
         let git = Git::new(top);
+        let ref_file = match last {
+            Some(last) => last.ref_file,
+            None => git.ref_file(ref_name)?,
+        };
+        let remember = |tip: &str| {
+            *self
+                .last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(LastCheckpoint {
+                digest,
+                tip: tip.to_string(),
+                ref_file: ref_file.clone(),
+            });
+        };
         let staged = git.with_index(self.layout.checkpoint_index());
         staged.run(&["read-tree", &base])?;
         // Regular files are hashed in one `--stdin-paths` run, from private copies of the bytes
@@ -322,6 +435,7 @@ impl Workspace {
         let tip = git.text(&["rev-parse", "--verify", ref_name])?;
         let tip_tree = git.text(&["rev-parse", &format!("{tip}^{{tree}}")])?;
         if tree == tip_tree {
+            remember(&tip);
             return Ok(None);
         }
         let commit = git.commit_tree(
@@ -337,6 +451,7 @@ impl Workspace {
             &commit,
             &tip,
         ])?;
+        remember(&commit);
         Ok(Some(commit))
     }
 }
