@@ -26,12 +26,15 @@ pub struct Workspace {
     meta: Meta,
     /// The git base commit being written in the background (git backing, just created), and the
     /// session ref's loose file.
-    base_job: Mutex<Option<JoinHandle<Result<(String, PathBuf)>>>>,
+    base_job: Mutex<Option<BaseJob>>,
     /// The base commit's listing, read once: the base never changes.
     side: Mutex<Option<Arc<GitSide>>>,
     /// What the last checkpoint recorded, to skip one that would record the same again.
     last: Mutex<Option<LastCheckpoint>>,
 }
+
+/// The thread writing the base: the commit and the session ref's loose file.
+type BaseJob = JoinHandle<Result<(String, PathBuf)>>;
 
 /// The change set a checkpoint recorded and the commit the session ref then pointed at.
 #[derive(Debug, Clone)]
