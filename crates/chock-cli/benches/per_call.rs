@@ -15,13 +15,17 @@
 //! 100,000 files, `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`;
 //! `CHOCK_BENCH_LARGE` (default 100000) the large project's size.
 
+#[path = "../../chock-sandbox/benches/support/bwrap_reference.rs"]
+mod bwrap_reference;
+use bwrap_reference::bwrap_args;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const CHOCK: &str = env!("CARGO_BIN_EXE_chock");
-const CALLS: usize = 40;
+const CALLS: u32 = 40;
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -208,7 +212,7 @@ fn measure(base: &Path, files: usize, pairs: usize) -> Measured {
     for _ in 0..pairs {
         let none = w.session(&w.without);
         let calls = w.session(&w.with_calls);
-        per_call.push(calls.saturating_sub(none) / CALLS as u32);
+        per_call.push(calls.saturating_sub(none) / CALLS);
         start.push(none);
     }
     let m = Measured {
@@ -221,69 +225,6 @@ fn measure(base: &Path, files: usize, pairs: usize) -> Measured {
         show(m.start)
     );
     m
-}
-
-fn bwrap_args(workspace: &Path) -> Option<(&'static str, Vec<String>)> {
-    let bin = ["/usr/bin/bwrap", "/bin/bwrap"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())?;
-    let ws = workspace.to_string_lossy().into_owned();
-    let mut args: Vec<String> = [
-        "--unshare-all",
-        "--unshare-user",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--clearenv",
-        "--setenv",
-        "PATH",
-        "/usr/bin:/bin",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/sbin",
-        "/sbin",
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-    ]
-    .iter()
-    .map(|s| (*s).to_string())
-    .collect();
-    for etc in [
-        "/etc/ld.so.cache",
-        "/etc/passwd",
-        "/etc/group",
-        "/etc/ssl",
-        "/etc/alternatives",
-    ] {
-        if Path::new(etc).exists() {
-            args.extend(["--ro-bind".into(), etc.into(), etc.into()]);
-        }
-    }
-    args.extend([
-        "--bind".into(),
-        ws.clone(),
-        ws.clone(),
-        "--chdir".into(),
-        ws,
-        "/usr/bin/true".into(),
-    ]);
-    Some((bin, args))
 }
 
 fn main() {

@@ -12,6 +12,10 @@
 //! `cargo bench -p chock-sandbox --bench setup` (runs: `CHOCK_BENCH_RUNS`, default 40). Not a test:
 //! nothing here fails on a number; the numbers are for reading.
 
+#[path = "support/bwrap_reference.rs"]
+mod bwrap_reference;
+use bwrap_reference::bwrap_args;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -253,65 +257,7 @@ fn chock(
 /// the loader's /etc entries, a fresh /proc and /dev, a /tmp tmpfs, the workspace bound
 /// read-write, no capabilities, a new session, dying with its parent, a cleared environment.
 fn bwrap(runs: usize, workspace: &Path) -> Option<Duration> {
-    let bin = ["/usr/bin/bwrap", "/bin/bwrap"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())?;
-    let ws = workspace.to_string_lossy().into_owned();
-    let mut args: Vec<String> = [
-        "--unshare-all",
-        "--unshare-user",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--clearenv",
-        "--setenv",
-        "PATH",
-        "/usr/bin:/bin",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/sbin",
-        "/sbin",
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--tmpfs",
-        "/tmp",
-    ]
-    .iter()
-    .map(|s| (*s).to_string())
-    .collect();
-    for etc in [
-        "/etc/ld.so.cache",
-        "/etc/passwd",
-        "/etc/group",
-        "/etc/ssl",
-        "/etc/alternatives",
-    ] {
-        if Path::new(etc).exists() {
-            args.extend(["--ro-bind".into(), etc.into(), etc.into()]);
-        }
-    }
-    args.extend([
-        "--bind".into(),
-        ws.clone(),
-        ws.clone(),
-        "--chdir".into(),
-        ws,
-        "/usr/bin/true".into(),
-    ]);
+    let (bin, args) = bwrap_args(workspace)?;
     let once = || {
         Command::new(bin)
             .args(&args)
