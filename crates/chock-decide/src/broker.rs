@@ -252,6 +252,12 @@ impl Default for Shared {
     }
 }
 
+/// A question registered as open ([`ApprovalBroker::open`]), not yet put to the answerers.
+#[derive(Debug)]
+pub struct Opened {
+    push_rx: oneshot::Receiver<(String, Answer)>,
+}
+
 /// The broker. Clones share everything (answerers, open questions, session allows).
 #[derive(Clone, Default)]
 pub struct ApprovalBroker {
@@ -419,10 +425,17 @@ impl ApprovalBroker {
     /// the first valid answer wins. An approval answered with a reply (or a question answered with
     /// a yes/no) is not valid and is ignored.
     pub async fn ask(&self, role: Role, question: &Question) -> Reply {
-        let id = question.id.clone();
+        let opened = self.open(role, question);
+        self.wait(role, question, opened).await
+    }
+
+    /// Registers `question` as open, so an answer by its id is taken from now on, and tells the
+    /// subscribers. [`ApprovalBroker::wait`] then puts it to the answerers. Whoever learns the
+    /// question's id after this (a live event, a notice) can answer it.
+    pub fn open(&self, role: Role, question: &Question) -> Opened {
         let (push_tx, push_rx) = oneshot::channel();
         lock(&self.shared.questions).open.insert(
-            id.clone(),
+            question.id.clone(),
             Open {
                 role,
                 kind: question.kind,
@@ -433,7 +446,15 @@ impl ApprovalBroker {
             question: question.clone(),
             role,
         });
-        let reply = self.race(role, question, push_rx).await;
+        Opened { push_rx }
+    }
+
+    /// Puts an [`ApprovalBroker::open`]ed question to the answerers of `role` and returns the
+    /// first valid answer (or why nobody gave one); every answerer and subscriber is told it is
+    /// resolved.
+    pub async fn wait(&self, role: Role, question: &Question, opened: Opened) -> Reply {
+        let id = question.id.clone();
+        let reply = self.race(role, question, opened.push_rx).await;
         if let (
             Reply::Answered {
                 answer: Answer::AllowSession,

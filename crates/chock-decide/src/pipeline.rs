@@ -415,10 +415,13 @@ impl Pipeline {
                 policy_file: ruling.policy_file.clone(),
             },
         )?;
+        // Open before anyone hears of it: a client that learns the id from the live event can
+        // answer at once.
+        let opened = self.broker.open(role, &question);
         for observer in &self.observers {
             observer.asked(&question, ruling.decision);
         }
-        let reply = self.broker.ask(role, &question).await;
+        let reply = self.broker.wait(role, &question, opened).await;
         let (answer, by, reasons) = match &reply {
             Reply::Answered { by, answer } => (
                 answer.kind(),

@@ -502,3 +502,46 @@ async fn the_agents_free_question_is_logged_with_its_reply() {
     assert_eq!(answer.answer, AnswerKind::Reply);
     assert_eq!(answer.reply.as_deref(), Some("tabs"));
 }
+
+/// Answers every question the moment an observer hears of it, through the broker by its id: what
+/// a client does that learns the id from the live event.
+struct AnswersAtOnce {
+    broker: ApprovalBroker,
+    client: Mutex<Option<chock_decide::Client>>,
+}
+
+impl chock_decide::Observer for AnswersAtOnce {
+    fn asked(&self, question: &chock_decide::Question, _decision: chock_policy::Decision) {
+        let guard = self.client.lock().unwrap();
+        let client = guard.as_ref().expect("attached");
+        client
+            .answer(
+                &question.id,
+                Answer::AllowOnce {
+                    reasons: String::new(),
+                },
+            )
+            .expect("the question is open by the time anyone hears of it");
+        let _ = &self.broker;
+    }
+}
+
+#[tokio::test]
+async fn a_question_is_open_for_answers_before_anyone_hears_of_it() {
+    let broker = ApprovalBroker::new();
+    let client = broker.attach("editor");
+    let s = setup("ask", broker.clone());
+    let observer = Arc::new(AnswersAtOnce {
+        broker: broker.clone(),
+        client: Mutex::new(Some(client)),
+    });
+    let pipeline = s.pipeline.clone().with_observer(observer);
+    let settled = pipeline
+        .settle(Some("c1"), &Action::parse("fs.write").unwrap(), "write y")
+        .await
+        .unwrap();
+    assert!(matches!(
+        &settled.outcome,
+        Outcome::Allowed { by: AllowedBy::Person { name }, .. } if name == "editor"
+    ));
+}
