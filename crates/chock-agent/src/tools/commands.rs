@@ -358,8 +358,12 @@ impl Commands {
     }
 }
 
-/// A running command's output as a live item: started at its first bytes, a delta per read, and
+/// A running command's output as a live item: started at its first bytes, a delta per line, and
 /// completed when the command ends.
+///
+/// The redaction funnel matches whole secrets, so text is only redacted and sent once a secret
+/// cannot be cut in two by the next read: whole lines, or, for a line that grows past
+/// [`LINE_HOLD`], all of it but a tail longer than any secret. The rest goes out at completion.
 struct OutputItem {
     item: String,
     call_id: String,
@@ -368,43 +372,23 @@ struct OutputItem {
     state: Mutex<OutputState>,
 }
 
+/// How much of a line without its end is held back before part of it is sent; the part kept
+/// back ([`SECRET_TAIL`] bytes) is longer than any key a session holds.
+const LINE_HOLD: usize = 64 * 1024;
+const SECRET_TAIL: usize = 4096;
+
 #[derive(Default)]
 struct OutputState {
     started: bool,
     completed: bool,
-    /// The start of a UTF-8 sequence a read cut in two, kept for the next read.
-    partial: Vec<u8>,
+    /// Bytes read and not sent yet (an unfinished line, a cut UTF-8 sequence).
+    pending: Vec<u8>,
 }
 
 impl OutputItem {
-    fn complete(&self, ok: bool) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
-        if state.started && !state.completed {
-            state.completed = true;
-            self.sink.emit(&AgentEvent::ItemCompleted {
-                item: self.item.clone(),
-                ok,
-            });
-        }
-    }
-}
-
-impl chock_session::OutputSink for OutputItem {
-    fn write(&self, _stream: chock_session::Stream, bytes: &[u8]) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
-        let mut data = std::mem::take(&mut state.partial);
-        data.extend_from_slice(bytes);
-        let valid = match std::str::from_utf8(&data) {
-            Ok(_) => data.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => data.len(),
-        };
-        state.partial = data.split_off(valid);
-        if data.is_empty() {
+    /// Sends `bytes` (whole lines or a safe prefix) as one redacted delta, starting the item.
+    fn send(&self, state: &mut OutputState, bytes: &[u8]) {
+        if bytes.is_empty() {
             return;
         }
         if !state.started {
@@ -419,7 +403,93 @@ impl chock_session::OutputSink for OutputItem {
         }
         self.sink.emit(&AgentEvent::ItemDelta {
             item: self.item.clone(),
-            text: self.log.redact(&String::from_utf8_lossy(&data)),
+            text: self.log.redact(&String::from_utf8_lossy(bytes)),
         });
+    }
+
+    fn complete(&self, ok: bool) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if state.completed {
+            return;
+        }
+        let rest = std::mem::take(&mut state.pending);
+        self.send(&mut state, &rest);
+        if state.started {
+            state.completed = true;
+            self.sink.emit(&AgentEvent::ItemCompleted {
+                item: self.item.clone(),
+                ok,
+            });
+        }
+    }
+}
+
+impl chock_session::OutputSink for OutputItem {
+    fn write(&self, _stream: chock_session::Stream, bytes: &[u8]) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        state.pending.extend_from_slice(bytes);
+        let ready = match state.pending.iter().rposition(|b| *b == b'\n') {
+            Some(newline) => newline + 1,
+            None if state.pending.len() > LINE_HOLD => {
+                // Cut on a character boundary, keeping a tail no secret is longer than.
+                let mut cut = state.pending.len() - SECRET_TAIL;
+                while cut > 0 && (state.pending[cut] & 0xC0) == 0x80 {
+                    cut -= 1;
+                }
+                cut
+            }
+            None => 0,
+        };
+        let rest = state.pending.split_off(ready);
+        let out = std::mem::replace(&mut state.pending, rest);
+        self.send(&mut state, &out);
+    }
+}
+
+#[cfg(test)]
+mod output_item_tests {
+    use chock_session::OutputSink;
+
+    use super::*;
+
+    #[test]
+    fn a_secret_cut_in_two_by_the_reads_is_still_redacted_in_the_live_output() {
+        let root = tempfile::tempdir().unwrap();
+        let log = chock_log::Log::create(root.path(), chock_log::SessionHeader::default()).unwrap();
+        log.add_secret("sk-live-0123456789").unwrap();
+        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+        let seen = Arc::clone(&events);
+        let sink: Arc<dyn EventSink> =
+            Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
+        let item = OutputItem {
+            item: "c1.output".into(),
+            call_id: "c1".into(),
+            log,
+            sink,
+            state: Mutex::new(OutputState::default()),
+        };
+        let out = chock_session::Stream::Stdout;
+        item.write(out, b"first line\nkey=sk-live-0123");
+        item.write(out, b"456789 and more\nno newline sk-live-");
+        item.write(out, b"0123456789");
+        item.complete(true);
+        let text: String = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ItemDelta { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(!text.contains("sk-live-0123456789"), "{text}");
+        assert_eq!(
+            text,
+            "first line\nkey=[REDACTED] and more\nno newline [REDACTED]"
+        );
     }
 }
