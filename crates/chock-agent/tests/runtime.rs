@@ -101,6 +101,17 @@ fn session_end(dir: &Path) -> Vec<EndReason> {
         .collect()
 }
 
+/// A sink that keeps every live event, and the list it keeps them in.
+fn collecting() -> (
+    Arc<Mutex<Vec<AgentEvent>>>,
+    Arc<dyn chock_agent::events::EventSink>,
+) {
+    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let sink = move |event: &AgentEvent| seen.lock().unwrap().push(event.clone());
+    (events, Arc::new(sink))
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -580,15 +591,9 @@ input = { command = "echo hello-out; echo oops >&2" }
 text = "done"
 "#,
     );
-    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
-    let seen = Arc::clone(&events);
-    let sink = move |event: &AgentEvent| seen.lock().unwrap().push(event.clone());
+    let (events, sink) = collecting();
     let rt = runtime();
-    let mut session = env
-        .builder(no_config(), &spec)
-        .sink(Arc::new(sink))
-        .build()
-        .unwrap();
+    let mut session = env.builder(no_config(), &spec).sink(sink).build().unwrap();
     rt.block_on(async {
         assert_eq!(session.submit("go").await.unwrap(), TaskEnd::Done);
         session.end(EndReason::Done).await.unwrap();
@@ -703,13 +708,11 @@ input = { command = "true" }
 text = "done"
 "#,
     );
-    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
-    let seen = Arc::clone(&events);
-    let sink = move |event: &AgentEvent| seen.lock().unwrap().push(event.clone());
+    let (events, sink) = collecting();
     let rt = runtime();
     let mut session = env
         .builder(no_config(), &spec)
-        .sink(Arc::new(sink))
+        .sink(sink)
         .person(Arc::new(Yes))
         .build()
         .unwrap();
