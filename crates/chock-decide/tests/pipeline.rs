@@ -506,15 +506,12 @@ async fn the_agents_free_question_is_logged_with_its_reply() {
 /// Answers every question the moment an observer hears of it, through the broker by its id: what
 /// a client does that learns the id from the live event.
 struct AnswersAtOnce {
-    broker: ApprovalBroker,
-    client: Mutex<Option<chock_decide::Client>>,
+    client: chock_decide::Client,
 }
 
 impl chock_decide::Observer for AnswersAtOnce {
     fn asked(&self, question: &chock_decide::Question, _decision: chock_policy::Decision) {
-        let guard = self.client.lock().unwrap();
-        let client = guard.as_ref().expect("attached");
-        client
+        self.client
             .answer(
                 &question.id,
                 Answer::AllowOnce {
@@ -522,7 +519,6 @@ impl chock_decide::Observer for AnswersAtOnce {
                 },
             )
             .expect("the question is open by the time anyone hears of it");
-        let _ = &self.broker;
     }
 }
 
@@ -531,10 +527,7 @@ async fn a_question_is_open_for_answers_before_anyone_hears_of_it() {
     let broker = ApprovalBroker::new();
     let client = broker.attach("editor");
     let s = setup("ask", broker.clone());
-    let observer = Arc::new(AnswersAtOnce {
-        broker: broker.clone(),
-        client: Mutex::new(Some(client)),
-    });
+    let observer = Arc::new(AnswersAtOnce { client });
     let pipeline = s.pipeline.clone().with_observer(observer);
     let settled = pipeline
         .settle(Some("c1"), &Action::parse("fs.write").unwrap(), "write y")
