@@ -191,12 +191,9 @@ impl WorkspaceView {
         self.resolve(given, &rel)
     }
 
-    /// What is at `rel` (not following a final symlink), and the host path that holds it.
-    ///
-    /// The kinds are taken with path-based `lstat`s: a concurrent swap can make one answer about a
-    /// host path outside the layer (what kind of entry it is, nothing more). Every read, list and
-    /// write then goes through [`beneath`], which never follows a symlink, so such an answer cannot
-    /// turn into an act outside the workspace.
+    /// What is at `rel` (not following a final symlink), and the host path that holds it. The
+    /// kind is looked up by descriptor in each layer (see `entry`), so a concurrent swap never
+    /// makes it describe a host path outside the layer; the host path returned is for messages.
     pub fn lstat(&self, rel: &Path) -> Option<(EntryKind, PathBuf)> {
         self.entry(rel).map(|(kind, layer)| (kind, layer.join(rel)))
     }
