@@ -51,6 +51,17 @@ pub struct SessionHeader {
 #[derive(Debug, Clone)]
 pub struct Log {
     shared: Arc<Shared>,
+    /// Held only by the clones of the log, never by the flusher: the last clone dropped is
+    /// what syncs the tail and lets the writer lock go, on its own thread, before its drop
+    /// returns (a flusher that let the lock go could make a resume right after an end busy).
+    _owner: Arc<Owner>,
+}
+
+/// What the clones of a log own together and the flusher never does: the writer lock.
+#[derive(Debug)]
+struct Owner {
+    shared: Arc<Shared>,
+    _lock: WriterLock,
 }
 
 #[derive(Debug)]
@@ -62,7 +73,6 @@ struct Shared {
     /// The thread that syncs grouped lines when no durable event comes soon enough: started on
     /// the first grouped line, so a log that only ever writes durable events has none.
     flusher: OnceLock<Option<Thread>>,
-    _lock: WriterLock,
 }
 
 #[derive(Debug)]
@@ -90,6 +100,17 @@ pub const GROUP_MAX_LINES: u64 = 256;
 const ID_ATTEMPTS: usize = 16;
 
 impl Log {
+    fn owning(shared: Shared, lock: WriterLock) -> Log {
+        let shared = Arc::new(shared);
+        Log {
+            _owner: Arc::new(Owner {
+                shared: Arc::clone(&shared),
+                _lock: lock,
+            }),
+            shared,
+        }
+    }
+
     /// Creates a new session under `root` (normally [`crate::sessions_root`]): a fresh
     /// directory (0700) named by a new [`SessionId`], its writer lock, and `log.jsonl` whose
     /// line 0 is `session.start`, durable before this returns.
@@ -123,16 +144,16 @@ impl Log {
             unsynced: 0,
             unsynced_since: None,
         };
-        let log = Log {
-            shared: Arc::new(Shared {
+        let log = Log::owning(
+            Shared {
                 dir: dir.clone(),
                 id: id.clone(),
                 path,
                 state: Mutex::new(state),
                 flusher: OnceLock::new(),
-                _lock: lock,
-            }),
-        };
+            },
+            lock,
+        );
         log.append_data(EventKind::SessionStart, None, start_data(&id, header))?;
         sync_dir(&dir)?;
         sync_dir(root)?;
@@ -348,18 +369,23 @@ fn flush_loop(weak: &Weak<Shared>) {
     }
 }
 
-impl Drop for Shared {
+impl Drop for Owner {
     /// The last clone of the log is gone: sync what is pending (best effort: nobody is left to
-    /// tell), then let the flusher see that the log is gone.
+    /// tell) and let the flusher see that the log is gone; the lock goes when this returns.
     fn drop(&mut self) {
-        let state = self
-            .state
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if state.unsynced > 0 && state.poisoned.is_none() {
-            let _ = state.file.sync_data();
+        {
+            let mut state = self
+                .shared
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if state.unsynced > 0 && state.poisoned.is_none() {
+                let _ = state.file.sync_data();
+                state.unsynced = 0;
+                state.unsynced_since = None;
+            }
         }
-        if let Some(Some(thread)) = self.flusher.get() {
+        if let Some(Some(thread)) = self.shared.flusher.get() {
             thread.unpark();
         }
     }
@@ -413,16 +439,16 @@ impl Log {
             unsynced: 0,
             unsynced_since: None,
         };
-        let log = Log {
-            shared: Arc::new(Shared {
+        let log = Log::owning(
+            Shared {
                 dir: dir.to_owned(),
                 id,
                 path,
                 state: Mutex::new(state),
                 flusher: OnceLock::new(),
-                _lock: lock,
-            }),
-        };
+            },
+            lock,
+        );
         if let Some(torn) = report.torn_tail {
             log.record(
                 None,

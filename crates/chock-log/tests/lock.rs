@@ -135,3 +135,25 @@ fn session_directories_and_files_are_private() {
     assert_eq!(mode(&log.dir().join("log.jsonl")), 0o600);
     assert_eq!(mode(&log.dir().join("lock")), 0o600);
 }
+
+/// The last clone dropped releases the lock at once, on the dropping thread: the flusher that
+/// syncs grouped lines may be mid-sync then, and it must not be what lets the lock go (a
+/// resume straight after an end was refused as busy when it was).
+#[test]
+fn dropping_the_last_clone_releases_the_lock_even_while_the_flusher_syncs() {
+    let root = tempfile::tempdir().unwrap();
+    for round in 0..200u64 {
+        let log = Log::create(root.path(), SessionHeader::default()).unwrap();
+        assert!(!EventKind::ToolResult.durability().before_return());
+        log.append(EventKind::ToolResult, Some("c1"), json!({"stdout": "x"}))
+            .unwrap();
+        // Drop near the moment the flusher wakes to sync (GROUP_MAX_DELAY after the line).
+        let near = chock_log::GROUP_MAX_DELAY + std::time::Duration::from_micros(round % 8 * 50);
+        std::thread::sleep(near - std::time::Duration::from_micros(200));
+        let dir = log.dir().to_path_buf();
+        drop(log);
+        if let Err(e) = Log::open(&dir) {
+            panic!("round {round}: reopening right after the last drop failed: {e}");
+        }
+    }
+}
