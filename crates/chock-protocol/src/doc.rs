@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+
 use crate::{EventData, EventKind};
 
 /// The line before the generated reference in docs/log.md.
@@ -36,11 +37,6 @@ pub fn log_reference() -> String {
     for &kind in EventKind::ALL {
         let schema = EventData::schema(kind);
         let root = schema.as_value();
-        let defs = root
-            .get("$defs")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
         out.push_str(&format!("### `{kind}`\n\n"));
         if let Some(text) = description(root) {
             out.push_str(&text);
@@ -57,28 +53,45 @@ pub fn log_reference() -> String {
         });
         out.push_str(durability.why());
         out.push_str("\n\n");
-        render_body(&mut out, root, &defs);
-        let mut named = Vec::new();
-        collect_refs(root, &mut named);
-        let mut shown = std::collections::BTreeSet::new();
-        while let Some(name) = named.pop() {
-            if !shown.insert(name.clone()) {
-                continue;
-            }
-            let Some(def) = defs.get(&name) else { continue };
-            if strings_of(def).is_some() {
-                values_list(&mut out, &name, def);
-                continue;
-            }
-            if def.get("properties").is_none() && def.get("oneOf").is_none() {
-                continue;
-            }
-            out.push_str(&format!("`{name}`:\n\n"));
-            render_body(&mut out, def, &defs);
-            collect_refs(def, &mut named);
-        }
+        render_type(&mut out, root);
     }
     out
+}
+
+/// The table of one type's fields (one per variant for a tagged enum), then those of every type
+/// it names, each once.
+pub(crate) fn render_type(out: &mut String, root: &Value) {
+    render_type_except(out, root, &[]);
+}
+
+/// [`render_type`], leaving out the named types (documented on another page) and what only they
+/// name.
+pub(crate) fn render_type_except(out: &mut String, root: &Value, skip: &[&str]) {
+    let defs = root
+        .get("$defs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    render_body(out, root, &defs);
+    let mut named = Vec::new();
+    collect_refs(root, &mut named);
+    let mut shown = std::collections::BTreeSet::new();
+    while let Some(name) = named.pop() {
+        if !shown.insert(name.clone()) || skip.contains(&name.as_str()) {
+            continue;
+        }
+        let Some(def) = defs.get(&name) else { continue };
+        if strings_of(def).is_some() {
+            values_list(out, &name, def);
+            continue;
+        }
+        if def.get("properties").is_none() && def.get("oneOf").is_none() {
+            continue;
+        }
+        out.push_str(&format!("`{name}`:\n\n"));
+        render_body(out, def, &defs);
+        collect_refs(def, &mut named);
+    }
 }
 
 /// A struct's table, or for a tagged enum, one table per variant.
@@ -140,7 +153,7 @@ fn table(out: &mut String, schema: &Value, defs: &Map<String, Value>, skip: Opti
     out.push('\n');
 }
 
-fn description(schema: &Value) -> Option<String> {
+pub(crate) fn description(schema: &Value) -> Option<String> {
     schema.get("description").and_then(Value::as_str).map(|s| {
         s.replace('\n', " ")
             .replace('|', "\\|")

@@ -10,6 +10,8 @@
 //!   daemon's notifications): a turn and each item in it.
 //! - [`ops`]: what a client sends to a running session (input, interrupt, an answer to a
 //!   question, a narrowing, end).
+//! - [`rpc`]: the daemon's wire protocol (`chock serve`): JSON-RPC frames, its methods and
+//!   notifications; docs/daemon.md's method reference is generated from them.
 //!
 //! [`PROTOCOL_VERSION`] names the client-facing shape; [`schema::client_schema`] exports it as JSON
 //! Schema.
@@ -20,6 +22,7 @@ mod kind;
 pub mod live;
 pub mod log;
 pub mod ops;
+pub mod rpc;
 pub mod schema;
 
 pub use kind::{Durability, EventKind, UnknownKind};
