@@ -5,7 +5,7 @@
 //! the model chooses to read, and a large file costs nothing until it is needed. The guidance shelf is
 //! compiled into the binary so no tool call can write it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chock_provider::ToolSpec;
 
@@ -27,19 +27,24 @@ pub fn guidance(topic: &str) -> Option<&'static str> {
         .map(|(_, text)| *text)
 }
 
-/// Every AGENTS.md in the workspace (root first, then subdirectories, sorted), as relative paths.
-/// Directories the walk skips (`.git`) are not searched; at most 50 are listed.
-pub fn agents_md_paths(view: &WorkspaceView) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = view
-        .walk(".", std::path::Path::new(""), 50_000)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n == "AGENTS.md"))
+/// The AGENTS.md files that hold instructions for `rel`: one in each directory from the root down
+/// to `rel` (itself included, when it is a directory), shallowest first, as relative paths.
+///
+/// Found by name, one `lstat` per directory on the way, never by walking the project: a session
+/// starts in the same time in a tree of any size, and a subdirectory's notes reach the model when it
+/// first works there (the file tools point them out), not as a list made up front.
+pub fn agents_md_for(view: &WorkspaceView, rel: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = rel
+        .ancestors()
+        .map(|dir| dir.join(AGENTS_MD))
+        .filter(|p| matches!(view.lstat(p), Some((EntryKind::File, _))))
         .collect();
-    found.sort_by_key(|p| (p.components().count(), p.clone()));
-    found.truncate(50);
+    found.reverse();
     found
 }
+
+/// The file name of a project's notes for agents.
+pub const AGENTS_MD: &str = "AGENTS.md";
 
 /// The system prompt for a session in `view`.
 pub fn system_prompt(view: &WorkspaceView) -> String {
@@ -53,15 +58,17 @@ changing code, and stop calling tools when the task is done, ending with a short
 Every tool call is decided by the project's policy table before it runs; a refusal names the rule that \
 refused. Do not try to get around a refusal.\n"
     );
-    let agents = agents_md_paths(view);
-    if !agents.is_empty() {
+    if !agents_md_for(view, Path::new("")).is_empty() {
         s.push_str(
-            "\nThe project has notes for agents in these AGENTS.md files. Read the root one before you start, \
-and a subdirectory's one before working in that directory (read_file):\n",
+            "\nThe project has notes for agents in AGENTS.md at its root: read it before you start \
+(read_file). A subdirectory may have its own AGENTS.md for the files under it; the file tools name it \
+when you first work in that directory, and you read it before working there.\n",
         );
-        for p in agents {
-            s.push_str(&format!("- {}\n", p.display()));
-        }
+    } else {
+        s.push_str(
+            "\nA directory of the project may have an AGENTS.md with notes for the files under it; the \
+file tools name it when you first work in that directory, and you read it before working there.\n",
+        );
     }
     s.push_str("\nGuidance topics you can read with read_guidance: ");
     s.push_str(
@@ -93,21 +100,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn agents_md_files_are_listed_as_paths_root_first() {
+    fn agents_md_files_are_found_on_the_way_down_as_paths_never_as_text() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("b/c")).unwrap();
         std::fs::write(dir.path().join("b/c/AGENTS.md"), "deep").unwrap();
         std::fs::write(dir.path().join("AGENTS.md"), "SECRET-ROOT-TEXT").unwrap();
-        let view = WorkspaceView::direct(std::path::Path::new("/p"), dir.path());
+        std::fs::create_dir_all(dir.path().join("b/AGENTS.md")).unwrap();
+        let view = WorkspaceView::direct(Path::new("/p"), dir.path());
         assert_eq!(
-            agents_md_paths(&view),
+            agents_md_for(&view, Path::new("b/c/main.rs")),
+            [PathBuf::from("AGENTS.md"), PathBuf::from("b/c/AGENTS.md")],
+            "root first; a directory named AGENTS.md is not notes"
+        );
+        assert_eq!(
+            agents_md_for(&view, Path::new("b/c")),
             [PathBuf::from("AGENTS.md"), PathBuf::from("b/c/AGENTS.md")]
         );
+        assert_eq!(agents_md_for(&view, Path::new("")), [PathBuf::from("AGENTS.md")]);
         let prompt = system_prompt(&view);
-        assert!(
-            prompt.contains("- AGENTS.md\n- b/c/AGENTS.md\n"),
-            "{prompt}"
-        );
+        assert!(prompt.contains("AGENTS.md at its root"), "{prompt}");
+        assert!(!prompt.contains("b/c/AGENTS.md"), "found when the model works there");
         assert!(!prompt.contains("SECRET-ROOT-TEXT"), "paths, not contents");
     }
 

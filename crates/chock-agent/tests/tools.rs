@@ -352,3 +352,26 @@ async fn every_builtin_tool_still_works_through_the_registry() {
             .any(|ev| matches!(ev, AgentEvent::TitleSet { title } if title == "tidy up"))
     );
 }
+
+/// A subdirectory's AGENTS.md reaches the model when it first works there: the first file tool
+/// under `src/` names `src/AGENTS.md` after its own output, later ones do not repeat it, and
+/// reading the notes themselves counts as being pointed to them.
+#[tokio::test]
+async fn a_subdirectorys_agents_md_is_named_once_when_the_model_first_works_there() {
+    let mut e = env("");
+    let project = e._tmp.path().canonicalize().unwrap().join("project");
+    std::fs::create_dir_all(project.join("docs")).unwrap();
+    std::fs::write(project.join("src/AGENTS.md"), "use tabs").unwrap();
+    std::fs::write(project.join("docs/AGENTS.md"), "be brief").unwrap();
+    let note = "[src/AGENTS.md holds notes for the files under src/";
+    let first = e.call("r1", "read_file", json!({"path": "src/lib.rs"})).await;
+    assert!(!first.is_error, "{}", first.text);
+    assert!(first.text.contains(note), "{}", first.text);
+    let again = e.call("r2", "list", json!({"path": "src"})).await;
+    assert!(!again.text.contains(note), "named once: {}", again.text);
+    let notes = e.call("r3", "read_file", json!({"path": "docs/AGENTS.md"})).await;
+    assert!(notes.text.contains("be brief"), "{}", notes.text);
+    assert!(!notes.text.contains("holds notes"), "{}", notes.text);
+    let docs = e.call("r4", "list", json!({"path": "docs"})).await;
+    assert!(!docs.text.contains("holds notes"), "{}", docs.text);
+}

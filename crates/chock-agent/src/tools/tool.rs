@@ -93,6 +93,8 @@ pub struct ToolState {
     pub title: Mutex<Option<String>>,
     /// The session's commands, foreground and background (run_command, read_output).
     pub commands: Commands,
+    /// The subdirectories' AGENTS.md files the model was pointed to (the file tools name each once).
+    pub pointed: Mutex<std::collections::BTreeSet<std::path::PathBuf>>,
 }
 
 impl std::fmt::Debug for ToolState {
@@ -111,6 +113,7 @@ impl ToolState {
             plan: Mutex::default(),
             title: Mutex::default(),
             commands: Commands::new(Arc::clone(host), decider.clone(), Arc::clone(sink)),
+            pointed: Mutex::default(),
         }
     }
 }

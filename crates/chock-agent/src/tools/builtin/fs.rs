@@ -7,6 +7,7 @@ use std::sync::PoisonError;
 use chock_log::LogError;
 use chock_policy::{Action, ActionError};
 
+use crate::prompt::agents_md_for;
 use crate::tools::ToolOutput;
 use crate::tools::files::{
     self, EditFileInput, GlobInput, GrepInput, ListInput, ReadFileInput, WriteFileInput,
@@ -26,6 +27,33 @@ fn with_seen(
 ) -> ToolOutput {
     let mut seen = cx.state.seen.lock().unwrap_or_else(PoisonError::into_inner);
     work(cx.host.view(), &mut seen)
+}
+
+/// Names the AGENTS.md files on the way to `given` that the model has not been pointed to yet, after
+/// the tool's own output (the root's is in the system prompt). Reading one counts as being pointed
+/// to it.
+fn with_notes(cx: &ToolContext<'_>, given: Option<&str>, mut out: ToolOutput) -> ToolOutput {
+    if out.is_error {
+        return out;
+    }
+    let view = cx.host.view();
+    let Ok(rel) = view.relative(given.unwrap_or(".")) else {
+        return out;
+    };
+    let mut pointed = cx.state.pointed.lock().unwrap_or_else(PoisonError::into_inner);
+    for notes in agents_md_for(view, &rel) {
+        let Some(dir) = notes.parent().filter(|d| !d.as_os_str().is_empty()) else {
+            continue;
+        };
+        if pointed.insert(notes.clone()) && notes != rel {
+            out.text.push_str(&format!(
+                "\n\n[{} holds notes for the files under {}/: read it before working there.]",
+                notes.display(),
+                dir.display()
+            ));
+        }
+    }
+    out
 }
 
 /// Checkpoints the workspace after a write that changed it, before its result is logged.
@@ -64,9 +92,8 @@ impl Tool for ReadFile {
         cx: ToolContext<'a>,
         input: ReadFileInput,
     ) -> Result<ToolOutput, LogError> {
-        Ok(with_seen(&cx, |view, seen| {
-            files::read_file(view, seen, &input)
-        }))
+        let out = with_seen(&cx, |view, seen| files::read_file(view, seen, &input));
+        Ok(with_notes(&cx, Some(&input.path), out))
     }
 }
 
@@ -102,7 +129,8 @@ impl Tool for WriteFile {
         input: WriteFileInput,
     ) -> Result<ToolOutput, LogError> {
         let out = with_seen(&cx, |view, seen| files::write_file(view, seen, &input));
-        Ok(checkpointed(&cx, Tool::name(self), out))
+        let out = checkpointed(&cx, Tool::name(self), out);
+        Ok(with_notes(&cx, Some(&input.path), out))
     }
 }
 
@@ -137,7 +165,8 @@ Decided as fs.write."
         input: EditFileInput,
     ) -> Result<ToolOutput, LogError> {
         let out = with_seen(&cx, |view, seen| files::edit_file(view, seen, &input));
-        Ok(checkpointed(&cx, Tool::name(self), out))
+        let out = checkpointed(&cx, Tool::name(self), out);
+        Ok(with_notes(&cx, Some(&input.path), out))
     }
 }
 
@@ -172,7 +201,8 @@ impl Tool for List {
         cx: ToolContext<'a>,
         input: ListInput,
     ) -> Result<ToolOutput, LogError> {
-        Ok(files::list(cx.host.view(), &input))
+        let out = files::list(cx.host.view(), &input);
+        Ok(with_notes(&cx, input.path.as_deref(), out))
     }
 }
 
@@ -243,6 +273,7 @@ impl Tool for Grep {
         cx: ToolContext<'a>,
         input: GrepInput,
     ) -> Result<ToolOutput, LogError> {
-        Ok(with_seen(&cx, |view, seen| files::grep(view, seen, &input)))
+        let out = with_seen(&cx, |view, seen| files::grep(view, seen, &input));
+        Ok(with_notes(&cx, input.path.as_deref(), out))
     }
 }
