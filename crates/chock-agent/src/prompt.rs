@@ -116,10 +116,16 @@ mod tests {
             agents_md_for(&view, Path::new("b/c")),
             [PathBuf::from("AGENTS.md"), PathBuf::from("b/c/AGENTS.md")]
         );
-        assert_eq!(agents_md_for(&view, Path::new("")), [PathBuf::from("AGENTS.md")]);
+        assert_eq!(
+            agents_md_for(&view, Path::new("")),
+            [PathBuf::from("AGENTS.md")]
+        );
         let prompt = system_prompt(&view);
         assert!(prompt.contains("AGENTS.md at its root"), "{prompt}");
-        assert!(!prompt.contains("b/c/AGENTS.md"), "found when the model works there");
+        assert!(
+            !prompt.contains("b/c/AGENTS.md"),
+            "found when the model works there"
+        );
         assert!(!prompt.contains("SECRET-ROOT-TEXT"), "paths, not contents");
     }
 

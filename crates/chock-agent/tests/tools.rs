@@ -364,12 +364,16 @@ async fn a_subdirectorys_agents_md_is_named_once_when_the_model_first_works_ther
     std::fs::write(project.join("src/AGENTS.md"), "use tabs").unwrap();
     std::fs::write(project.join("docs/AGENTS.md"), "be brief").unwrap();
     let note = "[src/AGENTS.md holds notes for the files under src/";
-    let first = e.call("r1", "read_file", json!({"path": "src/lib.rs"})).await;
+    let first = e
+        .call("r1", "read_file", json!({"path": "src/lib.rs"}))
+        .await;
     assert!(!first.is_error, "{}", first.text);
     assert!(first.text.contains(note), "{}", first.text);
     let again = e.call("r2", "list", json!({"path": "src"})).await;
     assert!(!again.text.contains(note), "named once: {}", again.text);
-    let notes = e.call("r3", "read_file", json!({"path": "docs/AGENTS.md"})).await;
+    let notes = e
+        .call("r3", "read_file", json!({"path": "docs/AGENTS.md"}))
+        .await;
     assert!(notes.text.contains("be brief"), "{}", notes.text);
     assert!(!notes.text.contains("holds notes"), "{}", notes.text);
     let docs = e.call("r4", "list", json!({"path": "docs"})).await;

@@ -40,7 +40,11 @@ fn with_notes(cx: &ToolContext<'_>, given: Option<&str>, mut out: ToolOutput) ->
     let Ok(rel) = view.relative(given.unwrap_or(".")) else {
         return out;
     };
-    let mut pointed = cx.state.pointed.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut pointed = cx
+        .state
+        .pointed
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     for notes in agents_md_for(view, &rel) {
         let Some(dir) = notes.parent().filter(|d| !d.as_os_str().is_empty()) else {
             continue;
