@@ -3,8 +3,11 @@
 //! every command that needs an index gets a private one through `GIT_INDEX_FILE`.
 
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::{Result, WorkspaceError};
 
@@ -72,6 +75,46 @@ impl Git {
         Ok(String::from_utf8_lossy(&out)
             .trim_end_matches('\n')
             .to_string())
+    }
+
+    /// Runs `git args` as [`Git::run`] does, killed if `cancel` is cancelled meanwhile (refused
+    /// if it already was).
+    pub(crate) fn run_cancellable(
+        &self,
+        args: &[&str],
+        cancel: Option<&Cancel>,
+    ) -> Result<Vec<u8>> {
+        let Some(cancel) = cancel else {
+            return self.run(args);
+        };
+        let mut running = cancel
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if cancel.cancelled() {
+            return Err(self.error(args, "cancelled before it started".into()));
+        }
+        let child = self
+            .command(args)
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|e| self.error(args, format!("cannot start git: {e}")))?;
+        let pid = rustix::process::Pid::from_child(&child);
+        *running = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+        drop(running);
+        let out = child.wait_with_output();
+        *cancel
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        let out = out.map_err(|e| self.error(args, e.to_string()))?;
+        if !out.status.success() {
+            return Err(self.error(
+                args,
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        Ok(out.stdout)
     }
 
     /// Runs `git args` with `input` on standard input.
@@ -267,5 +310,30 @@ impl Drop for BlobReader {
     fn drop(&mut self) {
         drop(self.stdin.take());
         let _ = self.child.wait();
+    }
+}
+
+/// How a long git process is stopped from another thread: [`Cancel::cancel`] kills the one running
+/// now and refuses any started after.
+#[derive(Debug, Default)]
+pub(crate) struct Cancel {
+    flag: AtomicBool,
+    /// The running process, by pidfd: it cannot be replaced by another process with its pid.
+    running: Mutex<Option<OwnedFd>>,
+}
+
+impl Cancel {
+    /// Asks the work to stop.
+    pub(crate) fn cancel(&self) {
+        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        self.flag.store(true, Ordering::SeqCst);
+        if let Some(pidfd) = running.as_ref() {
+            let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
+        }
+    }
+
+    /// Whether [`Cancel::cancel`] was called.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
     }
 }

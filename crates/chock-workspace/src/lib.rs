@@ -10,6 +10,7 @@
 
 mod adopt;
 mod apply;
+mod base;
 mod beneath;
 mod diff;
 mod entry;

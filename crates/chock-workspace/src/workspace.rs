@@ -5,11 +5,11 @@ use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use chock_log::clock::now_rfc3339;
 use chock_sandbox::WorkspaceMount;
 
+use crate::base::BaseJob;
 use crate::diff::Diff;
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
@@ -17,6 +17,8 @@ use crate::git::Git;
 use crate::meta::{Backing, Layout, META_FORMAT, Meta};
 use crate::old::{GitSide, LowerSide};
 use crate::upper::{RawChange, scan};
+
+mod scratch;
 
 /// A session's throwaway copy of the project: an overlay whose lower layer is the project itself
 /// and whose upper and work directories live in `<session>/workspace/`. See docs/workspace.md.
@@ -32,9 +34,6 @@ pub struct Workspace {
     /// What the last checkpoint recorded, to skip one that would record the same again.
     last: Mutex<Option<LastCheckpoint>>,
 }
-
-/// The thread writing the base: the commit and the session ref's loose file.
-type BaseJob = JoinHandle<Result<(String, PathBuf)>>;
 
 /// The change set a checkpoint recorded and the commit the session ref then pointed at.
 #[derive(Debug, Clone)]
@@ -125,18 +124,12 @@ impl Workspace {
         };
         meta.store(&layout.meta())?;
         let base_job = match &meta.backing {
-            Backing::Git { top, ref_name, .. } => {
-                let (git, layout2, ref_name, session) = (
-                    Git::new(top),
-                    layout.clone(),
-                    ref_name.clone(),
-                    session_id.to_string(),
-                );
-                Some(std::thread::spawn(move || {
-                    let base = record_base(&git, &layout2, &ref_name, &session)?;
-                    Ok((base, git.ref_file(&ref_name)?))
-                }))
-            }
+            Backing::Git { top, ref_name, .. } => Some(BaseJob::start(
+                Git::new(top),
+                layout.clone(),
+                ref_name.clone(),
+                session_id.to_string(),
+            )),
             Backing::Overlay => None,
         };
         Ok(Workspace {
@@ -232,12 +225,7 @@ impl Workspace {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(job) = job {
-            let (base, ref_file) = job.join().unwrap_or_else(|_| {
-                Err(WorkspaceError::record(
-                    self.layout.meta(),
-                    "base thread panicked",
-                ))
-            })?;
+            let (base, ref_file) = job.join(&self.layout)?;
             // The ref points at the base, whose tree is the base's own: the empty change set.
             *self
                 .last
@@ -255,7 +243,35 @@ impl Workspace {
         {
             return Ok(Some(base));
         }
-        record_base(&Git::new(top), &self.layout, ref_name, &self.meta.session).map(Some)
+        crate::base::record(
+            &Git::new(top),
+            &self.layout,
+            ref_name,
+            &self.meta.session,
+            None,
+        )
+        .map(Some)
+    }
+
+    /// Whether the upper directory holds nothing of the project (a `.git` at its top is not the
+    /// project's content, as in the scan): one listing of one directory.
+    fn upper_untouched(&self) -> Result<bool> {
+        let upper = self.layout.upper();
+        let root = chock_beneath::Dir::open_root(&upper)
+            .map_err(|e| WorkspaceError::io("open", &upper, e))?;
+        let names = root
+            .names()
+            .map_err(|e| WorkspaceError::io("list", &upper, e))?;
+        Ok(names.iter().all(|n| n == ".git"))
+    }
+
+    /// Whether this process is still writing the git base.
+    fn base_pending(&self) -> bool {
+        self.base_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(BaseJob::running)
     }
 
     /// Every path whose content differs between the before side and the overlay's upper layer.
@@ -263,6 +279,10 @@ impl Workspace {
     /// the session made is not its work); they stay visible in the overlay.
     pub(crate) fn raw_changes(&self) -> Result<std::collections::BTreeMap<String, RawChange>> {
         let upper = self.layout.upper();
+        if self.upper_untouched()? {
+            // Nothing was copied up, made or deleted: no path can differ, whatever the base is.
+            return Ok(std::collections::BTreeMap::new());
+        }
         match &self.meta.backing {
             Backing::Git { top, prefix, .. } => {
                 let side = self.git_side(top, prefix)?;
@@ -337,6 +357,11 @@ impl Workspace {
         else {
             return Ok(None);
         };
+        if self.base_pending() && self.upper_untouched()? {
+            // No checkpoint can exist before the base does, and the upper directory holds nothing
+            // to record: the base is not waited for (a session that changes nothing never is).
+            return Ok(None);
+        }
         let base = self.wait_base()?.expect("git backing has a base");
         let raw = self.raw_changes()?;
         let digest = digest(&raw);
@@ -462,33 +487,6 @@ impl Workspace {
 /// Writes the base commit: the user's index copied to a private index, `git add -A` (tracked
 /// changes and untracked files that are not ignored), a tree, a commit on top of HEAD, and
 /// `refs/chock/<session>` pointing at it. The user's index, branch and files are not touched.
-fn record_base(git: &Git, layout: &Layout, ref_name: &str, session: &str) -> Result<String> {
-    let index = layout.base_index();
-    let user_index = git.user_index()?;
-    if user_index.exists() {
-        fs::copy(&user_index, &index)
-            .map_err(|e| WorkspaceError::io("copy the git index to", &index, e))?;
-    }
-    let private = git.with_index(&index);
-    private.run(&["add", "-A", "--", "."])?;
-    let tree = private.text(&["write-tree"])?;
-    let head = git.head();
-    let parents: Vec<&str> = head.iter().map(String::as_str).collect();
-    let commit = git.commit_tree(
-        &tree,
-        &parents,
-        &format!("chock: base of session {session}"),
-    )?;
-    git.run(&["update-ref", "-m", "chock: session base", ref_name, &commit])?;
-    let path = layout.meta();
-    let mut meta = Meta::load(&path)?;
-    if let Backing::Git { base, .. } = &mut meta.backing {
-        *base = Some(commit.clone());
-    }
-    meta.store(&path)?;
-    Ok(commit)
-}
-
 /// Every path in the upper directory (files, directories, whiteouts), names only; `.git` at the
 /// top is left out as in [`scan`]. Walked by descriptor, as the scan is.
 fn upper_names(upper: &Path, out: &mut Vec<String>) -> Result<()> {
@@ -533,4 +531,23 @@ fn hash_copies(git: &Git, dir: &Path, files: &[(&String, &[u8])]) -> Result<Stri
         &["hash-object", "-w", "--no-filters", "--stdin-paths"],
         &paths,
     )
+}
+
+impl Drop for Workspace {
+    /// A base still being written is waited for if the session changed anything (its changes must
+    /// be measured against the state before they were made), and abandoned if it changed nothing
+    /// (see [`crate::base`]): a session that made no change ends without a `git add -A`'s wait.
+    fn drop(&mut self) {
+        let job = self
+            .base_job
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some(job) = job else { return };
+        if job.running() && self.upper_untouched().unwrap_or(false) {
+            job.abandon();
+        } else {
+            let _ = job.join(&self.layout);
+        }
+    }
 }
