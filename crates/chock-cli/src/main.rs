@@ -45,6 +45,12 @@ enum Command {
     Workspace(commands::workspace::WorkspaceCommand),
     /// Store a provider's API key in the OS keyring, or a 0600 file.
     Login(commands::login::LoginArgs),
+    /// Run the daemon that owns sessions: a unix socket for this user, and with --host a loopback
+    /// port for the browser UI (docs/daemon.md).
+    Serve(commands::serve::ServeArgs),
+    /// Attach this terminal to a session the daemon runs: its progress, and its questions to
+    /// answer here. Ctrl-C detaches; the session goes on.
+    Attach(commands::attach::AttachArgs),
     /// The session protocol clients speak (its JSON Schema).
     #[command(subcommand)]
     Protocol(commands::protocol::ProtocolCommand),
@@ -94,6 +100,8 @@ fn main() -> ExitCode {
         Some(Command::Workspace(cmd)) => commands::workspace::run(cmd),
         Some(Command::Login(args)) => commands::login::run(&args),
         Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
+        Some(Command::Serve(args)) => commands::serve::run(&args),
+        Some(Command::Attach(args)) => commands::attach::run(&args),
         None => commands::run::run_task_words(cli.task),
     };
     exit::finish(outcome)

@@ -6,7 +6,6 @@
 
 use serde_json::{Map, Value};
 
-
 use crate::{EventData, EventKind};
 
 /// The line before the generated reference in docs/log.md.

@@ -11,7 +11,9 @@ fn the_daemon_page_method_reference_is_generated_from_the_types() {
     let begin = page
         .find(BEGIN_MARK)
         .expect("docs/daemon.md has the BEGIN marker");
-    let end = page.find(END_MARK).expect("docs/daemon.md has the END marker");
+    let end = page
+        .find(END_MARK)
+        .expect("docs/daemon.md has the END marker");
     let start = begin + BEGIN_MARK.len() + 1;
     let written = &page[start..end];
     let generated = method_reference();

@@ -53,6 +53,19 @@ impl SessionRuntime {
         self.agent.decider().broker.attach(name)
     }
 
+    /// The session's decision pipeline — its log, its live policy (ratchet included) and its
+    /// answerers — for an act a client asks for outside a turn (the daemon's `review.apply`): it
+    /// is decided, asked and logged exactly as the session's own acts are, and its questions get
+    /// ids from the same sequence. Its broker is the one [`SessionRuntime::attach`] attaches to.
+    pub fn pipeline(&self) -> chock_decide::Pipeline {
+        let decider = self.agent.decider();
+        chock_decide::Pipeline::new(
+            decider.log.clone(),
+            std::sync::Arc::clone(&decider.policy),
+            decider.broker.clone(),
+        )
+    }
+
     /// Applies one operation. A task runs to its end here; [`Op::Interrupt`] and [`Op::Answer`]
     /// also come while one runs, through [`SessionRuntime::interrupter`] and the attached
     /// [`Client`] (both usable from another task).

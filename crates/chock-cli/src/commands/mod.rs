@@ -1,6 +1,7 @@
 //! One module per command; each owns its clap arguments and its `run`.
 
 pub mod apply;
+pub mod attach;
 pub mod diff;
 pub mod doctor;
 pub mod exec;
@@ -10,5 +11,6 @@ pub mod login;
 pub mod policy;
 pub mod protocol;
 pub mod run;
+pub mod serve;
 pub mod sessions;
 pub mod workspace;

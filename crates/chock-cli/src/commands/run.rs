@@ -18,7 +18,7 @@ use chock_protocol::log::EndReason;
 
 use crate::exit::{self, Exit};
 
-mod output;
+pub(crate) mod output;
 
 use output::{HumanSink, JsonSink, print_summary};
 
@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// rebuilt from its log, its workspace is the one it had, and the task is a follow-up.
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
+    /// Start the session in the running daemon (`chock serve`) and attach this terminal to it:
+    /// it goes on in the daemon if you detach (Ctrl-C) or once the task ends.
+    #[arg(long, conflicts_with_all = ["json", "resume"])]
+    pub daemon: bool,
 }
 
 /// `chock -- TASK WORDS`, or bare `chock`.
@@ -71,6 +75,7 @@ pub fn run_task_words(words: Vec<String>) -> anyhow::Result<ExitCode> {
         verbose: false,
         max_turns: 50,
         resume: None,
+        daemon: false,
     })
 }
 
@@ -109,6 +114,9 @@ fn build_error(err: &BuildError) -> Exit {
 
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let task = read_task(&args.task)?;
+    if args.daemon {
+        return super::attach::run_in_daemon(args, task);
+    }
     let config = Config::load().map_err(|e| Exit::new(exit::BAD_INPUT, e.to_string()))?;
     let sink: Arc<dyn EventSink> = if args.json {
         Arc::new(JsonSink)

@@ -108,15 +108,21 @@ fn list() -> anyhow::Result<ExitCode> {
         println!("no sessions in {}", root.display());
         return Ok(ExitCode::SUCCESS);
     }
+    // The sessions the daemon owns, when one runs: their state as it says (`daemon:idle`).
+    let owned = super::attach::daemon_states();
     println!(
         "{:<23}  {:<11}  {:>6}  {:<20}  {:<16}  PROJECT",
         "ID", "STATE", "EVENTS", "LAST EVENT", "LAST KIND"
     );
     for s in &sessions {
+        let state = owned
+            .as_ref()
+            .and_then(|o| o.get(s.id.as_str()))
+            .map_or_else(|| state(s), |d| format!("daemon:{d}"));
         println!(
             "{:<23}  {:<11}  {:>6}  {:<20}  {:<16}  {}",
             s.id,
-            state(s),
+            state,
             s.events,
             s.last_ts.as_deref().map_or("-".to_owned(), short_time),
             s.last_kind.map_or("-", EventKind::as_str),

@@ -139,6 +139,10 @@ pub struct StartParams {
     /// The model; default: config.toml's, then the provider's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Subscribe this client (a WebSocket) to the session from seq 0 before it starts working, so
+    /// no live item is missed; its first events may then come before this response.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subscribe: bool,
 }
 
 /// `sessions.subscribe`.

@@ -28,7 +28,10 @@ fn absent_params_are_empty_and_unknown_methods_and_fields_are_typed_errors() {
     assert_eq!(list.call().unwrap(), Call::SessionsList(NoParams {}));
     let unknown: Request =
         serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "method": "fs.read"})).unwrap();
-    assert_eq!(unknown.call().unwrap_err().kind(), ErrorKind::MethodNotFound);
+    assert_eq!(
+        unknown.call().unwrap_err().kind(),
+        ErrorKind::MethodNotFound
+    );
     let extra: Request = serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1,
         "method": "sessions.end", "params": {"session": "s", "force": true}}))
     .unwrap();
@@ -49,7 +52,9 @@ fn a_server_frame_is_told_apart_by_its_method() {
     }));
     let text = serde_json::to_string(&note).unwrap();
     match serde_json::from_str::<ServerFrame>(&text).unwrap() {
-        ServerFrame::Notification(n) => assert_eq!(n.notice().unwrap().method(), "approval.resolved"),
+        ServerFrame::Notification(n) => {
+            assert_eq!(n.notice().unwrap().method(), "approval.resolved")
+        }
         other => panic!("{other:?}"),
     }
     let response = Response::err(
@@ -57,7 +62,10 @@ fn a_server_frame_is_told_apart_by_its_method() {
         RpcError::new(ErrorKind::Busy, "working"),
     );
     let text = serde_json::to_string(&response).unwrap();
-    assert!(text.contains("\"code\":-32003") && text.contains("\"kind\":\"busy\""), "{text}");
+    assert!(
+        text.contains("\"code\":-32003") && text.contains("\"kind\":\"busy\""),
+        "{text}"
+    );
     match serde_json::from_str::<ServerFrame>(&text).unwrap() {
         ServerFrame::Response(r) => {
             assert_eq!(r.into_result::<Done>().unwrap_err().kind(), ErrorKind::Busy)

@@ -19,9 +19,9 @@ fn terminal_text(text: &str) -> String {
 }
 
 /// Prints events for a person: the model's words as they stream, one line per tool call and result.
-pub(super) struct HumanSink {
-    pub(super) verbose: bool,
-    pub(super) at_line_start: Mutex<bool>,
+pub(crate) struct HumanSink {
+    pub(crate) verbose: bool,
+    pub(crate) at_line_start: Mutex<bool>,
 }
 
 impl HumanSink {
@@ -136,7 +136,7 @@ impl EventSink for JsonSink {
     }
 }
 
-pub(super) fn print_summary(s: &Summary) {
+pub(crate) fn print_summary(s: &Summary) {
     let d = &s.decisions;
     let allowed = d.allowed_by_table + d.allowed_by_person + d.allowed_by_reviewer;
     let refused = d.denied_by_table + d.denied_by_answer + d.unanswered;

@@ -1,0 +1,519 @@
+//! The daemon: the sessions it owns, every client connected, and what each method does.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use chock_agent::config::Config;
+use chock_agent::runtime::SessionBuilder;
+use chock_decide::{Answer, AnswerError, ApprovalBroker, Pipeline};
+use chock_log::{EventData, Liveness, Log};
+use chock_protocol::rpc::{
+    Applied, Approval, Call, DropReason, ErrorKind, Pending, ReviewDiff, RpcError, SessionInfo,
+    SessionList, SessionState, Started, Verified,
+};
+use serde_json::Value;
+
+use crate::hub::{Conn, DEFAULT_QUEUE, Hub};
+use crate::paths::Owned;
+use crate::pending::pending_in;
+use crate::review;
+use crate::session::{LateSink, OwnedSession, forward_questions};
+
+/// How a daemon is set up.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// Where session directories live.
+    pub sessions_root: PathBuf,
+    /// `$XDG_STATE_HOME/chock`: the record of owned sessions lives below it.
+    pub state_dir: PathBuf,
+    /// config.toml, when not the user's (tests).
+    pub config: Option<PathBuf>,
+    /// How many frames each client's queue holds.
+    pub queue: usize,
+    /// At most this many turns per task.
+    pub max_turns: u32,
+}
+
+impl DaemonOptions {
+    /// The user's directories, from the environment.
+    pub fn from_env() -> Result<DaemonOptions, crate::DaemonError> {
+        Ok(DaemonOptions {
+            sessions_root: chock_log::sessions_root()?,
+            state_dir: crate::paths::state_dir()?,
+            config: None,
+            queue: DEFAULT_QUEUE,
+            max_turns: 50,
+        })
+    }
+}
+
+/// Who sent a request: how its answers are named, and its queue when it has one (a WebSocket).
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub(crate) name: String,
+    pub(crate) conn: Option<Conn>,
+}
+
+/// The daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    opts: DaemonOptions,
+    owned: Owned,
+    sessions: Mutex<HashMap<String, Arc<OwnedSession>>>,
+    /// Brokers of reviews of sessions that do not run here, while their question is open.
+    reviews: Mutex<HashMap<String, ApprovalBroker>>,
+    pub(crate) hub: Arc<Hub>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn internal(e: impl std::fmt::Display) -> RpcError {
+    RpcError::new(ErrorKind::Internal, e.to_string())
+}
+
+impl Daemon {
+    /// A daemon with nothing running yet.
+    pub fn new(opts: DaemonOptions) -> Arc<Daemon> {
+        Arc::new(Daemon {
+            owned: Owned::new(&opts.state_dir),
+            opts,
+            sessions: Mutex::default(),
+            reviews: Mutex::default(),
+            hub: Arc::new(Hub::default()),
+        })
+    }
+
+    /// The options it runs with.
+    pub fn options(&self) -> &DaemonOptions {
+        &self.opts
+    }
+
+    /// The sessions running in it now.
+    pub fn running(&self) -> Vec<String> {
+        lock(&self.sessions)
+            .values()
+            .filter(|s| s.state() != SessionState::Ended)
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
+    fn owned_session(&self, id: &str) -> Option<Arc<OwnedSession>> {
+        lock(&self.sessions)
+            .get(id)
+            .filter(|s| s.state() != SessionState::Ended)
+            .cloned()
+    }
+
+    /// The id and directory of the session `query` names (an id or a unique prefix).
+    fn resolve(&self, query: &str) -> Result<(String, PathBuf), RpcError> {
+        let dir = chock_log::find_session(&self.opts.sessions_root, query)
+            .map_err(|e| RpcError::new(ErrorKind::UnknownSession, e.to_string()))?;
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok((id, dir))
+    }
+
+    fn running_or_refuse(&self, query: &str) -> Result<Arc<OwnedSession>, RpcError> {
+        let (id, _) = self.resolve(query)?;
+        self.owned_session(&id).ok_or_else(|| {
+            RpcError::new(
+                ErrorKind::NotRunning,
+                format!(
+                    "session {id} does not run in this daemon (it ended, or stopped with the \
+                     daemon that ran it, or another process runs it); `chock run --resume {id}` \
+                     goes on with it"
+                ),
+            )
+        })
+    }
+
+    /// Carries out one call (all but `sessions.subscribe`, which [`crate::conn`] runs).
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        call: Call,
+        caller: &Caller,
+    ) -> Result<Value, RpcError> {
+        fn out(v: impl serde::Serialize) -> Result<Value, RpcError> {
+            serde_json::to_value(v).map_err(internal)
+        }
+        match call {
+            Call::SessionsList(_) => out(self.list()?),
+            Call::SessionsStart(p) => out(self.start(p, caller).await?),
+            Call::SessionsSubscribe(_) => Err(RpcError::new(
+                ErrorKind::InvalidRequest,
+                "sessions.subscribe needs a WebSocket (/ws): its events come as notifications",
+            )),
+            Call::SessionsUnsubscribe(p) => {
+                let (id, _) = self.resolve(&p.session)?;
+                if let (Some(s), Some(conn)) = (lock(&self.sessions).get(&id), &caller.conn) {
+                    s.fanout.leave(conn.id);
+                }
+                out(chock_protocol::rpc::Done {})
+            }
+            Call::SessionsInput(p) => {
+                self.running_or_refuse(&p.session)?.input(p.text)?;
+                out(chock_protocol::rpc::Done {})
+            }
+            Call::SessionsInterrupt(p) => {
+                self.running_or_refuse(&p.session)?.interrupt();
+                out(chock_protocol::rpc::Done {})
+            }
+            Call::SessionsEnd(p) => {
+                self.running_or_refuse(&p.session)?.end().await?;
+                out(chock_protocol::rpc::Done {})
+            }
+            Call::ApprovalsPending(p) => out(self.pending(p.session.as_deref())?),
+            Call::ApprovalsAnswer(p) => {
+                let answer = Answer::from_kind(p.answer, p.reasons, p.reply)
+                    .map_err(|e| RpcError::new(ErrorKind::AnswerRefused, e.to_string()))?;
+                self.answer(&p.session, &p.question, &caller.name, answer)
+                    .await?;
+                out(chock_protocol::rpc::Done {})
+            }
+            Call::ReviewDiff(p) => out(self.diff(&p.session, p.selection).await?),
+            Call::ReviewApply(p) => out(self.apply(&p.session, p.selection, p.digest).await?),
+            Call::ReviewUndo(p) => out(self.undo(&p.apply_id).await?),
+            Call::LogVerify(p) => out(self.verify(&p.session).await?),
+        }
+    }
+
+    fn list(&self) -> Result<SessionList, RpcError> {
+        let owned: std::collections::HashSet<String> = self.owned.read().into_iter().collect();
+        let listed = chock_log::list_sessions(&self.opts.sessions_root).map_err(internal)?;
+        let sessions = listed
+            .into_iter()
+            .map(|s| {
+                let id = s.id.to_string();
+                let live = self.owned_session(&id);
+                let events = chock_log::read_events(&s.dir).unwrap_or_default();
+                let mut info = SessionInfo {
+                    session: id.clone(),
+                    state: SessionState::Stopped,
+                    owned: owned.contains(&id) || live.is_some(),
+                    project: s.project.clone(),
+                    provider: None,
+                    model: None,
+                    title: None,
+                    cost_usd: None,
+                    last_seq: events.last().map(|e| e.seq),
+                    last_kind: s.last_kind.map(|k| k.as_str().to_string()),
+                    last_ts: s.last_ts.clone(),
+                    pending: 0,
+                };
+                let mut ended = false;
+                let mut cost = Some(0.0);
+                let mut any_cost = false;
+                let mut asked = std::collections::HashSet::new();
+                for event in &events {
+                    match event.payload() {
+                        Ok(EventData::SessionStart(start)) => {
+                            info.provider = start.provider;
+                            info.model = start.model;
+                        }
+                        Ok(EventData::ModelResponse(r)) => {
+                            any_cost = true;
+                            cost = match (cost, r.cost_usd) {
+                                (Some(a), Some(b)) => Some(a + b),
+                                _ => None,
+                            };
+                        }
+                        Ok(EventData::ToolCall(c)) if c.tool == "set_title" => {
+                            if let Some(t) = c.input.as_ref().and_then(|i| i.get("title")) {
+                                info.title = t.as_str().map(str::to_string);
+                            }
+                        }
+                        Ok(EventData::ApprovalAsk(a)) => {
+                            if let Some(q) = a.question {
+                                asked.insert(q);
+                            }
+                        }
+                        Ok(EventData::ApprovalAnswer(a)) => {
+                            if let Some(q) = a.question {
+                                asked.remove(&q);
+                            }
+                        }
+                        Ok(EventData::SessionEnd(_)) => ended = true,
+                        _ => {}
+                    }
+                }
+                info.cost_usd = if any_cost { cost } else { None };
+                info.pending = u32::try_from(asked.len()).unwrap_or(u32::MAX);
+                info.state = match (&live, ended, s.liveness) {
+                    (Some(live), _, _) => live.state(),
+                    (None, true, _) => SessionState::Ended,
+                    (None, false, Liveness::Live { .. }) => SessionState::Elsewhere,
+                    (None, false, _) => SessionState::Stopped,
+                };
+                info
+            })
+            .collect();
+        Ok(SessionList { sessions })
+    }
+
+    async fn start(
+        self: &Arc<Self>,
+        p: chock_protocol::rpc::StartParams,
+        caller: &Caller,
+    ) -> Result<Started, RpcError> {
+        let task = p.task.trim().to_string();
+        if task.is_empty() {
+            return Err(RpcError::new(ErrorKind::BadInput, "the task is empty"));
+        }
+        let project = PathBuf::from(&p.project);
+        if !project.is_absolute() {
+            return Err(RpcError::new(
+                ErrorKind::BadInput,
+                format!("project `{}` is not an absolute path", p.project),
+            ));
+        }
+        let config = match &self.opts.config {
+            Some(path) => Config::load_from(path),
+            None => Config::load(),
+        }
+        .map_err(|e| RpcError::new(ErrorKind::BadInput, e.to_string()))?;
+        let sink = Arc::new(LateSink::default());
+        let builder = SessionBuilder::new(config)
+            .provider(p.provider)
+            .model(p.model)
+            .project(Some(project))
+            .sessions_root(Some(self.opts.sessions_root.clone()))
+            .max_turns(self.opts.max_turns)
+            .sink(Arc::clone(&sink) as Arc<dyn chock_agent::events::EventSink>)
+            .reviewer_for(&task);
+        let runtime = tokio::task::spawn_blocking(move || builder.build())
+            .await
+            .map_err(internal)?
+            .map_err(|e| {
+                let kind = if e.is_bad_input() {
+                    ErrorKind::BadInput
+                } else {
+                    ErrorKind::Internal
+                };
+                RpcError::new(kind, e.to_string())
+            })?;
+        let started = Started {
+            session: runtime.id().to_string(),
+            log_dir: runtime.log().dir().display().to_string(),
+            provider: runtime.chosen().name.clone(),
+            model: runtime.chosen().model.clone(),
+        };
+        self.owned.add(&started.session).map_err(internal)?;
+        let session = OwnedSession::start(runtime, &sink, Arc::clone(&self.hub), task);
+        lock(&self.sessions).insert(started.session.clone(), Arc::clone(&session));
+        if p.subscribe
+            && let Some(conn) = &caller.conn
+        {
+            // The log holds only its first lines yet: all in the fanout's ring.
+            let _ = session.fanout.join(conn, 0, None);
+        }
+        session.begin();
+        Ok(started)
+    }
+
+    /// The open questions of `session`, or of every session this daemon owns.
+    fn pending(&self, session: Option<&str>) -> Result<Pending, RpcError> {
+        let ids: Vec<String> = match session {
+            Some(query) => vec![self.resolve(query)?.0],
+            None => {
+                let mut ids = self.owned.read();
+                ids.sort();
+                ids.dedup();
+                ids
+            }
+        };
+        let mut approvals: Vec<Approval> = Vec::new();
+        for id in ids {
+            let dir = self.opts.sessions_root.join(&id);
+            let live = self.owned_session(&id).is_some() || lock(&self.reviews).contains_key(&id);
+            approvals.extend(pending_in(&id, &dir, live));
+        }
+        Ok(Pending { approvals })
+    }
+
+    async fn answer(
+        &self,
+        session: &str,
+        question: &str,
+        by: &str,
+        answer: Answer,
+    ) -> Result<(), RpcError> {
+        let (id, dir) = self.resolve(session)?;
+        let broker = match self.owned_session(&id) {
+            Some(s) => s.pipeline.broker().clone(),
+            None => lock(&self.reviews).get(&id).cloned().ok_or_else(|| {
+                RpcError::new(
+                    ErrorKind::NotRunning,
+                    format!(
+                        "session {id} does not run in this daemon, so nobody waits for this \
+                         answer; its question stays unanswered in the log"
+                    ),
+                )
+            })?,
+        };
+        // The ask is logged a moment before the question opens: an answer by an id read from
+        // the log in between is tried again briefly.
+        for attempt in 0..10 {
+            match broker.answer(question, by, answer.clone()) {
+                Ok(()) => return Ok(()),
+                Err(AnswerError::Unknown(_))
+                    if attempt < 9
+                        && pending_in(&id, &dir, true)
+                            .iter()
+                            .any(|a| a.question == question) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(RpcError::new(ErrorKind::AnswerRefused, e.to_string())),
+            }
+        }
+        Err(RpcError::new(
+            ErrorKind::AnswerRefused,
+            format!("no question {question} is open"),
+        ))
+    }
+
+    async fn diff(
+        &self,
+        session: &str,
+        selection: chock_protocol::rpc::Selection,
+    ) -> Result<ReviewDiff, RpcError> {
+        let (id, dir) = self.resolve(session)?;
+        tokio::task::spawn_blocking(move || review::diff(&id, &dir, &selection))
+            .await
+            .map_err(internal)?
+    }
+
+    async fn apply(
+        &self,
+        session: &str,
+        selection: chock_protocol::rpc::Selection,
+        digest: String,
+    ) -> Result<Applied, RpcError> {
+        let (id, dir) = self.resolve(session)?;
+        let plan_dir = dir.clone();
+        let plan =
+            tokio::task::spawn_blocking(move || review::plan_apply(&plan_dir, &selection, &digest))
+                .await
+                .map_err(internal)??;
+        self.settle_and_write(&id, &dir, plan, "apply").await
+    }
+
+    async fn undo(&self, apply_id: &str) -> Result<Applied, RpcError> {
+        let root = self.opts.sessions_root.clone();
+        let apply = apply_id.to_string();
+        let (plan, dir) = tokio::task::spawn_blocking(move || {
+            let plan = chock_workspace::plan_undo(&root, &apply)?;
+            let dir = chock_workspace::session_dir_of_apply(&root, &apply)?;
+            Ok::<_, chock_workspace::WorkspaceError>((plan, dir))
+        })
+        .await
+        .map_err(internal)?
+        .map_err(|e| review::workspace_error(&e))?;
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.settle_and_write(&id, &dir, plan, "undo").await
+    }
+
+    /// Settles and writes `plan` through the session's own pipeline when it runs here; else
+    /// through one over its log and its project's table, whose questions go to the clients as a
+    /// running session's do.
+    async fn settle_and_write(
+        &self,
+        id: &str,
+        dir: &Path,
+        plan: chock_workspace::ApplyPlan,
+        verb: &str,
+    ) -> Result<Applied, RpcError> {
+        if let Some(session) = self.owned_session(id) {
+            return review::carry_out(plan, &session.pipeline, &session.log, verb).await;
+        }
+        let log = Log::open(dir).map_err(|e| {
+            RpcError::new(
+                ErrorKind::NotRunning,
+                format!("cannot record in the log of session {id}: {e}"),
+            )
+        })?;
+        let policy = chock_policy::Policy::load(plan.project())
+            .map_err(|e| RpcError::new(ErrorKind::BadInput, e.to_string()))?;
+        let broker = ApprovalBroker::new();
+        let pipeline = Pipeline::new(log.clone(), Arc::new(RwLock::new(policy)), broker.clone());
+        let attached = broker.attach("daemon");
+        let forwarder = forward_questions(
+            Arc::clone(&self.hub),
+            id.to_string(),
+            dir.to_path_buf(),
+            &pipeline,
+        );
+        lock(&self.reviews).insert(id.to_string(), broker);
+        let outcome = review::carry_out(plan, &pipeline, &log, verb).await;
+        lock(&self.reviews).remove(id);
+        // Let the forwarder send the resolution before it stops.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        forwarder.abort();
+        drop(attached);
+        outcome
+    }
+
+    async fn verify(&self, session: &str) -> Result<Verified, RpcError> {
+        let (id, dir) = self.resolve(session)?;
+        tokio::task::spawn_blocking(move || review::verify(&id, &dir))
+            .await
+            .map_err(internal)?
+    }
+
+    /// The fanout of `session` for a subscription, and the session's id and directory: an owned
+    /// session's own, or (a session that does not run here) none — its log alone is sent.
+    pub(crate) fn subscription(
+        &self,
+        session: &str,
+    ) -> Result<(String, PathBuf, Option<Arc<crate::fanout::Fanout>>), RpcError> {
+        let (id, dir) = self.resolve(session)?;
+        let fanout = lock(&self.sessions).get(&id).map(|s| Arc::clone(&s.fanout));
+        Ok((id, dir, fanout))
+    }
+
+    /// A client left: its subscriptions go.
+    pub(crate) fn left(&self, conn: u64) {
+        for session in lock(&self.sessions).values() {
+            session.fanout.leave(conn);
+        }
+        self.hub.leave(conn);
+    }
+
+    /// Stops: every client is told and dropped; idle sessions end cleanly; a session that waits
+    /// for an answer is left as it is (its question stays unanswered in the log, for no one answers
+    /// on anyone's behalf); a session working otherwise is interrupted first.
+    pub async fn stop(&self) {
+        self.hub.drop_all(DropReason::Stopping);
+        let sessions: Vec<Arc<OwnedSession>> = lock(&self.sessions).values().cloned().collect();
+        for session in &sessions {
+            if session.state() == SessionState::Working && !session.waits_for_answer() {
+                session.interrupt();
+                for _ in 0..100 {
+                    if session.state() != SessionState::Working {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        for session in &sessions {
+            match session.state() {
+                SessionState::Idle => {
+                    let _ = tokio::time::timeout(Duration::from_secs(30), session.end()).await;
+                }
+                SessionState::Ended => {}
+                _ => session.abandon().await,
+            }
+        }
+        lock(&self.sessions).clear();
+    }
+}

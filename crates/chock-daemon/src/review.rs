@@ -1,0 +1,216 @@
+//! Review: the diff with its digest, the apply with the digest pinned, the undo, the log's check.
+//! The apply and the undo are `workspace.apply` acts settled by a decision pipeline (the
+//! session's own while it runs) and recorded in the session's log before anything is written:
+//! the same planning, question and record as `chock apply`, with no terminal.
+
+use std::path::Path;
+
+use chock_decide::{Pipeline, Ruling};
+use chock_log::Log;
+use chock_policy::Action;
+use chock_protocol::log::Note;
+use chock_protocol::rpc::{
+    Applied, DiffFile, DiffHunk, ErrorKind, FileStatus, ReviewDiff, RpcError, SealState, Selection,
+    Verified,
+};
+use chock_workspace::{
+    ApplyOptions, ApplyPlan, RenderMode, Status, Workspace, WorkspaceError, render,
+};
+
+fn selection(s: &Selection) -> chock_workspace::Selection {
+    chock_workspace::Selection {
+        files: s.files.clone(),
+        hunks: s.hunks.clone(),
+    }
+}
+
+/// A workspace error as the client's typed error.
+pub(crate) fn workspace_error(err: &WorkspaceError) -> RpcError {
+    let kind = match err {
+        WorkspaceError::DigestMismatch { .. } => ErrorKind::DigestMismatch,
+        WorkspaceError::Conflict { .. } | WorkspaceError::AlreadyUndone(_) => ErrorKind::Conflict,
+        WorkspaceError::ConfiguresChock { .. }
+        | WorkspaceError::WrongBacking(_)
+        | WorkspaceError::UnknownSelection { .. }
+        | WorkspaceError::AmbiguousSelection { .. }
+        | WorkspaceError::UnknownApply(_) => ErrorKind::BadInput,
+        _ => ErrorKind::Internal,
+    };
+    RpcError::new(kind, err.to_string())
+}
+
+fn status(s: Status) -> FileStatus {
+    match s {
+        Status::Added => FileStatus::Added,
+        Status::Deleted => FileStatus::Deleted,
+        Status::Modified => FileStatus::Modified,
+        Status::Renamed => FileStatus::Renamed,
+        Status::TypeChanged => FileStatus::TypeChanged,
+    }
+}
+
+/// `review.diff`: the selection's changes, read once, with the digest of exactly what is shown.
+pub(crate) fn diff(session: &str, dir: &Path, sel: &Selection) -> Result<ReviewDiff, RpcError> {
+    let ws = Workspace::open(dir).map_err(|e| workspace_error(&e))?;
+    let whole = ws.diff().map_err(|e| workspace_error(&e))?;
+    let sel = selection(sel);
+    let digest = whole.digest(&sel).map_err(|e| workspace_error(&e))?;
+    let shown = whole.selected(&sel).map_err(|e| workspace_error(&e))?;
+    let files = shown
+        .files
+        .iter()
+        .map(|f| {
+            let (added, removed) = f.line_counts();
+            DiffFile {
+                id: f.id.clone(),
+                path: f.path.clone(),
+                old_path: f.old_path.clone(),
+                status: status(f.status()),
+                binary: f.is_binary(),
+                policy_file: f.sensitive().is_some(),
+                added,
+                removed,
+                hunks: f
+                    .hunks
+                    .iter()
+                    .map(|h| DiffHunk {
+                        id: h.id.clone(),
+                        old_start: h.old_start + 1,
+                        old_len: h.old_len,
+                        new_start: h.new_start + 1,
+                        new_len: h.new_len,
+                        lines: h
+                            .lines
+                            .iter()
+                            .map(|l| format!("{}{}", l.tag, String::from_utf8_lossy(&l.text)))
+                            .collect(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(ReviewDiff {
+        session: session.to_string(),
+        digest,
+        files,
+        patch: render(&shown, RenderMode::Patch, false),
+    })
+}
+
+/// The plan of `review.apply`, pinned to `digest`; a policy file is refused.
+pub(crate) fn plan_apply(dir: &Path, sel: &Selection, digest: &str) -> Result<ApplyPlan, RpcError> {
+    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(RpcError::new(
+            ErrorKind::BadInput,
+            format!("`{digest}` is not a digest: give the 64 hex digits review.diff returned"),
+        ));
+    }
+    let ws = Workspace::open(dir).map_err(|e| workspace_error(&e))?;
+    ws.plan_apply_with(
+        &selection(sel),
+        &ApplyOptions {
+            expect: Some(digest.to_string()),
+            include_policy: Vec::new(),
+        },
+    )
+    .map_err(|e| workspace_error(&e))
+}
+
+/// Settles `plan` as a `workspace.apply` act through `pipeline` (the question names every path
+/// and the digest), records it in `log`, and writes it.
+pub(crate) async fn carry_out(
+    plan: ApplyPlan,
+    pipeline: &Pipeline,
+    log: &Log,
+    verb: &str,
+) -> Result<Applied, RpcError> {
+    if plan.is_empty() {
+        return Ok(Applied {
+            apply_id: None,
+            digest: plan.digest().map(str::to_string),
+            paths: Vec::new(),
+            already: plan.already.clone(),
+            kept_dirs: Vec::new(),
+        });
+    }
+    let digest = plan
+        .digest()
+        .map(|d| format!(" — digest {d}"))
+        .unwrap_or_default();
+    let question = format!(
+        "{verb}: write {} path(s) into {}{digest}",
+        plan.ops.len(),
+        plan.project().display()
+    );
+    let action = Action::parse("workspace.apply")
+        .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
+    let ruling = Ruling {
+        context: plan.summary().lines().map(str::to_string).collect(),
+        ..Ruling::of(&pipeline.verdict(&action), &action)
+    };
+    let settled = pipeline
+        .settle_ruled(None, &action, &question, ruling)
+        .await
+        .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
+    if let Some(why) = settled.refusal() {
+        return Err(RpcError::new(ErrorKind::Refused, why));
+    }
+    log.record(None, plan.event())
+        .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
+    let id = plan.apply_id.clone();
+    let digest = plan.digest().map(str::to_string);
+    let paths: Vec<String> = plan.ops.iter().map(|op| op.path.clone()).collect();
+    let already = plan.already.clone();
+    let committed = tokio::task::spawn_blocking(move || plan.commit())
+        .await
+        .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
+    match committed {
+        Ok((_, kept)) => Ok(Applied {
+            apply_id: Some(id),
+            digest,
+            paths,
+            already,
+            kept_dirs: kept,
+        }),
+        Err(e) => {
+            let _ = log.record(
+                None,
+                Note::ApplyFailed {
+                    apply_id: Some(id.clone()),
+                    digest,
+                    failed: e.to_string(),
+                },
+            );
+            Err(RpcError::new(
+                ErrorKind::Internal,
+                format!(
+                    "{verb} {id} stopped ({e}); if it wrote anything, review.undo {id} reverts it"
+                ),
+            ))
+        }
+    }
+}
+
+/// `log.verify`.
+pub(crate) fn verify(session: &str, dir: &Path) -> Result<Verified, RpcError> {
+    let report =
+        chock_log::verify(dir).map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
+    let (seal, events_after_seal) = match &report.seal {
+        chock_log::SealCheck::Unsealed => (SealState::Unsealed, None),
+        chock_log::SealCheck::Sealed { events_after, .. } => {
+            (SealState::Sealed, Some(*events_after))
+        }
+        chock_log::SealCheck::Broken { .. } => (SealState::Broken, None),
+    };
+    Ok(Verified {
+        session: session.to_string(),
+        intact: report.is_intact(),
+        lines: report.lines,
+        head_seq: report.head.as_ref().map(|h| h.seq),
+        head_hash: report.head.as_ref().map(|h| h.hash.clone()),
+        problems: report.problems.iter().map(ToString::to_string).collect(),
+        torn_tail: report.torn_tail.is_some(),
+        seal,
+        events_after_seal,
+    })
+}

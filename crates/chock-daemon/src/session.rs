@@ -1,0 +1,317 @@
+//! A session the daemon owns: its runtime in a task of its own (the actor), taking inputs and the
+//! end one at a time; the fanout of its events; its decision pipeline, to which the daemon stays
+//! attached so a question waits for a client's answer however long it takes.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use chock_agent::agent::TaskEnd;
+use chock_agent::events::{AgentEvent, EventSink};
+use chock_agent::runtime::{Interrupter, SessionRuntime};
+use chock_decide::{Client, Notice as BrokerNotice, Pipeline, QuestionKind, Role};
+use chock_log::Log;
+use chock_protocol::log::{Asked, EndReason};
+use chock_protocol::rpc::{
+    Approval, ErrorKind, Notice, Resolved, RpcError, SessionState, StateChange,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::fanout::{Fanout, FanoutSink};
+use crate::hub::Hub;
+use crate::pending::{answers_for, pending_in};
+
+/// The sink a session is built with, before its id (and so its fanout) exists.
+#[derive(Default)]
+pub(crate) struct LateSink {
+    fanout: OnceLock<FanoutSink>,
+}
+
+impl LateSink {
+    pub(crate) fn set(&self, fanout: Arc<Fanout>) {
+        let _ = self.fanout.set(FanoutSink(fanout));
+    }
+}
+
+impl EventSink for LateSink {
+    fn emit(&self, event: &AgentEvent) {
+        if let Some(sink) = self.fanout.get() {
+            sink.emit(event);
+        }
+    }
+}
+
+enum Cmd {
+    Input(String),
+    End(oneshot::Sender<Result<(), RpcError>>),
+}
+
+/// One owned session.
+pub(crate) struct OwnedSession {
+    pub(crate) id: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) fanout: Arc<Fanout>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) log: Log,
+    interrupter: Interrupter,
+    state: Mutex<SessionState>,
+    cmds: mpsc::Sender<Cmd>,
+    actor: Mutex<Option<JoinHandle<()>>>,
+    forwarder: Mutex<Option<JoinHandle<()>>>,
+    /// The daemon's own attachment: while it lives, questions to people wait for a push answer.
+    attached: Mutex<Option<Client>>,
+    hub: Arc<Hub>,
+    /// The task it was started with, until [`OwnedSession::begin`].
+    pending_task: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for OwnedSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedSession")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl OwnedSession {
+    /// Takes `runtime` over: attaches to its questions, forwards them to every client, and starts
+    /// its actor working on `task`.
+    pub(crate) fn start(
+        runtime: SessionRuntime,
+        sink: &LateSink,
+        hub: Arc<Hub>,
+        task: String,
+    ) -> Arc<OwnedSession> {
+        let id = runtime.id().to_string();
+        let dir = runtime.log().dir().to_path_buf();
+        let fanout = Arc::new(Fanout::new(&id, &dir));
+        sink.set(Arc::clone(&fanout));
+        let pipeline = runtime.pipeline();
+        let attached = runtime.attach("daemon");
+        let (cmds, rx) = mpsc::channel(4);
+        let session = Arc::new(OwnedSession {
+            id,
+            dir,
+            fanout,
+            log: runtime.log().clone(),
+            interrupter: runtime.interrupter(),
+            pipeline,
+            state: Mutex::new(SessionState::Working),
+            cmds,
+            actor: Mutex::new(None),
+            forwarder: Mutex::new(None),
+            attached: Mutex::new(Some(attached)),
+            hub,
+            pending_task: Mutex::new(None),
+        });
+        *lock(&session.forwarder) = Some(forward_questions(
+            Arc::clone(&session.hub),
+            session.id.clone(),
+            session.dir.clone(),
+            &session.pipeline,
+        ));
+        *lock(&session.actor) = Some(tokio::spawn(actor(runtime, rx, Arc::clone(&session))));
+        *lock(&session.pending_task) = Some(task);
+        session
+    }
+
+    /// Starts working on the task it was started with (after any first subscriber joined).
+    pub(crate) fn begin(&self) {
+        if let Some(task) = lock(&self.pending_task).take() {
+            let _ = self.cmds.try_send(Cmd::Input(task));
+            self.announce(SessionState::Working);
+        }
+    }
+
+    /// Where it is now.
+    pub(crate) fn state(&self) -> SessionState {
+        *lock(&self.state)
+    }
+
+    fn set_state(&self, state: SessionState) {
+        *lock(&self.state) = state;
+        self.fanout.pump();
+        self.announce(state);
+    }
+
+    fn announce(&self, state: SessionState) {
+        self.hub.broadcast(&Notice::SessionState(StateChange {
+            session: self.id.clone(),
+            state,
+        }));
+    }
+
+    /// A follow-up: refused while a task runs or once the session ended.
+    pub(crate) fn input(&self, text: String) -> Result<(), RpcError> {
+        {
+            let mut state = lock(&self.state);
+            match *state {
+                SessionState::Idle => *state = SessionState::Working,
+                SessionState::Working => {
+                    return Err(RpcError::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "session {} is working on a task: interrupt it or wait until it is idle",
+                            self.id
+                        ),
+                    ));
+                }
+                _ => return Err(self.not_running()),
+            }
+        }
+        self.announce(SessionState::Working);
+        self.cmds
+            .try_send(Cmd::Input(text))
+            .map_err(|_| self.not_running())
+    }
+
+    /// Interrupts the current turn.
+    pub(crate) fn interrupt(&self) {
+        self.interrupter.interrupt();
+    }
+
+    /// Ends the session (interrupting its task first).
+    pub(crate) async fn end(&self) -> Result<(), RpcError> {
+        if self.state() == SessionState::Ended {
+            return Err(self.not_running());
+        }
+        if self.state() == SessionState::Working {
+            self.interrupt();
+        }
+        let (tx, rx) = oneshot::channel();
+        self.cmds
+            .send(Cmd::End(tx))
+            .await
+            .map_err(|_| self.not_running())?;
+        rx.await.map_err(|_| self.not_running())?
+    }
+
+    fn not_running(&self) -> RpcError {
+        RpcError::new(
+            ErrorKind::NotRunning,
+            format!("session {} has ended", self.id),
+        )
+    }
+
+    /// Whether a question of this session waits for an answer now.
+    pub(crate) fn waits_for_answer(&self) -> bool {
+        !pending_in(&self.id, &self.dir, true).is_empty()
+    }
+
+    /// Stops the actor where it is, without answering anything: a question it waits on stays
+    /// unanswered in the log (dropping the runtime writes `session.end`, interrupted). The
+    /// daemon's attachment is let go only after, so nothing is resolved as "nobody answered".
+    pub(crate) async fn abandon(&self) {
+        let actor = lock(&self.actor).take();
+        if let Some(actor) = actor {
+            actor.abort();
+            let _ = actor.await;
+        }
+        if let Some(forwarder) = lock(&self.forwarder).take() {
+            forwarder.abort();
+        }
+        lock(&self.attached).take();
+        *lock(&self.state) = SessionState::Ended;
+        let _ = self.log.sync();
+    }
+}
+
+async fn actor(mut runtime: SessionRuntime, mut rx: mpsc::Receiver<Cmd>, me: Arc<OwnedSession>) {
+    let mut last = None;
+    while let Some(cmd) = rx.recv().await {
+        match cmd {
+            Cmd::Input(text) => match runtime.submit(&text).await {
+                Ok(end) => {
+                    last = Some(end);
+                    me.set_state(SessionState::Idle);
+                }
+                Err(_) => {
+                    // The runtime wrote `session.end` (error) itself.
+                    me.finish();
+                    return;
+                }
+            },
+            Cmd::End(reply) => {
+                let reason = match last {
+                    Some(TaskEnd::Interrupted) => EndReason::Interrupted,
+                    Some(TaskEnd::MaxTurns) => EndReason::MaxTurns,
+                    _ => EndReason::Done,
+                };
+                let outcome = runtime.end(reason).await.map(|_| ()).map_err(|e| {
+                    RpcError::new(ErrorKind::Internal, format!("ending the session: {e}"))
+                });
+                me.finish();
+                let _ = reply.send(outcome);
+                return;
+            }
+        }
+    }
+}
+
+impl OwnedSession {
+    fn finish(&self) {
+        if let Some(forwarder) = lock(&self.forwarder).take() {
+            forwarder.abort();
+        }
+        lock(&self.attached).take();
+        self.set_state(SessionState::Ended);
+    }
+}
+
+/// Forwards the questions of `pipeline`'s broker to every client: `approval.asked` (as the log
+/// wrote the ask, with the answers it takes) and `approval.resolved` (naming who answered).
+pub(crate) fn forward_questions(
+    hub: Arc<Hub>,
+    session: String,
+    dir: PathBuf,
+    pipeline: &Pipeline,
+) -> JoinHandle<()> {
+    let mut notices = pipeline.broker().subscribe();
+    let log = pipeline.log().clone();
+    tokio::spawn(async move {
+        loop {
+            let notice = match notices.recv().await {
+                Ok(notice) => notice,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            match notice {
+                BrokerNotice::Asked { question, role } => {
+                    let logged = pending_in(&session, &dir, true)
+                        .into_iter()
+                        .find(|a| a.question == question.id);
+                    let asked = match role {
+                        Role::Human => Asked::Person,
+                        Role::Reviewer => Asked::Reviewer,
+                    };
+                    let approval = logged.unwrap_or_else(|| Approval {
+                        session: session.clone(),
+                        question: question.id.clone(),
+                        seq: log.head().0.saturating_sub(1),
+                        call_id: question.call_id.clone(),
+                        action: question.action.clone(),
+                        decision: None,
+                        decided_by: question.decided_by.clone(),
+                        what: question.text.clone(),
+                        asked,
+                        answers: answers_for(asked, question.kind == QuestionKind::Approval),
+                        answerable: role == Role::Human,
+                    });
+                    hub.broadcast(&Notice::ApprovalAsked(approval));
+                }
+                BrokerNotice::Resolved(resolution) => {
+                    hub.broadcast(&Notice::ApprovalResolved(Resolved {
+                        session: session.clone(),
+                        question: resolution.question,
+                        by: resolution.by,
+                        answer: resolution.answer,
+                    }));
+                }
+            }
+        }
+    })
+}
