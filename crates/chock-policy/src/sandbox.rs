@@ -131,7 +131,7 @@ fn check_lexical(path: &Path, access: Access, ctx: &PathContext) -> Result<(), S
         if dir.starts_with(path) || path.starts_with(dir) {
             return Err(format!(
                 "overlaps Chock's own directory {} (stored keys, the seal key, session logs, provider \
-                 configuration), which nothing inside the sandbox may see",
+                 configuration, the daemon's socket), which nothing inside the sandbox may see",
                 dir.display()
             ));
         }

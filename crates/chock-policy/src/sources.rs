@@ -66,17 +66,24 @@ pub fn project_file_path(project_dir: &Path) -> PathBuf {
 }
 
 /// Chock's own directories on this host, from the environment: `$XDG_CONFIG_HOME/chock`,
-/// `$XDG_DATA_HOME/chock` and `$XDG_STATE_HOME/chock` (each only when the variable is set; the
-/// defaults under `$HOME` are added by [`crate::Policy::from_sources`]). They hold the provider configuration
-/// (a base URL the agent could redirect), stored API keys, the seal key and the session logs: a
-/// `[sandbox]` path reaching any of them would hand the agent a key or the means to forge the record.
+/// `$XDG_DATA_HOME/chock`, `$XDG_STATE_HOME/chock` and `$XDG_RUNTIME_DIR/chock` (each only when
+/// the variable is set; the defaults under `$HOME` are added by [`crate::Policy::from_sources`]).
+/// They hold the provider configuration (a base URL the agent could redirect), stored API keys,
+/// the seal key, the session logs and the daemon's socket (whose fallback is under the state
+/// directory): a `[sandbox]` path reaching any of them would hand the agent a key, the means to
+/// forge the record, or a way to answer its own questions.
 pub fn chock_dirs_from_env() -> Vec<PathBuf> {
-    ["XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"]
-        .into_iter()
-        .filter_map(std::env::var_os)
-        .filter(|dir| !dir.is_empty())
-        .map(|dir| PathBuf::from(dir).join("chock"))
-        .collect()
+    [
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "XDG_RUNTIME_DIR",
+    ]
+    .into_iter()
+    .filter_map(std::env::var_os)
+    .filter(|dir| !dir.is_empty())
+    .map(|dir| PathBuf::from(dir).join("chock"))
+    .collect()
 }
 
 /// The defaults of [`chock_dirs_from_env`] under a home directory.

@@ -181,14 +181,14 @@ fn bad_sandbox_paths_and_env_names() {
         (
             "[sandbox]\nread = [\"~/.local/share\"]\n",
             "chock.toml:2:9: sandbox path refused: overlaps Chock's own directory /nonexistent/home/.local/share/chock \
-             (stored keys, the seal key, session logs, provider configuration), which nothing inside the sandbox may \
-             see: `~/.local/share`",
+             (stored keys, the seal key, session logs, provider configuration, the daemon's socket), which nothing \
+             inside the sandbox may see: `~/.local/share`",
         ),
         (
             "[sandbox]\nwrite = [\"/nonexistent/xdg-state/chock/sessions\"]\n",
             "chock.toml:2:10: sandbox path refused: overlaps Chock's own directory /nonexistent/xdg-state/chock \
-             (stored keys, the seal key, session logs, provider configuration), which nothing inside the sandbox may \
-             see: `/nonexistent/xdg-state/chock/sessions`",
+             (stored keys, the seal key, session logs, provider configuration, the daemon's socket), which nothing \
+             inside the sandbox may see: `/nonexistent/xdg-state/chock/sessions`",
         ),
         (
             "[sandbox]\nread = [\"/opt/cache/bin\"]\nwrite = [\"/opt/cache\"]\n",
