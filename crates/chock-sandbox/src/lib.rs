@@ -23,7 +23,9 @@ mod prepare;
 mod report;
 pub mod seccomp_rules;
 mod shared_overlay;
+mod socket_index;
 mod socket_mask;
+mod socket_tree;
 mod spawn;
 mod sys;
 
@@ -36,13 +38,14 @@ pub use plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, Plan, PlanBuilder, WorkspaceMount, scrub_env,
 };
 pub use shared_overlay::{OverlayLease, SharedOverlay};
-pub use spawn::{SandboxChild, StdioMode, spawn, spawn_shared};
+pub use socket_index::SocketIndex;
+pub use spawn::{SandboxChild, StdioMode, spawn, spawn_in_session, spawn_shared};
 
 /// The mounts a plan makes, in order, in words ("ro bind /usr", "tmpfs /tmp (size 1 GiB)"), for
 /// `chock exec --verbose`.
 pub fn describe_mounts(plan: &Plan) -> Result<Vec<String>, SandboxError> {
     plan.validate()?;
-    Ok(mounts::build(plan, None)?
+    Ok(mounts::build(plan, None, None)?
         .into_iter()
         .map(|s| s.label)
         .collect())

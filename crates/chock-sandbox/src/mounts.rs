@@ -250,10 +250,12 @@ impl Builder {
 }
 
 /// The mount steps for `plan`, in order. `shared_fd` is the descriptor of the session's overlay when
-/// the plan shares one (`None` only to describe the steps, never to run them).
+/// the plan shares one (`None` only to describe the steps, never to run them); `sockets` is the
+/// session's socket index (`None`: the declared paths are walked for sockets now).
 pub(crate) fn build(
     plan: &Plan,
     shared_fd: Option<libc::c_int>,
+    sockets: Option<&crate::SocketIndex>,
 ) -> Result<Vec<Step>, SandboxError> {
     let fs = Layer::Filesystem;
     let mut b = Builder {
@@ -443,7 +445,7 @@ pub(crate) fn build(
         }
     }
 
-    crate::socket_mask::push_masks(&mut b, &declared, &targets)?;
+    crate::socket_mask::push_masks(&mut b, &declared, &targets, sockets)?;
     crate::base_set::proc(&mut b)?;
     b.push(Op::DropOldRoot, fs, "detach the host root".into());
     b.push(
@@ -569,7 +571,7 @@ mod tests {
         .home(PathBuf::from("/home/someone"))
         .policy_file(Some(project.join("chock.toml")))
         .build_with_env(&[]);
-        let steps = build(&plan, None).unwrap();
+        let steps = build(&plan, None, None).unwrap();
         let labels: Vec<&str> = steps.iter().map(|s| s.label.as_str()).collect();
         let pos = |needle: &str| {
             labels
@@ -636,7 +638,12 @@ mod tests {
         )
         .extra_read(vec!["/dev/shm".into()])
         .build_with_env(&[]);
-        assert!(build(&plan, None).unwrap_err().to_string().contains("/dev"));
+        assert!(
+            build(&plan, None, None)
+                .unwrap_err()
+                .to_string()
+                .contains("/dev")
+        );
     }
 
     #[test]
@@ -652,7 +659,7 @@ mod tests {
         )
         .home(home.clone())
         .build_with_env(&[]);
-        let labels: Vec<String> = build(&plan, None)
+        let labels: Vec<String> = build(&plan, None, None)
             .unwrap()
             .into_iter()
             .map(|s| s.label)

@@ -71,10 +71,11 @@ pub(crate) fn prepare(
     seccomp: Vec<BpfProgram>,
     cgroup_procs: Option<&Path>,
     overlay_fd: Option<RawFd>,
+    sockets: Option<&crate::SocketIndex>,
 ) -> Result<Prepared, SandboxError> {
     // SAFETY: getuid/getgid never fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let steps = mounts::build(plan, overlay_fd)?;
+    let steps = mounts::build(plan, overlay_fd, sockets)?;
     let mut writable_dirs = vec![
         plan.project_path.clone(),
         PathBuf::from("/tmp"),

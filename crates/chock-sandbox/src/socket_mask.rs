@@ -4,16 +4,19 @@
 //! has no right for connecting to a named socket, and seccomp cannot see the path `connect` is
 //! given. So a daemon that keeps its socket inside a declared read or write path (an agent, a build
 //! server, a language server in a toolchain or cache directory) would be reachable from the call,
-//! outside the broker. Before the call is built, every declared path is walked on the host (no
-//! symlink is followed, no other filesystem entered: the bind is not recursive, so other
-//! filesystems are not in the sandbox anyway), and each socket found gets an empty read-only file
+//! outside the broker. Before the call is built, the sockets under every declared path are found
+//! on the host (no symlink is followed, no other filesystem entered: the bind is not recursive, so
+//! other filesystems are not in the sandbox anyway), and each one gets an empty read-only file
 //! bound over it inside the sandbox: `connect` there answers `ECONNREFUSED`.
 //!
-//! The walk is bounded ([`WALK_LIMIT`] entries per declared path); a larger tree fails the call
-//! (rule 1: no protection that silently covers only part of a path). A socket made after the walk
-//! (between building the call and the command's `connect`) is not masked: on kernels with Landlock
-//! ABI 9 (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`) the call's ruleset, which grants that right only in
-//! writable places, refuses it under read paths as well; below, that window remains.
+//! A session finds them in its [`crate::SocketIndex`] (walked once, kept current by inotify); a
+//! call without one walks every declared path here. Either way the walk is bounded
+//! ([`WALK_LIMIT`] entries per declared path); a larger tree fails the call (rule 1: no
+//! protection that silently covers only part of a path). A socket made after the sockets were
+//! found (between building the call and the command's `connect`) is not masked in that call: on
+//! kernels with Landlock ABI 9 (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`) the call's ruleset, which grants
+//! that right only in writable places, refuses it under read paths as well; below, that window
+//! remains (the next call of the session masks it).
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -21,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
 use crate::mounts::{Builder, Op, cstr};
+use crate::socket_index::SocketIndex;
 
 /// The most directory entries walked under one declared path.
 pub(crate) const WALK_LIMIT: usize = 200_000;
@@ -29,7 +33,7 @@ pub(crate) const WALK_LIMIT: usize = 200_000;
 /// tmpfs); it is unlinked once every mask is in place.
 const MASK_SOURCE: &str = "/.chock-socket-mask";
 
-fn too_large(root: &Path, limit: usize) -> SandboxError {
+pub(crate) fn too_large(root: &Path, limit: usize) -> SandboxError {
     SandboxError::Layer {
         layer: Layer::Filesystem,
         reason: format!(
@@ -45,7 +49,7 @@ fn too_large(root: &Path, limit: usize) -> SandboxError {
     }
 }
 
-fn unreadable(dir: &Path, e: &std::io::Error) -> SandboxError {
+pub(crate) fn unreadable(dir: &Path, e: &std::io::Error) -> SandboxError {
     SandboxError::Layer {
         layer: Layer::Filesystem,
         reason: format!(
@@ -63,7 +67,7 @@ pub(crate) fn sockets_under(root: &Path) -> Result<Vec<PathBuf>, SandboxError> {
     walk(root, WALK_LIMIT)
 }
 
-fn walk(root: &Path, limit: usize) -> Result<Vec<PathBuf>, SandboxError> {
+pub(crate) fn walk(root: &Path, limit: usize) -> Result<Vec<PathBuf>, SandboxError> {
     let Ok(meta) = std::fs::symlink_metadata(root) else {
         return Ok(Vec::new());
     };
@@ -115,16 +119,25 @@ fn walk(root: &Path, limit: usize) -> Result<Vec<PathBuf>, SandboxError> {
 }
 
 /// Mask steps for the sockets under each declared path in `declared` (host paths, which are also
-/// their targets). A socket that lies under another, deeper mount target is skipped: that mount
-/// hides it (and is walked itself when it is a declared path). Returns how many were masked.
+/// their targets), from the session's `index` when there is one, else walked now. A socket that
+/// lies under another, deeper mount target is skipped: that mount hides it (and is walked itself
+/// when it is a declared path). Returns how many were masked.
 pub(crate) fn push_masks(
     b: &mut Builder,
     declared: &[PathBuf],
     targets: &[PathBuf],
+    index: Option<&SocketIndex>,
 ) -> Result<usize, SandboxError> {
+    let found = match index {
+        Some(index) => index.sockets(declared)?,
+        None => declared
+            .iter()
+            .map(|root| sockets_under(root))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
     let mut sockets = Vec::new();
-    for root in declared {
-        for s in sockets_under(root)? {
+    for (root, under) in declared.iter().zip(found) {
+        for s in under {
             let hidden = targets
                 .iter()
                 .any(|t| t != root && t.starts_with(root) && s.starts_with(t));

@@ -18,6 +18,7 @@ use crate::prepare::{self, Prepared};
 use crate::report::{self, Kind};
 use crate::seccomp_rules::{self, Arch};
 use crate::shared_overlay::{OverlayLease, SharedOverlay};
+use crate::socket_index::SocketIndex;
 
 /// What a call leaves to be cleaned up after its init exited: the setup process to reap, then its
 /// cgroup and its hold on the shared overlay.
@@ -146,7 +147,7 @@ pub(crate) fn reap(pid: libc::pid_t) {
 /// is executing (every layer on), or with the error of the first layer that could not be applied.
 /// A plan whose workspace is a session's shared overlay is spawned with [`spawn_shared`].
 pub fn spawn(plan: &Plan, stdio: StdioMode) -> Result<SandboxChild, SandboxError> {
-    spawn_inner(plan, stdio, None)
+    spawn_inner(plan, stdio, None, None)
 }
 
 /// As [`spawn`], for a plan whose workspace is `overlay`, the session's one overlay instance
@@ -158,13 +159,26 @@ pub fn spawn_shared(
     stdio: StdioMode,
     overlay: &SharedOverlay,
 ) -> Result<SandboxChild, SandboxError> {
-    spawn_inner(plan, stdio, Some(overlay))
+    spawn_inner(plan, stdio, Some(overlay), None)
+}
+
+/// As [`spawn`] (or [`spawn_shared`] with `overlay`), for one call of a session that keeps
+/// `sockets`: the host sockets to mask under the plan's declared paths come from that index, kept
+/// current between calls, instead of a walk of every declared path per call.
+pub fn spawn_in_session(
+    plan: &Plan,
+    stdio: StdioMode,
+    overlay: Option<&SharedOverlay>,
+    sockets: &SocketIndex,
+) -> Result<SandboxChild, SandboxError> {
+    spawn_inner(plan, stdio, overlay, Some(sockets))
 }
 
 fn spawn_inner(
     plan: &Plan,
     stdio: StdioMode,
     overlay: Option<&SharedOverlay>,
+    sockets: Option<&SocketIndex>,
 ) -> Result<SandboxChild, SandboxError> {
     plan.validate()?;
     match (plan.shared_overlay, overlay) {
@@ -228,6 +242,7 @@ fn spawn_inner(
         seccomp,
         procs.as_deref(),
         overlay.as_ref().map(OverlayLease::fd),
+        sockets,
     )?;
 
     let (chan, chan_child) = seqpacket_pair()?;

@@ -5,6 +5,7 @@ mod escape_support;
 
 use std::os::unix::net::UnixListener;
 
+use chock_sandbox::{SocketIndex, StdioMode};
 use escape_support::{Backing, Fixture, hostile, run, token};
 
 /// Attack: connect to a TCP listener on the host's 127.0.0.1. Layer: Landlock's TCP connect rule
@@ -135,6 +136,71 @@ fn a_host_socket_inside_a_declared_read_path_is_unreachable() {
         let mut plan = fx.hostile_plan(&["read", "/.chock-socket-mask"]);
         plan.extra_read = vec![shared.clone()];
         run(&plan).assert_refused("ENOENT", "the mask source is removed");
+    }
+}
+
+/// Runs `plan` as one call of a session that keeps `index`, as `run` does for a call without one.
+fn run_in_session(plan: &chock_sandbox::Plan, index: &SocketIndex) -> escape_support::Run {
+    use std::io::Read;
+    let mut child = chock_sandbox::spawn_in_session(plan, StdioMode::Piped, None, index)
+        .unwrap_or_else(|e| panic!("the sandbox refused to start the call: {e}"));
+    let read = |f: Option<std::fs::File>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut f) = f {
+                let _ = f.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let (out, err) = (read(child.take_stdout()), read(child.take_stderr()));
+    let outcome = child.wait().expect("waiting for the call");
+    escape_support::Run {
+        status: outcome.status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// Attack: a host daemon binds its socket under a declared read (or write) path *after* the
+/// session's socket index was built (between two calls of the session): in the declared
+/// directory, and in a directory made after the index was. Layer: the session's socket index
+/// (inotify watches on every directory of the declared path): the next call masks it, and
+/// `connect` there answers ECONNREFUSED. Without the index's updates the call reaches the host
+/// listener (`succeeded`).
+#[test]
+fn a_host_socket_made_between_calls_is_unreachable_in_the_next_call() {
+    for write in [false, true] {
+        let fx = Fixture::new(Backing::Overlay);
+        let shared = fx.base.join("toolchain");
+        std::fs::create_dir_all(shared.join("cache")).unwrap();
+        let index = SocketIndex::new();
+        assert!(index.watching(), "no inotify here: {:?}", index.degraded());
+        let call = |socket: &std::path::Path| {
+            let mut plan = fx.hostile_plan(&["connect-unix", &socket.to_string_lossy()]);
+            if write {
+                plan.extra_write = vec![shared.clone()];
+            } else {
+                plan.extra_read = vec![shared.clone()];
+            }
+            run_in_session(&plan, &index)
+        };
+        // The first call builds the index; the daemon's socket does not exist yet.
+        let daemon = shared.join("cache").join("daemon.sock");
+        call(&daemon).assert_refused("ENOENT", "nothing is there yet");
+        let made_later = shared.join("new").join("deeper");
+        for path in [daemon, made_later.join("server.sock")] {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let listener = UnixListener::bind(&path).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let r = call(&path);
+            assert!(
+                listener.accept().is_err() && !r.stdout.starts_with("succeeded"),
+                "{} bound after the index was built was reached (write {write}): {r:?}",
+                path.display()
+            );
+            r.assert_refused("ECONNREFUSED", "the index's mask over the new socket");
+        }
     }
 }
 
