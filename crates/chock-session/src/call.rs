@@ -341,11 +341,14 @@ impl Session {
     ) -> Result<CallResult, SessionError> {
         let started = Instant::now();
         // Calls that run at the same time share one overlay instance: a write by one is seen by the
-        // other at once, and no two overlays are mounted on the session's upper directory.
-        let spawned = match &self.overlay {
-            Some(overlay) => chock_sandbox::spawn_shared(plan, StdioMode::Piped, overlay),
-            None => chock_sandbox::spawn(plan, StdioMode::Piped),
-        };
+        // other at once, and no two overlays are mounted on the session's upper directory. The
+        // sockets to mask come from the session's index, not a walk per call.
+        let spawned = chock_sandbox::spawn_in_session(
+            plan,
+            StdioMode::Piped,
+            self.overlay.as_ref(),
+            &self.sockets,
+        );
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {

@@ -52,6 +52,10 @@ pub struct Session {
     /// The one overlay instance the session's calls share (chock-sandbox makes it when a call needs
     /// it and unmounts it when no call holds it), for an overlay workspace.
     overlay: Option<chock_sandbox::SharedOverlay>,
+    /// The host sockets under the policy's declared `[sandbox]` paths, walked at the first call and
+    /// kept current by inotify, so a call does not walk a toolchain tree to find the sockets to
+    /// mask, and a socket bound between two calls is masked in the next one.
+    sockets: chock_sandbox::SocketIndex,
     next_call: AtomicU64,
     /// See [`SessionOptions::withheld_env`].
     withheld_env: Vec<String>,
@@ -119,6 +123,7 @@ impl Session {
             log,
             workspace,
             overlay,
+            sockets: chock_sandbox::SocketIndex::new(),
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),

@@ -1,0 +1,73 @@
+//! A session's socket index end to end: a host daemon binds its socket under the project's
+//! declared `[sandbox]` read path between two calls of one session, in a directory made after the
+//! first call; the second call cannot reach it (the mask answers ECONNREFUSED).
+
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+
+use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionOptions};
+
+/// Connects to the unix socket named by its argument and prints the errno's name (or
+/// `connected`).
+const CONNECT: &str = "import errno, socket, sys\n\
+s = socket.socket(socket.AF_UNIX)\n\
+try:\n    s.connect(sys.argv[1]); print('connected')\n\
+except OSError as e:\n    print(errno.errorcode[e.errno])\n";
+
+fn connect_from_a_call(s: &Session, socket: &Path) -> String {
+    let argv: Vec<String> = ["/usr/bin/python3", "-c", CONNECT, &socket.to_string_lossy()]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    match s
+        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+        .unwrap()
+        .outcome
+    {
+        CallOutcome::Ran { stdout, stderr, .. } => {
+            let out = String::from_utf8_lossy(&stdout).trim().to_string();
+            assert!(
+                !out.is_empty(),
+                "python3 printed nothing: {}",
+                String::from_utf8_lossy(&stderr)
+            );
+            out
+        }
+        other => panic!("the call did not run: {other:?}"),
+    }
+}
+
+#[test]
+fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
+    assert!(
+        Path::new("/usr/bin/python3").exists(),
+        "this test connects from inside the call with /usr/bin/python3"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (project, shared) = (base.join("project"), base.join("toolchain"));
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(
+        project.join("chock.toml"),
+        format!("[sandbox]\nread = [\"{}\"]\n", shared.display()),
+    )
+    .unwrap();
+    let opts = SessionOptions {
+        sessions_root: Some(base.join("sessions")),
+        ..SessionOptions::default()
+    };
+    let s = Session::open(&project, opts).unwrap();
+    let socket = shared.join("new").join("deeper").join("daemon.sock");
+    // The first call builds the session's index; nothing is there yet.
+    assert_eq!(connect_from_a_call(&s, &socket), "ENOENT");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let listener = UnixListener::bind(&socket).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    assert_eq!(connect_from_a_call(&s, &socket), "ECONNREFUSED");
+    assert!(
+        listener.accept().is_err(),
+        "the host listener accepted a connection from the call"
+    );
+    s.close(false).unwrap();
+}
