@@ -46,15 +46,17 @@ pub(crate) async fn serve(socket: WebSocket, daemon: Arc<Daemon>, name: String) 
             reason,
             queue: bound,
         }));
+        // The client may be reading what was queued before: give the last frame time to land.
         let _ = tokio::time::timeout(
-            Duration::from_secs(1),
+            Duration::from_secs(10),
             sink.send(Message::Text(last.to_string().into())),
         )
         .await;
         let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
     };
+    // Two clients of one process are told apart by their connection.
     let caller = Caller {
-        name,
+        name: format!("{name}#{}", conn.id),
         conn: Some(conn.clone()),
     };
     let reader = async {
@@ -75,7 +77,7 @@ pub(crate) async fn serve(socket: WebSocket, daemon: Arc<Daemon>, name: String) 
     // A writer stuck on a client that reads nothing is cut off shortly after it was dropped.
     let cut = async {
         let _ = grace.wait_for(Option::is_some).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(15)).await;
     };
     tokio::select! {
         () = writer => {}

@@ -203,8 +203,12 @@ impl OwnedSession {
     }
 
     /// Stops the actor where it is, without answering anything: a question it waits on stays
-    /// unanswered in the log (dropping the runtime writes `session.end`, interrupted). The
-    /// daemon's attachment is let go only after, so nothing is resolved as "nobody answered".
+    /// unanswered in the log (dropping the runtime writes `session.end`, interrupted).
+    ///
+    /// A command's question is asked from the blocking thread that runs the call, which no abort
+    /// reaches; it gives up (and logs "nobody answered") the moment no client is attached. So the
+    /// daemon's attachment is never let go: it is kept until the process ends, and the question
+    /// stays open in the log for whoever resumes the session.
     pub(crate) async fn abandon(&self) {
         let actor = lock(&self.actor).take();
         if let Some(actor) = actor {
@@ -214,7 +218,9 @@ impl OwnedSession {
         if let Some(forwarder) = lock(&self.forwarder).take() {
             forwarder.abort();
         }
-        lock(&self.attached).take();
+        if let Some(attached) = lock(&self.attached).take() {
+            std::mem::forget(attached);
+        }
         *lock(&self.state) = SessionState::Ended;
         let _ = self.log.sync();
     }

@@ -1,0 +1,218 @@
+//! What the daemon's tests share: a temporary world (a git project, a sessions root, a state and a
+//! runtime directory, an empty config.toml), the daemon served in-process on its own socket, and
+//! clients that speak the protocol over the real socket or the real loopback port.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use chock_daemon::client::DaemonClient;
+use chock_daemon::{DaemonOptions, ServeOptions, Server, serve};
+use chock_protocol::rpc::{
+    Call, Notice, Notification, Pending, PendingParams, StartParams, Started,
+};
+
+/// A project and the daemon's directories, in one temporary directory.
+pub struct World {
+    pub tmp: tempfile::TempDir,
+    pub project: PathBuf,
+    pub sessions: PathBuf,
+    pub state: PathBuf,
+    pub runtime: PathBuf,
+    pub config: PathBuf,
+}
+
+impl World {
+    pub fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let project = base.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("README.md"), "hello\n").unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&project)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "init"]);
+        let config = base.join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        World {
+            project,
+            sessions: base.join("state/chock/sessions"),
+            state: base.join("state/chock"),
+            runtime: base.join("runtime/chock"),
+            config,
+            tmp,
+        }
+    }
+
+    /// Writes the project's chock.toml and commits it.
+    pub fn policy(&self, toml: &str) {
+        std::fs::write(self.project.join("chock.toml"), toml).unwrap();
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qam",
+                "policy",
+            ])
+            .current_dir(&self.project)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let add = std::process::Command::new("git")
+                .args(["add", "chock.toml"])
+                .current_dir(&self.project)
+                .output()
+                .unwrap();
+            assert!(add.status.success());
+            let out = std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "commit",
+                    "-qm",
+                    "policy",
+                ])
+                .current_dir(&self.project)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+    }
+
+    /// Writes a recording and returns its `script:FILE` provider spec.
+    pub fn script(&self, name: &str, toml: &str) -> String {
+        let path = self.tmp.path().join(name);
+        std::fs::write(&path, toml).unwrap();
+        format!("script:{}", path.display())
+    }
+
+    pub fn options(&self, host: Option<&str>, queue: usize) -> ServeOptions {
+        ServeOptions {
+            daemon: DaemonOptions {
+                sessions_root: self.sessions.clone(),
+                state_dir: self.state.clone(),
+                config: Some(self.config.clone()),
+                queue,
+                max_turns: 20,
+            },
+            runtime_dir: self.runtime.clone(),
+            group: None,
+            host: host.map(str::to_string),
+        }
+    }
+
+    /// The daemon, in this process, on the world's socket.
+    pub async fn serve(&self) -> Server {
+        serve(self.options(None, chock_daemon::DEFAULT_QUEUE))
+            .await
+            .unwrap()
+    }
+
+    pub async fn client(&self, server: &Server) -> DaemonClient {
+        DaemonClient::unix(server.socket()).await.unwrap()
+    }
+
+    pub fn log_lines(&self, session: &str) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.sessions.join(session).join("log.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+pub async fn start(
+    client: &mut DaemonClient,
+    world: &World,
+    provider: &str,
+    task: &str,
+) -> Started {
+    client
+        .call(&Call::SessionsStart(StartParams {
+            task: task.into(),
+            project: world.project.display().to_string(),
+            provider: Some(provider.into()),
+            model: None,
+            subscribe: false,
+        }))
+        .await
+        .unwrap()
+}
+
+/// Waits (up to 60 s) until `approvals.pending` lists a question of `session`.
+pub async fn pending_question(client: &mut DaemonClient, session: &str) -> Pending {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pending: Pending = client
+            .call(&Call::ApprovalsPending(PendingParams {
+                session: Some(session.into()),
+            }))
+            .await
+            .unwrap();
+        if !pending.approvals.is_empty() {
+            return pending;
+        }
+        assert!(Instant::now() < deadline, "no question was asked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads notifications until `pick` takes one (60 s at most).
+pub async fn until<T>(client: &mut DaemonClient, mut pick: impl FnMut(&Notice) -> Option<T>) -> T {
+    let wait = async {
+        loop {
+            let n: Notification = client.next_notice().await.unwrap();
+            if let Some(found) = pick(&n.notice().unwrap()) {
+                return found;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), wait)
+        .await
+        .expect("the notification never came")
+}
+
+/// A recording whose one command the world's chock.toml asks about, then a closing text.
+pub const ASKING: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo ran > made-by-the-command" }
+
+[[turn]]
+text = "done"
+"#;
+
+/// The rule that makes [`ASKING`]'s command a question.
+pub const ASK_SH: &str = "[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n";
+
+/// Whether this test runs as root (the other-uid tests need to switch users).
+pub fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
