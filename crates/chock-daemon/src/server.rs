@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::IncomingStream;
 use chock_protocol::rpc::{Call, ErrorKind, Request, Response as RpcResponse, RpcError};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 use crate::daemon::{Caller, Daemon};
@@ -112,6 +112,10 @@ fn forbidden_body(why: &str) -> String {
 }
 
 async fn refuse(mut stream: UnixStream, why: String) {
+    // Read the request's head first: closing with it unread would reset the connection, and the
+    // peer would never see why it was refused.
+    let mut head = vec![0u8; 8192];
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut head)).await;
     let body = forbidden_body(&why);
     let reply = format!(
         "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -123,6 +127,7 @@ async fn refuse(mut stream: UnixStream, why: String) {
     )
     .await;
     let _ = stream.shutdown().await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.read(&mut head)).await;
 }
 
 fn forbidden(why: &str) -> Response {
