@@ -345,7 +345,7 @@ impl Daemon {
     ) -> Result<(), RpcError> {
         let (id, dir) = self.resolve(session)?;
         let broker = match self.owned_session(&id) {
-            Some(s) => s.pipeline.broker().clone(),
+            Some(s) => s.broker.clone(),
             None => lock(&self.reviews).get(&id).cloned().ok_or_else(|| {
                 RpcError::new(
                     ErrorKind::NotRunning,
@@ -432,8 +432,8 @@ impl Daemon {
         plan: chock_workspace::ApplyPlan,
         verb: &str,
     ) -> Result<Applied, RpcError> {
-        if let Some(session) = self.owned_session(id) {
-            return review::carry_out(plan, &session.pipeline, &session.log, verb).await;
+        if let Some((pipeline, log)) = self.owned_session(id).and_then(|s| s.acts()) {
+            return review::carry_out(plan, &pipeline, &log, verb).await;
         }
         let log = Log::open(dir).map_err(|e| {
             RpcError::new(

@@ -82,7 +82,10 @@ pub(crate) fn diff(session: &str, dir: &Path, sel: &Selection) -> Result<ReviewD
                         lines: h
                             .lines
                             .iter()
-                            .map(|l| format!("{}{}", l.tag, String::from_utf8_lossy(&l.text)))
+                            .map(|l| {
+                                let text = l.text.strip_suffix(b"\n").unwrap_or(&l.text);
+                                format!("{}{}", l.tag, String::from_utf8_lossy(text))
+                            })
                             .collect(),
                     })
                     .collect(),

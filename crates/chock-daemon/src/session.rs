@@ -51,8 +51,11 @@ pub(crate) struct OwnedSession {
     pub(crate) id: String,
     pub(crate) dir: PathBuf,
     pub(crate) fanout: Arc<Fanout>,
-    pub(crate) pipeline: Pipeline,
-    pub(crate) log: Log,
+    /// Its pipeline and log while it runs: let go when it ends, so the log's writer lock goes
+    /// with the runtime's (an apply after the end opens the log itself).
+    acts: Mutex<Option<(Pipeline, Log)>>,
+    /// Its broker (answers by question id go here).
+    pub(crate) broker: chock_decide::ApprovalBroker,
     interrupter: Interrupter,
     state: Mutex<SessionState>,
     cmds: mpsc::Sender<Cmd>,
@@ -91,15 +94,16 @@ impl OwnedSession {
         let fanout = Arc::new(Fanout::new(&id, &dir));
         sink.set(Arc::clone(&fanout));
         let pipeline = runtime.pipeline();
+        let broker = pipeline.broker().clone();
         let attached = runtime.attach("daemon");
         let (cmds, rx) = mpsc::channel(4);
         let session = Arc::new(OwnedSession {
             id,
             dir,
             fanout,
-            log: runtime.log().clone(),
+            acts: Mutex::new(Some((pipeline.clone(), runtime.log().clone()))),
+            broker,
             interrupter: runtime.interrupter(),
-            pipeline,
             state: Mutex::new(SessionState::Working),
             cmds,
             actor: Mutex::new(None),
@@ -112,7 +116,7 @@ impl OwnedSession {
             Arc::clone(&session.hub),
             session.id.clone(),
             session.dir.clone(),
-            &session.pipeline,
+            &pipeline,
         ));
         *lock(&session.actor) = Some(tokio::spawn(actor(runtime, rx, Arc::clone(&session))));
         *lock(&session.pending_task) = Some(task);
@@ -125,6 +129,11 @@ impl OwnedSession {
             let _ = self.cmds.try_send(Cmd::Input(task));
             self.announce(SessionState::Working);
         }
+    }
+
+    /// Its pipeline and log, while it runs.
+    pub(crate) fn acts(&self) -> Option<(Pipeline, Log)> {
+        lock(&self.acts).clone()
     }
 
     /// Where it is now.
@@ -222,7 +231,9 @@ impl OwnedSession {
             std::mem::forget(attached);
         }
         *lock(&self.state) = SessionState::Ended;
-        let _ = self.log.sync();
+        if let Some((_, log)) = lock(&self.acts).take() {
+            let _ = log.sync();
+        }
     }
 }
 
@@ -264,6 +275,7 @@ impl OwnedSession {
             forwarder.abort();
         }
         lock(&self.attached).take();
+        lock(&self.acts).take();
         self.set_state(SessionState::Ended);
     }
 }
@@ -277,7 +289,6 @@ pub(crate) fn forward_questions(
     pipeline: &Pipeline,
 ) -> JoinHandle<()> {
     let mut notices = pipeline.broker().subscribe();
-    let log = pipeline.log().clone();
     tokio::spawn(async move {
         loop {
             let notice = match notices.recv().await {
@@ -297,7 +308,9 @@ pub(crate) fn forward_questions(
                     let approval = logged.unwrap_or_else(|| Approval {
                         session: session.clone(),
                         question: question.id.clone(),
-                        seq: log.head().0.saturating_sub(1),
+                        // Not in the log yet: the ask is written before the question opens, so
+                        // this is only a reader that lost the race to the file.
+                        seq: 0,
                         call_id: question.call_id.clone(),
                         action: question.action.clone(),
                         decision: None,

@@ -418,7 +418,8 @@ pub struct DiffHunk {
     pub new_start: usize,
     /// Lines shown from the new file.
     pub new_len: usize,
-    /// The lines, each starting with ` `, `-` or `+` (not valid UTF-8: replaced).
+    /// The lines, each starting with ` `, `-` or `+`, without its newline (bytes that are not
+    /// UTF-8 replaced; `patch` shows a missing newline at the end).
     pub lines: Vec<String>,
 }
 
