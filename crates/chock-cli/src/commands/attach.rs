@@ -4,7 +4,6 @@
 //! first answer from any client wins, and one given elsewhere is reported here. Ctrl-C detaches;
 //! the session goes on in the daemon.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
@@ -206,10 +205,7 @@ async fn attach(
     // The terminal prompt runs on its own thread (it blocks on a line); answers come back here.
     let (ask_tx, ask_rx) = std::sync::mpsc::channel::<Approval>();
     let (answer_tx, mut answers) = tokio::sync::mpsc::unbounded_channel::<(String, Answer)>();
-    let terminal = std::io::stderr()
-        .is_terminal()
-        .then(TerminalAnswerer::stdin_if_terminal)
-        .flatten();
+    let terminal = TerminalAnswerer::stdin_if_terminal();
     let prompting = terminal.is_some();
     if let Some(terminal) = terminal {
         let terminal = Arc::new(terminal);
@@ -242,6 +238,27 @@ async fn attach(
     };
     for approval in pending.approvals {
         put(approval);
+    }
+    if !subscribed {
+        let list: chock_protocol::rpc::SessionList = client
+            .call(&Call::SessionsList(chock_protocol::rpc::NoParams {}))
+            .await
+            .map_err(|e| client_error(&e))?;
+        let state = list
+            .sessions
+            .iter()
+            .find(|s| s.session == id)
+            .map(|s| s.state);
+        if !matches!(state, Some(SessionState::Working | SessionState::Idle)) {
+            return Err(Exit::new(
+                exit::FAILURE,
+                format!(
+                    "session {id} does not run in the daemon ({}); `chock run --resume {id}` goes on with it",
+                    state.map_or("unknown".into(), |s| serde_json::to_value(s).unwrap_or_default().to_string())
+                ),
+            )
+            .into());
+        }
     }
     let mut detach = std::pin::pin!(tokio::signal::ctrl_c());
     loop {

@@ -46,12 +46,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             group: args.group.clone(),
             host: args.host.clone(),
         };
+        use tokio::signal::unix::{SignalKind, signal};
+        // Listening for the signals before the line is printed: whoever reads it may stop us.
+        let mut term = signal(SignalKind::terminate()).context("waiting for SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("waiting for SIGINT")?;
         let server = serve(opts).await.map_err(|e| start_error(&e))?;
         println!("{}", server.listening_line());
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).context("waiting for SIGTERM")?;
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         eprintln!("chock: stopping; a question still open stays unanswered in its session's log");
