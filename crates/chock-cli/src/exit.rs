@@ -10,6 +10,10 @@
 //! | 125 | a sandbox layer could not be applied; the command did not run |
 //! | 126 | `exec`: the program was found inside the sandbox but could not be executed |
 //! | 127 | `exec`: the program was not found inside the sandbox |
+//! | 130 | `run`: interrupted by Ctrl-C; `attach` and `run --daemon`: detached by Ctrl-C (the session goes on in the daemon) |
+//!
+//! `serve`: 1 when another daemon runs, 2 for a `--host` that is not loopback or an unknown `--group`.
+//! `attach`: 1 when the session does not run in the daemon or no daemon listens, 2 for an unknown session.
 
 use std::process::ExitCode;
 
