@@ -81,7 +81,11 @@ pub(crate) fn record(
             .map_err(|e| WorkspaceError::io("copy the git index to", &index, e))?;
     }
     let private = git.with_index(&index);
-    private.run_cancellable(&["add", "-A", "--", "."], cancel)?;
+    let add = ["add", "-A", "--", "."];
+    match cancel {
+        Some(cancel) => private.run_in_background(&add, cancel)?,
+        None => private.run(&add)?,
+    };
     let tree = private.text(&["write-tree"])?;
     if cancel.is_some_and(Cancel::cancelled) {
         return Err(WorkspaceError::record(

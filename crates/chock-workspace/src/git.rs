@@ -77,16 +77,10 @@ impl Git {
             .to_string())
     }
 
-    /// Runs `git args` as [`Git::run`] does, killed if `cancel` is cancelled meanwhile (refused
-    /// if it already was).
-    pub(crate) fn run_cancellable(
-        &self,
-        args: &[&str],
-        cancel: Option<&Cancel>,
-    ) -> Result<Vec<u8>> {
-        let Some(cancel) = cancel else {
-            return self.run(args);
-        };
+    /// Runs `git args` as [`Git::run`] does, for work nobody is waiting on yet (the base commit):
+    /// at the lowest CPU priority, so the session's own calls come first, and killed if `cancel` is
+    /// cancelled meanwhile (refused if it already was).
+    pub(crate) fn run_in_background(&self, args: &[&str], cancel: &Cancel) -> Result<Vec<u8>> {
         let mut running = cancel
             .running
             .lock()
@@ -100,6 +94,8 @@ impl Git {
             .spawn()
             .map_err(|e| self.error(args, format!("cannot start git: {e}")))?;
         let pid = rustix::process::Pid::from_child(&child);
+        // Best effort: a git at normal priority is slower for the calls, not wrong.
+        let _ = rustix::process::setpriority_process(Some(pid), BACKGROUND_NICE);
         *running = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
         drop(running);
         let out = child.wait_with_output();
@@ -312,6 +308,9 @@ impl Drop for BlobReader {
         let _ = self.child.wait();
     }
 }
+
+/// The nice value of a git process nobody waits on: the lowest priority.
+pub(crate) const BACKGROUND_NICE: i32 = 19;
 
 /// How a long git process is stopped from another thread: [`Cancel::cancel`] kills the one running
 /// now and refuses any started after.

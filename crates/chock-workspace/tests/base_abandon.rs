@@ -47,15 +47,31 @@ fn set_env(key: &str, value: &str) {
     unsafe { std::env::set_var(key, value) };
 }
 
+/// The nice values of the running `sleep MARK` processes (field 19 of `/proc/PID/stat`).
+fn marked_sleeps_nice() -> Vec<i32> {
+    marked_pids()
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let after = &stat[stat.rfind(')')? + 2..];
+            after.split(' ').nth(16)?.parse().ok()
+        })
+        .collect()
+}
+
 fn marked_sleeps() -> usize {
-    let mut n = 0;
+    marked_pids().len()
+}
+
+fn marked_pids() -> Vec<String> {
+    let mut n = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         if args.len() >= 2 && args[0].ends_with(b"sleep") && args[1] == MARK.as_bytes() {
-            n += 1;
+            n.push(entry.file_name().to_string_lossy().into_owned());
         }
     }
     n
@@ -88,6 +104,11 @@ fn an_unchanged_workspace_never_waits_for_its_base_and_a_changed_one_always_does
     let ws = Workspace::create(&env.project, &env.sessions.join("s1"), "s1").unwrap();
     let dir = ws.session_dir().to_path_buf();
     wait_for("the slowed git add to start", || marked_sleeps() == 1);
+    assert_eq!(
+        marked_sleeps_nice(),
+        [19],
+        "the base's git runs at the lowest priority: the session's calls come first"
+    );
     assert_eq!(ws.checkpoint("nothing happened").unwrap(), None);
     assert!(ws.diff().unwrap().files.is_empty());
     assert_eq!(
