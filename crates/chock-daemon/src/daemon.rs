@@ -480,6 +480,16 @@ impl Daemon {
         Ok((id, dir, fanout))
     }
 
+    /// Sends every subscribed session's new log lines: a line written with no live item after it
+    /// (one made while a durable line before it is being synced, a note) reaches its subscribers
+    /// within a tick instead of waiting for the session's next item.
+    pub(crate) fn pump_all(&self) {
+        let sessions: Vec<Arc<OwnedSession>> = lock(&self.sessions).values().cloned().collect();
+        for session in sessions {
+            session.fanout.pump();
+        }
+    }
+
     /// A client left: its subscriptions go.
     pub(crate) fn left(&self, conn: u64) {
         for session in lock(&self.sessions).values() {

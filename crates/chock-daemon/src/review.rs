@@ -2,6 +2,10 @@
 //! The apply and the undo are `workspace.apply` acts settled by a decision pipeline (the
 //! session's own while it runs) and recorded in the session's log before anything is written:
 //! the same planning, question and record as `chock apply`, with no terminal.
+//!
+//! Public because it is the one apply with no terminal of its own: the terminal interface
+//! (`chock-tui`) diffs, applies and undoes through it with a session's own pipeline, as the
+//! daemon does, so there is no second path that could decide or log differently.
 
 use std::path::Path;
 
@@ -25,7 +29,7 @@ fn selection(s: &Selection) -> chock_workspace::Selection {
 }
 
 /// A workspace error as the client's typed error.
-pub(crate) fn workspace_error(err: &WorkspaceError) -> RpcError {
+pub fn workspace_error(err: &WorkspaceError) -> RpcError {
     let kind = match err {
         WorkspaceError::DigestMismatch { .. } => ErrorKind::DigestMismatch,
         WorkspaceError::Conflict { .. } | WorkspaceError::AlreadyUndone(_) => ErrorKind::Conflict,
@@ -50,7 +54,7 @@ fn status(s: Status) -> FileStatus {
 }
 
 /// `review.diff`: the selection's changes, read once, with the digest of exactly what is shown.
-pub(crate) fn diff(session: &str, dir: &Path, sel: &Selection) -> Result<ReviewDiff, RpcError> {
+pub fn diff(session: &str, dir: &Path, sel: &Selection) -> Result<ReviewDiff, RpcError> {
     let ws = Workspace::open(dir).map_err(|e| workspace_error(&e))?;
     let whole = ws.diff().map_err(|e| workspace_error(&e))?;
     let sel = selection(sel);
@@ -101,7 +105,7 @@ pub(crate) fn diff(session: &str, dir: &Path, sel: &Selection) -> Result<ReviewD
 }
 
 /// The plan of `review.apply`, pinned to `digest`; a policy file is refused.
-pub(crate) fn plan_apply(dir: &Path, sel: &Selection, digest: &str) -> Result<ApplyPlan, RpcError> {
+pub fn plan_apply(dir: &Path, sel: &Selection, digest: &str) -> Result<ApplyPlan, RpcError> {
     if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(RpcError::new(
             ErrorKind::BadInput,
@@ -121,7 +125,7 @@ pub(crate) fn plan_apply(dir: &Path, sel: &Selection, digest: &str) -> Result<Ap
 
 /// Settles `plan` as a `workspace.apply` act through `pipeline` (the question names every path
 /// and the digest), records it in `log`, and writes it.
-pub(crate) async fn carry_out(
+pub async fn carry_out(
     plan: ApplyPlan,
     pipeline: &Pipeline,
     log: &Log,
@@ -195,7 +199,7 @@ pub(crate) async fn carry_out(
 }
 
 /// `log.verify`.
-pub(crate) fn verify(session: &str, dir: &Path) -> Result<Verified, RpcError> {
+pub fn verify(session: &str, dir: &Path) -> Result<Verified, RpcError> {
     let report =
         chock_log::verify(dir).map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
     let (seal, events_after_seal) = match &report.seal {
