@@ -122,11 +122,12 @@ async fn fast(
     }
 }
 
-fn percentile(sorted: &[u64], p: f64) -> u64 {
+/// The value at `per_mille`/1000 of the sorted list (nearest rank).
+fn percentile(sorted: &[u64], per_mille: usize) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
-    let rank = (p * (sorted.len() - 1) as f64).round() as usize;
+    let rank = (per_mille * (sorted.len() - 1) + 500) / 1000;
     sorted[rank.min(sorted.len() - 1)]
 }
 
@@ -260,8 +261,8 @@ fn main() {
         println!("  frames delivered         {frames} ({:.0}/s), live items and notices included", frames as f64 / secs);
         println!(
             "  fan-out latency (live)   median {} µs, p99 {} µs, max {} µs over {} events (line written to client read)",
-            percentile(&latencies, 0.5),
-            percentile(&latencies, 0.99),
+            percentile(&latencies, 500),
+            percentile(&latencies, 990),
             latencies.last().copied().unwrap_or(0),
             latencies.len()
         );
