@@ -51,6 +51,9 @@ enum Command {
     /// Attach this terminal to a session the daemon runs: its progress, and its questions to
     /// answer here. Ctrl-C detaches; the session goes on.
     Attach(commands::attach::AttachArgs),
+    /// The full-screen terminal interface (what bare `chock` opens at a terminal): tasks and
+    /// follow-ups, approvals in place, the diff to select and apply, sessions to resume.
+    Tui(commands::tui::TuiArgs),
     /// The session protocol clients speak (its JSON Schema).
     #[command(subcommand)]
     Protocol(commands::protocol::ProtocolCommand),
@@ -102,6 +105,11 @@ fn main() -> ExitCode {
         Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
         Some(Command::Serve(args)) => commands::serve::run(&args),
         Some(Command::Attach(args)) => commands::attach::run(&args),
+        Some(Command::Tui(args)) => commands::tui::run(&args),
+        None if commands::tui::wanted(&cli.task) => commands::tui::run(&commands::tui::TuiArgs {
+            max_turns: 50,
+            ..Default::default()
+        }),
         None => commands::run::run_task_words(cli.task),
     };
     exit::finish(outcome)

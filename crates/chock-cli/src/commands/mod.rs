@@ -13,4 +13,5 @@ pub mod protocol;
 pub mod run;
 pub mod serve;
 pub mod sessions;
+pub mod tui;
 pub mod workspace;

@@ -1,0 +1,266 @@
+//! Drawing: the main viewport (live area or question, status line, input), the transcript's
+//! lines as they go into the scrollback, and the diff and sessions screens.
+//!
+//! The question owns the live area while it is open: the model's unfinished text and a command's
+//! output are not drawn then, and the transcript goes above the viewport, never into it. Its frame
+//! is a double border on a yellow background ([`QUESTION_FRAME`]): no transcript or live text is
+//! ever drawn with a background colour, and escaped text cannot set one.
+
+pub mod diff;
+pub mod sessions;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line as TextLine, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
+
+use crate::state::{App, Kind, Line, Phase, clean};
+
+/// The style of the question's frame and title: nothing else on screen has a background colour.
+pub const QUESTION_FRAME: Style = Style::new()
+    .fg(Color::Black)
+    .bg(Color::Yellow)
+    .add_modifier(Modifier::BOLD);
+
+/// The viewport's height on a terminal `rows` high: up to 12 rows, leaving the rest to the
+/// transcript above it.
+pub fn viewport_height(rows: u16) -> u16 {
+    rows.clamp(6, 12)
+}
+
+/// The style of a transcript line of `kind` (foreground colours only; see [`QUESTION_FRAME`]).
+pub fn style(kind: Kind) -> Style {
+    match kind {
+        Kind::User => Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        Kind::Model => Style::new(),
+        Kind::Tool => Style::new().fg(Color::Blue),
+        Kind::Decision => Style::new().fg(Color::Magenta),
+        Kind::Output => Style::new().fg(Color::DarkGray),
+        Kind::Result { ok: true } => Style::new().fg(Color::Green),
+        Kind::Result { ok: false } | Kind::Error => Style::new().fg(Color::Red),
+        Kind::Plan => Style::new().fg(Color::Cyan),
+        Kind::Note => Style::new().add_modifier(Modifier::DIM),
+    }
+}
+
+/// Transcript lines as a wrapped paragraph, and how many rows it takes at `width`.
+pub fn transcript(lines: &[Line], width: u16) -> (Paragraph<'static>, u16) {
+    let text: Vec<TextLine<'static>> = lines
+        .iter()
+        .map(|l| TextLine::styled(l.text.clone(), style(l.kind)))
+        .collect();
+    let paragraph = Paragraph::new(text).wrap(Wrap { trim: false });
+    let rows = paragraph.line_count(width.max(1));
+    (paragraph, u16::try_from(rows).unwrap_or(u16::MAX))
+}
+
+/// Draws the main viewport into `area`.
+pub fn draw_main(frame: &mut Frame<'_>, area: Rect, app: &App) {
+    frame.render_widget(Clear, area);
+    let input_rows = 2;
+    let [live, status, input] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(1),
+        Constraint::Length(input_rows),
+    ])
+    .areas(area);
+    match app.question() {
+        Some(_) => draw_question(frame, live, app),
+        None => draw_live(frame, live, app),
+    }
+    draw_status(frame, status, app);
+    draw_input(frame, input, app);
+}
+
+fn draw_live(frame: &mut Frame<'_>, area: Rect, app: &App) {
+    let mut lines: Vec<TextLine<'static>> = Vec::new();
+    if app.phase == Phase::NoSession && app.live_text.is_empty() {
+        lines.push(TextLine::styled(
+            "What should chock do? Type a task and press Enter.",
+            Style::new().add_modifier(Modifier::BOLD),
+        ));
+        lines.push(TextLine::styled(
+            "/sessions resumes a session or attaches to the daemon's; Ctrl-C leaves.",
+            Style::new().add_modifier(Modifier::DIM),
+        ));
+    }
+    for line in app.live_text.split('\n').filter(|l| !l.is_empty()) {
+        lines.push(TextLine::raw(clean(line)));
+    }
+    if !app.live_output.is_empty() || !app.live_partial().is_empty() {
+        lines.push(TextLine::styled(
+            "  running:",
+            Style::new().add_modifier(Modifier::DIM),
+        ));
+        for line in &app.live_output {
+            lines.push(TextLine::styled(format!("    {line}"), style(Kind::Output)));
+        }
+        if !app.live_partial().is_empty() {
+            lines.push(TextLine::styled(
+                format!("    {}", clean(app.live_partial())),
+                style(Kind::Output),
+            ));
+        }
+    }
+    let paragraph = Paragraph::new(lines).wrap(Wrap { trim: false });
+    // The newest lines stay in view: scroll past what does not fit.
+    let rows = u16::try_from(paragraph.line_count(area.width.max(1))).unwrap_or(u16::MAX);
+    let skip = rows.saturating_sub(area.height);
+    frame.render_widget(paragraph.scroll((skip, 0)), area);
+}
+
+fn draw_question(frame: &mut Frame<'_>, area: Rect, app: &App) {
+    let Some(q) = app.question() else { return };
+    let more = app.questions.len().saturating_sub(1);
+    let title = if more > 0 {
+        format!(" chock asks · {} · {more} more waiting ", clean(&q.id))
+    } else {
+        format!(" chock asks · {} ", clean(&q.id))
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(QUESTION_FRAME)
+        .title(Span::styled(title, QUESTION_FRAME));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let label = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = Vec::new();
+    if q.approval {
+        lines.push(TextLine::from(vec![
+            Span::styled("act     ", label),
+            Span::raw(clean(q.action.as_deref().unwrap_or("-"))),
+        ]));
+        lines.push(TextLine::from(vec![
+            Span::styled("detail  ", label),
+            Span::raw(clean(&q.what)),
+        ]));
+        if let Some(by) = &q.decided_by {
+            lines.push(TextLine::from(vec![
+                Span::styled("rule    ", label),
+                Span::raw(clean(by)),
+            ]));
+        }
+        for line in &q.context {
+            lines.push(TextLine::styled(
+                format!("        {}", clean(line)),
+                Style::new().add_modifier(Modifier::DIM),
+            ));
+        }
+    } else {
+        lines.push(TextLine::styled("the agent asks:", label));
+        lines.push(TextLine::raw(clean(&q.what)));
+    }
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+}
+
+/// The question drawn at the foot of the diff or sessions screen (`area`): the same frame and
+/// lines as on the main screen, with the answers inside the frame.
+pub fn draw_question_panel(frame: &mut Frame<'_>, area: Rect, app: &App) {
+    frame.render_widget(Clear, area);
+    let [question, answers] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
+    draw_question(frame, question, app);
+    let key = Style::new().add_modifier(Modifier::BOLD);
+    frame.render_widget(
+        Paragraph::new(TextLine::from(vec![
+            Span::styled("[y]", key),
+            Span::raw(" yes once   "),
+            Span::styled("[a]", key),
+            Span::raw(" yes for this session   "),
+            Span::styled("[n]", key),
+            Span::raw(" no"),
+        ])),
+        answers,
+    );
+}
+
+/// How many rows the question takes at the foot of the diff or sessions screen.
+pub const QUESTION_PANEL: u16 = 9;
+
+fn draw_status(frame: &mut Frame<'_>, area: Rect, app: &App) {
+    let phase = match app.phase {
+        Phase::NoSession => "no session",
+        Phase::Idle => "idle",
+        Phase::Working if app.interrupt_armed => "interrupting",
+        Phase::Working => "working",
+        Phase::Ended => "ended",
+    };
+    let cost = app.cost.map_or("$?".to_string(), |c| format!("${c:.4}"));
+    let mut spans = vec![
+        Span::styled(
+            format!(" {phase} "),
+            Style::new().add_modifier(Modifier::REVERSED),
+        ),
+        Span::raw(format!(
+            " turn {} · {cost} · {}/{} tok",
+            app.turn, app.tokens.0, app.tokens.1
+        )),
+    ];
+    if let Some((kind, text)) = &app.status {
+        spans.push(Span::styled(format!(" · {text}"), style(*kind)));
+    } else if !app.plan.is_empty() {
+        let done = app.plan.iter().filter(|s| s.status == "done").count();
+        let current = app
+            .plan
+            .iter()
+            .find(|s| s.status == "in_progress")
+            .or_else(|| app.plan.iter().find(|s| s.status != "done"));
+        let step = current.map_or("all done".to_string(), |s| clean(&s.step));
+        spans.push(Span::styled(
+            format!(" · plan {done}/{}: {step}", app.plan.len()),
+            style(Kind::Plan),
+        ));
+    }
+    if let Some((id, _, _)) = &app.session {
+        spans.push(Span::styled(
+            format!(" · {id}"),
+            Style::new().add_modifier(Modifier::DIM),
+        ));
+    }
+    frame.render_widget(Paragraph::new(TextLine::from(spans)), area);
+}
+
+fn draw_input(frame: &mut Frame<'_>, area: Rect, app: &App) {
+    let [rule, line] = Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
+    frame.render_widget(
+        Paragraph::new("─".repeat(usize::from(area.width)))
+            .style(Style::new().add_modifier(Modifier::DIM)),
+        rule,
+    );
+    let key = Style::new().add_modifier(Modifier::BOLD);
+    let text = match app.question() {
+        Some(q) if q.approval => TextLine::from(vec![
+            Span::styled("[y]", key),
+            Span::raw(" yes once   "),
+            Span::styled("[a]", key),
+            Span::raw(" yes for this session   "),
+            Span::styled("[n]", key),
+            Span::raw(" no"),
+        ]),
+        Some(_) => TextLine::from(vec![
+            Span::styled("reply › ", key),
+            Span::raw(clean(&app.input)),
+        ]),
+        None => {
+            let prompt = match app.phase {
+                Phase::Working => "  (working: Ctrl-C interrupts) › ",
+                Phase::Ended => "  (session ended: Ctrl-C leaves) › ",
+                _ => "› ",
+            };
+            TextLine::from(vec![
+                Span::styled(prompt, key),
+                Span::raw(clean(&app.input)),
+            ])
+        }
+    };
+    let width = text.width();
+    frame.render_widget(Paragraph::new(text), line);
+    if app.question().is_none_or(|q| !q.approval) {
+        let x = u16::try_from(width)
+            .unwrap_or(u16::MAX)
+            .min(line.width.saturating_sub(1));
+        frame.set_cursor_position((line.x + x, line.y));
+    }
+}
