@@ -51,6 +51,10 @@ enum Command {
     /// Attach this terminal to a session the daemon runs: its progress, and its questions to
     /// answer here. Ctrl-C detaches; the session goes on.
     Attach(commands::attach::AttachArgs),
+    /// Be an agent for an editor: the Agent Client Protocol on standard input and output
+    /// (docs/editors.md). Commands run in Chock's sandbox; the project changes only through an
+    /// apply the editor is asked about.
+    Acp(commands::acp::AcpArgs),
     /// The full-screen terminal interface (what bare `chock` opens at a terminal): tasks and
     /// follow-ups, approvals in place, the diff to select and apply, sessions to resume.
     Tui(commands::tui::TuiArgs),
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
         Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
         Some(Command::Serve(args)) => commands::serve::run(&args),
         Some(Command::Attach(args)) => commands::attach::run(&args),
+        Some(Command::Acp(args)) => commands::acp::run(&args),
         Some(Command::Tui(args)) => commands::tui::run(&args),
         None if commands::tui::wanted(&cli.task) => commands::tui::run(&commands::tui::TuiArgs {
             max_turns: 50,

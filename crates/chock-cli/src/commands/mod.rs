@@ -1,5 +1,6 @@
 //! One module per command; each owns its clap arguments and its `run`.
 
+pub mod acp;
 pub mod apply;
 pub mod attach;
 pub mod diff;

@@ -1,0 +1,413 @@
+//! `chock acp` driven by a scripted editor over real pipes: the session's streamed updates, its
+//! questions as `session/request_permission`, the apply offered at the turn's end (yes writes the
+//! project, no leaves it untouched), `session/cancel` killing a long command, a question nobody
+//! answers refused, MCP servers refused with a note, `session/load`, and errors that name the
+//! method and field. The editor offers its file and terminal methods every time; Chock must never
+//! call them.
+
+mod acp_support;
+mod run_support;
+
+use acp_support::*;
+use run_support::*;
+use serde_json::{Value, json};
+
+/// `fs.write` asks, so the recorded model's write is a question for the editor.
+const ASK_WRITES: &str = "[[rule]]\naction = \"fs.write\"\ndecision = \"ask\"\n";
+
+/// A model that plans, runs a command, writes a note, and says it is done.
+const NOTE_SCRIPT: &str = r#"
+[[turn]]
+text = "I'll check the project, then add a note."
+[[turn.call]]
+tool = "update_plan"
+input = { steps = [{ step = "check", status = "in_progress" }, { step = "write the note" }] }
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo checked" }
+[[turn.call]]
+tool = "write_file"
+input = { path = "NOTES.md", content = "calc.sh subtracts; test.sh expects a sum\n" }
+
+[[turn]]
+text = "Done: NOTES.md says what is wrong."
+"#;
+
+/// The world's filters, and the ids that would vary with another clock or build: session and
+/// apply ids, digests, Chock's version.
+fn transcript_settings(w: &World) -> insta::Settings {
+    let mut s = w.settings();
+    s.add_filter(r"\d{8}T\d{6}Z-\d{6}", "[SESSION]");
+    s.add_filter(r"[0-9a-f]{64}", "[DIGEST]");
+    s.add_filter(r#""version":"[^"]*""#, r#""version":"[VERSION]""#);
+    s
+}
+
+fn no_requests(_: &mut Editor, frame: &Value) {
+    panic!("unexpected request from chock acp: {frame}");
+}
+
+/// Chock never asks the editor to read, write or run anything, whatever the editor offered.
+fn assert_never_used_the_editor_to_act(frames: &[&Value]) {
+    for method in requests_made(frames) {
+        assert!(
+            !method.starts_with("fs/") && !method.starts_with("terminal/"),
+            "chock acp asked the editor to act: {method}"
+        );
+    }
+}
+
+/// Drives one prompt of the note script, answering the write's question with `write` and the
+/// apply's with `apply`; returns the world, the prompt's response and the editor.
+fn note_session(write: &'static str, apply: &'static str) -> (World, Value, Editor) {
+    let w = World::with_git_project_and_policy(Some(ASK_WRITES));
+    let provider = w.script(NOTE_SCRIPT);
+    let mut ed = Editor::start(&w, &["--provider", &provider]);
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "add a note about the bug"}]}),
+    );
+    let response = ed.until_response(id, |ed, frame| {
+        assert_eq!(frame["method"], "session/request_permission", "{frame}");
+        let call = frame["params"]["toolCall"]["toolCallId"].as_str().unwrap();
+        let answer = if call.starts_with("apply-") {
+            apply
+        } else {
+            write
+        };
+        ed.choose(frame, answer);
+    });
+    (w, response, ed)
+}
+
+#[test]
+fn an_editor_drives_a_session_and_applies_the_turns_work_when_allowed() {
+    let (w, response, ed) = note_session("allow_once", "allow_once");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        w.read("NOTES.md"),
+        "calc.sh subtracts; test.sh expects a sum\n"
+    );
+    let frames = ed.received();
+    assert_never_used_the_editor_to_act(&frames);
+    assert_eq!(
+        requests_made(&frames),
+        ["session/request_permission", "session/request_permission"]
+    );
+    // The command's tool call went pending → in_progress → completed, with its output.
+    let command = updates(&frames, "tool_call")
+        .into_iter()
+        .find(|u| u["kind"] == "execute")
+        .unwrap()["toolCallId"]
+        .clone();
+    let statuses: Vec<&Value> = updates(&frames, "tool_call_update")
+        .into_iter()
+        .filter(|u| u["toolCallId"] == command && u.get("status").is_some())
+        .map(|u| &u["status"])
+        .collect();
+    assert_eq!(statuses, ["in_progress", "completed"]);
+    assert_eq!(updates(&frames, "plan").len(), 1);
+    assert!(!updates(&frames, "agent_message_chunk").is_empty());
+    let (status, _, transcript) = ed.close();
+    assert_eq!(status, Some(0));
+    // The apply was decided and logged like any act, before the write.
+    let events = w.events();
+    let apply = events
+        .iter()
+        .position(|(k, _, d)| k == "decision" && d["action"] == "workspace.apply")
+        .expect("a workspace.apply decision");
+    assert_eq!(events[apply].2["allowed"], true);
+    let record = events
+        .iter()
+        .position(|(k, _, _)| k == "workspace.apply")
+        .expect("the apply's record");
+    assert!(apply < record);
+    w.assert_log_verifies();
+    transcript_settings(&w).bind(|| {
+        insta::assert_snapshot!("acp_transcript_allowed", render(&transcript));
+    });
+}
+
+#[test]
+fn a_rejected_apply_leaves_the_project_untouched() {
+    let (w, response, ed) = note_session("allow_always", "reject_once");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(!w.project.join("NOTES.md").exists());
+    let frames = ed.received();
+    assert_never_used_the_editor_to_act(&frames);
+    let offer = updates(&frames, "tool_call_update")
+        .into_iter()
+        .rfind(|u| u["toolCallId"] == "apply-1")
+        .unwrap()
+        .clone();
+    assert_eq!(offer["status"], "failed");
+    assert!(
+        offer["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("chock apply"),
+        "{offer}"
+    );
+    drop(ed);
+    let events = w.events();
+    let apply = events
+        .iter()
+        .find(|(k, _, d)| k == "decision" && d["action"] == "workspace.apply")
+        .unwrap();
+    assert_eq!(apply.2["allowed"], false);
+    assert!(!events.iter().any(|(k, _, _)| k == "workspace.apply"));
+    // The work stays reviewable in the session.
+    let diff = w.chock(&["diff", &w.session_id()]);
+    assert!(
+        text(&diff.stdout).contains("NOTES.md"),
+        "{}",
+        text(&diff.stdout)
+    );
+}
+
+#[test]
+fn cancel_during_a_long_command_ends_the_turn_as_cancelled_and_kills_the_command() {
+    let w = World::with_git_project();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo started; sleep 31.4159; echo never > late.txt" }
+
+[[turn]]
+text = "not reached"
+"#,
+    );
+    let mut ed = Editor::start(&w, &["--provider", &provider]);
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "wait a while"}]}),
+    );
+    ed.until(|f| {
+        f["params"]["update"]["sessionUpdate"] == "tool_call_update"
+            && f["params"]["update"]["content"][0]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("started"))
+    });
+    // `echo` has printed; the shell starts the sleep a moment later.
+    let running = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        sleepers().len() == 1
+    });
+    assert!(running, "the command runs: {:?}", sleepers());
+    ed.notify("session/cancel", json!({"sessionId": session}));
+    let response = ed.until_response(id, no_requests);
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        sleepers().is_empty()
+    });
+    assert!(gone, "the command still runs: {:?}", sleepers());
+    let frames = ed.received();
+    let last = (*updates(&frames, "tool_call_update").last().unwrap()).clone();
+    assert_eq!(last["status"], "failed", "{last}");
+    assert!(
+        requests_made(&frames).is_empty(),
+        "nothing to apply, nothing asked"
+    );
+    drop(ed);
+    assert!(
+        w.events()
+            .iter()
+            .any(|(k, _, d)| k == "turn.end" && d["reason"] == "interrupted")
+    );
+}
+
+/// Processes whose command line holds the long command's unusual sleep.
+fn sleepers() -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.starts_with("sleep 31.4159"))
+        .collect()
+}
+
+#[test]
+fn a_question_the_editor_does_not_answer_is_a_refusal() {
+    let w = World::with_git_project_and_policy(Some(ASK_WRITES));
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "x.txt", content = "x" }
+expect = { is_error = true, contains = "refused" }
+
+[[turn]]
+text = "could not write"
+"#,
+    );
+    let mut ed = Editor::start(&w, &["--provider", &provider, "--answer-timeout", "1"]);
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "write x"}]}),
+    );
+    let mut asked = Vec::new();
+    // The question is never answered.
+    let response = ed.until_response(id, |_, f| asked.push(f.clone()));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(asked.len(), 1, "only the write was asked about: {asked:?}");
+    let frames = ed.received();
+    let write = (*updates(&frames, "tool_call_update").last().unwrap()).clone();
+    assert_eq!(write["status"], "failed", "{write}");
+    drop(ed);
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .unwrap();
+    assert_eq!(answer.2["answer"], "none", "{}", answer.2);
+    assert!(!w.project.join("x.txt").exists());
+}
+
+#[test]
+fn mcp_servers_are_accepted_but_not_started_and_the_editor_is_told() {
+    let w = World::with_git_project();
+    let provider = w.script("[[turn]]\ntext = \"hi\"\n");
+    let marker = w.base.join("mcp-started");
+    let mut ed = Editor::start(&w, &[]);
+    ed.initialize();
+    let id = ed.request(
+        "session/new",
+        json!({
+            "cwd": w.project,
+            "mcpServers": [{"name": "files", "command": "/bin/sh", "args": ["-c", format!("touch {}", marker.display())], "env": []}],
+            "_meta": {"chock": {"provider": provider}}
+        }),
+    );
+    let response = ed.until_response(id, no_requests);
+    assert!(response["result"]["sessionId"].is_string(), "{response}");
+    let note = ed.until(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    let said = note["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        said.contains("does not run MCP servers") && said.contains("files"),
+        "{said}"
+    );
+    let (status, stderr, _) = ed.close();
+    assert_eq!(status, Some(0));
+    assert!(stderr.contains("MCP"), "{stderr}");
+    assert!(!marker.exists(), "the editor's MCP server was started");
+    let logged = w
+        .events()
+        .into_iter()
+        .any(|(k, _, d)| k == "note" && d["text"].as_str().is_some_and(|t| t.contains("MCP")));
+    assert!(logged, "the note is in the session log");
+}
+
+#[test]
+fn load_replays_the_conversation_and_goes_on() {
+    let w = World::with_git_project();
+    let provider =
+        w.script("[[turn]]\ntext = \"first answer\"\n\n[[turn]]\ntext = \"second answer\"\n");
+    let mut ed = Editor::start(&w, &["--provider", &provider]);
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "first question"}]}),
+    );
+    ed.until_response(id, no_requests);
+    assert_eq!(ed.close().0, Some(0));
+
+    let mut ed = Editor::start(&w, &["--provider", &provider]);
+    ed.initialize();
+    let id = ed.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": w.project, "mcpServers": []}),
+    );
+    let loaded = ed.until_response(id, no_requests);
+    assert_eq!(loaded["result"], json!({}), "{loaded}");
+    let frames = ed.received();
+    let said: Vec<(&str, &str)> = frames
+        .iter()
+        .filter(|f| f["method"] == "session/update")
+        .map(|f| &f["params"]["update"])
+        .map(|u| {
+            (
+                u["sessionUpdate"].as_str().unwrap(),
+                u["content"]["text"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("user_message_chunk", "first question"),
+            ("agent_message_chunk", "first answer")
+        ]
+    );
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "and then?"}]}),
+    );
+    let before = ed.received().len();
+    let response = ed.until_response(id, no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn");
+    let frames = ed.received();
+    let answer: String = updates(&frames[before..], "agent_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(answer, "second answer");
+    let id = ed.request(
+        "session/load",
+        json!({"sessionId": "20260101T000000Z-999999", "cwd": w.project, "mcpServers": []}),
+    );
+    let unknown = ed.until_response(id, no_requests);
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+    assert_eq!(ed.close().0, Some(0));
+}
+
+#[test]
+fn errors_name_the_method_and_the_field() {
+    let w = World::with_git_project();
+    let mut ed = Editor::start(&w, &[]);
+    let early = ed.request("session/new", json!({"cwd": w.project, "mcpServers": []}));
+    ed.until_response(early, no_requests);
+    ed.initialize();
+    let calls = [
+        ("session/new", json!({"mcpServers": []})),
+        (
+            "session/new",
+            json!({"cwd": "relative/dir", "mcpServers": []}),
+        ),
+        ("session/new", json!({"cwd": w.project, "mcpServers": []})),
+        (
+            "session/prompt",
+            json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}),
+        ),
+        (
+            "session/prompt",
+            json!({"sessionId": "nope", "prompt": [{"type": "image", "mimeType": "image/png", "data": ""}]}),
+        ),
+        ("authenticate", json!({"methodId": "oauth"})),
+        ("session/set_mode", json!({})),
+    ];
+    for (method, params) in calls {
+        let id = ed.request(method, params);
+        let response = ed.until_response(id, no_requests);
+        assert!(response.get("error").is_some(), "{method}: {response}");
+    }
+    ed.send_raw("{not json");
+    ed.recv();
+    let (status, _, transcript) = ed.close();
+    assert_eq!(status, Some(0));
+    transcript_settings(&w).bind(|| {
+        insta::assert_snapshot!("acp_errors", render(&transcript));
+    });
+}
