@@ -195,14 +195,15 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
         "#timeline li.tool[data-tool=\"write_file\"] .answered[data-answer=\"allow_once\"]",
     )
     .await?;
-    // The command's output streams into its card; the model's closing words arrive.
-    let out = text(
-        c,
-        "#timeline li.tool[data-tool=\"run_command\"][data-result=\"ok\"] .tool-result pre",
-    )
-    .await?;
-    if !out.contains("2:line two, changed") {
-        return Err(format!("the command's result shows {out:?}"));
+    // The command (its confined call is logged as `exec`) prints into its card as it runs, and
+    // its result follows; the model's closing words arrive.
+    let command = "#timeline li.tool[data-tool=\"exec\"][data-result=\"ok\"]";
+    let live = text(c, &format!("{command} pre.live-output")).await?;
+    let out = text(c, &format!("{command} .tool-result pre")).await?;
+    if !live.contains("2:line two, changed") || !out.contains("2:line two, changed") {
+        return Err(format!(
+            "the command streamed {live:?} and its result shows {out:?}"
+        ));
     }
     until_js(
         c,
@@ -234,6 +235,8 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
     if !plan.contains("Edit README.md") {
         return Err(format!("the plan shows {plan:?}"));
     }
+    let scroll = "document.querySelector('#timeline li.tool[data-tool=\"exec\"]').scrollIntoView({block: 'center'})";
+    c.execute(scroll, vec![]).await.map_err(|e| e.to_string())?;
     screenshot(c, "browser-activity.png").await?;
 
     // Review: two hunks; keep only the first; its digest is taken and shown.
@@ -293,7 +296,7 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
         &format!("#review-applies li[data-apply=\"{apply_id}\"] button[data-undo=\"{apply_id}\"]"),
     )
     .await?;
-    answer(c, "workspace.apply", "README.md").await?;
+    answer(c, "workspace.apply", "undo: write 1 path(s) into").await?;
     find(c, &format!("#review-result[data-undone-id=\"{apply_id}\"]")).await?;
     let on_disk = world.read("README.md");
     if on_disk != readme(&[]) {
@@ -320,6 +323,13 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
     )
     .await?;
     screenshot(c, "browser-log.png").await?;
+    // The page itself never failed (it shows its own uncaught errors).
+    if let Ok(el) = c.find(Locator::Css("#toasts .js-error")).await {
+        return Err(format!(
+            "the page failed: {}",
+            el.text().await.unwrap_or_default()
+        ));
+    }
     Ok(())
 }
 
@@ -367,6 +377,12 @@ fn a_person_answers_applies_one_hunk_of_two_and_undoes_it_in_chromium() {
         let walked = person(&client, &world, &link, &provider).await;
         if walked.is_err() {
             let _ = screenshot(&client, "browser-failure.png").await;
+            let page = client.execute("return document.body.innerText", vec![]);
+            if let Ok(Value::String(page)) = page.await {
+                let path = artifacts().join("browser-failure.txt");
+                let _ = std::fs::write(&path, page);
+                println!("the page's text: {}", path.display());
+            }
         }
         let _ = client.close().await;
         walked
@@ -375,13 +391,13 @@ fn a_person_answers_applies_one_hunk_of_two_and_undoes_it_in_chromium() {
         panic!(
             "{why}\n--- chock serve's stderr:\n{}\n--- chromedriver's log (tail):\n{}",
             daemon.stderr(),
-            driver
-                .stderr()
-                .lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .join("\n")
+            tail(&driver.stderr(), 40)
         );
     }
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }

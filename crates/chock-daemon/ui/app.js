@@ -3,7 +3,7 @@
 // shows: the page subscribes from the last seq it has plus one, on opening a session and again
 // on every reconnect, so a dropped connection costs nothing.
 
-import { h, put, byId, money, when, basename, clip, short, stateBadge } from "./dom.js";
+import { h, put, byId, money, when, basename, clip, short, stateBadge, providerName } from "./dom.js";
 import { Connection } from "./rpc.js";
 import { SessionModel } from "./session.js";
 import { Timeline, renderPlan } from "./timeline.js";
@@ -43,11 +43,17 @@ function later(fn) {
   });
 }
 
-function toast(text) {
-  const el = h("div", { class: "toast" }, text);
+/** A message in the corner: gone after a while, or (a failure of the page itself) on a click. */
+function toast(text, kind) {
+  const el = h("div", { class: `toast ${kind || ""}`, role: "alert" }, text);
   byId("toasts").append(el);
-  setTimeout(() => el.remove(), 8000);
+  if (kind === "js-error") el.addEventListener("click", () => el.remove());
+  else setTimeout(() => el.remove(), 8000);
 }
+
+window.addEventListener("error", (e) => toast(`The page failed: ${e.message}`, "js-error"));
+window.addEventListener("unhandledrejection", (e) =>
+  toast(`The page failed: ${e.reason?.message ?? e.reason}`, "js-error"));
 
 function label(id) {
   const m = models.get(id);
@@ -203,7 +209,7 @@ function item(id) {
     h("span", { class: "line1" }, h("span", { class: "name" }, label(id)), " ", stateBadge(info.state),
       waiting ? h("span", { class: "badge asks", title: "questions waiting" }, `${waiting} asks`) : null),
     h("span", { class: "line2" },
-      `${basename(info.project || m?.start?.project)} · ${info.provider || m?.start?.provider || "?"} · ${money(cost)}`),
+      `${basename(info.project || m?.start?.project)} · ${providerName(info.provider || m?.start?.provider)} · ${money(cost)}`),
     h("span", { class: "line3" }, info.last_kind ? `${info.last_kind} · ${when(info.last_ts)}` : short(id, 24))));
 }
 
@@ -373,5 +379,6 @@ window.addEventListener("hashchange", route);
 setInterval(() => {
   if (conn.open && !document.hidden) listSessions();
 }, 5000);
-route();
+// Connecting first: nothing the page draws can keep it from reaching the daemon.
 conn.connect();
+route();

@@ -1,7 +1,7 @@
 // Building the page without ever parsing a string as HTML: every piece of text a model, a tool,
 // a command or a log wrote goes in as a text node, so none of it can become markup or script.
 
-/** Attributes `h` sets; anything else (an `on…` handler, `style`, `srcdoc`) is refused. */
+/** Attributes `h` sets; anything else (an `on…` handler, `style`, a frame's document) is refused. */
 const ATTRIBUTES = new Set([
   "id", "class", "type", "name", "value", "for", "title", "role", "href", "rel",
   "placeholder", "rows", "cols", "autocomplete", "spellcheck", "tabindex", "open",
@@ -39,9 +39,9 @@ export function h(tag, props, ...children) {
   return el;
 }
 
-/** Appends children (nodes, strings, arrays of them) to `el`. */
+/** Appends children (a node, a string, or arrays of them) to `el`. */
 export function append(el, children) {
-  for (const child of children.flat(Infinity)) {
+  for (const child of [children].flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -74,7 +74,7 @@ export function when(ts) {
   const d = new Date(ts);
   if (Number.isNaN(d.getTime())) return String(ts);
   const today = new Date();
-  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
   return d.toDateString() === today.toDateString() ? time : `${d.toLocaleDateString()} ${time}`;
 }
 
@@ -83,6 +83,12 @@ export function basename(path) {
   if (!path) return "";
   const parts = String(path).split("/").filter(Boolean);
   return parts.length ? parts[parts.length - 1] : "/";
+}
+
+/** A provider's name, short: `script:/a/b/rec.toml` is `script:rec.toml`. */
+export function providerName(p) {
+  if (!p) return "?";
+  return p.startsWith("script:") ? `script:${basename(p.slice(7))}` : p;
 }
 
 /** At most `n` characters, with an ellipsis when cut. */

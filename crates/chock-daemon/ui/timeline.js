@@ -125,7 +125,7 @@ export class Timeline {
         break;
       }
       case "note":
-        this.entry("note", d.text ?? e.kind);
+        this.note(d);
         break;
       case "model.request":
       case "turn.end":
@@ -136,6 +136,32 @@ export class Timeline {
         } else {
           this.entry("note", e.kind);
         }
+    }
+  }
+
+  note(d) {
+    switch (d.about) {
+      case "task":
+        this.entry("meta", h("details", {}, h("summary", {}, "The task and the system prompt the loop started from"),
+          pre(d.task), pre(d.system, "output")));
+        break;
+      case "torn_tail":
+        this.entry("note", `A torn last line (seq ${d.torn_line}, ${d.torn_bytes} bytes) was set aside in ${d.saved_to}`);
+        break;
+      case "checkpoint_failed":
+        this.entry("note", `Checkpoint ${d.checkpoint} failed: ${d.failed}`);
+        break;
+      case "apply_failed":
+        this.entry("note", `An apply${d.apply_id ? ` (${d.apply_id})` : ""} did not land: ${d.failed}`);
+        break;
+      case "ratchet":
+        this.entry("note", `The agent ${d.change === "widen" ? "widened" : "restricted"} its policy: ${d.pattern} → ${d.decision}`);
+        break;
+      case "background_ended":
+        this.entry("note", `Background command ${d.background} ended: ${d.status ?? "killed"}`);
+        break;
+      default:
+        this.entry("note", d.text ?? `note: ${d.about ?? ""}`);
     }
   }
 
@@ -163,7 +189,7 @@ export class Timeline {
     const status = h("span", { class: "badge status", dataset: { status: "pending" } }, "pending");
     const head = h("div", { class: "tool-head" },
       h("span", { class: "tool-name" }, tool || "call"),
-      h("code", { class: "tool-arg" }, clip(gist(tool, input), 160)),
+      h("code", { class: "tool-arg" }, clip(gist(tool, input) || (d?.argv || []).join(" "), 160)),
       status);
     const body = h("div", { class: "tool-body" });
     if (input !== undefined) {
@@ -191,8 +217,9 @@ export class Timeline {
 
   decision(e, d) {
     const verdict = d.allowed ? "allowed" : "refused";
+    const table = d.decision === (d.allowed ? "allow" : "deny") ? "" : ` (the table said ${d.decision})`;
     const line = h("div", { class: `line decision ${verdict}`, dataset: { decision: d.decision, allowed: d.allowed } },
-      h("strong", {}, verdict), ` (${d.action ?? "unclassified"}: table says ${d.decision}) — decided by ${d.decided_by}`);
+      h("strong", {}, verdict), d.action ? [" ", h("code", {}, d.action)] : "", `${table} — ${d.decided_by}`);
     const card = this.cardFor(e.call_id);
     if (card) {
       card.body.append(line);

@@ -19,10 +19,10 @@ pub struct Tools {
     pub chromedriver: PathBuf,
 }
 
-/// `name` on PATH (or the Debian path given), if it is there.
+/// The program `env` names (when set), else the Debian path, else `name` on PATH; if it is there.
 fn program(env: &str, debian: &str, name: &str) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(env) {
-        return Some(PathBuf::from(path));
+        return Some(PathBuf::from(path)).filter(|p| p.exists());
     }
     if Path::new(debian).exists() {
         return Some(PathBuf::from(debian));
@@ -254,10 +254,10 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            }
+        if let Ok(pid) = i32::try_from(self.child.id())
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
