@@ -96,7 +96,7 @@ async fn run_async(opts: Options) -> Result<(), TuiError> {
         feed_tx: unbounded_channel().0,
         full: None,
         shown: Vec::new(),
-        width: None,
+        size: None,
     };
     let (feed_tx, mut feeds) = unbounded_channel();
     ui.feed_tx = feed_tx;
@@ -152,8 +152,8 @@ struct Ui {
     full: Option<Full>,
     /// The last transcript lines put into the scrollback (drawn again after a narrowing).
     shown: Vec<crate::state::Line>,
-    /// The terminal's width at the last draw.
-    width: Option<u16>,
+    /// The terminal's size at the last draw.
+    size: Option<(u16, u16)>,
 }
 
 /// How many transcript lines are kept for drawing again after a resize.
@@ -203,15 +203,21 @@ impl Ui {
         Ok(())
     }
 
-    /// A terminal made narrower is cleared whole by ratatui (lines wrapped at the old width would
-    /// be torn): the transcript lines that were on the screen are drawn again above the viewport,
-    /// wrapped at the new width, so the conversation stays readable while it streams.
+    /// After the terminal changes size (tmux reflows what it shows, ratatui moves and clears the
+    /// viewport), the screen is cleared and drawn anew: the viewport at the top, then as much of
+    /// the transcript's end as fits, wrapped at the new width, inserted above it — so no line the
+    /// person was reading is lost to a resize while it streams (a terminal that keeps a cleared
+    /// screen in its history, as tmux does, then holds those lines twice).
     fn reflow(&mut self, inline: &mut Term) -> Result<(), TuiError> {
         let size = inline.size()?;
-        let before = self.width.replace(size.width);
-        if before.is_none_or(|w| size.width >= w) {
+        let before = self.size.replace((size.width, size.height));
+        if before.is_none_or(|b| b == (size.width, size.height)) {
             return Ok(());
         }
+        inline
+            .backend_mut()
+            .clear_region(ratatui::backend::ClearType::All)?;
+        inline.backend_mut().set_cursor_position((0, 0))?;
         inline.autoresize()?;
         let room = size.height.saturating_sub(viewport_height(size.height));
         let mut rows = 0;
