@@ -7,22 +7,23 @@
 //! from the log), the undo (the project is back), and the log's chain verified. Screenshots go to
 //! `<target>/test-artifacts/` (`browser.png` is the review after the apply).
 //!
+//! Then two follow-ups from the page: one whose write is answered at another client (the unix
+//! socket, as a terminal would), the page naming that client as who answered; one whose long
+//! command is interrupted from the page.
+//!
 //! Without chromium or chromedriver the test fails in CI (`CI=true`) and skips, saying why,
 //! elsewhere.
 
 mod browser_support;
 
-use std::time::{Duration, Instant};
-
+use browser_support::page::*;
 use browser_support::*;
+use chock_daemon::client::DaemonClient;
+use chock_protocol::log::AnswerKind;
+use chock_protocol::rpc::{AnswerParams, Call, Done, Pending, PendingParams};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
-
-type Step<T> = Result<T, String>;
-
-/// How long one step may take (the machine is small and shared).
-const PATIENCE: Duration = Duration::from_secs(90);
 
 /// The project's README: twenty numbered lines, some replaced.
 fn readme(changed: &[(usize, &str)]) -> String {
@@ -58,72 +59,27 @@ input = {{ command = "grep -n changed README.md" }}
 
 [[turn]]
 text = "Done: two lines of README.md changed."
+
+[[turn]]
+text = "Writing the notes you asked for."
+[[turn.call]]
+tool = "write_file"
+input = {{ path = "NOTES.md", content = "notes\n" }}
+
+[[turn]]
+text = "Notes written."
+
+[[turn]]
+text = "Running the long check."
+[[turn.call]]
+tool = "run_command"
+input = {{ command = "sleep 120" }}
+
+[[turn]]
+text = "Not reached: the long check was interrupted."
 "#,
         content = serde_json::to_string(&edited).unwrap()
     )
-}
-
-/// Waits until `css` matches an element, and returns it.
-async fn find(c: &Client, css: &str) -> Step<fantoccini::elements::Element> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Ok(el) = c.find(Locator::Css(css)).await {
-            return Ok(el);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("nothing matched `{css}` within {PATIENCE:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Waits until the script (a function body) returns something other than null or false.
-async fn until_js(c: &Client, what: &str, script: &str) -> Step<Value> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let v = c
-            .execute(script, vec![])
-            .await
-            .map_err(|e| format!("{what}: {e}"))?;
-        if !(v.is_null() || v == Value::Bool(false)) {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("{what}: not within {PATIENCE:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn click(c: &Client, css: &str) -> Step<()> {
-    let el = find(c, css).await?;
-    el.click()
-        .await
-        .map_err(|e| format!("clicking `{css}`: {e}"))
-}
-
-async fn text(c: &Client, css: &str) -> Step<String> {
-    let el = find(c, css).await?;
-    el.text().await.map_err(|e| format!("reading `{css}`: {e}"))
-}
-
-async fn attr(c: &Client, css: &str, name: &str) -> Step<String> {
-    let el = find(c, css).await?;
-    el.attr(name)
-        .await
-        .map_err(|e| format!("reading `{css}`'s {name}: {e}"))?
-        .ok_or_else(|| format!("`{css}` has no {name}"))
-}
-
-async fn screenshot(c: &Client, name: &str) -> Step<()> {
-    let png = c
-        .screenshot()
-        .await
-        .map_err(|e| format!("screenshot: {e}"))?;
-    let path = artifacts().join(name);
-    std::fs::write(&path, png).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("screenshot: {}", path.display());
-    Ok(())
 }
 
 /// Answers the open question about `action` in the page, "Yes, once", checks what it shows, and
@@ -149,6 +105,59 @@ async fn answer(c: &Client, action: &str, shows: &str) -> Step<String> {
     Ok(question)
 }
 
+/// Answers the session's next open question over the unix socket, as a terminal client would,
+/// and returns the name the daemon gives that client.
+async fn answer_from_the_socket(world: &World, session: &str) -> Step<String> {
+    let socket = world.runtime.join("chock/daemon.sock");
+    let mut client = DaemonClient::unix(&socket)
+        .await
+        .map_err(|e| format!("connecting to {}: {e}", socket.display()))?;
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let question = loop {
+        let pending: Pending = client
+            .call(&Call::ApprovalsPending(PendingParams {
+                session: Some(session.into()),
+            }))
+            .await
+            .map_err(|e| format!("approvals.pending: {e}"))?;
+        if let Some(q) = pending.approvals.into_iter().find(|q| q.answerable) {
+            break q;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err("the follow-up's write was never asked about".into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    if !question.what.contains("NOTES.md") {
+        return Err(format!("the follow-up's question is {:?}", question.what));
+    }
+    let _: Done = client
+        .call(&Call::ApprovalsAnswer(AnswerParams {
+            session: session.into(),
+            question: question.question.clone(),
+            answer: AnswerKind::AllowOnce,
+            reasons: None,
+            reply: None,
+        }))
+        .await
+        .map_err(|e| format!("approvals.answer: {e}"))?;
+    // The answer's record names the client as the daemon does in `approval.resolved`.
+    let by = loop {
+        let answered = world.log(session).into_iter().find(|l| {
+            l["kind"] == "approval.answer" && l["data"]["question"] == question.question.as_str()
+        });
+        if let Some(a) = answered {
+            break a["data"]["by"].as_str().unwrap_or_default().to_string();
+        }
+        if std::time::Instant::now() > deadline {
+            return Err("the socket's answer was never logged".into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    client.close().await;
+    Ok(by)
+}
+
 /// The session id the page has open (from its address, `#/s/<id>`).
 async fn open_session(c: &Client) -> Step<String> {
     let url = c.current_url().await.map_err(|e| e.to_string())?;
@@ -166,19 +175,14 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
     find(c, "#conn-status[data-state=\"open\"]").await?;
     click(c, "#new-session").await?;
     find(c, "#start-pane:not([hidden])").await?;
-    let project = find(c, "#start-project").await?;
-    project.clear().await.map_err(|e| e.to_string())?;
-    project
-        .send_keys(&world.project.display().to_string())
-        .await
-        .map_err(|e| e.to_string())?;
-    let task = find(c, "#start-task").await?;
-    task.send_keys("Mark lines 2 and 18 of the README as changed")
-        .await
-        .map_err(|e| e.to_string())?;
-    let field = find(c, "#start-provider").await?;
-    field.clear().await.map_err(|e| e.to_string())?;
-    field.send_keys(provider).await.map_err(|e| e.to_string())?;
+    fill(c, "#start-project", &world.project.display().to_string()).await?;
+    fill(
+        c,
+        "#start-task",
+        "Mark lines 2 and 18 of the README as changed",
+    )
+    .await?;
+    fill(c, "#start-provider", provider).await?;
     click(c, "#start-submit").await?;
     find(c, "#session-pane:not([hidden])").await?;
     let session = open_session(c).await?;
@@ -308,6 +312,44 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
     )
     .await?;
 
+    // A follow-up from the page; its write is answered at another client (the unix socket, as a
+    // terminal would): the page shows who answered.
+    click(c, "#tab-activity").await?;
+    fill(c, "#followup", "Write the notes too").await?;
+    click(c, "#send-followup:not([disabled])").await?;
+    let by = answer_from_the_socket(world, &session).await?;
+    let resolved =
+        format!("#approval-history li[data-resolved-by=\"{by}\"][data-answer=\"allow_once\"]");
+    find(c, &resolved).await?;
+    if !by.starts_with("unix:") {
+        return Err(format!("the socket's answer is named {by:?}"));
+    }
+    let card = "#timeline li.tool[data-tool=\"write_file\"][data-result=\"ok\"] .answered";
+    until_js(
+        c,
+        "the second write's answer in its card",
+        &format!(
+            "return [...document.querySelectorAll('{card}')].some(a => a.textContent.includes('{by}'))"
+        ),
+    )
+    .await?;
+    find(c, "#session-state[data-state=\"idle\"]").await?;
+    // A follow-up whose command runs long, interrupted from the page.
+    fill(c, "#followup", "Run the long check").await?;
+    click(c, "#send-followup:not([disabled])").await?;
+    find(
+        c,
+        "#timeline li.tool[data-tool=\"exec\"][data-status=\"running\"]",
+    )
+    .await?;
+    click(c, "#interrupt:not([disabled])").await?;
+    find(c, "#timeline li[data-turn-end=\"interrupted\"]").await?;
+    find(c, "#session-state[data-state=\"idle\"]").await?;
+    let scroll =
+        "document.querySelector('#timeline li[data-turn-end]').scrollIntoView({block: 'end'})";
+    c.execute(scroll, vec![]).await.map_err(|e| e.to_string())?;
+    screenshot(c, "browser-followups.png").await?;
+
     // The log: every event listed, the chain verified intact, not sealed.
     click(c, "#tab-log").await?;
     find(
@@ -322,6 +364,9 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
         &format!("return document.querySelectorAll('#log-rows tr').length === {lines}"),
     )
     .await?;
+    c.execute("window.scrollTo(0, 0)", vec![])
+        .await
+        .map_err(|e| e.to_string())?;
     screenshot(c, "browser-log.png").await?;
     // The page itself never failed (it shows its own uncaught errors).
     if let Ok(el) = c.find(Locator::Css("#toasts .js-error")).await {

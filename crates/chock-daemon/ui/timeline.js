@@ -107,9 +107,10 @@ export class Timeline {
         this.command(e, d);
         break;
       case "workspace.apply": {
-        const words = d.kind === "undo" ? `Undid apply ${d.undo_of ?? ""}` : `Applied ${d.apply_id}`;
+        const undo = d.kind === "undo";
         const paths = (d.files || []).map((f) => f.path).join(", ");
-        const li = this.entry("apply", h("span", { class: "who" }, words), ` → ${d.project}: ${paths}`);
+        const li = this.entry("apply", h("span", { class: "who" }, undo ? "Undid apply" : "Applied"), " ",
+          h("code", {}, undo ? d.undo_of ?? "" : d.apply_id), ` → ${d.project}: ${paths}`);
         li.dataset.applyRecord = d.apply_id;
         break;
       }
@@ -127,8 +128,13 @@ export class Timeline {
       case "note":
         this.note(d);
         break;
-      case "model.request":
       case "turn.end":
+        if (d.reason === "interrupted" || d.reason === "error") {
+          const li = this.entry("note", h("strong", {}, `Turn ${d.turn} ${d.reason === "error" ? "failed" : "interrupted"}`));
+          li.dataset.turnEnd = d.reason;
+        }
+        break;
+      case "model.request":
         break;
       default:
         if (e.kind.startsWith("net.")) {

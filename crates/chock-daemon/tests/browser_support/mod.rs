@@ -6,6 +6,8 @@
 //! `chock serve --host 127.0.0.1:0` and chromedriver.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod page;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
