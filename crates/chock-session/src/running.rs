@@ -13,7 +13,17 @@ use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 /// The running calls of one session, by call id.
 #[derive(Debug, Default, Clone)]
 pub struct RunningCalls {
-    calls: Arc<Mutex<HashMap<String, OwnedFd>>>,
+    calls: Arc<Mutex<HashMap<String, Entry>>>,
+}
+
+/// What is known of one call.
+#[derive(Debug)]
+enum Entry {
+    /// Its init is running; the pidfd reaches it.
+    Running(OwnedFd),
+    /// It was killed before its init was registered (an interrupt during its decision or its
+    /// spawn): it is killed the moment it registers, so no interrupt is lost to that window.
+    Doomed,
 }
 
 /// A running call's registration; the call is forgotten when this is dropped.
@@ -30,7 +40,7 @@ impl Drop for Registered {
 }
 
 impl RunningCalls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnedFd>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -41,24 +51,92 @@ impl RunningCalls {
     pub fn register(&self, call_id: &str, init_pid: u32) -> Option<Registered> {
         let pid = Pid::from_raw(i32::try_from(init_pid).ok()?)?;
         let fd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
-        self.lock().insert(call_id.to_string(), fd);
+        let mut calls = self.lock();
+        if matches!(calls.get(call_id), Some(Entry::Doomed)) {
+            let _ = pidfd_send_signal(&fd, Signal::KILL);
+        }
+        calls.insert(call_id.to_string(), Entry::Running(fd));
+        drop(calls);
         Some(Registered {
             calls: self.clone(),
             call_id: call_id.to_string(),
         })
     }
 
-    /// Kills the call `call_id` (its whole process tree); whether it was running.
+    /// Kills the call `call_id` (its whole process tree); whether it was running. A call that has
+    /// not registered yet is killed when it does (see [`RunningCalls::forget`]).
     pub fn kill(&self, call_id: &str) -> bool {
-        self.lock()
-            .get(call_id)
-            .is_some_and(|fd| pidfd_send_signal(fd, Signal::KILL).is_ok())
+        let mut calls = self.lock();
+        match calls.get(call_id) {
+            Some(Entry::Running(fd)) => pidfd_send_signal(fd, Signal::KILL).is_ok(),
+            Some(Entry::Doomed) => false,
+            None => {
+                calls.insert(call_id.to_string(), Entry::Doomed);
+                false
+            }
+        }
+    }
+
+    /// Forgets a call that ended without ever registering (refused, or failed before its init
+    /// ran), so a kill that waited for it is not kept.
+    pub fn forget(&self, call_id: &str) {
+        let mut calls = self.lock();
+        if matches!(calls.get(call_id), Some(Entry::Doomed)) {
+            calls.remove(call_id);
+        }
     }
 
     /// The ids of the calls running now.
     pub fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.lock().keys().cloned().collect();
+        let mut ids: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::Running(_)))
+            .map(|(id, _)| id.clone())
+            .collect();
         ids.sort();
         ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Command;
+
+    use super::RunningCalls;
+
+    /// An interrupt that lands while a call is still being decided or spawned is not lost: the
+    /// call is killed as soon as its init registers.
+    #[test]
+    fn a_kill_before_the_call_registers_kills_it_when_it_does() {
+        let calls = RunningCalls::default();
+        assert!(!calls.kill("c1"), "nothing is running yet");
+        assert!(calls.ids().is_empty(), "a doomed call is not a running one");
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let registered = calls.register("c1", child.id()).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc_sigkill()), "{status:?}");
+        drop(registered);
+        assert!(calls.ids().is_empty());
+    }
+
+    /// A doomed call that never ran is forgotten, and does not doom a later call.
+    #[test]
+    fn a_forgotten_kill_dooms_nothing_after_it() {
+        let calls = RunningCalls::default();
+        calls.kill("c1");
+        calls.forget("c1");
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let registered = calls.register("c1", child.id()).unwrap();
+        assert_eq!(calls.ids(), ["c1"]);
+        assert!(child.try_wait().unwrap().is_none(), "not killed");
+        assert!(calls.kill("c1"));
+        assert_eq!(child.wait().unwrap().signal(), Some(libc_sigkill()));
+        drop(registered);
+    }
+
+    fn libc_sigkill() -> i32 {
+        rustix::process::Signal::KILL.as_raw()
     }
 }

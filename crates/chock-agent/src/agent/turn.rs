@@ -202,8 +202,11 @@ impl Agent {
                         interrupted = true;
                         // The call's init dies and its pid namespace with it; the call then ends
                         // and reports how (killed), so its result is still logged.
+                        // A call not yet spawned is killed when its init registers.
                         running.kill(&id);
-                        call.await?
+                        let output = call.await;
+                        running.forget(&id);
+                        output?
                     }
                 }
             };
