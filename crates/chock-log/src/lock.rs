@@ -53,11 +53,13 @@ impl WriterLock {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(LogError::io("lock", &path, e)),
         }
+        // Not synced: the lock is the flock, which lives in the kernel; the pid is only what
+        // `is_live` shows, and after a crash (the one case a sync would cover) the lock is stale
+        // whatever the file says.
         let write_pid = |file: &mut File| -> std::io::Result<()> {
             file.set_len(0)?;
             file.seek(SeekFrom::Start(0))?;
-            writeln!(file, "{}", std::process::id())?;
-            file.sync_data()
+            writeln!(file, "{}", std::process::id())
         };
         write_pid(&mut file).map_err(|e| LogError::io("write pid to", &path, e))?;
         Ok(Self { _file: file })

@@ -118,6 +118,8 @@ impl Log {
     /// The directory is new, so no other writer can hold it; [`Log::open`] is the path that
     /// refuses a directory with a live writer.
     pub fn create(root: &Path, header: SessionHeader) -> Result<Log, LogError> {
+        // Whether the root is made now: only then is its own entry new, and its parent synced.
+        let root_is_new = !root.is_dir();
         create_private_dir_all(root)?;
         let (id, dir) = make_session_dir(root)?;
         let lock = WriterLock::acquire(&dir)?;
@@ -155,10 +157,15 @@ impl Log {
             lock,
         );
         log.append_data(EventKind::SessionStart, None, start_data(&id, header))?;
+        // The new names: `log.jsonl` (and `lock`) in the session directory, the session directory
+        // in the root, and the root in its parent when it was made just now (a root that already
+        // existed was synced into its parent by the call that made it).
         sync_dir(&dir)?;
         sync_dir(root)?;
-        if let Some(parent) = root.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // The root itself may have just been created.
+        if let Some(parent) = root
+            .parent()
+            .filter(|p| root_is_new && !p.as_os_str().is_empty())
+        {
             sync_dir(parent)?;
         }
         Ok(log)
