@@ -141,6 +141,7 @@ pub(crate) fn parse(
 
     let mut parsed = ParsedFile::default();
     let mut rules = Vec::with_capacity(raw.rule.len());
+    let mut lines = LineCounter::new(text);
     for raw_rule in raw.rule {
         let span = raw_rule.action.span();
         let action_text = raw_rule.action.get_ref();
@@ -156,7 +157,7 @@ pub(crate) fn parse(
             decision,
             why: raw_rule.why,
             file: file.to_path_buf(),
-            line: loc.line(span.start),
+            line: lines.line(span.start),
         });
         parsed.rule_spans.push(span);
     }
@@ -201,6 +202,40 @@ pub(crate) fn parse(
         }
     }
     Ok(parsed)
+}
+
+/// The 1-based line of byte offsets asked in increasing order, counted on from the last one: the
+/// rules come in file order, and counting from the top for each made parsing the shipped defaults
+/// (at every start of every `chock` process) quadratic in their length.
+struct LineCounter<'a> {
+    text: &'a str,
+    at: usize,
+    line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(text: &'a str) -> Self {
+        LineCounter {
+            text,
+            at: 0,
+            line: 1,
+        }
+    }
+
+    /// As [`Located::line`] (an offset before the last one counts from the top again).
+    fn line(&mut self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        if offset < self.at {
+            (self.at, self.line) = (0, 1);
+        }
+        let newlines = self.text.as_bytes()[self.at..offset]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        self.line += newlines;
+        self.at = offset;
+        self.line
+    }
 }
 
 fn written(loc: &Located<'_>, value: &Spanned<u64>, min: u64) -> Result<Written, PolicyError> {
@@ -341,4 +376,28 @@ fn parse_sandbox(
         parsed.sandbox.env.push(item.into_inner());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_counter_agrees_with_located() {
+        let text = "a = 1\n\n[[rule]]\naction = \"é.x\"\nb\n";
+        let loc = Located {
+            file: Path::new("t.toml"),
+            text,
+        };
+        let mut lines = LineCounter::new(text);
+        for offset in (0..=text.len() + 2).filter(|o| text.is_char_boundary(*o) || *o > text.len())
+        {
+            assert_eq!(lines.line(offset), loc.line(offset), "at {offset}");
+        }
+        assert_eq!(
+            lines.line(0),
+            1,
+            "an earlier offset counts from the top again"
+        );
+    }
 }
