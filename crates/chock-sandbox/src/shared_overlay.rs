@@ -18,6 +18,12 @@
 //!
 //! The helper names the layers to the kernel as `/proc/self/fd/N` (directories the host opened), so
 //! the overlay's options, which every call can read in `/proc/self/mountinfo`, name no host path.
+//!
+//! A workspace that is thrown away when its session ends ([`SharedOverlay::new_volatile`]) is
+//! mounted `volatile`: the overlay then never syncs its upper filesystem, and unmounting an
+//! ordinary instance does (`sync_filesystem` of the whole filesystem the session directory is on,
+//! every other process's dirty data included), which is the largest cost of a short call's end on
+//! a busy machine.
 
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -57,6 +63,8 @@ mod step {
     pub const OPEN_LOWER: u32 = 13;
     pub const OPEN_UPPER: u32 = 14;
     pub const OPEN_WORK: u32 = 15;
+    pub const VOLATILE_MARK: u32 = 16;
+    pub const VOLATILE: u32 = 17;
 }
 
 fn step_words(s: u32) -> &'static str {
@@ -76,6 +84,10 @@ fn step_words(s: u32) -> &'static str {
         step::OPEN_LOWER => "opening the lower directory",
         step::OPEN_UPPER => "opening the upper directory",
         step::OPEN_WORK => "opening the work directory",
+        step::VOLATILE_MARK => {
+            "removing the last volatile instance's mark (work/incompat/volatile)"
+        }
+        step::VOLATILE => "fsconfig volatile",
         _ => "an unknown step",
     }
 }
@@ -92,6 +104,8 @@ struct Inner {
     lower: PathBuf,
     upper: PathBuf,
     work: PathBuf,
+    /// Mounted with `volatile` (see [`SharedOverlay::new_volatile`]).
+    volatile: bool,
     state: Mutex<State>,
 }
 
@@ -144,6 +158,22 @@ impl SharedOverlay {
     /// The shared overlay of `workspace` (which must be [`WorkspaceMount::Overlay`]). Makes no mount:
     /// the first [`SharedOverlay::lease`] does.
     pub fn new(workspace: &WorkspaceMount) -> Result<SharedOverlay, SandboxError> {
+        Self::with(workspace, false)
+    }
+
+    /// As [`SharedOverlay::new`], for a workspace whose upper directory is thrown away when the
+    /// session ends (never reviewed, never applied): its instances are mounted `volatile`, so
+    /// neither a command's `fsync` nor the instance's unmount syncs the upper filesystem. What
+    /// that gives up is only the upper directory's state after a machine crash (the kernel then
+    /// refuses to mount it again: its `work/incompat/volatile` mark stays). A later instance of
+    /// the same `SharedOverlay` removes the mark its predecessor left, which is sound because
+    /// this process unmounted that one itself (no crash between); a mark found before the first
+    /// instance is left, and the call fails in the `workspace` layer.
+    pub fn new_volatile(workspace: &WorkspaceMount) -> Result<SharedOverlay, SandboxError> {
+        Self::with(workspace, true)
+    }
+
+    fn with(workspace: &WorkspaceMount, volatile: bool) -> Result<SharedOverlay, SandboxError> {
         let WorkspaceMount::Overlay { lower, upper, work } = workspace else {
             return Err(SandboxError::Plan(
                 "a shared overlay needs an overlay workspace, not a bind".into(),
@@ -154,6 +184,7 @@ impl SharedOverlay {
                 lower: canonical("overlay lower", lower)?,
                 upper: canonical("overlay upper", upper)?,
                 work: canonical("overlay work", work)?,
+                volatile,
                 state: Mutex::new(State::default()),
             }),
         })
@@ -187,7 +218,7 @@ impl SharedOverlay {
         let fd = match &state.mount {
             Some(fd) => fd.as_raw_fd(),
             None => {
-                let fd = self.make()?;
+                let fd = self.make(state.made > 0)?;
                 let raw = fd.as_raw_fd();
                 state.mount = Some(fd);
                 state.made += 1;
@@ -201,8 +232,9 @@ impl SharedOverlay {
         })
     }
 
-    /// Makes an instance through a helper process and returns its detached mount.
-    fn make(&self) -> Result<OwnedFd, SandboxError> {
+    /// Makes an instance through a helper process and returns its detached mount; `again`: this
+    /// overlay made (and unmounted) one before.
+    fn make(&self, again: bool) -> Result<OwnedFd, SandboxError> {
         let path = |p: &Path| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|_| SandboxError::Plan("an overlay path contains a NUL byte".into()))
@@ -217,6 +249,8 @@ impl SharedOverlay {
                 path(&self.inner.upper)?,
                 path(&self.inner.work)?,
             ],
+            volatile: self.inner.volatile,
+            clear_mark: self.inner.volatile && again,
         };
         let (chan, chan_child) = crate::spawn::seqpacket_pair()?;
         // SAFETY: the child runs only `helper_main`, which walks data prepared above with raw system
@@ -277,6 +311,10 @@ struct Helper {
     gid_map: Vec<u8>,
     /// lower, upper, work (host paths, resolved).
     layers: [CString; 3],
+    /// Mount with `volatile`.
+    volatile: bool,
+    /// Remove the mark a previous volatile instance of this overlay left in the work directory.
+    clear_mark: bool,
 }
 
 /// `/proc/self/fd/<fd>` in a stack buffer (the helper does not allocate).
@@ -341,6 +379,22 @@ fn helper_main(h: &Helper, chan: RawFd) -> ! {
             );
         }
     }
+    if h.clear_mark {
+        // The mark is `work/incompat/volatile/dirty` and its directory; the kernel refuses a
+        // mount while `work/incompat` names a feature. Removed here, in the namespace that may
+        // pass the work directory's mode 000.
+        let mark = [
+            (c"work/incompat/volatile/dirty", 0),
+            (c"work/incompat/volatile", libc::AT_REMOVEDIR),
+        ];
+        for (path, flags) in mark {
+            // SAFETY: a NUL-terminated path relative to the work directory's descriptor.
+            let rc = unsafe { libc::unlinkat(layer_fds[2], path.as_ptr(), flags) };
+            if rc != 0 && errno() != libc::ENOENT {
+                fail(chan, step::VOLATILE_MARK, errno());
+            }
+        }
+    }
     let mut bufs = [[0u8; 32]; 3];
     let [b0, b1, b2] = &mut bufs;
     let (Some(lower), Some(upper), Some(work)) = (
@@ -370,6 +424,11 @@ fn helper_main(h: &Helper, chan: RawFd) -> ! {
     }
     if let Err(e) = fsconfig(fs, FSCONFIG_SET_FLAG, Some(c"userxattr"), None) {
         fail(chan, step::USERXATTR, e);
+    }
+    if h.volatile
+        && let Err(e) = fsconfig(fs, FSCONFIG_SET_FLAG, Some(c"volatile"), None)
+    {
+        fail(chan, step::VOLATILE, e);
     }
     if let Err(e) = fsconfig(fs, FSCONFIG_CMD_CREATE, None, None) {
         fail(chan, step::CREATE, e);
@@ -414,7 +473,7 @@ mod tests {
 
     #[test]
     fn every_helper_step_has_words() {
-        for s in 1..=15 {
+        for s in 1..=17 {
             assert_ne!(step_words(s), "an unknown step");
         }
     }
