@@ -18,6 +18,8 @@ use crate::meta::{Backing, Layout, META_FORMAT, Meta};
 use crate::old::{GitSide, LowerSide};
 use crate::upper::{RawChange, scan};
 
+mod scratch;
+
 /// A session's throwaway copy of the project: an overlay whose lower layer is the project itself
 /// and whose upper and work directories live in `<session>/workspace/`. See docs/workspace.md.
 #[derive(Debug)]
