@@ -37,6 +37,11 @@ pub struct SessionOptions {
     /// never passed into a call, even when the project's `[sandbox] env` names them, because the
     /// agent reads a call's environment.
     pub withheld_env: Vec<String>,
+    /// The workspace is removed when the session closes, never reviewed or applied (`chock exec`
+    /// without `--keep`): it gets the overlay and nothing else — no base commit, no checkpoints,
+    /// no git process ([`Workspace::create_scratch`]). Its calls are confined exactly as any
+    /// other session's; only the record a later review would need is not written.
+    pub scratch: bool,
 }
 
 /// An open session.
@@ -64,9 +69,15 @@ pub struct Session {
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
-/// the rest: today an overlay over the project (chock-workspace), its upper layer in the session.
-fn create_workspace(project: &Path, log: &Log) -> Result<Workspace, SessionError> {
-    Ok(Workspace::create(project, log.dir(), log.id().as_str())?)
+/// the rest: today an overlay over the project (chock-workspace), its upper layer in the session;
+/// a `scratch` one records nothing for a later review ([`SessionOptions::scratch`]).
+fn create_workspace(project: &Path, log: &Log, scratch: bool) -> Result<Workspace, SessionError> {
+    let (dir, id) = (log.dir(), log.id().as_str());
+    Ok(if scratch {
+        Workspace::create_scratch(project, dir, id)?
+    } else {
+        Workspace::create(project, dir, id)?
+    })
 }
 
 impl Session {
@@ -97,11 +108,21 @@ impl Session {
             ..options.header
         };
         let log = Log::create(&root, header)?;
-        let workspace = create_workspace(&project, &log)?;
-        Self::assemble(project, policy, log, workspace, 1, options.withheld_env)
+        let workspace = create_workspace(&project, &log, options.scratch)?;
+        Self::assemble(
+            project,
+            policy,
+            log,
+            workspace,
+            1,
+            options.withheld_env,
+            options.scratch,
+        )
     }
 
-    /// The session over what was opened: the shared overlay of its workspace is made here.
+    /// The session over what was opened: the shared overlay of its workspace is made here
+    /// (`volatile` for a scratch workspace: its upper directory is thrown away, so neither its
+    /// calls' `fsync`s nor the instance's unmount need to sync the filesystem under it).
     fn assemble(
         project: PathBuf,
         policy: Policy,
@@ -109,8 +130,12 @@ impl Session {
         workspace: Workspace,
         next_call: u64,
         withheld_env: Vec<String>,
+        scratch: bool,
     ) -> Result<Session, SessionError> {
         let overlay = match workspace.mount() {
+            mount @ chock_sandbox::WorkspaceMount::Overlay { .. } if scratch => {
+                Some(chock_sandbox::SharedOverlay::new_volatile(&mount)?)
+            }
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } => {
                 Some(chock_sandbox::SharedOverlay::new(&mount)?)
             }
@@ -186,6 +211,8 @@ impl Session {
             workspace,
             next + 1,
             options.withheld_env,
+            // A reopened workspace is one that was kept: its upper directory is the record.
+            false,
         )
     }
 

@@ -251,6 +251,8 @@ impl SessionBuilder {
                 sessions_root: self.sessions_root.clone(),
                 header,
                 withheld_env: self.config.key_env_names(),
+                // The agent's work is reviewed and applied: its workspace keeps the record.
+                scratch: false,
             },
         )?;
         let agent = self.agent(session, &chosen)?;

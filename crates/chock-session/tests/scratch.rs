@@ -1,0 +1,128 @@
+//! A scratch session (`chock exec` without `--keep`): its calls are confined in the same overlay, but
+//! nothing is written for a later review — no git process, no base commit, no checkpoint, no
+//! session ref — and its overlay instances are mounted `volatile`, one after another.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chock_log::EventData;
+use chock_protocol::log::CommandResult;
+use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionOptions};
+use chock_workspace::Backing;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    project: PathBuf,
+    root: PathBuf,
+}
+
+fn git(project: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A git project with one committed file.
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let project = base.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("chock.toml"), "").unwrap();
+    std::fs::write(project.join("a.txt"), "a\n").unwrap();
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "start"]);
+    Fixture {
+        _dir: dir,
+        project,
+        root: base.join("sessions"),
+    }
+}
+
+fn open(f: &Fixture, scratch: bool) -> Session {
+    let opts = SessionOptions {
+        sessions_root: Some(f.root.clone()),
+        scratch,
+        ..SessionOptions::default()
+    };
+    Session::open(&f.project, opts).unwrap()
+}
+
+fn sh(session: &Session, script: &str) -> String {
+    let argv: Vec<String> = ["sh", "-c", script].iter().map(|s| s.to_string()).collect();
+    let r = session
+        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+        .unwrap_or_else(|e| panic!("{script}: {e}"));
+    match r.outcome {
+        CallOutcome::Ran {
+            outcome, stdout, ..
+        } => {
+            assert_eq!(outcome.status.code(), Some(0), "{script}");
+            String::from_utf8_lossy(&stdout).into_owned()
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The project's mount line of the call's own mount table.
+const OVERLAY_LINE: &str = "grep ' - overlay ' /proc/self/mountinfo";
+
+#[test]
+fn a_scratch_session_writes_nothing_for_a_review_and_mounts_volatile_instances() {
+    let f = fixture();
+    let git_before = chock_workspace::git_processes_started();
+    let s = open(&f, true);
+    assert_eq!(s.workspace().backing(), &Backing::Overlay);
+    // Two calls one after the other: two instances, the second made after the first one's
+    // volatile mark was left in the work directory.
+    let first = sh(&s, &format!("{OVERLAY_LINE}; echo made > b.txt"));
+    assert!(first.contains("volatile"), "{first}");
+    let second = sh(&s, &format!("{OVERLAY_LINE}; cat a.txt b.txt"));
+    assert!(second.contains("volatile"), "{second}");
+    assert!(second.ends_with("a\nmade\n"), "{second}");
+    assert!(!f.project.join("b.txt").exists());
+    let checkpoints: Vec<Option<String>> = chock_log::read_events(s.log().dir())
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e.payload() {
+            Ok(EventData::CommandResult(CommandResult::Ran { checkpoint, .. })) => Some(checkpoint),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(checkpoints, [None, None]);
+    let dir = s.log().dir().to_path_buf();
+    s.close(false).unwrap();
+    assert!(!dir.join("workspace").exists());
+    assert_eq!(chock_workspace::git_processes_started(), git_before);
+    let refs = f.project.join(".git/refs/chock");
+    assert!(
+        !refs.exists() || std::fs::read_dir(&refs).unwrap().next().is_none(),
+        "a session ref was written"
+    );
+}
+
+#[test]
+fn a_reviewed_session_keeps_a_synced_overlay() {
+    let f = fixture();
+    let s = open(&f, false);
+    assert!(matches!(s.workspace().backing(), Backing::Git { .. }));
+    let line = sh(&s, OVERLAY_LINE);
+    assert!(line.contains("overlay"), "{line}");
+    assert!(!line.contains("volatile"), "{line}");
+    s.close(false).unwrap();
+}
