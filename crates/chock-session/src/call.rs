@@ -160,6 +160,22 @@ fn refused_words(settled: &Settled) -> (String, String) {
     }
 }
 
+/// The session's overlay instance, being made on a thread of its own while the call and its
+/// decision are logged (each record waits for an `fdatasync`, the instance for a helper process:
+/// about a millisecond each, and neither needs the other), so the call's own lease finds it made.
+/// Dropped when the call returns, ran or refused (joined; the instance is unmounted once no call
+/// holds it). A failure here is not the call's: its own lease makes the instance again and
+/// reports why it could not.
+pub(crate) struct WarmOverlay(Option<std::thread::JoinHandle<Option<chock_sandbox::OverlayLease>>>);
+
+impl Drop for WarmOverlay {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 fn command_status(status: ExitStatus) -> CommandStatus {
     match status {
         ExitStatus::Exited(code) => CommandStatus::Exited(code),
@@ -249,6 +265,24 @@ impl Session {
         plan
     }
 
+    /// Starts making the overlay instance for a call the table allows outright (one that asks may
+    /// wait on a person, and one that is denied never runs): see [`WarmOverlay`]. Nothing runs in
+    /// the instance until the call's own sandbox, which is built only after the decision is
+    /// durable.
+    fn warm_overlay(&self, action: &chock_policy::Action) -> WarmOverlay {
+        let overlay = self
+            .overlay
+            .as_ref()
+            .filter(|o| o.leases() == 0 && self.decide(action).decision == Decision::Allow)
+            .cloned();
+        WarmOverlay(overlay.and_then(|o| {
+            std::thread::Builder::new()
+                .name("chock-overlay".into())
+                .spawn(move || o.lease().ok())
+                .ok()
+        }))
+    }
+
     fn classify(&self, plan: &Plan) -> crate::classify::Classified {
         let layers: Vec<PathBuf> = match &plan.workspace {
             WorkspaceMount::Overlay { upper, .. } => vec![upper.clone()],
@@ -294,6 +328,8 @@ impl Session {
         let plan = self.plan_asking(argv, opts, can_ask);
         let classified = self.classify(&plan);
         let action = classified.action.as_str().to_string();
+        // Held until the call is done (or refused): by then the call has its own lease.
+        let _warm = self.warm_overlay(&classified.action);
         self.log.record(
             Some(&call_id),
             ToolCall {
