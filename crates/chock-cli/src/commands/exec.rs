@@ -65,6 +65,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         &project,
         SessionOptions {
             header,
+            // Without --keep the workspace is removed at the end, never reviewed: no base commit
+            // or checkpoints are written for it (the call is confined the same).
+            scratch: !keep,
             ..SessionOptions::default()
         },
     ) {
