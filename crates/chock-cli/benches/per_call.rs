@@ -12,8 +12,11 @@
 //! `setup` bench) and a whole `chock exec -- true` process in the 1,000-file project.
 //!
 //! `CHOCK_BENCH_PAIRS` (default 7) pairs at 1,000 files, `CHOCK_BENCH_PAIRS_LARGE` (default 3) at
-//! 100,000 files, `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`;
-//! `CHOCK_BENCH_LARGE` (default 100000) the large project's size.
+//! 100,000 files (0: the large project is not generated and its rows are skipped; `CHOCK_BENCH_PAIRS`
+//! 0 skips the sessions at 1,000 files but still makes the project `chock exec` runs in),
+//! `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`, taken in turns (one of each,
+//! then the next pair) so that load from elsewhere falls on both alike; `CHOCK_BENCH_LARGE`
+//! (default 100000) the large project's size.
 
 #[path = "../../chock-sandbox/benches/support/bwrap_reference.rs"]
 mod bwrap_reference;
@@ -198,13 +201,18 @@ struct Measured {
     start: (Duration, Duration, Duration),
 }
 
-fn measure(base: &Path, files: usize, pairs: usize) -> Measured {
+/// Generates the project of `files` files under `base` and runs `pairs` pairs in it (none:
+/// `None`, the project is still made for `chock exec`).
+fn measure(base: &Path, files: usize, pairs: usize) -> Option<Measured> {
     let made = Instant::now();
     let w = World::new(base, files);
     println!(
         "{files} files: generated in {:.1} s; {pairs} pairs",
         made.elapsed().as_secs_f64()
     );
+    if pairs == 0 {
+        return None;
+    }
     // One of each first, unmeasured: the page cache and git's own first-run work.
     w.session(&w.without);
     w.session(&w.with_calls);
@@ -224,7 +232,7 @@ fn measure(base: &Path, files: usize, pairs: usize) -> Measured {
         show(m.per_call),
         show(m.start)
     );
-    m
+    Some(m)
 }
 
 fn main() {
@@ -239,7 +247,11 @@ fn main() {
     let (small_dir, large_dir) = (tmp.join("small"), tmp.join("large"));
 
     let small = measure(&small_dir, 1_000, pairs);
-    let big = measure(&large_dir, large, pairs_large);
+    let big = if pairs_large > 0 {
+        measure(&large_dir, large, pairs_large)
+    } else {
+        None
+    };
 
     let w = World {
         base: small_dir.clone(),
@@ -247,18 +259,9 @@ fn main() {
         with_calls: String::new(),
         without: String::new(),
     };
-    w.chock(&["exec", "--", "true"]);
-    let exec = stats(
-        (0..runs)
-            .map(|_| w.chock(&["exec", "--", "true"]))
-            .collect(),
-    );
-    println!(
-        "chock exec -- true (whole process, 1,000 files): {}",
-        show(exec)
-    );
-    let bwrap = bwrap_args(&w.project).map(|(bin, args)| {
-        let once = || {
+    // `chock exec` and bwrap in turns, so load from elsewhere falls on both alike.
+    let bwrap_once = bwrap_args(&w.project).map(|(bin, args)| {
+        move || {
             let start = Instant::now();
             let ok = Command::new(bin)
                 .args(&args)
@@ -269,39 +272,73 @@ fn main() {
                 .success();
             assert!(ok, "bwrap failed");
             start.elapsed()
-        };
-        once();
-        stats((0..runs).map(|_| once()).collect())
+        }
     });
+    let exec_once = || w.chock(&["exec", "--", "true"]);
+    exec_once();
+    if let Some(b) = &bwrap_once {
+        b();
+    }
+    let (mut exec_runs, mut bwrap_runs, mut pair_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let e = exec_once();
+        exec_runs.push(e);
+        if let Some(b) = &bwrap_once {
+            let b = b();
+            bwrap_runs.push(b);
+            pair_ratios.push(e.as_secs_f64() / b.as_secs_f64());
+        }
+    }
+    let exec = stats(exec_runs);
+    println!(
+        "chock exec -- true (whole process, 1,000 files): {}",
+        show(exec)
+    );
+    let bwrap = (!bwrap_runs.is_empty()).then(|| stats(bwrap_runs));
     match bwrap {
-        Some(b) => println!("bwrap … true (whole process): {}", show(b)),
+        Some(b) => {
+            pair_ratios.sort_by(f64::total_cmp);
+            println!("bwrap … true (whole process): {}", show(b));
+            println!(
+                "chock exec / bwrap, run by run: median {:.2}x ({:.2}x–{:.2}x)",
+                pair_ratios[pair_ratios.len() / 2],
+                pair_ratios[0],
+                pair_ratios[pair_ratios.len() - 1]
+            );
+        }
         None => println!("bubblewrap: not installed; its ratios are skipped"),
     }
 
     println!();
     println!("ratio                                   value   target");
     let line = |name: &str, r: String, target: &str| println!("{name:<38} {r:>7}   {target}");
-    line(
-        "per call, 100k files / 1k files",
-        ratio(big.per_call.0, small.per_call.0),
-        "<= 1.2x",
-    );
-    line(
-        "session start, 100k files / 1k files",
-        ratio(big.start.0, small.start.0),
-        "<= 2x",
-    );
+    if let (Some(small), Some(big)) = (&small, &big) {
+        line(
+            "per call, 100k files / 1k files",
+            ratio(big.per_call.0, small.per_call.0),
+            "<= 1.2x",
+        );
+        line(
+            "session start, 100k files / 1k files",
+            ratio(big.start.0, small.start.0),
+            "<= 2x",
+        );
+    }
     if let Some(b) = bwrap {
-        line(
-            "per call at 1k files / bwrap",
-            ratio(small.per_call.0, b.0),
-            "<= 1.5x",
-        );
-        line(
-            "per call at 100k files / bwrap",
-            ratio(big.per_call.0, b.0),
-            "<= 1.5x",
-        );
+        if let Some(small) = &small {
+            line(
+                "per call at 1k files / bwrap",
+                ratio(small.per_call.0, b.0),
+                "<= 1.5x",
+            );
+        }
+        if let Some(big) = &big {
+            line(
+                "per call at 100k files / bwrap",
+                ratio(big.per_call.0, b.0),
+                "<= 1.5x",
+            );
+        }
         line("chock exec -- true / bwrap", ratio(exec.0, b.0), "<= 1.5x");
     }
     let _ = std::fs::remove_dir_all(&tmp);
