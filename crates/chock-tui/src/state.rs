@@ -276,7 +276,7 @@ impl App {
             }
             AgentEvent::ToolCall { tool, input, .. } => {
                 self.flush_text();
-                self.say(Kind::Tool, &format!("→ {tool} {}", short(&input)));
+                self.say(Kind::Tool, &format!("→ {tool} {}", chock_agent::events::input_line(&input)));
             }
             AgentEvent::Decision {
                 action,
@@ -510,29 +510,5 @@ pub fn said(answer: AnswerKind) -> &'static str {
         AnswerKind::Deny => "refused",
         AnswerKind::Reply => "answered",
         AnswerKind::None => "not answered",
-    }
-}
-
-/// A tool's input in one short line: its fields but the long ones (file contents).
-fn short(value: &serde_json::Value) -> String {
-    let text = match value {
-        serde_json::Value::Object(map) => map
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "content" | "new" | "old"))
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    };
-    let text = text.replace('\n', " ");
-    if text.chars().count() > 100 {
-        text.chars().take(100).collect::<String>() + "…"
-    } else {
-        text
     }
 }

@@ -40,29 +40,6 @@ impl HumanSink {
     }
 }
 
-fn short(value: &serde_json::Value) -> String {
-    let text = match value {
-        serde_json::Value::Object(map) => map
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "content" | "new" | "old"))
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    };
-    let text = text.replace('\n', " ");
-    if text.chars().count() > 100 {
-        text.chars().take(100).collect::<String>() + "…"
-    } else {
-        text
-    }
-}
-
 impl EventSink for HumanSink {
     fn emit(&self, event: &AgentEvent) {
         match event {
@@ -74,9 +51,10 @@ impl EventSink for HumanSink {
                     *start = text.ends_with('\n');
                 }
             }
-            AgentEvent::ToolCall { tool, input, .. } => {
-                self.line(&format!("  → {tool} {}", short(input)))
-            }
+            AgentEvent::ToolCall { tool, input, .. } => self.line(&format!(
+                "  → {tool} {}",
+                chock_agent::events::input_line(input)
+            )),
             AgentEvent::ToolResult { ok, summary, .. } => {
                 self.line(&format!("    {} {summary}", if *ok { "✓" } else { "✗" }));
             }
