@@ -173,7 +173,7 @@ pub(crate) async fn offer(
         locations: Vec::new(),
         raw_input: None,
     });
-    let outcome = settle_and_write(shared, pipeline, log, plan, &id, &digest).await;
+    let outcome = settle_and_write(shared, pipeline, log, plan, &id).await;
     match &outcome {
         Offered::Applied { apply_id } => shared.end_call(
             &id,
@@ -200,13 +200,8 @@ async fn settle_and_write(
     log: &Log,
     plan: ApplyPlan,
     id: &str,
-    digest: &str,
 ) -> Offered {
-    let question = format!(
-        "apply: write {} path(s) into {} — digest {digest}",
-        plan.ops.len(),
-        plan.project().display()
-    );
+    let question = plan.question("apply");
     let action = match Action::parse("workspace.apply") {
         Ok(action) => action,
         Err(e) => return Offered::Failed { why: e.to_string() },

@@ -140,15 +140,7 @@ pub async fn carry_out(
             kept_dirs: Vec::new(),
         });
     }
-    let digest = plan
-        .digest()
-        .map(|d| format!(" — digest {d}"))
-        .unwrap_or_default();
-    let question = format!(
-        "{verb}: write {} path(s) into {}{digest}",
-        plan.ops.len(),
-        plan.project().display()
-    );
+    let question = plan.question(verb);
     let action = Action::parse("workspace.apply")
         .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
     let ruling = Ruling {

@@ -73,6 +73,21 @@ impl ApplyPlan {
         self.digest.as_deref()
     }
 
+    /// The question a person approving this plan is asked, the same in every interface: how many
+    /// paths land where, and the digest of the reviewed selection they came from. `verb` names
+    /// the act (`apply`, `undo`).
+    pub fn question(&self, verb: &str) -> String {
+        let digest = self
+            .digest()
+            .map(|d| format!(" — digest {d}"))
+            .unwrap_or_default();
+        format!(
+            "{verb}: write {} path(s) into {}{digest}",
+            self.ops.len(),
+            self.project().display()
+        )
+    }
+
     /// A `--stat`-like summary of exactly what will be written: one line per path, measured
     /// against what the project holds now (not against the base).
     pub fn summary(&self) -> String {

@@ -106,15 +106,7 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
     let project = plan.project().to_path_buf();
     // A person approving sees exactly what lands: every path measured against the project as it
     // is now, and the digest of the reviewed selection it came from.
-    let digest = plan
-        .digest()
-        .map(|d| format!(" — digest {d}"))
-        .unwrap_or_default();
-    let question = format!(
-        "{verb}: write {} path(s) into {}{digest}",
-        plan.ops.len(),
-        project.display()
-    );
+    let question = plan.question(verb);
     let summary: Vec<String> = plan.summary().lines().map(str::to_string).collect();
     let log = open_log(session_dir)?;
     let pipeline = pipeline(&log, &project)?;
