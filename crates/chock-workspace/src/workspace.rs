@@ -93,19 +93,7 @@ impl Workspace {
     /// [`Workspace::diff`] or [`Workspace::wait_base`] waits for it. It reads only the project,
     /// which the session never writes, so it records the same state as if taken before returning.
     pub fn create(project: &Path, session_dir: &Path, session_id: &str) -> Result<Workspace> {
-        let project =
-            fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
-        let layout = Layout::new(session_dir);
-        if layout.dir.exists() {
-            return Err(WorkspaceError::Exists(layout.dir.clone()));
-        }
-        let mut builder = fs::DirBuilder::new();
-        builder.recursive(true).mode(0o700);
-        for dir in [layout.dir.clone(), layout.upper(), layout.work()] {
-            builder
-                .create(&dir)
-                .map_err(|e| WorkspaceError::io("create", &dir, e))?;
-        }
+        let (project, layout) = make_dirs(project, session_dir)?;
         let backing = match Git::discover(&project) {
             Some((top, prefix)) => Backing::Git {
                 top,
@@ -550,4 +538,23 @@ impl Drop for Workspace {
             let _ = job.join(&self.layout);
         }
     }
+}
+
+/// The resolved project and a new workspace's directories (upper and work, 0700), refusing a
+/// session directory that already has a workspace.
+pub(crate) fn make_dirs(project: &Path, session_dir: &Path) -> Result<(PathBuf, Layout)> {
+    let project =
+        fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
+    let layout = Layout::new(session_dir);
+    if layout.dir.exists() {
+        return Err(WorkspaceError::Exists(layout.dir.clone()));
+    }
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true).mode(0o700);
+    for dir in [layout.dir.clone(), layout.upper(), layout.work()] {
+        builder
+            .create(&dir)
+            .map_err(|e| WorkspaceError::io("create", &dir, e))?;
+    }
+    Ok((project, layout))
 }

@@ -11,15 +11,14 @@
 //! (against the live project) and `chock workspace rm` still handle, as for a project without git.
 
 use std::fs;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::Mutex;
 
 use chock_log::clock::now_rfc3339;
 
-use super::Workspace;
+use super::{Workspace, make_dirs};
 use crate::error::{Result, WorkspaceError};
-use crate::meta::{Backing, Layout, META_FORMAT, Meta, tmp_sibling};
+use crate::meta::{Backing, META_FORMAT, Meta, tmp_sibling};
 
 impl Workspace {
     /// Creates a workspace that will be removed without review: the overlay backing whatever the
@@ -35,19 +34,7 @@ impl Workspace {
         session_dir: &Path,
         session_id: &str,
     ) -> Result<Workspace> {
-        let project =
-            fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
-        let layout = Layout::new(session_dir);
-        if layout.dir.exists() {
-            return Err(WorkspaceError::Exists(layout.dir.clone()));
-        }
-        let mut builder = fs::DirBuilder::new();
-        builder.recursive(true).mode(0o700);
-        for dir in [layout.dir.clone(), layout.upper(), layout.work()] {
-            builder
-                .create(&dir)
-                .map_err(|e| WorkspaceError::io("create", &dir, e))?;
-        }
+        let (project, layout) = make_dirs(project, session_dir)?;
         let meta = Meta {
             format: META_FORMAT,
             session: session_id.to_string(),
