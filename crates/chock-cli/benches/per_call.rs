@@ -16,7 +16,8 @@
 //! 0 skips the sessions at 1,000 files but still makes the project `chock exec` runs in),
 //! `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`, taken in turns (one of each,
 //! then the next pair) so that load from elsewhere falls on both alike; `CHOCK_BENCH_LARGE`
-//! (default 100000) the large project's size.
+//! (default 100000) the large project's size. After generating a project the bench runs `sync`, so
+//! the new tree's writeback does not fall on the measured calls' log syncs.
 
 #[path = "../../chock-sandbox/benches/support/bwrap_reference.rs"]
 mod bwrap_reference;
@@ -206,6 +207,10 @@ struct Measured {
 fn measure(base: &Path, files: usize, pairs: usize) -> Option<Measured> {
     let made = Instant::now();
     let w = World::new(base, files);
+    // The generated tree's writeback would otherwise land on the first measured calls' log syncs
+    // (bwrap writes nothing durable, so it would not feel it).
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    assert!(synced, "sync after generating the project");
     println!(
         "{files} files: generated in {:.1} s; {pairs} pairs",
         made.elapsed().as_secs_f64()
