@@ -64,6 +64,11 @@ impl Git {
         }
     }
 
+    /// The repository's top-level working directory.
+    pub fn top(&self) -> &Path {
+        &self.top
+    }
+
     /// Runs `git args` and returns its standard output.
     pub fn run(&self, args: &[&str]) -> Result<Vec<u8>> {
         self.run_with_input(args, None)
@@ -242,7 +247,7 @@ impl Git {
 
 /// One `git cat-file --batch` kept open, so reading many blobs costs one process, not one each.
 #[derive(Debug)]
-pub struct BlobReader {
+pub struct ObjectReader {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     stdout: std::io::BufReader<std::process::ChildStdout>,
@@ -250,8 +255,8 @@ pub struct BlobReader {
 }
 
 impl Git {
-    /// Starts a blob reader on this repository.
-    pub fn blob_reader(&self) -> Result<BlobReader> {
+    /// Starts an object reader (`git cat-file --batch`) on this repository.
+    pub fn object_reader(&self) -> Result<ObjectReader> {
         let mut cmd = self.command(&["cat-file", "--batch"]);
         cmd.stdin(Stdio::piped()).stderr(Stdio::null());
         let mut child = cmd
@@ -259,7 +264,7 @@ impl Git {
             .map_err(|e| self.error(&["cat-file", "--batch"], format!("cannot start git: {e}")))?;
         let stdin = child.stdin.take();
         let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout is piped"));
-        Ok(BlobReader {
+        Ok(ObjectReader {
             child,
             stdin,
             stdout,
@@ -268,9 +273,9 @@ impl Git {
     }
 }
 
-impl BlobReader {
-    /// The bytes of blob `sha`.
-    pub fn read(&mut self, sha: &str) -> Result<Vec<u8>> {
+impl ObjectReader {
+    /// The bytes of object `sha`, which must be of type `kind` (`blob`, `tree`, `commit`).
+    pub fn read(&mut self, sha: &str, kind: &str) -> Result<Vec<u8>> {
         use std::io::{BufRead, Read};
         let fail = |reason: String| WorkspaceError::Git {
             args: format!("cat-file --batch ({sha})"),
@@ -287,7 +292,7 @@ impl BlobReader {
             .read_line(&mut header)
             .map_err(|e| fail(e.to_string()))?;
         let mut parts = header.split_whitespace();
-        let (Some(_), Some("blob"), Some(size)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(_), Some(found), Some(size)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(fail(format!("unexpected answer `{}`", header.trim())));
         };
         let size: usize = size
@@ -298,11 +303,14 @@ impl BlobReader {
             .read_exact(&mut data)
             .map_err(|e| fail(e.to_string()))?;
         data.pop(); // the newline after the content
+        if found != kind {
+            return Err(fail(format!("a {found}, where a {kind} was expected")));
+        }
         Ok(data)
     }
 }
 
-impl Drop for BlobReader {
+impl Drop for ObjectReader {
     fn drop(&mut self) {
         drop(self.stdin.take());
         let _ = self.child.wait();

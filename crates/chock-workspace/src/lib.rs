@@ -23,6 +23,8 @@ mod old;
 mod record;
 mod render;
 mod select;
+mod tree;
+mod tree_write;
 mod undo;
 mod upper;
 mod workspace;
@@ -47,3 +49,9 @@ pub fn git_processes_started() -> u64 {
     git::processes_started()
 }
 pub use write::Op;
+
+/// How many tree objects of a git base this process has read (for tests and benches).
+#[doc(hidden)]
+pub fn git_trees_read() -> u64 {
+    tree::trees_read()
+}

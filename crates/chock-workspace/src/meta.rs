@@ -74,9 +74,6 @@ impl Layout {
     pub fn base_index(&self) -> PathBuf {
         self.dir.join("base.index")
     }
-    pub fn checkpoint_index(&self) -> PathBuf {
-        self.dir.join("checkpoint.index")
-    }
     pub fn applies(&self) -> PathBuf {
         self.session_dir.join(APPLIES_DIR)
     }

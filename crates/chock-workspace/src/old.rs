@@ -1,6 +1,5 @@
 //! The "before" side of a diff: the git base commit (git backing) or the live project (overlay).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use chock_beneath::{Dir, WalkError};
@@ -8,6 +7,7 @@ use chock_beneath::{Dir, WalkError};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
+use crate::tree::{BaseTree, Mode, TreeEntry};
 
 /// What the before side holds at one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,78 +110,57 @@ fn walk_dir(dir: &Dir, shown: &Path, rel: &str, out: &mut Vec<(String, Entry)>) 
     Ok(())
 }
 
-/// One tree entry of the base commit.
-#[derive(Debug, Clone)]
-struct TreeItem {
-    mode: String,
-    sha: String,
-}
-
-/// The base commit of a git-backed workspace, listed once (`git ls-tree -r`).
+/// The base commit of a git-backed workspace, read one directory at a time ([`BaseTree`]).
 #[derive(Debug)]
 pub struct GitSide {
-    git: Git,
-    items: BTreeMap<String, TreeItem>,
+    base: BaseTree,
+    /// The project's path inside the repository: empty, or ending in `/`.
+    prefix: String,
     /// The live project, for empty directories git cannot record.
     lower: PathBuf,
-    /// Started on the first blob read.
-    reader: std::sync::Mutex<Option<crate::git::BlobReader>>,
 }
 
 impl GitSide {
-    /// Lists `commit`'s tree below `prefix` (the project's path inside the repository).
+    /// The base `commit`, seen from the project's directory `prefix` inside the repository.
+    /// Reads the commit object only; directories are read when a path in them is asked about.
     pub fn new(git: Git, commit: &str, prefix: &str, lower: PathBuf) -> Result<Self> {
-        let mut args = vec!["ls-tree", "-r", "-z", "--full-tree", commit];
-        if !prefix.is_empty() {
-            args.push("--");
-            args.push(prefix);
-        }
-        let out = git.run(&args)?;
-        let mut items = BTreeMap::new();
-        for record in out.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-            let text = String::from_utf8_lossy(record);
-            let Some((head, path)) = text.split_once('\t') else {
-                continue;
-            };
-            let mut parts = head.split(' ');
-            let (Some(mode), Some(_kind), Some(sha)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            if mode == "160000" {
-                continue; // a submodule's commit: not carried (docs/workspace.md, limits)
-            }
-            let Some(rel) = path.strip_prefix(prefix) else {
-                continue;
-            };
-            items.insert(
-                rel.to_string(),
-                TreeItem {
-                    mode: mode.to_string(),
-                    sha: sha.to_string(),
-                },
-            );
-        }
         Ok(Self {
-            git,
-            items,
+            base: BaseTree::new(git, commit)?,
+            prefix: prefix.to_string(),
             lower,
-            reader: std::sync::Mutex::new(None),
         })
     }
 
-    fn entry(&self, item: &TreeItem) -> Result<Entry> {
-        let mut reader = self
-            .reader
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if reader.is_none() {
-            *reader = Some(self.git.blob_reader()?);
-        }
-        let data = reader.as_mut().expect("just started").read(&item.sha)?;
-        Ok(match item.mode.as_str() {
-            "120000" => Entry::Symlink { target: data },
-            "100755" => Entry::File { exec: true, data },
+    /// The base's trees, for building a checkpoint on them.
+    pub(crate) fn base(&self) -> &BaseTree {
+        &self.base
+    }
+
+    fn full(&self, rel: &str) -> String {
+        format!("{}{rel}", self.prefix)
+    }
+
+    /// The base's entry at `rel` as this side shows it: a submodule's commit is not carried
+    /// (docs/workspace.md, limits), nor a directory that holds nothing but submodules. Only the
+    /// directories on the way are read.
+    fn carried(&self, rel: &str) -> Result<Option<TreeEntry>> {
+        Ok(match self.base.entry(&self.full(rel))? {
+            Some(e) if e.mode == Mode::Gitlink => None,
+            Some(e) if e.mode == Mode::Tree => {
+                let listing = self.base.listing(&self.full(rel))?;
+                let carries =
+                    listing.is_some_and(|l| l.entries.iter().any(|c| c.mode != Mode::Gitlink));
+                carries.then_some(e)
+            }
+            other => other,
+        })
+    }
+
+    fn content(&self, item: &TreeEntry) -> Result<Entry> {
+        let data = self.base.read(&item.sha, "blob")?;
+        Ok(match item.mode {
+            Mode::Symlink => Entry::Symlink { target: data },
+            Mode::Exec => Entry::File { exec: true, data },
             _ => Entry::File { exec: false, data },
         })
     }
@@ -189,25 +168,16 @@ impl GitSide {
     /// Whether the base has `rel` as a file or as a directory with files: such a path is never
     /// "ignored", whatever the ignore rules say.
     pub fn tracked(&self, rel: &str) -> bool {
-        self.items.contains_key(rel) || self.has_children(rel)
-    }
-
-    fn has_children(&self, rel: &str) -> bool {
-        let start = format!("{rel}/");
-        self.items
-            .range(start.clone()..)
-            .next()
-            .is_some_and(|(k, _)| k.starts_with(&start))
+        self.carried(rel).is_ok_and(|e| e.is_some())
     }
 }
 
 impl OldSide for GitSide {
     fn lookup(&self, rel: &str) -> Result<Old> {
-        if let Some(item) = self.items.get(rel) {
-            return Ok(Old::Entry(self.entry(item)?));
-        }
-        if self.has_children(rel) {
-            return Ok(Old::Tree);
+        match self.carried(rel)? {
+            Some(e) if e.mode == Mode::Tree => return Ok(Old::Tree),
+            Some(e) => return Ok(Old::Entry(self.content(&e)?)),
+            None => {}
         }
         // git records no empty directory; one that is empty in the project counts as there.
         if let Some((dir, name)) = beneath_parent(&self.lower, rel)?
@@ -221,21 +191,36 @@ impl OldSide for GitSide {
     }
 
     fn under(&self, rel: &str) -> Result<Vec<(String, Entry)>> {
-        let start = format!("{rel}/");
+        let top = self.full(rel);
         let mut out = Vec::new();
-        let mut dirs = std::collections::BTreeSet::new();
-        for (path, item) in self.items.range(start.clone()..) {
-            if !path.starts_with(&start) {
-                break;
+        for (path, e) in self.base.walk(&top)? {
+            let Some(shown) = path.strip_prefix(&self.prefix) else {
+                continue;
+            };
+            match e.mode {
+                Mode::Gitlink => {}
+                Mode::Tree => out.push((shown.to_string(), Entry::Dir)),
+                _ => out.push((shown.to_string(), self.content(&e)?)),
             }
-            let mut cut = start.len();
-            while let Some(pos) = path[cut..].find('/') {
-                dirs.insert(path[..cut + pos].to_string());
-                cut += pos + 1;
-            }
-            out.push((path.clone(), self.entry(item)?));
         }
-        out.extend(dirs.into_iter().map(|d| (d, Entry::Dir)));
+        // A directory holding only submodules or nothing is not carried, as at the top.
+        let carried: std::collections::BTreeSet<String> = out
+            .iter()
+            .filter(|(_, e)| !matches!(e, Entry::Dir))
+            .flat_map(|(p, _)| ancestors(p))
+            .collect();
+        out.retain(|(p, e)| !matches!(e, Entry::Dir) || carried.contains(p));
         Ok(out)
     }
+}
+
+/// Every proper ancestor directory of `path`.
+fn ancestors(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = path;
+    while let Some((up, _)) = at.rsplit_once('/') {
+        out.push(up.to_string());
+        at = up;
+    }
+    out
 }

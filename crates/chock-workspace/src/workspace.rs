@@ -16,6 +16,8 @@ use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
 use crate::meta::{Backing, Layout, META_FORMAT, Meta};
 use crate::old::{GitSide, LowerSide};
+use crate::tree::Mode;
+use crate::tree_write::{PathChange, write_tree};
 use crate::upper::{RawChange, scan};
 
 mod scratch;
@@ -350,7 +352,7 @@ impl Workspace {
             // to record: the base is not waited for (a session that changes nothing never is).
             return Ok(None);
         }
-        let base = self.wait_base()?.expect("git backing has a base");
+        self.wait_base()?.expect("git backing has a base");
         let raw = self.raw_changes()?;
         let digest = digest(&raw);
         let last = self
@@ -380,8 +382,6 @@ impl Workspace {
                 ref_file: ref_file.clone(),
             });
         };
-        let staged = git.with_index(self.layout.checkpoint_index());
-        staged.run(&["read-tree", &base])?;
         // Regular files are hashed in one `--stdin-paths` run, from private copies of the bytes
         // the scan read (and the diff shows), not from the upper directory: git opens a path
         // following symlinks, so a file the agent swapped for a link to a host file after the scan
@@ -409,11 +409,10 @@ impl Workspace {
             .map(|(p, _)| p.as_str())
             .zip(hashed.lines())
             .collect();
-        let mut info = Vec::new();
-        let mut removed = Vec::new();
+        let mut changes = std::collections::BTreeMap::new();
         for (path, change) in &raw {
             let full = format!("{prefix}{path}");
-            let line = match &change.new {
+            let change = match &change.new {
                 Some(entry @ Entry::File { data, .. }) => {
                     let sha = match shas.remove(path.as_str()) {
                         Some(sha) => sha.to_string(),
@@ -422,32 +421,26 @@ impl Workspace {
                             data,
                         )?,
                     };
-                    format!("{} {sha}\t{full}", entry.git_mode())
+                    let mode = if entry.git_mode() == "100755" {
+                        Mode::Exec
+                    } else {
+                        Mode::File
+                    };
+                    PathChange::Set(mode, sha)
                 }
-                Some(entry @ Entry::Symlink { target }) => {
-                    let sha = git.text_with_input(&["hash-object", "-w", "--stdin"], target)?;
-                    format!("{} {sha}\t{full}", entry.git_mode())
-                }
+                Some(Entry::Symlink { target }) => PathChange::Set(
+                    Mode::Symlink,
+                    git.text_with_input(&["hash-object", "-w", "--stdin"], target)?,
+                ),
                 _ if matches!(change.old, Some(Entry::File { .. } | Entry::Symlink { .. })) => {
-                    removed.extend_from_slice(full.as_bytes());
-                    removed.push(0);
-                    continue;
+                    PathChange::Remove
                 }
                 _ => continue,
             };
-            info.extend_from_slice(line.as_bytes());
-            info.push(0);
+            changes.insert(full, change);
         }
-        if !removed.is_empty() {
-            staged.run_with_input(
-                &["update-index", "-z", "--force-remove", "--stdin"],
-                Some(&removed),
-            )?;
-        }
-        if !info.is_empty() {
-            staged.run_with_input(&["update-index", "-z", "--index-info"], Some(&info))?;
-        }
-        let tree = staged.text(&["write-tree"])?;
+        // The base's own subtrees, with only the directories on the way to a change rewritten.
+        let tree = write_tree(self.git_side(top, prefix)?.base(), &changes)?;
         let tip = git.text(&["rev-parse", "--verify", ref_name])?;
         let tip_tree = git.text(&["rev-parse", &format!("{tip}^{{tree}}")])?;
         if tree == tip_tree {
