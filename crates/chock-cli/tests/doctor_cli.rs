@@ -34,6 +34,7 @@ fn json_lists_every_layer_and_the_status_matches() {
     seccomp
     whole call
     cgroup limits
+    socket index
     kvm
     ");
     let required_on = layers
@@ -41,7 +42,7 @@ fn json_lists_every_layer_and_the_status_matches() {
         .all(|l| l["on"] == true || l["required"] == false);
     assert_eq!(doc["ok"], required_on);
     assert_eq!(out.status.code(), Some(if required_on { 0 } else { 1 }));
-    for optional in ["cgroup limits", "kvm"] {
+    for optional in ["cgroup limits", "socket index", "kvm"] {
         let row = layers.iter().find(|l| l["layer"] == optional).unwrap();
         assert_eq!(row["required"], false, "{optional} is not required");
     }

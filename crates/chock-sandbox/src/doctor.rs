@@ -348,6 +348,34 @@ pub fn probe_all() -> Vec<LayerReport> {
         );
     }
     rows.extend(probe_call());
+    rows.push(socket_index());
     rows.push(kvm());
     rows
+}
+
+/// Whether a session can keep its index of the sockets under declared `[sandbox]` paths current
+/// by inotify. Informational: without it every call walks its declared paths (slower, and just as
+/// strict), and the session's log says so at the first call that does.
+pub fn socket_index() -> LayerReport {
+    let watches = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+        .map(|t| t.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    match crate::socket_tree::Watcher::new() {
+        Ok(_) => row(
+            "socket index",
+            false,
+            true,
+            format!(
+                "inotify: declared paths are walked once per session (max_user_watches {watches}: one watch per directory)"
+            ),
+        ),
+        Err(e) => row(
+            "socket index",
+            false,
+            false,
+            format!(
+                "no inotify instance ({e}): every call walks its declared [sandbox] paths to find the sockets to mask"
+            ),
+        ),
+    }
 }

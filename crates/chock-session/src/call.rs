@@ -385,6 +385,7 @@ impl Session {
             self.overlay.as_ref(),
             &self.sockets,
         );
+        self.note_socket_walks(plan);
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -484,5 +485,26 @@ impl Session {
                 truncated: out_trunc || err_trunc,
             },
         })
+    }
+}
+
+impl Session {
+    /// Writes, once per session, that the socket index fell back to a walk per call (it only
+    /// matters to a call with declared paths).
+    fn note_socket_walks(&self, plan: &Plan) {
+        if plan.extra_read.is_empty() && plan.extra_write.is_empty() {
+            return;
+        }
+        let Some(why) = self.sockets.degraded() else {
+            return;
+        };
+        if !self
+            .sockets_degraded_noted
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let _ = self
+                .log
+                .record(None, chock_protocol::log::Note::SocketIndexDegraded { why });
+        }
     }
 }

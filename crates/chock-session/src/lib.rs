@@ -61,6 +61,9 @@ pub struct Session {
     /// kept current by inotify, so a call does not walk a toolchain tree to find the sockets to
     /// mask, and a socket bound between two calls is masked in the next one.
     sockets: chock_sandbox::SocketIndex,
+    /// Whether the log already says the socket index walks every call (see
+    /// [`chock_protocol::log::Note::SocketIndexDegraded`]).
+    sockets_degraded_noted: std::sync::atomic::AtomicBool,
     next_call: AtomicU64,
     /// See [`SessionOptions::withheld_env`].
     withheld_env: Vec<String>,
@@ -149,6 +152,7 @@ impl Session {
             workspace,
             overlay,
             sockets: chock_sandbox::SocketIndex::new(),
+            sockets_degraded_noted: std::sync::atomic::AtomicBool::new(false),
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),

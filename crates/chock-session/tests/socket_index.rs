@@ -71,3 +71,76 @@ fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
     );
     s.close(false).unwrap();
 }
+
+/// The test below, run again in a user namespace that allows no inotify instance.
+const NO_INOTIFY: &str = "CHOCK_TEST_NO_INOTIFY";
+
+#[test]
+fn without_inotify_every_call_walks_its_declared_paths_and_the_log_says_so_once() {
+    if std::env::var_os(NO_INOTIFY).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("unshare")
+            .args([
+                "-Ur",
+                "sh",
+                "-c",
+                "echo 0 > /proc/sys/user/max_inotify_instances && exec \"$0\" \"$@\"",
+            ])
+            .arg(exe)
+            .args([
+                "--exact",
+                "without_inotify_every_call_walks_its_declared_paths_and_the_log_says_so_once",
+                "--nocapture",
+            ])
+            .env(NO_INOTIFY, "1")
+            .output()
+            .expect("unshare");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "the run without inotify failed:\n{text}"
+        );
+        assert!(
+            text.contains("1 passed"),
+            "the inner test did not run:\n{text}"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (project, shared) = (base.join("project"), base.join("toolchain"));
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::write(
+        project.join("chock.toml"),
+        format!("[sandbox]\nread = [\"{}\"]\n", shared.display()),
+    )
+    .unwrap();
+    let opts = SessionOptions {
+        sessions_root: Some(base.join("sessions")),
+        ..SessionOptions::default()
+    };
+    let s = Session::open(&project, opts).unwrap();
+    let socket = shared.join("later").join("daemon.sock");
+    assert_eq!(connect_from_a_call(&s, &socket), "ENOENT");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let _listener = UnixListener::bind(&socket).unwrap();
+    // No watch saw it: the walk of this call finds it.
+    assert_eq!(connect_from_a_call(&s, &socket), "ECONNREFUSED");
+    assert_eq!(connect_from_a_call(&s, &socket), "ECONNREFUSED");
+    let log_dir = s.log().dir().to_path_buf();
+    s.close(false).unwrap();
+    let notes: Vec<_> = chock_log::read_events(&log_dir)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.data.get("about").and_then(|a| a.as_str()) == Some("socket_index_degraded"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].data["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("inotify")),
+        "{notes:?}"
+    );
+}

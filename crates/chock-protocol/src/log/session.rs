@@ -197,6 +197,13 @@ pub enum Note {
         /// Why.
         failed: String,
     },
+    /// The session's index of the sockets under declared `[sandbox]` paths is no longer kept
+    /// current by inotify (no instance, or the watches ran out): from this call on every call
+    /// walks its declared paths. As strict as before, only slower; written once per session.
+    SocketIndexDegraded {
+        /// Why, in words.
+        why: String,
+    },
     /// An apply was decided but did not land.
     ApplyFailed {
         /// The apply's id, when it had one.
