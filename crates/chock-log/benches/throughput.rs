@@ -4,10 +4,10 @@
 //!
 //! Appends are measured four ways, each as events/s and as a ratio to the first:
 //! - the old path: one `fdatasync` per event, whatever its kind (an append then `Log::sync`);
-//! - durable kinds only (`tool.call`, `decision`): still one sync per event;
+//! - durable kinds only (`approval.ask`, `decision`): still one sync per event;
 //! - a realistic mix: per turn `turn.start`, then per tool call `model.request`,
 //!   `model.response`, `tool.call`, `decision`, `command.result`, `tool.result`, then the final
-//!   `model.request`, `model.response` and `turn.end` (two tool calls a turn: 4 durable of 16);
+//!   `model.request`, `model.response` and `turn.end` (two tool calls a turn: 2 durable of 16);
 //! - grouped kinds only (`tool.result`), synced in groups.
 
 use std::time::Instant;
@@ -37,9 +37,9 @@ fn main() {
         },
         SYNCED_EVENTS,
     );
-    let durable = [EventKind::ToolCall, EventKind::Decision];
+    let durable = [EventKind::ApprovalAsk, EventKind::Decision];
     run(
-        "durable kinds only (tool.call, decision)",
+        "durable kinds only (approval.ask, decision)",
         root.path(),
         Some(old),
         |log, i| {

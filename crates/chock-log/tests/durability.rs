@@ -37,12 +37,12 @@ fn appender_child() {
         panic!("the file size limit never hit");
     }
     if mode == "crash" {
-        // Until killed: per tool call one durable pair and a run of grouped lines, each seq
+        // Until killed: per act one durable pair (question, decision) and a run of grouped lines, each seq
         // printed once append returned (the cap only stops a child whose parent died).
         for i in 0..200_000u64 {
             let (kind, tag) = if i % 6 < 2 {
                 (
-                    [EventKind::ToolCall, EventKind::Decision][(i % 6) as usize],
+                    [EventKind::ApprovalAsk, EventKind::Decision][(i % 6) as usize],
                     "DURABLE",
                 )
             } else {

@@ -129,16 +129,16 @@ impl EventKind {
                 "Bookkeeping: a turn ending starts no act; what follows (another turn, `session.end`) is logged on its own.",
             ),
             EventKind::ModelRequest => Grouped(
-                "The harness's own traffic to its configured provider, not an act the policy decides; it is synced within the grouping bound, long before a reply comes back, and every act the reply asks for begins with a durable `tool.call`.",
+                "The harness's own traffic to its configured provider, not an act the policy decides; it is synced within the grouping bound, long before a reply comes back, and every act the reply asks for waits on a durable `decision`.",
             ),
             EventKind::ModelResponse => Grouped(
-                "Records what came back (tokens, cost); the acts it asks for each begin with a durable `tool.call`, which syncs it too.",
+                "Records what came back (tokens, cost); the acts it asks for each wait on a durable `decision`, which syncs it too.",
             ),
             EventKind::ModelRetry => Grouped(
                 "Records a retry of the provider request; nothing but the same request waits on it.",
             ),
-            EventKind::ToolCall => BeforeReturn(
-                "The act asked for is recorded before it is decided and run, so a crash never leaves an act without the call it answers.",
+            EventKind::ToolCall => Grouped(
+                "The act asked for is written before it is decided; every act waits on its `decision` (or `approval.*`), which is durable and syncs this earlier line with it, so a crash still never leaves an act without the call it answers.",
             ),
             EventKind::Decision => BeforeReturn(
                 "Rule 3: the decision is durable before its act happens (or is refused).",
@@ -232,7 +232,6 @@ mod tests {
         use EventKind::*;
         for kind in [
             SessionStart,
-            ToolCall,
             Decision,
             ApprovalAsk,
             ApprovalAnswer,
@@ -244,7 +243,9 @@ mod tests {
         ] {
             assert!(kind.durability().before_return(), "{kind} must be durable");
         }
+        // A tool call is synced by the durable decision every act waits on.
         for kind in [
+            ToolCall,
             TurnStart,
             TurnEnd,
             ModelRequest,
