@@ -37,14 +37,10 @@ fn connect_from_a_call(s: &Session, socket: &Path) -> String {
     }
 }
 
-#[test]
-fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
-    assert!(
-        Path::new("/usr/bin/python3").exists(),
-        "this test connects from inside the call with /usr/bin/python3"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
+/// A session of a project whose `chock.toml` declares `<base>/toolchain` as a read path; the
+/// session and that path.
+fn session_reading_a_toolchain(base: &Path) -> (Session, std::path::PathBuf) {
+    let base = base.canonicalize().unwrap();
     let (project, shared) = (base.join("project"), base.join("toolchain"));
     std::fs::create_dir_all(&project).unwrap();
     std::fs::create_dir_all(&shared).unwrap();
@@ -57,7 +53,17 @@ fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
         sessions_root: Some(base.join("sessions")),
         ..SessionOptions::default()
     };
-    let s = Session::open(&project, opts).unwrap();
+    (Session::open(&project, opts).unwrap(), shared)
+}
+
+#[test]
+fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
+    assert!(
+        Path::new("/usr/bin/python3").exists(),
+        "this test connects from inside the call with /usr/bin/python3"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (s, shared) = session_reading_a_toolchain(dir.path());
     let socket = shared.join("new").join("deeper").join("daemon.sock");
     // The first call builds the session's index; nothing is there yet.
     assert_eq!(connect_from_a_call(&s, &socket), "ENOENT");
@@ -108,20 +114,7 @@ fn without_inotify_every_call_walks_its_declared_paths_and_the_log_says_so_once(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
-    let (project, shared) = (base.join("project"), base.join("toolchain"));
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::create_dir_all(&shared).unwrap();
-    std::fs::write(
-        project.join("chock.toml"),
-        format!("[sandbox]\nread = [\"{}\"]\n", shared.display()),
-    )
-    .unwrap();
-    let opts = SessionOptions {
-        sessions_root: Some(base.join("sessions")),
-        ..SessionOptions::default()
-    };
-    let s = Session::open(&project, opts).unwrap();
+    let (s, shared) = session_reading_a_toolchain(dir.path());
     let socket = shared.join("later").join("daemon.sock");
     assert_eq!(connect_from_a_call(&s, &socket), "ENOENT");
     std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
