@@ -102,7 +102,7 @@ fn serve_says_where_it_listens_and_a_second_daemon_or_a_network_address_is_refus
         "{}",
         daemon.line
     );
-    assert!(daemon.line.contains("/login?once="), "{}", daemon.line);
+    assert!(daemon.line.contains("/#login="), "{}", daemon.line);
     assert_eq!(daemon.stop(), 0);
 }
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::IncomingStream;
@@ -184,7 +184,7 @@ pub(crate) fn router(app: App) -> Router {
     Router::new()
         .route("/ws", get(ws))
         .route("/rpc", post(rpc))
-        .route("/login", get(login))
+        .route("/login", post(login))
         .fallback(get(ui))
         .with_state(app)
 }
@@ -201,6 +201,7 @@ async fn ws(
     let name = caller_name(&peer, app.web.is_some());
     let daemon = Arc::clone(&app.daemon);
     upgrade
+        .protocols([crate::web::WS_PROTOCOL])
         .max_message_size(1 << 20)
         .on_upgrade(move |socket| crate::conn::serve(socket, daemon, name))
 }
@@ -252,23 +253,33 @@ struct Once {
     once: String,
 }
 
-async fn login(State(app): State<App>, headers: HeaderMap, query: Query<Once>) -> Response {
+/// Trades a one-time login code for the token (JSON in, JSON out, `X-Chock: 1`): the page keeps
+/// the token in its own origin's storage (see [`crate::web`] for why no cookie).
+async fn login(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(web) = &app.web else {
         return StatusCode::NOT_FOUND.into_response();
     };
     if let Err(why) = web.check_place(&headers) {
         return forbidden(&why);
     }
-    if !web.redeem(&query.once) {
+    if let Err(why) = check_json_post(&headers) {
+        return forbidden(&why);
+    }
+    let Ok(once) = serde_json::from_slice::<Once>(&body) else {
+        return forbidden("the body is not {\"once\": CODE}");
+    };
+    if !web.redeem(&once.once) {
         return forbidden("this login link was used already, or is not one this daemon made");
     }
-    let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
-    if let Ok(cookie) = HeaderValue::from_str(&web.cookie()) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    response
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "token": web.token() }).to_string(),
+    )
+        .into_response()
 }
 
+/// The UI's files: static, holding no secret, so no token is needed (the page could not show the
+/// sign-in message otherwise); `Host` and `Origin` are still checked.
 async fn ui(State(app): State<App>, headers: HeaderMap, uri: Uri) -> Response {
     if let Err(refused) = app.admit(&headers, false) {
         return *refused;

@@ -1,8 +1,11 @@
 //! The loopback HTTP transport's checks: a request must name this daemon's own address in `Host`
-//! (a DNS-rebinding page names its own host), carry no foreign `Origin`, and bear the token — in
-//! the HttpOnly SameSite=Strict cookie that the one-time login link sets, or as
-//! `Authorization: Bearer`. The token is never taken from a query string. No CORS header is ever
-//! sent, so no other origin can read a response.
+//! (a DNS-rebinding page names its own host), carry no foreign `Origin`, and bear the token — as
+//! `Authorization: Bearer`, or on the WebSocket as the subprotocol `bearer.<token>` beside
+//! [`WS_PROTOCOL`] (a browser cannot set headers on a WebSocket). The token is never taken from a
+//! query string and never put in a cookie: browsers send a host's cookies to every port of it, so
+//! any other server on 127.0.0.1 the browser visited would receive one. The page gets the token by
+//! trading a one-time login code (`POST /login`) and keeps it in its origin's storage, which is
+//! scoped to this port. No CORS header is ever sent, so no other origin can read a response.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -11,8 +14,11 @@ use std::sync::Mutex;
 use http::{HeaderMap, header};
 use rand::RngCore;
 
-/// The name of the cookie holding the token.
-pub const COOKIE: &str = "chock_token";
+/// The WebSocket subprotocol the daemon speaks; a browser offers it with `bearer.<token>`.
+pub const WS_PROTOCOL: &str = "chock.v1";
+
+/// The prefix of the subprotocol that carries the token on a WebSocket.
+const WS_BEARER: &str = "bearer.";
 
 /// What the loopback transport checks against.
 #[derive(Debug)]
@@ -58,14 +64,15 @@ impl Web {
         &self.token
     }
 
-    /// A new one-time login link.
+    /// A new one-time login link. The code is in the fragment, which the browser never sends:
+    /// the page trades it for the token with `POST /login`.
     pub(crate) fn login_link(&self) -> String {
         let code = random_hex();
         self.codes
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(code.clone());
-        format!("{}/login?once={code}", self.origin)
+        format!("{}/#login={code}", self.origin)
     }
 
     /// Uses up `code`; `true` when it was a valid unused one.
@@ -74,11 +81,6 @@ impl Web {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(code)
-    }
-
-    /// The cookie that carries the token after a login.
-    pub(crate) fn cookie(&self) -> String {
-        format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", self.token)
     }
 
     /// `Host` is this daemon's address, and `Origin`, when sent, its own.
@@ -105,21 +107,21 @@ impl Web {
         Ok(())
     }
 
-    /// The request bears the token (cookie or bearer).
+    /// The request bears the token (`Authorization: Bearer`, or the WebSocket subprotocol).
     pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<(), String> {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
             .and_then(|h| h.strip_prefix("Bearer "))
             .is_some_and(|t| same(t.trim(), &self.token));
-        let cookie = headers
-            .get_all(header::COOKIE)
+        let subprotocol = headers
+            .get_all(header::SEC_WEBSOCKET_PROTOCOL)
             .iter()
             .filter_map(|h| h.to_str().ok())
-            .flat_map(|h| h.split(';'))
-            .filter_map(|c| c.trim().split_once('='))
-            .any(|(name, value)| name == COOKIE && same(value, &self.token));
-        if bearer || cookie {
+            .flat_map(|h| h.split(','))
+            .filter_map(|p| p.trim().strip_prefix(WS_BEARER))
+            .any(|t| same(t, &self.token));
+        if bearer || subprotocol {
             Ok(())
         } else {
             Err(
@@ -185,14 +187,22 @@ mod tests {
         let token = web.token().to_string();
         web.check_token(&headers(&[("authorization", &format!("Bearer {token}"))]))
             .unwrap();
-        web.check_token(&headers(&[("cookie", &format!("a=b; {COOKIE}={token}"))]))
-            .unwrap();
+        web.check_token(&headers(&[(
+            "sec-websocket-protocol",
+            &format!("{WS_PROTOCOL}, bearer.{token}"),
+        )]))
+        .unwrap();
+        assert!(
+            web.check_token(&headers(&[("cookie", &format!("chock_token={token}"))]))
+                .is_err(),
+            "a cookie is never a credential"
+        );
         assert!(
             web.check_token(&headers(&[("authorization", "Bearer nope")]))
                 .is_err()
         );
         let link = web.login_link();
-        let code = link.rsplit('=').next().unwrap();
+        let code = link.rsplit_once("#login=").unwrap().1;
         assert!(web.redeem(code));
         assert!(!web.redeem(code), "a code works once");
     }

@@ -1,6 +1,7 @@
 //! The browser UI in a real browser: Debian's chromium, driven through chromedriver (WebDriver),
 //! against the real `chock serve --host` binary in a hermetic world. A person's whole path: the
-//! one-time login link, a session started from the page on a recording whose write the project's
+//! one-time login link (the token kept in the page's own storage: another local server the
+//! browser then visits receives no cookie, and the page stays signed in), a session started from the page on a recording whose write the project's
 //! policy asks about, the question answered in the page (and who answered shown), the result
 //! streaming in, review with ONE hunk of two selected and applied (the real project holds exactly
 //! that hunk, and the log's apply carries the digest the page showed), a reload (the page rebuilds
@@ -158,6 +159,52 @@ async fn answer_from_the_socket(world: &World, session: &str) -> Step<String> {
     Ok(by)
 }
 
+/// A signed-in browser visits another server on 127.0.0.1 (another port): the request carries no
+/// cookie at all (a token cookie would go to every port of the host). Back on the UI's address the
+/// page is still signed in, without the link (the token is kept in its own origin's storage).
+async fn another_local_server_hears_nothing_of_the_token(c: &Client, ui: &str) -> Step<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let heard = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await?;
+        let (mut head, mut buf) = (Vec::new(), [0u8; 4096]);
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        stream
+            .write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nelsewhere",
+            )
+            .await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head).into_owned())
+    });
+    c.goto(&format!("http://127.0.0.1:{port}/"))
+        .await
+        .map_err(|e| format!("visiting another local server: {e}"))?;
+    let head = tokio::time::timeout(PATIENCE, heard)
+        .await
+        .map_err(|_| "the other server heard nothing".to_string())?
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    if head.to_ascii_lowercase().contains("cookie") || head.contains("bearer") {
+        return Err(format!(
+            "another port of 127.0.0.1 received a credential:\n{head}"
+        ));
+    }
+    c.goto(ui)
+        .await
+        .map_err(|e| format!("back to the UI: {e}"))?;
+    find(c, "#conn-status[data-state=\"open\"]").await?;
+    Ok(())
+}
+
 /// The session id the page has open (from its address, `#/s/<id>`).
 async fn open_session(c: &Client) -> Step<String> {
     let url = c.current_url().await.map_err(|e| e.to_string())?;
@@ -168,11 +215,18 @@ async fn open_session(c: &Client) -> Step<String> {
 }
 
 async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<()> {
-    // The login link trades its one-time code for the cookie and lands on the UI.
+    // The login link's page trades its one-time code for the token and takes the code out of
+    // the address bar.
     c.goto(link)
         .await
         .map_err(|e| format!("opening the login link: {e}"))?;
     find(c, "#conn-status[data-state=\"open\"]").await?;
+    let url = c.current_url().await.map_err(|e| e.to_string())?;
+    if url.as_str().contains("login=") {
+        return Err(format!("the login code stayed in the address bar: {url}"));
+    }
+    let ui = link.split('#').next().unwrap_or(link);
+    another_local_server_hears_nothing_of_the_token(c, ui).await?;
     click(c, "#new-session").await?;
     find(c, "#start-pane:not([hidden])").await?;
     fill(c, "#start-project", &world.project.display().to_string()).await?;

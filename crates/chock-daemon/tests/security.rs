@@ -116,26 +116,33 @@ fn the_loopback_port_refuses_requests_without_the_token_from_a_foreign_origin_or
         )
         .await;
         assert!(!head.contains("access-control"), "{head}");
-        // The one-time link sets the cookie once; the cookie then stands for the token.
-        let path = info.login_link.split_once(&host).unwrap().1.to_string();
+        // The one-time link's code (in the fragment, never sent by a browser) is traded once for
+        // the token by a JSON POST; no cookie is ever set, and a cookie is never a credential
+        // (a browser sends 127.0.0.1's cookies to every port of it).
+        let code = info.login_link.rsplit_once("#login=").unwrap().1.to_string();
+        let once = format!("{{\"once\":\"{code}\"}}");
+        let login = |extra: &[&str], body: &str| post(&host, extra, body).replacen("POST /rpc", "POST /login", 1);
+        refused("a login without X-Chock", http(addr, &login(&[json], &once)).await);
+        refused(
+            "a login from a foreign Origin",
+            http(addr, &login(&[json, custom, "Origin: http://evil.example"], &once)).await,
+        );
+        let (status, head, body) = http(addr, &login(&[json, custom], &once)).await;
+        assert_eq!(status, 200, "{head}{body}");
+        assert!(!head.contains("set-cookie"), "{head}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["token"], token.as_str());
+        refused("a login code used twice", http(addr, &login(&[json, custom], &once)).await);
+        refused(
+            "a login code the daemon never made",
+            http(addr, &login(&[json, custom], &once.replace(&code, &"0".repeat(64)))).await,
+        );
         let get = |path: &str, host: &str| {
             format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
         };
-        let (status, head, _) = http(addr, &get(&path, &host)).await;
-        assert_eq!(status, 303, "{head}");
-        let cookie_line = head
-            .lines()
-            .find(|l| l.starts_with("set-cookie:"))
-            .unwrap()
-            .to_string();
-        assert!(cookie_line.contains("httponly") && cookie_line.contains("samesite=strict"), "{cookie_line}");
-        let (status, _, _) = http(addr, &get(&path, &host)).await;
-        assert_eq!(status, 403, "a login link works once");
-        let (status, _, _) = http(addr, &get(&path.replace("once=", "once=0"), &host)).await;
-        assert_eq!(status, 403);
+        let (status, _, _) = http(addr, &get(&format!("/login?once={code}"), &host)).await;
+        assert_ne!(status, 200, "no GET trades a code");
         let cookie = format!("Cookie: chock_token={token}");
-        let (status, _, body) = http(addr, &post(&host, &[&cookie, json, custom], LIST)).await;
-        assert_eq!(status, 200, "{body}");
+        refused("the token in a cookie", http(addr, &post(&host, &[&cookie, json, custom], LIST)).await);
         // The UI page itself needs no token but the right Host, and cannot be framed.
         let (status, head, body) = http(addr, &get("/", &host)).await;
         assert_eq!(status, 200);

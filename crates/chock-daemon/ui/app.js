@@ -4,7 +4,7 @@
 // on every reconnect, so a dropped connection costs nothing.
 
 import { h, put, byId, money, when, basename, clip, short, stateBadge, providerName } from "./dom.js";
-import { Connection } from "./rpc.js";
+import { Connection, redeemLoginLink } from "./rpc.js";
 import { SessionModel } from "./session.js";
 import { Timeline, renderPlan } from "./timeline.js";
 import { Approvals } from "./approvals.js";
@@ -97,7 +97,7 @@ function status(state, why) {
   const banner = byId("banner");
   if (state === "forbidden") {
     put(banner, "This page is not signed in to the daemon: open the one-time link that ",
-      h("code", {}, "chock serve --host"), " printed (it sets the cookie this page needs). The daemon said: ", why);
+      h("code", {}, "chock serve --host"), " printed (it signs this page in). The daemon said: ", why);
     banner.hidden = false;
   } else if (state === "open") {
     banner.hidden = true;
@@ -379,6 +379,10 @@ window.addEventListener("hashchange", route);
 setInterval(() => {
   if (conn.open && !document.hidden) listSessions();
 }, 5000);
-// Connecting first: nothing the page draws can keep it from reaching the daemon.
-conn.connect();
-route();
+// A login link's code is traded for the token first; then connecting, before anything is drawn:
+// nothing the page draws can keep it from reaching the daemon.
+redeemLoginLink().then((refused) => {
+  conn.connect();
+  if (refused) status("forbidden", refused);
+  route();
+});

@@ -13,6 +13,46 @@ export class RpcFailure extends Error {
 
 const RETRY_MS = [250, 500, 1000, 2000, 4000, 5000];
 
+/** Where the daemon's token is kept: this origin's storage, which no other port can read. */
+const TOKEN_KEY = "chock.token";
+
+/** The daemon's token, or "" before a login. */
+function storedToken() {
+  try {
+    return localStorage.getItem(TOKEN_KEY) || "";
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Trades the one-time code of a login link (`#login=CODE`) for the daemon's token and keeps it;
+ * the code leaves the address bar and the history first. Resolves with "" (signed in, or no link
+ * to redeem) or with why the daemon refused the code. No cookie is ever set: a browser sends a
+ * host's cookies to every port of it, so another server on 127.0.0.1 would receive one.
+ */
+export async function redeemLoginLink() {
+  const m = /^#login=([0-9a-f]+)$/.exec(location.hash);
+  if (!m) return "";
+  history.replaceState(null, "", location.pathname + location.search);
+  try {
+    const r = await fetch("/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Chock": "1" },
+      body: JSON.stringify({ once: m[1] }),
+      credentials: "omit",
+    });
+    const body = await r.json().catch(() => null);
+    if (r.ok && typeof body?.token === "string") {
+      localStorage.setItem(TOKEN_KEY, body.token);
+      return "";
+    }
+    return body?.error?.message || "the daemon refused this login link";
+  } catch {
+    return "the daemon could not be reached to sign in";
+  }
+}
+
 export class Connection {
   /**
    * `onNotice(method, params)` gets every notification; `onStatus(state, why)` every change of
@@ -36,7 +76,10 @@ export class Connection {
   connect() {
     clearTimeout(this.timer);
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}/ws`);
+    // A browser cannot set headers on a WebSocket: the token rides as a subprotocol.
+    const token = storedToken();
+    const protocols = token ? ["chock.v1", `bearer.${token}`] : ["chock.v1"];
+    const ws = new WebSocket(`${scheme}://${location.host}/ws`, protocols);
     this.ws = ws;
     let opened = false;
     this.onStatus("connecting", "");
@@ -74,9 +117,13 @@ export class Connection {
     try {
       const r = await fetch("/rpc", {
         method: "POST",
-        headers: { "Content-Type": "application/json", "X-Chock": "1" },
+        headers: {
+          "Content-Type": "application/json",
+          "X-Chock": "1",
+          Authorization: `Bearer ${storedToken()}`,
+        },
         body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: "sessions.list", params: {} }),
-        credentials: "same-origin",
+        credentials: "omit",
       });
       if (r.status !== 403) return "";
       const body = await r.json().catch(() => null);

@@ -296,7 +296,7 @@ pub fn serve(world: &World, chock: &Path) -> (Running, String) {
     };
     let link = line
         .split_whitespace()
-        .find(|w| w.contains("/login?once="))
+        .find(|w| w.contains("/#login="))
         .unwrap_or_else(|| panic!("no login link in {line:?}: {}", running.stderr()))
         .to_string();
     (running, link)
