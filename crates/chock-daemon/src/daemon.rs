@@ -126,8 +126,8 @@ impl Daemon {
                 ErrorKind::NotRunning,
                 format!(
                     "session {id} does not run in this daemon (it ended, or stopped with the \
-                     daemon that ran it, or another process runs it); `chock run --resume {id}` \
-                     goes on with it"
+                     daemon that ran it, or another process runs it); `sessions.resume` or \
+                     `chock run --resume {id}` goes on with it"
                 ),
             )
         })
@@ -180,6 +180,7 @@ impl Daemon {
             Call::ReviewApply(p) => out(self.apply(&p.session, p.selection, p.digest).await?),
             Call::ReviewUndo(p) => out(self.undo(&p.apply_id).await?),
             Call::LogVerify(p) => out(self.verify(&p.session).await?),
+            Call::SessionsResume(p) => out(self.resume(p, caller).await?),
         }
     }
 
@@ -272,6 +273,55 @@ impl Daemon {
                 format!("project `{}` is not an absolute path", p.project),
             ));
         }
+        let (builder, sink) = self.builder(p.provider, p.model, &task)?;
+        let builder = builder.project(Some(project));
+        let runtime = tokio::task::spawn_blocking(move || builder.build())
+            .await
+            .map_err(internal)?
+            .map_err(|e| build_error(&e))?;
+        self.take_up((runtime, sink), task, p.subscribe, caller)
+    }
+
+    /// `sessions.resume`: a session no process runs, taken up again on a follow-up.
+    async fn resume(
+        self: &Arc<Self>,
+        p: chock_protocol::rpc::ResumeParams,
+        caller: &Caller,
+    ) -> Result<Started, RpcError> {
+        let task = p.task.trim().to_string();
+        if task.is_empty() {
+            return Err(RpcError::new(ErrorKind::BadInput, "the task is empty"));
+        }
+        let (id, dir) = self.resolve(&p.session)?;
+        if self.owned_session(&id).is_some() {
+            return Err(RpcError::new(
+                ErrorKind::Busy,
+                format!("session {id} runs in this daemon: send `sessions.input` instead"),
+            ));
+        }
+        let (builder, sink) = self.builder(p.provider, p.model, &task)?;
+        let runtime = tokio::task::spawn_blocking(move || builder.resume(&dir))
+            .await
+            .map_err(internal)?
+            .map_err(|e| match e {
+                chock_agent::runtime::BuildError::Session(chock_session::SessionError::Log(
+                    chock_log::LogError::Busy { .. },
+                )) => RpcError::new(
+                    ErrorKind::Busy,
+                    format!("session {id} is still written by another process: {e}"),
+                ),
+                other => build_error(&other),
+            })?;
+        self.take_up((runtime, sink), task, p.subscribe, caller)
+    }
+
+    /// A session builder from config.toml (read again for each session) and the daemon's options.
+    fn builder(
+        &self,
+        provider: Option<String>,
+        model: Option<String>,
+        task: &str,
+    ) -> Result<(SessionBuilder, Arc<LateSink>), RpcError> {
         let config = match &self.opts.config {
             Some(path) => Config::load_from(path),
             None => Config::load(),
@@ -279,24 +329,24 @@ impl Daemon {
         .map_err(|e| RpcError::new(ErrorKind::BadInput, e.to_string()))?;
         let sink = Arc::new(LateSink::default());
         let builder = SessionBuilder::new(config)
-            .provider(p.provider)
-            .model(p.model)
-            .project(Some(project))
+            .provider(provider)
+            .model(model)
             .sessions_root(Some(self.opts.sessions_root.clone()))
             .max_turns(self.opts.max_turns)
             .sink(Arc::clone(&sink) as Arc<dyn chock_agent::events::EventSink>)
-            .reviewer_for(&task);
-        let runtime = tokio::task::spawn_blocking(move || builder.build())
-            .await
-            .map_err(internal)?
-            .map_err(|e| {
-                let kind = if e.is_bad_input() {
-                    ErrorKind::BadInput
-                } else {
-                    ErrorKind::Internal
-                };
-                RpcError::new(kind, e.to_string())
-            })?;
+            .reviewer_for(task);
+        Ok((builder, sink))
+    }
+
+    /// Owns `runtime` from now on: registered, its questions forwarded, `task` begun (after the
+    /// caller subscribed, when it asked to).
+    fn take_up(
+        self: &Arc<Self>,
+        (runtime, sink): (chock_agent::runtime::SessionRuntime, Arc<LateSink>),
+        task: String,
+        subscribe: bool,
+        caller: &Caller,
+    ) -> Result<Started, RpcError> {
         let started = Started {
             session: runtime.id().to_string(),
             log_dir: runtime.log().dir().display().to_string(),
@@ -306,10 +356,9 @@ impl Daemon {
         self.owned.add(&started.session).map_err(internal)?;
         let session = OwnedSession::start(runtime, &sink, Arc::clone(&self.hub), task);
         lock(&self.sessions).insert(started.session.clone(), Arc::clone(&session));
-        if p.subscribe
-            && let Some(conn) = &caller.conn
-        {
-            // The log holds only its first lines yet: all in the fanout's ring.
+        if subscribe && let Some(conn) = &caller.conn {
+            // Subscribed before the task begins: the fanout's ring holds the log's newest lines,
+            // the rest are read from the file.
             let _ = session.fanout.join(conn, 0, None);
         }
         session.begin();
@@ -526,4 +575,14 @@ impl Daemon {
         }
         lock(&self.sessions).clear();
     }
+}
+
+/// A builder's error as the protocol's: what the caller asked for that cannot be, or the machine.
+fn build_error(e: &chock_agent::runtime::BuildError) -> RpcError {
+    let kind = if e.is_bad_input() {
+        ErrorKind::BadInput
+    } else {
+        ErrorKind::Internal
+    };
+    RpcError::new(kind, e.to_string())
 }

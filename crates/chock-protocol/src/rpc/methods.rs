@@ -110,6 +110,31 @@ methods! {
     /// Checks the session's log: the hash chain, the header, the seq order, a torn tail, the
     /// seal.
     LogVerify("log.verify", SessionParams) -> Verified,
+    /// Takes up a session that no longer runs (it ended, crashed, or ran in a daemon or `chock run`
+    /// that is gone; a fork made by `sessions.fork`) and works on `task` as its next turn: its log
+    /// goes on, its workspace is the one it had, its conversation and narrowings are rebuilt from
+    /// the log, and the policy is read again before any sandbox exists. Refused (`busy`) while any
+    /// process still writes the session.
+    SessionsResume("sessions.resume", ResumeParams) -> Started,
+}
+
+/// `sessions.resume`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeParams {
+    /// The session's id, or a unique prefix of it.
+    pub session: String,
+    /// The follow-up it works on.
+    pub task: String,
+    /// The provider; default: config.toml's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The model; default: config.toml's, then the provider's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Subscribe this client (a WebSocket) to the session from seq 0 before it goes on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subscribe: bool,
 }
 
 /// No params (`{}` or absent).
