@@ -27,23 +27,11 @@ use crate::schema::{
 /// How much of a running command's output a tool call shows (its tail).
 const OUTPUT_TAIL: usize = 32 * 1024;
 
-/// `text` with every control character but newline and tab, and every bidi control, written
-/// as a visible `\u{…}` escape (a `\r\n` becomes `\n`).
+/// `text` with every character the one escaper names (chock-protocol's `text`: controls, bidi
+/// controls, invisibles) but newline and tab written as a visible `\u{…}` escape (a `\r\n`
+/// becomes `\n`).
 pub fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\r' && chars.peek() == Some(&'\n') {
-            continue;
-        }
-        let bidi = matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c.is_control() && c != '\n' && c != '\t') || bidi {
-            out.push_str(&format!("\\u{{{:04x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    chock_protocol::text::escaped(&text.replace("\r\n", "\n"), &['\n', '\t'])
 }
 
 /// What is known of one tool call.
@@ -366,7 +354,7 @@ mod tests {
     fn escapes_and_overrides_are_shown_not_obeyed() {
         assert_eq!(
             visible("ok\r\n\u{1b}[2Jred\rover \u{202e}txt.exe\tend\n"),
-            "ok\n\\u{001b}[2Jred\\u{000d}over \\u{202e}txt.exe\tend\n"
+            "ok\n\\u{1b}[2Jred\\rover \\u{202e}txt.exe\tend\n"
         );
     }
 

@@ -113,18 +113,11 @@ impl TerminalAnswerer {
 /// This is the one escaper for text put before a person on a terminal; reuse it rather than write
 /// another.
 pub fn shown(text: &str, keep_newlines: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c == '\n' && keep_newlines {
-            out.push_str("\n  ");
-        } else if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
+    if !keep_newlines {
+        return chock_protocol::text::escaped(text, &[]);
     }
-    out
+    // Each line of a kept newline is indented under the question's first.
+    chock_protocol::text::escaped(text, &['\n']).replace('\n', "\n  ")
 }
 
 fn prompt_text(q: &Question) -> String {

@@ -149,8 +149,11 @@ fn bare_chock_at_a_terminal_asks_applies_one_hunk_interrupts_and_leaves_the_tran
     t.wait_for("What should chock do?");
     t.keys(&["do the work", "Enter"]);
 
-    // The approval, in place: the act, its exact detail, the three answers.
-    let asked = t.wait_for("chock asks");
+    // The approval, in place: the act, its exact detail, the three answers (drawn once it has been
+    // up a quiet moment: keys before that answer nothing).
+    let asked = t.wait_until("the question with its answer keys", |s| {
+        s.contains("chock asks") && s.contains("[y] yes once")
+    });
     assert!(asked.contains("echo hello-from-the-sandbox"), "{asked}");
     assert!(asked.contains("[y] yes once"), "{asked}");
     assert!(asked.contains("[a] yes for this session"), "{asked}");
@@ -192,6 +195,7 @@ fn bare_chock_at_a_terminal_asks_applies_one_hunk_interrupts_and_leaves_the_tran
     t.keys(&["Enter"]);
     let asked = t.wait_for("workspace.apply");
     assert!(asked.contains("chock asks"), "{asked}");
+    t.wait_for("[y] yes once");
     t.keys(&["y"]);
     t.wait_for("applied as");
     let notes = w.read("notes.txt");
@@ -203,6 +207,7 @@ fn bare_chock_at_a_terminal_asks_applies_one_hunk_interrupts_and_leaves_the_tran
     // Undo puts the project back, asked and decided like the apply.
     t.keys(&["u"]);
     t.wait_for("chock asks");
+    t.wait_for("[y] yes once");
     t.keys(&["y"]);
     t.wait_for("undone as");
     assert_eq!(w.read("notes.txt"), NOTES);
@@ -212,6 +217,7 @@ fn bare_chock_at_a_terminal_asks_applies_one_hunk_interrupts_and_leaves_the_tran
     t.wait_for(" idle ");
     t.keys(&["now wait", "Enter"]);
     t.wait_for("chock asks");
+    t.wait_for("[y] yes once");
     t.keys(&["y"]);
     t.wait_for("long-start");
     let started = Instant::now();

@@ -129,6 +129,17 @@ mod tests {
         }
     }
 
+    /// The page escapes what a person decides on with the same class as every other surface.
+    #[test]
+    fn the_page_escapes_the_characters_chock_protocol_names() {
+        let dom = ASSETS.iter().find(|a| a.path == "/dom.js").expect("dom.js");
+        let line = format!(
+            "export const ESCAPED = /{}/gu;",
+            chock_protocol::text::js_class()
+        );
+        assert!(text(dom).contains(&line), "dom.js lacks `{line}`");
+    }
+
     /// No asset parses a string as HTML or code, and the page has no inline script, style or
     /// handler: the policy would refuse them, and model text must never reach such a sink.
     #[test]

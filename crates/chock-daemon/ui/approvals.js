@@ -3,7 +3,7 @@
 // this page, another browser or a terminal did. The open ones come from `approvals.pending` (the
 // logs) on every connect and from `approval.asked` after; `approval.resolved` closes them.
 
-import { h, put, ANSWER_WORDS } from "./dom.js";
+import { h, put, shown, ANSWER_WORDS } from "./dom.js";
 
 const KEEP_RESOLVED = 20;
 
@@ -85,7 +85,7 @@ export class Approvals {
     h("header", {},
       h("span", { class: "act" }, title),
       h("a", { href: `#/s/${encodeURIComponent(q.session)}`, class: "session-link" }, this.label(q.session))),
-    h("pre", { class: "what" }, q.what),
+    h("pre", { class: "what" }, shown(q.what)),
     h("div", { class: "meta" },
       q.decided_by ? `rule: ${q.decided_by}` : "",
       q.decision ? ` · table says ${q.decision}` : "",
@@ -130,7 +130,7 @@ export class Approvals {
     ` — ${r.by ? `answered by ${r.by}` : "nobody answered"} · `,
     entry?.q.action ? h("code", {}, entry.q.action) : `${r.question}`,
     ` · ${this.label(r.session)}`,
-    entry ? h("details", {}, h("summary", {}, "What was asked"), h("pre", { class: "what" }, entry.q.what)) : null);
+    entry ? h("details", {}, h("summary", {}, "What was asked"), h("pre", { class: "what" }, shown(entry.q.what))) : null);
     if (entry) entry.el.remove();
     this.history.prepend(line);
     while (this.history.children.length > KEEP_RESOLVED) this.history.lastElementChild.remove();

@@ -115,3 +115,20 @@ export const ANSWER_WORDS = {
 export function stateBadge(state) {
   return h("span", { class: `badge state-${state}`, dataset: { state } }, state);
 }
+
+/**
+ * Text from outside (a model, a command, a server) as it is shown where a person decides: every
+ * control, bidi control and invisible character written as a visible `\u{…}` escape (newlines
+ * kept), so `harmless\u{202e}txt.exe` cannot reorder itself. The class is chock-protocol's
+ * `text::ESCAPED`; a test in crates/chock-daemon/src/ui.rs holds the two equal.
+ */
+export const ESCAPED = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/gu;
+
+export function shown(text) {
+  return String(text ?? "").replace(ESCAPED, (c) => {
+    if (c === "\n") return c;
+    if (c === "\t") return "\\t";
+    if (c === "\r") return "\\r";
+    return `\\u{${c.codePointAt(0).toString(16)}}`;
+  });
+}

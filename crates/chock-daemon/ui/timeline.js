@@ -3,7 +3,7 @@
 // as it prints, the result), with the model's text streaming in from live items until the log's
 // `model.response` replaces it with the reply as recorded.
 
-import { h, append, put, clip, ANSWER_WORDS } from "./dom.js";
+import { h, append, put, clip, shown, ANSWER_WORDS } from "./dom.js";
 
 /** A command's escape sequences (colours, cursor moves): shown as plain text without them. */
 // eslint-disable-next-line no-control-regex
@@ -239,7 +239,7 @@ export class Timeline {
   asked(e, d) {
     const box = h("div", { class: "line asked", dataset: { question: d.question ?? "" } },
       h("div", {}, h("strong", {}, `Asked ${d.asked}`), d.decided_by ? ` (${d.decided_by})` : "", ":"),
-      pre(d.what, "what"));
+      pre(shown(d.what), "what"));
     const card = this.cardFor(e.call_id);
     if (card) {
       card.body.append(box);

@@ -24,6 +24,7 @@ pub mod log;
 pub mod ops;
 pub mod rpc;
 pub mod schema;
+pub mod text;
 
 pub use kind::{Durability, EventKind, UnknownKind};
 pub use log::{EventData, Payload, PayloadError};

@@ -3,10 +3,14 @@
 //!
 //! Main screen: Enter sends the task (the first one makes the session), a follow-up once the task
 //! ended, or a `/command`; with a question open, `y` / `a` / `n` answer it (a free question takes
-//! a typed reply). Ctrl-C interrupts a running turn; a second Ctrl-C (or one when idle with
+//! a typed reply) once it has been up with no key pressed for [`crate::state::ARM_DELAY`]: a key
+//! pressed before that (typing meant for something else) answers nothing and starts the wait
+//! again. Ctrl-C interrupts a running turn; a second Ctrl-C (or one when idle with
 //! nothing typed) leaves. Diff screen: arrows move, Space selects, Enter applies the selection
 //! pinned to the digest shown, `u` undoes the last apply, Esc goes back. Sessions screen: arrows,
 //! Enter resumes or attaches, Esc back.
+
+use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
@@ -39,8 +43,13 @@ pub enum Effect {
 
 const HELP: &str = "/diff review and apply · /undo revert the last apply · /sessions resume or attach · /quit leave";
 
-/// Handles one key on whatever screen is up.
+/// Handles one key on whatever screen is up, pressed now.
 pub fn on_key(app: &mut App, key: KeyEvent) -> Effect {
+    on_key_at(app, key, Instant::now())
+}
+
+/// Handles one key pressed at `now` (the time decides whether a question takes answers).
+pub fn on_key_at(app: &mut App, key: KeyEvent, now: Instant) -> Effect {
     if key.kind == KeyEventKind::Release {
         return Effect::None;
     }
@@ -56,9 +65,13 @@ pub fn on_key(app: &mut App, key: KeyEvent) -> Effect {
             KeyCode::Char('n' | 'N') => Some(AnswerKind::Deny),
             _ => None,
         };
+        let armed = app.question_armed(now);
+        let id = q.id.clone();
+        app.question_key_pressed(now);
+        let answer = answer.filter(|_| armed);
         return match answer {
             Some(answer) => Effect::Send(Cmd::Answer {
-                question: q.id.clone(),
+                question: id,
                 answer,
                 reply: None,
             }),

@@ -7,6 +7,7 @@
 //! agent writes reaches the terminal as a control or bidi character.
 
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, PlanStep, Summary};
@@ -108,6 +109,9 @@ pub struct App {
     output_lines: usize,
     /// The open questions, oldest first: the first is the one on screen.
     pub questions: VecDeque<Asked>,
+    /// Since when no key was pressed while the question on screen was up: its answer keys count
+    /// only [`ARM_DELAY`] after that ([`App::question_armed`]).
+    pub question_quiet_since: Option<Instant>,
     /// The model's plan.
     pub plan: Vec<PlanStep>,
     /// The price so far (None: some reply's price is unknown).
@@ -147,6 +151,7 @@ impl App {
             live_partial: String::new(),
             output_lines: 0,
             questions: VecDeque::new(),
+            question_quiet_since: None,
             plan: Vec::new(),
             cost: Some(0.0),
             tokens: (0, 0),
@@ -207,6 +212,16 @@ impl App {
             Feed::Live(event) => self.live(*event),
             Feed::Asked(asked) => {
                 if !self.questions.iter().any(|q| q.id == asked.id) {
+                    if self.questions.is_empty() {
+                        self.question_quiet_since = Some(Instant::now());
+                    }
+                    // The whole question goes into the transcript too (escaped): the frame may
+                    // have no room for all of a long detail.
+                    if asked.approval {
+                        let act = asked.action.as_deref().unwrap_or("an act");
+                        let text = format!("  {} asks about {act}: {}", asked.id, asked.what);
+                        self.say(Kind::Decision, &clean(&text));
+                    }
                     self.questions.push_back(asked);
                 }
             }
@@ -384,6 +399,10 @@ impl App {
         let Some(asked) = self.questions.remove(at) else {
             return;
         };
+        if at == 0 {
+            // The next question (if any) comes on screen now: its wait starts again.
+            self.question_quiet_since = (!self.questions.is_empty()).then(Instant::now);
+        }
         let what = asked.action.as_deref().unwrap_or("question");
         let text = match (answer, by) {
             (Some(answer), Some(by)) => format!("  {question} {what}: {} by {by}", said(answer)),
@@ -500,7 +519,31 @@ impl App {
     pub fn question(&self) -> Option<&Asked> {
         self.questions.front()
     }
+
+    /// Whether the question on screen takes answer keys at `now`: it has been up, with no key
+    /// pressed, for [`ARM_DELAY`]. So keys typed for something else (a follow-up being written
+    /// when the question opens) never answer it: every key while it is up starts the wait again.
+    pub fn question_armed(&self, now: Instant) -> bool {
+        self.question_quiet_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= ARM_DELAY)
+    }
+
+    /// When the question on screen starts taking answer keys, if it does not yet.
+    pub fn question_arms_at(&self) -> Option<Instant> {
+        self.question()?;
+        self.question_quiet_since.map(|since| since + ARM_DELAY)
+    }
+
+    /// A key was pressed while a question is up: its wait starts again at `now`.
+    pub fn question_key_pressed(&mut self, now: Instant) {
+        if self.question().is_some() {
+            self.question_quiet_since = Some(now);
+        }
+    }
 }
+
+/// How long a question must be up with no key pressed before its answer keys count.
+pub const ARM_DELAY: Duration = Duration::from_millis(750);
 
 /// An answer as the transcript says it.
 pub fn said(answer: AnswerKind) -> &'static str {

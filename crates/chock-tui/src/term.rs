@@ -121,6 +121,8 @@ async fn run_async(opts: Options) -> Result<(), TuiError> {
                 Some(Err(e)) => return Err(e.into()),
                 None => ui.app.quit = true,
             },
+            // A question's answer keys open after a quiet moment: draw it again then.
+            () = arming(ui.app.question_arms_at()) => {}
             feed = feeds.recv() => {
                 if let Some(feed) = feed {
                     // After an apply or undo the listing is read again: it shows what is left.
@@ -405,4 +407,15 @@ pub fn draw_once<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> Resul
     }
     terminal.draw(|f| draw_main(f, f.area(), app))?;
     Ok(())
+}
+
+/// Sleeps until `at` (a question's answer keys open), or forever when there is nothing to wait
+/// for.
+async fn arming(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) if at > std::time::Instant::now() => {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        }
+        _ => std::future::pending().await,
+    }
 }

@@ -1,12 +1,15 @@
 //! The key map without a terminal: Ctrl-C interrupts a running turn and a second one leaves; a
-//! question is answered by id from any screen; the first task makes the session; an apply is
+//! question is answered by id from any screen, and only after it was up a quiet moment (typing
+//! meant for something else never answers it); the first task makes the session; an apply is
 //! sent only with the digest of exactly the selection shown.
+
+use std::time::Duration;
 
 use chock_agent::agent::TaskEnd;
 use chock_protocol::log::AnswerKind;
 use chock_tui::feed::{Asked, Cmd, Feed, TaskOutcome};
-use chock_tui::keys::{Effect, on_key};
-use chock_tui::state::{App, Phase, Screen};
+use chock_tui::keys::{Effect, on_key, on_key_at};
+use chock_tui::state::{ARM_DELAY, App, Phase, Screen};
 use chock_tui::view::diff::DiffView;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -58,28 +61,88 @@ fn ctrl_c_interrupts_then_leaves() {
     assert_eq!(on_key(&mut idle, ctrl_c()), Effect::Quit);
 }
 
-#[test]
-fn a_question_is_answered_by_its_id_on_any_screen() {
-    let mut app = App::new();
-    typed(&mut app, "fix it");
+fn asked(app: &mut App, id: &str) {
     app.apply(Feed::Asked(Asked {
-        id: "q-7".into(),
+        id: id.into(),
         approval: true,
         action: Some("workspace.apply".into()),
         what: "apply: write 1 path(s)".into(),
         decided_by: None,
         context: Vec::new(),
     }));
+}
+
+fn answer(id: &str, answer: AnswerKind) -> Effect {
+    Effect::Send(Cmd::Answer {
+        question: id.into(),
+        answer,
+        reply: None,
+    })
+}
+
+#[test]
+fn a_question_is_answered_by_its_id_on_any_screen_once_it_was_up_a_quiet_moment() {
+    let mut app = App::new();
+    typed(&mut app, "fix it");
+    asked(&mut app, "q-7");
+    let opened = app
+        .question_quiet_since
+        .expect("the wait starts when it opens");
     app.screen = Screen::Diff(DiffView::default());
+    let later = opened + ARM_DELAY;
     assert_eq!(
-        on_key(&mut app, key(KeyCode::Char('a'))),
-        Effect::Send(Cmd::Answer {
-            question: "q-7".into(),
-            answer: AnswerKind::AllowSession,
-            reply: None
-        })
+        on_key_at(&mut app, key(KeyCode::Char('a')), later),
+        answer("q-7", AnswerKind::AllowSession)
     );
-    assert_eq!(on_key(&mut app, key(KeyCode::Esc)), Effect::Back);
+    assert_eq!(on_key_at(&mut app, key(KeyCode::Esc), later), Effect::Back);
+}
+
+#[test]
+fn typing_that_goes_on_when_a_question_opens_never_answers_it() {
+    let mut app = App::new();
+    typed(&mut app, "fix it");
+    // The person is typing a follow-up ("please also add tests") when the question opens after
+    // "ple": every key comes well within the wait of the one before, so none of `a`, `s`, `y`
+    // answers, and the letters go nowhere.
+    asked(&mut app, "q-8");
+    let mut at = app.question_quiet_since.unwrap();
+    for c in "ase also add tests, yes".chars() {
+        at += Duration::from_millis(120);
+        assert_eq!(
+            on_key_at(&mut app, key(KeyCode::Char(c)), at),
+            Effect::None,
+            "{c}"
+        );
+    }
+    assert_eq!(app.question().map(|q| q.id.as_str()), Some("q-8"));
+    assert!(!app.question_armed(at + ARM_DELAY / 2));
+    // Once the person stops and reads, the answer counts.
+    assert_eq!(
+        on_key_at(&mut app, key(KeyCode::Char('n')), at + ARM_DELAY),
+        answer("q-8", AnswerKind::Deny)
+    );
+}
+
+#[test]
+fn the_next_question_waits_its_own_quiet_moment() {
+    let mut app = App::new();
+    typed(&mut app, "fix it");
+    asked(&mut app, "q-1");
+    asked(&mut app, "q-2");
+    let first = app.question_quiet_since.unwrap();
+    // q-1 is resolved (answered elsewhere): q-2 comes on screen and starts its own wait, so a `y`
+    // pressed a moment later, meant for q-1, does not answer q-2.
+    app.apply(Feed::Resolved {
+        question: "q-1".into(),
+        by: Some("web".into()),
+        answer: Some(AnswerKind::AllowOnce),
+    });
+    let second = app.question_quiet_since.unwrap();
+    assert!(second >= first);
+    assert_eq!(
+        on_key_at(&mut app, key(KeyCode::Char('y')), second + ARM_DELAY / 3),
+        Effect::None
+    );
 }
 
 #[test]

@@ -126,33 +126,72 @@ fn draw_question(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let label = Style::new().add_modifier(Modifier::BOLD);
-    let mut lines = Vec::new();
-    if q.approval {
-        lines.push(TextLine::from(vec![
-            Span::styled("act     ", label),
-            Span::raw(clean(q.action.as_deref().unwrap_or("-"))),
-        ]));
-        lines.push(TextLine::from(vec![
-            Span::styled("detail  ", label),
-            Span::raw(clean(&q.what)),
-        ]));
-        if let Some(by) = &q.decided_by {
-            lines.push(TextLine::from(vec![
-                Span::styled("rule    ", label),
-                Span::raw(clean(by)),
-            ]));
-        }
-        for line in &q.context {
-            lines.push(TextLine::styled(
-                format!("        {}", clean(line)),
-                Style::new().add_modifier(Modifier::DIM),
-            ));
-        }
-    } else {
-        lines.push(TextLine::styled("the agent asks:", label));
-        lines.push(TextLine::raw(clean(&q.what)));
+    if !q.approval {
+        let lines = vec![
+            TextLine::styled("the agent asks:", label),
+            TextLine::raw(clean(&q.what)),
+        ];
+        frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+        return;
     }
-    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+    let act = TextLine::from(vec![
+        Span::styled("act     ", label),
+        Span::raw(clean(q.action.as_deref().unwrap_or("-"))),
+    ]);
+    let mut tail = Vec::new();
+    if let Some(by) = &q.decided_by {
+        tail.push(TextLine::from(vec![
+            Span::styled("rule    ", label),
+            Span::raw(clean(by)),
+        ]));
+    }
+    for line in &q.context {
+        tail.push(TextLine::styled(
+            format!("        {}", clean(line)),
+            Style::new().add_modifier(Modifier::DIM),
+        ));
+    }
+    let tail_rows = u16::try_from(tail.len())
+        .unwrap_or(u16::MAX)
+        .min(inner.height.saturating_sub(2));
+    let [act_area, detail_area, tail_area] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(tail_rows),
+    ])
+    .areas(inner);
+    frame.render_widget(Paragraph::new(act), act_area);
+    draw_detail(frame, detail_area, &clean(&q.what));
+    frame.render_widget(Paragraph::new(tail).wrap(Wrap { trim: false }), tail_area);
+}
+
+/// An act's detail in the rows it has. One too long for them shows its END (where a hostile
+/// command would hide what it really does, after a screenful of harmless text), under a line
+/// saying it was cut and where the whole of it is: the transcript, written when it opened.
+fn draw_detail(frame: &mut Frame<'_>, area: Rect, detail: &str) {
+    let label = Style::new().add_modifier(Modifier::BOLD);
+    let paragraph = Paragraph::new(TextLine::from(vec![
+        Span::styled("detail  ", label),
+        Span::raw(detail.to_string()),
+    ]))
+    .wrap(Wrap { trim: false });
+    let rows = u16::try_from(paragraph.line_count(area.width.max(1))).unwrap_or(u16::MAX);
+    if rows <= area.height {
+        frame.render_widget(paragraph, area);
+        return;
+    }
+    let [marker, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
+    frame.render_widget(
+        Paragraph::new(TextLine::from(vec![
+            Span::styled("detail  ", label),
+            Span::styled(
+                "… too long for this frame: its end is below, the whole of it in the transcript above",
+                Style::new().add_modifier(Modifier::DIM),
+            ),
+        ])),
+        marker,
+    );
+    frame.render_widget(paragraph.scroll((rows - rest.height, 0)), rest);
 }
 
 /// The question drawn at the foot of the diff or sessions screen (`area`): the same frame and
@@ -162,18 +201,27 @@ pub fn draw_question_panel(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let [question, answers] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
     draw_question(frame, question, app);
+    frame.render_widget(Paragraph::new(answer_keys(app)), answers);
+}
+
+/// The answer keys, once the question takes them; until then, that it will (see
+/// [`App::question_armed`]).
+fn answer_keys(app: &App) -> TextLine<'static> {
     let key = Style::new().add_modifier(Modifier::BOLD);
-    frame.render_widget(
-        Paragraph::new(TextLine::from(vec![
-            Span::styled("[y]", key),
-            Span::raw(" yes once   "),
-            Span::styled("[a]", key),
-            Span::raw(" yes for this session   "),
-            Span::styled("[n]", key),
-            Span::raw(" no"),
-        ])),
-        answers,
-    );
+    if !app.question_armed(std::time::Instant::now()) {
+        return TextLine::styled(
+            "  read the question: its answer keys open once no key is pressed for a moment",
+            Style::new().add_modifier(Modifier::DIM),
+        );
+    }
+    TextLine::from(vec![
+        Span::styled("[y]", key),
+        Span::raw(" yes once   "),
+        Span::styled("[a]", key),
+        Span::raw(" yes for this session   "),
+        Span::styled("[n]", key),
+        Span::raw(" no"),
+    ])
 }
 
 /// How many rows the question takes at the foot of the diff or sessions screen.
@@ -231,14 +279,7 @@ fn draw_input(frame: &mut Frame<'_>, area: Rect, app: &App) {
     );
     let key = Style::new().add_modifier(Modifier::BOLD);
     let text = match app.question() {
-        Some(q) if q.approval => TextLine::from(vec![
-            Span::styled("[y]", key),
-            Span::raw(" yes once   "),
-            Span::styled("[a]", key),
-            Span::raw(" yes for this session   "),
-            Span::styled("[n]", key),
-            Span::raw(" no"),
-        ]),
+        Some(q) if q.approval => answer_keys(app),
         Some(_) => TextLine::from(vec![
             Span::styled("reply › ", key),
             Span::raw(clean(&app.input)),
