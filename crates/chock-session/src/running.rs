@@ -19,8 +19,8 @@ pub struct RunningCalls {
 /// What is known of one call.
 #[derive(Debug)]
 enum Entry {
-    /// Its init is running; the pidfd reaches it.
-    Running(OwnedFd),
+    /// Its init is running; the pidfd reaches it, with the signal that ends it.
+    Running(OwnedFd, Signal),
     /// It was killed before its init was registered (an interrupt during its decision or its
     /// spawn): it is killed the moment it registers, so no interrupt is lost to that window.
     Doomed,
@@ -49,13 +49,24 @@ impl RunningCalls {
     /// Registers the call `call_id` whose init has host pid `init_pid`. A call whose init is
     /// already gone cannot be registered and needs no interrupt.
     pub fn register(&self, call_id: &str, init_pid: u32) -> Option<Registered> {
+        self.register_with(call_id, init_pid, Signal::KILL)
+    }
+
+    /// Registers a process that ends its own tree when interrupted (a child `chock` session,
+    /// which interrupts its turn, its own children and commands, and writes its log's end): an
+    /// interrupt sends it SIGINT instead of SIGKILL.
+    pub fn register_interruptible(&self, call_id: &str, pid: u32) -> Option<Registered> {
+        self.register_with(call_id, pid, Signal::INT)
+    }
+
+    fn register_with(&self, call_id: &str, init_pid: u32, signal: Signal) -> Option<Registered> {
         let pid = Pid::from_raw(i32::try_from(init_pid).ok()?)?;
         let fd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
         let mut calls = self.lock();
         if matches!(calls.get(call_id), Some(Entry::Doomed)) {
-            let _ = pidfd_send_signal(&fd, Signal::KILL);
+            let _ = pidfd_send_signal(&fd, signal);
         }
-        calls.insert(call_id.to_string(), Entry::Running(fd));
+        calls.insert(call_id.to_string(), Entry::Running(fd, signal));
         drop(calls);
         Some(Registered {
             calls: self.clone(),
@@ -68,7 +79,7 @@ impl RunningCalls {
     pub fn kill(&self, call_id: &str) -> bool {
         let mut calls = self.lock();
         match calls.get(call_id) {
-            Some(Entry::Running(fd)) => pidfd_send_signal(fd, Signal::KILL).is_ok(),
+            Some(Entry::Running(fd, signal)) => pidfd_send_signal(fd, *signal).is_ok(),
             Some(Entry::Doomed) => false,
             None => {
                 calls.insert(call_id.to_string(), Entry::Doomed);
@@ -91,7 +102,7 @@ impl RunningCalls {
         let mut ids: Vec<String> = self
             .lock()
             .iter()
-            .filter(|(_, e)| matches!(e, Entry::Running(_)))
+            .filter(|(_, e)| matches!(e, Entry::Running(..)))
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();

@@ -1,0 +1,332 @@
+//! `spawn_agent`: one child session in its own `chock` process, from the spawn's record to its end's.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use chock_log::{Event, EventKind, LogError, SessionId};
+use chock_policy::{Action, ActionError};
+use chock_protocol::EventData;
+use chock_protocol::log::{AgentComplete, BudgetAmount, ChildEnd, EndReason, SessionSpawn};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::changes::{changes_of, snapshot};
+use super::{ChildSpec, Subagents, child_dir};
+use crate::budget::spent_in_log;
+use crate::tools::ToolOutput;
+use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
+
+/// `spawn_agent`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpawnInput {
+    /// What the child agent should do: a whole task, with everything it needs to know (it does
+    /// not see this conversation).
+    pub task: String,
+    /// Dollars of this session's budget to reserve for the child (default: half of what is left).
+    #[serde(default)]
+    pub budget_usd: Option<f64>,
+    /// Tokens of this session's budget to reserve for the child (default: half of what is left).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub budget_tokens: Option<u64>,
+}
+
+/// `spawn_agent`: a child agent session on a copy of this workspace, decided as
+/// `subagent.spawn`; the call waits for the child and returns its final text and its changes.
+#[derive(Debug)]
+pub struct SpawnAgent {
+    subagents: Arc<Subagents>,
+}
+
+impl SpawnAgent {
+    /// The tool over the session's subagent state.
+    pub fn new(subagents: Arc<Subagents>) -> Self {
+        Self { subagents }
+    }
+}
+
+impl Tool for SpawnAgent {
+    type Input = SpawnInput;
+
+    fn name(&self) -> &str {
+        "spawn_agent"
+    }
+
+    fn description(&self) -> &str {
+        "Start a child agent on a task, in a copy of your workspace as it is now, under your \
+         policy and a slice of your budget. Waits for it to end and returns its final answer and \
+         the files it changed; take_subagent writes those changes into your workspace. Decided \
+         as subagent.spawn."
+    }
+
+    fn effect(&self) -> Effect {
+        Effect::Mutating
+    }
+
+    fn access(&self, input: &SpawnInput) -> Result<Access, ActionError> {
+        let task: String = input.task.chars().take(200).collect();
+        Ok(Access::Acts(vec![Act::new(
+            Action::parse("subagent.spawn")?,
+            format!("start a child agent on: {task}"),
+        )]))
+    }
+
+    async fn run<'a>(&'a self, cx: ToolContext<'a>, input: SpawnInput) -> Result<ToolOutput, LogError> {
+        let subagents = &self.subagents;
+        let config = &subagents.config;
+        let bounds = *cx.host.session().policy().subagents();
+        let depth = config.depth + 1;
+        if u64::from(depth) > bounds.max_depth {
+            return Ok(ToolOutput::error(format!(
+                "not spawned: a child here would be {depth} generations below the top agent, and [subagents] max_depth is {}",
+                bounds.max_depth
+            )));
+        }
+        let alive = subagents.alive.fetch_add(1, Ordering::SeqCst);
+        let _alive = Alive(subagents);
+        if u64::from(alive) >= bounds.max_width {
+            return Ok(ToolOutput::error(format!(
+                "not spawned: {alive} children are running and [subagents] max_width is {}",
+                bounds.max_width
+            )));
+        }
+        let asked = BudgetAmount {
+            usd: input.budget_usd,
+            tokens: input.budget_tokens,
+        };
+        let slice = match subagents.budget.slice_for(asked) {
+            Ok(slice) => slice,
+            Err(e) => return Ok(ToolOutput::error(format!("not spawned: {e}"))),
+        };
+        let log = &cx.decider.log;
+        let child = SessionId::new();
+        let dir = child_dir(log.dir(), child.as_str());
+        let project = dir.join("project");
+        let policy_file = cx.host.session().policy().project_file().map(Path::to_path_buf);
+        if let Err(e) = snapshot(cx.host.view(), policy_file.as_deref(), &project) {
+            return Ok(ToolOutput::error(format!(
+                "not spawned: the copy of the workspace failed: {e}"
+            )));
+        }
+        let ratchet: Vec<(String, String)> = cx
+            .decider
+            .policy
+            .read()
+            .map(|p| {
+                p.ratchet()
+                    .entries()
+                    .iter()
+                    .map(|(pattern, decision)| (pattern.to_string(), decision.as_str().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The promise is on the record before the child exists: a resumed parent finds it.
+        log.record(
+            Some(cx.call_id),
+            SessionSpawn {
+                child: child.as_str().to_string(),
+                task: input.task.clone(),
+                depth: Some(depth),
+                budget: (slice.usd.is_some() || slice.tokens.is_some()).then_some(slice),
+                ratchet: ratchet.clone(),
+            },
+        )?;
+        let (_, parent_head) = log.head();
+        subagents.budget.reserve(child.as_str(), slice);
+        let spec = ChildSpec {
+            id: child.as_str().to_string(),
+            parent: log.id().as_str().to_string(),
+            parent_head,
+            depth,
+            task: input.task.clone(),
+            budget: slice,
+            ratchet,
+            project: project.clone(),
+        };
+        let started = start(cx, config, &spec, &dir).await;
+        let status = match started {
+            Ok(status) => Some(status),
+            Err(e) => {
+                let _ = std::fs::write(dir.join("start-error"), e.as_bytes());
+                None
+            }
+        };
+        let root = log.dir().parent().map(Path::to_path_buf).unwrap_or_default();
+        let ended = read_end(&root.join(child.as_str()), status);
+        let summary = ended.final_text.lines().take(3).collect::<Vec<_>>().join(" | ");
+        let changes = if ended.ran {
+            changes_of(&project, &root.join(child.as_str())).ok()
+        } else {
+            None
+        };
+        let (digest, changed) = match &changes {
+            Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
+            _ => (None, Vec::new()),
+        };
+        log.record(
+            Some(cx.call_id),
+            AgentComplete {
+                summary: summary.chars().take(300).collect(),
+                child: Some(child.as_str().to_string()),
+                ended: Some(ended.how),
+                child_head: ended.head.clone(),
+                spent: Some(ended.spent),
+                digest: digest.clone(),
+                changed: changed.clone(),
+            },
+        )?;
+        subagents.budget.settle(child.as_str(), ended.spent, ended.how);
+        Ok(report(child.as_str(), &ended, digest.as_deref(), &changed))
+    }
+}
+
+/// Counts a child alive until dropped.
+struct Alive<'a>(&'a Subagents);
+
+impl Drop for Alive<'_> {
+    fn drop(&mut self) {
+        self.0.alive.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts the child's `chock run` and waits for it; an interrupt of this session reaches it as
+/// SIGINT (it interrupts its own turn, children and commands, and ends its log).
+async fn start(
+    cx: ToolContext<'_>,
+    config: &super::SubagentConfig,
+    spec: &ChildSpec,
+    dir: &Path,
+) -> Result<std::process::ExitStatus, String> {
+    let spec_path = dir.join("spec.json");
+    let text = serde_json::to_string_pretty(spec).map_err(|e| e.to_string())?;
+    std::fs::write(&spec_path, text).map_err(|e| format!("{}: {e}", spec_path.display()))?;
+    let file = |name: &str| {
+        std::fs::File::create(dir.join(name)).map_err(|e| format!("{}: {e}", dir.display()))
+    };
+    let (stdout, stderr) = (file("stdout")?, file("stderr")?);
+    let mut command = tokio::process::Command::new(&config.program);
+    command
+        .arg("run")
+        .arg("--child-spec")
+        .arg(&spec_path)
+        .args(["--provider", &config.provider, "--model", &config.model])
+        .args(["--max-turns", &config.max_turns.to_string(), "--json"])
+        .arg(&spec.task)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("{}: {e}", config.program.display()))?;
+    let running = cx.host.session().running().clone();
+    let _registered = child
+        .id()
+        .and_then(|pid| running.register_interruptible(cx.call_id, pid));
+    child.wait().await.map_err(|e| e.to_string())
+}
+
+/// What the child's log says of its end.
+#[derive(Debug)]
+struct Ended {
+    how: ChildEnd,
+    /// Whether its session was created at all.
+    ran: bool,
+    head: Option<String>,
+    spent: BudgetAmount,
+    final_text: String,
+}
+
+/// Reads the child's end from its log; `status` is its process's (None: it never started).
+fn read_end(child_session: &Path, status: Option<std::process::ExitStatus>) -> Ended {
+    let events: Vec<Event> = chock_log::read_events(child_session).unwrap_or_default();
+    let head = chock_log::verify(child_session)
+        .ok()
+        .and_then(|r| r.head)
+        .map(|h| h.hash);
+    let mut final_text = String::new();
+    let mut end = None;
+    let mut out_of_budget = false;
+    for event in &events {
+        match event.payload() {
+            Ok(EventData::ModelResponse(r)) => {
+                let blocks: Vec<chock_provider::Block> =
+                    serde_json::from_value(r.content).unwrap_or_default();
+                let text: Vec<String> = blocks
+                    .into_iter()
+                    .filter_map(|b| match b {
+                        chock_provider::Block::Text { text } => Some(text),
+                        _ => None,
+                    })
+                    .collect();
+                if !text.is_empty() {
+                    final_text = text.join("\n");
+                }
+            }
+            Ok(EventData::SessionEnd(e)) => end = Some(e.reason),
+            Ok(EventData::Note(chock_protocol::log::Note::BudgetExhausted { .. })) => {
+                out_of_budget = true;
+            }
+            _ => {}
+        }
+    }
+    let ran = events.iter().any(|e| e.kind == EventKind::SessionStart);
+    let how = match (ran, end, status) {
+        (false, _, None) => ChildEnd::NotStarted,
+        (false, _, Some(_)) => ChildEnd::NotStarted,
+        (true, None, _) => ChildEnd::Crashed,
+        (true, Some(_), _) if out_of_budget => ChildEnd::OutOfBudget,
+        (true, Some(EndReason::OutOfBudget), _) => ChildEnd::OutOfBudget,
+        (true, Some(EndReason::Done | EndReason::Closed), _) => ChildEnd::Done,
+        (true, Some(EndReason::MaxTurns), _) => ChildEnd::MaxTurns,
+        (true, Some(EndReason::Interrupted), _) => ChildEnd::Interrupted,
+        (true, Some(EndReason::Error), _) => ChildEnd::Error,
+    };
+    Ended {
+        how,
+        ran,
+        head,
+        spent: spent_in_log(&events),
+        final_text,
+    }
+}
+
+fn word(how: ChildEnd) -> &'static str {
+    match how {
+        ChildEnd::Done => "done",
+        ChildEnd::OutOfBudget => "out of budget",
+        ChildEnd::MaxTurns => "at its turn limit",
+        ChildEnd::Interrupted => "interrupted",
+        ChildEnd::Error => "with an error",
+        ChildEnd::Crashed => "crashed (its process died before its log ended)",
+        ChildEnd::NotStarted => "never started",
+    }
+}
+
+/// What the model reads.
+fn report(child: &str, ended: &Ended, digest: Option<&str>, changed: &[String]) -> ToolOutput {
+    let spent = match (ended.spent.usd, ended.spent.tokens) {
+        (Some(usd), Some(tokens)) => format!("${usd:.4}, {tokens} tokens"),
+        (None, Some(tokens)) => format!("{tokens} tokens"),
+        _ => "nothing".into(),
+    };
+    let mut text = format!("child {child} ended {}; it spent {spent}.\n", word(ended.how));
+    if ended.final_text.is_empty() {
+        text.push_str("It gave no final answer.\n");
+    } else {
+        text.push_str(&format!("Its final answer:\n{}\n", ended.final_text));
+    }
+    match digest {
+        Some(digest) => text.push_str(&format!(
+            "It changed {} file(s) (digest {digest}): {}. take_subagent {{\"child\": \"{child}\"}} writes them into your workspace.",
+            changed.len(),
+            changed.join(", ")
+        )),
+        None => text.push_str("It changed no files."),
+    }
+    let mut out = ToolOutput::ok(text);
+    out.is_error = !matches!(ended.how, ChildEnd::Done);
+    out
+}
