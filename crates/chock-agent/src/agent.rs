@@ -361,16 +361,19 @@ impl Agent {
         let size = self.system.len()
             + serde_json::to_string(conversation).map_or(0, |t| t.len())
             + serde_json::to_string(tools).map_or(0, |t| t.len());
-        let price = self.prices.lookup(&self.limits.model).map(|p| {
-            crate::budget::TokenPrice {
+        let price = self
+            .prices
+            .lookup(&self.limits.model)
+            .map(|p| crate::budget::TokenPrice {
                 input: p.input / 1e6,
                 output: p.output / 1e6,
-            }
-        });
-        match self
-            .budget
-            .admit(&self.limits.model, (size / 4) as u64, self.limits.max_tokens, price)
-        {
+            });
+        match self.budget.admit(
+            &self.limits.model,
+            (size / 4) as u64,
+            self.limits.max_tokens,
+            price,
+        ) {
             Ok(admitted) => Ok(Some(admitted.max_output_tokens)),
             Err(err) => {
                 self.log().record(

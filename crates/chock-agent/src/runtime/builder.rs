@@ -11,15 +11,15 @@ use chock_session::{Session, SessionOptions};
 use chock_protocol::log::{BudgetAmount, Note};
 
 use crate::agent::{Agent, LoopLimits};
-use crate::budget::{Budget, stricter};
-use crate::subagent::{ChildSpec, SpawnAgent, SubagentConfig, Subagents, TakeSubagent};
 use crate::approval::{Answerer, ApprovalBroker};
 use crate::approval_reviewer::ReviewerAnswerer;
+use crate::budget::{Budget, stricter};
 use crate::config::{Config, ProviderKind};
 use crate::credentials::{self, ApiKey};
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
+use crate::subagent::{ChildSpec, SpawnAgent, SubagentConfig, Subagents, TakeSubagent};
 use crate::tools::tool::DynTool;
 
 use super::SessionRuntime;
@@ -363,9 +363,12 @@ impl SessionBuilder {
         let limit = stricter(self.budget, from_config(*session.policy().budget()));
         if limit != budget.limit() && (limit.usd.is_some() || limit.tokens.is_some()) {
             budget.restrict_limit(limit);
-            session
-                .log()
-                .record(None, Note::Budget { limit: budget.limit() })?;
+            session.log().record(
+                None,
+                Note::Budget {
+                    limit: budget.limit(),
+                },
+            )?;
         }
         let depth = events
             .iter()

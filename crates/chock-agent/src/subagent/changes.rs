@@ -183,7 +183,11 @@ impl Tool for TakeSubagent {
         })
     }
 
-    async fn run<'a>(&'a self, cx: ToolContext<'a>, input: TakeInput) -> Result<ToolOutput, LogError> {
+    async fn run<'a>(
+        &'a self,
+        cx: ToolContext<'a>,
+        input: TakeInput,
+    ) -> Result<ToolOutput, LogError> {
         let _ = &self.subagents;
         let log = &cx.decider.log;
         if chock_log::SessionId::parse(&input.child).is_err() {
@@ -195,7 +199,9 @@ impl Tool for TakeSubagent {
         let mine = child_dir(log.dir(), &input.child);
         let snapshot = mine.join("project");
         let Some(root) = log.dir().parent() else {
-            return Ok(ToolOutput::error("the sessions directory is unknown".into()));
+            return Ok(ToolOutput::error(
+                "the sessions directory is unknown".into(),
+            ));
         };
         let child_session = root.join(&input.child);
         if !snapshot.is_dir() || !child_session.is_dir() {
@@ -204,7 +210,10 @@ impl Tool for TakeSubagent {
                 input.child
             )));
         }
-        if matches!(chock_log::is_live(&child_session), Ok(chock_log::Liveness::Live { .. })) {
+        if matches!(
+            chock_log::is_live(&child_session),
+            Ok(chock_log::Liveness::Live { .. })
+        ) {
             return Ok(ToolOutput::error(format!(
                 "child {} is still running",
                 input.child
@@ -230,7 +239,10 @@ impl Tool for TakeSubagent {
             input.child,
             changes.paths().join(", ")
         );
-        let settled = cx.decider.settle(Some(cx.call_id), &action, &detail).await?;
+        let settled = cx
+            .decider
+            .settle(Some(cx.call_id), &action, &detail)
+            .await?;
         if !settled.allowed {
             return Ok(ToolOutput::error(settled.refusal));
         }
@@ -259,14 +271,21 @@ impl Tool for TakeSubagent {
             Note::SubagentTaken {
                 child: input.child.clone(),
                 digest: digest.clone(),
-                paths: writes.iter().map(|c| c.path.display().to_string()).collect(),
+                paths: writes
+                    .iter()
+                    .map(|c| c.path.display().to_string())
+                    .collect(),
             },
         )?;
         let mut output = ToolOutput::ok(String::new());
         let mut failed = Vec::new();
         for change in &writes {
             let given = change.path.display().to_string();
-            match view.write(&given, &change.path, change.after.as_deref().unwrap_or_default()) {
+            match view.write(
+                &given,
+                &change.path,
+                change.after.as_deref().unwrap_or_default(),
+            ) {
                 Ok(()) => output.changed.push(change.path.clone()),
                 Err(e) => failed.push(format!("{given}: {e}")),
             }

@@ -73,7 +73,11 @@ impl Tool for SpawnAgent {
         )]))
     }
 
-    async fn run<'a>(&'a self, cx: ToolContext<'a>, input: SpawnInput) -> Result<ToolOutput, LogError> {
+    async fn run<'a>(
+        &'a self,
+        cx: ToolContext<'a>,
+        input: SpawnInput,
+    ) -> Result<ToolOutput, LogError> {
         let subagents = &self.subagents;
         let config = &subagents.config;
         let bounds = *cx.host.session().policy().subagents();
@@ -104,7 +108,12 @@ impl Tool for SpawnAgent {
         let child = SessionId::new();
         let dir = child_dir(log.dir(), child.as_str());
         let project = dir.join("project");
-        let policy_file = cx.host.session().policy().project_file().map(Path::to_path_buf);
+        let policy_file = cx
+            .host
+            .session()
+            .policy()
+            .project_file()
+            .map(Path::to_path_buf);
         if let Err(e) = snapshot(cx.host.view(), policy_file.as_deref(), &project) {
             return Ok(ToolOutput::error(format!(
                 "not spawned: the copy of the workspace failed: {e}"
@@ -153,9 +162,18 @@ impl Tool for SpawnAgent {
                 None
             }
         };
-        let root = log.dir().parent().map(Path::to_path_buf).unwrap_or_default();
+        let root = log
+            .dir()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let ended = read_end(&root.join(child.as_str()), status);
-        let summary = ended.final_text.lines().take(3).collect::<Vec<_>>().join(" | ");
+        let summary = ended
+            .final_text
+            .lines()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" | ");
         let changes = if ended.ran {
             changes_of(&project, &root.join(child.as_str())).ok()
         } else {
@@ -177,7 +195,9 @@ impl Tool for SpawnAgent {
                 changed: changed.clone(),
             },
         )?;
-        subagents.budget.settle(child.as_str(), ended.spent, ended.how);
+        subagents
+            .budget
+            .settle(child.as_str(), ended.spent, ended.how);
         Ok(report(child.as_str(), &ended, digest.as_deref(), &changed))
     }
 }
@@ -312,7 +332,10 @@ fn report(child: &str, ended: &Ended, digest: Option<&str>, changed: &[String]) 
         (None, Some(tokens)) => format!("{tokens} tokens"),
         _ => "nothing".into(),
     };
-    let mut text = format!("child {child} ended {}; it spent {spent}.\n", word(ended.how));
+    let mut text = format!(
+        "child {child} ended {}; it spent {spent}.\n",
+        word(ended.how)
+    );
     if ended.final_text.is_empty() {
         text.push_str("It gave no final answer.\n");
     } else {
