@@ -409,11 +409,10 @@ impl SessionBuilder {
         if let Some(task) = &self.reviewer_task
             && !chosen.offline
         {
-            broker = broker.with(Arc::new(ReviewerAnswerer::new(
-                Arc::clone(&chosen.provider),
-                &chosen.model,
-                task,
-            )));
+            broker = broker.with(Arc::new(
+                ReviewerAnswerer::new(Arc::clone(&chosen.provider), &chosen.model, task)
+                    .with_budget(budget.clone(), prices(&self.config)),
+            ));
         }
         let decider = Decider {
             log: log.clone(),
