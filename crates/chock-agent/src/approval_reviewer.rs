@@ -120,13 +120,18 @@ impl Answerer for ReviewerAnswerer {
                 ..Request::default()
             };
             if let Some((budget, prices)) = &self.budget {
-                let price = prices.lookup(&self.model).map(|p| crate::budget::TokenPrice {
-                    input: p.input / 1e6,
-                    output: p.output / 1e6,
-                });
-                let size = REVIEWER_SYSTEM.len() + request.messages.iter().map(|m| {
-                    serde_json::to_string(m).map_or(0, |t| t.len())
-                }).sum::<usize>();
+                let price = prices
+                    .lookup(&self.model)
+                    .map(|p| crate::budget::TokenPrice {
+                        input: p.input / 1e6,
+                        output: p.output / 1e6,
+                    });
+                let size = REVIEWER_SYSTEM.len()
+                    + request
+                        .messages
+                        .iter()
+                        .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
+                        .sum::<usize>();
                 let admitted = budget
                     .admit(&self.model, (size / 4) as u64, request.max_tokens, price)
                     .ok()?;

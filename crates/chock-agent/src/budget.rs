@@ -194,7 +194,12 @@ impl Budget {
             if price.output > 0.0 {
                 let affordable = ((usd - input_cost) / price.output).floor();
                 if affordable < max_output as f64 {
-                    max_output = affordable as u64;
+                    // Floored, at least 1 (one token of reply fits, checked above) and below
+                    // `max_output`: the cast neither truncates nor loses a sign.
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    {
+                        max_output = affordable as u64;
+                    }
                 }
             }
         }
@@ -338,6 +343,20 @@ pub fn spent_in_log(events: &[Event]) -> BudgetAmount {
     }
 }
 
+/// The stricter of two amounts, field by field (None: no limit on that field).
+pub fn stricter(a: BudgetAmount, b: BudgetAmount) -> BudgetAmount {
+    BudgetAmount {
+        usd: match (a.usd, b.usd) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        },
+        tokens: match (a.tokens, b.tokens) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,19 +423,5 @@ mod tests {
         );
         assert_eq!(budget.children().len(), 1);
         assert_eq!(budget.left().tokens, Some(7800));
-    }
-}
-
-/// The stricter of two amounts, field by field (None: no limit on that field).
-pub fn stricter(a: BudgetAmount, b: BudgetAmount) -> BudgetAmount {
-    BudgetAmount {
-        usd: match (a.usd, b.usd) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        },
-        tokens: match (a.tokens, b.tokens) {
-            (Some(x), Some(y)) => Some(x.min(y)),
-            (x, y) => x.or(y),
-        },
     }
 }
