@@ -395,6 +395,58 @@ mod tests {
         assert_eq!(admitted.max_output_tokens, 466);
     }
 
+    fn event(seq: u64, kind: chock_log::EventKind, data: serde_json::Value) -> Event {
+        Event {
+            seq,
+            ts: String::new(),
+            kind,
+            call_id: None,
+            prev: String::new(),
+            data,
+        }
+    }
+
+    #[test]
+    fn a_resumed_account_keeps_a_slice_whose_end_was_never_recorded() {
+        use chock_log::EventKind;
+        use serde_json::json;
+        let events = vec![
+            event(
+                1,
+                EventKind::Note,
+                json!({"about": "budget", "limit": {"tokens": 10000}}),
+            ),
+            event(
+                2,
+                EventKind::ModelResponse,
+                json!({"turn": 1, "model": "m", "id": "r", "stop_reason": "tool_use", "content": [],
+                    "usage": {"input_tokens": 900, "output_tokens": 100, "cache_read_tokens": 0,
+                    "cache_write_tokens": 0}, "cost_usd": null}),
+            ),
+            event(
+                3,
+                EventKind::SessionSpawn,
+                json!({"child": "c1", "task": "t", "budget": {"tokens": 3000}}),
+            ),
+            event(
+                4,
+                EventKind::AgentComplete,
+                json!({"summary": "", "child": "c1", "ended": "done", "spent": {"tokens": 1000}}),
+            ),
+            event(
+                5,
+                EventKind::SessionSpawn,
+                json!({"child": "c2", "task": "t", "budget": {"tokens": 4000}}),
+            ),
+        ];
+        let budget = Budget::from_log(&events, None);
+        assert_eq!(budget.limit().tokens, Some(10000));
+        // 10000 - 1000 own - 1000 spent by c1 - 4000 still promised to c2.
+        assert_eq!(budget.left().tokens, Some(4000));
+        assert_eq!(spent_in_log(&events).tokens, Some(6000));
+        assert_eq!(budget.children().len(), 1);
+    }
+
     #[test]
     fn a_slice_is_reserved_and_what_the_child_left_returns() {
         let budget = Budget::new(BudgetAmount {

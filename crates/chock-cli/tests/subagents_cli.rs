@@ -538,3 +538,48 @@ fn interrupting_the_parent_interrupts_its_children_and_each_end_is_recorded() {
         ));
     }
 }
+
+#[test]
+fn a_budget_in_chock_toml_stops_the_model_calls_and_a_bad_budget_flag_is_refused() {
+    let w = World::new();
+    w.write("chock.toml", "[budget]\ntokens = 20000\n");
+    let script = |tag: &str, step: usize, _body: &Value| match (tag, step) {
+        ("B", 0) => call(
+            "b0",
+            15_000,
+            "write_file",
+            &json!({"path": "b.txt", "content": "b\n"}),
+        ),
+        _ => answer("b-x", 1000, "this call should never have been made"),
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let key = [("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")];
+    let out = w.chock_with_env(&["run", "--provider", "fake", "[agent:B] spend"], &key);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", text(&out.stderr));
+    assert!(stdout.contains("ended       out_of_budget"), "{stdout}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    let events = w.events_exact();
+    assert!(
+        events.iter().any(|(k, _, d)| k == "note"
+            && d["about"] == "budget"
+            && d["limit"]["tokens"] == 20000)
+    );
+    let end = events.iter().find(|(k, _, _)| k == "session.end").unwrap();
+    assert_eq!(end.2["reason"], "out_of_budget");
+
+    for (flag, says) in [
+        ("nothing", "write dollars as $0.50"),
+        ("$-1", "more than 0"),
+        ("0tokens", "at least 1"),
+    ] {
+        let out = w.chock(&["run", "--provider", "demo", "--budget", flag, "x"]);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(says),
+            "{flag}: {}",
+            text(&out.stderr)
+        );
+    }
+}
