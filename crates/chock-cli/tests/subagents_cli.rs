@@ -20,6 +20,8 @@ enum Step {
     KillAsker,
     /// Never answer (the connection stays open until the asker goes away).
     Hang,
+    /// Kill the asking agent's parent with SIGKILL, then answer.
+    KillParentThen(Box<Step>),
 }
 
 type Script = dyn Fn(&str, usize, &Value) -> Step + Send + Sync;
@@ -73,7 +75,18 @@ fn serve_one(mut stream: std::net::TcpStream, root: &Path, script: &Script, seen
         .to_string();
     let step = messages.iter().filter(|m| m["role"] == "assistant").count();
     seen.lock().unwrap().push((tag.clone(), step));
-    match script(&tag, step, &body) {
+    let mut step = script(&tag, step, &body);
+    if let Step::KillParentThen(then) = step {
+        let pid = live_parent_pid_of(root, &tag).expect("the asker's parent is live");
+        let status = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        step = *then;
+    }
+    match step {
+        Step::KillParentThen(_) => unreachable!("handled above"),
         Step::Answer(Reply::Events(events)) => {
             let mut out = String::from(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
@@ -101,6 +114,23 @@ fn serve_one(mut stream: std::net::TcpStream, root: &Path, script: &Script, seen
             let mut rest = Vec::new();
             let _ = reader.read_to_end(&mut rest);
         }
+    }
+}
+
+/// The pid of the live parent of the session whose task carries `[agent:TAG]`.
+fn live_parent_pid_of(root: &Path, tag: &str) -> Option<u32> {
+    let needle = format!("[agent:{tag}]");
+    let child = sessions_under(root).into_iter().find(|dir| {
+        events_of(dir).iter().any(|(k, _, d)| {
+            k == "note"
+                && d["about"] == "task"
+                && d["task"].as_str().is_some_and(|t| t.contains(&needle))
+        })
+    })?;
+    let parent = events_of(&child)[0].2["parent"].as_str()?.to_string();
+    match chock_log::is_live(&root.join(parent)) {
+        Ok(chock_log::Liveness::Live { pid }) => Some(pid),
+        _ => None,
     }
 }
 
@@ -582,4 +612,121 @@ fn a_budget_in_chock_toml_stops_the_model_calls_and_a_bad_budget_flag_is_refused
             text(&out.stderr)
         );
     }
+}
+
+fn orphan_script(tag: &str, step: usize, _body: &Value) -> Step {
+    match (tag, step) {
+        ("O", 0) => call(
+            "o0",
+            1000,
+            "spawn_agent",
+            &json!({"task": "[agent:K] outlive your parent"}),
+        ),
+        ("O", _) => answer("o1", 1000, "O goes on."),
+        // The child's first request kills its parent with SIGKILL; the child itself ends normally.
+        ("K", 0) => Step::KillParentThen(Box::new(answer("k0", 2000, "K is done."))),
+        _ => panic!("no script for {tag} at step {step}"),
+    }
+}
+
+#[test]
+fn a_parent_killed_while_its_child_runs_records_the_childs_end_when_resumed() {
+    let w = World::new();
+    let (port, _seen) = tree_server(w.sessions_root(), Arc::new(orphan_script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let key = [("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")];
+    let out = w.chock_with_env(
+        &[
+            "run",
+            "--provider",
+            "fake",
+            "--budget",
+            "50000tokens",
+            "[agent:O] delegate",
+        ],
+        &key,
+    );
+    assert_eq!(out.status.code(), None, "killed: {}", text(&out.stderr));
+    let (parent, child) = (session_of(&w, "O"), session_of(&w, "K"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while matches!(
+        chock_log::is_live(&child),
+        Ok(chock_log::Liveness::Live { .. })
+    ) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
+    let completes = |events: &[(String, Option<String>, Value)]| {
+        events
+            .iter()
+            .filter(|(k, _, d)| k == "agent.complete" && d["child"] == child_id.as_str())
+            .count()
+    };
+    assert_eq!(completes(&events_of(&parent)), 0);
+    let out = w.chock_with_env(
+        &[
+            "run",
+            "--provider",
+            "fake",
+            "--resume",
+            &id_of(&parent),
+            "[agent:O] go on",
+        ],
+        &key,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let events = events_of(&parent);
+    assert_eq!(completes(&events), 1);
+    let complete = events
+        .iter()
+        .find(|(k, _, d)| k == "agent.complete" && d["child"] == child_id.as_str())
+        .unwrap();
+    assert_eq!(complete.2["ended"], "done");
+    assert_eq!(
+        complete.1.as_deref(),
+        Some("o0"),
+        "under the spawn's call id"
+    );
+    assert_eq!(
+        complete.2["child_head"],
+        chock_log::verify(&child)
+            .unwrap()
+            .head
+            .unwrap()
+            .hash
+            .as_str()
+    );
+    // The model is told the child's end in the resumed conversation.
+    let told = events
+        .iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("o0"))
+        .unwrap();
+    assert!(
+        told.2["output"].as_str().unwrap().contains("K is done."),
+        "{told:?}"
+    );
+    let spent = complete.2["spent"]["tokens"].as_u64().unwrap();
+    assert_eq!(spent, 2010);
+    let end = events
+        .iter()
+        .rev()
+        .find(|(k, _, _)| k == "session.end")
+        .unwrap();
+    let children = end.2["summary"]["children"].as_array().unwrap();
+    assert_eq!(children[0]["session"], child_id.as_str());
+    assert_eq!(children[0]["tokens"], 2010);
+}
+
+fn id_of(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
 }

@@ -356,10 +356,16 @@ impl SessionBuilder {
                 ..SessionOptions::default()
             },
         )?;
-        let events = chock_log::read_events(session_dir)?;
+        let mut events = chock_log::read_events(session_dir)?;
         // What was spent and promised comes from the log: a slice handed to a child is not
         // handed out again.
         let budget = Budget::from_log(&events, None);
+        // A child that outlived this session's last run (it died while the child ran) gets its
+        // `agent.complete` now, and what it spent is booked; one still running stays reserved.
+        if !crate::subagent::complete_orphans(session.log(), &events, &budget)?.is_empty() {
+            session.log().sync()?;
+            events = chock_log::read_events(session_dir)?;
+        }
         let limit = stricter(self.budget, from_config(*session.policy().budget()));
         if limit != budget.limit() && (limit.usd.is_some() || limit.tokens.is_some()) {
             budget.restrict_limit(limit);

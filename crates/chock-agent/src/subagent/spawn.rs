@@ -202,6 +202,104 @@ impl Tool for SpawnAgent {
     }
 }
 
+/// Records the end of each child this session's log spawned but never saw end (this session died
+/// while the child ran) whose process is gone now, and books what it spent; a child still running
+/// keeps its slice reserved. Returns the children completed. Called when a session is resumed.
+pub fn complete_orphans(
+    log: &chock_log::Log,
+    events: &[Event],
+    budget: &crate::budget::Budget,
+) -> Result<Vec<String>, LogError> {
+    let mut open: Vec<(String, Option<String>)> = Vec::new();
+    for event in events {
+        match event.payload() {
+            Ok(EventData::SessionSpawn(spawn)) => open.push((spawn.child, event.call_id.clone())),
+            Ok(EventData::AgentComplete(done)) => {
+                open.retain(|(child, _)| Some(child) != done.child.as_ref());
+            }
+            _ => {}
+        }
+    }
+    let root = log
+        .dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut completed = Vec::new();
+    for (child, call_id) in open {
+        let session = root.join(&child);
+        if matches!(
+            chock_log::is_live(&session),
+            Ok(chock_log::Liveness::Live { .. })
+        ) {
+            continue;
+        }
+        let ended = read_end(&session, None);
+        let project = child_dir(log.dir(), &child).join("project");
+        let changes = if ended.ran {
+            changes_of(&project, &session).ok()
+        } else {
+            None
+        };
+        let (digest, changed) = match &changes {
+            Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
+            _ => (None, Vec::new()),
+        };
+        log.record(
+            call_id.as_deref(),
+            AgentComplete {
+                summary: ended
+                    .final_text
+                    .lines()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                child: Some(child.clone()),
+                ended: Some(ended.how),
+                child_head: ended.head.clone(),
+                spent: Some(ended.spent),
+                digest,
+                changed,
+            },
+        )?;
+        budget.settle(&child, ended.spent, ended.how);
+        // The spawn's call never got its result: the model is told now (the resumed
+        // conversation reads it from here).
+        let answered = |id: &str| {
+            events
+                .iter()
+                .any(|e| e.kind == EventKind::ToolResult && e.call_id.as_deref() == Some(id))
+        };
+        if let Some(id) = call_id.as_deref().filter(|id| !answered(id)) {
+            let digest = (!changes_paths(changes.as_ref()).is_empty())
+                .then(|| changes.as_ref().map(super::Changes::digest))
+                .flatten();
+            let out = report(
+                &child,
+                &ended,
+                digest.as_deref(),
+                &changes_paths(changes.as_ref()),
+            );
+            log.record(
+                Some(id),
+                chock_protocol::log::ToolResult {
+                    tool: "spawn_agent".into(),
+                    is_error: out.is_error,
+                    output: log.redact(&out.text),
+                    changed: Vec::new(),
+                    shown: Vec::new(),
+                },
+            )?;
+        }
+        completed.push(child);
+    }
+    Ok(completed)
+}
+
+fn changes_paths(changes: Option<&super::Changes>) -> Vec<String> {
+    changes.map(super::Changes::paths).unwrap_or_default()
+}
+
 /// Counts a child alive until dropped.
 struct Alive<'a>(&'a Subagents);
 
