@@ -494,6 +494,10 @@ fn a_tree_three_deep_and_two_wide_with_a_leaf_out_of_budget_a_killed_child_and_a
             "{}",
             dir.display()
         );
+        // Every line of every log is exactly its kind's type.
+        for (kind, _, data) in events_of(&dir) {
+            typed(&kind, &data);
+        }
     }
 }
 
@@ -729,4 +733,43 @@ fn a_parent_killed_while_its_child_runs_records_the_childs_end_when_resumed() {
 
 fn id_of(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_spawn_beyond_max_depth_is_refused_and_names_the_bound() {
+    let w = World::new();
+    w.write("chock.toml", "[subagents]\nmax_depth = 0\n");
+    let script = |tag: &str, step: usize, _body: &Value| match (tag, step) {
+        ("D", 0) => call(
+            "d0",
+            1000,
+            "spawn_agent",
+            &json!({"task": "[agent:E] never"}),
+        ),
+        ("D", _) => answer("d1", 1000, "no children here"),
+        _ => panic!("no script for {tag}"),
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "[agent:D] try"],
+        &[("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(w.sessions().len(), 1, "no child session was made");
+    assert!(seen.lock().unwrap().iter().all(|(t, _)| t == "D"));
+    let events = w.events_exact();
+    assert!(!events.iter().any(|(k, _, _)| k == "session.spawn"));
+    let result = events
+        .iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("d0"))
+        .unwrap();
+    assert_eq!(result.2["is_error"], true);
+    assert!(
+        result.2["output"]
+            .as_str()
+            .unwrap()
+            .contains("max_depth is 0"),
+        "{result:?}"
+    );
 }
