@@ -773,3 +773,101 @@ fn a_spawn_beyond_max_depth_is_refused_and_names_the_bound() {
         "{result:?}"
     );
 }
+
+/// A script whose two children each wait, at their first request, until the other has asked too:
+/// they only both finish if they run at the same time.
+fn wide_script(met: Arc<Mutex<Vec<String>>>) -> Arc<Script> {
+    Arc::new(
+        move |tag: &str, step: usize, _body: &Value| match (tag, step) {
+            ("W", 0) => call(
+                "w0",
+                1000,
+                "spawn_agents",
+                &json!({"agents": [{"task": "[agent:W1] one"}, {"task": "[agent:W2] two"}]}),
+            ),
+            ("W", _) => answer("w1", 1000, "both ran"),
+            ("W1" | "W2", 0) => {
+                met.lock().unwrap().push(tag.to_string());
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while met.lock().unwrap().len() < 2 && std::time::Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                answer(&format!("{tag}-0"), 1000, &format!("{tag} done"))
+            }
+            _ => panic!("no script for {tag} at step {step}"),
+        },
+    )
+}
+
+#[test]
+fn spawn_agents_runs_children_at_once_within_max_width() {
+    let key = [("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")];
+    let w = World::new();
+    let met: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (port, _seen) = tree_server(w.sessions_root(), wide_script(Arc::clone(&met)));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let started = std::time::Instant::now();
+    let out = w.chock_with_env(
+        &[
+            "run",
+            "--provider",
+            "fake",
+            "--budget",
+            "90000tokens",
+            "[agent:W] fan out",
+        ],
+        &key,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "the two children ran one after the other"
+    );
+    let top = session_of(&w, "W");
+    let events = events_of(&top);
+    let spawns: Vec<&Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "session.spawn")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(spawns.len(), 2);
+    // An equal share of what was left after the top's first call (1010 tokens).
+    for spawn in &spawns {
+        assert_eq!(spawn["budget"]["tokens"], (90_000 - 1010) / 2);
+    }
+    let completes = events
+        .iter()
+        .filter(|(k, _, d)| k == "agent.complete" && d["ended"] == "done")
+        .count();
+    assert_eq!(completes, 2);
+    // Two decisions, one per child, before either started.
+    let decisions = events
+        .iter()
+        .filter(|(k, c, d)| {
+            k == "decision" && c.as_deref() == Some("w0") && d["action"] == "subagent.spawn"
+        })
+        .count();
+    assert_eq!(decisions, 2);
+
+    // With max_width = 1 the same call is refused by name, and nothing starts.
+    let narrow = World::new();
+    narrow.write("chock.toml", "[subagents]\nmax_width = 1\n");
+    let (port, seen) = tree_server(narrow.sessions_root(), wide_script(Arc::default()));
+    fake_provider(&narrow, port, "CHOCK_TEST_TREE_KEY");
+    let out = narrow.chock_with_env(&["run", "--provider", "fake", "[agent:W] fan out"], &key);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(narrow.sessions().len(), 1);
+    assert!(seen.lock().unwrap().iter().all(|(t, _)| t == "W"));
+    let result = narrow
+        .events()
+        .into_iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("w0"))
+        .unwrap();
+    assert!(
+        result.2["output"]
+            .as_str()
+            .unwrap()
+            .contains("max_width is 1"),
+        "{result:?}"
+    );
+}

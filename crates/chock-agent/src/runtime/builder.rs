@@ -19,7 +19,9 @@ use crate::credentials::{self, ApiKey};
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
-use crate::subagent::{ChildSpec, SpawnAgent, SubagentConfig, Subagents, TakeSubagent};
+use crate::subagent::{
+    ChildSpec, SpawnAgent, SpawnAgents, SubagentConfig, Subagents, TakeSubagent,
+};
 use crate::tools::tool::DynTool;
 
 use super::SessionRuntime;
@@ -465,6 +467,7 @@ impl SessionBuilder {
                 budget,
             );
             agent.register_tool(Arc::new(SpawnAgent::new(Arc::clone(&subagents))))?;
+            agent.register_tool(Arc::new(SpawnAgents::new(Arc::clone(&subagents))))?;
             agent.register_tool(Arc::new(TakeSubagent::new(subagents)))?;
         }
         for tool in &self.tools {

@@ -25,7 +25,7 @@ mod changes;
 mod spawn;
 
 pub use changes::{Change, Changes, TakeSubagent, changes_of};
-pub use spawn::{SpawnAgent, complete_orphans};
+pub use spawn::{SpawnAgent, SpawnAgents, complete_orphans};
 
 /// What the parent hands a child `chock run` (`--child-spec FILE`, a file in the parent's session
 /// directory the parent wrote before starting it).

@@ -78,128 +78,148 @@ impl Tool for SpawnAgent {
         cx: ToolContext<'a>,
         input: SpawnInput,
     ) -> Result<ToolOutput, LogError> {
-        let subagents = &self.subagents;
-        let config = &subagents.config;
-        let bounds = *cx.host.session().policy().subagents();
-        let depth = config.depth + 1;
-        if u64::from(depth) > bounds.max_depth {
-            return Ok(ToolOutput::error(format!(
-                "not spawned: a child here would be {depth} generations below the top agent, and [subagents] max_depth is {}",
-                bounds.max_depth
-            )));
+        let subagents = &*self.subagents;
+        if let Err(refusal) = check_bounds(cx, subagents, 1) {
+            return Ok(ToolOutput::error(refusal));
         }
-        let alive = subagents.alive.fetch_add(1, Ordering::SeqCst);
-        let _alive = Alive(subagents);
-        if u64::from(alive) >= bounds.max_width {
-            return Ok(ToolOutput::error(format!(
-                "not spawned: {alive} children are running and [subagents] max_width is {}",
-                bounds.max_width
-            )));
-        }
-        let asked = BudgetAmount {
-            usd: input.budget_usd,
-            tokens: input.budget_tokens,
-        };
-        let slice = match subagents.budget.slice_for(asked) {
-            Ok(slice) => slice,
-            Err(e) => return Ok(ToolOutput::error(format!("not spawned: {e}"))),
-        };
-        let log = &cx.decider.log;
-        let child = SessionId::new();
-        let dir = child_dir(log.dir(), child.as_str());
-        let project = dir.join("project");
-        let policy_file = cx
-            .host
-            .session()
-            .policy()
-            .project_file()
-            .map(Path::to_path_buf);
-        if let Err(e) = snapshot(cx.host.view(), policy_file.as_deref(), &project) {
-            return Ok(ToolOutput::error(format!(
-                "not spawned: the copy of the workspace failed: {e}"
-            )));
-        }
-        let ratchet: Vec<(String, String)> = cx
-            .decider
-            .policy
-            .read()
-            .map(|p| {
-                p.ratchet()
-                    .entries()
-                    .iter()
-                    .map(|(pattern, decision)| (pattern.to_string(), decision.as_str().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        // The promise is on the record before the child exists: a resumed parent finds it.
-        log.record(
-            Some(cx.call_id),
-            SessionSpawn {
-                child: child.as_str().to_string(),
-                task: input.task.clone(),
-                depth: Some(depth),
-                budget: (slice.usd.is_some() || slice.tokens.is_some()).then_some(slice),
-                ratchet: ratchet.clone(),
-            },
-        )?;
-        let (_, parent_head) = log.head();
-        subagents.budget.reserve(child.as_str(), slice);
-        let spec = ChildSpec {
-            id: child.as_str().to_string(),
-            parent: log.id().as_str().to_string(),
-            parent_head,
-            depth,
-            task: input.task.clone(),
-            budget: slice,
-            ratchet,
-            project: project.clone(),
-        };
-        let started = start(cx, config, &spec, &dir).await;
-        let status = match started {
-            Ok(status) => Some(status),
-            Err(e) => {
-                let _ = std::fs::write(dir.join("start-error"), e.as_bytes());
-                None
-            }
-        };
-        let root = log
-            .dir()
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let ended = read_end(&root.join(child.as_str()), status);
-        let summary = ended
-            .final_text
-            .lines()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" | ");
-        let changes = if ended.ran {
-            changes_of(&project, &root.join(child.as_str())).ok()
-        } else {
-            None
-        };
-        let (digest, changed) = match &changes {
-            Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
-            _ => (None, Vec::new()),
-        };
-        log.record(
-            Some(cx.call_id),
-            AgentComplete {
-                summary: summary.chars().take(300).collect(),
-                child: Some(child.as_str().to_string()),
-                ended: Some(ended.how),
-                child_head: ended.head.clone(),
-                spent: Some(ended.spent),
-                digest: digest.clone(),
-                changed: changed.clone(),
-            },
-        )?;
-        subagents
-            .budget
-            .settle(child.as_str(), ended.spent, ended.how);
-        Ok(report(child.as_str(), &ended, digest.as_deref(), &changed))
+        let _alive = Alive::count(subagents, 1);
+        spawn_one(cx, subagents, &input, None).await
     }
+}
+
+/// Refuses a spawn of `n` children past `[subagents]`: too deep, or too many alive at once.
+fn check_bounds(cx: ToolContext<'_>, subagents: &Subagents, n: u32) -> Result<(), String> {
+    let bounds = *cx.host.session().policy().subagents();
+    let depth = subagents.config.depth + 1;
+    if u64::from(depth) > bounds.max_depth {
+        return Err(format!(
+            "not spawned: a child here would be {depth} generations below the top agent, and [subagents] max_depth is {}",
+            bounds.max_depth
+        ));
+    }
+    let alive = subagents.alive.load(Ordering::SeqCst);
+    if u64::from(alive + n) > bounds.max_width {
+        return Err(format!(
+            "not spawned: {alive} children are running, {n} more were asked for, and [subagents] max_width is {}",
+            bounds.max_width
+        ));
+    }
+    Ok(())
+}
+
+/// One child, from its `session.spawn` to its `agent.complete`. `part` tells it apart from the
+/// other children of the same call (`spawn_agents`).
+async fn spawn_one(
+    cx: ToolContext<'_>,
+    subagents: &Subagents,
+    input: &SpawnInput,
+    part: Option<&str>,
+) -> Result<ToolOutput, LogError> {
+    let config = &subagents.config;
+    let depth = config.depth + 1;
+    let asked = BudgetAmount {
+        usd: input.budget_usd,
+        tokens: input.budget_tokens,
+    };
+    let slice = match subagents.budget.slice_for(asked) {
+        Ok(slice) => slice,
+        Err(e) => return Ok(ToolOutput::error(format!("not spawned: {e}"))),
+    };
+    let log = &cx.decider.log;
+    let child = SessionId::new();
+    let dir = child_dir(log.dir(), child.as_str());
+    let project = dir.join("project");
+    let policy_file = cx
+        .host
+        .session()
+        .policy()
+        .project_file()
+        .map(Path::to_path_buf);
+    if let Err(e) = snapshot(cx.host.view(), policy_file.as_deref(), &project) {
+        return Ok(ToolOutput::error(format!(
+            "not spawned: the copy of the workspace failed: {e}"
+        )));
+    }
+    let ratchet: Vec<(String, String)> = cx
+        .decider
+        .policy
+        .read()
+        .map(|p| {
+            p.ratchet()
+                .entries()
+                .iter()
+                .map(|(pattern, decision)| (pattern.to_string(), decision.as_str().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    // The promise is on the record before the child exists: a resumed parent finds it.
+    log.record(
+        Some(cx.call_id),
+        SessionSpawn {
+            child: child.as_str().to_string(),
+            task: input.task.clone(),
+            depth: Some(depth),
+            budget: (slice.usd.is_some() || slice.tokens.is_some()).then_some(slice),
+            ratchet: ratchet.clone(),
+        },
+    )?;
+    let (_, parent_head) = log.head();
+    subagents.budget.reserve(child.as_str(), slice);
+    let spec = ChildSpec {
+        id: child.as_str().to_string(),
+        parent: log.id().as_str().to_string(),
+        parent_head,
+        depth,
+        task: input.task.clone(),
+        budget: slice,
+        ratchet,
+        project: project.clone(),
+    };
+    let started = start(cx, config, &spec, &dir, part).await;
+    let status = match started {
+        Ok(status) => Some(status),
+        Err(e) => {
+            let _ = std::fs::write(dir.join("start-error"), e.as_bytes());
+            None
+        }
+    };
+    let root = log
+        .dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let ended = read_end(&root.join(child.as_str()), status);
+    let summary = ended
+        .final_text
+        .lines()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let changes = if ended.ran {
+        changes_of(&project, &root.join(child.as_str())).ok()
+    } else {
+        None
+    };
+    let (digest, changed) = match &changes {
+        Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
+        _ => (None, Vec::new()),
+    };
+    log.record(
+        Some(cx.call_id),
+        AgentComplete {
+            summary: summary.chars().take(300).collect(),
+            child: Some(child.as_str().to_string()),
+            ended: Some(ended.how),
+            child_head: ended.head.clone(),
+            spent: Some(ended.spent),
+            digest: digest.clone(),
+            changed: changed.clone(),
+        },
+    )?;
+    subagents
+        .budget
+        .settle(child.as_str(), ended.spent, ended.how);
+    Ok(report(child.as_str(), &ended, digest.as_deref(), &changed))
 }
 
 /// Records the end of each child this session's log spawned but never saw end (this session died
@@ -300,12 +320,113 @@ fn changes_paths(changes: Option<&super::Changes>) -> Vec<String> {
     changes.map(super::Changes::paths).unwrap_or_default()
 }
 
-/// Counts a child alive until dropped.
-struct Alive<'a>(&'a Subagents);
+/// Counts children alive until dropped.
+struct Alive<'a>(&'a Subagents, u32);
+
+impl<'a> Alive<'a> {
+    fn count(subagents: &'a Subagents, n: u32) -> Self {
+        subagents.alive.fetch_add(n, Ordering::SeqCst);
+        Self(subagents, n)
+    }
+}
 
 impl Drop for Alive<'_> {
     fn drop(&mut self) {
-        self.0.alive.fetch_sub(1, Ordering::SeqCst);
+        self.0.alive.fetch_sub(self.1, Ordering::SeqCst);
+    }
+}
+
+/// `spawn_agents`' input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpawnManyInput {
+    /// The children, each as spawn_agent takes one; they run at the same time.
+    #[schemars(length(min = 1))]
+    pub agents: Vec<SpawnInput>,
+}
+
+/// `spawn_agents`: several child agents at once (at most `[subagents] max_width` alive), each
+/// decided as `subagent.spawn`; the call waits for all of them.
+#[derive(Debug)]
+pub struct SpawnAgents {
+    subagents: Arc<Subagents>,
+}
+
+impl SpawnAgents {
+    /// The tool over the session's subagent state.
+    pub fn new(subagents: Arc<Subagents>) -> Self {
+        Self { subagents }
+    }
+}
+
+impl Tool for SpawnAgents {
+    type Input = SpawnManyInput;
+
+    fn name(&self) -> &str {
+        "spawn_agents"
+    }
+
+    fn description(&self) -> &str {
+        "Start several child agents at once, each as spawn_agent would (a copy of your workspace          as it is now, your policy, a slice of your budget: by default an equal share of what is          left). Waits for all of them and returns each one's end, answer and changes. Each child          is decided as subagent.spawn."
+    }
+
+    fn effect(&self) -> Effect {
+        Effect::Mutating
+    }
+
+    fn access(&self, input: &SpawnManyInput) -> Result<Access, ActionError> {
+        let mut acts = Vec::new();
+        for agent in &input.agents {
+            let task: String = agent.task.chars().take(200).collect();
+            acts.push(Act::new(
+                Action::parse("subagent.spawn")?,
+                format!("start a child agent on: {task}"),
+            ));
+        }
+        Ok(Access::Acts(acts))
+    }
+
+    async fn run<'a>(
+        &'a self,
+        cx: ToolContext<'a>,
+        input: SpawnManyInput,
+    ) -> Result<ToolOutput, LogError> {
+        let subagents = &*self.subagents;
+        let n = u32::try_from(input.agents.len()).unwrap_or(u32::MAX);
+        if let Err(refusal) = check_bounds(cx, subagents, n) {
+            return Ok(ToolOutput::error(refusal));
+        }
+        let _alive = Alive::count(subagents, n);
+        // An equal share of what is left for each child that names no slice of its own.
+        let left = subagents.budget.left();
+        let share = BudgetAmount {
+            usd: left.usd.map(|usd| usd / f64::from(n)),
+            tokens: left.tokens.map(|tokens| tokens / u64::from(n)),
+        };
+        let inputs: Vec<SpawnInput> = input
+            .agents
+            .into_iter()
+            .map(|a| SpawnInput {
+                budget_usd: a.budget_usd.or(share.usd),
+                budget_tokens: a.budget_tokens.or(share.tokens),
+                task: a.task,
+            })
+            .collect();
+        let parts: Vec<String> = (1..=inputs.len()).map(|i| i.to_string()).collect();
+        let runs = inputs
+            .iter()
+            .zip(&parts)
+            .map(|(one, part)| spawn_one(cx, subagents, one, Some(part)));
+        let outputs = futures_util::future::join_all(runs).await;
+        let mut text = Vec::new();
+        let mut is_error = false;
+        for (i, output) in outputs.into_iter().enumerate() {
+            let output = output?;
+            is_error |= output.is_error;
+            text.push(format!("[{}] {}", i + 1, output.text));
+        }
+        let mut out = ToolOutput::ok(text.join("\n\n"));
+        out.is_error = is_error;
+        Ok(out)
     }
 }
 
@@ -316,6 +437,7 @@ async fn start(
     config: &super::SubagentConfig,
     spec: &ChildSpec,
     dir: &Path,
+    part: Option<&str>,
 ) -> Result<std::process::ExitStatus, String> {
     let spec_path = dir.join("spec.json");
     let text = serde_json::to_string_pretty(spec).map_err(|e| e.to_string())?;
@@ -340,9 +462,10 @@ async fn start(
         .spawn()
         .map_err(|e| format!("{}: {e}", config.program.display()))?;
     let running = cx.host.session().running().clone();
-    let _registered = child
-        .id()
-        .and_then(|pid| running.register_interruptible(cx.call_id, pid));
+    let _registered = child.id().and_then(|pid| match part {
+        Some(part) => running.register_interruptible_part(cx.call_id, part, pid),
+        None => running.register_interruptible(cx.call_id, pid),
+    });
     child.wait().await.map_err(|e| e.to_string())
 }
 
