@@ -871,3 +871,60 @@ fn spawn_agents_runs_children_at_once_within_max_width() {
         "{result:?}"
     );
 }
+
+#[test]
+fn interrupting_a_parent_reaches_every_child_of_one_spawn_agents_call() {
+    let w = World::new();
+    let script = |tag: &str, step: usize, _body: &Value| match (tag, step) {
+        ("Q", 0) => call(
+            "q0",
+            1000,
+            "spawn_agents",
+            &json!({"agents": [{"task": "[agent:H1] wait"}, {"task": "[agent:H2] wait"}]}),
+        ),
+        ("H1" | "H2", 0) => Step::Hang,
+        _ => answer("x", 1000, "done"),
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let top = w
+        .command(&["run", "--provider", "fake", "[agent:Q] wait"])
+        .env("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(t, _)| t.starts_with('H'))
+        .count()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the children never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &top.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = top.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let parent = session_of(&w, "Q");
+    for tag in ["H1", "H2"] {
+        let child = session_of(&w, tag);
+        let child_id = id_of(&child);
+        let complete = events_of(&parent)
+            .into_iter()
+            .find(|(k, _, d)| k == "agent.complete" && d["child"] == child_id.as_str())
+            .unwrap_or_else(|| panic!("the end of {tag} is recorded"));
+        assert_eq!(complete.2["ended"], "interrupted", "{complete:?}");
+    }
+}
