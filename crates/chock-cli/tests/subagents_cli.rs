@@ -285,14 +285,21 @@ fn tree_script(tag: &str, step: usize, body: &Value) -> Step {
             &json!({"task": "[agent:A12] spend", "budget_tokens": 20000}),
         ),
         ("A1", 4) => answer("a1-4", 1000, "A1 is done: a11.txt is here."),
-        ("A11", 0) => call("a11-0", 1000, "run_command", &json!({"command": "echo hi"})),
-        ("A11", 1) => call(
+        // The table allows a widening, but not of what A11 inherited.
+        ("A11", 0) => call(
+            "a11-w",
+            1000,
+            "restrict_self",
+            &json!({"action": "exec.*", "decision": "allow"}),
+        ),
+        ("A11", 1) => call("a11-0", 1000, "run_command", &json!({"command": "echo hi"})),
+        ("A11", 2) => call(
             "a11-1",
             1000,
             "write_file",
             &json!({"path": "a11.txt", "content": "from a11\n"}),
         ),
-        ("A11", 2) => answer("a11-2", 1000, "wrote a11.txt"),
+        ("A11", 3) => answer("a11-2", 1000, "wrote a11.txt"),
         ("A12", 0) => call(
             "a12-0",
             15000,
@@ -314,7 +321,9 @@ fn tree_script(tag: &str, step: usize, body: &Value) -> Step {
 
 #[test]
 fn a_tree_three_deep_and_two_wide_with_a_leaf_out_of_budget_a_killed_child_and_a_resume() {
-    let w = World::with_git_project();
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"ratchet.widen_action\"\ndecision = \"allow\"\n",
+    ));
     let (port, seen) = tree_server(w.sessions_root(), Arc::new(tree_script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
     let key = [("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")];
@@ -420,6 +429,15 @@ fn a_tree_three_deep_and_two_wide_with_a_leaf_out_of_budget_a_killed_child_and_a
             .unwrap()
             .contains("ratchet"),
         "{refused:?}"
+    );
+    let widen = a11_events
+        .iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("a11-w"))
+        .unwrap();
+    assert_eq!(widen.2["is_error"], true, "{widen:?}");
+    assert!(
+        widen.2["output"].as_str().unwrap().contains("inherited"),
+        "{widen:?}"
     );
     // A2 worked on T's workspace as it stood: a11.txt had come up from A11 through A1.
     let a2_read = events_of(&a2)

@@ -248,6 +248,12 @@ impl Policy {
         self.ratchet.restrict(pattern, decision)
     }
 
+    /// Adds a restriction inherited from the session that spawned this one: it binds like any
+    /// narrowing, and no widening removes it.
+    pub fn inherit(&mut self, pattern: &str, decision: Decision) -> Result<(), RatchetError> {
+        self.ratchet.inherit(pattern, decision)
+    }
+
     /// Removes ratchet entries inside `pattern`. Call this ONLY after `decide(ratchet.widen_action)`
     /// was answered allow (by the table or by a person); this crate cannot check that answer.
     pub fn widen(

@@ -307,36 +307,18 @@ impl SessionBuilder {
         if let Some(spec) = &self.child {
             depth = spec.depth;
             limit = stricter(limit, spec.budget);
+            // The parent's narrowings, before anything is decided here: the child starts where
+            // its parent stood, can only narrow further, and cannot widen what it inherited.
+            inherit(&session, &spec.ratchet)?;
             log.record(
                 None,
                 Note::Spawned {
                     parent: spec.parent.clone(),
                     parent_head: spec.parent_head.clone(),
                     depth: spec.depth,
+                    ratchet: spec.ratchet.clone(),
                 },
             )?;
-            // The parent's narrowings, before anything is decided here: the child starts where
-            // its parent stood and can only narrow further.
-            for (pattern, decision) in &spec.ratchet {
-                let decision = chock_policy::Decision::from_name(decision).ok_or_else(|| {
-                    BuildError::Child(format!("the ratchet decision `{decision}` is not one"))
-                })?;
-                session
-                    .shared_policy()
-                    .write()
-                    .map_err(|_| BuildError::Child("the policy lock is poisoned".into()))?
-                    .restrict(pattern, decision)
-                    .map_err(|e| BuildError::Child(format!("the ratchet on {pattern}: {e}")))?;
-                log.record(
-                    None,
-                    Note::Ratchet {
-                        change: chock_protocol::log::RatchetChange::Restrict,
-                        pattern: pattern.clone(),
-                        decision: decision.as_str().to_string(),
-                        removed: None,
-                    },
-                )?;
-            }
         }
         let budget = Budget::new(limit);
         if budget.is_limited() {
@@ -378,13 +360,17 @@ impl SessionBuilder {
                 },
             )?;
         }
-        let depth = events
-            .iter()
-            .find_map(|e| match e.payload() {
-                Ok(chock_protocol::EventData::Note(Note::Spawned { depth, .. })) => Some(depth),
-                _ => None,
-            })
-            .unwrap_or(0);
+        let spawned = events.iter().find_map(|e| match e.payload() {
+            Ok(chock_protocol::EventData::Note(Note::Spawned { depth, ratchet, .. })) => {
+                Some((depth, ratchet))
+            }
+            _ => None,
+        });
+        let depth = spawned.as_ref().map_or(0, |(depth, _)| *depth);
+        if let Some((_, ratchet)) = &spawned {
+            // A resumed child is bound by what it inherited, again before anything is decided.
+            inherit(&session, ratchet)?;
+        }
         let agent = self.agent(session, &chosen, budget, depth)?;
         SessionRuntime::resumed(agent, chosen, &events)
     }
@@ -590,4 +576,21 @@ fn from_config(config: chock_policy::BudgetConfig) -> BudgetAmount {
         usd: config.usd,
         tokens: config.tokens,
     }
+}
+
+/// Applies a parent's ratchet to `session` as inherited restrictions.
+fn inherit(session: &Session, ratchet: &[(String, String)]) -> Result<(), BuildError> {
+    let policy = session.shared_policy();
+    let mut policy = policy
+        .write()
+        .map_err(|_| BuildError::Child("the policy lock is poisoned".into()))?;
+    for (pattern, decision) in ratchet {
+        let decision = chock_policy::Decision::from_name(decision).ok_or_else(|| {
+            BuildError::Child(format!("the ratchet decision `{decision}` is not one"))
+        })?;
+        policy
+            .inherit(pattern, decision)
+            .map_err(|e| BuildError::Child(format!("the ratchet on {pattern}: {e}")))?;
+    }
+    Ok(())
 }

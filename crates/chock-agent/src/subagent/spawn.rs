@@ -146,8 +146,9 @@ async fn spawn_one(
         .read()
         .map(|p| {
             p.ratchet()
-                .entries()
+                .inherited()
                 .iter()
+                .chain(p.ratchet().entries())
                 .map(|(pattern, decision)| (pattern.to_string(), decision.as_str().to_string()))
                 .collect()
         })

@@ -299,6 +299,10 @@ pub enum Note {
         parent_head: String,
         /// How many generations below the top agent this session is.
         depth: u32,
+        /// The parent's ratchet at the spawn (`pattern`, `decision`): inherited restrictions,
+        /// which bind this session and which it cannot widen (applied again on resume).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ratchet: Vec<(String, String)>,
     },
     /// A model call was not made: it would exceed the session's budget.
     BudgetExhausted {
