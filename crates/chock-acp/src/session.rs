@@ -279,6 +279,8 @@ impl AcpSession {
             TaskEnd::MaxTurns => StopReason::MaxTurnRequests,
             TaskEnd::Refusal => StopReason::Refusal,
             TaskEnd::Interrupted => StopReason::Cancelled,
+            // The session's budget is spent: ACP's nearest word is a token limit.
+            TaskEnd::OutOfBudget => StopReason::MaxTokens,
         })
     }
 

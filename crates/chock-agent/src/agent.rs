@@ -73,6 +73,8 @@ pub struct Agent {
     turn: u32,
     /// Whether `note {about: task}` (the system prompt) is in the log yet.
     task_noted: bool,
+    /// The session's budget: every model call is admitted and charged here.
+    budget: crate::budget::Budget,
 }
 
 /// How one task ended.
@@ -88,6 +90,8 @@ pub enum TaskEnd {
     MaxTurns,
     /// A client interrupted it.
     Interrupted,
+    /// The next model call would have exceeded the session's budget.
+    OutOfBudget,
 }
 
 impl TaskEnd {
@@ -99,6 +103,7 @@ impl TaskEnd {
             TaskEnd::Refusal => "refusal",
             TaskEnd::MaxTurns => "max_turns",
             TaskEnd::Interrupted => "interrupted",
+            TaskEnd::OutOfBudget => "out_of_budget",
         }
     }
 }
@@ -143,7 +148,19 @@ impl Agent {
             system,
             turn: 0,
             task_noted: false,
+            budget: crate::budget::Budget::default(),
         }
+    }
+
+    /// The session's budget: the one account every model call of the session is admitted and
+    /// charged through (and children's slices reserved from).
+    pub fn budget(&self) -> &crate::budget::Budget {
+        &self.budget
+    }
+
+    /// Puts the session under `budget` (before its first model call).
+    pub fn set_budget(&mut self, budget: crate::budget::Budget) {
+        self.budget = budget;
     }
 
     /// The session log.
@@ -207,6 +224,7 @@ impl Agent {
         let reason = match &outcome {
             Ok(TaskEnd::Interrupted) => EndReason::Interrupted,
             Ok(TaskEnd::MaxTurns) => EndReason::MaxTurns,
+            Ok(TaskEnd::OutOfBudget) => EndReason::OutOfBudget,
             Ok(_) => EndReason::Done,
             Err(_) => EndReason::Error,
         };
@@ -229,6 +247,7 @@ impl Agent {
         reason: EndReason,
         error: Option<String>,
     ) -> Result<(), AgentError> {
+        summary.children = self.budget.children();
         summary.tool_calls = self.toolbox.calls();
         summary.title = self.toolbox.title();
         if let Ok(counts) = self.decider.counts.lock() {
@@ -282,6 +301,9 @@ impl Agent {
             if interrupt.has_changed().unwrap_or(false) {
                 return Ok(TaskEnd::Interrupted);
             }
+            let Some(max_tokens) = self.admit(conversation, &tools)? else {
+                return Ok(TaskEnd::OutOfBudget);
+            };
             self.turn += 1;
             let turn = self.turn;
             summary.turns += 1;
@@ -295,7 +317,7 @@ impl Agent {
             first = false;
             self.sink.emit(&AgentEvent::TurnStarted { turn });
             let Some(response) = self
-                .ask_model(turn, conversation, &tools, interrupt, summary)
+                .ask_model(turn, conversation, &tools, max_tokens, interrupt, summary)
                 .await?
             else {
                 self.end_turn(turn, TurnEndReason::Interrupted)?;
@@ -326,6 +348,45 @@ impl Agent {
             self.end_turn(turn, TurnEndReason::ToolResults)?;
         }
         Ok(TaskEnd::MaxTurns)
+    }
+
+    /// Asks the budget whether the next model call fits: its largest reply, or None (logged as
+    /// `note {about: budget_exhausted}`) when it does not.
+    fn admit(
+        &self,
+        conversation: &[Message],
+        tools: &[chock_provider::ToolSpec],
+    ) -> Result<Option<u32>, AgentError> {
+        // Roughly four bytes a token: a lower bound the last call's real input usually beats.
+        let size = self.system.len()
+            + serde_json::to_string(conversation).map_or(0, |t| t.len())
+            + serde_json::to_string(tools).map_or(0, |t| t.len());
+        let price = self
+            .prices
+            .lookup(&self.limits.model)
+            .map(|p| crate::budget::TokenPrice {
+                input: p.input / 1e6,
+                output: p.output / 1e6,
+            });
+        match self.budget.admit(
+            &self.limits.model,
+            (size / 4) as u64,
+            self.limits.max_tokens,
+            price,
+        ) {
+            Ok(admitted) => Ok(Some(admitted.max_output_tokens)),
+            Err(err) => {
+                self.log().record(
+                    None,
+                    Note::BudgetExhausted {
+                        spent: self.budget.spent(),
+                        limit: self.budget.limit(),
+                        why: err.to_string(),
+                    },
+                )?;
+                Ok(None)
+            }
+        }
     }
 
     fn end_turn(&self, turn: u32, reason: TurnEndReason) -> Result<(), AgentError> {

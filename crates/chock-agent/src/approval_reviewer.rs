@@ -20,6 +20,8 @@ pub struct ReviewerAnswerer {
     provider: Arc<dyn Provider>,
     model: String,
     task: String,
+    /// The session's account: the reviewer's calls are admitted and charged like the agent's.
+    budget: Option<(crate::budget::Budget, chock_provider::PriceTable)>,
 }
 
 impl std::fmt::Debug for ReviewerAnswerer {
@@ -37,7 +39,20 @@ impl ReviewerAnswerer {
             provider,
             model: model.to_string(),
             task: task.to_string(),
+            budget: None,
         }
+    }
+
+    /// Admits and charges each of the reviewer's model calls through the session's `budget`
+    /// (priced by `prices`): a call that would not fit is not made, and no answer is a refusal.
+    #[must_use]
+    pub fn with_budget(
+        mut self,
+        budget: crate::budget::Budget,
+        prices: chock_provider::PriceTable,
+    ) -> Self {
+        self.budget = Some((budget, prices));
+        self
     }
 }
 
@@ -97,15 +112,41 @@ impl Answerer for ReviewerAnswerer {
                 question.decided_by.as_deref().unwrap_or("(unknown)"),
                 question.text
             );
-            let request = Request {
+            let mut request = Request {
                 model: self.model.clone(),
                 system: Some(REVIEWER_SYSTEM.to_string()),
                 messages: vec![Message::user_text(prompt)],
                 max_tokens: 512,
                 ..Request::default()
             };
+            if let Some((budget, prices)) = &self.budget {
+                let price = prices
+                    .lookup(&self.model)
+                    .map(|p| crate::budget::TokenPrice {
+                        input: p.input / 1e6,
+                        output: p.output / 1e6,
+                    });
+                let size = REVIEWER_SYSTEM.len()
+                    + request
+                        .messages
+                        .iter()
+                        .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
+                        .sum::<usize>();
+                let admitted = budget
+                    .admit(&self.model, (size / 4) as u64, request.max_tokens, price)
+                    .ok()?;
+                request.max_tokens = admitted.max_output_tokens;
+            }
             let mut ignore = |_event| {};
             let response = self.provider.stream(&request, &mut ignore).await.ok()?;
+            if let Some((budget, prices)) = &self.budget {
+                let usage = &response.usage;
+                budget.charge(
+                    usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+                    usage.output_tokens,
+                    prices.cost(&self.model, usage).usd(),
+                );
+            }
             let (allow, reasons) = parse_verdict(&response.text())?;
             Some(if allow {
                 Answer::AllowOnce { reasons }

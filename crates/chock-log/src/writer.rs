@@ -44,6 +44,10 @@ pub struct SessionHeader {
     pub policy_file: Option<PathBuf>,
     /// The organisation bundle, if one is installed.
     pub org_policy_file: Option<PathBuf>,
+    /// The id to create the session under, chosen beforehand (a spawned child's: its parent names
+    /// it in `session.spawn` before the child exists). Creating refuses an id already taken.
+    /// None: a fresh one.
+    pub id: Option<SessionId>,
 }
 
 /// An open session log. Cheap to clone and shareable across threads: all clones append to the
@@ -121,7 +125,17 @@ impl Log {
         // Whether the root is made now: only then is its own entry new, and its parent synced.
         let root_is_new = !root.is_dir();
         create_private_dir_all(root)?;
-        let (id, dir) = make_session_dir(root)?;
+        let (id, dir) = match header.id.clone() {
+            Some(id) => {
+                let dir = root.join(id.as_str());
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&dir)
+                    .map_err(|e| LogError::io("create session dir", &dir, e))?;
+                (id, dir)
+            }
+            None => make_session_dir(root)?,
+        };
         let lock = WriterLock::acquire(&dir)?;
         let path = dir.join(LOG_FILE);
         let file = OpenOptions::new()

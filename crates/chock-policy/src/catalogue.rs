@@ -161,6 +161,10 @@ pub const CATALOGUE: &[Entry] = &[
         "starts a child agent session, bounded by [subagents]",
     ),
     e(
+        "subagent.take",
+        "writes a finished child session's changes into this session's workspace",
+    ),
+    e(
         "secret.password.<name>",
         "hands a stored password to a call",
     ),
@@ -350,6 +354,7 @@ mod tests {
             "ratchet.widen_action",
             "web.search",
             "subagent.spawn",
+            "subagent.take",
             "secret.password.*",
             "secret.password.github",
             "mcp.time.tool.*",

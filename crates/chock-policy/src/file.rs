@@ -13,7 +13,7 @@ use toml::Spanned;
 use crate::catalogue;
 use crate::decision::Decision;
 use crate::error::{ErrorKind, Located, PolicyError};
-use crate::limits::{LimitsConfig, SubagentsConfig};
+use crate::limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 use crate::pattern::Pattern;
 use crate::sandbox::{self, Access, PathContext, SandboxConfig};
 use crate::table::{Rule, RuleTable};
@@ -26,6 +26,14 @@ struct RawFile {
     sandbox: Option<RawSandbox>,
     limits: Option<RawLimits>,
     subagents: Option<RawSubagents>,
+    budget: Option<RawBudget>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    usd: Option<Spanned<f64>>,
+    tokens: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +132,8 @@ pub(crate) struct ParsedFile {
     /// Limits and subagent values as written (name, value, place).
     pub limits: Vec<(&'static str, Written)>,
     pub subagents: Vec<(&'static str, Written)>,
+    /// `[budget]` as written (checked: positive, finite).
+    pub budget: BudgetConfig,
 }
 
 /// Parses one file. `ctx` carries what sandbox path checks need (for a project: the org's forbids).
@@ -199,6 +209,28 @@ pub(crate) fn parse(
             if let Some(value) = subagents.by_name(name) {
                 parsed.subagents.push((name, written(&loc, value, 0)?));
             }
+        }
+    }
+    if let Some(budget) = raw.budget {
+        refuse_in_shipped(&loc, role, text, "[budget]")?;
+        if let Some(usd) = &budget.usd {
+            let value = *usd.get_ref();
+            if !value.is_finite() || value <= 0.0 {
+                return Err(loc.error(
+                    usd.span(),
+                    ErrorKind::Limit("usd must be a positive number of dollars".into()),
+                ));
+            }
+            parsed.budget.usd = Some(value);
+        }
+        if let Some(tokens) = &budget.tokens {
+            if *tokens.get_ref() == 0 {
+                return Err(loc.error(
+                    tokens.span(),
+                    ErrorKind::Limit("tokens must be at least 1".into()),
+                ));
+            }
+            parsed.budget.tokens = Some(*tokens.get_ref());
         }
     }
     Ok(parsed)

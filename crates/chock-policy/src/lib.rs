@@ -22,7 +22,7 @@ mod table;
 pub use action::{Action, ActionError, ExecClass, reverse_host};
 pub use decision::Decision;
 pub use error::{ErrorKind, PolicyError};
-pub use limits::{LimitsConfig, SubagentsConfig};
+pub use limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
 pub use policy::{
     DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,

@@ -79,3 +79,35 @@ impl SubagentsConfig {
         ]
     }
 }
+
+/// `[budget]`: what a session may spend on its model calls (each field optional; neither: no
+/// budget). The org bundle's values are ceilings: the stricter of the two applies, and a project
+/// with no `[budget]` under an org that has one gets the org's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BudgetConfig {
+    /// US dollars, priced by the provider's price table.
+    pub usd: Option<f64>,
+    /// Tokens, input and output together.
+    pub tokens: Option<u64>,
+}
+
+impl BudgetConfig {
+    /// Whether any limit is set.
+    pub fn is_set(&self) -> bool {
+        self.usd.is_some() || self.tokens.is_some()
+    }
+
+    /// The stricter of the two, field by field.
+    pub fn stricter(self, other: BudgetConfig) -> BudgetConfig {
+        fn min<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+                (a, b) => a.or(b),
+            }
+        }
+        BudgetConfig {
+            usd: min(self.usd, other.usd),
+            tokens: min(self.tokens, other.tokens),
+        }
+    }
+}

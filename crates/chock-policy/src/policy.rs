@@ -15,7 +15,7 @@ use crate::action::Action;
 use crate::decision::Decision;
 use crate::error::{ErrorKind, Located, PolicyError};
 use crate::file::{self, ParsedFile, Role};
-use crate::limits::{LimitsConfig, SubagentsConfig};
+use crate::limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 use crate::ratchet::{Ratchet, RatchetError};
 use crate::sandbox::{PathContext, SandboxConfig, with_real};
 use crate::sources::{
@@ -96,6 +96,7 @@ pub struct Policy {
     sandbox: SandboxConfig,
     limits: LimitsConfig,
     subagents: SubagentsConfig,
+    budget: BudgetConfig,
     project_file: Option<PathBuf>,
     org_file: Option<PathBuf>,
 }
@@ -201,6 +202,7 @@ impl Policy {
             sandbox: project.sandbox,
             limits,
             subagents,
+            budget: project.budget.stricter(org.budget),
             project_file: sources.project.map(|s| s.path),
             org_file: sources.org.map(|s| s.path),
         })
@@ -246,6 +248,12 @@ impl Policy {
         self.ratchet.restrict(pattern, decision)
     }
 
+    /// Adds a restriction inherited from the session that spawned this one: it binds like any
+    /// narrowing, and no widening removes it.
+    pub fn inherit(&mut self, pattern: &str, decision: Decision) -> Result<(), RatchetError> {
+        self.ratchet.inherit(pattern, decision)
+    }
+
     /// Removes ratchet entries inside `pattern`. Call this ONLY after `decide(ratchet.widen_action)`
     /// was answered allow (by the table or by a person); this crate cannot check that answer.
     pub fn widen(
@@ -273,6 +281,11 @@ impl Policy {
     /// The `[subagents]` bounds in force.
     pub fn subagents(&self) -> &SubagentsConfig {
         &self.subagents
+    }
+
+    /// The `[budget]` in force (the project's, lowered to the org's ceiling).
+    pub fn budget(&self) -> &BudgetConfig {
+        &self.budget
     }
 
     /// The project's chock.toml, when it has one.

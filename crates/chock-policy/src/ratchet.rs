@@ -34,12 +34,21 @@ pub enum RatchetError {
         decision: Decision,
         existing: String,
     },
+    /// The widening would remove a restriction this session inherited from the session that
+    /// spawned it: a child can only narrow further.
+    #[error(
+        "`{inherited}` was inherited from the parent session, and a child session cannot widen it"
+    )]
+    Inherited { inherited: String },
 }
 
 /// The session layer of restrictions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ratchet {
     entries: Vec<(Pattern, Decision)>,
+    /// Restrictions inherited from a parent session: they bind like the others, and no widening
+    /// removes them.
+    floor: Vec<(Pattern, Decision)>,
 }
 
 fn parse(pattern: &str) -> Result<Pattern, RatchetError> {
@@ -80,10 +89,37 @@ impl Ratchet {
         Ok(())
     }
 
+    /// Adds a restriction inherited from the session that spawned this one (its ratchet at the
+    /// spawn): it binds like any entry, and [`Ratchet::widen`] never removes it. `allow` is
+    /// refused (it narrows nothing).
+    pub fn inherit(&mut self, pattern: &str, decision: Decision) -> Result<(), RatchetError> {
+        let parsed = parse(pattern)?;
+        if decision == Decision::Allow {
+            return Err(RatchetError::Widening {
+                pattern: pattern.to_owned(),
+                decision,
+                existing: "the table's answer (`allow` narrows nothing)".to_owned(),
+            });
+        }
+        if !self.floor.contains(&(parsed.clone(), decision)) {
+            self.floor.push((parsed, decision));
+        }
+        Ok(())
+    }
+
     /// Removes every entry whose pattern lies inside `pattern`, returning them. Only after
-    /// `ratchet.widen_action` was allowed.
+    /// `ratchet.widen_action` was allowed. Refused when an inherited restriction lies inside it.
     pub fn widen(&mut self, pattern: &str) -> Result<Vec<(Pattern, Decision)>, RatchetError> {
         let parsed = parse(pattern)?;
+        if let Some((p, _)) = self
+            .floor
+            .iter()
+            .find(|(p, _)| parsed.contains(p) || p.contains(&parsed))
+        {
+            return Err(RatchetError::Inherited {
+                inherited: p.to_string(),
+            });
+        }
         let (removed, kept) = std::mem::take(&mut self.entries)
             .into_iter()
             .partition(|(p, _)| parsed.contains(p));
@@ -94,7 +130,12 @@ impl Ratchet {
     /// The strictest entry matching `action`.
     pub fn strictest(&self, action: &Action) -> Option<(&Pattern, Decision)> {
         let mut best: Option<(&Pattern, Decision)> = None;
-        for (p, d) in self.entries.iter().filter(|(p, _)| p.matches(action)) {
+        for (p, d) in self
+            .floor
+            .iter()
+            .chain(&self.entries)
+            .filter(|(p, _)| p.matches(action))
+        {
             if best.is_none_or(|(_, b)| d.is_stricter_than(b)) {
                 best = Some((p, *d));
             }
@@ -102,9 +143,14 @@ impl Ratchet {
         best
     }
 
-    /// The entries in the order they were added.
+    /// The entries in the order they were added (the inherited ones are [`Ratchet::inherited`]).
     pub fn entries(&self) -> &[(Pattern, Decision)] {
         &self.entries
+    }
+
+    /// The restrictions inherited from a parent session, in order.
+    pub fn inherited(&self) -> &[(Pattern, Decision)] {
+        &self.floor
     }
 }
 
@@ -135,6 +181,26 @@ mod tests {
             r.restrict("a.*.b", Decision::Deny),
             Err(RatchetError::Malformed { .. })
         ));
+    }
+
+    #[test]
+    fn an_inherited_restriction_binds_and_cannot_be_widened() {
+        let mut r = Ratchet::default();
+        r.inherit("exec.*", Decision::Deny).unwrap();
+        let rm = Action::parse("exec.system.rm").unwrap();
+        assert_eq!(r.strictest(&rm).map(|(_, d)| d), Some(Decision::Deny));
+        assert!(matches!(
+            r.widen("exec.*"),
+            Err(RatchetError::Inherited { .. })
+        ));
+        assert!(matches!(
+            r.widen("exec.system.rm"),
+            Err(RatchetError::Inherited { .. })
+        ));
+        assert!(matches!(r.widen("*"), Err(RatchetError::Inherited { .. })));
+        assert_eq!(r.strictest(&rm).map(|(_, d)| d), Some(Decision::Deny));
+        r.restrict("net.*", Decision::Deny).unwrap();
+        assert_eq!(r.widen("net.*").unwrap().len(), 1);
     }
 
     #[test]

@@ -83,6 +83,7 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ),
     ("web.search", Decision::Ask, Some("web.search")),
     ("subagent.spawn", Decision::Allow, Some("subagent.spawn")),
+    ("subagent.take", Decision::Allow, Some("subagent.take")),
     (
         "secret.password.github",
         Decision::Ask,

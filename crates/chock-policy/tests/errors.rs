@@ -326,3 +326,19 @@ fn a_project_table_linked_from_outside_the_project_is_refused_unread() {
     let policy = Policy::load(&project).unwrap();
     assert_eq!(policy.project_rules().rules().len(), 1);
 }
+
+#[test]
+fn a_budget_that_is_not_positive_is_refused_where_it_is_written() {
+    let err = project_error("[budget]\nusd = -1.0\n");
+    assert_eq!(
+        err,
+        "chock.toml:2:7: limit refused: usd must be a positive number of dollars: `-1.0`"
+    );
+    let err = project_error("[budget]\ntokens = 0\n");
+    assert!(
+        err.starts_with("chock.toml:2:10: limit refused: tokens must be at least 1"),
+        "{err}"
+    );
+    let err = project_error("[budget]\ndollars = 1\n");
+    assert!(err.contains("unknown field `dollars`"), "{err}");
+}

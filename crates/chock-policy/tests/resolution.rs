@@ -4,7 +4,9 @@ mod common;
 
 use std::path::PathBuf;
 
-use chock_policy::{DecidedBy, Decision, LimitsConfig, Policy, RatchetError, SubagentsConfig};
+use chock_policy::{
+    BudgetConfig, DecidedBy, Decision, LimitsConfig, Policy, RatchetError, SubagentsConfig,
+};
 use common::{action, load, rules};
 
 fn decide(policy: &Policy, name: &str) -> (Decision, String) {
@@ -267,4 +269,40 @@ fn a_policy_can_be_shared_between_threads() {
     fn shared<T: Send + Sync + Clone>() {}
     shared::<Policy>();
     shared::<chock_policy::Verdict>();
+}
+
+#[test]
+fn a_budget_is_read_and_the_org_budget_is_a_ceiling() {
+    let policy = load(Some("[budget]\nusd = 2.5\ntokens = 400000\n"), None).unwrap();
+    assert_eq!(
+        *policy.budget(),
+        BudgetConfig {
+            usd: Some(2.5),
+            tokens: Some(400_000),
+        }
+    );
+    // Whole dollars are dollars too.
+    assert_eq!(
+        load(Some("[budget]\nusd = 3\n"), None)
+            .unwrap()
+            .budget()
+            .usd,
+        Some(3.0)
+    );
+    // The stricter of the two files, field by field; a project without one gets the org's.
+    let policy = load(
+        Some("[budget]\nusd = 2.5\ntokens = 1000\n"),
+        Some("[budget]\nusd = 1.0\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        *policy.budget(),
+        BudgetConfig {
+            usd: Some(1.0),
+            tokens: Some(1000),
+        }
+    );
+    let policy = load(None, Some("[budget]\ntokens = 50\n")).unwrap();
+    assert_eq!(policy.budget().tokens, Some(50));
+    assert!(!load(None, None).unwrap().budget().is_set());
 }

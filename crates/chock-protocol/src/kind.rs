@@ -158,8 +158,8 @@ impl EventKind {
             EventKind::SessionSpawn => BeforeReturn(
                 "A sub-session is started next; its header names this session back, so the parent's record of it comes first.",
             ),
-            EventKind::AgentComplete => Grouped(
-                "The agent's own claim; nothing acts on it before `session.end` (durable), which syncs it too.",
+            EventKind::AgentComplete => BeforeReturn(
+                "It ends a child's claim on the budget: the unspent slice returns to the parent on it, and a resumed parent reads it to know what it already handed out.",
             ),
             EventKind::WorkspaceApply => BeforeReturn(
                 "Written before any byte of the real project changes: the record is what `chock undo` reverts from.",

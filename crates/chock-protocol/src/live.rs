@@ -213,6 +213,23 @@ pub struct Summary {
     /// How to take the work: `chock apply <session>` (git project), or `chock workspace adopt <session>`
     /// (a project with no git, whose work is copied aside).
     pub take: String,
+    /// Each child session this one spawned (`spawn_agent`), with what it cost, in spawn order.
+    /// `cost_usd` above is this session's own model calls; a child's cost is here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<ChildCost>,
+}
+
+/// What one child session cost its parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ChildCost {
+    /// The child's session id.
+    pub session: String,
+    /// How it ended.
+    pub ended: crate::log::ChildEnd,
+    /// Price in US dollars, its own children included (None when a price was unknown).
+    pub cost_usd: Option<f64>,
+    /// Tokens, input and output, its own children included.
+    pub tokens: u64,
 }
 
 /// Decisions counted by kind.

@@ -10,6 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
+/// Separates a call id from the part of it a process is (`register_interruptible_part`).
+const PART: char = '\u{1f}';
+
 /// The running calls of one session, by call id.
 #[derive(Debug, Default, Clone)]
 pub struct RunningCalls {
@@ -19,8 +22,8 @@ pub struct RunningCalls {
 /// What is known of one call.
 #[derive(Debug)]
 enum Entry {
-    /// Its init is running; the pidfd reaches it.
-    Running(OwnedFd),
+    /// Its init is running; the pidfd reaches it, with the signal that ends it.
+    Running(OwnedFd, Signal),
     /// It was killed before its init was registered (an interrupt during its decision or its
     /// spawn): it is killed the moment it registers, so no interrupt is lost to that window.
     Doomed,
@@ -49,17 +52,52 @@ impl RunningCalls {
     /// Registers the call `call_id` whose init has host pid `init_pid`. A call whose init is
     /// already gone cannot be registered and needs no interrupt.
     pub fn register(&self, call_id: &str, init_pid: u32) -> Option<Registered> {
+        self.register_with(call_id, init_pid, Signal::KILL)
+    }
+
+    /// Registers a process that ends its own tree when interrupted (a child `chock` session,
+    /// which interrupts its turn, its own children and commands, and writes its log's end): an
+    /// interrupt sends it SIGINT instead of SIGKILL.
+    pub fn register_interruptible(&self, call_id: &str, pid: u32) -> Option<Registered> {
+        self.register_with(call_id, pid, Signal::INT)
+    }
+
+    /// As [`RunningCalls::register_interruptible`], for one of several processes of the call
+    /// `call_id` (the children one `spawn_agents` call runs at once), told apart by `part`: an
+    /// interrupt of the call reaches every part.
+    pub fn register_interruptible_part(
+        &self,
+        call_id: &str,
+        part: &str,
+        pid: u32,
+    ) -> Option<Registered> {
+        self.register_keyed(call_id, &format!("{call_id}{PART}{part}"), pid, Signal::INT)
+    }
+
+    fn register_with(&self, call_id: &str, init_pid: u32, signal: Signal) -> Option<Registered> {
+        self.register_keyed(call_id, call_id, init_pid, signal)
+    }
+
+    fn register_keyed(
+        &self,
+        call_id: &str,
+        key: &str,
+        init_pid: u32,
+        signal: Signal,
+    ) -> Option<Registered> {
         let pid = Pid::from_raw(i32::try_from(init_pid).ok()?)?;
         let fd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
         let mut calls = self.lock();
-        if matches!(calls.get(call_id), Some(Entry::Doomed)) {
-            let _ = pidfd_send_signal(&fd, Signal::KILL);
+        if matches!(calls.get(call_id), Some(Entry::Doomed))
+            || matches!(calls.get(key), Some(Entry::Doomed))
+        {
+            let _ = pidfd_send_signal(&fd, signal);
         }
-        calls.insert(call_id.to_string(), Entry::Running(fd));
+        calls.insert(key.to_string(), Entry::Running(fd, signal));
         drop(calls);
         Some(Registered {
             calls: self.clone(),
-            call_id: call_id.to_string(),
+            call_id: key.to_string(),
         })
     }
 
@@ -67,8 +105,20 @@ impl RunningCalls {
     /// not registered yet is killed when it does (see [`RunningCalls::forget`]).
     pub fn kill(&self, call_id: &str) -> bool {
         let mut calls = self.lock();
+        let prefix = format!("{call_id}{PART}");
+        let mut parts = false;
+        for (key, entry) in calls.iter() {
+            if let (true, Entry::Running(fd, signal)) = (key.starts_with(&prefix), entry) {
+                parts |= pidfd_send_signal(fd, *signal).is_ok();
+            }
+        }
+        if parts {
+            // Parts registered later are interrupted as they register.
+            calls.entry(call_id.to_string()).or_insert(Entry::Doomed);
+            return true;
+        }
         match calls.get(call_id) {
-            Some(Entry::Running(fd)) => pidfd_send_signal(fd, Signal::KILL).is_ok(),
+            Some(Entry::Running(fd, signal)) => pidfd_send_signal(fd, *signal).is_ok(),
             Some(Entry::Doomed) => false,
             None => {
                 calls.insert(call_id.to_string(), Entry::Doomed);
@@ -91,7 +141,7 @@ impl RunningCalls {
         let mut ids: Vec<String> = self
             .lock()
             .iter()
-            .filter(|(_, e)| matches!(e, Entry::Running(_)))
+            .filter(|(id, e)| matches!(e, Entry::Running(..)) && !id.contains(PART))
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();

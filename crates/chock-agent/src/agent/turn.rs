@@ -21,6 +21,7 @@ impl Agent {
         turn: u32,
         conversation: &[Message],
         tools: &[ToolSpec],
+        max_tokens: u32,
         interrupt: &mut watch::Receiver<u64>,
         summary: &mut Summary,
     ) -> Result<Option<chock_provider::Response>, AgentError> {
@@ -29,7 +30,7 @@ impl Agent {
             system: Some(self.system.clone()),
             messages: conversation.to_vec(),
             tools: tools.to_vec(),
-            max_tokens: self.limits.max_tokens,
+            max_tokens,
             ..Request::default()
         };
         let new_message = conversation
@@ -116,6 +117,13 @@ impl Agent {
                 .usd()
                 .or_else(|| self.prices.cost(&request.model, &response.usage).usd())
         };
+        self.budget.charge(
+            response.usage.input_tokens
+                + response.usage.cache_read_tokens
+                + response.usage.cache_write_tokens,
+            response.usage.output_tokens,
+            cost,
+        );
         summary.input_tokens += response.usage.input_tokens;
         summary.output_tokens += response.usage.output_tokens;
         summary.cost_usd = match (summary.cost_usd, cost) {

@@ -8,14 +8,20 @@ use std::sync::Arc;
 use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
 use chock_session::{Session, SessionOptions};
 
+use chock_protocol::log::{BudgetAmount, Note};
+
 use crate::agent::{Agent, LoopLimits};
 use crate::approval::{Answerer, ApprovalBroker};
 use crate::approval_reviewer::ReviewerAnswerer;
+use crate::budget::{Budget, stricter};
 use crate::config::{Config, ProviderKind};
 use crate::credentials::{self, ApiKey};
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
+use crate::subagent::{
+    ChildSpec, SpawnAgent, SpawnAgents, SubagentConfig, Subagents, TakeSubagent,
+};
 use crate::tools::tool::DynTool;
 
 use super::SessionRuntime;
@@ -69,6 +75,9 @@ pub enum BuildError {
     /// A resumed session's log could not be read back.
     #[error(transparent)]
     Resume(#[from] super::resume::ResumeError),
+    /// A child session's spec cannot be followed.
+    #[error("child session: {0}")]
+    Child(String),
     /// A tool handed to the builder cannot be registered (its name is taken or not one a provider
     /// accepts).
     #[error(transparent)]
@@ -127,6 +136,9 @@ pub struct SessionBuilder {
     people: Vec<Arc<dyn Answerer>>,
     reviewer_task: Option<String>,
     tools: Vec<Arc<dyn DynTool>>,
+    budget: BudgetAmount,
+    subagent_program: Option<PathBuf>,
+    child: Option<ChildSpec>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -153,7 +165,37 @@ impl SessionBuilder {
             people: Vec::new(),
             reviewer_task: None,
             tools: Vec::new(),
+            budget: BudgetAmount::default(),
+            subagent_program: None,
+            child: None,
         }
+    }
+
+    /// A budget for the session's model calls (`--budget`): the stricter of it and chock.toml's
+    /// `[budget]` applies. A resumed session keeps the budget its log recorded (lowered to this
+    /// when this is stricter).
+    #[must_use]
+    pub fn budget(mut self, budget: BudgetAmount) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Lets the agent spawn child sessions (`spawn_agent`, `take_subagent`), each a run of
+    /// `program` (the `chock` binary), bounded by `[subagents]`.
+    #[must_use]
+    pub fn subagents(mut self, program: PathBuf) -> Self {
+        self.subagent_program = Some(program);
+        self
+    }
+
+    /// Makes this session the child `spec` describes (`chock run --child-spec`): created under the
+    /// id its parent chose, on the parent's snapshot, under the parent's ratchet and the slice of
+    /// its budget.
+    #[must_use]
+    pub fn child(mut self, spec: ChildSpec) -> Self {
+        self.project = Some(spec.project.clone());
+        self.child = Some(spec);
+        self
     }
 
     /// The provider's name (default: config.toml's `default_provider`).
@@ -239,12 +281,16 @@ impl SessionBuilder {
                 })?
             }
         };
-        let header = chock_log::SessionHeader {
+        let mut header = chock_log::SessionHeader {
             command: Some("run".into()),
             provider: Some(chosen.name.clone()),
             model: Some(chosen.model.clone()),
             ..Default::default()
         };
+        if let Some(spec) = &self.child {
+            header.id = Some(chock_log::SessionId::parse(&spec.id)?);
+            header.parent = Some(chock_log::SessionId::parse(&spec.parent)?);
+        }
         let session = Session::open(
             &project,
             SessionOptions {
@@ -255,7 +301,30 @@ impl SessionBuilder {
                 scratch: false,
             },
         )?;
-        let agent = self.agent(session, &chosen)?;
+        let log = session.log().clone();
+        let mut depth = 0;
+        let mut limit = stricter(self.budget, from_config(*session.policy().budget()));
+        if let Some(spec) = &self.child {
+            depth = spec.depth;
+            limit = stricter(limit, spec.budget);
+            // The parent's narrowings, before anything is decided here: the child starts where
+            // its parent stood, can only narrow further, and cannot widen what it inherited.
+            inherit(&session, &spec.ratchet)?;
+            log.record(
+                None,
+                Note::Spawned {
+                    parent: spec.parent.clone(),
+                    parent_head: spec.parent_head.clone(),
+                    depth: spec.depth,
+                    ratchet: spec.ratchet.clone(),
+                },
+            )?;
+        }
+        let budget = Budget::new(limit);
+        if budget.is_limited() {
+            log.record(None, Note::Budget { limit })?;
+        }
+        let agent = self.agent(session, &chosen, budget, depth)?;
         Ok(SessionRuntime::new(agent, chosen))
     }
 
@@ -271,13 +340,49 @@ impl SessionBuilder {
                 ..SessionOptions::default()
             },
         )?;
-        let events = chock_log::read_events(session_dir)?;
-        let agent = self.agent(session, &chosen)?;
+        let mut events = chock_log::read_events(session_dir)?;
+        // What was spent and promised comes from the log: a slice handed to a child is not
+        // handed out again.
+        let budget = Budget::from_log(&events, None);
+        // A child that outlived this session's last run (it died while the child ran) gets its
+        // `agent.complete` now, and what it spent is booked; one still running stays reserved.
+        if !crate::subagent::complete_orphans(session.log(), &events, &budget)?.is_empty() {
+            session.log().sync()?;
+            events = chock_log::read_events(session_dir)?;
+        }
+        let limit = stricter(self.budget, from_config(*session.policy().budget()));
+        if limit != budget.limit() && (limit.usd.is_some() || limit.tokens.is_some()) {
+            budget.restrict_limit(limit);
+            session.log().record(
+                None,
+                Note::Budget {
+                    limit: budget.limit(),
+                },
+            )?;
+        }
+        let spawned = events.iter().find_map(|e| match e.payload() {
+            Ok(chock_protocol::EventData::Note(Note::Spawned { depth, ratchet, .. })) => {
+                Some((depth, ratchet))
+            }
+            _ => None,
+        });
+        let depth = spawned.as_ref().map_or(0, |(depth, _)| *depth);
+        if let Some((_, ratchet)) = &spawned {
+            // A resumed child is bound by what it inherited, again before anything is decided.
+            inherit(&session, ratchet)?;
+        }
+        let agent = self.agent(session, &chosen, budget, depth)?;
         SessionRuntime::resumed(agent, chosen, &events)
     }
 
     /// The agent over `session`: keys into the redaction funnel, answerers, network.
-    fn agent(&self, session: Session, chosen: &Chosen) -> Result<Agent, BuildError> {
+    fn agent(
+        &self,
+        session: Session,
+        chosen: &Chosen,
+        budget: Budget,
+        depth: u32,
+    ) -> Result<Agent, BuildError> {
         let log = session.log().clone();
         if let Some(key) = &chosen.key {
             log.add_secret(key.expose())?;
@@ -298,11 +403,10 @@ impl SessionBuilder {
         if let Some(task) = &self.reviewer_task
             && !chosen.offline
         {
-            broker = broker.with(Arc::new(ReviewerAnswerer::new(
-                Arc::clone(&chosen.provider),
-                &chosen.model,
-                task,
-            )));
+            broker = broker.with(Arc::new(
+                ReviewerAnswerer::new(Arc::clone(&chosen.provider), &chosen.model, task)
+                    .with_budget(budget.clone(), prices(&self.config)),
+            ));
         }
         let decider = Decider {
             log: log.clone(),
@@ -336,6 +440,22 @@ impl SessionBuilder {
             limits,
             prices(&self.config),
         );
+        agent.set_budget(budget.clone());
+        if let Some(program) = &self.subagent_program {
+            let subagents = Subagents::new(
+                SubagentConfig {
+                    program: program.clone(),
+                    provider: chosen.name.clone(),
+                    model: chosen.model.clone(),
+                    max_turns: self.max_turns,
+                    depth,
+                },
+                budget,
+            );
+            agent.register_tool(Arc::new(SpawnAgent::new(Arc::clone(&subagents))))?;
+            agent.register_tool(Arc::new(SpawnAgents::new(Arc::clone(&subagents))))?;
+            agent.register_tool(Arc::new(TakeSubagent::new(subagents)))?;
+        }
         for tool in &self.tools {
             agent.register_tool(Arc::clone(tool))?;
         }
@@ -449,4 +569,28 @@ fn prices(config: &Config) -> PriceTable {
             },
         )
     }))
+}
+
+fn from_config(config: chock_policy::BudgetConfig) -> BudgetAmount {
+    BudgetAmount {
+        usd: config.usd,
+        tokens: config.tokens,
+    }
+}
+
+/// Applies a parent's ratchet to `session` as inherited restrictions.
+fn inherit(session: &Session, ratchet: &[(String, String)]) -> Result<(), BuildError> {
+    let policy = session.shared_policy();
+    let mut policy = policy
+        .write()
+        .map_err(|_| BuildError::Child("the policy lock is poisoned".into()))?;
+    for (pattern, decision) in ratchet {
+        let decision = chock_policy::Decision::from_name(decision).ok_or_else(|| {
+            BuildError::Child(format!("the ratchet decision `{decision}` is not one"))
+        })?;
+        policy
+            .inherit(pattern, decision)
+            .map_err(|e| BuildError::Child(format!("the ratchet on {pattern}: {e}")))?;
+    }
+    Ok(())
 }

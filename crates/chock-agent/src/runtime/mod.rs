@@ -121,6 +121,12 @@ impl SessionRuntime {
         &self.conversation
     }
 
+    /// The session's budget: the one account every model call of the session is admitted and
+    /// charged through.
+    pub fn budget(&self) -> &crate::budget::Budget {
+        self.agent.budget()
+    }
+
     /// The totals so far.
     pub fn summary(&self) -> &Summary {
         &self.summary

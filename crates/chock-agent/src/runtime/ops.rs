@@ -11,6 +11,8 @@ use crate::events::Summary;
 
 /// What an operation did.
 #[derive(Debug, Clone, PartialEq)]
+// A return value, never stored in bulk: boxing the summary would only cost its callers a deref.
+#[allow(clippy::large_enum_variant)]
 pub enum Operated {
     /// The input was worked on until the task ended.
     Task(TaskEnd),

@@ -14,7 +14,7 @@ use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::config::Config;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::runtime::{BuildError, SessionBuilder};
-use chock_protocol::log::EndReason;
+use chock_protocol::log::{BudgetAmount, EndReason};
 
 use crate::exit::{self, Exit};
 
@@ -55,6 +55,54 @@ pub struct RunArgs {
     /// it goes on in the daemon if you detach (Ctrl-C) or once the task ends.
     #[arg(long, conflicts_with_all = ["json", "resume"])]
     pub daemon: bool,
+    /// What the session's model calls may cost, its children's included: `$0.50`, `20000tokens`,
+    /// or both (`$0.50,20000tokens`). The stricter of this and chock.toml's `[budget]` applies.
+    #[arg(long, value_name = "AMOUNT", value_parser = parse_budget)]
+    pub budget: Option<BudgetAmount>,
+    /// Run as the child session a parent's `spawn_agent` described in FILE (internal).
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with_all = ["resume", "daemon", "project"])]
+    pub child_spec: Option<PathBuf>,
+}
+
+/// Parses `--budget`: comma-separated `$DOLLARS`, `DOLLARSusd`, `Ntokens` (or `Ntok`).
+fn parse_budget(text: &str) -> Result<BudgetAmount, String> {
+    let mut amount = BudgetAmount::default();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let lower = part.to_ascii_lowercase();
+        if let Some(n) = lower
+            .strip_prefix('$')
+            .or_else(|| lower.strip_suffix("usd"))
+        {
+            let usd: f64 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}` is not a dollar amount (write $0.50)"))?;
+            if !usd.is_finite() || usd <= 0.0 {
+                return Err(format!("`{part}`: the dollars must be more than 0"));
+            }
+            amount.usd = Some(usd);
+        } else if let Some(n) = lower
+            .strip_suffix("tokens")
+            .or_else(|| lower.strip_suffix("tok"))
+        {
+            let tokens: u64 = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{part}` is not a token count (write 20000tokens)"))?;
+            if tokens == 0 {
+                return Err(format!("`{part}`: the tokens must be at least 1"));
+            }
+            amount.tokens = Some(tokens);
+        } else {
+            return Err(format!(
+                "`{part}`: write dollars as $0.50 and tokens as 20000tokens"
+            ));
+        }
+    }
+    if amount.usd.is_none() && amount.tokens.is_none() {
+        return Err("an empty budget: write $0.50, 20000tokens, or both".into());
+    }
+    Ok(amount)
 }
 
 /// `chock -- TASK WORDS`, or bare `chock`.
@@ -76,6 +124,8 @@ pub fn run_task_words(words: Vec<String>) -> anyhow::Result<ExitCode> {
         max_turns: 50,
         resume: None,
         daemon: false,
+        budget: None,
+        child_spec: None,
     })
 }
 
@@ -133,6 +183,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .max_turns(args.max_turns)
         .sink(Arc::clone(&sink))
         .reviewer_for(&task);
+    if let Some(budget) = args.budget {
+        builder = builder.budget(budget);
+    }
+    // A child's children are more runs of this same binary.
+    if let Ok(program) = std::env::current_exe() {
+        builder = builder.subagents(program);
+    }
+    if let Some(path) = &args.child_spec {
+        let spec = chock_agent::subagent::ChildSpec::read(path)
+            .map_err(|e| Exit::new(exit::BAD_INPUT, e))?;
+        builder = builder.child(spec);
+    }
     if !args.json
         && let Some(terminal) = TerminalAnswerer::stdin_if_terminal()
     {
@@ -190,6 +252,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let reason = match &outcome {
             Ok(TaskEnd::Interrupted) => EndReason::Interrupted,
             Ok(TaskEnd::MaxTurns) => EndReason::MaxTurns,
+            Ok(TaskEnd::OutOfBudget) => EndReason::OutOfBudget,
             _ => EndReason::Done,
         };
         match outcome {

@@ -140,20 +140,84 @@ pub struct ModelRetry {
     pub reason: String,
 }
 
-/// A sub-session was started.
+/// A sub-session is about to start (`spawn_agent`): written, durable, before the child's process
+/// exists, so the slice of the budget it was promised is on the record before it can be spent.
+/// Every `session.spawn` is followed by an `agent.complete` naming the same child.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionSpawn {
-    /// The child session's id.
+    /// The child session's id (chosen by the parent; the child's log is created under it).
     pub child: String,
     /// Its task.
     pub task: String,
+    /// How many generations below the top agent the child is (1: a child of the top).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// The slice of this session's budget reserved for the child (absent: the child has no
+    /// budget of its own, and this session none either).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetAmount>,
+    /// The ratchet narrowings the child starts under (`pattern`, `decision`), the parent's at the
+    /// spawn: the child can only narrow further.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ratchet: Vec<(String, String)>,
 }
 
-/// The agent declared the task complete (or a child session ended).
+/// Dollars and/or tokens: a budget, a slice of one, or what was spent of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BudgetAmount {
+    /// US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+    /// Tokens, input and output together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
+}
+
+/// How a child session ended, as its parent saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildEnd {
+    /// It ended its task (its `session.end` says `done`).
+    Done,
+    /// Its budget slice ran out before the task ended.
+    OutOfBudget,
+    /// It hit its turn limit.
+    MaxTurns,
+    /// It was interrupted (the parent was).
+    Interrupted,
+    /// It ended with an error.
+    Error,
+    /// Its process died without ending its log (killed, crashed).
+    Crashed,
+    /// Its process could not be started.
+    NotStarted,
+}
+
+/// The agent declared the task complete, or — with `child` — a child session ended: written by
+/// the parent after every `session.spawn`, however the child ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentComplete {
-    /// What it says it did.
+    /// What it says it did (a child's: the first lines of its final text).
     pub summary: String,
+    /// The child session's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
+    /// How the child ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<ChildEnd>,
+    /// The hash of the child's last log line (its head), as the parent read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_head: Option<String>,
+    /// What the child spent, its own children included (read from its log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<BudgetAmount>,
+    /// The digest of the child's changes (what `take_subagent` would take), when it changed
+    /// anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Paths the child changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 /// Events were imported from another session.
@@ -227,6 +291,44 @@ pub enum Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         removed: Option<Vec<String>>,
     },
+    /// The session's budget (`[budget]`, `--budget`, or a parent's slice): its model calls stop
+    /// when they would exceed it. Written once, before the first model request.
+    Budget {
+        /// The limit.
+        limit: BudgetAmount,
+    },
+    /// This session was spawned by another: names the parent's log by id and by the hash of its
+    /// `session.spawn` line. Written right after `session.start`.
+    Spawned {
+        /// The parent session's id.
+        parent: String,
+        /// The hash of the parent's `session.spawn` line for this child.
+        parent_head: String,
+        /// How many generations below the top agent this session is.
+        depth: u32,
+        /// The parent's ratchet at the spawn (`pattern`, `decision`): inherited restrictions,
+        /// which bind this session and which it cannot widen (applied again on resume).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ratchet: Vec<(String, String)>,
+    },
+    /// A model call was not made: it would exceed the session's budget.
+    BudgetExhausted {
+        /// What had been spent (the session's own calls and its children's).
+        spent: BudgetAmount,
+        /// The limit.
+        limit: BudgetAmount,
+        /// Why, in words.
+        why: String,
+    },
+    /// Changes of a finished child session were taken into this session's workspace.
+    SubagentTaken {
+        /// The child session's id.
+        child: String,
+        /// The digest of the changes taken.
+        digest: String,
+        /// The paths written or removed.
+        paths: Vec<String>,
+    },
     /// A background command ended.
     BackgroundEnded {
         /// Its handle.
@@ -256,6 +358,8 @@ pub enum EndReason {
     Done,
     /// The turn limit was reached.
     MaxTurns,
+    /// The next model call would have exceeded the session's budget.
+    OutOfBudget,
     /// A client interrupted the session (Ctrl-C) or asked it to end.
     Interrupted,
     /// An error ended it (the model request failed for good, the log could not be written).

@@ -144,6 +144,19 @@ pub(crate) fn print_summary(s: &Summary) {
         "cost        {cost} ({} input, {} output tokens)",
         s.input_tokens, s.output_tokens
     );
+    for child in &s.children {
+        let cost = child
+            .cost_usd
+            .map_or("unknown".to_string(), |c| format!("${c:.4}"));
+        let ended = serde_json::to_value(child.ended)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        println!(
+            "child       {} {ended}: {cost} ({} tokens)",
+            child.session, child.tokens
+        );
+    }
     println!(
         "review      {}   (then `{}` to take the work)",
         s.review, s.take

@@ -1,0 +1,577 @@
+//! `spawn_agent`: one child session in its own `chock` process, from the spawn's record to its end's.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use chock_log::{Event, EventKind, LogError, SessionId};
+use chock_policy::{Action, ActionError};
+use chock_protocol::EventData;
+use chock_protocol::log::{AgentComplete, BudgetAmount, ChildEnd, EndReason, SessionSpawn};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::changes::{changes_of, snapshot};
+use super::{ChildSpec, Subagents, child_dir};
+use crate::budget::spent_in_log;
+use crate::tools::ToolOutput;
+use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
+
+/// `spawn_agent`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpawnInput {
+    /// What the child agent should do: a whole task, with everything it needs to know (it does
+    /// not see this conversation).
+    pub task: String,
+    /// Dollars of this session's budget to reserve for the child (default: half of what is left).
+    #[serde(default)]
+    pub budget_usd: Option<f64>,
+    /// Tokens of this session's budget to reserve for the child (default: half of what is left).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub budget_tokens: Option<u64>,
+}
+
+/// `spawn_agent`: a child agent session on a copy of this workspace, decided as
+/// `subagent.spawn`; the call waits for the child and returns its final text and its changes.
+#[derive(Debug)]
+pub struct SpawnAgent {
+    subagents: Arc<Subagents>,
+}
+
+impl SpawnAgent {
+    /// The tool over the session's subagent state.
+    pub fn new(subagents: Arc<Subagents>) -> Self {
+        Self { subagents }
+    }
+}
+
+impl Tool for SpawnAgent {
+    type Input = SpawnInput;
+
+    fn name(&self) -> &str {
+        "spawn_agent"
+    }
+
+    fn description(&self) -> &str {
+        "Start a child agent on a task, in a copy of your workspace as it is now, under your \
+         policy and a slice of your budget. Waits for it to end and returns its final answer and \
+         the files it changed; take_subagent writes those changes into your workspace. Decided \
+         as subagent.spawn."
+    }
+
+    fn effect(&self) -> Effect {
+        Effect::Mutating
+    }
+
+    fn access(&self, input: &SpawnInput) -> Result<Access, ActionError> {
+        let task: String = input.task.chars().take(200).collect();
+        Ok(Access::Acts(vec![Act::new(
+            Action::parse("subagent.spawn")?,
+            format!("start a child agent on: {task}"),
+        )]))
+    }
+
+    async fn run<'a>(
+        &'a self,
+        cx: ToolContext<'a>,
+        input: SpawnInput,
+    ) -> Result<ToolOutput, LogError> {
+        let subagents = &*self.subagents;
+        if let Err(refusal) = check_bounds(cx, subagents, 1) {
+            return Ok(ToolOutput::error(refusal));
+        }
+        let _alive = Alive::count(subagents, 1);
+        spawn_one(cx, subagents, &input, None).await
+    }
+}
+
+/// Refuses a spawn of `n` children past `[subagents]`: too deep, or too many alive at once.
+fn check_bounds(cx: ToolContext<'_>, subagents: &Subagents, n: u32) -> Result<(), String> {
+    let bounds = *cx.host.session().policy().subagents();
+    let depth = subagents.config.depth + 1;
+    if u64::from(depth) > bounds.max_depth {
+        return Err(format!(
+            "not spawned: a child here would be {depth} generations below the top agent, and [subagents] max_depth is {}",
+            bounds.max_depth
+        ));
+    }
+    let alive = subagents.alive.load(Ordering::SeqCst);
+    if u64::from(alive + n) > bounds.max_width {
+        return Err(format!(
+            "not spawned: {alive} children are running, {n} more were asked for, and [subagents] max_width is {}",
+            bounds.max_width
+        ));
+    }
+    Ok(())
+}
+
+/// One child, from its `session.spawn` to its `agent.complete`. `part` tells it apart from the
+/// other children of the same call (`spawn_agents`).
+async fn spawn_one(
+    cx: ToolContext<'_>,
+    subagents: &Subagents,
+    input: &SpawnInput,
+    part: Option<&str>,
+) -> Result<ToolOutput, LogError> {
+    let config = &subagents.config;
+    let depth = config.depth + 1;
+    let asked = BudgetAmount {
+        usd: input.budget_usd,
+        tokens: input.budget_tokens,
+    };
+    let slice = match subagents.budget.slice_for(asked) {
+        Ok(slice) => slice,
+        Err(e) => return Ok(ToolOutput::error(format!("not spawned: {e}"))),
+    };
+    let log = &cx.decider.log;
+    let child = SessionId::new();
+    let dir = child_dir(log.dir(), child.as_str());
+    let project = dir.join("project");
+    let policy_file = cx
+        .host
+        .session()
+        .policy()
+        .project_file()
+        .map(Path::to_path_buf);
+    if let Err(e) = snapshot(cx.host.view(), policy_file.as_deref(), &project) {
+        return Ok(ToolOutput::error(format!(
+            "not spawned: the copy of the workspace failed: {e}"
+        )));
+    }
+    let ratchet: Vec<(String, String)> = cx
+        .decider
+        .policy
+        .read()
+        .map(|p| {
+            p.ratchet()
+                .inherited()
+                .iter()
+                .chain(p.ratchet().entries())
+                .map(|(pattern, decision)| (pattern.to_string(), decision.as_str().to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    // The promise is on the record before the child exists: a resumed parent finds it.
+    log.record(
+        Some(cx.call_id),
+        SessionSpawn {
+            child: child.as_str().to_string(),
+            task: input.task.clone(),
+            depth: Some(depth),
+            budget: (slice.usd.is_some() || slice.tokens.is_some()).then_some(slice),
+            ratchet: ratchet.clone(),
+        },
+    )?;
+    let (_, parent_head) = log.head();
+    subagents.budget.reserve(child.as_str(), slice);
+    let spec = ChildSpec {
+        id: child.as_str().to_string(),
+        parent: log.id().as_str().to_string(),
+        parent_head,
+        depth,
+        task: input.task.clone(),
+        budget: slice,
+        ratchet,
+        project: project.clone(),
+    };
+    let started = start(cx, config, &spec, &dir, part).await;
+    let status = match started {
+        Ok(status) => Some(status),
+        Err(e) => {
+            let _ = std::fs::write(dir.join("start-error"), e.as_bytes());
+            None
+        }
+    };
+    let root = log
+        .dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let ended = read_end(&root.join(child.as_str()), status);
+    let summary = ended
+        .final_text
+        .lines()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let changes = if ended.ran {
+        changes_of(&project, &root.join(child.as_str())).ok()
+    } else {
+        None
+    };
+    let (digest, changed) = match &changes {
+        Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
+        _ => (None, Vec::new()),
+    };
+    log.record(
+        Some(cx.call_id),
+        AgentComplete {
+            summary: summary.chars().take(300).collect(),
+            child: Some(child.as_str().to_string()),
+            ended: Some(ended.how),
+            child_head: ended.head.clone(),
+            spent: Some(ended.spent),
+            digest: digest.clone(),
+            changed: changed.clone(),
+        },
+    )?;
+    subagents
+        .budget
+        .settle(child.as_str(), ended.spent, ended.how);
+    Ok(report(child.as_str(), &ended, digest.as_deref(), &changed))
+}
+
+/// Records the end of each child this session's log spawned but never saw end (this session died
+/// while the child ran) whose process is gone now, and books what it spent; a child still running
+/// keeps its slice reserved. Returns the children completed. Called when a session is resumed.
+pub fn complete_orphans(
+    log: &chock_log::Log,
+    events: &[Event],
+    budget: &crate::budget::Budget,
+) -> Result<Vec<String>, LogError> {
+    let mut open: Vec<(String, Option<String>)> = Vec::new();
+    for event in events {
+        match event.payload() {
+            Ok(EventData::SessionSpawn(spawn)) => open.push((spawn.child, event.call_id.clone())),
+            Ok(EventData::AgentComplete(done)) => {
+                open.retain(|(child, _)| Some(child) != done.child.as_ref());
+            }
+            _ => {}
+        }
+    }
+    let root = log
+        .dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let mut completed = Vec::new();
+    for (child, call_id) in open {
+        let session = root.join(&child);
+        if matches!(
+            chock_log::is_live(&session),
+            Ok(chock_log::Liveness::Live { .. })
+        ) {
+            continue;
+        }
+        let ended = read_end(&session, None);
+        let project = child_dir(log.dir(), &child).join("project");
+        let changes = if ended.ran {
+            changes_of(&project, &session).ok()
+        } else {
+            None
+        };
+        let (digest, changed) = match &changes {
+            Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
+            _ => (None, Vec::new()),
+        };
+        log.record(
+            call_id.as_deref(),
+            AgentComplete {
+                summary: ended
+                    .final_text
+                    .lines()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                child: Some(child.clone()),
+                ended: Some(ended.how),
+                child_head: ended.head.clone(),
+                spent: Some(ended.spent),
+                digest,
+                changed,
+            },
+        )?;
+        budget.settle(&child, ended.spent, ended.how);
+        // The spawn's call never got its result: the model is told now (the resumed
+        // conversation reads it from here).
+        let answered = |id: &str| {
+            events
+                .iter()
+                .any(|e| e.kind == EventKind::ToolResult && e.call_id.as_deref() == Some(id))
+        };
+        if let Some(id) = call_id.as_deref().filter(|id| !answered(id)) {
+            let digest = (!changes_paths(changes.as_ref()).is_empty())
+                .then(|| changes.as_ref().map(super::Changes::digest))
+                .flatten();
+            let out = report(
+                &child,
+                &ended,
+                digest.as_deref(),
+                &changes_paths(changes.as_ref()),
+            );
+            log.record(
+                Some(id),
+                chock_protocol::log::ToolResult {
+                    tool: "spawn_agent".into(),
+                    is_error: out.is_error,
+                    output: log.redact(&out.text),
+                    changed: Vec::new(),
+                    shown: Vec::new(),
+                },
+            )?;
+        }
+        completed.push(child);
+    }
+    Ok(completed)
+}
+
+fn changes_paths(changes: Option<&super::Changes>) -> Vec<String> {
+    changes.map(super::Changes::paths).unwrap_or_default()
+}
+
+/// Counts children alive until dropped.
+struct Alive<'a>(&'a Subagents, u32);
+
+impl<'a> Alive<'a> {
+    fn count(subagents: &'a Subagents, n: u32) -> Self {
+        subagents.alive.fetch_add(n, Ordering::SeqCst);
+        Self(subagents, n)
+    }
+}
+
+impl Drop for Alive<'_> {
+    fn drop(&mut self) {
+        self.0.alive.fetch_sub(self.1, Ordering::SeqCst);
+    }
+}
+
+/// `spawn_agents`' input.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpawnManyInput {
+    /// The children, each as spawn_agent takes one; they run at the same time.
+    #[schemars(length(min = 1))]
+    pub agents: Vec<SpawnInput>,
+}
+
+/// `spawn_agents`: several child agents at once (at most `[subagents] max_width` alive), each
+/// decided as `subagent.spawn`; the call waits for all of them.
+#[derive(Debug)]
+pub struct SpawnAgents {
+    subagents: Arc<Subagents>,
+}
+
+impl SpawnAgents {
+    /// The tool over the session's subagent state.
+    pub fn new(subagents: Arc<Subagents>) -> Self {
+        Self { subagents }
+    }
+}
+
+impl Tool for SpawnAgents {
+    type Input = SpawnManyInput;
+
+    fn name(&self) -> &str {
+        "spawn_agents"
+    }
+
+    fn description(&self) -> &str {
+        "Start several child agents at once, each as spawn_agent would (a copy of your workspace          as it is now, your policy, a slice of your budget: by default an equal share of what is          left). Waits for all of them and returns each one's end, answer and changes. Each child          is decided as subagent.spawn."
+    }
+
+    fn effect(&self) -> Effect {
+        Effect::Mutating
+    }
+
+    fn access(&self, input: &SpawnManyInput) -> Result<Access, ActionError> {
+        let mut acts = Vec::new();
+        for agent in &input.agents {
+            let task: String = agent.task.chars().take(200).collect();
+            acts.push(Act::new(
+                Action::parse("subagent.spawn")?,
+                format!("start a child agent on: {task}"),
+            ));
+        }
+        Ok(Access::Acts(acts))
+    }
+
+    async fn run<'a>(
+        &'a self,
+        cx: ToolContext<'a>,
+        input: SpawnManyInput,
+    ) -> Result<ToolOutput, LogError> {
+        let subagents = &*self.subagents;
+        let n = u32::try_from(input.agents.len()).unwrap_or(u32::MAX);
+        if let Err(refusal) = check_bounds(cx, subagents, n) {
+            return Ok(ToolOutput::error(refusal));
+        }
+        let _alive = Alive::count(subagents, n);
+        // An equal share of what is left for each child that names no slice of its own.
+        let left = subagents.budget.left();
+        let share = BudgetAmount {
+            usd: left.usd.map(|usd| usd / f64::from(n)),
+            tokens: left.tokens.map(|tokens| tokens / u64::from(n)),
+        };
+        let inputs: Vec<SpawnInput> = input
+            .agents
+            .into_iter()
+            .map(|a| SpawnInput {
+                budget_usd: a.budget_usd.or(share.usd),
+                budget_tokens: a.budget_tokens.or(share.tokens),
+                task: a.task,
+            })
+            .collect();
+        let parts: Vec<String> = (1..=inputs.len()).map(|i| i.to_string()).collect();
+        let runs = inputs
+            .iter()
+            .zip(&parts)
+            .map(|(one, part)| spawn_one(cx, subagents, one, Some(part)));
+        let outputs = futures_util::future::join_all(runs).await;
+        let mut text = Vec::new();
+        let mut is_error = false;
+        for (i, output) in outputs.into_iter().enumerate() {
+            let output = output?;
+            is_error |= output.is_error;
+            text.push(format!("[{}] {}", i + 1, output.text));
+        }
+        let mut out = ToolOutput::ok(text.join("\n\n"));
+        out.is_error = is_error;
+        Ok(out)
+    }
+}
+
+/// Starts the child's `chock run` and waits for it; an interrupt of this session reaches it as
+/// SIGINT (it interrupts its own turn, children and commands, and ends its log).
+async fn start(
+    cx: ToolContext<'_>,
+    config: &super::SubagentConfig,
+    spec: &ChildSpec,
+    dir: &Path,
+    part: Option<&str>,
+) -> Result<std::process::ExitStatus, String> {
+    let spec_path = dir.join("spec.json");
+    let text = serde_json::to_string_pretty(spec).map_err(|e| e.to_string())?;
+    std::fs::write(&spec_path, text).map_err(|e| format!("{}: {e}", spec_path.display()))?;
+    let file = |name: &str| {
+        std::fs::File::create(dir.join(name)).map_err(|e| format!("{}: {e}", dir.display()))
+    };
+    let (stdout, stderr) = (file("stdout")?, file("stderr")?);
+    let mut command = tokio::process::Command::new(&config.program);
+    command
+        .arg("run")
+        .arg("--child-spec")
+        .arg(&spec_path)
+        .args(["--provider", &config.provider, "--model", &config.model])
+        .args(["--max-turns", &config.max_turns.to_string(), "--json"])
+        .arg(&spec.task)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("{}: {e}", config.program.display()))?;
+    let running = cx.host.session().running().clone();
+    let _registered = child.id().and_then(|pid| match part {
+        Some(part) => running.register_interruptible_part(cx.call_id, part, pid),
+        None => running.register_interruptible(cx.call_id, pid),
+    });
+    child.wait().await.map_err(|e| e.to_string())
+}
+
+/// What the child's log says of its end.
+#[derive(Debug)]
+struct Ended {
+    how: ChildEnd,
+    /// Whether its session was created at all.
+    ran: bool,
+    head: Option<String>,
+    spent: BudgetAmount,
+    final_text: String,
+}
+
+/// Reads the child's end from its log; `status` is its process's (None: it never started).
+fn read_end(child_session: &Path, status: Option<std::process::ExitStatus>) -> Ended {
+    let events: Vec<Event> = chock_log::read_events(child_session).unwrap_or_default();
+    let head = chock_log::verify(child_session)
+        .ok()
+        .and_then(|r| r.head)
+        .map(|h| h.hash);
+    let mut final_text = String::new();
+    let mut end = None;
+    let mut out_of_budget = false;
+    for event in &events {
+        match event.payload() {
+            Ok(EventData::ModelResponse(r)) => {
+                let blocks: Vec<chock_provider::Block> =
+                    serde_json::from_value(r.content).unwrap_or_default();
+                let text: Vec<String> = blocks
+                    .into_iter()
+                    .filter_map(|b| match b {
+                        chock_provider::Block::Text { text } => Some(text),
+                        _ => None,
+                    })
+                    .collect();
+                if !text.is_empty() {
+                    final_text = text.join("\n");
+                }
+            }
+            Ok(EventData::SessionEnd(e)) => end = Some(e.reason),
+            Ok(EventData::Note(chock_protocol::log::Note::BudgetExhausted { .. })) => {
+                out_of_budget = true;
+            }
+            _ => {}
+        }
+    }
+    let ran = events.iter().any(|e| e.kind == EventKind::SessionStart);
+    let how = match (ran, end, status) {
+        (false, _, None) => ChildEnd::NotStarted,
+        (false, _, Some(_)) => ChildEnd::NotStarted,
+        (true, None, _) => ChildEnd::Crashed,
+        (true, Some(_), _) if out_of_budget => ChildEnd::OutOfBudget,
+        (true, Some(EndReason::OutOfBudget), _) => ChildEnd::OutOfBudget,
+        (true, Some(EndReason::Done | EndReason::Closed), _) => ChildEnd::Done,
+        (true, Some(EndReason::MaxTurns), _) => ChildEnd::MaxTurns,
+        (true, Some(EndReason::Interrupted), _) => ChildEnd::Interrupted,
+        (true, Some(EndReason::Error), _) => ChildEnd::Error,
+    };
+    Ended {
+        how,
+        ran,
+        head,
+        spent: spent_in_log(&events),
+        final_text,
+    }
+}
+
+fn word(how: ChildEnd) -> &'static str {
+    match how {
+        ChildEnd::Done => "done",
+        ChildEnd::OutOfBudget => "out of budget",
+        ChildEnd::MaxTurns => "at its turn limit",
+        ChildEnd::Interrupted => "interrupted",
+        ChildEnd::Error => "with an error",
+        ChildEnd::Crashed => "crashed (its process died before its log ended)",
+        ChildEnd::NotStarted => "never started",
+    }
+}
+
+/// What the model reads.
+fn report(child: &str, ended: &Ended, digest: Option<&str>, changed: &[String]) -> ToolOutput {
+    let spent = match (ended.spent.usd, ended.spent.tokens) {
+        (Some(usd), Some(tokens)) => format!("${usd:.4}, {tokens} tokens"),
+        (None, Some(tokens)) => format!("{tokens} tokens"),
+        _ => "nothing".into(),
+    };
+    let mut text = format!(
+        "child {child} ended {}; it spent {spent}.\n",
+        word(ended.how)
+    );
+    if ended.final_text.is_empty() {
+        text.push_str("It gave no final answer.\n");
+    } else {
+        text.push_str(&format!("Its final answer:\n{}\n", ended.final_text));
+    }
+    match digest {
+        Some(digest) => text.push_str(&format!(
+            "It changed {} file(s) (digest {digest}): {}. take_subagent {{\"child\": \"{child}\"}} writes them into your workspace.",
+            changed.len(),
+            changed.join(", ")
+        )),
+        None => text.push_str("It changed no files."),
+    }
+    let mut out = ToolOutput::ok(text);
+    out.is_error = !matches!(ended.how, ChildEnd::Done);
+    out
+}
