@@ -75,6 +75,29 @@ impl Host {
         }
     }
 
+    /// Records the workspace at the end of completed turn `turn` (what a fork at that turn starts
+    /// from, docs/forks.md) and returns what `turn.end` says of it; a failure is noted in the log
+    /// (the turn stands, a fork at it is refused).
+    pub fn record_turn(&self, turn: u32) -> Option<chock_protocol::log::TurnState> {
+        match self.session.workspace().record_turn(turn) {
+            Ok(state) => Some(chock_protocol::log::TurnState {
+                digest: state.digest,
+                paths: state.paths,
+                commit: state.commit,
+            }),
+            Err(err) => {
+                let _ = self.session.log().record(
+                    None,
+                    Note::CheckpointFailed {
+                        checkpoint: format!("turn {turn}"),
+                        failed: err.to_string(),
+                    },
+                );
+                None
+            }
+        }
+    }
+
     /// `request_action {"action": "workspace.apply"}`: decided at `workspace.apply` by the table or a
     /// person; if allowed, every change of the session is applied (checked against the project, nothing
     /// half-written) and recorded as a `workspace.apply` event before the files are written.

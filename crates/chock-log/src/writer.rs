@@ -44,6 +44,8 @@ pub struct SessionHeader {
     pub policy_file: Option<PathBuf>,
     /// The organisation bundle, if one is installed.
     pub org_policy_file: Option<PathBuf>,
+    /// For a fork: the parent's log line it starts after (`parent` names the same session).
+    pub fork: Option<chock_protocol::log::ForkOrigin>,
 }
 
 /// An open session log. Cheap to clone and shareable across threads: all clones append to the
@@ -527,6 +529,7 @@ fn start_data(id: &SessionId, header: SessionHeader) -> Value {
         model: header.model,
         policy_file: path(header.policy_file),
         org_policy_file: path(header.org_policy_file),
+        fork: header.fork,
     })
     .to_value()
 }

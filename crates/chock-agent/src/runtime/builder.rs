@@ -271,7 +271,8 @@ impl SessionBuilder {
                 ..SessionOptions::default()
             },
         )?;
-        let events = chock_log::read_events(session_dir)?;
+        // A fork's conversation is its parent's up to the turn it forked at, then its own.
+        let events = chock_log::read_lineage(session_dir)?;
         let agent = self.agent(session, &chosen)?;
         SessionRuntime::resumed(agent, chosen, &events)
     }
