@@ -21,6 +21,8 @@ pub struct Host {
     session: Arc<Session>,
     view: WorkspaceView,
     network: chock_broker::BrokerConfig,
+    /// Where the project's notes are kept (None: under Chock's data directory).
+    memory_root: Option<std::path::PathBuf>,
 }
 
 impl Host {
@@ -31,6 +33,22 @@ impl Host {
             session: Arc::new(session),
             view,
             network: chock_broker::BrokerConfig::default(),
+            memory_root: None,
+        }
+    }
+
+    /// Keeps the project's notes under `root` instead of Chock's data directory (tests).
+    #[must_use]
+    pub fn with_memory_root(mut self, root: Option<std::path::PathBuf>) -> Self {
+        self.memory_root = root;
+        self
+    }
+
+    /// The notes of this session's project (docs/memory.md).
+    pub fn memory(&self) -> Result<crate::memory::MemoryStore, crate::memory::MemoryError> {
+        match &self.memory_root {
+            Some(root) => crate::memory::MemoryStore::under(root, self.session.project()),
+            None => crate::memory::MemoryStore::for_project(self.session.project()),
         }
     }
 

@@ -24,7 +24,7 @@ mod writer;
 
 pub use chock_protocol::{Durability, EventData, EventKind, Payload, PayloadError, UnknownKind};
 pub use error::LogError;
-pub use id::{SessionId, default_seal_key_path, sessions_root};
+pub use id::{SessionId, data_root, default_seal_key_path, sessions_root};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
 pub use lineage::{MAX_FORK_DEPTH, fork_origin, line_hash, read_lineage, read_lineage_at};
 pub use lock::{LOCK_FILE, Liveness, is_live};

@@ -257,6 +257,18 @@ pub enum Note {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         removed: Option<Vec<String>>,
     },
+    /// The agent wrote one of its notes kept between sessions of the project (`memory_write`,
+    /// decided as `memory.write` before this line; docs/memory.md).
+    Memory {
+        /// The note's name.
+        note: String,
+        /// Its size in bytes.
+        bytes: u64,
+        /// SHA-256 (hex) of the text written.
+        sha256: String,
+        /// Whether it replaced a note of that name.
+        replaced: bool,
+    },
     /// A background command ended.
     BackgroundEnded {
         /// Its handle.
