@@ -369,3 +369,52 @@ fn a_turn_that_does_not_exist_or_did_not_complete_is_refused_by_name() {
     assert_eq!(std::fs::read_dir(&env.sessions).unwrap().count(), before);
     assert_eq!(std::fs::read_dir(&interrupted).unwrap().count(), 1);
 }
+
+/// A turn that changed nothing records an empty change set (a git session's base may not even be
+/// written yet): its fork is the project as it is, and records its own base.
+#[test]
+fn a_fork_at_a_turn_that_changed_nothing_is_the_project() {
+    for with_git in [true, false] {
+        let env = Env::new(with_git);
+        let script = env.dir.join("quiet.toml");
+        std::fs::write(
+            &script,
+            r#"
+[[turn]]
+[[turn.call]]
+tool = "list"
+input = { path = "." }
+
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "a.txt", content = "two\n" }
+
+[[turn]]
+text = "done"
+"#,
+        )
+        .unwrap();
+        let rt = runtime();
+        let mut session = env
+            .builder(no_config(), &format!("script:{}", script.display()))
+            .build()
+            .unwrap();
+        let parent = session.log().dir().to_path_buf();
+        rt.block_on(async {
+            assert_eq!(session.submit("look").await.unwrap(), TaskEnd::Done);
+            session.end(EndReason::Done).await.unwrap();
+        });
+        let forked = chock_session::fork(&parent, 1, chock_log::SessionHeader::default()).unwrap();
+        let diff = chock_workspace::Workspace::open(&forked.dir)
+            .unwrap()
+            .diff()
+            .unwrap();
+        assert!(diff.files.is_empty(), "{with_git}: {:?}", diff.files);
+        assert_eq!(
+            confined(&forked.dir, "ls"),
+            "README.md\ngone.txt\nsub\n",
+            "{with_git}"
+        );
+    }
+}

@@ -132,6 +132,15 @@ impl Workspace {
             changes,
         };
         let path = record_path(self.session_dir(), turn);
+        let dir = turns_dir(self.session_dir());
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| WorkspaceError::io("create", &dir, e))?;
+        }
         let bytes =
             serde_json::to_vec_pretty(&record).map_err(|e| WorkspaceError::record(&path, e))?;
         write_atomic(&path, &bytes)?;
