@@ -418,3 +418,41 @@ text = "done"
         );
     }
 }
+
+/// A turn record changed after the turn (its bytes no longer have the digest the log names) is
+/// refused, and nothing is left of the fork; a parent line changed after the fork refuses the
+/// fork's resume by name.
+#[test]
+fn a_changed_record_or_parent_line_is_refused() {
+    let env = Env::new(false);
+    let parent = env.parent_session();
+    let record = parent.join("turns/1.json");
+    let text = std::fs::read_to_string(&record).unwrap();
+    let record_json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let blob = record_json["changes"]["a.txt"]["blob"].as_str().unwrap();
+    let blob_path = parent.join("turns/blobs").join(blob);
+    let kept = std::fs::read(&blob_path).unwrap();
+    std::fs::write(&blob_path, "tampered\n").unwrap();
+    let before = std::fs::read_dir(&env.sessions).unwrap().count();
+    let err = chock_session::fork(&parent, 1, chock_log::SessionHeader::default()).unwrap_err();
+    assert!(err.to_string().contains("the record was changed"), "{err}");
+    assert_eq!(std::fs::read_dir(&env.sessions).unwrap().count(), before);
+    std::fs::write(&blob_path, kept).unwrap();
+
+    let forked = chock_session::fork(&parent, 1, chock_log::SessionHeader::default()).unwrap();
+    let log = parent.join("log.jsonl");
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let edited = lines.replacen("TURN-ONE", "TURN-0NE", 1);
+    assert_ne!(edited, lines);
+    std::fs::write(&log, edited).unwrap();
+    let err = chock_log::read_lineage(&forked.dir).unwrap_err();
+    assert!(
+        err.to_string().contains("the parent's log changed"),
+        "{err}"
+    );
+    let err = Session::reopen(&forked.dir, SessionOptions::default()).unwrap_err();
+    assert!(
+        err.to_string().contains("the parent's log changed"),
+        "{err}"
+    );
+}

@@ -31,6 +31,36 @@ pub fn line_hash(dir: &Path, seq: u64) -> Result<String, LogError> {
         })
 }
 
+/// The hash of line `seq` once every line up to it is checked to chain (line 0 to the session's
+/// genesis, each next line's `prev` to the line before): an edit anywhere before the fork's line
+/// is a break here, not only an edit of that line.
+fn chained_hash(dir: &Path, events: &[Event], seq: u64) -> Result<String, LogError> {
+    let path = dir.join(LOG_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| LogError::io("read", &path, e))?;
+    let (lines, _) = split_lines(&bytes);
+    let broken = |reason: String| LogError::Fork {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut prev = crate::line::genesis_hash(&id);
+    for (n, (line, event)) in lines.iter().zip(events).enumerate() {
+        if event.seq != n as u64 || event.prev != prev {
+            return Err(broken(format!(
+                "line {n} does not chain to the line before it: the parent's log changed"
+            )));
+        }
+        prev = sha256_hex(line);
+        if event.seq == seq {
+            return Ok(prev);
+        }
+    }
+    Err(broken(format!("the log has no line {seq} to fork from")))
+}
+
 /// The fork origin line 0 of `events` names, if any.
 pub fn fork_origin(events: &[Event]) -> Option<chock_protocol::log::ForkOrigin> {
     match events.first()?.payload() {
@@ -62,7 +92,7 @@ fn lineage(dir: &Path, upto: Option<(u64, &str)>, depth: usize) -> Result<Vec<Ev
         if own.iter().all(|e| e.seq != seq) {
             return Err(refused(format!("the log has no line {seq} to fork from")));
         }
-        let actual = line_hash(dir, seq)?;
+        let actual = chained_hash(dir, &own, seq)?;
         if actual != hash {
             return Err(refused(format!(
                 "line {seq} has hash {actual}, not the {hash} the fork recorded: the parent's log changed"

@@ -189,7 +189,12 @@ pub fn fork(parent_dir: &Path, turn: u32, header: SessionHeader) -> Result<Forke
     let log = Log::create(&root, header)?;
     let id = log.id().clone();
     let dir = log.dir().to_path_buf();
-    Workspace::fork(&owner, turn, &state.digest, &dir, id.as_str())?;
+    if let Err(e) = Workspace::fork(&owner, turn, &state.digest, &dir, id.as_str()) {
+        // Nothing half-made is left: a session without its workspace would list as forked.
+        drop(log);
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e.into());
+    }
     log.record(
         None,
         Note::Text {
