@@ -308,9 +308,7 @@ pub fn frame(notes: &[(String, String)]) -> String {
         for line in text.lines() {
             out.push_str(NOTE_LINE);
             for c in line.chars() {
-                if c.is_control() && c != '\t' {
-                    out.push_str(&c.escape_unicode().to_string());
-                } else if is_bidi_control(c) {
+                if (c.is_control() && c != '\t') || is_bidi_control(c) {
                     out.push_str(&c.escape_unicode().to_string());
                 } else {
                     out.push(c);

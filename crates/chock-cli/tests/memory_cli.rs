@@ -8,7 +8,10 @@ use run_support::{World, text};
 
 const ALLOW_WRITE: &str = "[[rule]]\naction = \"memory.write\"\ndecision = \"allow\"\n";
 
-fn transcript(w: &World, runs: &[(&[&str], &[(&str, &str)])]) -> String {
+/// One `chock` run: its arguments and the extra environment it gets.
+type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+
+fn transcript(w: &World, runs: &[Run<'_>]) -> String {
     let mut shown = String::new();
     for (args, vars) in runs {
         let out = w.chock_with_env(args, vars);
