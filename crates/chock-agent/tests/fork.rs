@@ -174,7 +174,7 @@ fn recording_server() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
 
 /// What a confined `sh -c script` in the session `dir` prints (the overlay as a call sees it).
 fn confined(dir: &Path, script: &str) -> String {
-    let session = Session::reopen(dir, SessionOptions::default()).unwrap();
+    let session = reopen(dir);
     let argv = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
     let result = session
         .confined_call(&argv, &CallOptions::default(), &NoApprover)
@@ -188,8 +188,24 @@ fn confined(dir: &Path, script: &str) -> String {
 
 const LOOK: &str = "cat a.txt; ls; ls -A sub; readlink link; cat sub/new.txt";
 
+/// The session in `dir` opened again. The writer lock of the session closed just before can take
+/// a moment to be let go (seen as an unprivileged user): a busy log is waited for, briefly.
+fn reopen(dir: &Path) -> Session {
+    let start = std::time::Instant::now();
+    loop {
+        match Session::reopen(dir, SessionOptions::default()) {
+            Err(SessionError::Log(chock_log::LogError::Busy { .. }))
+                if start.elapsed() < std::time::Duration::from_secs(10) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
 fn decision(dir: &Path, action: &str) -> (Decision, DecidedBy) {
-    let session = Session::reopen(dir, SessionOptions::default()).unwrap();
+    let session = reopen(dir);
     let verdict = session.decide(&Action::parse(action).unwrap());
     (verdict.decision, verdict.decided_by)
 }
