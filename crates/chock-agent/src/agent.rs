@@ -390,7 +390,19 @@ impl Agent {
     }
 
     fn end_turn(&self, turn: u32, reason: TurnEndReason) -> Result<(), AgentError> {
-        self.log().record(None, TurnEnd { turn, reason })?;
+        // A completed turn records the workspace it ended with: a fork can start there.
+        let workspace = match reason {
+            TurnEndReason::NoToolCalls | TurnEndReason::ToolResults => self.host.record_turn(turn),
+            TurnEndReason::Interrupted | TurnEndReason::Error => None,
+        };
+        self.log().record(
+            None,
+            TurnEnd {
+                turn,
+                reason,
+                workspace,
+            },
+        )?;
         self.sink.emit(&AgentEvent::TurnEnded { turn });
         Ok(())
     }

@@ -21,6 +21,8 @@ pub struct Host {
     session: Arc<Session>,
     view: WorkspaceView,
     network: chock_broker::BrokerConfig,
+    /// Where the project's notes are kept (None: under Chock's data directory).
+    memory_root: Option<std::path::PathBuf>,
 }
 
 impl Host {
@@ -31,6 +33,22 @@ impl Host {
             session: Arc::new(session),
             view,
             network: chock_broker::BrokerConfig::default(),
+            memory_root: None,
+        }
+    }
+
+    /// Keeps the project's notes under `root` instead of Chock's data directory (tests).
+    #[must_use]
+    pub fn with_memory_root(mut self, root: Option<std::path::PathBuf>) -> Self {
+        self.memory_root = root;
+        self
+    }
+
+    /// The notes of this session's project (docs/memory.md).
+    pub fn memory(&self) -> Result<crate::memory::MemoryStore, crate::memory::MemoryError> {
+        match &self.memory_root {
+            Some(root) => crate::memory::MemoryStore::under(root, self.session.project()),
+            None => crate::memory::MemoryStore::for_project(self.session.project()),
         }
     }
 
@@ -72,6 +90,29 @@ impl Host {
                     failed: err.to_string(),
                 },
             );
+        }
+    }
+
+    /// Records the workspace at the end of completed turn `turn` (what a fork at that turn starts
+    /// from, docs/forks.md) and returns what `turn.end` says of it; a failure is noted in the log
+    /// (the turn stands, a fork at it is refused).
+    pub fn record_turn(&self, turn: u32) -> Option<chock_protocol::log::TurnState> {
+        match self.session.workspace().record_turn(turn) {
+            Ok(state) => Some(chock_protocol::log::TurnState {
+                digest: state.digest,
+                paths: state.paths,
+                commit: state.commit,
+            }),
+            Err(err) => {
+                let _ = self.session.log().record(
+                    None,
+                    Note::CheckpointFailed {
+                        checkpoint: format!("turn {turn}"),
+                        failed: err.to_string(),
+                    },
+                );
+                None
+            }
         }
     }
 

@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod dir;
+mod make;
 mod overlay;
 
 pub use dir::{Dir, Meta, WalkError, plain_names};

@@ -61,6 +61,9 @@ enum Command {
     /// The session protocol clients speak (its JSON Schema).
     #[command(subcommand)]
     Protocol(commands::protocol::ProtocolCommand),
+    /// List, show, edit and remove the notes the agent keeps between sessions of a project.
+    #[command(subcommand)]
+    Memory(commands::memory::MemoryCommand),
 }
 
 /// A first word that is neither an option nor a command is refused with a hint, before clap sees it:
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         Some(Command::Workspace(cmd)) => commands::workspace::run(cmd),
         Some(Command::Login(args)) => commands::login::run(&args),
         Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
+        Some(Command::Memory(cmd)) => commands::memory::run(cmd),
         Some(Command::Serve(args)) => commands::serve::run(&args),
         Some(Command::Attach(args)) => commands::attach::run(&args),
         Some(Command::Acp(args)) => commands::acp::run(&args),

@@ -181,6 +181,7 @@ impl Daemon {
             Call::ReviewUndo(p) => out(self.undo(&p.apply_id).await?),
             Call::LogVerify(p) => out(self.verify(&p.session).await?),
             Call::SessionsResume(p) => out(self.resume(p, caller).await?),
+            Call::SessionsFork(p) => out(self.fork(&p.session, p.turn).await?),
         }
     }
 
@@ -509,6 +510,32 @@ impl Daemon {
         forwarder.abort();
         drop(attached);
         outcome
+    }
+
+    /// `sessions.fork`: the fork is made beside its parent and left closed.
+    async fn fork(
+        &self,
+        session: &str,
+        turn: u32,
+    ) -> Result<chock_protocol::rpc::ForkMade, RpcError> {
+        let (_, dir) = self.resolve(session)?;
+        let header = chock_log::SessionHeader {
+            command: Some("fork".into()),
+            ..Default::default()
+        };
+        let forked = tokio::task::spawn_blocking(move || chock_session::fork(&dir, turn, header))
+            .await
+            .map_err(internal)?
+            .map_err(|e| match e {
+                chock_session::SessionError::Fork(refusal) => {
+                    RpcError::new(ErrorKind::BadInput, format!("cannot fork: {refusal}"))
+                }
+                other => internal(format!("cannot fork: {other}")),
+            })?;
+        Ok(chock_protocol::rpc::ForkMade {
+            session: forked.id.to_string(),
+            origin: forked.origin,
+        })
     }
 
     async fn verify(&self, session: &str) -> Result<Verified, RpcError> {

@@ -107,6 +107,15 @@ pub enum LogError {
         /// The first problem verify found.
         reason: String,
     },
+    /// A fork's lineage cannot be followed: its parent is missing, or no longer has the line the
+    /// fork recorded.
+    #[error("session {}: {reason}", dir.display())]
+    Fork {
+        /// The session directory whose line 0 (or parent) is at fault.
+        dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// `seal` on a log that has no intact event to seal, or whose chain is broken.
     #[error("cannot seal {}: {reason}", dir.display())]
     CannotSeal {

@@ -114,6 +114,12 @@ pub fn default_seal_key_path() -> Result<PathBuf, LogError> {
         .join("seal.key"))
 }
 
+/// `$XDG_DATA_HOME/chock`, else `~/.local/share/chock`: Chock's own data (the seal key, the
+/// agent's notes under `memory/`).
+pub fn data_root() -> Result<PathBuf, LogError> {
+    Ok(xdg_dir("XDG_DATA_HOME", ".local/share", "data")?.join("chock"))
+}
+
 fn xdg_dir(var: &'static str, fallback: &str, what: &'static str) -> Result<PathBuf, LogError> {
     // The XDG spec says a relative value is invalid and must be ignored.
     if let Some(v) = std::env::var_os(var)

@@ -14,6 +14,7 @@ mod error;
 mod fsutil;
 mod id;
 mod line;
+mod lineage;
 mod lock;
 mod read;
 mod redact;
@@ -23,8 +24,9 @@ mod writer;
 
 pub use chock_protocol::{Durability, EventData, EventKind, Payload, PayloadError, UnknownKind};
 pub use error::LogError;
-pub use id::{SessionId, default_seal_key_path, sessions_root};
+pub use id::{SessionId, data_root, default_seal_key_path, sessions_root};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
+pub use lineage::{MAX_FORK_DEPTH, fork_origin, line_hash, read_lineage, read_lineage_at};
 pub use lock::{LOCK_FILE, Liveness, is_live};
 pub use read::{SessionSummary, find_session, list_sessions, read_events};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};

@@ -48,6 +48,8 @@ pub struct SessionHeader {
     /// it in `session.spawn` before the child exists). Creating refuses an id already taken.
     /// None: a fresh one.
     pub id: Option<SessionId>,
+    /// For a fork: the parent's log line it starts after (`parent` names the same session).
+    pub fork: Option<chock_protocol::log::ForkOrigin>,
 }
 
 /// An open session log. Cheap to clone and shareable across threads: all clones append to the
@@ -541,6 +543,7 @@ fn start_data(id: &SessionId, header: SessionHeader) -> Value {
         model: header.model,
         policy_file: path(header.policy_file),
         org_policy_file: path(header.org_policy_file),
+        fork: header.fork,
     })
     .to_value()
 }

@@ -168,6 +168,15 @@ pub const CATALOGUE: &[Entry] = &[
         "secret.password.<name>",
         "hands a stored password to a call",
     ),
+    // The agent's notes kept between sessions of a project (docs/memory.md).
+    e(
+        "memory.read",
+        "reads the notes the agent kept in earlier sessions of this project",
+    ),
+    e(
+        "memory.write",
+        "writes a note that outlives the session, shown to later sessions of this project",
+    ),
     // Tools served by others.
     e(
         "mcp.<server>.tool.<tool>",
@@ -357,6 +366,9 @@ mod tests {
             "subagent.take",
             "secret.password.*",
             "secret.password.github",
+            "memory.read",
+            "memory.write",
+            "memory.*",
             "mcp.time.tool.*",
             "mcp.time.tool.now",
             "mcp.time.network",

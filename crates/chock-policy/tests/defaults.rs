@@ -89,6 +89,8 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
         Decision::Ask,
         Some("secret.password.*"),
     ),
+    ("memory.read", Decision::Allow, Some("memory.read")),
+    ("memory.write", Decision::Ask, Some("memory.write")),
     ("mcp.time.tool.now", Decision::Ask, Some("mcp.*")),
     ("mcp.time.network", Decision::Ask, Some("mcp.*")),
     ("plugin.fmt.tool.run", Decision::Ask, Some("plugin.*")),

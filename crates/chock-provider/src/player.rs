@@ -102,6 +102,8 @@ const TOOLS: &[(&str, &[&str])] = &[
     ("read_output", &["handle"]),
     ("fetch_url", &["url"]),
     ("web_search", &["query"]),
+    ("memory_read", &[]),
+    ("memory_write", &["name", "text"]),
 ];
 
 impl Recording {

@@ -26,6 +26,9 @@ pub enum SessionError {
     Decide(#[from] chock_decide::DecideError),
     #[error("reading the call's output: {0}")]
     Output(std::io::Error),
+    /// A fork was asked of a turn that cannot be forked (bad input).
+    #[error(transparent)]
+    Fork(#[from] crate::fork::ForkRefusal),
     /// A session's log cannot be taken up again (resume).
     #[error("the session cannot be resumed: {0}")]
     Resume(String),

@@ -8,6 +8,7 @@ mod call;
 mod classify;
 mod egress;
 mod error;
+mod fork;
 mod running;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ pub use call::{CallOptions, CallOutcome, CallResult, Output, OutputSink, Stream,
 pub use classify::{Classified, ExecContext};
 pub use egress::PROXY_PORT;
 pub use error::SessionError;
+pub use fork::{ForkRefusal, Forked, fork};
 pub use running::RunningCalls;
 
 /// How to open a session.
@@ -169,34 +171,9 @@ impl Session {
         let project = workspace.project().to_path_buf();
         let mut policy = Policy::load(&project)?;
         let log = Log::open(session_dir)?;
+        // A fork's ratchet starts as its parent's was at the line it forked at.
+        fork::apply_ratchet(&mut policy, &chock_log::read_lineage(session_dir)?)?;
         let events = chock_log::read_events(session_dir)?;
-        for event in &events {
-            if let Ok(chock_log::EventData::Note(chock_protocol::log::Note::Ratchet {
-                change,
-                pattern,
-                decision,
-                ..
-            })) = event.payload()
-            {
-                let applied = match change {
-                    chock_protocol::log::RatchetChange::Restrict => {
-                        chock_policy::Decision::from_name(&decision)
-                            .ok_or_else(|| format!("`{decision}` is not a decision"))
-                            .and_then(|d| policy.restrict(&pattern, d).map_err(|e| e.to_string()))
-                    }
-                    chock_protocol::log::RatchetChange::Widen => policy
-                        .widen(&pattern)
-                        .map(|_| ())
-                        .map_err(|e| e.to_string()),
-                };
-                if let Err(reason) = applied {
-                    return Err(SessionError::Resume(format!(
-                        "line {}: the ratchet change on {pattern} does not apply again: {reason}",
-                        event.seq
-                    )));
-                }
-            }
-        }
         let next = events
             .iter()
             .filter_map(|e| {

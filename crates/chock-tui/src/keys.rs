@@ -8,7 +8,7 @@
 //! again. Ctrl-C interrupts a running turn; a second Ctrl-C (or one when idle with
 //! nothing typed) leaves. Diff screen: arrows move, Space selects, Enter applies the selection
 //! pinned to the digest shown, `u` undoes the last apply, Esc goes back. Sessions screen: arrows,
-//! Enter resumes or attaches, Esc back.
+//! Enter resumes or attaches, `f` then a turn number and Enter forks at that turn, Esc back.
 
 use std::time::Instant;
 
@@ -35,13 +35,13 @@ pub enum Effect {
     OpenSessions,
     /// Back to the main screen.
     Back,
-    /// Resume or attach to another session.
+    /// Resume or attach to another session, or fork one and resume the fork.
     Take(Target),
     /// Leave.
     Quit,
 }
 
-const HELP: &str = "/diff review and apply · /undo revert the last apply · /sessions resume or attach · /quit leave";
+const HELP: &str = "/diff review and apply · /undo revert the last apply · /sessions resume, attach or fork · /quit leave";
 
 /// Handles one key on whatever screen is up, pressed now.
 pub fn on_key(app: &mut App, key: KeyEvent) -> Effect {
@@ -137,7 +137,26 @@ fn screen_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Effect {
             KeyCode::Char('c') if ctrl => Effect::Back,
             _ => Effect::None,
         },
+        Screen::Sessions(view) if view.forking.is_some() => match key.code {
+            KeyCode::Char(c) if !ctrl => {
+                view.fork_digit(c);
+                Effect::None
+            }
+            KeyCode::Backspace => {
+                view.fork_back();
+                Effect::None
+            }
+            KeyCode::Enter => view.finish_fork().map_or(Effect::None, Effect::Take),
+            _ => {
+                view.forking = None;
+                Effect::None
+            }
+        },
         Screen::Sessions(view) => match key.code {
+            KeyCode::Char('f') => {
+                view.start_fork();
+                Effect::None
+            }
             KeyCode::Up | KeyCode::Char('k') => {
                 view.step(-1);
                 Effect::None

@@ -370,6 +370,32 @@ impl Ui {
                     Err(e) => self.app.apply(Feed::Failed(e.to_string())),
                 }
             }
+            Target::Fork { dir, turn } => {
+                let (opts, feed) = (self.opts.clone(), self.feed_tx.clone());
+                let built = tokio::task::spawn_blocking(move || {
+                    let forked =
+                        chock_session::fork(&dir, turn, chock_log::SessionHeader::default())
+                            .map_err(|e| format!("cannot fork: {e}"))?;
+                    local::build(&opts, None, Some(&forked.dir), &feed)
+                        .map(|runtime| (forked, runtime))
+                        .map_err(|e| e.to_string())
+                })
+                .await;
+                match built {
+                    Ok(Ok((forked, runtime))) => {
+                        self.app.say(
+                            Kind::Note,
+                            &format!(
+                                "chock: forked {} at the end of turn {turn} as {}: its files, ratchet and conversation are that turn's",
+                                forked.origin.session, forked.id
+                            ),
+                        );
+                        self.driver = Some(local::spawn(runtime, self.feed_tx.clone()));
+                    }
+                    Ok(Err(e)) => self.app.apply(Feed::Failed(e)),
+                    Err(e) => self.app.apply(Feed::Failed(e.to_string())),
+                }
+            }
             Target::Attach(id) => match daemon::attach(&id, self.feed_tx.clone()).await {
                 Ok(driver) => {
                     self.app.say(

@@ -171,3 +171,46 @@ fn enter_on_the_diff_applies_nothing_unselected_nor_an_unread_digest() {
     assert!(selection.files.is_empty());
     assert_eq!(digest, "c".repeat(64));
 }
+
+#[test]
+fn f_a_turn_and_enter_fork_the_session_under_the_cursor() {
+    use chock_tui::view::sessions::{SessionRow, SessionsView, Target, Where};
+    let row = SessionRow {
+        id: "20260101T000000Z-000001".into(),
+        dir: "/s/20260101T000000Z-000001".into(),
+        at: Where::Ended,
+        project: None,
+        last_ts: None,
+    };
+    let mut app = App::new();
+    app.screen = Screen::Sessions(SessionsView {
+        rows: vec![row],
+        ..SessionsView::default()
+    });
+    assert_eq!(on_key(&mut app, key(KeyCode::Char('f'))), Effect::None);
+    // Only digits are the turn; Backspace takes one back.
+    for c in ['1', 'q', '3'] {
+        assert_eq!(on_key(&mut app, key(KeyCode::Char(c))), Effect::None);
+    }
+    assert_eq!(on_key(&mut app, key(KeyCode::Backspace)), Effect::None);
+    assert_eq!(
+        on_key(&mut app, key(KeyCode::Enter)),
+        Effect::Take(Target::Fork {
+            dir: "/s/20260101T000000Z-000001".into(),
+            turn: 1
+        })
+    );
+    // No number: nothing is forked, and the screen says why; Esc leaves the prompt.
+    on_key(&mut app, key(KeyCode::Char('f')));
+    assert_eq!(on_key(&mut app, key(KeyCode::Enter)), Effect::None);
+    let Screen::Sessions(view) = &app.screen else {
+        panic!("left the sessions screen")
+    };
+    assert!(view.refused.as_deref().unwrap().contains("type the turn"));
+    on_key(&mut app, key(KeyCode::Char('f')));
+    on_key(&mut app, key(KeyCode::Esc));
+    let Screen::Sessions(view) = &app.screen else {
+        panic!("left the sessions screen")
+    };
+    assert_eq!(view.forking, None);
+}

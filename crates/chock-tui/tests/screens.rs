@@ -415,6 +415,7 @@ fn the_sessions_list() {
         cursor: 0,
         daemon: true,
         refused: None,
+        forking: None,
     };
     view.step(1);
     assert_eq!(
@@ -423,6 +424,32 @@ fn the_sessions_list() {
         "another process's session is not taken"
     );
     view.step(1);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    terminal
+        .draw(|f| chock_tui::view::sessions::draw(f, f.area(), &view))
+        .unwrap();
+    insta::assert_snapshot!(terminal.backend());
+}
+
+#[test]
+fn the_sessions_list_asking_the_turn_to_fork_at() {
+    let mut view = SessionsView {
+        rows: vec![SessionRow {
+            id: "20260101T000000Z-000001".into(),
+            dir: "/state/chock/sessions/20260101T000000Z-000001".into(),
+            at: Where::Ended,
+            project: Some("/home/me/project".into()),
+            last_ts: Some("2026-01-01T00:00:05.000001Z".into()),
+        }],
+        cursor: 0,
+        daemon: false,
+        refused: None,
+        forking: None,
+    };
+    view.start_fork();
+    view.fork_digit('1');
+    view.fork_digit('x');
+    view.fork_digit('2');
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
     terminal
         .draw(|f| chock_tui::view::sessions::draw(f, f.area(), &view))

@@ -86,6 +86,14 @@ pub enum WorkspaceError {
     /// The apply was already undone.
     #[error("apply `{0}` was already undone")]
     AlreadyUndone(String),
+    /// A fork asked for a turn whose end state was never recorded (not a completed turn, or a
+    /// session older than forks).
+    #[error("session {session} has no recorded workspace state for turn {turn} ({})", .path.display())]
+    NoTurnState {
+        session: String,
+        turn: u32,
+        path: PathBuf,
+    },
 }
 
 impl WorkspaceError {

@@ -25,6 +25,7 @@ mod render;
 mod select;
 mod tree;
 mod tree_write;
+mod turns;
 mod undo;
 mod upper;
 mod workspace;
@@ -40,6 +41,7 @@ pub use manage::{Listed, list, remove};
 pub use meta::{Backing, Meta};
 pub use record::{ApplyRecord, session_of as session_dir_of_apply};
 pub use render::{RenderMode, render, render_content};
+pub use turns::{TURNS_DIR, TurnRecord, TurnSummary, read_record as read_turn, state_digest};
 pub use undo::plan_undo;
 pub use workspace::Workspace;
 

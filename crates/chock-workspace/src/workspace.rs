@@ -255,8 +255,17 @@ impl Workspace {
         Ok(names.iter().all(|n| n == ".git"))
     }
 
+    /// The commit the last checkpoint of this process left the session ref at.
+    pub(crate) fn last_tip(&self) -> Option<String> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .map(|l| l.tip.clone())
+    }
+
     /// Whether this process is still writing the git base.
-    fn base_pending(&self) -> bool {
+    pub(crate) fn base_pending(&self) -> bool {
         self.base_job
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -131,6 +131,7 @@ pub struct SessionBuilder {
     model: Option<String>,
     project: Option<PathBuf>,
     sessions_root: Option<PathBuf>,
+    memory_root: Option<PathBuf>,
     max_turns: u32,
     sink: Arc<dyn EventSink>,
     people: Vec<Arc<dyn Answerer>>,
@@ -160,6 +161,7 @@ impl SessionBuilder {
             model: None,
             project: None,
             sessions_root: None,
+            memory_root: None,
             max_turns: LoopLimits::default().max_turns,
             sink: Arc::new(NoEvents),
             people: Vec::new(),
@@ -223,6 +225,14 @@ impl SessionBuilder {
     #[must_use]
     pub fn sessions_root(mut self, root: Option<PathBuf>) -> Self {
         self.sessions_root = root;
+        self
+    }
+
+    /// Where the project's notes are kept (default: under Chock's data directory,
+    /// docs/memory.md).
+    #[must_use]
+    pub fn memory_root(mut self, root: Option<PathBuf>) -> Self {
+        self.memory_root = root;
         self
     }
 
@@ -372,6 +382,9 @@ impl SessionBuilder {
             inherit(&session, ratchet)?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
+        // A fork's conversation is its parent's up to the turn it forked at, then its own (what
+        // was spent and promised above is this session's own).
+        let events = chock_log::read_lineage(session_dir)?;
         SessionRuntime::resumed(agent, chosen, &events)
     }
 
@@ -426,7 +439,11 @@ impl SessionBuilder {
                 .map_err(|e| BuildError::Search(e.to_string()))?,
             );
         }
-        let host = Arc::new(Host::new(session).with_network(network));
+        let host = Arc::new(
+            Host::new(session)
+                .with_network(network)
+                .with_memory_root(self.memory_root.clone()),
+        );
         let limits = LoopLimits {
             model: chosen.model.clone(),
             max_turns: self.max_turns,

@@ -41,6 +41,16 @@ pub enum SessionsCommand {
         /// A session id, or a prefix of exactly one.
         id: String,
     },
+    /// Start a new session at the end of a completed turn of this one: its workspace is the one
+    /// that turn ended with, its ratchet and conversation the session's up to there. Prints the
+    /// new session's id; take it up with `chock run --resume ID "TASK"` (docs/forks.md).
+    Fork {
+        /// A session id, or a prefix of exactly one.
+        id: String,
+        /// The completed turn to start from (1-based, as `chock sessions show` numbers them).
+        #[arg(long, value_name = "N")]
+        turn: u32,
+    },
     /// Print this machine's seal public key (PEM), to give to `verify --pubkey` elsewhere.
     Pubkey,
     /// Judge every act the session recorded again under another policy table, and mark each
@@ -68,6 +78,7 @@ pub fn run(cmd: SessionsCommand) -> anyhow::Result<ExitCode> {
         SessionsCommand::Verify { id, pubkey } => verify(&id, pubkey.as_deref()),
         SessionsCommand::Seal { id } => seal(&id),
         SessionsCommand::Pubkey => pubkey(),
+        SessionsCommand::Fork { id, turn } => fork(&id, turn),
         SessionsCommand::Replay {
             id,
             policy,
@@ -99,6 +110,27 @@ fn find(id: &str) -> anyhow::Result<PathBuf> {
         }
         other => anyhow::Error::new(other),
     })
+}
+
+/// `chock sessions fork ID --turn N`: the new id on standard output, what it is on standard error.
+fn fork(id: &str, turn: u32) -> anyhow::Result<ExitCode> {
+    let dir = find(id)?;
+    let header = chock_log::SessionHeader {
+        command: Some("fork".into()),
+        ..Default::default()
+    };
+    let forked = chock_session::fork(&dir, turn, header).map_err(|e| match e {
+        chock_session::SessionError::Fork(refusal) => {
+            Exit::new(exit::BAD_INPUT, format!("cannot fork: {refusal}")).into()
+        }
+        other => anyhow::Error::new(other).context(format!("cannot fork session {id}")),
+    })?;
+    println!("{}", forked.id);
+    eprintln!(
+        "chock: session {} starts where turn {turn} of {} ended (its line {}); go on with `chock run --resume {} \"TASK\"`",
+        forked.id, forked.origin.session, forked.origin.seq, forked.id
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn list() -> anyhow::Result<ExitCode> {

@@ -36,6 +36,26 @@ pub struct SessionStart {
     /// The organisation bundle, if one is installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub org_policy_file: Option<String>,
+    /// For a fork (`chock sessions fork`): the parent's log at the end of the turn this session
+    /// starts from. Its conversation and ratchet are the parent's up to that line, its workspace
+    /// the one that turn ended with (docs/forks.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkOrigin>,
+}
+
+/// Where a fork starts: one line of the parent's log, named by its seq and hash so a changed or
+/// truncated parent is noticed when the fork is resumed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkOrigin {
+    /// The parent session's id.
+    pub session: String,
+    /// The parent's completed turn the fork starts after.
+    pub turn: u32,
+    /// The seq of that turn's `turn.end` line in the parent's log.
+    pub seq: u64,
+    /// SHA-256 of that line's exact bytes with its newline (the `prev` of the line after it): the
+    /// parent's chain head at the end of the turn.
+    pub hash: String,
 }
 
 /// The agent loop begins a turn.
@@ -70,6 +90,23 @@ pub struct TurnEnd {
     pub turn: u32,
     /// Why.
     pub reason: TurnEndReason,
+    /// The workspace's state at the end of a completed turn (what a fork at this turn starts
+    /// from); absent for a turn that was interrupted or failed, and in logs older than forks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<TurnState>,
+}
+
+/// The workspace at the end of a turn: the change set since the session started, recorded in
+/// `<session>/turns/<turn>.json` (docs/forks.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TurnState {
+    /// SHA-256 over the recorded change set (every path with its entry after the turn).
+    pub digest: String,
+    /// How many paths differ from the session's start.
+    pub paths: u64,
+    /// Git backing: the checkpoint commit the session ref pointed at then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// A request is about to go to the model.
@@ -328,6 +365,18 @@ pub enum Note {
         digest: String,
         /// The paths written or removed.
         paths: Vec<String>,
+    },
+    /// The agent wrote one of its notes kept between sessions of the project (`memory_write`,
+    /// decided as `memory.write` before this line; docs/memory.md).
+    Memory {
+        /// The note's name.
+        note: String,
+        /// Its size in bytes.
+        bytes: u64,
+        /// SHA-256 (hex) of the text written.
+        sha256: String,
+        /// Whether it replaced a note of that name.
+        replaced: bool,
     },
     /// A background command ended.
     BackgroundEnded {

@@ -116,6 +116,13 @@ methods! {
     /// the log, and the policy is read again before any sandbox exists. Refused (`busy`) while any
     /// process still writes the session.
     SessionsResume("sessions.resume", ResumeParams) -> Started,
+    /// Makes a new session that starts at the end of completed turn `turn` of `session`: its
+    /// workspace is the one that turn ended with, its ratchet and conversation the session's up to
+    /// that turn, and its log's first line names the parent's line (docs/forks.md). The fork is
+    /// not started: `sessions.resume`, `chock run --resume ID` or the terminal interface takes it
+    /// up. A turn that
+    /// does not exist or did not complete is `bad_input`.
+    SessionsFork("sessions.fork", ForkParams) -> ForkMade,
 }
 
 /// `sessions.resume`.
@@ -135,6 +142,25 @@ pub struct ResumeParams {
     /// Subscribe this client (a WebSocket) to the session from seq 0 before it goes on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub subscribe: bool,
+}
+
+/// `sessions.fork`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkParams {
+    /// The session to fork: its id, or a unique prefix of it.
+    pub session: String,
+    /// The completed turn to start after (1-based).
+    pub turn: u32,
+}
+
+/// `sessions.fork`'s result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkMade {
+    /// The new session's id.
+    pub session: String,
+    /// The line it starts after: the parent, the turn, that `turn.end` line's seq and hash.
+    pub origin: crate::log::ForkOrigin,
 }
 
 /// No params (`{}` or absent).

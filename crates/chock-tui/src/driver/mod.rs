@@ -66,5 +66,6 @@ pub async fn list_sessions() -> Result<SessionsView, TuiError> {
         cursor: 0,
         daemon: states.is_some(),
         refused: None,
+        forking: None,
     })
 }

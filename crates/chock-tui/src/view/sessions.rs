@@ -1,6 +1,8 @@
 //! The sessions screen: every session under the sessions root, newest first, with where it is —
 //! ended or stopped (Enter resumes it here, `SessionBuilder::resume`), running in the daemon
-//! (Enter attaches to it), or written by another process (not taken).
+//! (Enter attaches to it), or written by another process (not taken). `f`, a turn number and Enter
+//! fork any listed session at the end of that completed turn (`chock_session::fork`) and take the
+//! fork up here (docs/forks.md).
 
 use std::path::PathBuf;
 
@@ -48,6 +50,8 @@ pub enum Target {
     Resume(PathBuf),
     /// Attach to it in the daemon.
     Attach(String),
+    /// Fork it at the end of completed turn `turn`, and resume the fork here.
+    Fork { dir: PathBuf, turn: u32 },
 }
 
 impl SessionRow {
@@ -75,6 +79,8 @@ pub struct SessionsView {
     pub daemon: bool,
     /// Why the last Enter did nothing.
     pub refused: Option<String>,
+    /// The turn number being typed after `f` (None: not forking).
+    pub forking: Option<String>,
 }
 
 impl SessionsView {
@@ -95,6 +101,49 @@ impl SessionsView {
             ));
         }
         target
+    }
+}
+
+impl SessionsView {
+    /// `f`: starts typing the turn to fork the row under the cursor at.
+    pub fn start_fork(&mut self) {
+        if self.rows.get(self.cursor).is_some() {
+            self.refused = None;
+            self.forking = Some(String::new());
+        }
+    }
+
+    /// A key while the turn is typed: a digit, Backspace; anything else is ignored.
+    pub fn fork_digit(&mut self, c: char) {
+        if let Some(turn) = &mut self.forking
+            && c.is_ascii_digit()
+            && turn.len() < 9
+        {
+            turn.push(c);
+        }
+    }
+
+    /// Backspace while the turn is typed.
+    pub fn fork_back(&mut self) {
+        if let Some(turn) = &mut self.forking {
+            turn.pop();
+        }
+    }
+
+    /// Enter while the turn is typed: the fork to make, or why not (no number typed).
+    pub fn finish_fork(&mut self) -> Option<Target> {
+        let typed = self.forking.take()?;
+        let row = self.rows.get(self.cursor)?;
+        match typed.parse::<u32>() {
+            Ok(turn) if turn > 0 => Some(Target::Fork {
+                dir: row.dir.clone(),
+                turn,
+            }),
+            _ => {
+                self.refused = Some("type the turn to fork at (1 or more), then Enter".into());
+                None
+            }
+        }
     }
 }
 
@@ -176,12 +225,20 @@ pub fn draw(frame: &mut Frame<'_>, area: Rect, view: &SessionsView) {
         rows
     };
     frame.render_widget(Paragraph::new(rows), list);
-    if let Some(why) = &view.refused {
+    if let (Some(turn), Some(row)) = (&view.forking, view.rows.get(view.cursor)) {
+        frame.render_widget(
+            Paragraph::new(format!(
+                "fork {} at the end of turn: {turn}_  (Enter forks, Esc cancels)",
+                clean(&row.id)
+            )),
+            note,
+        );
+    } else if let Some(why) = &view.refused {
         frame.render_widget(Paragraph::new(why.clone()), note);
     }
     frame.render_widget(
         Paragraph::new(Line::styled(
-            "↑↓ move · Enter resume (ended, stopped) or attach (daemon) · Esc back",
+            "↑↓ move · Enter resume or attach (daemon) · f fork at a turn · Esc back",
             Style::new().add_modifier(Modifier::DIM),
         )),
         help,

@@ -3,11 +3,13 @@
 
 mod exec;
 mod fs;
+mod memory;
 mod net;
 mod session;
 
 pub use exec::{ReadOutput, RunCommand};
 pub use fs::{EditFile, Glob, Grep, List, ReadFile, WriteFile};
+pub use memory::{MemoryRead, MemoryReadInput, MemoryWrite, MemoryWriteInput};
 pub use net::{FetchUrl, WebSearch};
 pub use session::{
     AskInput, AskUser, GuidanceInput, PlanInput, PlanStepInput, ReadGuidance, RequestAction,
@@ -34,5 +36,7 @@ pub fn register_all(registry: &mut Registry) -> Result<(), RegistryError> {
     registry.register(FetchUrl)?;
     registry.register(WebSearch)?;
     registry.register(ReadGuidance)?;
+    registry.register(MemoryRead)?;
+    registry.register(MemoryWrite)?;
     Ok(())
 }

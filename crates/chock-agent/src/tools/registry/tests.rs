@@ -123,6 +123,14 @@ fn every_builtin_offers_the_schema_derived_from_its_input_type() {
             "read_guidance",
             for_provider(schema_for!(builtin::GuidanceInput)),
         ),
+        (
+            "memory_read",
+            for_provider(schema_for!(builtin::MemoryReadInput)),
+        ),
+        (
+            "memory_write",
+            for_provider(schema_for!(builtin::MemoryWriteInput)),
+        ),
     ];
     let specs = Registry::builtin().specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
