@@ -26,6 +26,7 @@ struct RawFile {
     sandbox: Option<RawSandbox>,
     limits: Option<RawLimits>,
     subagents: Option<RawSubagents>,
+    mcp: Option<Spanned<crate::mcp::McpSection>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +125,8 @@ pub(crate) struct ParsedFile {
     /// Limits and subagent values as written (name, value, place).
     pub limits: Vec<(&'static str, Written)>,
     pub subagents: Vec<(&'static str, Written)>,
+    /// Project only: the `[mcp.servers.NAME]` tables, checked.
+    pub mcp: Vec<crate::mcp::ServerDef>,
 }
 
 /// Parses one file. `ctx` carries what sandbox path checks need (for a project: the org's forbids).
@@ -200,6 +203,24 @@ pub(crate) fn parse(
                 parsed.subagents.push((name, written(&loc, value, 0)?));
             }
         }
+    }
+    if let Some(mcp) = raw.mcp {
+        let span = mcp.span();
+        if role != Role::Project {
+            return Err(loc.error(
+                span,
+                ErrorKind::Mcp("only a project's chock.toml (or config.toml) configures MCP servers".into()),
+            ));
+        }
+        parsed.mcp = mcp.get_ref().check(file).map_err(|e| {
+            let at = text
+                .find(&format!("[mcp.servers.{}]", e.server))
+                .map_or(span.clone(), |at| at..at + e.server.len() + 14);
+            loc.error(
+                at,
+                ErrorKind::Mcp(format!("mcp.servers.{}{}: {}", e.server, if e.field.is_empty() { String::new() } else { format!(".{}", e.field) }, e.problem)),
+            )
+        })?;
     }
     Ok(parsed)
 }

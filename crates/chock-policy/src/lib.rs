@@ -8,6 +8,7 @@
 
 mod action;
 pub mod catalogue;
+pub mod mcp;
 mod decision;
 mod error;
 mod file;
