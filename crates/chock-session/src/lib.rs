@@ -9,6 +9,7 @@ mod classify;
 mod egress;
 mod error;
 mod running;
+mod service;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +25,7 @@ pub use classify::{Classified, ExecContext};
 pub use egress::PROXY_PORT;
 pub use error::SessionError;
 pub use running::RunningCalls;
+pub use service::{Service, ServiceOptions};
 
 /// How to open a session.
 #[derive(Debug, Clone, Default)]
