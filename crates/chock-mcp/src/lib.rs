@@ -289,9 +289,12 @@ impl McpHub {
                     .spawn(|| {
                         runtime.block_on(async {
                             for server in &servers {
-                                server.stop(&reason).await;
+                                server.stop_client().await;
                             }
-                        })
+                        });
+                        for server in &servers {
+                            server.stop_service(&reason);
+                        }
                     })
                     .join()
             });

@@ -118,12 +118,17 @@ impl Server {
         Ok(())
     }
 
-    /// Stops it (its sandbox and every process in it).
-    pub(crate) async fn stop(&self, reason: &str) {
+    /// Ends the MCP session with it (on the hub's runtime).
+    pub(crate) async fn stop_client(&self) {
         let client = self.client.lock().ok().and_then(|mut c| c.take());
         if let Some(client) = client {
             let _ = client.cancel().await;
         }
+    }
+
+    /// Stops its sandbox (every process in it) and its proxy, outside any runtime (the proxy's
+    /// stop waits for its own), and logs it.
+    pub(crate) fn stop_service(&self, reason: &str) {
         let service = self.service.lock().ok().and_then(|mut s| s.take());
         if let Some(service) = service {
             service.stop();
@@ -409,7 +414,11 @@ pub(crate) async fn start(
     let listed = match list_and_check(&server, cx.trusting).await {
         Ok(listed) => listed,
         Err(e) => {
-            server.stop(&format!("listing its tools failed: {e}")).await;
+            server.stop_client().await;
+            let reason = format!("listing its tools failed: {e}");
+            std::thread::scope(|scope| {
+                let _ = scope.spawn(|| server.stop_service(&reason)).join();
+            });
             return Err(e);
         }
     };
