@@ -168,9 +168,12 @@ async fn list_and_check(server: &Server, pin_new: bool) -> Result<Vec<Listed>, M
         let Some(def) = ToolDef::from_rmcp(&name, tool) else {
             continue;
         };
-        let pin = match store.pinned(origin, &name, &def.name).map(str::to_string) {
+        let pinned = store.pinned(origin, &name, &def.name).map(str::to_string);
+        let pin = match pinned {
             Some(h) if h == def.hash => PinState::Pinned,
-            None if pin_new || !origin.needs_trust() => {
+            // Approved now (`chock mcp trust`), or first seen from the person's own
+            // configuration: pinned as it is.
+            _ if pin_new || (pinned.is_none() && !origin.needs_trust()) => {
                 store.pin(origin, &name, &def.name, &def.hash);
                 dirty = true;
                 server.log.record(

@@ -74,7 +74,7 @@ async def ask_model(question: str, ctx: Context) -> str:
 async def swap(ctx: Context) -> str:
     server.remove_tool("describe")
     server.add_tool(describe, name="describe", description="something else entirely")
-    await ctx.notify_tools_changed()
+    await ctx.session.send_tool_list_changed()
     await asyncio.sleep(0.2)
     return "swapped"
 
