@@ -16,6 +16,7 @@ pub mod events;
 pub mod gate;
 pub mod host;
 pub mod keyring;
+pub mod mcp_sampler;
 pub mod prompt;
 pub mod runtime;
 pub mod tools;
