@@ -188,6 +188,13 @@ impl TrustStore {
         self.record(origin, server)?.tools.get(tool).map(String::as_str)
     }
 
+    /// The tools approved for a server, by name.
+    pub fn pinned_tools(&self, origin: &Origin, server: &str) -> Vec<String> {
+        self.record(origin, server)
+            .map(|r| r.tools.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Pins `tool`'s definition.
     pub fn pin(&mut self, origin: &Origin, server: &str, tool: &str, hash: &str) {
         self.record_mut(origin, server)

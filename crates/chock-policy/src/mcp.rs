@@ -221,7 +221,14 @@ impl RawServer {
             }
         };
         for var in &self.env {
-            check_env_name(var).map_err(|e| err("env", format!("`{var}` {e}")))?;
+            check_env_name(var).map_err(|e| {
+                let words = if e.contains(var.as_str()) {
+                    e
+                } else {
+                    format!("`{var}` {e}")
+                };
+                err("env", words)
+            })?;
         }
         check_paths(&self.read, "read", &err)?;
         check_paths(&self.cache, "cache", &err)?;
