@@ -239,7 +239,11 @@ impl Config {
                 message: format!(
                     "mcp.servers.{}{}: {}",
                     e.server,
-                    if e.field.is_empty() { String::new() } else { format!(".{}", e.field) },
+                    if e.field.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{}", e.field)
+                    },
                     e.problem
                 ),
             })?;

@@ -102,7 +102,12 @@ expect = { is_error = false, contains = "UTC" }
 [[turn]]
 text = "done"
 "#;
-    let dir = run(&project, tmp.path(), config(&[("time", server.clone())]), script);
+    let dir = run(
+        &project,
+        tmp.path(),
+        config(&[("time", server.clone())]),
+        script,
+    );
     let kinds: Vec<String> = read_events(&dir)
         .unwrap()
         .iter()
@@ -184,5 +189,9 @@ text = "done"
         .iter()
         .find(|e| e.kind.to_string() == "model.response")
         .expect("and a model.response with its cost");
-    assert!(response.data.get("cost_usd").is_some(), "{:?}", response.data);
+    assert!(
+        response.data.get("cost_usd").is_some(),
+        "{:?}",
+        response.data
+    );
 }

@@ -318,12 +318,18 @@ fn the_editors_mcp_servers_start_confined_like_chocks_own() {
     let said = note["params"]["update"]["content"]["text"]
         .as_str()
         .unwrap();
-    assert!(said.contains("web (http") && said.contains("not started"), "{said}");
+    assert!(
+        said.contains("web (http") && said.contains("not started"),
+        "{said}"
+    );
     assert!(said.contains("env values were not passed"), "{said}");
     let (status, _stderr, _) = ed.close();
     assert_eq!(status, Some(0));
     // The shell "server" ran confined: its write outside the project never landed.
-    assert!(!marker.exists(), "the editor's MCP server wrote outside its sandbox");
+    assert!(
+        !marker.exists(),
+        "the editor's MCP server wrote outside its sandbox"
+    );
     let servers: Vec<serde_json::Value> = w
         .events()
         .into_iter()
@@ -331,11 +337,15 @@ fn the_editors_mcp_servers_start_confined_like_chocks_own() {
         .map(|(_, _, d)| d)
         .collect();
     assert!(
-        servers.iter().any(|d| d["phase"] == "started" && d["server"] == "time" && d["origin"] == "editor"),
+        servers
+            .iter()
+            .any(|d| d["phase"] == "started" && d["server"] == "time" && d["origin"] == "editor"),
         "{servers:?}"
     );
     assert!(
-        servers.iter().any(|d| d["phase"] == "failed" && d["server"] == "files"),
+        servers
+            .iter()
+            .any(|d| d["phase"] == "failed" && d["server"] == "files"),
         "{servers:?}"
     );
     let logged = w

@@ -23,7 +23,9 @@ fn transcript(w: &World, runs: &[&[&str]]) -> String {
         out.push_str(&format!(
             "$ chock {}\nstatus: {}\n--- stdout\n{}--- stderr\n{}\n",
             args.join(" "),
-            o.status.code().map_or_else(|| "signal".into(), |c| c.to_string()),
+            o.status
+                .code()
+                .map_or_else(|| "signal".into(), |c| c.to_string()),
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         ));
@@ -67,7 +69,10 @@ fn list_test_and_trust_a_project_server() {
         ],
     );
     let mut settings = w.settings();
-    settings.add_filter(&run_support::regex_escape(&prefix().display().to_string()), "[MCP]");
+    settings.add_filter(
+        &run_support::regex_escape(&prefix().display().to_string()),
+        "[MCP]",
+    );
     settings.add_filter("[0-9a-f]{64}", "[SHA256]");
     settings.bind(|| insta::assert_snapshot!(text));
 }

@@ -79,7 +79,10 @@ fn text_of(content: &Value) -> String {
         Value::Array(items) => items.iter().map(text_of).collect::<Vec<_>>().join("\n"),
         Value::Object(map) => match map.get("text") {
             Some(Value::String(t)) => t.clone(),
-            _ => format!("[{} content]", map.get("type").and_then(Value::as_str).unwrap_or("other")),
+            _ => format!(
+                "[{} content]",
+                map.get("type").and_then(Value::as_str).unwrap_or("other")
+            ),
         },
         other => other.to_string(),
     }
@@ -95,7 +98,10 @@ fn messages_of(params: &Value) -> Vec<(String, String)> {
                 .iter()
                 .map(|m| {
                     let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
-                    (role.to_string(), text_of(m.get("content").unwrap_or(&Value::Null)))
+                    (
+                        role.to_string(),
+                        text_of(m.get("content").unwrap_or(&Value::Null)),
+                    )
                 })
                 .collect()
         })
@@ -103,7 +109,10 @@ fn messages_of(params: &Value) -> Vec<(String, String)> {
 }
 
 impl Handler {
-    async fn sample(&self, params: CreateMessageRequestParams) -> Result<CreateMessageResult, ErrorData> {
+    async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, ErrorData> {
         let raw = serde_json::to_value(&params).unwrap_or(Value::Null);
         let request = SampleRequest {
             server: self.server.clone(),
@@ -117,8 +126,8 @@ impl Handler {
             .map(|(role, text)| format!("{role}: {text}"))
             .collect::<Vec<_>>()
             .join("\n");
-        let action = crate::names::sampling_action(&self.server)
-            .map_err(|e| internal(e.to_string()))?;
+        let action =
+            crate::names::sampling_action(&self.server).map_err(|e| internal(e.to_string()))?;
         let detail = format!(
             "MCP server `{}` asks to call the model (up to {} tokens, charged to this session):\n{prompt}",
             self.server, request.max_tokens
@@ -144,7 +153,10 @@ impl Handler {
             .map_err(|e| internal(e.to_string()))?;
         if !settled.allowed() {
             return Err(ErrorData::invalid_request(
-                format!("Chock refused sampling: {}", settled.refusal().unwrap_or_default()),
+                format!(
+                    "Chock refused sampling: {}",
+                    settled.refusal().unwrap_or_default()
+                ),
                 None,
             ));
         }
@@ -183,7 +195,9 @@ impl Handler {
         let result = match answer.map(|(_, reply)| reply) {
             Some(reply) if !reply.trim().is_empty() => {
                 match serde_json::from_str::<Value>(&reply) {
-                    Ok(content @ Value::Object(_)) => json!({"action": "accept", "content": content}),
+                    Ok(content @ Value::Object(_)) => {
+                        json!({"action": "accept", "content": content})
+                    }
                     _ => json!({"action": "decline"}),
                 }
             }

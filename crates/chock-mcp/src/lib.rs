@@ -134,7 +134,9 @@ pub fn configured(
             )
         })
         .collect();
-    let project = project.canonicalize().unwrap_or_else(|_| project.to_path_buf());
+    let project = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_path_buf());
     let file = policy
         .project_file()
         .map_or_else(|| project.join("chock.toml"), Path::to_path_buf);
@@ -466,7 +468,10 @@ impl McpTool {
         let value = serde_json::to_value(&result).unwrap_or(Value::Null);
         Ok(CallOutcome::Answered {
             text: content_text(&value),
-            is_error: value.get("isError").and_then(Value::as_bool).unwrap_or(false),
+            is_error: value
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }

@@ -236,7 +236,11 @@ fn drain_stderr(stderr: Option<std::fs::File>) -> Arc<Mutex<String>> {
 
 /// The options of a stdio server's sandbox: its state directory in the session, its declared
 /// paths, the environment names it is given.
-fn service_options(session: &Session, def: &ServerDef, network: bool) -> Result<ServiceOptions, McpError> {
+fn service_options(
+    session: &Session,
+    def: &ServerDef,
+    network: bool,
+) -> Result<ServiceOptions, McpError> {
     let state = session.dir().join("mcp").join(&def.name);
     std::fs::create_dir_all(&state).map_err(|e| McpError::Start {
         server: def.name.clone(),
@@ -278,11 +282,11 @@ pub(crate) async fn start(
 ) -> Result<Server, McpError> {
     let def = &configured.def;
     let log = cx.pipeline.log().clone();
-    let state = cx
-        .trust
-        .lock()
-        .map_err(|_| McpError::Poisoned)?
-        .state(&configured.origin, &def.name, &configured.hash);
+    let state = cx.trust.lock().map_err(|_| McpError::Poisoned)?.state(
+        &configured.origin,
+        &def.name,
+        &configured.hash,
+    );
     if !state.may_start() && !cx.trusting {
         let reason = format!(
             "its definition in {} is {}: run `chock mcp trust {}` to review and trust it",
@@ -372,15 +376,24 @@ pub(crate) async fn start(
         root: session.project().to_path_buf(),
         tools_changed: Arc::clone(&changed),
     };
-    let started = tokio::time::timeout(def.startup_timeout(), handler.serve((reader, writer))).await;
+    let started =
+        tokio::time::timeout(def.startup_timeout(), handler.serve((reader, writer))).await;
     let client = match started {
         Ok(Ok(client)) => client,
         Ok(Err(e)) => {
-            let stderr = tail.lock().map(|t| t.trim().to_string()).unwrap_or_default();
-            return Err(failed(format!("initialize failed: {e}; its stderr: {stderr}")));
+            let stderr = tail
+                .lock()
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default();
+            return Err(failed(format!(
+                "initialize failed: {e}; its stderr: {stderr}"
+            )));
         }
         Err(_) => {
-            let stderr = tail.lock().map(|t| t.trim().to_string()).unwrap_or_default();
+            let stderr = tail
+                .lock()
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default();
             return Err(failed(format!(
                 "did not answer initialize within {}s; its stderr: {stderr}",
                 def.startup_timeout_secs

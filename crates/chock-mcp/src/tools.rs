@@ -106,6 +106,7 @@ impl ToolDef {
 mod tests {
     use super::*;
 
+    #[allow(clippy::needless_pass_by_value)]
     fn def(annotations: Value) -> ToolDef {
         let tool: rmcp::model::Tool = serde_json::from_value(json!({
             "name": "t",
@@ -119,9 +120,18 @@ mod tests {
 
     #[test]
     fn annotations_only_tighten() {
-        assert_eq!(def(json!({"destructiveHint": true})).decision(Decision::Allow), Decision::Ask);
-        assert_eq!(def(json!({"destructiveHint": true})).decision(Decision::Deny), Decision::Deny);
-        assert_eq!(def(json!({"readOnlyHint": true})).decision(Decision::Ask), Decision::Ask);
+        assert_eq!(
+            def(json!({"destructiveHint": true})).decision(Decision::Allow),
+            Decision::Ask
+        );
+        assert_eq!(
+            def(json!({"destructiveHint": true})).decision(Decision::Deny),
+            Decision::Deny
+        );
+        assert_eq!(
+            def(json!({"readOnlyHint": true})).decision(Decision::Ask),
+            Decision::Ask
+        );
         assert_eq!(def(json!({})).decision(Decision::Allow), Decision::Allow);
     }
 

@@ -166,7 +166,10 @@ impl TrustStore {
         if !origin.needs_trust() {
             return TrustState::Own;
         }
-        match self.record(origin, server).and_then(|r| r.definition.as_deref()) {
+        match self
+            .record(origin, server)
+            .and_then(|r| r.definition.as_deref())
+        {
             Some(h) if h == hash => TrustState::Trusted,
             Some(_) => TrustState::Changed,
             None => TrustState::Untrusted,
@@ -185,7 +188,10 @@ impl TrustStore {
 
     /// The pinned hash of `tool`'s definition, if it was approved.
     pub fn pinned(&self, origin: &Origin, server: &str, tool: &str) -> Option<&str> {
-        self.record(origin, server)?.tools.get(tool).map(String::as_str)
+        self.record(origin, server)?
+            .tools
+            .get(tool)
+            .map(String::as_str)
     }
 
     /// The tools approved for a server, by name.

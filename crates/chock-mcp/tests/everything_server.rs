@@ -11,7 +11,9 @@ use support::{Person, World, installed, prefix, user_server};
 
 #[test]
 fn the_everything_server_answers_an_allowed_call_over_stdio() {
-    let Some(entry) = installed("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js") else {
+    let Some(entry) =
+        installed("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    else {
         return;
     };
     let raw = RawServer {
@@ -27,7 +29,7 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
                  [[rule]]\naction = \"mcp.everything.network\"\ndecision = \"deny\"\n";
     let world = World::new(rules);
     let pipeline = world.pipeline(Some(Person::new(true)));
-    let hub = world.start(&[user_server("everything", raw)], &pipeline, false, None);
+    let hub = world.start(&[user_server("everything", &raw)], &pipeline, false, None);
     assert_eq!(hub.servers().len(), 1, "{:?}", hub.failures());
     let listed = hub.servers()[0].tools();
     assert!(listed.len() > 3, "it lists many tools: {listed:?}");
@@ -42,12 +44,18 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
     let out = rt
         .block_on(offered[0].call("c1", &json!({"message": "hello from chock"}), &pipeline))
         .unwrap();
-    let CallOutcome::Answered { text, is_error } = out else { panic!("{out:?}") };
+    let CallOutcome::Answered { text, is_error } = out else {
+        panic!("{out:?}")
+    };
     assert!(!is_error && text.contains("hello from chock"), "{text}");
 
     // `roots` lists only the throwaway copy (at the project's path inside the server's sandbox).
-    let out = rt.block_on(offered[1].call("c2", &json!({}), &pipeline)).unwrap();
-    let CallOutcome::Answered { text, .. } = out else { panic!("{out:?}") };
+    let out = rt
+        .block_on(offered[1].call("c2", &json!({}), &pipeline))
+        .unwrap();
+    let CallOutcome::Answered { text, .. } = out else {
+        panic!("{out:?}")
+    };
     let root = format!("file://{}", world.session.project().display());
     assert!(text.contains(&root), "{text}");
     assert!(text.contains("throwaway copy"), "{text}");

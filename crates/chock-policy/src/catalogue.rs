@@ -174,7 +174,6 @@ pub const CATALOGUE: &[Entry] = &[
         "mcp.<server>.sampling",
         "an MCP server asking Chock to call the model (charged to the session)",
     ),
-
     e(
         "plugin.<plugin>.tool.<tool>",
         "one call of a WebAssembly plugin's tool",

@@ -209,7 +209,9 @@ pub(crate) fn parse(
         if role != Role::Project {
             return Err(loc.error(
                 span,
-                ErrorKind::Mcp("only a project's chock.toml (or config.toml) configures MCP servers".into()),
+                ErrorKind::Mcp(
+                    "only a project's chock.toml (or config.toml) configures MCP servers".into(),
+                ),
             ));
         }
         parsed.mcp = mcp.get_ref().check(file).map_err(|e| {
@@ -218,7 +220,16 @@ pub(crate) fn parse(
                 .map_or(span.clone(), |at| at..at + e.server.len() + 14);
             loc.error(
                 at,
-                ErrorKind::Mcp(format!("mcp.servers.{}{}: {}", e.server, if e.field.is_empty() { String::new() } else { format!(".{}", e.field) }, e.problem)),
+                ErrorKind::Mcp(format!(
+                    "mcp.servers.{}{}: {}",
+                    e.server,
+                    if e.field.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{}", e.field)
+                    },
+                    e.problem
+                )),
             )
         })?;
     }

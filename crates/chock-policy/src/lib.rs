@@ -8,11 +8,11 @@
 
 mod action;
 pub mod catalogue;
-pub mod mcp;
 mod decision;
 mod error;
 mod file;
 mod limits;
+pub mod mcp;
 mod pattern;
 mod policy;
 mod ratchet;

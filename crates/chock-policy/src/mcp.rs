@@ -212,10 +212,16 @@ impl RawServer {
             }
             (None, Some(url)) => {
                 if !self.args.is_empty() {
-                    return Err(err("args", "only a stdio server (`command`) takes args".into()));
+                    return Err(err(
+                        "args",
+                        "only a stdio server (`command`) takes args".into(),
+                    ));
                 }
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(err("url", format!("`{url}` is not an http:// or https:// URL")));
+                    return Err(err(
+                        "url",
+                        format!("`{url}` is not an http:// or https:// URL"),
+                    ));
                 }
                 Transport::Http { url: url.clone() }
             }

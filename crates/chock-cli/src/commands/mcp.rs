@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use chock_agent::config::Config;
 use chock_decide::ApprovalBroker;
 use chock_mcp::{Configured, McpHub, PinState, StartContext, TrustStore};
-use chock_policy::mcp::Transport;
 use chock_policy::Policy;
+use chock_policy::mcp::Transport;
 use chock_session::{Session, SessionOptions};
 
 use crate::exit::{BAD_INPUT, Exit, FAILURE, REFUSED};
@@ -102,7 +102,9 @@ fn transport_words(server: &Configured) -> String {
 
 /// Where the path is, relative to the project when inside it (so output is the same anywhere).
 fn shown(path: &Path, project: &Path) -> String {
-    let project = project.canonicalize().unwrap_or_else(|_| project.to_path_buf());
+    let project = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_path_buf());
     path.strip_prefix(&project)
         .map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
 }
@@ -110,14 +112,20 @@ fn shown(path: &Path, project: &Path) -> String {
 fn list(project: &Path) -> anyhow::Result<ExitCode> {
     let (servers, policy, trust) = load(project)?;
     if servers.is_empty() {
-        println!("no MCP servers: add [mcp.servers.NAME] to chock.toml or config.toml (docs/mcp.md)");
+        println!(
+            "no MCP servers: add [mcp.servers.NAME] to chock.toml or config.toml (docs/mcp.md)"
+        );
         return Ok(ExitCode::SUCCESS);
     }
     for server in &servers {
         let name = &server.def.name;
         let state = trust.state(&server.origin, name, &server.hash);
         println!("{name}");
-        println!("  from:    {} ({})", server.origin.word(), shown(Path::new(&server.file_words()), project));
+        println!(
+            "  from:    {} ({})",
+            server.origin.word(),
+            shown(Path::new(&server.file_words()), project)
+        );
         println!("  how:     {}", transport_words(server));
         println!("  trust:   {}", state.word());
         let network = chock_policy::Action::mcp_network(name).map(|a| policy.decide(&a));
@@ -132,7 +140,10 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
             match chock_mcp::names::tool_action(name, &tool) {
                 Ok(action) => {
                     let verdict = policy.decide(&action);
-                    println!("  tool {tool}: {} as `{action}` ({})", verdict.decision, verdict.decided_by);
+                    println!(
+                        "  tool {tool}: {} as `{action}` ({})",
+                        verdict.decision, verdict.decided_by
+                    );
                 }
                 Err(e) => println!("  tool {tool}: cannot be an act: {e}"),
             }
@@ -158,7 +169,12 @@ fn scratch(project: &Path) -> anyhow::Result<Session> {
 }
 
 /// Starts `server` in a scratch session, prints its tools, stops it.
-fn start_and_show(project: &Path, server: &Configured, trust: TrustStore, trusting: bool) -> anyhow::Result<ExitCode> {
+fn start_and_show(
+    project: &Path,
+    server: &Configured,
+    trust: TrustStore,
+    trusting: bool,
+) -> anyhow::Result<ExitCode> {
     let session = scratch(project)?;
     let pipeline = session.pipeline(ApprovalBroker::new());
     let cx = StartContext {
@@ -170,7 +186,11 @@ fn start_and_show(project: &Path, server: &Configured, trust: TrustStore, trusti
     let mut hub = McpHub::start(&session, std::slice::from_ref(server), &cx)
         .map_err(|e| Exit::new(FAILURE, e.to_string()))?;
     let code = if let Some((_, err)) = hub.failures().first() {
-        let status = if chock_mcp::server::is_untrusted(err).is_some() { REFUSED } else { FAILURE };
+        let status = if chock_mcp::server::is_untrusted(err).is_some() {
+            REFUSED
+        } else {
+            FAILURE
+        };
         eprintln!("chock: {err}");
         status
     } else {
@@ -185,7 +205,9 @@ fn start_and_show(project: &Path, server: &Configured, trust: TrustStore, trusti
                 let pin = match &listed.pin {
                     PinState::Pinned => "approved".to_string(),
                     PinState::Changed { pinned: None } => "new since trusted: refused".to_string(),
-                    PinState::Changed { pinned: Some(_) } => "changed since approved: refused".to_string(),
+                    PinState::Changed { pinned: Some(_) } => {
+                        "changed since approved: refused".to_string()
+                    }
                 };
                 let floor = listed
                     .def
@@ -216,14 +238,28 @@ fn trust(name: &str, project: &Path, yes: bool) -> anyhow::Result<ExitCode> {
     let (servers, _, trust) = load(project)?;
     let server = find(&servers, name)?.clone();
     let def = &server.def;
-    println!("MCP server `{name}` from {} ({})", server.origin.word(), shown(Path::new(&server.file_words()), project));
+    println!(
+        "MCP server `{name}` from {} ({})",
+        server.origin.word(),
+        shown(Path::new(&server.file_words()), project)
+    );
     println!("  how:      {}", transport_words(&server));
-    println!("  env:      {}", if def.env.is_empty() { "(none)".to_string() } else { def.env.join(", ") });
+    println!(
+        "  env:      {}",
+        if def.env.is_empty() {
+            "(none)".to_string()
+        } else {
+            def.env.join(", ")
+        }
+    );
     let paths = |p: &[PathBuf]| {
         if p.is_empty() {
             "(none)".to_string()
         } else {
-            p.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            p.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     };
     println!("  reads:    {}", paths(&def.read));

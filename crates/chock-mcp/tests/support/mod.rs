@@ -171,8 +171,10 @@ impl World {
 }
 
 /// A server of the person's own config.toml (trusted as written).
-pub fn user_server(name: &str, raw: RawServer) -> Configured {
-    let def = raw.check(Path::new("config.toml"), name).expect("a valid server");
+pub fn user_server(name: &str, raw: &RawServer) -> Configured {
+    let def = raw
+        .check(Path::new("config.toml"), name)
+        .expect("a valid server");
     Configured::new(
         def,
         Origin::User {
