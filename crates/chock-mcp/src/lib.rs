@@ -281,11 +281,17 @@ impl McpHub {
             .unwrap_or_else(tokio::runtime::Handle::current)
     }
 
-    /// Stops every server (logged).
+    /// Stops every server, each logged `mcp.server` `stopped` with `reason`.
     pub fn stop(&mut self, reason: &str) {
+        self.stop_servers(Some(reason));
+    }
+
+    /// Stops every server; `None`: without logging (the hub is dropped with its session, whose
+    /// log may already end with `session.end`).
+    fn stop_servers(&mut self, reason: Option<&str>) {
         let servers = std::mem::take(&mut self.servers);
         if let Some(runtime) = &self.runtime {
-            let reason = reason.to_string();
+            let reason = reason.map(str::to_string);
             let _ = std::thread::scope(|scope| {
                 scope
                     .spawn(|| {
@@ -295,7 +301,7 @@ impl McpHub {
                             }
                         });
                         for server in &servers {
-                            server.stop_service(&reason);
+                            server.stop_service(reason.as_deref());
                         }
                     })
                     .join()
@@ -306,7 +312,7 @@ impl McpHub {
 
 impl Drop for McpHub {
     fn drop(&mut self) {
-        self.stop("the session ended");
+        self.stop_servers(None);
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
         }

@@ -127,19 +127,21 @@ impl Server {
     }
 
     /// Stops its sandbox (every process in it) and its proxy, outside any runtime (the proxy's
-    /// stop waits for its own), and logs it.
-    pub(crate) fn stop_service(&self, reason: &str) {
+    /// stop waits for its own), and logs it when there is a `reason`.
+    pub(crate) fn stop_service(&self, reason: Option<&str>) {
         let service = self.service.lock().ok().and_then(|mut s| s.take());
         if let Some(service) = service {
             service.stop();
         }
-        let _ = self.log.record(
-            None,
-            McpServer::Stopped {
-                server: self.name().to_string(),
-                reason: reason.to_string(),
-            },
-        );
+        if let Some(reason) = reason {
+            let _ = self.log.record(
+                None,
+                McpServer::Stopped {
+                    server: self.name().to_string(),
+                    reason: reason.to_string(),
+                },
+            );
+        }
     }
 }
 
@@ -433,7 +435,7 @@ pub(crate) async fn start(
             server.stop_client().await;
             let reason = format!("listing its tools failed: {e}");
             std::thread::scope(|scope| {
-                let _ = scope.spawn(|| server.stop_service(&reason)).join();
+                let _ = scope.spawn(|| server.stop_service(Some(&reason))).join();
             });
             return Err(e);
         }
