@@ -122,8 +122,9 @@ pub struct AuthenticateRequest {
     pub method_id: String,
 }
 
-/// An MCP server the client asks the agent to connect to. Only the name and kind are read:
-/// Chock starts none yet.
+/// An MCP server the client asks the agent to connect to. A stdio one is started by Chock under
+/// the same confinement as its own (chock-mcp); `env` values are not passed (Chock passes
+/// environment variables by name only, from its own environment).
 #[derive(Debug, Clone, Deserialize)]
 pub struct McpServer {
     /// Its name.
@@ -134,6 +135,12 @@ pub struct McpServer {
     /// The program, for stdio.
     #[serde(default)]
     pub command: Option<String>,
+    /// Its arguments, for stdio.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables the editor would set (names and values): not passed.
+    #[serde(default)]
+    pub env: Vec<serde_json::Value>,
     /// The address, for http and sse.
     #[serde(default)]
     pub url: Option<String>,

@@ -84,24 +84,47 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The note logged and told when the editor passes MCP servers (none is started).
-fn mcp_note(servers: &[McpServer]) -> Option<String> {
-    if servers.is_empty() {
-        return None;
+/// The editor's MCP servers Chock starts (stdio ones, under the same confinement as its own:
+/// chock-mcp), and a note about those it does not (streamable HTTP and SSE are not built yet; a
+/// name that cannot be an act; env values, which are never passed).
+fn editor_servers(servers: &[McpServer]) -> (Vec<chock_mcp::Configured>, Option<String>) {
+    let mut started = Vec::new();
+    let mut notes = Vec::new();
+    for s in servers {
+        match (&s.kind, &s.command, &s.url) {
+            (None, Some(command), _) => {
+                let raw = chock_policy::mcp::RawServer {
+                    command: Some(command.clone()),
+                    args: s.args.clone(),
+                    ..chock_policy::mcp::RawServer::default()
+                };
+                match raw.check(Path::new("session/new"), &s.name) {
+                    Ok(def) => {
+                        started.push(chock_mcp::Configured::new(def, chock_mcp::Origin::Editor));
+                        if !s.env.is_empty() {
+                            notes.push(format!(
+                                "{}: its env values were not passed (Chock passes variables by name only)",
+                                s.name
+                            ));
+                        }
+                    }
+                    Err(e) => notes.push(format!("{} was not started: {e}", s.name)),
+                }
+            }
+            (Some(kind), _, Some(url)) => notes.push(format!(
+                "{} ({kind} {url}) was not started: Chock does not reach HTTP MCP servers yet",
+                s.name
+            )),
+            _ => notes.push(format!("{} was not started: no command", s.name)),
+        }
     }
-    let names: Vec<String> = servers
-        .iter()
-        .map(|s| match (&s.kind, &s.command, &s.url) {
-            (Some(kind), _, Some(url)) => format!("{} ({kind} {url})", s.name),
-            (_, Some(command), _) => format!("{} (`{command}`)", s.name),
-            _ => s.name.clone(),
-        })
-        .collect();
-    Some(format!(
-        "Chock does not run MCP servers yet, so the editor's were not started: {}. Its own tools \
-         (files, commands, search) run confined in the session's sandbox.",
-        names.join(", ")
-    ))
+    let note = (!notes.is_empty()).then(|| {
+        format!(
+            "MCP servers from the editor: {}. The ones started run confined in the session's sandbox, each call decided by the policy.",
+            notes.join("; ")
+        )
+    });
+    (started, note)
 }
 
 impl AcpSession {
@@ -141,6 +164,8 @@ impl AcpSession {
             .max_turns(options.max_turns)
             .sink(Arc::new(Sink(Arc::clone(&shared))))
             .person(Arc::new(EditorAnswerer(Arc::clone(&shared))));
+        let (editor_mcp, note) = editor_servers(mcp_servers);
+        builder = builder.mcp_servers(editor_mcp);
         let load = match opening {
             Opening::New {
                 provider, model, ..
@@ -176,7 +201,6 @@ impl AcpSession {
         .map_err(|e| internal(method, e))?
         .map_err(|e| build_error(method, &e))?;
         shared.set_id(runtime.id());
-        let note = mcp_note(mcp_servers);
         if let Some(note) = &note {
             runtime
                 .log()

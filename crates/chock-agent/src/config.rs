@@ -105,6 +105,13 @@ pub struct Config {
     /// The web-search backend.
     #[serde(default)]
     pub web_search: Option<WebSearchConfig>,
+    /// `[mcp.servers.NAME]`: the person's own MCP servers (the same tables as chock.toml's,
+    /// docs/mcp.md); checked when the file is read.
+    #[serde(default)]
+    pub mcp: Option<chock_policy::mcp::McpSection>,
+    /// The checked form of `mcp`.
+    #[serde(skip)]
+    pub mcp_servers: Vec<chock_policy::mcp::ServerDef>,
     /// Where this configuration was read from (None: no file, defaults only).
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -225,6 +232,21 @@ impl Config {
                     ),
                 });
             }
+        }
+        if let Some(mcp) = &config.mcp {
+            config.mcp_servers = mcp.check(path).map_err(|e| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "mcp.servers.{}{}: {}",
+                    e.server,
+                    if e.field.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{}", e.field)
+                    },
+                    e.problem
+                ),
+            })?;
         }
         config.source = Some(path.to_path_buf());
         Ok(config)

@@ -17,6 +17,7 @@ pub mod events;
 pub mod gate;
 pub mod host;
 pub mod keyring;
+pub mod mcp_sampler;
 pub mod memory;
 pub mod prompt;
 pub mod runtime;

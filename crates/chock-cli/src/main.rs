@@ -31,6 +31,9 @@ enum Command {
     /// Check an act against the policy table, or validate a table.
     #[command(subcommand)]
     Policy(commands::policy::PolicyCommand),
+    /// List, test and trust the MCP servers chock.toml and config.toml configure.
+    #[command(subcommand)]
+    Mcp(commands::mcp::McpCommand),
     /// List, show, verify and seal session logs.
     #[command(subcommand)]
     Sessions(commands::sessions::SessionsCommand),
@@ -103,6 +106,7 @@ fn main() -> ExitCode {
         Some(Command::Exec(args)) => commands::exec::run(args),
         Some(Command::Doctor(args)) => commands::doctor::run(args),
         Some(Command::Policy(cmd)) => commands::policy::run(cmd),
+        Some(Command::Mcp(cmd)) => commands::mcp::run(cmd),
         Some(Command::Sessions(cmd)) => commands::sessions::run(cmd),
         Some(Command::Diff(args)) => commands::diff::run(args),
         Some(Command::Apply(args)) => commands::apply::run_apply(args),

@@ -1,7 +1,7 @@
 //! `chock acp` driven by a scripted editor over real pipes: the session's streamed updates, its
 //! questions as `session/request_permission`, the apply offered at the turn's end (yes writes the
 //! project, no leaves it untouched), `session/cancel` killing a long command, a question nobody
-//! answers refused, MCP servers refused with a note, `session/load`, and errors that name the
+//! answers refused, the editor's MCP servers started confined (and a note for those not started), `session/load`, and errors that name the
 //! method and field. The editor offers its file and terminal methods every time; Chock must never
 //! call them.
 
@@ -274,8 +274,28 @@ text = "could not write"
 }
 
 #[test]
-fn mcp_servers_are_accepted_but_not_started_and_the_editor_is_told() {
+fn the_editors_mcp_servers_start_confined_like_chocks_own() {
+    let time = std::path::PathBuf::from(
+        std::env::var("CHOCK_MCP_PREFIX").unwrap_or_else(|_| "/opt/chock-mcp".into()),
+    );
+    let time_bin = time.join("venv/bin/mcp-server-time");
+    if !time_bin.exists() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{} is missing: .ci/run installs it",
+            time_bin.display()
+        );
+        eprintln!("skipped: {} is not installed", time_bin.display());
+        return;
+    }
     let w = World::with_git_project();
+    // The real server is outside the sandbox's system directories: the project declares it.
+    w.write(
+        "chock.toml",
+        &format!("[sandbox]\nread = [\"{}\"]\n", time.display()),
+    );
+    w.git(&["add", "-A"]);
+    w.git(&["commit", "-q", "-m", "policy"]);
     let provider = w.script("[[turn]]\ntext = \"hi\"\n");
     let marker = w.base.join("mcp-started");
     let mut ed = Editor::start(&w, &[]);
@@ -284,7 +304,11 @@ fn mcp_servers_are_accepted_but_not_started_and_the_editor_is_told() {
         "session/new",
         json!({
             "cwd": w.project,
-            "mcpServers": [{"name": "files", "command": "/bin/sh", "args": ["-c", format!("touch {}", marker.display())], "env": []}],
+            "mcpServers": [
+                {"name": "files", "command": "/bin/sh", "args": ["-c", format!("touch {}", marker.display())], "env": []},
+                {"name": "time", "command": time_bin, "args": [], "env": [{"name": "TOKEN", "value": "secret-value"}]},
+                {"name": "web", "type": "http", "url": "http://127.0.0.1:9/mcp", "headers": []}
+            ],
             "_meta": {"chock": {"provider": provider}}
         }),
     );
@@ -295,13 +319,35 @@ fn mcp_servers_are_accepted_but_not_started_and_the_editor_is_told() {
         .as_str()
         .unwrap();
     assert!(
-        said.contains("does not run MCP servers") && said.contains("files"),
+        said.contains("web (http") && said.contains("not started"),
         "{said}"
     );
-    let (status, stderr, _) = ed.close();
+    assert!(said.contains("env values were not passed"), "{said}");
+    let (status, _stderr, _) = ed.close();
     assert_eq!(status, Some(0));
-    assert!(stderr.contains("MCP"), "{stderr}");
-    assert!(!marker.exists(), "the editor's MCP server was started");
+    // The shell "server" ran confined: its write outside the project never landed.
+    assert!(
+        !marker.exists(),
+        "the editor's MCP server wrote outside its sandbox"
+    );
+    let servers: Vec<serde_json::Value> = w
+        .events()
+        .into_iter()
+        .filter(|(k, _, _)| k == "mcp.server")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert!(
+        servers
+            .iter()
+            .any(|d| d["phase"] == "started" && d["server"] == "time" && d["origin"] == "editor"),
+        "{servers:?}"
+    );
+    assert!(
+        servers
+            .iter()
+            .any(|d| d["phase"] == "failed" && d["server"] == "files"),
+        "{servers:?}"
+    );
     let logged = w
         .events()
         .into_iter()

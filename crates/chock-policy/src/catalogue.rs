@@ -184,6 +184,10 @@ pub const CATALOGUE: &[Entry] = &[
     ),
     e("mcp.<server>.network", "an MCP server reaching the network"),
     e(
+        "mcp.<server>.sampling",
+        "an MCP server asking Chock to call the model (charged to the session)",
+    ),
+    e(
         "plugin.<plugin>.tool.<tool>",
         "one call of a WebAssembly plugin's tool",
     ),

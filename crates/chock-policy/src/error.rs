@@ -55,6 +55,9 @@ pub enum ErrorKind {
     /// A `[limits]` or `[subagents]` value out of range or above the org bundle's ceiling.
     #[error("limit refused: {0}")]
     Limit(String),
+    /// An `[mcp.servers.NAME]` table that cannot be used (the field and the problem).
+    #[error("{0}")]
+    Mcp(String),
 }
 
 /// A policy file that cannot be loaded. Nothing runs after one of these.

@@ -27,6 +27,7 @@ struct RawFile {
     limits: Option<RawLimits>,
     subagents: Option<RawSubagents>,
     budget: Option<RawBudget>,
+    mcp: Option<Spanned<crate::mcp::McpSection>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,6 +135,8 @@ pub(crate) struct ParsedFile {
     pub subagents: Vec<(&'static str, Written)>,
     /// `[budget]` as written (checked: positive, finite).
     pub budget: BudgetConfig,
+    /// Project only: the `[mcp.servers.NAME]` tables, checked.
+    pub mcp: Vec<crate::mcp::ServerDef>,
 }
 
 /// Parses one file. `ctx` carries what sandbox path checks need (for a project: the org's forbids).
@@ -232,6 +235,35 @@ pub(crate) fn parse(
             }
             parsed.budget.tokens = Some(*tokens.get_ref());
         }
+    }
+    if let Some(mcp) = raw.mcp {
+        let span = mcp.span();
+        if role != Role::Project {
+            return Err(loc.error(
+                span,
+                ErrorKind::Mcp(
+                    "only a project's chock.toml (or config.toml) configures MCP servers".into(),
+                ),
+            ));
+        }
+        parsed.mcp = mcp.get_ref().check(file).map_err(|e| {
+            let at = text
+                .find(&format!("[mcp.servers.{}]", e.server))
+                .map_or(span.clone(), |at| at..at + e.server.len() + 14);
+            loc.error(
+                at,
+                ErrorKind::Mcp(format!(
+                    "mcp.servers.{}{}: {}",
+                    e.server,
+                    if e.field.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{}", e.field)
+                    },
+                    e.problem
+                )),
+            )
+        })?;
     }
     Ok(parsed)
 }

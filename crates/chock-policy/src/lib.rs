@@ -12,6 +12,7 @@ mod decision;
 mod error;
 mod file;
 mod limits;
+pub mod mcp;
 mod pattern;
 mod policy;
 mod ratchet;

@@ -99,6 +99,7 @@ pub struct Policy {
     budget: BudgetConfig,
     project_file: Option<PathBuf>,
     org_file: Option<PathBuf>,
+    mcp_servers: Vec<crate::mcp::ServerDef>,
 }
 
 /// The shipped defaults, parsed once.
@@ -205,7 +206,14 @@ impl Policy {
             budget: project.budget.stricter(org.budget),
             project_file: sources.project.map(|s| s.path),
             org_file: sources.org.map(|s| s.path),
+            mcp_servers: project.mcp,
         })
+    }
+
+    /// The MCP servers the project's chock.toml configures (`[mcp.servers.NAME]`), checked. None
+    /// of them starts before the person trusts its exact definition (chock-mcp).
+    pub fn mcp_servers(&self) -> &[crate::mcp::ServerDef] {
+        &self.mcp_servers
     }
 
     /// Decides one action (see the module documentation for the order).

@@ -93,6 +93,7 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("memory.write", Decision::Ask, Some("memory.write")),
     ("mcp.time.tool.now", Decision::Ask, Some("mcp.*")),
     ("mcp.time.network", Decision::Ask, Some("mcp.*")),
+    ("mcp.time.sampling", Decision::Ask, Some("mcp.*")),
     ("plugin.fmt.tool.run", Decision::Ask, Some("plugin.*")),
 ];
 

@@ -74,6 +74,12 @@ event_kinds! {
     NetDecision => "net.decision",
     /// The network broker opened a connection (to the pinned address).
     NetConnect => "net.connect",
+    /// An MCP server started, was refused, failed or stopped.
+    McpServer => "mcp.server",
+    /// An MCP tool definition was pinned, or changed from what was approved.
+    McpDefinition => "mcp.definition",
+    /// An MCP server asked Chock to call the model.
+    McpSampling => "mcp.sampling",
     /// Free text from the host (a repaired torn tail, an operator remark).
     Note => "note",
     /// The session ended (with why).
@@ -175,6 +181,15 @@ impl EventKind {
             ),
             EventKind::NetConnect => Grouped(
                 "Records a connection the durable `net.decision` already allowed (opened, failed, closed); nothing waits on it.",
+            ),
+            EventKind::McpServer => BeforeReturn(
+                "A server's start is recorded before Chock speaks to it or offers its tools; a refusal before the session goes on without it.",
+            ),
+            EventKind::McpDefinition => BeforeReturn(
+                "A pinned hash is what later definitions are checked against, and a changed one is refused: both are recorded before the tool is offered or refused.",
+            ),
+            EventKind::McpSampling => BeforeReturn(
+                "The prompt a server sends the model is recorded before the model is called.",
             ),
             EventKind::Note => Grouped(
                 "Free text: no act waits on a remark (a torn tail's bytes are saved and synced to `log.jsonl.torn` before its note).",

@@ -35,6 +35,9 @@ pub enum StdioMode {
     Inherit,
     /// stdin, stdout and stderr are /dev/null.
     Null,
+    /// stdin, stdout and stderr are all pipes: a long-lived server the host speaks to over its
+    /// standard streams (an MCP server), [`SandboxChild::take_stdin`] for the host's end.
+    Duplex,
 }
 
 /// A running confined call. Dropping it kills the call.
@@ -45,6 +48,7 @@ pub struct SandboxChild {
     init_pidfd: OwnedFd,
     status_r: OwnedFd,
     lifeline: Option<OwnedFd>,
+    stdin: Option<File>,
     stdout: Option<File>,
     stderr: Option<File>,
     proxy: Option<TcpListener>,
@@ -249,7 +253,7 @@ fn spawn_inner(
     let (status_r, status_w) = pipe()?;
     let (lifeline_r, lifeline_w) = pipe()?;
     let mut child_ends: Vec<OwnedFd> = Vec::new();
-    let (mut stdout, mut stderr) = (None, None);
+    let (mut stdin, mut stdout, mut stderr) = (None, None, None);
     let stdio_fds = match stdio {
         StdioMode::Inherit => [None, None, None],
         StdioMode::Null => {
@@ -270,6 +274,21 @@ fn spawn_inner(
             stdout = Some(File::from(out_r));
             stderr = Some(File::from(err_r));
             child_ends.extend([null, out_w, err_w]);
+            fds
+        }
+        StdioMode::Duplex => {
+            let (in_r, in_w) = pipe()?;
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            let fds = [
+                Some(in_r.as_raw_fd()),
+                Some(out_w.as_raw_fd()),
+                Some(err_w.as_raw_fd()),
+            ];
+            stdin = Some(File::from(in_w));
+            stdout = Some(File::from(out_r));
+            stderr = Some(File::from(err_r));
+            child_ends.extend([in_r, out_w, err_w]);
             fds
         }
     };
@@ -315,6 +334,7 @@ fn spawn_inner(
                 init_pidfd,
                 status_r,
                 lifeline: Some(lifeline_w),
+                stdin,
                 stdout,
                 stderr,
                 proxy,
@@ -432,6 +452,12 @@ impl SandboxChild {
     /// every process of the call is gone.
     pub fn take_stdout(&mut self) -> Option<File> {
         self.stdout.take()
+    }
+
+    /// The command's stdin, in [`StdioMode::Duplex`] (once). Dropping it closes the command's
+    /// standard input.
+    pub fn take_stdin(&mut self) -> Option<File> {
+        self.stdin.take()
     }
 
     /// The command's stderr, in [`StdioMode::Piped`] (once).

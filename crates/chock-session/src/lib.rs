@@ -10,6 +10,7 @@ mod egress;
 mod error;
 mod fork;
 mod running;
+mod service;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,6 +27,7 @@ pub use egress::PROXY_PORT;
 pub use error::SessionError;
 pub use fork::{ForkRefusal, Forked, fork};
 pub use running::RunningCalls;
+pub use service::{Service, ServiceOptions};
 
 /// How to open a session.
 #[derive(Debug, Clone, Default)]

@@ -82,6 +82,10 @@ pub enum BuildError {
     /// accepts).
     #[error(transparent)]
     Tool(#[from] crate::tools::registry::RegistryError),
+    /// The MCP servers could not be set up (the trust file, the client's runtime). A server that
+    /// is not trusted or does not start is not this: it is logged and left out.
+    #[error(transparent)]
+    Mcp(#[from] chock_mcp::McpError),
 }
 
 impl BuildError {
@@ -95,6 +99,7 @@ impl BuildError {
                     | chock_session::SessionError::Project { .. }
             ),
             BuildError::Log(_) => false,
+            BuildError::Mcp(e) => matches!(e, chock_mcp::McpError::TrustFile { .. }),
             BuildError::Resume(e) => e.is_bad_input(),
             _ => true,
         }
@@ -140,6 +145,10 @@ pub struct SessionBuilder {
     budget: BudgetAmount,
     subagent_program: Option<PathBuf>,
     child: Option<ChildSpec>,
+    /// MCP servers beyond chock.toml's and config.toml's (an editor's, through ACP).
+    mcp_extra: Vec<chock_mcp::Configured>,
+    /// The MCP trust file (default `$XDG_DATA_HOME/chock/mcp-trust.json`).
+    mcp_trust: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for SessionBuilder {
@@ -170,6 +179,8 @@ impl SessionBuilder {
             budget: BudgetAmount::default(),
             subagent_program: None,
             child: None,
+            mcp_extra: Vec::new(),
+            mcp_trust: None,
         }
     }
 
@@ -197,6 +208,21 @@ impl SessionBuilder {
     pub fn child(mut self, spec: ChildSpec) -> Self {
         self.project = Some(spec.project.clone());
         self.child = Some(spec);
+        self
+    }
+
+    /// Where the MCP trust file is (default `$XDG_DATA_HOME/chock/mcp-trust.json`).
+    #[must_use]
+    pub fn mcp_trust_file(mut self, path: PathBuf) -> Self {
+        self.mcp_trust = Some(path);
+        self
+    }
+
+    /// MCP servers an editor passed (ACP `session/new`): started under the same confinement as
+    /// chock.toml's and config.toml's, their calls decided the same way.
+    #[must_use]
+    pub fn mcp_servers(mut self, servers: Vec<chock_mcp::Configured>) -> Self {
+        self.mcp_extra.extend(servers);
         self
     }
 
@@ -476,7 +502,51 @@ impl SessionBuilder {
         for tool in &self.tools {
             agent.register_tool(Arc::clone(tool))?;
         }
+        self.start_mcp(&mut agent, chosen)?;
         Ok(agent)
+    }
+
+    /// Starts the session's MCP servers (chock.toml's once trusted, config.toml's, an editor's)
+    /// and registers the tools they offer under the session's table (docs/mcp.md).
+    fn start_mcp(&self, agent: &mut Agent, chosen: &Chosen) -> Result<(), BuildError> {
+        let session = agent.host().session();
+        let mut servers = chock_mcp::configured(
+            session.policy(),
+            session.project(),
+            &self.config.mcp_servers,
+            self.config.source.as_deref(),
+        );
+        for extra in &self.mcp_extra {
+            if !servers.iter().any(|s| s.def.name == extra.def.name) {
+                servers.push(extra.clone());
+            }
+        }
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let pipeline = agent.decider().pipeline();
+        let sampler = crate::mcp_sampler::ModelSampler {
+            provider: Arc::clone(&chosen.provider),
+            model: chosen.model.clone(),
+            prices: prices(&self.config),
+            log: agent.log().clone(),
+        };
+        let trust_path = match &self.mcp_trust {
+            Some(path) => path.clone(),
+            None => chock_mcp::default_trust_path()?,
+        };
+        let trust = chock_mcp::TrustStore::open(&trust_path)?;
+        let cx = chock_mcp::StartContext {
+            pipeline: pipeline.clone(),
+            sampler: Some(Arc::new(sampler)),
+            trust: Arc::new(std::sync::Mutex::new(trust)),
+            trusting: false,
+        };
+        let hub = Arc::new(chock_mcp::McpHub::start(session, &servers, &cx)?);
+        for tool in crate::tools::mcp::McpToolAdapter::offered(&hub, &pipeline) {
+            agent.register_tool(tool)?;
+        }
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ pub mod exec;
 pub(crate) mod exec_egress;
 pub(crate) mod exec_terminal;
 pub mod login;
+pub mod mcp;
 pub mod memory;
 pub mod policy;
 pub mod protocol;

@@ -113,6 +113,23 @@ fn every_kind_session(env: &Env) -> Log {
             "address_used": "93.184.215.14:443", "bytes_sent": 10, "bytes_received": 20}),
         ),
         (
+            None,
+            EventKind::McpServer,
+            json!({"phase": "started", "server": "time", "origin": "project", "transport": "stdio",
+            "definition": "ab12", "pid": 7, "network": false}),
+        ),
+        (
+            None,
+            EventKind::McpDefinition,
+            json!({"change": "changed", "server": "time", "tool": "now", "action": "mcp.time.tool.now",
+            "pinned": "ab12", "now": "cd34"}),
+        ),
+        (
+            None,
+            EventKind::McpSampling,
+            json!({"server": "time", "prompt": "user: hi", "max_tokens": 50, "called": true}),
+        ),
+        (
             c,
             EventKind::CommandResult,
             json!({"outcome": "ran", "status": {"kind": "exited", "value": 0},

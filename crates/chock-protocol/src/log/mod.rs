@@ -7,10 +7,12 @@
 //! writer wrote something the type does not describe.
 
 mod acts;
+mod mcp;
 mod net;
 mod session;
 
 pub use acts::*;
+pub use mcp::*;
 pub use net::*;
 pub use session::*;
 
@@ -123,6 +125,9 @@ payloads! {
     SessionImported(SessionImported),
     NetDecision(NetDecision),
     NetConnect(NetConnect),
+    McpServer(McpServer),
+    McpDefinition(McpDefinition),
+    McpSampling(McpSampling),
     Note(Note),
     SessionEnd(SessionEnd),
 }

@@ -1,0 +1,465 @@
+//! Starting one server and speaking to it: the trust check, the network act, the confined process
+//! (chock-session's service: the same plan and driver as every call), rmcp's client over its
+//! pipes, the tool list checked against the pins.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chock_decide::Pipeline;
+use chock_log::Log;
+use chock_policy::mcp::{ServerDef, Transport};
+use chock_protocol::log::{McpDefinition, McpServer};
+use chock_session::{Service, ServiceOptions, Session};
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+
+use crate::client::{Handler, Sampler};
+use crate::tools::ToolDef;
+use crate::trust::{Origin, TrustState, TrustStore};
+use crate::{Configured, McpError};
+
+/// What starting servers needs from the session.
+#[derive(Clone)]
+pub struct StartContext {
+    /// The session's pipeline (its log, live policy and answerers): the network act, every
+    /// tool call, sampling and elicitation are settled here.
+    pub pipeline: Pipeline,
+    /// Who calls the model for a server's sampling request (none: sampling is refused).
+    pub sampler: Option<Arc<dyn Sampler>>,
+    /// The trust file.
+    pub trust: Arc<Mutex<TrustStore>>,
+    /// `chock mcp trust`: the person is trusting this definition now, and its tools are pinned
+    /// as they are listed.
+    pub trusting: bool,
+}
+
+impl std::fmt::Debug for StartContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartContext")
+            .field("trusting", &self.trusting)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a listed tool may be offered, as far as its definition goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PinState {
+    /// The definition is the one approved.
+    Pinned,
+    /// Not what was approved (or never approved): refused until `chock mcp trust` again.
+    Changed {
+        /// The approved hash (`None`: never approved).
+        pinned: Option<String>,
+    },
+}
+
+/// A tool a server lists, with its pin.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// Its definition now.
+    pub def: ToolDef,
+    /// How it stands against the pin.
+    pub pin: PinState,
+}
+
+/// A running server.
+pub struct Server {
+    pub(crate) configured: Configured,
+    pub(crate) client: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    pub(crate) peer: rmcp::service::Peer<RoleClient>,
+    pub(crate) service: Mutex<Option<Service>>,
+    pub(crate) tools: Mutex<Vec<Listed>>,
+    pub(crate) changed: Arc<AtomicBool>,
+    pub(crate) trust: Arc<Mutex<TrustStore>>,
+    pub(crate) log: Log,
+    pub(crate) network: bool,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.configured.def.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.configured.def.name
+    }
+
+    /// Its configuration.
+    pub fn configured(&self) -> &Configured {
+        &self.configured
+    }
+
+    /// Whether it has the network.
+    pub fn has_network(&self) -> bool {
+        self.network
+    }
+
+    /// Its tools as last listed.
+    pub fn tools(&self) -> Vec<Listed> {
+        self.tools.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Lists its tools again when it said they changed (`tools/list_changed`), checking each
+    /// against its pin (a changed one is logged and refused).
+    pub(crate) async fn refresh_if_changed(&self) -> Result<(), McpError> {
+        if self.changed.swap(false, Ordering::SeqCst) {
+            let listed = list_and_check(self, false).await?;
+            if let Ok(mut tools) = self.tools.lock() {
+                *tools = listed;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the MCP session with it (on the hub's runtime).
+    pub(crate) async fn stop_client(&self) {
+        let client = self.client.lock().ok().and_then(|mut c| c.take());
+        if let Some(client) = client {
+            let _ = client.cancel().await;
+        }
+    }
+
+    /// Stops its sandbox (every process in it) and its proxy, outside any runtime (the proxy's
+    /// stop waits for its own), and logs it when there is a `reason`.
+    pub(crate) fn stop_service(&self, reason: Option<&str>) {
+        let service = self.service.lock().ok().and_then(|mut s| s.take());
+        if let Some(service) = service {
+            service.stop();
+        }
+        if let Some(reason) = reason {
+            let _ = self.log.record(
+                None,
+                McpServer::Stopped {
+                    server: self.name().to_string(),
+                    reason: reason.to_string(),
+                },
+            );
+        }
+    }
+}
+
+/// Lists the server's tools and checks each against the trust file's pins; with `pin_new`, a tool
+/// without a pin (its server's own configuration, or `chock mcp trust`) is pinned now.
+async fn list_and_check(server: &Server, pin_new: bool) -> Result<Vec<Listed>, McpError> {
+    let name = server.name().to_string();
+    let tools = tokio::time::timeout(
+        server.configured.def.startup_timeout(),
+        server.peer.list_all_tools(),
+    )
+    .await
+    .map_err(|_| McpError::Timeout {
+        server: name.clone(),
+        what: "tools/list".into(),
+    })?
+    .map_err(|e| McpError::Protocol {
+        server: name.clone(),
+        message: e.to_string(),
+    })?;
+    let origin = &server.configured.origin;
+    let mut listed = Vec::new();
+    let mut store = server.trust.lock().map_err(|_| McpError::Poisoned)?;
+    let mut dirty = false;
+    for tool in &tools {
+        let Some(def) = ToolDef::from_rmcp(&name, tool) else {
+            continue;
+        };
+        let pinned = store.pinned(origin, &name, &def.name).map(str::to_string);
+        let pin = match pinned {
+            Some(h) if h == def.hash => PinState::Pinned,
+            // Approved now (`chock mcp trust`), or first seen from the person's own
+            // configuration: pinned as it is.
+            _ if pin_new || (pinned.is_none() && !origin.needs_trust()) => {
+                store.pin(origin, &name, &def.name, &def.hash);
+                dirty = true;
+                server.log.record(
+                    None,
+                    McpDefinition::Pinned {
+                        server: name.clone(),
+                        tool: def.name.clone(),
+                        action: def.action.as_str().to_string(),
+                        hash: def.hash.clone(),
+                    },
+                )?;
+                PinState::Pinned
+            }
+            pinned => {
+                server.log.record(
+                    None,
+                    McpDefinition::Changed {
+                        server: name.clone(),
+                        tool: def.name.clone(),
+                        action: def.action.as_str().to_string(),
+                        pinned: pinned.clone().unwrap_or_else(|| "none".to_string()),
+                        now: def.hash.clone(),
+                    },
+                )?;
+                PinState::Changed { pinned }
+            }
+        };
+        listed.push(Listed { def, pin });
+    }
+    if dirty {
+        store.save()?;
+    }
+    Ok(listed)
+}
+
+/// Drains the server's stderr, keeping the last few kilobytes for an error message.
+fn drain_stderr(stderr: Option<std::fs::File>) -> Arc<Mutex<String>> {
+    let tail = Arc::new(Mutex::new(String::new()));
+    if let Some(mut file) = stderr {
+        let tail_in = Arc::clone(&tail);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = file.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut t) = tail_in.lock() {
+                    t.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    if t.len() > 4096 {
+                        let cut = t.len() - 4096;
+                        let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                        t.drain(..cut);
+                    }
+                }
+            }
+        });
+    }
+    tail
+}
+
+/// The options of a stdio server's sandbox: its state directory in the session, its declared
+/// paths, the environment names it is given.
+fn service_options(
+    session: &Session,
+    def: &ServerDef,
+    network: bool,
+) -> Result<ServiceOptions, McpError> {
+    let state = session.dir().join("mcp").join(&def.name);
+    std::fs::create_dir_all(&state).map_err(|e| McpError::Start {
+        server: def.name.clone(),
+        message: format!("cannot make its state directory {}: {e}", state.display()),
+    })?;
+    let mut env = vec![
+        ("XDG_STATE_HOME".to_string(), state.display().to_string()),
+        ("XDG_DATA_HOME".to_string(), state.display().to_string()),
+        ("CHOCK_MCP_STATE".to_string(), state.display().to_string()),
+    ];
+    for name in &def.env {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.clone(), value));
+        }
+    }
+    let mut extra_write: Vec<PathBuf> = vec![state];
+    for cache in &def.cache {
+        std::fs::create_dir_all(cache).map_err(|e| McpError::Start {
+            server: def.name.clone(),
+            message: format!("cannot make its cache {}: {e}", cache.display()),
+        })?;
+        extra_write.push(cache.clone());
+    }
+    Ok(ServiceOptions {
+        call_id: format!("mcp-{}", def.name),
+        extra_read: def.read.clone(),
+        extra_write,
+        env,
+        network,
+    })
+}
+
+/// Starts `configured` for `session`: refused (and logged) unless its definition is trusted;
+/// then the network act, the confined process, `initialize`, the tool list against the pins.
+pub(crate) async fn start(
+    session: &Session,
+    configured: &Configured,
+    cx: &StartContext,
+) -> Result<Server, McpError> {
+    let def = &configured.def;
+    let log = cx.pipeline.log().clone();
+    let state = cx.trust.lock().map_err(|_| McpError::Poisoned)?.state(
+        &configured.origin,
+        &def.name,
+        &configured.hash,
+    );
+    if !state.may_start() && !cx.trusting {
+        let reason = format!(
+            "its definition in {} is {}: run `chock mcp trust {}` to review and trust it",
+            configured.file_words(),
+            state.word(),
+            def.name
+        );
+        log.record(
+            None,
+            McpServer::Refused {
+                server: def.name.clone(),
+                reason: reason.clone(),
+            },
+        )?;
+        return Err(McpError::NotTrusted {
+            server: def.name.clone(),
+            state,
+        });
+    }
+    if cx.trusting && configured.origin.needs_trust() {
+        let mut store = cx.trust.lock().map_err(|_| McpError::Poisoned)?;
+        store.trust(&configured.origin, &def.name, &configured.hash);
+        store.save()?;
+    }
+    let Transport::Stdio { command, args } = &def.transport else {
+        let error = "streamable HTTP servers are not built yet (docs/status.md)".to_string();
+        log.record(
+            None,
+            McpServer::Failed {
+                server: def.name.clone(),
+                error: error.clone(),
+            },
+        )?;
+        return Err(McpError::Start {
+            server: def.name.clone(),
+            message: error,
+        });
+    };
+    let network_action = chock_policy::Action::mcp_network(&def.name)?;
+    let network = cx
+        .pipeline
+        .settle(
+            None,
+            &network_action,
+            &format!(
+                "let MCP server `{}` reach the network through Chock's broker (each host is then decided by the net.connect rules)",
+                def.name
+            ),
+        )
+        .await?
+        .allowed();
+    let mut argv = vec![command.clone()];
+    argv.extend(args.iter().cloned());
+    let options = service_options(session, def, network)?;
+    let failed = |error: String| {
+        let _ = log.record(
+            None,
+            McpServer::Failed {
+                server: def.name.clone(),
+                error: error.clone(),
+            },
+        );
+        McpError::Start {
+            server: def.name.clone(),
+            message: error,
+        }
+    };
+    let mut service = session
+        .spawn_service(&argv, &options, &cx.pipeline)
+        .map_err(|e| failed(e.to_string()))?;
+    let pid = service.pid();
+    let stdin = service.stdin.take();
+    let stdout = service.stdout.take();
+    let tail = drain_stderr(service.stderr.take());
+    let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+        return Err(failed("the sandbox gave no pipes".into()));
+    };
+    let reader = tokio::net::unix::pipe::Receiver::from_file(stdout)
+        .map_err(|e| failed(format!("its stdout: {e}")))?;
+    let writer = tokio::net::unix::pipe::Sender::from_file(stdin)
+        .map_err(|e| failed(format!("its stdin: {e}")))?;
+    let changed = Arc::new(AtomicBool::new(false));
+    let handler = Handler {
+        server: def.name.clone(),
+        pipeline: cx.pipeline.clone(),
+        sampler: cx.sampler.clone(),
+        root: session.project().to_path_buf(),
+        tools_changed: Arc::clone(&changed),
+    };
+    let started =
+        tokio::time::timeout(def.startup_timeout(), handler.serve((reader, writer))).await;
+    let client = match started {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => {
+            let stderr = tail
+                .lock()
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default();
+            return Err(failed(format!(
+                "initialize failed: {e}; its stderr: {stderr}"
+            )));
+        }
+        Err(_) => {
+            let stderr = tail
+                .lock()
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default();
+            return Err(failed(format!(
+                "did not answer initialize within {}s; its stderr: {stderr}",
+                def.startup_timeout_secs
+            )));
+        }
+    };
+    let server_info = client
+        .peer_info()
+        .and_then(|info| info.server_info.clone())
+        .map(|info| format!("{} {}", info.name, info.version));
+    log.record(
+        None,
+        McpServer::Started {
+            server: def.name.clone(),
+            origin: configured.origin.word().to_string(),
+            transport: "stdio".to_string(),
+            definition: configured.hash.clone(),
+            pid: Some(pid),
+            network,
+            server_info,
+        },
+    )?;
+    let server = Server {
+        configured: configured.clone(),
+        peer: client.peer().clone(),
+        client: Mutex::new(Some(client)),
+        service: Mutex::new(Some(service)),
+        tools: Mutex::new(Vec::new()),
+        changed,
+        trust: Arc::clone(&cx.trust),
+        log,
+        network,
+    };
+    let listed = match list_and_check(&server, cx.trusting).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            server.stop_client().await;
+            let reason = format!("listing its tools failed: {e}");
+            std::thread::scope(|scope| {
+                let _ = scope.spawn(|| server.stop_service(Some(&reason))).join();
+            });
+            return Err(e);
+        }
+    };
+    if let Ok(mut tools) = server.tools.lock() {
+        *tools = listed;
+    }
+    Ok(server)
+}
+
+impl Configured {
+    /// Where its definition was read, in words.
+    pub fn file_words(&self) -> String {
+        match &self.origin {
+            Origin::Project { file, .. } | Origin::User { file } => file.display().to_string(),
+            Origin::Editor => "the editor's session/new".to_string(),
+        }
+    }
+}
+
+/// Whether a start failure is the server not being trusted.
+pub fn is_untrusted(e: &McpError) -> Option<TrustState> {
+    match e {
+        McpError::NotTrusted { state, .. } => Some(*state),
+        _ => None,
+    }
+}

@@ -1,0 +1,62 @@
+//! The real third-party `@modelcontextprotocol/server-everything` (npm) over stdio, confined by
+//! Chock: node and the package are read where `.ci/run` installed them; its tools are listed,
+//! pinned and offered by the table; an allowed call answers.
+
+mod support;
+
+use chock_mcp::CallOutcome;
+use chock_policy::mcp::RawServer;
+use serde_json::json;
+use support::{Person, World, installed, prefix, user_server};
+
+#[test]
+fn the_everything_server_answers_an_allowed_call_over_stdio() {
+    let Some(entry) =
+        installed("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    else {
+        return;
+    };
+    let raw = RawServer {
+        command: Some("node".into()),
+        args: vec![entry.display().to_string(), "stdio".into()],
+        read: vec![prefix()],
+        startup_timeout_secs: Some(60),
+        ..RawServer::default()
+    };
+    let rules = "[[rule]]\naction = \"mcp.everything.tool.echo\"\ndecision = \"allow\"\n\
+                 [[rule]]\naction = \"mcp.everything.tool.get-roots-list\"\ndecision = \"allow\"\n\
+                 [[rule]]\naction = \"mcp.everything.tool.*\"\ndecision = \"deny\"\n\
+                 [[rule]]\naction = \"mcp.everything.network\"\ndecision = \"deny\"\n";
+    let world = World::new(rules);
+    let pipeline = world.pipeline(Some(Person::new(true)));
+    let hub = world.start(&[user_server("everything", &raw)], &pipeline, false, None);
+    assert_eq!(hub.servers().len(), 1, "{:?}", hub.failures());
+    let listed = hub.servers()[0].tools();
+    assert!(listed.len() > 3, "it lists many tools: {listed:?}");
+    let offered = hub.offered(&pipeline);
+    let names: Vec<&str> = offered.iter().map(|t| t.model_name()).collect();
+    assert_eq!(
+        names,
+        ["mcp__everything__echo", "mcp__everything__get-roots-list"],
+        "only the allowed tools are offered"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let out = rt
+        .block_on(offered[0].call("c1", &json!({"message": "hello from chock"}), &pipeline))
+        .unwrap();
+    let CallOutcome::Answered { text, is_error } = out else {
+        panic!("{out:?}")
+    };
+    assert!(!is_error && text.contains("hello from chock"), "{text}");
+
+    // `roots` lists only the throwaway copy (at the project's path inside the server's sandbox).
+    let out = rt
+        .block_on(offered[1].call("c2", &json!({}), &pipeline))
+        .unwrap();
+    let CallOutcome::Answered { text, .. } = out else {
+        panic!("{out:?}")
+    };
+    let root = format!("file://{}", world.session.project().display());
+    assert!(text.contains(&root), "{text}");
+    assert!(text.contains("throwaway copy"), "{text}");
+}

@@ -1,0 +1,138 @@
+//! A long-lived confined process the host speaks to over its standard streams: an MCP server.
+//! It is built by the same plan as a confined call ([`Session::plan_for`]: the session's throwaway
+//! copy as its working tree, the policy file read-only, the `[sandbox]` paths and limits, an
+//! environment from the allowlist) and started by the same driver; only its standard streams are
+//! pipes both ways and it has no timeout of its own (it lives as long as the session keeps it).
+//!
+//! Its network is the caller's to decide *before* it starts (chock-mcp settles
+//! `mcp.<server>.network`): without that it gets no network at all, not even the egress proxy a
+//! command would get; with it, each connection is then settled by the pipeline like a command's
+//! (`net.connect.<host>.<port>`).
+
+use std::fs::File;
+use std::path::PathBuf;
+
+use chock_broker::{CallProxy, PROXY_VARIABLES};
+use chock_decide::Pipeline;
+use chock_sandbox::{NetworkPlan, Plan, SandboxChild, SandboxError, StdioMode};
+
+use crate::{CallOptions, Session, SessionError};
+
+/// How to start a service.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceOptions {
+    /// Its id in the log (each connection's decision is logged under it).
+    pub call_id: String,
+    /// Host paths it may read besides the policy's `[sandbox] read`.
+    pub extra_read: Vec<PathBuf>,
+    /// Host paths it may write besides the policy's `[sandbox] write` (its state directory, its
+    /// declared caches).
+    pub extra_write: Vec<PathBuf>,
+    /// Variables set in its environment after the allowlist (`XDG_STATE_HOME`, names the
+    /// configuration passes, with their host values).
+    pub env: Vec<(String, String)>,
+    /// Whether it may reach the network through the broker (already decided by the caller).
+    pub network: bool,
+}
+
+/// A running service: its three streams and, when it has the network, the proxy serving it.
+/// Dropping it kills the service and its whole process tree.
+#[derive(Debug)]
+pub struct Service {
+    child: SandboxChild,
+    proxy: Option<CallProxy>,
+    /// What the host writes to it.
+    pub stdin: Option<File>,
+    /// What it writes to the host.
+    pub stdout: Option<File>,
+    /// Its diagnostics.
+    pub stderr: Option<File>,
+}
+
+impl Service {
+    /// The host pid of its init.
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    /// Ends it (its whole process tree) and stops its proxy.
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(proxy) = self.proxy.take() {
+            proxy.stop();
+        }
+    }
+}
+
+impl Session {
+    /// The plan a service started with `opts` would get (what `chock mcp test --verbose` could
+    /// show, and what tests check).
+    pub fn service_plan(&self, argv: &[String], opts: &ServiceOptions) -> Plan {
+        let call = CallOptions {
+            network: if opts.network {
+                NetworkPlan::Proxy {
+                    port: crate::PROXY_PORT,
+                }
+            } else {
+                NetworkPlan::None
+            },
+            ..CallOptions::default()
+        };
+        let mut plan = self.plan_for(argv, &call);
+        plan.timeout = None;
+        if !opts.network {
+            // A command's plan gets the proxy when some row lets commands connect; a service
+            // without `mcp.<server>.network` gets nothing.
+            plan.network = NetworkPlan::None;
+            plan.env
+                .retain(|(name, _)| !PROXY_VARIABLES.contains(&name.as_str()));
+        }
+        plan.extra_read.extend(opts.extra_read.iter().cloned());
+        plan.extra_write.extend(opts.extra_write.iter().cloned());
+        for (name, value) in &opts.env {
+            plan.env.retain(|(n, _)| n != name);
+            plan.env.push((name.clone(), value.clone()));
+        }
+        plan
+    }
+
+    /// Starts `argv` as a service, confined by the same driver as every call. The caller has
+    /// decided and logged that it may start (and whether it has the network).
+    pub fn spawn_service(
+        &self,
+        argv: &[String],
+        opts: &ServiceOptions,
+        pipeline: &Pipeline,
+    ) -> Result<Service, SessionError> {
+        if argv.is_empty() {
+            return Err(SessionError::Sandbox(SandboxError::Plan(
+                "no command given".into(),
+            )));
+        }
+        let plan = self.service_plan(argv, opts);
+        let mut child = chock_sandbox::spawn_in_session(
+            &plan,
+            StdioMode::Duplex,
+            self.overlay.as_ref(),
+            &self.sockets,
+        )?;
+        let proxy = child
+            .proxy_listener()
+            .map(|listener| crate::egress::serve(pipeline, &self.log, &opts.call_id, listener))
+            .transpose()?;
+        Ok(Service {
+            stdin: child.take_stdin(),
+            stdout: child.take_stdout(),
+            stderr: child.take_stderr(),
+            child,
+            proxy,
+        })
+    }
+
+    /// The session's directory (its log and workspace live there; a service's state directory
+    /// too).
+    pub fn dir(&self) -> &std::path::Path {
+        self.log.dir()
+    }
+}
