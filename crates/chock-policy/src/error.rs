@@ -55,6 +55,9 @@ pub enum ErrorKind {
     /// A `[limits]` or `[subagents]` value out of range or above the org bundle's ceiling.
     #[error("limit refused: {0}")]
     Limit(String),
+    /// A `[plugins.NAME]` table that cannot be used (a bad name, path, digest or limit).
+    #[error("plugin refused: {0}")]
+    Plugin(String),
 }
 
 /// A policy file that cannot be loaded. Nothing runs after one of these.

@@ -26,6 +26,7 @@ struct RawFile {
     sandbox: Option<RawSandbox>,
     limits: Option<RawLimits>,
     subagents: Option<RawSubagents>,
+    plugins: Option<crate::plugins::RawPlugins>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +125,8 @@ pub(crate) struct ParsedFile {
     /// Limits and subagent values as written (name, value, place).
     pub limits: Vec<(&'static str, Written)>,
     pub subagents: Vec<(&'static str, Written)>,
+    /// Project only: `[plugins.NAME]`.
+    pub plugins: Vec<crate::plugins::PluginConfig>,
 }
 
 /// Parses one file. `ctx` carries what sandbox path checks need (for a project: the org's forbids).
@@ -200,6 +203,16 @@ pub(crate) fn parse(
                 parsed.subagents.push((name, written(&loc, value, 0)?));
             }
         }
+    }
+    if let Some(plugins) = raw.plugins {
+        if role != Role::Project {
+            let at = text.find("[plugins").unwrap_or(0);
+            return Err(loc.error(
+                at..at + "[plugins".len(),
+                ErrorKind::Plugin("plugins are configured by a project's chock.toml".into()),
+            ));
+        }
+        parsed.plugins = crate::plugins::parse(&loc, plugins)?;
     }
     Ok(parsed)
 }

@@ -13,6 +13,7 @@ mod error;
 mod file;
 mod limits;
 mod pattern;
+mod plugins;
 mod policy;
 mod ratchet;
 mod sandbox;
@@ -24,6 +25,10 @@ pub use decision::Decision;
 pub use error::{ErrorKind, PolicyError};
 pub use limits::{LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
+pub use plugins::{
+    DEFAULT_PLUGIN_FUEL, DEFAULT_PLUGIN_MEMORY_MB, DEFAULT_PLUGIN_OUTPUT_KB, DEFAULT_PLUGIN_TIMEOUT,
+    PluginConfig,
+};
 pub use policy::{
     DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,
 };

@@ -96,6 +96,7 @@ pub struct Policy {
     sandbox: SandboxConfig,
     limits: LimitsConfig,
     subagents: SubagentsConfig,
+    plugins: Vec<crate::plugins::PluginConfig>,
     project_file: Option<PathBuf>,
     org_file: Option<PathBuf>,
 }
@@ -201,6 +202,7 @@ impl Policy {
             sandbox: project.sandbox,
             limits,
             subagents,
+            plugins: project.plugins,
             project_file: sources.project.map(|s| s.path),
             org_file: sources.org.map(|s| s.path),
         })
@@ -268,6 +270,11 @@ impl Policy {
     /// The `[limits]` in force (defaults, lowered to the org's ceilings).
     pub fn limits(&self) -> &LimitsConfig {
         &self.limits
+    }
+
+    /// The project's `[plugins.NAME]` tables, by name.
+    pub fn plugins(&self) -> &[crate::plugins::PluginConfig] {
+        &self.plugins
     }
 
     /// The `[subagents]` bounds in force.

@@ -91,6 +91,7 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("mcp.time.tool.now", Decision::Ask, Some("mcp.*")),
     ("mcp.time.network", Decision::Ask, Some("mcp.*")),
     ("plugin.fmt.tool.run", Decision::Ask, Some("plugin.*")),
+    ("plugin.fmt.network", Decision::Ask, Some("plugin.*")),
 ];
 
 #[test]
