@@ -8,10 +8,12 @@
 
 mod acts;
 mod net;
+mod plugin;
 mod session;
 
 pub use acts::*;
 pub use net::*;
+pub use plugin::*;
 pub use session::*;
 
 use serde::Serialize;
@@ -116,6 +118,7 @@ payloads! {
     ApprovalAnswer(ApprovalAnswer),
     ToolResult(ToolResult),
     CommandResult(CommandResult),
+    PluginCall(PluginCall),
     SessionSpawn(SessionSpawn),
     AgentComplete(AgentComplete),
     WorkspaceApply(WorkspaceApply),
