@@ -73,6 +73,10 @@ pub enum BuildError {
     /// accepts).
     #[error(transparent)]
     Tool(#[from] crate::tools::registry::RegistryError),
+    /// A plugin chock.toml configures cannot start (its file, its pin, an import the table
+    /// denies, its tools).
+    #[error(transparent)]
+    Plugin(#[from] chock_plugin::PluginError),
 }
 
 impl BuildError {
@@ -322,6 +326,8 @@ impl SessionBuilder {
                 .map_err(|e| BuildError::Search(e.to_string()))?,
             );
         }
+        // The project's plugins: pinned, compiled, their imports decided before they are linked.
+        let plugins = crate::tools::plugin::load_all(session.project(), session.policy())?;
         let host = Arc::new(Host::new(session).with_network(network));
         let limits = LoopLimits {
             model: chosen.model.clone(),
@@ -336,7 +342,7 @@ impl SessionBuilder {
             limits,
             prices(&self.config),
         );
-        for tool in &self.tools {
+        for tool in self.tools.iter().chain(&plugins) {
             agent.register_tool(Arc::clone(tool))?;
         }
         Ok(agent)

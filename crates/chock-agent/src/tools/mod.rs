@@ -10,6 +10,7 @@ pub mod builtin;
 pub mod commands;
 pub mod dispatch;
 pub mod files;
+pub mod plugin;
 pub mod registry;
 pub mod schema;
 pub mod seen;
