@@ -1,9 +1,11 @@
 //! The one wasmtime engine of a process: the component model, Cranelift, fuel metering and epoch
 //! interruption, and the thread that advances the epoch (the wall-clock deadline's clock).
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
 /// How often the epoch advances: the wall-clock timeout's resolution.
@@ -13,6 +15,8 @@ pub(crate) const TICK: Duration = Duration::from_millis(10);
 #[derive(Clone)]
 pub struct PluginEngine {
     engine: Engine,
+    /// Components compiled in this process, by the SHA-256 of their bytes (the pin).
+    compiled: Arc<Mutex<HashMap<String, Component>>>,
 }
 
 impl std::fmt::Debug for PluginEngine {
@@ -44,12 +48,27 @@ impl PluginEngine {
                         }
                     })
                     .map_err(|e| format!("cannot start the plugin epoch thread: {e}"))?;
-                Ok(PluginEngine { engine })
+                Ok(PluginEngine {
+                    engine,
+                    compiled: Arc::default(),
+                })
             })
             .clone()
     }
 
     pub(crate) fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The component of `bytes`, whose SHA-256 is `sha256`, compiled once per process.
+    pub(crate) fn compile(&self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
+        if let Some(component) = self.compiled.lock().ok().and_then(|c| c.get(sha256).cloned()) {
+            return Ok(component);
+        }
+        let component = Component::new(&self.engine, bytes)?;
+        if let Ok(mut compiled) = self.compiled.lock() {
+            compiled.insert(sha256.to_string(), component.clone());
+        }
+        Ok(component)
     }
 }

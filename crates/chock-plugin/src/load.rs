@@ -10,6 +10,7 @@ use chock_policy::{Action, PluginConfig, Policy};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 
+
 use crate::bindings::{PluginPre, chock::plugin as wit};
 use crate::engine::PluginEngine;
 use crate::imports::{Capability, Import};
@@ -224,8 +225,10 @@ impl LoadedPlugin {
                 actual,
             });
         }
-        let component =
-            Component::new(engine.engine(), &bytes).map_err(|e| PluginError::Compile {
+        // Compiled from these bytes only: the cache is keyed by the digest just checked.
+        let component = engine
+            .compile(&actual, &bytes)
+            .map_err(|e| PluginError::Compile {
                 plugin: plugin.clone(),
                 file: file.clone(),
                 reason: format!("{e:#}"),
