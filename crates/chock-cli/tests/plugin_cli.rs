@@ -108,5 +108,5 @@ fn a_plugin_importing_a_denied_capability_keeps_the_session_from_starting() {
         ),
         "{stderr}"
     );
-    assert!(stderr.contains("chock.toml:1 (rule `fs.write`)"), "{stderr}");
+    assert!(stderr.contains("chock.toml:2 (rule `fs.write`)"), "{stderr}");
 }
