@@ -77,8 +77,7 @@ fn env(built: &Built, rules: &str, answer: Option<Answer>) -> Env {
     )
     .unwrap();
     let log_dir = session.log().dir().to_path_buf();
-    let tools =
-        chock_agent::tools::plugin::load_all(session.project(), session.policy()).unwrap();
+    let tools = chock_agent::tools::plugin::load_all(session.project(), session.policy()).unwrap();
     let host = Arc::new(Host::new(session));
     let mut broker = ApprovalBroker::new();
     if let Some(answer) = answer {
@@ -154,7 +153,10 @@ async fn an_allowed_tool_runs_and_each_door_it_uses_is_its_own_act() {
     let Some(built) = built() else { return };
     let mut env = env(built, ALLOW_DEMO, None);
     let specs: Vec<String> = env.toolbox.specs().iter().map(|s| s.name.clone()).collect();
-    assert!(specs.contains(&"plugin__demo__count".to_string()), "{specs:?}");
+    assert!(
+        specs.contains(&"plugin__demo__count".to_string()),
+        "{specs:?}"
+    );
     let out = env
         .call("c1", "plugin__demo__count", json!({"path": "notes.txt"}))
         .await;
@@ -162,7 +164,13 @@ async fn an_allowed_tool_runs_and_each_door_it_uses_is_its_own_act() {
     assert_eq!(out.text, "notes.txt: 2 lines, 3 words, 14 bytes");
     assert_eq!(
         env.kinds_of("c1"),
-        ["tool.call", "decision", "decision", "plugin.call", "tool.result"]
+        [
+            "tool.call",
+            "decision",
+            "decision",
+            "plugin.call",
+            "tool.result"
+        ]
     );
     assert_eq!(
         env.decisions_of("c1"),
@@ -175,31 +183,55 @@ async fn an_allowed_tool_runs_and_each_door_it_uses_is_its_own_act() {
     assert_eq!(call.end, PluginEnd::Returned);
     assert_eq!(call.plugin, "demo");
     assert_eq!(call.log[0].message, "counting notes.txt");
-    assert!(call.fuel_used > 0 && call.fuel_used < call.fuel_limit, "{call:?}");
-    assert!(call.memory_peak > 0 && call.memory_peak <= call.memory_limit, "{call:?}");
+    assert!(
+        call.fuel_used > 0 && call.fuel_used < call.fuel_limit,
+        "{call:?}"
+    );
+    assert!(
+        call.memory_peak > 0 && call.memory_peak <= call.memory_limit,
+        "{call:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tool_the_table_asks_about_runs_only_on_a_yes() {
     let Some(built) = built() else { return };
     // No rule: the shipped `plugin.*` asks.
-    let mut env = env(built, "", Some(Answer::AllowOnce { reasons: String::new() }));
+    let mut env = env(
+        built,
+        "",
+        Some(Answer::AllowOnce {
+            reasons: String::new(),
+        }),
+    );
     let out = env
         .call("c1", "plugin__demo__count", json!({"path": "notes.txt"}))
         .await;
     assert!(!out.is_error, "{}", out.text);
     let kinds = env.kinds_of("c1");
-    assert_eq!(kinds[..4], ["tool.call", "approval.ask", "approval.answer", "decision"]);
+    assert_eq!(
+        kinds[..4],
+        ["tool.call", "approval.ask", "approval.answer", "decision"]
+    );
     let mut env = env_denying(built);
     let out = env
         .call("c2", "plugin__demo__count", json!({"path": "notes.txt"}))
         .await;
     assert!(out.is_error, "{}", out.text);
-    assert!(env.plugin_call_of("c2").is_none(), "a refused tool never starts");
+    assert!(
+        env.plugin_call_of("c2").is_none(),
+        "a refused tool never starts"
+    );
 }
 
 fn env_denying(built: &Built) -> Env {
-    env(built, "", Some(Answer::Deny { reasons: String::new() }))
+    env(
+        built,
+        "",
+        Some(Answer::Deny {
+            reasons: String::new(),
+        }),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,7 +253,13 @@ async fn a_denied_door_refuses_the_call_but_not_the_tool_act() {
     let Some(built) = built() else { return };
     // fs.read asks, and the person says no: the tool's act was allowed, its read is refused.
     let rules = format!("{ALLOW_DEMO}[[rule]]\naction = \"fs.read\"\ndecision = \"ask\"\n");
-    let mut env = env(built, &rules, Some(Answer::Deny { reasons: String::new() }));
+    let mut env = env(
+        built,
+        &rules,
+        Some(Answer::Deny {
+            reasons: String::new(),
+        }),
+    );
     let out = env
         .call("c1", "plugin__demo__count", json!({"path": "notes.txt"}))
         .await;
@@ -250,13 +288,21 @@ async fn reads_outside_the_copy_and_through_a_symlink_out_are_refused() {
             .call(&id, "plugin__hostile__escape", json!({ "path": path }))
             .await;
         assert!(out.is_error, "{path}: {}", out.text);
-        assert!(!out.text.contains("the host's secret"), "{path}: {}", out.text);
+        assert!(
+            !out.text.contains("the host's secret"),
+            "{path}: {}",
+            out.text
+        );
         assert!(!out.text.contains("root:"), "{path}: {}", out.text);
         assert_eq!(env.plugin_call_of(&id).unwrap().end, PluginEnd::ToolError);
     }
     // Inside the copy it reads.
     let out = env
-        .call("ok", "plugin__hostile__escape", json!({"path": "notes.txt"}))
+        .call(
+            "ok",
+            "plugin__hostile__escape",
+            json!({"path": "notes.txt"}),
+        )
         .await;
     assert_eq!(out.text, "one two\nthree\n");
 }
@@ -267,19 +313,41 @@ async fn writes_land_in_the_copy_and_never_on_the_policy_file() {
     let mut env = env(built, ALLOW_DEMO, None);
     let before = std::fs::read_to_string(env.project.join("chock.toml")).unwrap();
     let out = env
-        .call("w1", "plugin__hostile__overwrite", json!({"path": "chock.toml"}))
+        .call(
+            "w1",
+            "plugin__hostile__overwrite",
+            json!({"path": "chock.toml"}),
+        )
         .await;
     assert!(out.is_error, "{}", out.text);
     assert!(out.text.contains("chock.toml"), "{}", out.text);
     let out = env
-        .call("w2", "plugin__demo__save", json!({"path": "out/new.txt", "text": "hi"}))
+        .call(
+            "w2",
+            "plugin__demo__save",
+            json!({"path": "out/new.txt", "text": "hi"}),
+        )
         .await;
     assert!(!out.is_error, "{}", out.text);
-    assert!(out.changed.contains(&PathBuf::from("out/new.txt")), "{:?}", out.changed);
-    assert_eq!(std::fs::read_to_string(env.project.join("chock.toml")).unwrap(), before);
-    assert!(!env.project.join("out/new.txt").exists(), "the real project is not written");
+    assert!(
+        out.changed.contains(&PathBuf::from("out/new.txt")),
+        "{:?}",
+        out.changed
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.project.join("chock.toml")).unwrap(),
+        before
+    );
+    assert!(
+        !env.project.join("out/new.txt").exists(),
+        "the real project is not written"
+    );
     let out = env
-        .call("w3", "plugin__hostile__escape", json!({"path": "out/new.txt"}))
+        .call(
+            "w3",
+            "plugin__hostile__escape",
+            json!({"path": "out/new.txt"}),
+        )
         .await;
     assert_eq!(out.text, "hi", "the copy holds the write");
 }
@@ -290,7 +358,11 @@ async fn a_fetch_goes_through_the_broker_and_its_table() {
     let rules = format!("{ALLOW_DEMO}[[rule]]\naction = \"net.fetch.*\"\ndecision = \"deny\"\n");
     let mut env = env(built, &rules, None);
     let out = env
-        .call("f1", "plugin__hostile__phone_home", json!({"url": "http://example.com/"}))
+        .call(
+            "f1",
+            "plugin__hostile__phone_home",
+            json!({"url": "http://example.com/"}),
+        )
         .await;
     assert!(out.is_error, "{}", out.text);
     assert_eq!(

@@ -70,7 +70,13 @@ fn a_scripted_model_calls_a_plugin_tool_through_the_pipeline() {
     let kinds: Vec<&str> = about.iter().map(|(k, _)| *k).collect();
     assert_eq!(
         kinds,
-        ["tool.call", "decision", "decision", "plugin.call", "tool.result"]
+        [
+            "tool.call",
+            "decision",
+            "decision",
+            "plugin.call",
+            "tool.result"
+        ]
     );
     assert_eq!(about[1].1["action"], "plugin.demo.tool.count");
     assert_eq!(about[2].1["action"], "fs.read");
@@ -97,7 +103,10 @@ fn a_plugin_whose_bytes_changed_keeps_the_session_from_starting() {
 #[test]
 fn a_plugin_importing_a_denied_capability_keeps_the_session_from_starting() {
     let Some(built) = built() else { return };
-    let w = world(built, "[[rule]]\naction = \"fs.write\"\ndecision = \"deny\"\n");
+    let w = world(
+        built,
+        "[[rule]]\naction = \"fs.write\"\ndecision = \"deny\"\n",
+    );
     let provider = w.script(SCRIPT);
     let out = w.chock(&["run", "--provider", &provider, "count calc.sh"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -108,5 +117,8 @@ fn a_plugin_importing_a_denied_capability_keeps_the_session_from_starting() {
         ),
         "{stderr}"
     );
-    assert!(stderr.contains("chock.toml:2 (rule `fs.write`)"), "{stderr}");
+    assert!(
+        stderr.contains("chock.toml:2 (rule `fs.write`)"),
+        "{stderr}"
+    );
 }

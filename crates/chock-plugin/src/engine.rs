@@ -62,7 +62,12 @@ impl PluginEngine {
 
     /// The component of `bytes`, whose SHA-256 is `sha256`, compiled once per process.
     pub(crate) fn compile(&self, sha256: &str, bytes: &[u8]) -> wasmtime::Result<Component> {
-        if let Some(component) = self.compiled.lock().ok().and_then(|c| c.get(sha256).cloned()) {
+        if let Some(component) = self
+            .compiled
+            .lock()
+            .ok()
+            .and_then(|c| c.get(sha256).cloned())
+        {
             return Ok(component);
         }
         let component = Component::new(&self.engine, bytes)?;

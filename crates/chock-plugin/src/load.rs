@@ -10,7 +10,6 @@ use chock_policy::{Action, PluginConfig, Policy};
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 
-
 use crate::bindings::{PluginPre, chock::plugin as wit};
 use crate::engine::PluginEngine;
 use crate::imports::{Capability, Import};
@@ -147,11 +146,13 @@ fn decide_imports(
             }
             Import::Wasi { .. } => {}
             Import::Chock { name, capability } => {
-                let action = capability.action(plugin).map_err(|e| PluginError::BadTool {
-                    plugin: plugin.to_string(),
-                    tool: String::new(),
-                    problem: e.to_string(),
-                })?;
+                let action = capability
+                    .action(plugin)
+                    .map_err(|e| PluginError::BadTool {
+                        plugin: plugin.to_string(),
+                        tool: String::new(),
+                        problem: e.to_string(),
+                    })?;
                 if let Some(action) = action {
                     let verdict = policy.decide(&action);
                     if verdict.decision == chock_policy::Decision::Deny {
@@ -179,7 +180,9 @@ fn linker(
     crate::wasi::add_to_linker(&mut linker)?;
     for capability in linked {
         match capability {
-            Capability::Types => wit::types::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?,
+            Capability::Types => {
+                wit::types::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?
+            }
             Capability::Log => wit::log::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?,
             Capability::WorkspaceRead => {
                 wit::workspace_read::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
@@ -187,7 +190,9 @@ fn linker(
             Capability::WorkspaceWrite => {
                 wit::workspace_write::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?;
             }
-            Capability::Fetch => wit::fetch::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?,
+            Capability::Fetch => {
+                wit::fetch::add_to_linker::<_, HasSelf<State>>(&mut linker, |s| s)?
+            }
         }
     }
     Ok(linker)
@@ -346,7 +351,13 @@ impl LoadedPlugin {
 
     /// Runs `tool` on `input` (JSON text) in a fresh store behind `doors`, after checking the
     /// imports against `policy` again. Blocking: call it from a thread that may block.
-    pub fn call(&self, policy: &Policy, tool: &str, input: &str, doors: Box<dyn Doors>) -> CallReport {
+    pub fn call(
+        &self,
+        policy: &Policy,
+        tool: &str,
+        input: &str,
+        doors: Box<dyn Doors>,
+    ) -> CallReport {
         let limits = limits(&self.config);
         if let Err(err) = self.check_imports(policy) {
             return CallReport::refused(limits, err.to_string());

@@ -249,7 +249,12 @@ impl CallReport {
     }
 
     /// The `plugin.call` payload for this report.
-    pub fn to_event(&self, plugin: &str, tool: &str, sha256: &str) -> chock_protocol::log::PluginCall {
+    pub fn to_event(
+        &self,
+        plugin: &str,
+        tool: &str,
+        sha256: &str,
+    ) -> chock_protocol::log::PluginCall {
         use chock_protocol::log::PluginEnd;
         let end = match &self.end {
             CallEnd::Returned(_) => PluginEnd::Returned,

@@ -27,7 +27,11 @@ fn target_installed() -> bool {
         .args(["target", "list", "--installed"])
         .current_dir(repo_root())
         .output()
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == "wasm32-wasip2"))
+        .is_ok_and(|out| {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.trim() == "wasm32-wasip2")
+        })
 }
 
 /// Builds `plugins/` into `target_dir` and returns the components; `None` (after saying why on
@@ -49,7 +53,13 @@ pub fn build_plugins(target_dir: &Path) -> Option<Built> {
         .arg("build")
         .arg("--manifest-path")
         .arg(root.join("plugins/Cargo.toml"))
-        .args(["--target", "wasm32-wasip2", "--release", "--locked", "--quiet"])
+        .args([
+            "--target",
+            "wasm32-wasip2",
+            "--release",
+            "--locked",
+            "--quiet",
+        ])
         .arg("--target-dir")
         .arg(target_dir)
         .env_remove("RUSTFLAGS")
@@ -57,7 +67,10 @@ pub fn build_plugins(target_dir: &Path) -> Option<Built> {
         .env_remove("CARGO_TARGET_DIR")
         .status()
         .expect("cargo runs");
-    assert!(status.success(), "building plugins/ for wasm32-wasip2 failed");
+    assert!(
+        status.success(),
+        "building plugins/ for wasm32-wasip2 failed"
+    );
     let out = target_dir.join("wasm32-wasip2/release");
     Some(Built {
         example: out.join("chock_plugin_example.wasm"),

@@ -97,12 +97,14 @@ pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime
     {
         let mut poll = linker.instance(&name("wasi:io/poll"))?;
         poll.resource("pollable", ResourceType::host::<Pollable>(), drop_ok)?;
-        poll.func_wrap("[method]pollable.block", |_, (_p,): (Resource<Pollable>,)| {
-            Ok(())
-        })?;
-        poll.func_wrap("[method]pollable.ready", |_, (_p,): (Resource<Pollable>,)| {
-            Ok((true,))
-        })?;
+        poll.func_wrap(
+            "[method]pollable.block",
+            |_, (_p,): (Resource<Pollable>,)| Ok(()),
+        )?;
+        poll.func_wrap(
+            "[method]pollable.ready",
+            |_, (_p,): (Resource<Pollable>,)| Ok((true,)),
+        )?;
         poll.func_wrap("poll", |_, (ps,): (Vec<Resource<Pollable>>,)| {
             let ready: Vec<u32> = (0..u32::try_from(ps.len()).unwrap_or(u32::MAX)).collect();
             Ok((ready,))
@@ -113,13 +115,23 @@ pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime
         streams.resource("error", ResourceType::host::<IoError>(), drop_ok)?;
         streams.resource("pollable", ResourceType::host::<Pollable>(), drop_ok)?;
         streams.resource("input-stream", ResourceType::host::<InputStream>(), drop_ok)?;
-        streams.resource("output-stream", ResourceType::host::<OutputStream>(), drop_ok)?;
-        for read in ["[method]input-stream.read", "[method]input-stream.blocking-read"] {
+        streams.resource(
+            "output-stream",
+            ResourceType::host::<OutputStream>(),
+            drop_ok,
+        )?;
+        for read in [
+            "[method]input-stream.read",
+            "[method]input-stream.blocking-read",
+        ] {
             streams.func_wrap(read, |_, (_s, _n): (Resource<InputStream>, u64)| {
                 Ok((Err::<Vec<u8>, _>(StreamError::Closed),))
             })?;
         }
-        for skip in ["[method]input-stream.skip", "[method]input-stream.blocking-skip"] {
+        for skip in [
+            "[method]input-stream.skip",
+            "[method]input-stream.blocking-skip",
+        ] {
             streams.func_wrap(skip, |_, (_s, _n): (Resource<InputStream>, u64)| {
                 Ok((Err::<u64, _>(StreamError::Closed),))
             })?;
@@ -176,9 +188,12 @@ pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime
     }
     {
         let mut exit = linker.instance(&name("wasi:cli/exit"))?;
-        exit.func_wrap("exit", |_, (status,): (Result<(), ()>,)| -> wasmtime::Result<()> {
-            Err(wasmtime::Error::new(Exited { ok: status.is_ok() }))
-        })?;
+        exit.func_wrap(
+            "exit",
+            |_, (status,): (Result<(), ()>,)| -> wasmtime::Result<()> {
+                Err(wasmtime::Error::new(Exited { ok: status.is_ok() }))
+            },
+        )?;
     }
     {
         let mut stdin = linker.instance(&name("wasi:cli/stdin"))?;
@@ -192,20 +207,36 @@ pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime
         ("wasi:cli/stderr", "get-stderr", 2),
     ] {
         let mut out = linker.instance(&name(interface))?;
-        out.resource("output-stream", ResourceType::host::<OutputStream>(), drop_ok)?;
+        out.resource(
+            "output-stream",
+            ResourceType::host::<OutputStream>(),
+            drop_ok,
+        )?;
         out.func_wrap(func, move |_, (): ()| {
             Ok((Resource::<OutputStream>::new_own(rep),))
         })?;
     }
     linker
         .instance(&name("wasi:cli/terminal-input"))?
-        .resource("terminal-input", ResourceType::host::<TerminalInput>(), drop_ok)?;
+        .resource(
+            "terminal-input",
+            ResourceType::host::<TerminalInput>(),
+            drop_ok,
+        )?;
     linker
         .instance(&name("wasi:cli/terminal-output"))?
-        .resource("terminal-output", ResourceType::host::<TerminalOutput>(), drop_ok)?;
+        .resource(
+            "terminal-output",
+            ResourceType::host::<TerminalOutput>(),
+            drop_ok,
+        )?;
     {
         let mut t = linker.instance(&name("wasi:cli/terminal-stdin"))?;
-        t.resource("terminal-input", ResourceType::host::<TerminalInput>(), drop_ok)?;
+        t.resource(
+            "terminal-input",
+            ResourceType::host::<TerminalInput>(),
+            drop_ok,
+        )?;
         t.func_wrap("get-terminal-stdin", |_, (): ()| {
             Ok((None::<Resource<TerminalInput>>,))
         })?;
@@ -215,7 +246,11 @@ pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime
         ("wasi:cli/terminal-stderr", "get-terminal-stderr"),
     ] {
         let mut t = linker.instance(&name(interface))?;
-        t.resource("terminal-output", ResourceType::host::<TerminalOutput>(), drop_ok)?;
+        t.resource(
+            "terminal-output",
+            ResourceType::host::<TerminalOutput>(),
+            drop_ok,
+        )?;
         t.func_wrap(func, |_, (): ()| Ok((None::<Resource<TerminalOutput>>,)))?;
     }
     Ok(())

@@ -42,7 +42,10 @@ fn digest(path: &Path) -> String {
     chock_plugin::sha256_hex(&std::fs::read(path).unwrap())
 }
 
-fn load(wasm: &Path, extra: &str) -> Result<(tempfile::TempDir, Policy, LoadedPlugin), PluginError> {
+fn load(
+    wasm: &Path,
+    extra: &str,
+) -> Result<(tempfile::TempDir, Policy, LoadedPlugin), PluginError> {
     let (dir, policy) = project(wasm, &digest(wasm), extra);
     let engine = PluginEngine::shared().unwrap();
     let plugin = LoadedPlugin::load(&engine, dir.path(), &policy.plugins()[0], &policy)?;
@@ -72,9 +75,18 @@ fn the_example_lists_its_tools_and_imports_only_what_it_uses() {
     assert_eq!(names, ["count", "save"]);
     assert_eq!(plugin.tools()[0].action.as_str(), "plugin.probe.tool.count");
     let imports: Vec<&str> = plugin.imports().iter().map(|i| i.name()).collect();
-    assert!(imports.contains(&"chock:plugin/workspace-read@0.1.0"), "{imports:?}");
-    assert!(!imports.iter().any(|i| i.starts_with("chock:plugin/fetch")), "{imports:?}");
-    assert!(!imports.iter().any(|i| i.starts_with("wasi:filesystem")), "{imports:?}");
+    assert!(
+        imports.contains(&"chock:plugin/workspace-read@0.1.0"),
+        "{imports:?}"
+    );
+    assert!(
+        !imports.iter().any(|i| i.starts_with("chock:plugin/fetch")),
+        "{imports:?}"
+    );
+    assert!(
+        !imports.iter().any(|i| i.starts_with("wasi:filesystem")),
+        "{imports:?}"
+    );
 }
 
 #[test]
@@ -89,9 +101,15 @@ fn changed_bytes_are_a_new_plugin_refused_until_the_pin_is_updated() {
     let err = LoadedPlugin::load(&engine, dir.path(), &policy.plugins()[0], &policy).unwrap_err();
     assert!(matches!(err, PluginError::Pin { .. }), "{err}");
     let text = err.to_string();
-    assert!(text.contains("plugins.probe.sha256 does not match"), "{text}");
+    assert!(
+        text.contains("plugins.probe.sha256 does not match"),
+        "{text}"
+    );
     assert!(text.contains("plugin.wasm"), "{text}");
-    assert!(text.contains("chock.toml:"), "names the file and line: {text}");
+    assert!(
+        text.contains("chock.toml:"),
+        "names the file and line: {text}"
+    );
 }
 
 #[test]
@@ -101,20 +119,34 @@ fn a_denied_capability_import_is_not_linked_and_the_plugin_does_not_start() {
     let err = load(&built.hostile, rule).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, PluginError::Denied { .. }), "{text}");
-    assert!(text.contains("imports chock:plugin/fetch@0.1.0"), "names the import: {text}");
-    assert!(text.contains("plugin.probe.network"), "names the act: {text}");
-    assert!(text.contains("chock.toml:2 (rule `plugin.probe.network`)"), "names the rule: {text}");
+    assert!(
+        text.contains("imports chock:plugin/fetch@0.1.0"),
+        "names the import: {text}"
+    );
+    assert!(
+        text.contains("plugin.probe.network"),
+        "names the act: {text}"
+    );
+    assert!(
+        text.contains("chock.toml:2 (rule `plugin.probe.network`)"),
+        "names the rule: {text}"
+    );
     // fs.write denied: the hostile imports workspace-write; the example imports it too.
     let rule = "[[rule]]\naction = \"fs.write\"\ndecision = \"deny\"\n";
     let text = load(&built.example, rule).unwrap_err().to_string();
-    assert!(text.contains("imports chock:plugin/workspace-write@0.1.0, decided as fs.write"), "{text}");
+    assert!(
+        text.contains("imports chock:plugin/workspace-write@0.1.0, decided as fs.write"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_ratchet_narrowed_after_load_refuses_the_next_call_before_instantiation() {
     let Some(built) = built() else { return };
     let (_dir, mut policy, plugin) = load(&built.example, "").unwrap();
-    policy.restrict("fs.read", chock_policy::Decision::Deny).unwrap();
+    policy
+        .restrict("fs.read", chock_policy::Decision::Deny)
+        .unwrap();
     let report = plugin.call(&policy, "count", r#"{"path":"a"}"#, Box::new(Refusing));
     match &report.end {
         CallEnd::Refused(reason) => {
@@ -162,7 +194,10 @@ fn an_endless_loop_is_stopped_by_the_wall_clock_timeout() {
     let report = plugin.call(&policy, "spin", "{}", Box::new(Refusing));
     assert_eq!(report.end, CallEnd::TimedOut, "{report:?}");
     let took = started.elapsed();
-    assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
 }
 
 #[test]
@@ -181,7 +216,12 @@ fn output_over_the_cap_is_refused_whole() {
     let Some(built) = built() else { return };
     let (_dir, policy, plugin) = load(&built.hostile, "").unwrap();
     let report = plugin.call(&policy, "flood", "{}", Box::new(Refusing));
-    assert_eq!(report.end, CallEnd::OutputTooLarge { bytes: 4 << 20 }, "{:?}", report.end);
+    assert_eq!(
+        report.end,
+        CallEnd::OutputTooLarge { bytes: 4 << 20 },
+        "{:?}",
+        report.end
+    );
     assert_eq!(report.output_limit, 64 << 10);
 }
 
@@ -193,6 +233,10 @@ fn every_call_gets_a_fresh_store() {
     let first = plugin.call(&policy, "spin", "{}", Box::new(Refusing));
     assert_eq!(first.end, CallEnd::OutOfFuel);
     let second = plugin.call(&policy, "escape", r#"{"path":"x"}"#, Box::new(Refusing));
-    assert_eq!(second.end, CallEnd::ToolError("refused read of x".into()), "{second:?}");
+    assert_eq!(
+        second.end,
+        CallEnd::ToolError("refused read of x".into()),
+        "{second:?}"
+    );
     assert!(second.fuel_used < second.fuel_limit / 10, "{second:?}");
 }

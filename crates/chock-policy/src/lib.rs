@@ -26,8 +26,8 @@ pub use error::{ErrorKind, PolicyError};
 pub use limits::{LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
 pub use plugins::{
-    DEFAULT_PLUGIN_FUEL, DEFAULT_PLUGIN_MEMORY_MB, DEFAULT_PLUGIN_OUTPUT_KB, DEFAULT_PLUGIN_TIMEOUT,
-    PluginConfig,
+    DEFAULT_PLUGIN_FUEL, DEFAULT_PLUGIN_MEMORY_MB, DEFAULT_PLUGIN_OUTPUT_KB,
+    DEFAULT_PLUGIN_TIMEOUT, PluginConfig,
 };
 pub use policy::{
     DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,

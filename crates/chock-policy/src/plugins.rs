@@ -117,7 +117,11 @@ pub(crate) fn parse(loc: &Located<'_>, raw: RawPlugins) -> Result<Vec<PluginConf
         }
         let sha256 = table.sha256.as_ref().ok_or_else(|| missing("sha256"))?;
         let digest = sha256.get_ref();
-        if digest.len() != 64 || !digest.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if digest.len() != 64
+            || !digest
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
             return Err(loc.error(
                 sha256.span(),
                 ErrorKind::Plugin(format!(
@@ -138,7 +142,12 @@ pub(crate) fn parse(loc: &Located<'_>, raw: RawPlugins) -> Result<Vec<PluginConf
             1..=4096,
             DEFAULT_PLUGIN_MEMORY_MB,
         )?;
-        let fuel = number(loc, table.fuel.as_ref(), 1..=u64::MAX / 2, DEFAULT_PLUGIN_FUEL)?;
+        let fuel = number(
+            loc,
+            table.fuel.as_ref(),
+            1..=u64::MAX / 2,
+            DEFAULT_PLUGIN_FUEL,
+        )?;
         let output_kb = number(
             loc,
             table.output_kb.as_ref(),

@@ -61,8 +61,13 @@ fn field(input: &str, key: &str) -> Result<String, String> {
     let needle = format!("\"{key}\"");
     let at = input.find(&needle).ok_or(format!("missing field {key}"))?;
     let rest = input[at + needle.len()..].trim_start();
-    let rest = rest.strip_prefix(':').ok_or(format!("bad field {key}"))?.trim_start();
-    let rest = rest.strip_prefix('"').ok_or(format!("field {key} is not a string"))?;
+    let rest = rest
+        .strip_prefix(':')
+        .ok_or(format!("bad field {key}"))?
+        .trim_start();
+    let rest = rest
+        .strip_prefix('"')
+        .ok_or(format!("field {key} is not a string"))?;
     let mut out = String::new();
     let mut chars = rest.chars();
     while let Some(c) = chars.next() {

@@ -16,8 +16,8 @@ use chock_plugin::{CallEnd, Doors, LoadedPlugin, Page, PluginEngine, PluginError
 use chock_policy::{Action, ActionError, Policy};
 use serde_json::Value;
 
-use super::tool::{Access, Act, DynTool, Effect, Prepared, ToolContext, ToolFuture};
 use super::ToolOutput;
+use super::tool::{Access, Act, DynTool, Effect, Prepared, ToolContext, ToolFuture};
 use crate::gate::Decider;
 use crate::host::Host;
 
@@ -222,9 +222,7 @@ struct AgentDoors {
 impl AgentDoors {
     /// Settles `action` before `deadline`; the refusal in words if it may not happen.
     fn settle(&self, action: &Action, detail: &str, deadline: Instant) -> Result<(), String> {
-        let settle = self
-            .decider
-            .settle(Some(&self.call_id), action, detail);
+        let settle = self.decider.settle(Some(&self.call_id), action, detail);
         let deadline = tokio::time::Instant::from_std(deadline);
         match self
             .runtime
@@ -268,7 +266,8 @@ impl Doors for AgentDoors {
         )?;
         let view = self.host.view();
         let rel = view.locate(path).map_err(|e| e.to_string())?;
-        view.write(path, &rel, contents).map_err(|e| e.to_string())?;
+        view.write(path, &rel, contents)
+            .map_err(|e| e.to_string())?;
         if let Ok(mut changed) = self.changed.lock() {
             changed.push(rel);
         }
