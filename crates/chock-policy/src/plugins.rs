@@ -59,20 +59,16 @@ pub struct PluginConfig {
 fn number(
     loc: &Located<'_>,
     value: Option<&Spanned<u64>>,
-    range: std::ops::RangeInclusive<u64>,
+    (min, max): (u64, u64),
     default: u64,
 ) -> Result<u64, PolicyError> {
     let Some(value) = value else {
         return Ok(default);
     };
-    if !range.contains(value.get_ref()) {
+    if !(min..=max).contains(value.get_ref()) {
         return Err(loc.error(
             value.span(),
-            ErrorKind::Plugin(format!(
-                "must be between {} and {}",
-                range.start(),
-                range.end()
-            )),
+            ErrorKind::Plugin(format!("must be between {min} and {max}")),
         ));
     }
     Ok(*value.get_ref())
@@ -133,25 +129,25 @@ pub(crate) fn parse(loc: &Located<'_>, raw: RawPlugins) -> Result<Vec<PluginConf
         let timeout = number(
             loc,
             table.timeout_secs.as_ref(),
-            1..=600,
+            (1, 600),
             DEFAULT_PLUGIN_TIMEOUT.as_secs(),
         )?;
         let memory_mb = number(
             loc,
             table.memory_mb.as_ref(),
-            1..=4096,
+            (1, 4096),
             DEFAULT_PLUGIN_MEMORY_MB,
         )?;
         let fuel = number(
             loc,
             table.fuel.as_ref(),
-            1..=u64::MAX / 2,
+            (1, u64::MAX / 2),
             DEFAULT_PLUGIN_FUEL,
         )?;
         let output_kb = number(
             loc,
             table.output_kb.as_ref(),
-            1..=65_536,
+            (1, 65_536),
             DEFAULT_PLUGIN_OUTPUT_KB,
         )?;
         plugins.push(PluginConfig {
