@@ -191,6 +191,10 @@ pub const CATALOGUE: &[Entry] = &[
         "plugin.<plugin>.tool.<tool>",
         "one call of a WebAssembly plugin's tool",
     ),
+    e(
+        "plugin.<plugin>.network",
+        "a plugin importing Chock's fetch at all (each fetch is then its own net.fetch.<host>)",
+    ),
 ];
 
 const fn e(template: &'static str, why: &'static str) -> Entry {
@@ -378,6 +382,7 @@ mod tests {
             "mcp.time.network",
             "mcp.*",
             "plugin.fmt.tool.run",
+            "plugin.fmt.network",
             "plugin.*",
             "*",
         ] {
@@ -404,7 +409,6 @@ mod tests {
             "mcp.time.tools.x",
             "mcp.a.b.tool.x",
             "mcp.time",
-            "plugin.x.network",
             "nix.build",
             "file.write",
             "secret.password",

@@ -58,6 +58,9 @@ pub enum ErrorKind {
     /// An `[mcp.servers.NAME]` table that cannot be used (the field and the problem).
     #[error("{0}")]
     Mcp(String),
+    /// A `[plugins.NAME]` table that cannot be used (a bad name, path, digest or limit).
+    #[error("plugin refused: {0}")]
+    Plugin(String),
 }
 
 /// A policy file that cannot be loaded. Nothing runs after one of these.

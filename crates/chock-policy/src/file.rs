@@ -28,6 +28,7 @@ struct RawFile {
     subagents: Option<RawSubagents>,
     budget: Option<RawBudget>,
     mcp: Option<Spanned<crate::mcp::McpSection>>,
+    plugins: Option<crate::plugins::RawPlugins>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -137,6 +138,8 @@ pub(crate) struct ParsedFile {
     pub budget: BudgetConfig,
     /// Project only: the `[mcp.servers.NAME]` tables, checked.
     pub mcp: Vec<crate::mcp::ServerDef>,
+    /// Project only: `[plugins.NAME]`.
+    pub plugins: Vec<crate::plugins::PluginConfig>,
 }
 
 /// Parses one file. `ctx` carries what sandbox path checks need (for a project: the org's forbids).
@@ -264,6 +267,16 @@ pub(crate) fn parse(
                 )),
             )
         })?;
+    }
+    if let Some(plugins) = raw.plugins {
+        if role != Role::Project {
+            let at = text.find("[plugins").unwrap_or(0);
+            return Err(loc.error(
+                at..at + "[plugins".len(),
+                ErrorKind::Plugin("plugins are configured by a project's chock.toml".into()),
+            ));
+        }
+        parsed.plugins = crate::plugins::parse(&loc, plugins)?;
     }
     Ok(parsed)
 }

@@ -14,6 +14,7 @@ mod file;
 mod limits;
 pub mod mcp;
 mod pattern;
+mod plugins;
 mod policy;
 mod ratchet;
 mod sandbox;
@@ -25,6 +26,10 @@ pub use decision::Decision;
 pub use error::{ErrorKind, PolicyError};
 pub use limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
+pub use plugins::{
+    DEFAULT_PLUGIN_FUEL, DEFAULT_PLUGIN_MEMORY_MB, DEFAULT_PLUGIN_OUTPUT_KB,
+    DEFAULT_PLUGIN_TIMEOUT, PluginConfig,
+};
 pub use policy::{
     DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,
 };

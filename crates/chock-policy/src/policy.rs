@@ -97,6 +97,7 @@ pub struct Policy {
     limits: LimitsConfig,
     subagents: SubagentsConfig,
     budget: BudgetConfig,
+    plugins: Vec<crate::plugins::PluginConfig>,
     project_file: Option<PathBuf>,
     org_file: Option<PathBuf>,
     mcp_servers: Vec<crate::mcp::ServerDef>,
@@ -204,6 +205,7 @@ impl Policy {
             limits,
             subagents,
             budget: project.budget.stricter(org.budget),
+            plugins: project.plugins,
             project_file: sources.project.map(|s| s.path),
             org_file: sources.org.map(|s| s.path),
             mcp_servers: project.mcp,
@@ -284,6 +286,11 @@ impl Policy {
     /// The `[limits]` in force (defaults, lowered to the org's ceilings).
     pub fn limits(&self) -> &LimitsConfig {
         &self.limits
+    }
+
+    /// The project's `[plugins.NAME]` tables, by name.
+    pub fn plugins(&self) -> &[crate::plugins::PluginConfig] {
+        &self.plugins
     }
 
     /// The `[subagents]` bounds in force.

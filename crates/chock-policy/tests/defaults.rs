@@ -95,6 +95,7 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("mcp.time.network", Decision::Ask, Some("mcp.*")),
     ("mcp.time.sampling", Decision::Ask, Some("mcp.*")),
     ("plugin.fmt.tool.run", Decision::Ask, Some("plugin.*")),
+    ("plugin.fmt.network", Decision::Ask, Some("plugin.*")),
 ];
 
 #[test]

@@ -24,6 +24,7 @@ pub fn about_a_call(kind: EventKind) -> bool {
             | EventKind::ApprovalAnswer
             | EventKind::ToolResult
             | EventKind::CommandResult
+            | EventKind::PluginCall
             | EventKind::SessionSpawn
             | EventKind::NetDecision
             | EventKind::NetConnect

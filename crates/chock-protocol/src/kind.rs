@@ -60,6 +60,8 @@ event_kinds! {
     ToolResult => "tool.result",
     /// A confined command ended, or never ran: what the sandbox reported.
     CommandResult => "command.result",
+    /// A WebAssembly plugin's call ended: its limits, what it used, how it ended.
+    PluginCall => "plugin.call",
     /// A sub-session was started.
     SessionSpawn => "session.spawn",
     /// The agent declared the task complete.
@@ -160,6 +162,9 @@ impl EventKind {
             ),
             EventKind::CommandResult => Grouped(
                 "The command already ran and its decision was durable before it; nothing waits on its result but the `tool.result` that follows.",
+            ),
+            EventKind::PluginCall => Grouped(
+                "The plugin already ran and every act it used was decided, durably, before it; nothing waits on its end but the `tool.result` that follows.",
             ),
             EventKind::SessionSpawn => BeforeReturn(
                 "A sub-session is started next; its header names this session back, so the parent's record of it comes first.",
@@ -268,6 +273,7 @@ mod tests {
             ModelRetry,
             ToolResult,
             CommandResult,
+            PluginCall,
             NetConnect,
             Note,
         ] {

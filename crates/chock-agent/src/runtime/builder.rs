@@ -86,6 +86,10 @@ pub enum BuildError {
     /// is not trusted or does not start is not this: it is logged and left out.
     #[error(transparent)]
     Mcp(#[from] chock_mcp::McpError),
+    /// A plugin chock.toml configures cannot start (its file, its pin, an import the table
+    /// denies, its tools).
+    #[error(transparent)]
+    Plugin(#[from] chock_plugin::PluginError),
 }
 
 impl BuildError {
@@ -465,6 +469,8 @@ impl SessionBuilder {
                 .map_err(|e| BuildError::Search(e.to_string()))?,
             );
         }
+        // The project's plugins: pinned, compiled, their imports decided before they are linked.
+        let plugins = crate::tools::plugin::load_all(session.project(), session.policy())?;
         let host = Arc::new(
             Host::new(session)
                 .with_network(network)
@@ -499,7 +505,7 @@ impl SessionBuilder {
             agent.register_tool(Arc::new(SpawnAgents::new(Arc::clone(&subagents))))?;
             agent.register_tool(Arc::new(TakeSubagent::new(subagents)))?;
         }
-        for tool in &self.tools {
+        for tool in self.tools.iter().chain(&plugins) {
             agent.register_tool(Arc::clone(tool))?;
         }
         self.start_mcp(&mut agent, chosen)?;

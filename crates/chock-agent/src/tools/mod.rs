@@ -11,6 +11,7 @@ pub mod commands;
 pub mod dispatch;
 pub mod files;
 pub mod mcp;
+pub mod plugin;
 pub mod registry;
 pub mod schema;
 pub mod seen;

@@ -79,7 +79,10 @@ impl Gate for LoggingGate {
     }
 }
 
-async fn with_broker<T>(
+/// Runs `work` on a broker whose gate settles each act through `decider` under `call_id` (the door
+/// fetch_url, web_search and a plugin's fetch share); a call refused before any act was named still
+/// gets its one `decision`.
+pub(crate) async fn with_broker<T>(
     decider: &Decider,
     config: &BrokerConfig,
     call_id: &str,

@@ -9,11 +9,13 @@
 mod acts;
 mod mcp;
 mod net;
+mod plugin;
 mod session;
 
 pub use acts::*;
 pub use mcp::*;
 pub use net::*;
+pub use plugin::*;
 pub use session::*;
 
 use serde::Serialize;
@@ -118,6 +120,7 @@ payloads! {
     ApprovalAnswer(ApprovalAnswer),
     ToolResult(ToolResult),
     CommandResult(CommandResult),
+    PluginCall(PluginCall),
     SessionSpawn(SessionSpawn),
     AgentComplete(AgentComplete),
     WorkspaceApply(WorkspaceApply),

@@ -75,6 +75,7 @@ fn lead(kind: EventKind) -> &'static [&'static str] {
         EventKind::ApprovalAnswer => &["question", "action", "answer", "by"],
         EventKind::ToolResult => &["tool", "is_error", "changed"],
         EventKind::CommandResult => &["outcome", "status", "exit_code"],
+        EventKind::PluginCall => &["plugin", "tool", "end"],
         EventKind::WorkspaceApply => &["kind", "apply_id", "undo_of", "digest"],
         EventKind::NetDecision => &["stage", "door", "action", "host", "port", "decision"],
         EventKind::NetConnect => &["phase", "door", "host", "port"],

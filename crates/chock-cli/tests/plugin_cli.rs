@@ -1,0 +1,124 @@
+//! `chock run` with a WebAssembly plugin configured in chock.toml: the scripted model calls the
+//! example plugin's tool end to end (the repository's `plugins/example`, built for wasm32-wasip2,
+//! run by real wasmtime), and a plugin whose bytes changed keeps the session from starting.
+
+mod run_support;
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use chock_plugin::testing::{Built, build_plugins};
+use run_support::*;
+
+fn built() -> Option<&'static Built> {
+    static BUILT: OnceLock<Option<Built>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| build_plugins(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugins")))
+        .as_ref()
+}
+
+/// A git project holding the example plugin as `plugins/demo.wasm`, pinned in chock.toml.
+fn world(built: &Built, rules: &str) -> World {
+    let bytes = std::fs::read(&built.example).unwrap();
+    let policy = format!(
+        "{rules}\n[plugins.demo]\npath = \"plugins/demo.wasm\"\nsha256 = \"{}\"\n",
+        chock_plugin::sha256_hex(&bytes)
+    );
+    let w = World::with_git_project_and_policy(Some(&policy));
+    std::fs::create_dir_all(w.project.join("plugins")).unwrap();
+    std::fs::write(w.project.join("plugins/demo.wasm"), &bytes).unwrap();
+    w
+}
+
+const SCRIPT: &str = r#"
+tools = ["plugin__demo__count"]
+
+[[turn]]
+[[turn.call]]
+tool = "plugin__demo__count"
+input = { path = "calc.sh" }
+expect = { is_error = false, contains = "calc.sh: 3 lines" }
+
+[[turn]]
+text = "calc.sh has three lines."
+"#;
+
+#[test]
+fn a_scripted_model_calls_a_plugin_tool_through_the_pipeline() {
+    let Some(built) = built() else { return };
+    let w = world(
+        built,
+        "[[rule]]\naction = \"plugin.demo.tool.count\"\ndecision = \"allow\"\n",
+    );
+    let provider = w.script(SCRIPT);
+    let out = w.chock(&["run", "--provider", &provider, "count calc.sh"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    w.assert_log_verifies();
+    let events = w.events_exact();
+    assert_decisions_precede_results(&events);
+    let about: Vec<(&str, &serde_json::Value)> = events
+        .iter()
+        .filter(|(_, c, _)| c.as_deref() == Some("play_1_1"))
+        .map(|(k, _, d)| (k.as_str(), d))
+        .collect();
+    let kinds: Vec<&str> = about.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool.call",
+            "decision",
+            "decision",
+            "plugin.call",
+            "tool.result"
+        ]
+    );
+    assert_eq!(about[1].1["action"], "plugin.demo.tool.count");
+    assert_eq!(about[2].1["action"], "fs.read");
+    assert_eq!(about[3].1["end"]["kind"], "returned");
+    assert_eq!(about[3].1["plugin"], "demo");
+}
+
+#[test]
+fn a_plugin_whose_bytes_changed_keeps_the_session_from_starting() {
+    let Some(built) = built() else { return };
+    let w = world(built, "");
+    let mut bytes = std::fs::read(w.project.join("plugins/demo.wasm")).unwrap();
+    bytes.push(0);
+    std::fs::write(w.project.join("plugins/demo.wasm"), &bytes).unwrap();
+    let provider = w.script(SCRIPT);
+    let out = w.chock(&["run", "--provider", &provider, "count calc.sh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let mut settings = w.settings();
+    settings.add_filter("[0-9a-f]{64}", "[SHA256]");
+    settings.bind(|| insta::assert_snapshot!(text(&out.stderr)));
+    assert!(w.sessions().is_empty() || w.events().iter().all(|(k, _, _)| k != "tool.call"));
+}
+
+#[test]
+fn a_plugin_importing_a_denied_capability_keeps_the_session_from_starting() {
+    let Some(built) = built() else { return };
+    let w = world(
+        built,
+        "[[rule]]\naction = \"fs.write\"\ndecision = \"deny\"\n",
+    );
+    let provider = w.script(SCRIPT);
+    let out = w.chock(&["run", "--provider", &provider, "count calc.sh"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "plugin demo imports chock:plugin/workspace-write@0.1.0, decided as fs.write"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("chock.toml:2 (rule `fs.write`)"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,364 @@
+//! One call of a plugin's tool: a fresh store with its fuel, its epoch deadline (the wall-clock
+//! timeout), its memory cap, and the caller's [`Doors`] behind Chock's imports; then the output
+//! checked against its cap. Every way a call can end is a [`CallEnd`], never a string to parse.
+
+use std::time::{Duration, Instant};
+
+use chock_protocol::log::PluginLogLine;
+use wasmtime::{ResourceLimiter, Store, Trap};
+
+use crate::bindings::{self, Level, WitPage};
+use crate::engine::TICK;
+use crate::wasi::{Exited, StdioSink};
+
+/// Lines of log kept per call.
+pub(crate) const MAX_LOG_LINES: usize = 100;
+/// Bytes kept of one log line.
+const MAX_LOG_LINE: usize = 1024;
+
+/// A page the broker fetched for a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    /// The URL after redirects.
+    pub final_url: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// The page as readable text, redacted.
+    pub text: String,
+}
+
+/// The doors behind Chock's imports, for one call. The implementation (chock-agent's) settles
+/// each act through the one decision pipeline — `fs.read`, `fs.write`, `net.fetch.<host>` — and
+/// only then acts; an `Err` is what the plugin reads (a refusal, a missing file). Each method is
+/// given the call's wall-clock deadline, which a door that waits (a fetch, a question) keeps.
+pub trait Doors: Send {
+    /// Reads a file of the workspace copy (`path` relative to its root).
+    fn read_file(&mut self, path: &str, deadline: Instant) -> Result<Vec<u8>, String>;
+    /// Writes a file of the workspace copy.
+    fn write_file(&mut self, path: &str, contents: &[u8], deadline: Instant) -> Result<(), String>;
+    /// Fetches a URL through the broker.
+    fn fetch(&mut self, url: &str, deadline: Instant) -> Result<Page, String>;
+}
+
+/// Doors that open nothing: a plugin listing its tools reaches no capability.
+pub(crate) struct NoDoors;
+
+impl Doors for NoDoors {
+    fn read_file(&mut self, _: &str, _: Instant) -> Result<Vec<u8>, String> {
+        Err("no capability while listing tools".into())
+    }
+    fn write_file(&mut self, _: &str, _: &[u8], _: Instant) -> Result<(), String> {
+        Err("no capability while listing tools".into())
+    }
+    fn fetch(&mut self, _: &str, _: Instant) -> Result<Page, String> {
+        Err("no capability while listing tools".into())
+    }
+}
+
+/// The limits of one call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub fuel: u64,
+    pub timeout: Duration,
+    pub memory: u64,
+    pub output: u64,
+}
+
+/// The memory cap: every linear memory and table of the store, together.
+#[derive(Debug)]
+struct MemoryCap {
+    cap: usize,
+    used: usize,
+    peak: usize,
+}
+
+/// A memory grow past the cap: the call ends as a trap carrying this.
+#[derive(Debug, thiserror::Error)]
+#[error("the plugin asked for {desired} bytes of memory; its cap is {cap}")]
+pub(crate) struct MemoryCapHit {
+    desired: usize,
+    cap: usize,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = self.used.saturating_sub(current).saturating_add(desired);
+        if total > self.cap {
+            return Err(wasmtime::Error::new(MemoryCapHit {
+                desired: total,
+                cap: self.cap,
+            }));
+        }
+        self.used = total;
+        self.peak = self.peak.max(total);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A store's data: the doors, the deadline, the cap, and what the plugin logged.
+pub(crate) struct State {
+    doors: Box<dyn Doors>,
+    deadline: Instant,
+    memory: MemoryCap,
+    log: Vec<PluginLogLine>,
+    log_dropped: u64,
+}
+
+impl State {
+    fn line(&mut self, level: &str, message: &str) {
+        if self.log.len() >= MAX_LOG_LINES {
+            self.log_dropped += 1;
+            return;
+        }
+        let mut end = message.len().min(MAX_LOG_LINE);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.log.push(PluginLogLine {
+            level: level.to_string(),
+            message: message[..end].to_string(),
+        });
+    }
+}
+
+impl StdioSink for State {
+    fn stdio(&mut self, stderr: bool, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            self.line(if stderr { "stderr" } else { "stdout" }, line);
+        }
+    }
+}
+
+impl bindings::chock::plugin::types::Host for State {}
+
+impl bindings::chock::plugin::workspace_read::Host for State {
+    fn read_file(&mut self, path: String) -> Result<Vec<u8>, String> {
+        self.doors.read_file(&path, self.deadline)
+    }
+}
+
+impl bindings::chock::plugin::workspace_write::Host for State {
+    fn write_file(&mut self, path: String, contents: Vec<u8>) -> Result<(), String> {
+        self.doors.write_file(&path, &contents, self.deadline)
+    }
+}
+
+impl bindings::chock::plugin::fetch::Host for State {
+    fn fetch(&mut self, url: String) -> Result<WitPage, String> {
+        self.doors.fetch(&url, self.deadline).map(|page| WitPage {
+            final_url: page.final_url,
+            status: page.status,
+            text: page.text,
+        })
+    }
+}
+
+impl bindings::chock::plugin::log::Host for State {
+    fn log(&mut self, level: Level, message: String) {
+        let level = match level {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        self.line(level, &message);
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallEnd {
+    /// The tool returned this text.
+    Returned(String),
+    /// The tool returned this error.
+    ToolError(String),
+    /// Refused before the plugin started (an import the table denies, an engine failure).
+    Refused(String),
+    /// The fuel ran out.
+    OutOfFuel,
+    /// The wall-clock timeout passed.
+    TimedOut,
+    /// A memory grow past the cap.
+    MemoryCap(String),
+    /// The output was larger than its cap (none of it is kept).
+    OutputTooLarge {
+        /// Its size in bytes.
+        bytes: u64,
+    },
+    /// Any other trap (a panic, an abort, `exit`).
+    Trapped(String),
+}
+
+/// A call's end, its limits and what it used: everything `plugin.call` records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallReport {
+    /// How it ended.
+    pub end: CallEnd,
+    /// Fuel given.
+    pub fuel_limit: u64,
+    /// Fuel used.
+    pub fuel_used: u64,
+    /// The wall-clock timeout.
+    pub timeout: Duration,
+    /// Wall time.
+    pub duration: Duration,
+    /// The memory cap in bytes.
+    pub memory_limit: u64,
+    /// The most memory held, in bytes.
+    pub memory_peak: u64,
+    /// The output cap in bytes.
+    pub output_limit: u64,
+    /// The output's size in bytes.
+    pub output_bytes: u64,
+    /// What the plugin logged.
+    pub log: Vec<PluginLogLine>,
+    /// Lines beyond those kept.
+    pub log_dropped: u64,
+}
+
+impl CallReport {
+    pub(crate) fn refused(limits: Limits, reason: String) -> CallReport {
+        CallReport {
+            end: CallEnd::Refused(reason),
+            fuel_limit: limits.fuel,
+            fuel_used: 0,
+            timeout: limits.timeout,
+            duration: Duration::ZERO,
+            memory_limit: limits.memory,
+            memory_peak: 0,
+            output_limit: limits.output,
+            output_bytes: 0,
+            log: Vec::new(),
+            log_dropped: 0,
+        }
+    }
+
+    /// The `plugin.call` payload for this report.
+    pub fn to_event(
+        &self,
+        plugin: &str,
+        tool: &str,
+        sha256: &str,
+    ) -> chock_protocol::log::PluginCall {
+        use chock_protocol::log::PluginEnd;
+        let end = match &self.end {
+            CallEnd::Returned(_) => PluginEnd::Returned,
+            CallEnd::ToolError(_) => PluginEnd::ToolError,
+            CallEnd::Refused(reason) => PluginEnd::Refused {
+                reason: reason.clone(),
+            },
+            CallEnd::OutOfFuel => PluginEnd::OutOfFuel,
+            CallEnd::TimedOut => PluginEnd::TimedOut,
+            CallEnd::MemoryCap(_) => PluginEnd::MemoryCap,
+            CallEnd::OutputTooLarge { bytes } => PluginEnd::OutputTooLarge { bytes: *bytes },
+            CallEnd::Trapped(reason) => PluginEnd::Trapped {
+                reason: reason.clone(),
+            },
+        };
+        chock_protocol::log::PluginCall {
+            plugin: plugin.to_string(),
+            tool: tool.to_string(),
+            sha256: sha256.to_string(),
+            end,
+            fuel_limit: self.fuel_limit,
+            fuel_used: self.fuel_used,
+            timeout_ms: millis(self.timeout),
+            duration_ms: millis(self.duration),
+            memory_limit: self.memory_limit,
+            memory_peak: self.memory_peak,
+            output_limit: self.output_limit,
+            output_bytes: self.output_bytes,
+            log: self.log.clone(),
+            log_dropped: self.log_dropped,
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A fresh store for one call (or for listing the tools).
+pub(crate) fn store(
+    engine: &wasmtime::Engine,
+    limits: Limits,
+    doors: Box<dyn Doors>,
+) -> wasmtime::Result<Store<State>> {
+    let deadline = Instant::now() + limits.timeout;
+    let mut store = Store::new(
+        engine,
+        State {
+            doors,
+            deadline,
+            memory: MemoryCap {
+                cap: usize::try_from(limits.memory).unwrap_or(usize::MAX),
+                used: 0,
+                peak: 0,
+            },
+            log: Vec::new(),
+            log_dropped: 0,
+        },
+    );
+    store.limiter(|state| &mut state.memory);
+    store.set_fuel(limits.fuel)?;
+    let ticks = limits.timeout.as_millis().div_ceil(TICK.as_millis()).max(1);
+    store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+    store.epoch_deadline_trap();
+    Ok(store)
+}
+
+/// Why a run of the plugin's code stopped, from wasmtime's error.
+pub(crate) fn stopped(err: &wasmtime::Error) -> CallEnd {
+    if let Some(hit) = err.downcast_ref::<MemoryCapHit>() {
+        return CallEnd::MemoryCap(hit.to_string());
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => return CallEnd::OutOfFuel,
+        Some(Trap::Interrupt) => return CallEnd::TimedOut,
+        _ => {}
+    }
+    if let Some(exited) = err.downcast_ref::<Exited>() {
+        return CallEnd::Trapped(exited.to_string());
+    }
+    CallEnd::Trapped(format!("{err:#}"))
+}
+
+/// Fills in the report from the store once the call is over.
+pub(crate) fn report(
+    store: &mut Store<State>,
+    limits: Limits,
+    started: Instant,
+    end: CallEnd,
+    output_bytes: u64,
+) -> CallReport {
+    let left = store.get_fuel().unwrap_or(0);
+    let state = store.data_mut();
+    CallReport {
+        end,
+        fuel_limit: limits.fuel,
+        fuel_used: limits.fuel.saturating_sub(left),
+        timeout: limits.timeout,
+        duration: started.elapsed(),
+        memory_limit: limits.memory,
+        memory_peak: state.memory.peak as u64,
+        output_limit: limits.output,
+        output_bytes,
+        log: std::mem::take(&mut state.log),
+        log_dropped: state.log_dropped,
+    }
+}
