@@ -21,6 +21,9 @@ pub struct ModelSampler {
     pub prices: PriceTable,
     /// The session's log.
     pub log: Log,
+    /// The session's budget: a sampling request is admitted and charged like the agent's own
+    /// model calls (refused, with nothing sent, when it would not fit).
+    pub budget: crate::budget::Budget,
 }
 
 impl std::fmt::Debug for ModelSampler {
@@ -45,13 +48,28 @@ impl ModelSampler {
                 content: vec![Block::Text { text: text.clone() }],
             })
             .collect();
-        let req = Request {
+        let mut req = Request {
             model: self.model.clone(),
             system: request.system.clone(),
             messages,
             max_tokens: request.max_tokens.clamp(1, 8192),
             ..Request::default()
         };
+        let price = self
+            .prices
+            .lookup(&self.model)
+            .map(|p| crate::budget::TokenPrice {
+                input: p.input / 1e6,
+                output: p.output / 1e6,
+            });
+        // Four bytes a token: a lower bound of the input, as for the agent's own calls.
+        let size = request.system.as_deref().map_or(0, str::len)
+            + request.messages.iter().map(|(_, t)| t.len()).sum::<usize>();
+        let admitted = self
+            .budget
+            .admit(&self.model, (size / 4) as u64, req.max_tokens, price)
+            .map_err(|e| format!("the session's budget refuses this sampling request: {e}"))?;
+        req.max_tokens = admitted.max_output_tokens;
         // Turn 0: not a turn of the loop; the events say which server asked in `new_message`.
         self.log
             .record(
@@ -78,6 +96,12 @@ impl ModelSampler {
                 .usd()
                 .or_else(|| self.prices.cost(&req.model, &response.usage).usd())
         };
+        let usage = &response.usage;
+        self.budget.charge(
+            usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            usage.output_tokens,
+            cost,
+        );
         let text: String = response
             .content
             .iter()
@@ -125,5 +149,49 @@ impl ModelSampler {
 impl Sampler for ModelSampler {
     fn sample(&self, request: SampleRequest) -> SampleFuture<'_> {
         Box::pin(self.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chock_protocol::log::BudgetAmount;
+
+    fn sampler(dir: &std::path::Path, budget: crate::budget::Budget) -> ModelSampler {
+        ModelSampler {
+            provider: Arc::new(chock_provider::Player::demo()),
+            model: "chock-demo".into(),
+            prices: PriceTable::default(),
+            log: Log::create(dir, chock_log::SessionHeader::default()).unwrap(),
+            budget,
+        }
+    }
+
+    fn request() -> SampleRequest {
+        SampleRequest {
+            server: "hostile".into(),
+            system: None,
+            messages: vec![("user".into(), "six times seven? ".repeat(20))],
+            max_tokens: 100,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sampling_request_the_budget_cannot_hold_is_refused_before_the_model_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = crate::budget::Budget::new(BudgetAmount {
+            usd: None,
+            tokens: Some(10),
+        });
+        let s = sampler(dir.path(), budget);
+        let refused = s.sample(request()).await.unwrap_err();
+        assert!(refused.contains("budget"), "{refused}");
+        let log_dir = s.log.dir().to_path_buf();
+        drop(s);
+        let events = chock_log::read_events(&log_dir).unwrap();
+        assert!(
+            !events.iter().any(|e| e.kind.to_string() == "model.request"),
+            "nothing was sent to the model"
+        );
     }
 }

@@ -536,6 +536,7 @@ impl SessionBuilder {
             model: chosen.model.clone(),
             prices: prices(&self.config),
             log: agent.log().clone(),
+            budget: agent.budget().clone(),
         };
         let trust_path = match &self.mcp_trust {
             Some(path) => path.clone(),
