@@ -946,3 +946,63 @@ fn interrupting_a_parent_reaches_every_child_of_one_spawn_agents_call() {
         assert_eq!(complete.2["ended"], "interrupted", "{complete:?}");
     }
 }
+
+/// A child's removal comes up with its take: the file it removed is gone from the parent's
+/// workspace too (hidden by a whiteout in the overlay), the take says so, and the real project
+/// is untouched until an apply.
+#[test]
+fn a_take_removes_what_the_child_removed() {
+    let w = World::new();
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n",
+    );
+    w.write("old.txt", "to go\n");
+    w.write("keep.txt", "stays\n");
+    let script = |tag: &str, step: usize, body: &Value| match (tag, step) {
+        ("P", 0) => call(
+            "p0",
+            1000,
+            "spawn_agent",
+            &json!({"task": "[agent:C] remove old.txt"}),
+        ),
+        ("P", 1) => call(
+            "p1",
+            1000,
+            "take_subagent",
+            &json!({"child": last_child(body)}),
+        ),
+        ("P", 2) => call("p2", 1000, "run_command", &json!({"command": "ls"})),
+        ("P", _) => answer("p3", 1000, "taken"),
+        ("C", 0) => call("c0", 1000, "run_command", &json!({"command": "rm old.txt"})),
+        ("C", _) => answer("c1", 1000, "removed"),
+        _ => panic!("no script for {tag}"),
+    };
+    let (port, _seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "[agent:P] go"],
+        &[("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let parent = session_of(&w, "P");
+    let events = events_of(&parent);
+    let output = |call: &str| {
+        events
+            .iter()
+            .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some(call))
+            .map(|(_, _, d)| d["output"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_else(|| panic!("no result for {call}"))
+    };
+    assert!(
+        output("p1").contains("removed, as the child did: old.txt"),
+        "{}",
+        output("p1")
+    );
+    let listed = output("p2");
+    assert!(
+        listed.contains("keep.txt") && !listed.contains("old.txt"),
+        "{listed}"
+    );
+    assert_eq!(w.read("old.txt"), "to go\n", "nothing applied yet");
+}

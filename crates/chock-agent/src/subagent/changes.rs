@@ -168,9 +168,9 @@ impl Tool for TakeSubagent {
 
     fn description(&self) -> &str {
         "Take a finished child agent's changes (spawn_agent) into your workspace: every file it \
-         created or changed is written here, unless you changed the same file since the spawn \
-         (then nothing is written and the conflicts are named). Files it removed are named, not \
-         removed. Decided as subagent.take."
+         created or changed is written here and every file it removed is removed here, unless you \
+         changed the same file since the spawn (then nothing is written and the conflicts are \
+         named). Decided as subagent.take."
     }
 
     fn effect(&self) -> Effect {
@@ -271,7 +271,8 @@ impl Tool for TakeSubagent {
             Note::SubagentTaken {
                 child: input.child.clone(),
                 digest: digest.clone(),
-                paths: writes
+                paths: changes
+                    .files
                     .iter()
                     .map(|c| c.path.display().to_string())
                     .collect(),
@@ -290,6 +291,17 @@ impl Tool for TakeSubagent {
                 Err(e) => failed.push(format!("{given}: {e}")),
             }
         }
+        let mut removed = Vec::new();
+        for change in &removals {
+            let given = change.path.display().to_string();
+            match view.remove(&given, &change.path) {
+                Ok(()) => {
+                    output.changed.push(change.path.clone());
+                    removed.push(given);
+                }
+                Err(e) => failed.push(format!("{given}: {e}")),
+            }
+        }
         let mut text = format!(
             "took {} file(s) from child {} (digest {digest}): {}",
             output.changed.len(),
@@ -301,14 +313,10 @@ impl Tool for TakeSubagent {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        if !removals.is_empty() {
+        if !removed.is_empty() {
             text.push_str(&format!(
-                "\nthe child removed these, which were not removed here (use run_command if you want them gone): {}",
-                removals
-                    .iter()
-                    .map(|c| c.path.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "\nremoved, as the child did: {}",
+                removed.join(", ")
             ));
         }
         if !failed.is_empty() {

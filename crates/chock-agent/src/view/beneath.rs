@@ -82,6 +82,13 @@ pub fn remove(root: &Path, rel: &Path) -> std::io::Result<()> {
     dir.remove(&name)
 }
 
+/// Makes an overlay whiteout at `rel` below the upper layer `root` (its parents made as needed):
+/// the lower layer's entry there is hidden from the merged view.
+pub fn whiteout(root: &Path, rel: &Path) -> std::io::Result<()> {
+    let (dir, name) = parent(root, rel, true)?;
+    dir.make_whiteout(&name)
+}
+
 /// The names in directory `rel` below `root` (without `.` and `..`).
 pub fn list(root: &Path, rel: &Path) -> std::io::Result<Vec<OsString>> {
     open_dir(root, rel, false)?.names()

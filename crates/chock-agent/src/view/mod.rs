@@ -328,6 +328,43 @@ impl WorkspaceView {
         }
     }
 
+    /// Removes a file or symlink from the merged view: in an overlay, the upper layer's copy goes
+    /// and a whiteout hides what the lower layer has there. Never the policy file, never a
+    /// directory; a path with nothing there is already removed.
+    pub fn remove(&self, given: &str, rel: &Path) -> Result<(), ViewError> {
+        if rel.as_os_str().is_empty() {
+            return Err(ViewError::Outside(given.to_string()));
+        }
+        if rel == Path::new(chock_policy::PROJECT_FILE) {
+            return Err(ViewError::Policy(given.to_string()));
+        }
+        let io = |source| ViewError::Io {
+            path: given.to_string(),
+            source,
+        };
+        let Some((kind, layer)) = self.entry(rel) else {
+            return Ok(());
+        };
+        if kind == EntryKind::Dir {
+            return Err(io(std::io::Error::new(
+                ErrorKind::IsADirectory,
+                "is a directory",
+            )));
+        }
+        match &self.backing {
+            Backing::Direct { root } => beneath::remove(root, rel).map_err(io),
+            Backing::Overlay { upper, .. } => {
+                if layer == upper.as_path() {
+                    beneath::remove(upper, rel).map_err(io)?;
+                }
+                if self.entry(rel).is_some() {
+                    beneath::whiteout(upper, rel).map_err(io)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// The entries of a directory in the merged view, sorted by name.
     pub fn list(&self, given: &str, rel: &Path) -> Result<Vec<(String, EntryKind)>, ViewError> {
         match self.lstat(rel) {

@@ -122,3 +122,39 @@ fn a_walk_is_bounded_by_directories_as_well_as_files() {
     assert_eq!(view.walk(".", Path::new(""), 100).unwrap().len(), 1);
     assert!(view.walk(".", Path::new(""), 5).unwrap().is_empty());
 }
+
+#[test]
+fn remove_takes_a_file_out_of_the_merged_view_by_a_whiteout_or_from_the_upper_layer() {
+    let (lower, upper) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir(lower.path().join("src")).unwrap();
+    std::fs::write(lower.path().join("src/old.rs"), "old").unwrap();
+    std::fs::write(lower.path().join("both.txt"), "lower").unwrap();
+    std::fs::write(upper.path().join("both.txt"), "upper").unwrap();
+    std::fs::write(upper.path().join("new.txt"), "new").unwrap();
+    let view = WorkspaceView::overlay(Path::new("/home/u/proj"), lower.path(), upper.path());
+    for rel in ["src/old.rs", "both.txt", "new.txt"] {
+        view.remove(rel, Path::new(rel)).unwrap();
+        assert!(view.entry(Path::new(rel)).is_none(), "{rel} is still seen");
+    }
+    // The lower layer is never touched; what it has is hidden by whiteouts, and a file only the
+    // upper layer had leaves none.
+    assert_eq!(
+        std::fs::read_to_string(lower.path().join("both.txt")).unwrap(),
+        "lower"
+    );
+    use std::os::unix::fs::FileTypeExt;
+    for rel in ["src/old.rs", "both.txt"] {
+        let meta = std::fs::symlink_metadata(upper.path().join(rel)).unwrap();
+        assert!(meta.file_type().is_char_device(), "{rel}: a whiteout");
+    }
+    assert!(std::fs::symlink_metadata(upper.path().join("new.txt")).is_err());
+    assert!(matches!(
+        view.remove("chock.toml", Path::new("chock.toml")),
+        Err(ViewError::Policy(_))
+    ));
+    assert!(
+        view.remove("src", Path::new("src")).is_err(),
+        "not a directory"
+    );
+    view.remove("gone", Path::new("gone")).unwrap();
+}
