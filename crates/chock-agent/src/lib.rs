@@ -10,6 +10,7 @@ pub mod agent;
 pub mod approval;
 pub mod approval_reviewer;
 pub mod approval_terminal;
+mod booking;
 pub mod budget;
 pub mod config;
 pub mod credentials;

@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use chock_log::Log;
 use chock_mcp::{SampleFuture, SampleReply, SampleRequest, Sampler};
-use chock_protocol::log::{ModelRequest, ModelResponse, Usage};
+use chock_protocol::log::ModelRequest;
 use chock_provider::{Block, Message, PriceTable, Provider, Request, Role};
-use serde_json::Value;
 
 /// Calls the session's model for MCP servers.
 pub struct ModelSampler {
@@ -88,20 +87,15 @@ impl ModelSampler {
             .stream(&req, &mut |_| {})
             .await
             .map_err(|e| e.to_string())?;
-        let cost = if response.usage == chock_provider::Usage::default() {
-            Some(0.0)
-        } else {
-            self.prices
-                .cost(&response.model, &response.usage)
-                .usd()
-                .or_else(|| self.prices.cost(&req.model, &response.usage).usd())
-        };
-        let usage = &response.usage;
-        self.budget.charge(
-            usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-            usage.output_tokens,
-            cost,
-        );
+        let booked = crate::booking::book_reply(
+            &self.log,
+            &self.prices,
+            &self.budget,
+            0,
+            &req.model,
+            &response,
+        )
+        .map_err(|e| e.to_string())?;
         let text: String = response
             .content
             .iter()
@@ -111,29 +105,7 @@ impl ModelSampler {
             })
             .collect::<Vec<_>>()
             .join("");
-        let stop_reason = serde_json::to_value(&response.stop_reason)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        self.log
-            .record(
-                None,
-                ModelResponse {
-                    turn: 0,
-                    model: response.model.clone(),
-                    id: response.id.clone(),
-                    usage: Usage {
-                        input_tokens: response.usage.input_tokens,
-                        output_tokens: response.usage.output_tokens,
-                        cache_read_tokens: response.usage.cache_read_tokens,
-                        cache_write_tokens: response.usage.cache_write_tokens,
-                    },
-                    cost_usd: cost,
-                    stop_reason: stop_reason.clone(),
-                    content: serde_json::to_value(&response.content).unwrap_or(Value::Null),
-                },
-            )
-            .map_err(|e| e.to_string())?;
+        let stop_reason = booked.stop_reason;
         Ok(SampleReply {
             text,
             model: response.model,

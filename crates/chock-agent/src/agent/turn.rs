@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use chock_log::LogError;
-use chock_protocol::log::{ModelRequest, ModelResponse, ModelRetry, Usage};
-use chock_provider::{Block, Message, Request, StopReason, StreamEvent, ToolSpec};
+use chock_protocol::log::{ModelRequest, ModelRetry};
+use chock_provider::{Block, Message, Request, StreamEvent, ToolSpec};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -108,52 +108,21 @@ impl Agent {
             return Err(err.into());
         }
         let response = result?;
-        let cost = if response.usage == chock_provider::Usage::default() {
-            // No tokens (the offline player) cost nothing, whatever the model's name.
-            Some(0.0)
-        } else {
-            self.prices
-                .cost(&response.model, &response.usage)
-                .usd()
-                .or_else(|| self.prices.cost(&request.model, &response.usage).usd())
-        };
-        self.budget.charge(
-            response.usage.input_tokens
-                + response.usage.cache_read_tokens
-                + response.usage.cache_write_tokens,
-            response.usage.output_tokens,
-            cost,
-        );
+        let booked = crate::booking::book_reply(
+            self.log(),
+            &self.prices,
+            &self.budget,
+            turn,
+            &request.model,
+            &response,
+        )?;
+        let (cost, stop_reason) = (booked.cost, booked.stop_reason);
         summary.input_tokens += response.usage.input_tokens;
         summary.output_tokens += response.usage.output_tokens;
         summary.cost_usd = match (summary.cost_usd, cost) {
             (Some(total), Some(c)) => Some(total + c),
             _ => None,
         };
-        let stop_reason = match &response.stop_reason {
-            StopReason::Other(s) => s.clone(),
-            other => serde_json::to_value(other)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
-        };
-        self.log().record(
-            None,
-            ModelResponse {
-                turn,
-                model: response.model.clone(),
-                id: response.id.clone(),
-                usage: Usage {
-                    input_tokens: response.usage.input_tokens,
-                    output_tokens: response.usage.output_tokens,
-                    cache_read_tokens: response.usage.cache_read_tokens,
-                    cache_write_tokens: response.usage.cache_write_tokens,
-                },
-                cost_usd: cost,
-                stop_reason: stop_reason.clone(),
-                content: serde_json::to_value(&response.content).unwrap_or(Value::Null),
-            },
-        )?;
         self.sink.emit(&AgentEvent::ModelResponse {
             turn,
             input_tokens: response.usage.input_tokens,
