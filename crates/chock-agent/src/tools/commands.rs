@@ -426,6 +426,15 @@ impl OutputItem {
     }
 }
 
+impl OutputItem {
+    /// Whether cutting `bytes` at `cut` would split a secret the log redacts: the two halves
+    /// redacted apart differ from the whole redacted.
+    fn cut_splits_a_secret(&self, bytes: &[u8], cut: usize) -> bool {
+        let text = |b: &[u8]| self.log.redact(&String::from_utf8_lossy(b));
+        text(bytes) != text(&bytes[..cut]) + &text(&bytes[cut..])
+    }
+}
+
 impl chock_session::OutputSink for OutputItem {
     fn write(&self, _stream: chock_session::Stream, bytes: &[u8]) {
         let Ok(mut state) = self.state.lock() else {
@@ -435,12 +444,19 @@ impl chock_session::OutputSink for OutputItem {
         let ready = match state.pending.iter().rposition(|b| *b == b'\n') {
             Some(newline) => newline + 1,
             None if state.pending.len() > LINE_HOLD => {
-                // Cut on a character boundary, keeping a tail no secret is longer than.
+                // Cut on a character boundary, keeping a tail no secret is longer than (for a
+                // secret still arriving), and never inside a secret that has arrived whole: a
+                // cut there would redact neither half.
                 let mut cut = state.pending.len() - SECRET_TAIL;
-                while cut > 0 && (state.pending[cut] & 0xC0) == 0x80 {
-                    cut -= 1;
+                loop {
+                    while cut > 0 && (state.pending[cut] & 0xC0) == 0x80 {
+                        cut -= 1;
+                    }
+                    if cut == 0 || !self.cut_splits_a_secret(&state.pending, cut) {
+                        break cut;
+                    }
+                    cut = cut.saturating_sub(SECRET_TAIL);
                 }
-                cut
             }
             None => 0,
         };
@@ -491,5 +507,47 @@ mod output_item_tests {
             text,
             "first line\nkey=[REDACTED] and more\nno newline [REDACTED]"
         );
+    }
+
+    /// A line longer than the hold is sent in parts; a secret that arrived whole across where the
+    /// first part would end moves the cut before it.
+    #[test]
+    fn a_long_line_is_never_cut_inside_a_secret_that_has_arrived() {
+        let root = tempfile::tempdir().unwrap();
+        let log = chock_log::Log::create(root.path(), chock_log::SessionHeader::default()).unwrap();
+        let key = "sk-ant-api03-0123456789abcdefghijklmnopqrstuv";
+        log.add_secret(key).unwrap();
+        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+        let seen = Arc::clone(&events);
+        let sink: Arc<dyn EventSink> =
+            Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
+        let item = OutputItem {
+            item: "c1.output".into(),
+            call_id: "c1".into(),
+            log,
+            sink,
+            state: Mutex::new(OutputState::default()),
+        };
+        let out = chock_session::Stream::Stdout;
+        item.write(out, &vec![b'x'; 62_000]);
+        // With these 4,110 bytes the line passes the hold, and the first cut would fall 14 bytes
+        // into the key.
+        let mut chunk = key.as_bytes().to_vec();
+        chunk.extend(vec![b'y'; 4_070]);
+        item.write(out, &chunk);
+        let deltas: Vec<String> = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ItemDelta { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(!deltas.is_empty(), "the long line was sent before its end");
+        for delta in &deltas {
+            assert!(!delta.contains(&key[..14]), "a part of the key went out");
+        }
+        item.complete(true);
     }
 }
