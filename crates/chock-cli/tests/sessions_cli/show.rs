@@ -131,6 +131,15 @@ fn every_kind_session(env: &Env) -> Log {
         ),
         (
             c,
+            EventKind::PluginCall,
+            json!({"plugin": "example", "tool": "word_count", "sha256": "ef56",
+            "end": {"kind": "out_of_fuel"}, "fuel_limit": 1000, "fuel_used": 1000,
+            "timeout_ms": 10000, "duration_ms": 12, "memory_limit": 65536, "memory_peak": 4096,
+            "output_limit": 1024, "output_bytes": 0,
+            "log": [{"level": "info", "message": "counting"}], "log_dropped": 2}),
+        ),
+        (
+            c,
             EventKind::CommandResult,
             json!({"outcome": "ran", "status": {"kind": "exited", "value": 0},
             "exit_code": 0, "limits": {"pids_max": 512}, "duration_ms": 33, "stdout_bytes": 10,
