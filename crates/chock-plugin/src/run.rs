@@ -316,7 +316,9 @@ pub(crate) fn store(
     );
     store.limiter(|state| &mut state.memory);
     store.set_fuel(limits.fuel)?;
-    let ticks = limits.timeout.as_millis().div_ceil(TICK.as_millis()).max(1);
+    // One tick more than the timeout holds: the ticker's first tick may come at once, so the
+    // deadline is never reached before the timeout has passed (and at most one tick after).
+    let ticks = limits.timeout.as_millis().div_ceil(TICK.as_millis()).max(1) + 1;
     store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
     store.epoch_deadline_trap();
     Ok(store)
