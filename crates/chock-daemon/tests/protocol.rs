@@ -272,6 +272,13 @@ fn two_clients_answer_one_question_the_first_wins_and_both_hear_who() {
             other => panic!("exactly one answer wins: {other:?}"),
         };
         assert_eq!(ra.answer, Some(winner));
+        // The broker resolves the question before the pipeline logs the answer: the log is read
+        // once the turn is over.
+        until(&mut a, |n| match n {
+            Notice::SessionState(s) if s.session == id && s.state == SessionState::Idle => Some(()),
+            _ => None,
+        })
+        .await;
         let log = world.log_lines(&id);
         let answers: Vec<_> = log
             .iter()
