@@ -3,8 +3,8 @@
 //!
 //! A plugin speaks the Chock-owned WIT world `chock:plugin` (`wit/plugin.wit`): it exports its
 //! tools and a call entry, and imports only Chock's own interfaces — the workspace copy's files,
-//! a fetch through the broker, a log — plus a minimal WASI stdio surface Rust's standard library
-//! needs ([`wasi`]). Nothing here decides or touches the world: every door a plugin imports is a
+//! a fetch through the broker, a log — plus the WASI Rust's standard library needs (stdio, clocks,
+//! random: [`wasi`]), none of which reaches outside the store. Nothing here decides or touches the world: every door a plugin imports is a
 //! [`Doors`] method the caller (chock-agent) implements, settling its act through the one
 //! pipeline before it acts. This crate reads the component's imports before it is instantiated and
 //! refuses an import whose act the table denies: it is never linked.
@@ -17,6 +17,7 @@ mod load;
 mod run;
 pub mod testing;
 pub mod wasi;
+mod wasi_clock;
 
 pub use engine::PluginEngine;
 pub use imports::{Capability, Import};

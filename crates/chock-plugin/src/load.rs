@@ -62,7 +62,7 @@ pub enum PluginError {
     /// An import Chock does not provide.
     #[error(
         "plugin {plugin} imports {import}, which Chock does not provide (a plugin imports only chock:plugin/* and \
-         the wasi:io and wasi:cli stdio surface; no filesystem, sockets, clocks or random), so it does not start"
+         the wasi:io, wasi:cli, wasi:clocks and wasi:random surface; no filesystem or sockets), so it does not start"
     )]
     Unsupported { plugin: String, import: String },
     /// Listing its tools failed.

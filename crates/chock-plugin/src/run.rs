@@ -9,7 +9,7 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 
 use crate::bindings::{self, Level, WitPage};
 use crate::engine::TICK;
-use crate::wasi::{Exited, StdioSink};
+use crate::wasi::{Exited, Timers, TooManyBytes, WasiHost};
 
 /// Lines of log kept per call.
 pub(crate) const MAX_LOG_LINES: usize = 100;
@@ -116,6 +116,8 @@ pub(crate) struct State {
     memory: MemoryCap,
     log: Vec<PluginLogLine>,
     log_dropped: u64,
+    timers: Timers,
+    insecure: u64,
 }
 
 impl State {
@@ -135,12 +137,32 @@ impl State {
     }
 }
 
-impl StdioSink for State {
+impl WasiHost for State {
     fn stdio(&mut self, stderr: bool, bytes: &[u8]) {
         let text = String::from_utf8_lossy(bytes);
         for line in text.lines().filter(|l| !l.is_empty()) {
             self.line(if stderr { "stderr" } else { "stdout" }, line);
         }
+    }
+
+    fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
+    }
+
+    fn timers_ref(&self) -> &Timers {
+        &self.timers
+    }
+
+    fn byte_cap(&self) -> u64 {
+        self.memory.cap as u64
+    }
+
+    fn insecure(&mut self) -> &mut u64 {
+        &mut self.insecure
     }
 }
 
@@ -312,6 +334,8 @@ pub(crate) fn store(
             },
             log: Vec::new(),
             log_dropped: 0,
+            timers: Timers::default(),
+            insecure: getrandom::u64().map_err(|e| wasmtime::format_err!("getrandom: {e}"))?,
         },
     );
     store.limiter(|state| &mut state.memory);
@@ -327,6 +351,9 @@ pub(crate) fn store(
 /// Why a run of the plugin's code stopped, from wasmtime's error.
 pub(crate) fn stopped(err: &wasmtime::Error) -> CallEnd {
     if let Some(hit) = err.downcast_ref::<MemoryCapHit>() {
+        return CallEnd::MemoryCap(hit.to_string());
+    }
+    if let Some(hit) = err.downcast_ref::<TooManyBytes>() {
         return CallEnd::MemoryCap(hit.to_string());
     }
     match err.downcast_ref::<Trap>() {

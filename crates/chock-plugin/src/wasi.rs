@@ -1,15 +1,19 @@
-//! The WASI a plugin gets: only the stdio surface Rust's standard library links for
-//! `wasm32-wasip2` (streams, stdin/stdout/stderr, the terminal queries, the environment, `exit`),
-//! implemented here by Chock rather than by wasmtime-wasi. Standard input is empty and closed;
-//! standard output and error become lines of the call's log (capped); the environment and the
-//! arguments are empty; there is no working directory; `exit` ends the call as a trap.
+//! The WASI a plugin gets: what Rust's standard library links for `wasm32-wasip2`, implemented
+//! here by Chock rather than by wasmtime-wasi. This module holds the stdio surface (streams,
+//! stdin/stdout/stderr, the terminal queries, the environment, `exit`); [`crate::wasi_clock`] the
+//! pollables, clocks and random numbers. Standard input is empty and closed; standard output and
+//! error become lines of the call's log (capped); the environment and the arguments are empty;
+//! there is no working directory; `exit` ends the call as a trap.
 //!
 //! Not linked, so a component importing them does not start: `wasi:filesystem` (a plugin reads
 //! and writes only through `chock:plugin/workspace-*`, decided per call), `wasi:sockets` and
-//! `wasi:http` (it fetches only through `chock:plugin/fetch`, the broker), `wasi:clocks` and
-//! `wasi:random` (not needed by the example; a plugin that needs them is refused by name).
+//! `wasi:http` (it fetches only through `chock:plugin/fetch`, the broker).
+
+use std::time::Instant;
 
 use wasmtime::component::{ComponentType, Linker, Lower, Resource, ResourceType};
+
+pub use crate::wasi_clock::{Pollable, Timers, TooManyBytes};
 
 /// The WASI interfaces linked (names without versions; any `0.2.x` import matches).
 pub const INTERFACES: &[&str] = &[
@@ -26,23 +30,35 @@ pub const INTERFACES: &[&str] = &[
     "wasi:cli/terminal-stdin",
     "wasi:cli/terminal-stdout",
     "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
 ];
 
 /// The version the definitions are made under; wasmtime's linker matches any `0.2.x` import.
 const VERSION: &str = "0.2.6";
 
-/// Where a plugin's standard output and error go.
-pub trait StdioSink {
+/// What a store's data gives the WASI surface.
+pub trait WasiHost {
     /// `bytes` written to standard output (`stderr: false`) or error (`stderr: true`).
     fn stdio(&mut self, stderr: bool, bytes: &[u8]);
+    /// The call's wall-clock deadline: no wait in a host call outlasts it.
+    fn deadline(&self) -> Instant;
+    /// The timers behind this store's pollables.
+    fn timers(&mut self) -> &mut Timers;
+    /// The same, to read.
+    fn timers_ref(&self) -> &Timers;
+    /// The most random bytes one request may ask for (the call's memory cap).
+    fn byte_cap(&self) -> u64;
+    /// The state of this store's insecure random generator.
+    fn insecure(&mut self) -> &mut u64;
 }
 
 /// `wasi:io/error.error` (never made: no operation fails with one).
 #[derive(Debug)]
 pub struct IoError;
-/// `wasi:io/poll.pollable`: always ready.
-#[derive(Debug)]
-pub struct Pollable;
 /// `wasi:io/streams.input-stream`: standard input, empty and closed.
 #[derive(Debug)]
 pub struct InputStream;
@@ -79,12 +95,13 @@ pub struct Exited {
     pub ok: bool,
 }
 
-fn name(interface: &str) -> String {
+pub(crate) fn name(interface: &str) -> String {
     format!("{interface}@{VERSION}")
 }
 
-/// Adds the stdio surface to `linker`.
-pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+/// Adds the whole WASI surface (stdio, pollables, clocks, random) to `linker`.
+pub fn add_to_linker<T: WasiHost + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    crate::wasi_clock::add_to_linker(linker)?;
     let drop_ok = |_: wasmtime::StoreContextMut<'_, T>, _: u32| Ok(());
     {
         let mut error = linker.instance(&name("wasi:io/error"))?;
@@ -95,25 +112,9 @@ pub fn add_to_linker<T: StdioSink + 'static>(linker: &mut Linker<T>) -> wasmtime
         )?;
     }
     {
-        let mut poll = linker.instance(&name("wasi:io/poll"))?;
-        poll.resource("pollable", ResourceType::host::<Pollable>(), drop_ok)?;
-        poll.func_wrap(
-            "[method]pollable.block",
-            |_, (_p,): (Resource<Pollable>,)| Ok(()),
-        )?;
-        poll.func_wrap(
-            "[method]pollable.ready",
-            |_, (_p,): (Resource<Pollable>,)| Ok((true,)),
-        )?;
-        poll.func_wrap("poll", |_, (ps,): (Vec<Resource<Pollable>>,)| {
-            let ready: Vec<u32> = (0..u32::try_from(ps.len()).unwrap_or(u32::MAX)).collect();
-            Ok((ready,))
-        })?;
-    }
-    {
         let mut streams = linker.instance(&name("wasi:io/streams"))?;
         streams.resource("error", ResourceType::host::<IoError>(), drop_ok)?;
-        streams.resource("pollable", ResourceType::host::<Pollable>(), drop_ok)?;
+        crate::wasi_clock::define_pollable(&mut streams)?;
         streams.resource("input-stream", ResourceType::host::<InputStream>(), drop_ok)?;
         streams.resource(
             "output-stream",

@@ -72,7 +72,7 @@ fn the_example_lists_its_tools_and_imports_only_what_it_uses() {
     let Some(built) = built() else { return };
     let (_dir, _policy, plugin) = load(&built.example, "").unwrap();
     let names: Vec<&str> = plugin.tools().iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["count", "save"]);
+    assert_eq!(names, ["count", "save", "tally"]);
     assert_eq!(plugin.tools()[0].action.as_str(), "plugin.probe.tool.count");
     let imports: Vec<&str> = plugin.imports().iter().map(|i| i.name()).collect();
     assert!(
@@ -166,13 +166,9 @@ fn an_endless_loop_is_stopped_by_the_fuel_budget() {
     assert_eq!(report.fuel_used, report.fuel_limit);
 }
 
-#[test]
-fn an_endless_loop_is_stopped_by_the_wall_clock_timeout() {
-    let Some(built) = built() else { return };
-    let extra = "";
-    let wasm = &built.hostile;
-    let (dir, _) = project(wasm, &digest(wasm), extra);
-    // Fuel enough for hours; a one-second timeout.
+/// The hostile plugin with fuel enough for hours and a one-second timeout.
+fn one_second(wasm: &Path) -> (tempfile::TempDir, Policy, LoadedPlugin) {
+    let (dir, _) = project(wasm, &digest(wasm), "");
     let text = format!(
         "[plugins.probe]\npath = \"plugin.wasm\"\nsha256 = \"{}\"\ntimeout_secs = 1\nfuel = 4000000000000000000\n",
         digest(wasm)
@@ -190,13 +186,82 @@ fn an_endless_loop_is_stopped_by_the_wall_clock_timeout() {
     .unwrap();
     let engine = PluginEngine::shared().unwrap();
     let plugin = LoadedPlugin::load(&engine, dir.path(), &policy.plugins()[0], &policy).unwrap();
+    (dir, policy, plugin)
+}
+
+/// Calls `tool` of the hostile plugin under a one-second timeout: it must end timed out, after
+/// the second and well before its own end.
+fn times_out(tool: &str) {
+    let Some(built) = built() else { return };
+    let (_dir, policy, plugin) = one_second(&built.hostile);
     let started = Instant::now();
-    let report = plugin.call(&policy, "spin", "{}", Box::new(Refusing));
+    let report = plugin.call(&policy, tool, "{}", Box::new(Refusing));
     assert_eq!(report.end, CallEnd::TimedOut, "{report:?}");
     let took = started.elapsed();
     assert!(
         (Duration::from_secs(1)..Duration::from_secs(5)).contains(&took),
         "{took:?}"
+    );
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_the_wall_clock_timeout() {
+    times_out("spin");
+}
+
+#[test]
+fn a_sleep_on_a_wasi_clock_is_cut_at_the_wall_clock_timeout() {
+    // The wait happens in the host (a pollable's `block`), where no epoch tick reaches it.
+    times_out("nap");
+}
+
+#[test]
+fn random_bytes_past_the_memory_cap_are_refused_before_the_host_allocates_them() {
+    let Some(built) = built() else { return };
+    let (_dir, policy, plugin) = load(&built.hostile, "").unwrap();
+    let report = plugin.call(&policy, "drain", "{}", Box::new(Refusing));
+    match &report.end {
+        CallEnd::MemoryCap(why) => assert!(why.contains("random bytes"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Doors that read one file's bytes for any path and refuse the rest.
+struct Reading(&'static [u8]);
+
+impl Doors for Reading {
+    fn read_file(&mut self, _: &str, _: Instant) -> Result<Vec<u8>, String> {
+        Ok(self.0.to_vec())
+    }
+    fn write_file(&mut self, path: &str, _: &[u8], _: Instant) -> Result<(), String> {
+        Err(format!("refused write of {path}"))
+    }
+    fn fetch(&mut self, url: &str, _: Instant) -> Result<Page, String> {
+        Err(format!("refused fetch of {url}"))
+    }
+}
+
+#[test]
+fn ordinary_rust_with_a_hashmap_and_a_clock_runs() {
+    let Some(built) = built() else { return };
+    let (_dir, policy, plugin) = load(&built.example, "").unwrap();
+    let imports: Vec<&str> = plugin.imports().iter().map(|i| i.name()).collect();
+    assert!(
+        imports.iter().any(|i| i.starts_with("wasi:random/")),
+        "std's HashMap seeds its hasher from wasi:random: {imports:?}"
+    );
+    assert!(
+        imports
+            .iter()
+            .any(|i| i.starts_with("wasi:clocks/monotonic-clock")),
+        "{imports:?}"
+    );
+    let text = b"the cat and the hat and the bat";
+    let report = plugin.call(&policy, "tally", r#"{"path":"a"}"#, Box::new(Reading(text)));
+    assert_eq!(
+        report.end,
+        CallEnd::Returned("a: \"the\" x3 (5 distinct)".into()),
+        "{report:?}"
     );
 }
 

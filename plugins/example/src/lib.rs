@@ -2,6 +2,8 @@
 //!
 //! - `count {"path"}`: the lines, words and bytes of a file (imports `workspace-read`: `fs.read`).
 //! - `save {"path", "text"}`: writes `text` to a file (imports `workspace-write`: `fs.write`).
+//! - `tally {"path"}`: the file's most frequent word, counted in a `HashMap` (whose hasher std seeds
+//!   from `wasi:random`) and timed with `Instant` (`wasi:clocks`): what ordinary Rust reaches for.
 //!
 //! Its input is parsed by hand to keep the plugin small; a real plugin would use serde_json.
 
@@ -28,6 +30,11 @@ impl Guest for Example {
                 description: "Writes text to one file of the workspace.".into(),
                 input_schema: r#"{"type":"object","properties":{"path":{"type":"string"},"text":{"type":"string"}},"required":["path","text"]}"#.into(),
             },
+            Tool {
+                name: "tally".into(),
+                description: "The most frequent word of one file of the workspace, and how long counting took.".into(),
+                input_schema: r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#.into(),
+            },
         ]
     }
 
@@ -50,6 +57,23 @@ impl Guest for Example {
                 let text = field(&input, "text")?;
                 workspace_write::write_file(&path, text.as_bytes())?;
                 Ok(format!("saved {} bytes to {path}", text.len()))
+            }
+            "tally" => {
+                let path = field(&input, "path")?;
+                let bytes = workspace_read::read_file(&path)?;
+                let started = std::time::Instant::now();
+                let mut counts = std::collections::HashMap::new();
+                for word in String::from_utf8_lossy(&bytes).split_whitespace() {
+                    *counts.entry(word.to_lowercase()).or_insert(0u64) += 1;
+                }
+                let top = counts
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(w, n)| format!("{w:?} x{n}"))
+                    .unwrap_or_else(|| "no words".into());
+                let took = started.elapsed();
+                log(Level::Debug, &format!("tally took {} us", took.as_micros()));
+                Ok(format!("{path}: {top} ({} distinct)", counts.len()))
             }
             other => Err(format!("no tool named {other}")),
         }

@@ -6,6 +6,8 @@
 //! - `spin`: loops forever.
 //! - `hog`: allocates until memory runs out.
 //! - `flood`: returns far more text than any output cap.
+//! - `nap`: sleeps for a day (a host-side wait on a `wasi:clocks` timer).
+//! - `drain`: asks `wasi:random` for 2^63 bytes (more than any memory cap).
 
 wit_bindgen::generate!({
     world: "plugin",
@@ -38,6 +40,8 @@ impl Guest for Hostile {
             tool("spin", NONE),
             tool("hog", NONE),
             tool("flood", NONE),
+            tool("nap", NONE),
+            tool("drain", NONE),
         ]
     }
 
@@ -70,6 +74,14 @@ impl Guest for Hostile {
                 }
             }
             "flood" => Ok("x".repeat(4 << 20)),
+            "nap" => {
+                std::thread::sleep(std::time::Duration::from_secs(86_400));
+                Ok("woke up".into())
+            }
+            "drain" => Ok(format!(
+                "{} bytes",
+                wasip2::random::random::get_random_bytes(1 << 63).len()
+            )),
             other => Err(format!("no tool named {other}")),
         }
     }
