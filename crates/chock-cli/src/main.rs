@@ -34,6 +34,9 @@ enum Command {
     /// List, test and trust the MCP servers chock.toml and config.toml configure.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
+    /// List and test the WebAssembly plugin tools chock.toml pins.
+    #[command(subcommand)]
+    Plugin(commands::plugin::PluginCommand),
     /// List, show, verify and seal session logs.
     #[command(subcommand)]
     Sessions(commands::sessions::SessionsCommand),
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         Some(Command::Doctor(args)) => commands::doctor::run(args),
         Some(Command::Policy(cmd)) => commands::policy::run(cmd),
         Some(Command::Mcp(cmd)) => commands::mcp::run(cmd),
+        Some(Command::Plugin(cmd)) => commands::plugin::run(cmd),
         Some(Command::Sessions(cmd)) => commands::sessions::run(cmd),
         Some(Command::Diff(args)) => commands::diff::run(args),
         Some(Command::Apply(args)) => commands::apply::run_apply(args),

@@ -122,3 +122,66 @@ fn a_plugin_importing_a_denied_capability_keeps_the_session_from_starting() {
         "{stderr}"
     );
 }
+
+#[test]
+fn plugin_list_shows_each_import_and_tool_with_its_decision() {
+    let Some(built) = built() else { return };
+    let w = world(
+        built,
+        "[[rule]]\naction = \"plugin.demo.tool.save\"\ndecision = \"deny\"\n",
+    );
+    let out = w.chock(&["plugin", "list", "--project", w.project.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut settings = w.settings();
+    settings.add_filter("[0-9a-f]{64}", "[SHA256]");
+    settings.bind(|| insta::assert_snapshot!(text(&out.stdout)));
+}
+
+#[test]
+fn plugin_test_names_why_a_plugin_does_not_start() {
+    let Some(built) = built() else { return };
+    let w = world(
+        built,
+        "[[rule]]\naction = \"fs.write\"\ndecision = \"deny\"\n",
+    );
+    let project = w.project.to_str().unwrap();
+    let out = w.chock(&["plugin", "test", "demo", "--project", project]);
+    assert_eq!(out.status.code(), Some(123), "refused by the table");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("starts:  no: plugin demo imports chock:plugin/workspace-write@0.1.0, decided as fs.write"),
+        "{stdout}"
+    );
+    assert!(text(&out.stderr).contains("plugin demo does not start"));
+    let out = w.chock(&["plugin", "test", "nosuch", "--project", project]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no plugin named nosuch in chock.toml (pinned: demo)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn plugin_test_shows_the_tools_definitions() {
+    let Some(built) = built() else { return };
+    let w = world(built, "");
+    let out = w.chock(&[
+        "plugin",
+        "test",
+        "demo",
+        "--project",
+        w.project.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("  tool tally: "), "{stdout}");
+    assert!(
+        stdout.contains("    Counts the lines, words and bytes of one file of the workspace."),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"    input: {"properties":{"path""#),
+        "{stdout}"
+    );
+}

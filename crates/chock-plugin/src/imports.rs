@@ -66,7 +66,7 @@ pub enum Import {
         /// Which.
         capability: Capability,
     },
-    /// A WASI interface of the stdio surface Chock links itself.
+    /// A WASI interface of the surface Chock links itself (stdio, clocks, random).
     Wasi {
         /// The import's full name.
         name: String,

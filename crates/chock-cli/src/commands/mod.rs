@@ -11,6 +11,7 @@ pub(crate) mod exec_terminal;
 pub mod login;
 pub mod mcp;
 pub mod memory;
+pub mod plugin;
 pub mod policy;
 pub mod protocol;
 pub mod run;
