@@ -31,6 +31,12 @@ pub enum Liveness {
     NoLock,
 }
 
+/// How often a writer tries again when the lock is held, and how long it waits between tries:
+/// a liveness probe holds the lock shared for microseconds, so meeting one at each of these tries
+/// (20 ms in all) means a writer holds it.
+const PROBE_RETRIES: u32 = 20;
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// A held writer lock. Dropping it (or the process dying) releases it.
 #[derive(Debug)]
 pub struct WriterLock {
@@ -42,16 +48,28 @@ impl WriterLock {
     pub fn acquire(dir: &Path) -> Result<Self, LogError> {
         let path = dir.join(LOCK_FILE);
         let mut file = open_private_rw(&path)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let pid = read_pid(&mut file).unwrap_or(0);
-                return Err(LogError::Busy {
-                    dir: dir.to_owned(),
-                    pid,
-                });
+        let mut tries = 0;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                // Held: by a writer, or for a moment by a probe (`is_live` takes it shared to
+                // look). A probe lets go within microseconds; a writer is still there after
+                // every try.
+                Err(std::fs::TryLockError::WouldBlock) if tries < PROBE_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(PROBE_WAIT);
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let pid = read_pid(&mut file).unwrap_or(0);
+                    return Err(LogError::Busy {
+                        dir: dir.to_owned(),
+                        pid,
+                    });
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(LogError::io("lock", &path, e));
+                }
             }
-            Err(std::fs::TryLockError::Error(e)) => return Err(LogError::io("lock", &path, e)),
         }
         // Not synced: the lock is the flock, which lives in the kernel; the pid is only what
         // `is_live` shows, and after a crash (the one case a sync would cover) the lock is stale

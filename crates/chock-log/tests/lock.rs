@@ -157,3 +157,34 @@ fn dropping_the_last_clone_releases_the_lock_even_while_the_flusher_syncs() {
         }
     }
 }
+
+#[test]
+fn a_liveness_probe_never_makes_a_free_session_look_busy_to_its_next_writer() {
+    // `is_live` takes the lock shared for a moment; a writer reopening the session in that moment
+    // must not be refused (the daemon's listing, `sessions list` and a reopen race like this).
+    let root = tempfile::tempdir().unwrap();
+    let dir = Log::create(root.path(), SessionHeader::default())
+        .unwrap()
+        .dir()
+        .to_path_buf();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let prober = {
+        let (dir, stop) = (dir.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = is_live(&dir).unwrap();
+            }
+        })
+    };
+    let mut busy = 0;
+    for _ in 0..2000 {
+        match Log::open(&dir) {
+            Ok(log) => drop(log),
+            Err(LogError::Busy { .. }) => busy += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    prober.join().unwrap();
+    assert_eq!(busy, 0, "reopens refused as busy while only a probe looked");
+}
