@@ -356,3 +356,34 @@ fn a_wildcard_allow_does_not_reach_loopback() {
             .any(|e| e.kind.to_string() == "net.connect" && e.data["phase"] == "open")
     );
 }
+
+#[test]
+fn a_redirect_is_not_followed_to_another_host() {
+    use std::io::{Read, Write};
+    // The other destination: allowed by the table, and never connected to.
+    let elsewhere = recorder();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let target = elsewhere.port;
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{target}/mcp\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    let world = World::new(&format!(
+        "[[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"allow\"\n\
+         [[rule]]\naction = \"net.connect.1.0.0.127.{target}\"\ndecision = \"allow\"\n"
+    ));
+    let err = start_against(&world, port);
+    assert!(
+        err.contains("`everything`") && err.contains("redirect"),
+        "{err}"
+    );
+    assert_eq!(elsewhere.accepted(), 0, "the redirect was not followed");
+}
