@@ -1,5 +1,6 @@
 //! The host's network broker: per-host decisions, checked and pinned DNS, `fetch_url`, `web_search`,
-//! and the egress proxy served into a sandbox.
+//! the egress proxy served into a sandbox, and the connections of the host's own HTTP clients (a
+//! streamable HTTP MCP server's, [`Broker::open_stream`]).
 //!
 //! A tool call's network namespace is empty. Everything that reaches another host goes through the
 //! host process: it asks the [`Gate`] (the policy table, an approval), logs the answer, resolves the
@@ -18,6 +19,7 @@ mod html;
 mod proxy;
 mod resolve;
 mod search;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +41,7 @@ pub use html::{decode_entities, html_to_text};
 pub use proxy::ProxyHandle;
 pub use resolve::{NameResolver, Nameservers};
 pub use search::{SearchConfig, SearchHit, SearchResults};
+pub use stream::BrokeredStream;
 
 use door::DoorKeeper;
 use events::NetLog;

@@ -87,3 +87,135 @@ fn a_bad_server_table_names_the_file_and_field() {
     let text = transcript(&w, &[&["mcp", "list"]]);
     w.settings().bind(|| insta::assert_snapshot!(text));
 }
+
+/// server-everything's streamable HTTP transport on a free loopback port, killed when dropped.
+struct EverythingHttp {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for EverythingHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn everything_http() -> Option<EverythingHttp> {
+    use std::io::BufRead;
+    let entry =
+        prefix().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !entry.exists() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{} is missing: .ci/run installs it",
+            entry.display()
+        );
+        eprintln!("skipped: {} is not installed", entry.display());
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = std::process::Command::new("node")
+        .arg(&entry)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let stderr = child.stderr.take().expect("its stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("listening on port") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("server-everything listens");
+    Some(EverythingHttp { child, port })
+}
+
+#[test]
+fn list_and_test_a_streamable_http_server() {
+    let Some(server) = everything_http() else {
+        return;
+    };
+    let port = server.port;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let denied_port = closed.local_addr().expect("addr").port();
+    let w = World::new();
+    w.write(
+        "chock.toml",
+        &format!(
+            "[[rule]]\naction = \"net.connect.1.0.0.127.{port}\"\ndecision = \"allow\"\n\n\
+             [[rule]]\naction = \"net.connect.1.0.0.127.{denied_port}\"\ndecision = \"deny\"\n\n\
+             [[rule]]\naction = \"mcp.everything.tool.echo\"\ndecision = \"allow\"\n\n\
+             [mcp.servers.everything]\nurl = \"http://127.0.0.1:{port}/mcp\"\n\n\
+             [mcp.servers.blocked]\nurl = \"http://127.0.0.1:{denied_port}/mcp\"\n"
+        ),
+    );
+    let run = |args: &[&str]| {
+        let o = w.chock(args);
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = run(&["mcp", "list"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains(&format!("how:     http: http://127.0.0.1:{port}/mcp")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("reached: allow as `net.connect.1.0.0.127.{port}`")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "reached: deny as `net.connect.1.0.0.127.{denied_port}`"
+        )),
+        "{out}"
+    );
+    let (code, out, err) = run(&["mcp", "trust", "everything", "--yes"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = run(&["mcp", "test", "everything"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "everything: reached at http://127.0.0.1:{port}/mcp through the broker"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("tool echo: allow as `mcp.everything.tool.echo` (approved"),
+        "{out}"
+    );
+    assert!(out.contains("tool get-sum: ask as"), "{out}");
+
+    let (code, _, _) = run(&["mcp", "trust", "blocked", "--yes"]);
+    assert_ne!(code, Some(0), "a denied destination does not start");
+    let (code, out, err) = run(&["mcp", "test", "blocked"]);
+    assert_ne!(code, Some(0), "{out}");
+    assert!(
+        err.contains("MCP server `blocked` did not start")
+            && err.contains(&format!("net.connect.1.0.0.127.{denied_port}"))
+            && err.contains("chock.toml"),
+        "{err}"
+    );
+    closed.set_nonblocking(true).expect("nonblocking");
+    assert!(
+        closed.accept().is_err(),
+        "nothing connected to the denied destination"
+    );
+}

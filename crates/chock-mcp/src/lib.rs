@@ -3,7 +3,9 @@
 //! A server comes from a project's chock.toml, the person's config.toml or an editor's ACP
 //! `session/new` ([`Configured`]). One a project brings starts only once the person trusted its
 //! exact definition ([`trust`]). A stdio server runs confined by the same plan and driver as every
-//! call (chock-session's service); rmcp (the official SDK) speaks to it over its pipes. Each tool
+//! call (chock-session's service); rmcp (the official SDK) speaks to it over its pipes. A
+//! streamable HTTP server is reached by the host, every connection opened by the broker's door
+//! and decided as `net.connect.<host>.<port>` (crate::remote, crate::http). Each tool
 //! it lists is hashed and checked against the hash pinned when it was approved; every call is the
 //! act `mcp.<server>.tool.<tool>` settled by the one pipeline, made stricter (never looser) by
 //! the server's own annotations. The agent registers the tools [`McpHub::offered`] returns: a tool
@@ -12,7 +14,10 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod door;
+mod http;
 pub mod names;
+mod remote;
 pub mod server;
 pub mod tools;
 pub mod trust;
@@ -27,6 +32,7 @@ use chock_session::Session;
 use serde_json::{Value, json};
 
 pub use client::{SampleFuture, SampleReply, SampleRequest, Sampler};
+pub use remote::destination_action;
 pub use server::{Listed, PinState, Server, StartContext};
 pub use tools::ToolDef;
 pub use trust::{Origin, TrustState, TrustStore, default_trust_path};

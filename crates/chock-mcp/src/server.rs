@@ -1,6 +1,7 @@
-//! Starting one server and speaking to it: the trust check, the network act, the confined process
-//! (chock-session's service: the same plan and driver as every call), rmcp's client over its
-//! pipes, the tool list checked against the pins.
+//! Starting one server and speaking to it: the trust check; for a stdio server the network act,
+//! the confined process (chock-session's service: the same plan and driver as every call) and
+//! rmcp's client over its pipes; for a streamable HTTP one rmcp's client over the broker's door
+//! (crate::remote); then the tool list checked against the pins.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -33,6 +34,9 @@ pub struct StartContext {
     /// `chock mcp trust`: the person is trusting this definition now, and its tools are pinned
     /// as they are listed.
     pub trusting: bool,
+    /// How the broker that reaches a streamable HTTP server resolves and verifies (the same
+    /// configuration `fetch_url` uses: nameservers, extra roots).
+    pub network: chock_broker::BrokerConfig,
 }
 
 impl std::fmt::Debug for StartContext {
@@ -313,63 +317,6 @@ pub(crate) async fn start(
         store.trust(&configured.origin, &def.name, &configured.hash);
         store.save()?;
     }
-    let Transport::Stdio { command, args } = &def.transport else {
-        let error = "streamable HTTP servers are not built yet (docs/status.md)".to_string();
-        log.record(
-            None,
-            McpServer::Failed {
-                server: def.name.clone(),
-                error: error.clone(),
-            },
-        )?;
-        return Err(McpError::Start {
-            server: def.name.clone(),
-            message: error,
-        });
-    };
-    let network_action = chock_policy::Action::mcp_network(&def.name)?;
-    let network = cx
-        .pipeline
-        .settle(
-            None,
-            &network_action,
-            &format!(
-                "let MCP server `{}` reach the network through Chock's broker (each host is then decided by the net.connect rules)",
-                def.name
-            ),
-        )
-        .await?
-        .allowed();
-    let mut argv = vec![command.clone()];
-    argv.extend(args.iter().cloned());
-    let options = service_options(session, def, network)?;
-    let failed = |error: String| {
-        let _ = log.record(
-            None,
-            McpServer::Failed {
-                server: def.name.clone(),
-                error: error.clone(),
-            },
-        );
-        McpError::Start {
-            server: def.name.clone(),
-            message: error,
-        }
-    };
-    let mut service = session
-        .spawn_service(&argv, &options, &cx.pipeline)
-        .map_err(|e| failed(e.to_string()))?;
-    let pid = service.pid();
-    let stdin = service.stdin.take();
-    let stdout = service.stdout.take();
-    let tail = drain_stderr(service.stderr.take());
-    let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
-        return Err(failed("the sandbox gave no pipes".into()));
-    };
-    let reader = tokio::net::unix::pipe::Receiver::from_file(stdout)
-        .map_err(|e| failed(format!("its stdout: {e}")))?;
-    let writer = tokio::net::unix::pipe::Sender::from_file(stdin)
-        .map_err(|e| failed(format!("its stdin: {e}")))?;
     let changed = Arc::new(AtomicBool::new(false));
     let handler = Handler {
         server: def.name.clone(),
@@ -378,30 +325,21 @@ pub(crate) async fn start(
         root: session.project().to_path_buf(),
         tools_changed: Arc::clone(&changed),
     };
-    let started =
-        tokio::time::timeout(def.startup_timeout(), handler.serve((reader, writer))).await;
-    let client = match started {
-        Ok(Ok(client)) => client,
-        Ok(Err(e)) => {
-            let stderr = tail
-                .lock()
-                .map(|t| t.trim().to_string())
-                .unwrap_or_default();
-            return Err(failed(format!(
-                "initialize failed: {e}; its stderr: {stderr}"
-            )));
+    let (client, service, network) = match &def.transport {
+        Transport::Stdio { command, args } => {
+            let argv: Vec<String> = std::iter::once(command.clone())
+                .chain(args.iter().cloned())
+                .collect();
+            let (client, service, network) = launch_stdio(session, def, cx, &argv, handler).await?;
+            (client, Some(service), network)
         }
-        Err(_) => {
-            let stderr = tail
-                .lock()
-                .map(|t| t.trim().to_string())
-                .unwrap_or_default();
-            return Err(failed(format!(
-                "did not answer initialize within {}s; its stderr: {stderr}",
-                def.startup_timeout_secs
-            )));
-        }
+        Transport::Http { url } => (
+            crate::remote::reach(def, cx, url, handler).await?,
+            None,
+            false,
+        ),
     };
+    let pid = service.as_ref().map(Service::pid);
     let server_info = client
         .peer_info()
         .and_then(|info| info.server_info.clone())
@@ -411,9 +349,13 @@ pub(crate) async fn start(
         McpServer::Started {
             server: def.name.clone(),
             origin: configured.origin.word().to_string(),
-            transport: "stdio".to_string(),
+            transport: match def.transport {
+                Transport::Stdio { .. } => "stdio",
+                Transport::Http { .. } => "http",
+            }
+            .to_string(),
             definition: configured.hash.clone(),
-            pid: Some(pid),
+            pid,
             network,
             server_info,
         },
@@ -422,7 +364,7 @@ pub(crate) async fn start(
         configured: configured.clone(),
         peer: client.peer().clone(),
         client: Mutex::new(Some(client)),
-        service: Mutex::new(Some(service)),
+        service: Mutex::new(service),
         tools: Mutex::new(Vec::new()),
         changed,
         trust: Arc::clone(&cx.trust),
@@ -444,6 +386,80 @@ pub(crate) async fn start(
         *tools = listed;
     }
     Ok(server)
+}
+
+/// Logs that `server` did not start and why; the error to return.
+pub(crate) fn failed(log: &Log, server: &str, error: String) -> McpError {
+    let _ = log.record(
+        None,
+        McpServer::Failed {
+            server: server.to_string(),
+            error: error.clone(),
+        },
+    );
+    McpError::Start {
+        server: server.to_string(),
+        message: error,
+    }
+}
+
+/// A stdio server: its network act settled, the confined process started by the session's
+/// service, rmcp's client over its pipes (within the startup timeout).
+async fn launch_stdio(
+    session: &Session,
+    def: &ServerDef,
+    cx: &StartContext,
+    argv: &[String],
+    handler: Handler,
+) -> Result<(RunningService<RoleClient, Handler>, Service, bool), McpError> {
+    let log = cx.pipeline.log().clone();
+    let network_action = chock_policy::Action::mcp_network(&def.name)?;
+    let network = cx
+        .pipeline
+        .settle(
+            None,
+            &network_action,
+            &format!(
+                "let MCP server `{}` reach the network through Chock's broker (each host is then decided by the net.connect rules)",
+                def.name
+            ),
+        )
+        .await?
+        .allowed();
+    let options = service_options(session, def, network)?;
+    let failed = |error: String| failed(&log, &def.name, error);
+    let mut service = session
+        .spawn_service(argv, &options, &cx.pipeline)
+        .map_err(|e| failed(e.to_string()))?;
+    let stdin = service.stdin.take();
+    let stdout = service.stdout.take();
+    let tail = drain_stderr(service.stderr.take());
+    let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+        return Err(failed("the sandbox gave no pipes".into()));
+    };
+    let reader = tokio::net::unix::pipe::Receiver::from_file(stdout)
+        .map_err(|e| failed(format!("its stdout: {e}")))?;
+    let writer = tokio::net::unix::pipe::Sender::from_file(stdin)
+        .map_err(|e| failed(format!("its stdin: {e}")))?;
+    let started =
+        tokio::time::timeout(def.startup_timeout(), handler.serve((reader, writer))).await;
+    let stderr = || {
+        tail.lock()
+            .map(|t| t.trim().to_string())
+            .unwrap_or_default()
+    };
+    match started {
+        Ok(Ok(client)) => Ok((client, service, network)),
+        Ok(Err(e)) => Err(failed(format!(
+            "initialize failed: {e}; its stderr: {}",
+            stderr()
+        ))),
+        Err(_) => Err(failed(format!(
+            "did not answer initialize within {}s; its stderr: {}",
+            def.startup_timeout_secs,
+            stderr()
+        ))),
+    }
 }
 
 impl Configured {

@@ -548,6 +548,7 @@ impl SessionBuilder {
             sampler: Some(Arc::new(sampler)),
             trust: Arc::new(std::sync::Mutex::new(trust)),
             trusting: false,
+            network: agent.host().network().clone(),
         };
         let hub = Arc::new(chock_mcp::McpHub::start(session, &servers, &cx)?);
         for tool in crate::tools::mcp::McpToolAdapter::offered(&hub, &pipeline) {

@@ -3,7 +3,8 @@
 //! - `list` starts nothing: each server, where it comes from, its trust state, and the tools
 //!   approved for it with the decision each call would get from the table.
 //! - `test NAME` starts one trusted server in a scratch session (confined, nobody to ask: a
-//!   network question is a refusal), lists its tools with their pin and decision, and stops it.
+//!   network question is a refusal; an HTTP one reached through the broker, its destination
+//!   decided by the table alone), lists its tools with their pin and decision, and stops it.
 //! - `trust NAME` shows a server's exact definition, asks the person (a terminal, or `--yes`),
 //!   records its hash in Chock's data directory and pins the tools it lists now.
 //!
@@ -128,9 +129,24 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
         );
         println!("  how:     {}", transport_words(server));
         println!("  trust:   {}", state.word());
-        let network = chock_policy::Action::mcp_network(name).map(|a| policy.decide(&a));
-        if let Ok(verdict) = network {
-            println!("  network: {} ({})", verdict.decision, verdict.decided_by);
+        match &server.def.transport {
+            Transport::Stdio { .. } => {
+                let network = chock_policy::Action::mcp_network(name).map(|a| policy.decide(&a));
+                if let Ok(verdict) = network {
+                    println!("  network: {} ({})", verdict.decision, verdict.decided_by);
+                }
+            }
+            // The host reaches it; each connection is this act, through the broker.
+            Transport::Http { url } => match chock_mcp::destination_action(url) {
+                Some(action) => {
+                    let verdict = policy.decide(&action);
+                    println!(
+                        "  reached: {} as `{action}` ({})",
+                        verdict.decision, verdict.decided_by
+                    );
+                }
+                None => println!("  reached: never (`{url}` names no host)"),
+            },
         }
         let tools = trust.pinned_tools(&server.origin, name);
         if tools.is_empty() {
@@ -182,6 +198,7 @@ fn start_and_show(
         sampler: None,
         trust: Arc::new(Mutex::new(trust)),
         trusting,
+        network: chock_broker::BrokerConfig::default(),
     };
     let mut hub = McpHub::start(&session, std::slice::from_ref(server), &cx)
         .map_err(|e| Exit::new(FAILURE, e.to_string()))?;
@@ -195,11 +212,17 @@ fn start_and_show(
         status
     } else {
         for running in hub.servers() {
-            println!(
-                "{}: started confined ({}network)",
-                running.name(),
-                if running.has_network() { "" } else { "no " }
-            );
+            match &running.configured().def.transport {
+                Transport::Stdio { .. } => println!(
+                    "{}: started confined ({}network)",
+                    running.name(),
+                    if running.has_network() { "" } else { "no " }
+                ),
+                Transport::Http { url } => println!(
+                    "{}: reached at {url} through the broker (each connection decided as `net.connect`)",
+                    running.name()
+                ),
+            }
             for listed in running.tools() {
                 let decision = McpHub::decision_for(&pipeline, &listed.def);
                 let pin = match &listed.pin {

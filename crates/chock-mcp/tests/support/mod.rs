@@ -152,6 +152,7 @@ impl World {
             sampler,
             trust: Arc::new(Mutex::new(trust)),
             trusting,
+            network: chock_broker::BrokerConfig::default(),
         };
         McpHub::start(&self.session, servers, &cx).expect("the hub")
     }

@@ -23,7 +23,9 @@ pub enum McpServer {
         /// The host pid of its sandbox's init (stdio only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pid: Option<u32>,
-        /// Whether it may reach the network (`mcp.<server>.network` allowed).
+        /// Whether its process may reach the network (`mcp.<server>.network` allowed; stdio only:
+        /// an `http` server is reached by the host, each connection decided as
+        /// `net.connect.<host>.<port>`, and is `false` here).
         network: bool,
         /// What the server calls itself (`serverInfo`).
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,6 +15,9 @@ pub enum Door {
     /// The egress proxy serving a command in the sandbox.
     #[serde(rename = "proxy")]
     Proxy,
+    /// The host's client of a streamable HTTP MCP server (`[mcp.servers.NAME] url`).
+    #[serde(rename = "mcp")]
+    Mcp,
 }
 
 /// The broker's verdict.

@@ -1,0 +1,440 @@
+//! rmcp's streamable HTTP transport over a client of Chock's own: hyper, whose every connection is
+//! opened by the broker's door ([`chock_broker::Broker::open_stream`]: `net.connect.<host>.<port>`
+//! decided by the pipeline and logged, the name resolved by the broker, every address checked and
+//! the connection pinned to one, TLS verifying the URL's host). The host, not a sandboxed process,
+//! speaks to the server, so nothing reaches it that the table did not let through.
+//!
+//! What the client does: POST each message (the answer is JSON, an SSE stream or `202 Accepted`),
+//! GET the server's own SSE stream, send `Mcp-Session-Id` once the server gave one, DELETE the
+//! session when the transport closes. It speaks to the configured endpoint only and follows no
+//! redirect (a `3xx` is an error naming where it pointed). It sends no credentials: the table
+//! holds no header values.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use chock_broker::Broker;
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
+use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::common::http_header::{
+    EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
+};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::{Sse, SseStream};
+
+use crate::door::DoorConnector;
+
+/// What went wrong between Chock's client and the server, in words (the broker's refusal, a
+/// connection that failed, a response Chock does not take).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct HttpClientError(String);
+
+type Failure = StreamableHttpError<HttpClientError>;
+
+fn failure(message: impl Into<String>) -> Failure {
+    StreamableHttpError::Client(HttpClientError(message.into()))
+}
+
+/// The words of an error and every error under it (hyper wraps the connector's refusal).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut words = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        let next = inner.to_string();
+        if !words.contains(&next) {
+            words.push_str(": ");
+            words.push_str(&next);
+        }
+        source = inner.source();
+    }
+    words
+}
+
+/// The streamable HTTP client of one server: its endpoint, and hyper over the broker's door.
+#[derive(Clone)]
+pub(crate) struct DoorHttpClient {
+    client: Client<DoorConnector, Full<Bytes>>,
+    endpoint: Uri,
+    refusal: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for DoorHttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DoorHttpClient")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+fn media_type(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+}
+
+fn header_text(headers: &http::HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+type Body = hyper::body::Incoming;
+
+/// At most `limit` bytes of `body`; more is an error when `whole`, cut otherwise.
+async fn read_body(body: Body, limit: usize, whole: bool) -> Result<Vec<u8>, Failure> {
+    let mut stream = body.into_data_stream();
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| failure(chain(&e)))?;
+        let room = limit.saturating_sub(out.len());
+        if chunk.len() > room {
+            if whole {
+                return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: limit });
+            }
+            out.extend_from_slice(&chunk[..room]);
+            break;
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// The server's SSE events, each at most `max_event` bytes (counted before parsing, so a server
+/// cannot make Chock hold an endless event).
+fn sse_events(body: Body, max_event: usize) -> BoxStream<'static, Result<Sse, SseError>> {
+    let mut since_boundary = 0usize;
+    let mut last_newline = false;
+    let bytes = body
+        .into_data_stream()
+        .map_err(|e| io::Error::other(chain(&e)))
+        .and_then(move |chunk: Bytes| {
+            let mut result = Ok(chunk.clone());
+            for &byte in chunk.iter() {
+                match byte {
+                    b'\n' if last_newline => since_boundary = 0,
+                    b'\n' => last_newline = true,
+                    b'\r' => {}
+                    _ => {
+                        last_newline = false;
+                        since_boundary += 1;
+                    }
+                }
+                if since_boundary > max_event {
+                    result = Err(io::Error::other(format!(
+                        "an SSE event is larger than {max_event} bytes"
+                    )));
+                    break;
+                }
+            }
+            std::future::ready(result)
+        });
+    SseStream::from_bytes_stream(bytes).boxed()
+}
+
+impl DoorHttpClient {
+    /// A client of `endpoint` whose connections `broker` opens.
+    pub(crate) fn new(broker: Broker, endpoint: &str) -> Result<DoorHttpClient, String> {
+        let endpoint: Uri = endpoint.parse().map_err(|e| format!("`{endpoint}`: {e}"))?;
+        if endpoint.host().is_none_or(str::is_empty) {
+            return Err(format!("`{endpoint}` names no host"));
+        }
+        if endpoint
+            .authority()
+            .is_some_and(|a| a.as_str().contains('@'))
+        {
+            return Err(format!(
+                "`{endpoint}`: credentials in a URL are not sent (Chock holds no secrets in the table)"
+            ));
+        }
+        let refusal = Arc::new(Mutex::new(None));
+        let connector = DoorConnector {
+            broker,
+            refusal: Arc::clone(&refusal),
+        };
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(DoorHttpClient {
+            client,
+            endpoint,
+            refusal,
+        })
+    }
+
+    /// The first destination the door refused, in words (the act, the rule, the host).
+    pub(crate) fn refusal(&self) -> Option<String> {
+        self.refusal.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// A request to the endpoint (and nowhere else) with the session and rmcp's headers.
+    fn request(
+        &self,
+        method: Method,
+        uri: &str,
+        session: Option<&str>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<http::request::Builder, Failure> {
+        let asked: Uri = uri.parse().map_err(|e| failure(format!("`{uri}`: {e}")))?;
+        if asked != self.endpoint {
+            return Err(failure(format!(
+                "Chock speaks to the configured endpoint {} only, not {asked}",
+                self.endpoint
+            )));
+        }
+        let mut builder = http::Request::builder()
+            .method(method)
+            .uri(self.endpoint.clone())
+            .header(
+                http::header::USER_AGENT,
+                concat!("chock/", env!("CARGO_PKG_VERSION")),
+            );
+        for (name, value) in headers {
+            builder = builder.header(name, value);
+        }
+        if let Some(session) = session {
+            builder = builder.header(HEADER_SESSION_ID, session);
+        }
+        Ok(builder)
+    }
+
+    /// Sends `request`; a redirect is refused (Chock follows none), an authorization challenge
+    /// named (Chock sends no credentials).
+    async fn send(
+        &self,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<http::Response<Body>, Failure> {
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| failure(chain(&e)))?;
+        let status = response.status();
+        if status.is_redirection() {
+            let to = header_text(response.headers(), "location").unwrap_or_default();
+            return Err(failure(format!(
+                "HTTP {status}: the server redirects to `{to}`, and Chock follows no redirect of an MCP server"
+            )));
+        }
+        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            return Err(failure(format!(
+                "HTTP {status}: the server wants authorization, and Chock sends no credentials to MCP servers"
+            )));
+        }
+        Ok(response)
+    }
+}
+
+impl StreamableHttpClient for DoorHttpClient {
+    type Error = HttpClientError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        let body = serde_json::to_vec(&message)?;
+        let request = self
+            .request(Method::POST, &uri, session_id.as_deref(), custom_headers)?
+            .header(http::header::CONTENT_TYPE, JSON_MIME_TYPE)
+            .header(
+                http::header::ACCEPT,
+                format!("{JSON_MIME_TYPE}, {EVENT_STREAM_MIME_TYPE}"),
+            )
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| failure(e.to_string()))?;
+        let response = self.send(request).await?;
+        let status = response.status();
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let session = header_text(response.headers(), HEADER_SESSION_ID);
+        let kind = media_type(response.headers());
+        // A notification, a response or an error awaits nothing back.
+        let awaits_nothing = !matches!(message, JsonRpcMessage::Request(_));
+        if !status.is_success() {
+            let json = kind.as_deref() == Some(JSON_MIME_TYPE);
+            let limit = if json {
+                limits.max_json_response_size
+            } else {
+                limits.max_error_response_size
+            };
+            let body = read_body(response.into_body(), limit, false).await?;
+            if json
+                && let Ok(error @ JsonRpcMessage::Error(_)) =
+                    serde_json::from_slice::<ServerJsonRpcMessage>(&body)
+            {
+                return Ok(StreamableHttpPostResponse::Json(error, session));
+            }
+            let shown = &body[..body.len().min(limits.max_error_response_size)];
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                format!("HTTP {status}: {}", String::from_utf8_lossy(shown)),
+            )));
+        }
+        match kind.as_deref() {
+            Some(EVENT_STREAM_MIME_TYPE) => Ok(StreamableHttpPostResponse::Sse(
+                sse_events(response.into_body(), limits.max_sse_event_size),
+                session,
+            )),
+            Some(JSON_MIME_TYPE) => {
+                let body =
+                    read_body(response.into_body(), limits.max_json_response_size, true).await?;
+                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session)),
+                    Err(_) if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
+                    Err(e) => Err(StreamableHttpError::Deserialize(e)),
+                }
+            }
+            _ if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
+            other => Err(StreamableHttpError::UnexpectedContentType(
+                other.map(str::to_string),
+            )),
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Failure> {
+        let request = self
+            .request(Method::DELETE, &uri, Some(&session_id), custom_headers)?
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| failure(e.to_string()))?;
+        let response = self.send(request).await?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(());
+        }
+        Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+            format!("DELETE of the session answered {status}"),
+        )))
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default().max_sse_event_size,
+        )
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
+        let mut builder = self
+            .request(Method::GET, &uri, session_id.as_deref(), custom_headers)?
+            .header(
+                http::header::ACCEPT,
+                format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+            );
+        if let Some(last) = last_event_id {
+            builder = builder.header(HEADER_LAST_EVENT_ID, last);
+        }
+        let request = builder
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| failure(e.to_string()))?;
+        let response = self.send(request).await?;
+        let status = response.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if !status.is_success() {
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                format!("GET of the event stream answered {status}"),
+            )));
+        }
+        match media_type(response.headers()).as_deref() {
+            Some(EVENT_STREAM_MIME_TYPE | JSON_MIME_TYPE) | None => {
+                Ok(sse_events(response.into_body(), max_sse_event_size))
+            }
+            Some(other) => Err(StreamableHttpError::UnexpectedContentType(Some(
+                other.to_string(),
+            ))),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Reaching a streamable HTTP server. The host speaks to it, never a sandboxed process: rmcp's
+//! streamable HTTP transport over Chock's own client (crate::http), whose every connection the
+//! broker's door opens under the call id `mcp-<server>`. Each destination is the act
+//! `net.connect.<reversed host>.<port>`, settled by the session's pipeline (the table, then whoever
+//! must answer) and logged before the name is even resolved; the broker resolves it, checks every
+//! address (loopback and private ones only for a project or org rule naming the host exactly) and
+//! connects to a checked one. A refused destination fails the start with the server, the act, the
+//! rule and the host in the error.
+
+use std::sync::Arc;
+
+use chock_broker::Broker;
+use chock_policy::mcp::ServerDef;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+
+use crate::McpError;
+use crate::client::Handler;
+use crate::http::DoorHttpClient;
+use crate::server::{StartContext, failed};
+
+/// rmcp's client of the server at `url`, initialized within the startup timeout.
+pub(crate) async fn reach(
+    def: &ServerDef,
+    cx: &StartContext,
+    url: &str,
+    handler: Handler,
+) -> Result<RunningService<RoleClient, Handler>, McpError> {
+    let log = cx.pipeline.log().clone();
+    let failed = |error: String| failed(&log, &def.name, error);
+    let call_id = format!("mcp-{}", def.name);
+    let broker = Broker::new(
+        Arc::new(cx.pipeline.gate(&call_id)),
+        log.clone(),
+        cx.network.clone(),
+    )
+    .map_err(|e| failed(e.to_string()))?
+    .for_call(&call_id);
+    let client = DoorHttpClient::new(broker, url).map_err(failed)?;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    // A server that lost the session is not silently initialized again: its tools would not be
+    // listed and checked against their pins. Its calls fail instead, as a stdio server's do once it
+    // exited.
+    config.reinit_on_expired_session = false;
+    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+    let started = tokio::time::timeout(def.startup_timeout(), handler.serve(transport)).await;
+    let refused = || {
+        client
+            .refusal()
+            .map(|r| format!("the broker refused its destination: {r}"))
+    };
+    match started {
+        Ok(Ok(running)) => Ok(running),
+        Ok(Err(e)) => {
+            Err(failed(refused().unwrap_or_else(|| {
+                format!("initialize over {url} failed: {e}")
+            })))
+        }
+        Err(_) => Err(failed(refused().unwrap_or_else(|| {
+            format!(
+                "did not answer initialize over {url} within {}s",
+                def.startup_timeout_secs
+            )
+        }))),
+    }
+}
+
+/// The act each connection to the endpoint `url` is decided as, `net.connect.<reversed
+/// host>.<port>` (what `chock mcp list` shows; the broker decides the same name). `None`: the
+/// URL names no host.
+pub fn destination_action(url: &str) -> Option<chock_policy::Action> {
+    let uri: http::Uri = url.parse().ok()?;
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    chock_policy::Action::net_connect(uri.host()?, port).ok()
+}
