@@ -22,7 +22,7 @@ use crate::socket_index::SocketIndex;
 
 /// What a call leaves to be cleaned up after its init exited: the setup process to reap, then its
 /// cgroup and its hold on the shared overlay.
-type Leftovers = (libc::pid_t, Option<Cgroup>, Option<OverlayLease>);
+type Leftovers = (Setup, Option<Cgroup>, Option<OverlayLease>);
 
 /// Where the command's standard streams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub enum StdioMode {
 /// A running confined call. Dropping it kills the call.
 #[derive(Debug)]
 pub struct SandboxChild {
-    setup_pid: libc::pid_t,
+    setup: Setup,
     init_pid: u32,
     init_pidfd: OwnedFd,
     status_r: OwnedFd,
@@ -63,7 +63,7 @@ pub struct SandboxChild {
     killed: bool,
 }
 
-fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
@@ -94,7 +94,7 @@ pub(crate) fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-fn dev_null() -> Result<OwnedFd, SandboxError> {
+pub(crate) fn dev_null() -> Result<OwnedFd, SandboxError> {
     File::options()
         .read(true)
         .write(true)
@@ -212,22 +212,7 @@ fn spawn_inner(
             hint: hints::landlock_missing(),
         });
     }
-    let arch = Arch::current().ok_or_else(|| SandboxError::Layer {
-        layer: Layer::Seccomp,
-        reason: format!("no system call table for {}", std::env::consts::ARCH),
-        hint: "Chock's filter covers x86_64 and aarch64".into(),
-    })?;
-    // The table is constant: compile it once per process, copy the programs per call.
-    static COMPILED: std::sync::OnceLock<Result<Vec<seccompiler::BpfProgram>, String>> =
-        std::sync::OnceLock::new();
-    let seccomp = COMPILED
-        .get_or_init(|| seccomp_rules::compile(arch))
-        .clone()
-        .map_err(|reason| SandboxError::Layer {
-            layer: Layer::Seccomp,
-            reason,
-            hint: "this is a bug in Chock's filter table".into(),
-        })?;
+    let seccomp = compiled_seccomp()?;
     let mut limits = LimitsReport {
         core_bytes: 0,
         fsize_bytes: plan.limits.fsize_bytes,
@@ -240,64 +225,40 @@ fn spawn_inner(
     let procs = cgroup.0.as_ref().map(Cgroup::procs_file);
     // Held from before fork (the setup and the init inherit its descriptor) until the call is reaped.
     let overlay = overlay.map(SharedOverlay::lease).transpose()?;
-    let prepared = prepare::prepare(
-        plan,
-        abi,
-        seccomp,
-        procs.as_deref(),
-        overlay.as_ref().map(OverlayLease::fd),
-        sockets,
-    )?;
-
-    let (chan, chan_child) = seqpacket_pair()?;
-    let (status_r, status_w) = pipe()?;
-    let (lifeline_r, lifeline_w) = pipe()?;
-    let mut child_ends: Vec<OwnedFd> = Vec::new();
-    let (mut stdin, mut stdout, mut stderr) = (None, None, None);
-    let stdio_fds = match stdio {
-        StdioMode::Inherit => [None, None, None],
-        StdioMode::Null => {
-            let null = dev_null()?;
-            let fd = null.as_raw_fd();
-            child_ends.push(null);
-            [Some(fd), Some(fd), Some(fd)]
-        }
-        StdioMode::Piped => {
-            let null = dev_null()?;
-            let (out_r, out_w) = pipe()?;
-            let (err_r, err_w) = pipe()?;
-            let fds = [
-                Some(null.as_raw_fd()),
-                Some(out_w.as_raw_fd()),
-                Some(err_w.as_raw_fd()),
-            ];
-            stdout = Some(File::from(out_r));
-            stderr = Some(File::from(err_r));
-            child_ends.extend([null, out_w, err_w]);
-            fds
-        }
-        StdioMode::Duplex => {
-            let (in_r, in_w) = pipe()?;
-            let (out_r, out_w) = pipe()?;
-            let (err_r, err_w) = pipe()?;
-            let fds = [
-                Some(in_r.as_raw_fd()),
-                Some(out_w.as_raw_fd()),
-                Some(err_w.as_raw_fd()),
-            ];
-            stdin = Some(File::from(in_w));
-            stdout = Some(File::from(out_r));
-            stderr = Some(File::from(err_r));
-            child_ends.extend([in_r, out_w, err_w]);
-            fds
-        }
-    };
-    let fds = ChildFds {
-        chan: chan_child.as_raw_fd(),
-        status_w: status_w.as_raw_fd(),
-        lifeline_r: lifeline_r.as_raw_fd(),
-        stdio: stdio_fds,
-    };
+    let overlay_fd = overlay.as_ref().map(OverlayLease::fd);
+    if let Some(index) = sockets
+        && let Some(session) = crate::session_sandbox::prepare(plan, abi, &seccomp, index)?
+    {
+        let io = CallIo::new(stdio)?;
+        let started = Instant::now();
+        let procs_fd = match &procs {
+            Some(p) => Some(
+                File::options()
+                    .write(true)
+                    .open(p)
+                    .map(OwnedFd::from)
+                    .map_err(|e| SandboxError::host("open cgroup.procs", e))?,
+            ),
+            None => None,
+        };
+        let fds = io.child_fds(overlay_fd, procs_fd.as_ref().map(AsRawFd::as_raw_fd));
+        let (zygote, prepared) = session.start_call(plan, fds)?;
+        drop(procs_fd);
+        let cgroup = cgroup.0.take();
+        return io.finish(
+            Setup::Session {
+                pidfd: None,
+                _zygote: zygote,
+            },
+            &prepared,
+            plan,
+            started,
+            (cgroup, overlay, limits),
+        );
+    }
+    let prepared = prepare::prepare(plan, abi, seccomp, procs.as_deref(), overlay_fd, sockets)?;
+    let io = CallIo::new(stdio)?;
+    let fds = io.child_fds(overlay_fd, None);
     let started = Instant::now();
     // SAFETY: the child runs only `init::setup_main`, which uses prepared data and async-signal-safe
     // calls (see prepare.rs for the one exception), and never returns.
@@ -308,62 +269,279 @@ fn spawn_inner(
     if setup_pid == 0 {
         init::setup_main(&prepared, fds);
     }
-    drop((chan_child, status_w, lifeline_r, child_ends));
     let cgroup = cgroup.0.take();
+    io.finish(
+        Setup::Child(setup_pid),
+        &prepared,
+        plan,
+        started,
+        (cgroup, overlay, limits),
+    )
+}
 
-    let setup = SetupReport::read(chan.as_raw_fd(), &prepared, plan, started);
-    match setup {
-        Ok(SetupReport {
-            init_pidfd: Some(init_pidfd),
-            init_pid,
-            proxy,
-            cgroup_not_joined,
-        }) => {
-            if let Some(e) = cgroup_not_joined {
-                limits.memory_max_bytes = None;
-                limits.pids_max = None;
-                limits.cpu_max_percent = None;
-                limits.cgroup_note = format!(
-                    "could not join the call's cgroup: {}",
-                    std::io::Error::from_raw_os_error(e)
-                );
-            }
-            Ok(SandboxChild {
-                setup_pid,
-                init_pid,
-                init_pidfd,
-                status_r,
-                lifeline: Some(lifeline_w),
-                stdin,
-                stdout,
-                stderr,
-                proxy,
-                cgroup,
-                overlay,
-                limits,
-                started,
-                timeout: plan.timeout,
-                finished: None,
-                killed: false,
-            })
-        }
-        Ok(SetupReport {
-            init_pidfd: None, ..
+/// The seccomp programs. The table is constant: compiled once per process, copied per call.
+pub(crate) fn compiled_seccomp() -> Result<Vec<seccompiler::BpfProgram>, SandboxError> {
+    let arch = Arch::current().ok_or_else(|| SandboxError::Layer {
+        layer: Layer::Seccomp,
+        reason: format!("no system call table for {}", std::env::consts::ARCH),
+        hint: "Chock's filter covers x86_64 and aarch64".into(),
+    })?;
+    static COMPILED: std::sync::OnceLock<Result<Vec<seccompiler::BpfProgram>, String>> =
+        std::sync::OnceLock::new();
+    COMPILED
+        .get_or_init(|| seccomp_rules::compile(arch))
+        .clone()
+        .map_err(|reason| SandboxError::Layer {
+            layer: Layer::Seccomp,
+            reason,
+            hint: "this is a bug in Chock's filter table".into(),
         })
-        | Err(_) => {
-            drop(lifeline_w);
+}
+
+/// The process that set a call up, to be gone before its cgroup and overlay lease are released.
+#[derive(Debug)]
+enum Setup {
+    /// The host's own child (a call made the per-call way): reaped.
+    Child(libc::pid_t),
+    /// A child of the session init (which reaps it), known by a pidfd once it reported one; the
+    /// call holds the session init alive while it runs.
+    Session {
+        pidfd: Option<OwnedFd>,
+        _zygote: Arc<crate::session_sandbox::Zygote>,
+    },
+    /// Handed to the cleanup thread already.
+    Gone,
+}
+
+impl Setup {
+    fn kill(&self) {
+        match self {
             // SAFETY: kill our own child (the setup); its init dies with it (PDEATHSIG).
-            unsafe { libc::kill(setup_pid, libc::SIGKILL) };
-            reap(setup_pid);
-            if let Some(cg) = &cgroup {
-                cg.kill();
-                cg.remove();
+            Setup::Child(pid) => unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            },
+            Setup::Session {
+                pidfd: Some(fd), ..
+            } => signal_pidfd(fd.as_raw_fd()),
+            Setup::Session { pidfd: None, .. } | Setup::Gone => {}
+        }
+    }
+
+    /// Waits until the setup process is gone.
+    fn reap(&self) {
+        match self {
+            Setup::Child(pid) => reap(*pid),
+            Setup::Session {
+                pidfd: Some(fd), ..
+            } => {
+                poll_readable(fd.as_raw_fd(), None);
             }
-            Err(setup.err().unwrap_or_else(|| SandboxError::Layer {
-                layer: Layer::Lifetime,
-                reason: "the sandbox's setup process ended without starting the call's init".into(),
-                hint: "run `chock doctor` to see which layer this machine lacks".into(),
-            }))
+            Setup::Session { pidfd: None, .. } | Setup::Gone => {}
+        }
+    }
+}
+
+fn signal_pidfd(fd: RawFd) {
+    // SAFETY: signal through a pidfd we hold; the kernel refuses if the process already exited.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd,
+            libc::SIGKILL,
+            std::ptr::null::<u8>(),
+            0,
+        )
+    };
+}
+
+/// The host pid of the process behind `pidfd` (its `Pid:` line in fdinfo): a session call's init
+/// reports its pid in the session's pid namespace, which means nothing on the host.
+fn host_pid_of(pidfd: RawFd) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{pidfd}")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A call's channels: the report socket, the status pipe, the lifeline and the standard streams,
+/// host ends and child ends.
+struct CallIo {
+    chan: OwnedFd,
+    chan_child: OwnedFd,
+    status_r: OwnedFd,
+    status_w: OwnedFd,
+    lifeline_r: OwnedFd,
+    lifeline_w: OwnedFd,
+    child_ends: Vec<OwnedFd>,
+    stdio_fds: [Option<RawFd>; 3],
+    stdin: Option<File>,
+    stdout: Option<File>,
+    stderr: Option<File>,
+}
+
+impl CallIo {
+    fn new(stdio: StdioMode) -> Result<CallIo, SandboxError> {
+        let (chan, chan_child) = seqpacket_pair()?;
+        let (status_r, status_w) = pipe()?;
+        let (lifeline_r, lifeline_w) = pipe()?;
+        let mut child_ends: Vec<OwnedFd> = Vec::new();
+        let (mut stdin, mut stdout, mut stderr) = (None, None, None);
+        let stdio_fds = match stdio {
+            StdioMode::Inherit => [None, None, None],
+            StdioMode::Null => {
+                let null = dev_null()?;
+                let fd = null.as_raw_fd();
+                child_ends.push(null);
+                [Some(fd), Some(fd), Some(fd)]
+            }
+            StdioMode::Piped => {
+                let null = dev_null()?;
+                let (out_r, out_w) = pipe()?;
+                let (err_r, err_w) = pipe()?;
+                let fds = [
+                    Some(null.as_raw_fd()),
+                    Some(out_w.as_raw_fd()),
+                    Some(err_w.as_raw_fd()),
+                ];
+                stdout = Some(File::from(out_r));
+                stderr = Some(File::from(err_r));
+                child_ends.extend([null, out_w, err_w]);
+                fds
+            }
+            StdioMode::Duplex => {
+                let (in_r, in_w) = pipe()?;
+                let (out_r, out_w) = pipe()?;
+                let (err_r, err_w) = pipe()?;
+                let fds = [
+                    Some(in_r.as_raw_fd()),
+                    Some(out_w.as_raw_fd()),
+                    Some(err_w.as_raw_fd()),
+                ];
+                stdin = Some(File::from(in_w));
+                stdout = Some(File::from(out_r));
+                stderr = Some(File::from(err_r));
+                child_ends.extend([in_r, out_w, err_w]);
+                fds
+            }
+        };
+        Ok(CallIo {
+            chan,
+            chan_child,
+            status_r,
+            status_w,
+            lifeline_r,
+            lifeline_w,
+            child_ends,
+            stdio_fds,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    fn child_fds(&self, overlay: Option<RawFd>, cgroup: Option<RawFd>) -> ChildFds {
+        ChildFds {
+            chan: self.chan_child.as_raw_fd(),
+            status_w: self.status_w.as_raw_fd(),
+            lifeline_r: self.lifeline_r.as_raw_fd(),
+            stdio: self.stdio_fds,
+            overlay,
+            cgroup,
+            control: None,
+        }
+    }
+
+    /// After the setup process was started: reads its report and hands back the running call,
+    /// or kills it and returns the first layer that failed.
+    fn finish(
+        self,
+        mut setup: Setup,
+        prepared: &Prepared,
+        plan: &Plan,
+        started: Instant,
+        (cgroup, overlay, mut limits): (Option<Cgroup>, Option<OverlayLease>, LimitsReport),
+    ) -> Result<SandboxChild, SandboxError> {
+        let CallIo {
+            chan,
+            chan_child,
+            status_r,
+            status_w,
+            lifeline_r,
+            lifeline_w,
+            child_ends,
+            stdin,
+            stdout,
+            stderr,
+            ..
+        } = self;
+        drop((chan_child, status_w, lifeline_r, child_ends));
+        let report = SetupReport::read(chan.as_raw_fd(), prepared, plan, started);
+        let report = match report {
+            Ok(mut r) => {
+                if let Setup::Session { pidfd, .. } = &mut setup {
+                    *pidfd = r.setup_pidfd.take();
+                }
+                Ok(r)
+            }
+            Err(e) => Err(e),
+        };
+        match report {
+            Ok(SetupReport {
+                init_pidfd: Some(init_pidfd),
+                init_pid,
+                proxy,
+                cgroup_not_joined,
+                ..
+            }) => {
+                if let Some(e) = cgroup_not_joined {
+                    limits.memory_max_bytes = None;
+                    limits.pids_max = None;
+                    limits.cpu_max_percent = None;
+                    limits.cgroup_note = format!(
+                        "could not join the call's cgroup: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    );
+                }
+                let init_pid = match setup {
+                    Setup::Child(_) | Setup::Gone => init_pid,
+                    Setup::Session { .. } => host_pid_of(init_pidfd.as_raw_fd()).unwrap_or(0),
+                };
+                Ok(SandboxChild {
+                    setup,
+                    init_pid,
+                    init_pidfd,
+                    status_r,
+                    lifeline: Some(lifeline_w),
+                    stdin,
+                    stdout,
+                    stderr,
+                    proxy,
+                    cgroup,
+                    overlay,
+                    limits,
+                    started,
+                    timeout: plan.timeout,
+                    finished: None,
+                    killed: false,
+                })
+            }
+            other => {
+                drop(lifeline_w);
+                setup.kill();
+                setup.reap();
+                if let Some(cg) = &cgroup {
+                    cg.kill();
+                    cg.remove();
+                }
+                Err(other.err().unwrap_or_else(|| SandboxError::Layer {
+                    layer: Layer::Lifetime,
+                    reason: match setup {
+                        Setup::Child(_) | Setup::Gone => "the sandbox's setup process ended without starting the call's init".into(),
+                        Setup::Session { .. } => "the session's sandbox ended without starting the call's init (the session init is gone; the next call builds a new one)".into(),
+                    },
+                    hint: "run `chock doctor` to see which layer this machine lacks".into(),
+                }))
+            }
         }
     }
 }
@@ -380,15 +558,19 @@ impl Drop for UnusedCgroup {
 }
 
 /// What the setup processes said before the command started.
-struct SetupReport {
-    init_pidfd: Option<OwnedFd>,
-    init_pid: u32,
-    proxy: Option<TcpListener>,
-    cgroup_not_joined: Option<i32>,
+pub(crate) struct SetupReport {
+    pub init_pidfd: Option<OwnedFd>,
+    /// A session call's setup process (sent by the session init).
+    pub setup_pidfd: Option<OwnedFd>,
+    pub init_pid: u32,
+    pub proxy: Option<TcpListener>,
+    pub cgroup_not_joined: Option<i32>,
+    /// A session init said it waits for calls.
+    pub ready: bool,
 }
 
 impl SetupReport {
-    fn read(
+    pub(crate) fn read(
         chan: RawFd,
         prepared: &Prepared,
         plan: &Plan,
@@ -396,6 +578,8 @@ impl SetupReport {
     ) -> Result<Self, SandboxError> {
         let mut out = SetupReport {
             init_pidfd: None,
+            setup_pidfd: None,
+            ready: false,
             init_pid: 0,
             proxy: None,
             cgroup_not_joined: None,
@@ -431,6 +615,8 @@ impl SetupReport {
                     out.init_pidfd = fd;
                     out.init_pid = u32::try_from(rec.value).unwrap_or(0);
                 }
+                k if k == Kind::SetupPid as u32 => out.setup_pidfd = fd,
+                k if k == Kind::SessionReady as u32 => out.ready = true,
                 k if k == Kind::ProxyListener as u32 => {
                     out.proxy = fd.map(TcpListener::from);
                 }
@@ -494,8 +680,9 @@ impl SandboxChild {
         // namespace down (an overlay syncs its upper filesystem there: 10-15 ms): reap it, and only
         // then remove the cgroup it sits in, on a thread of their own, so `wait` returns now.
         // The shared overlay's lease goes last: the call's clone of it is gone with the setup.
+        let setup = std::mem::replace(&mut self.setup, Setup::Gone);
         let leftovers = Arc::new(Mutex::new(Some((
-            self.setup_pid,
+            setup,
             self.cgroup.take(),
             self.overlay.take(),
         ))));
@@ -504,8 +691,8 @@ impl SandboxChild {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .take();
-            if let Some((setup_pid, cgroup, overlay)) = taken {
-                reap(setup_pid);
+            if let Some((setup, cgroup, overlay)) = taken {
+                setup.reap();
                 if let Some(cg) = cgroup {
                     cg.kill();
                     cg.remove();
@@ -578,7 +765,7 @@ impl Drop for SandboxChild {
         if self.finished.is_none() {
             self.signal_init();
             poll_readable(self.init_pidfd.as_raw_fd(), None);
-            reap(self.setup_pid);
+            self.setup.reap();
             if let Some(cg) = &self.cgroup {
                 cg.kill();
                 cg.remove();
