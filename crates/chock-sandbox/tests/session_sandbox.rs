@@ -57,12 +57,20 @@ fn the_second_call_of_a_session_sees_nothing_the_first_left() {
         let fx = Fixture::new(backing);
         let overlay = shared.then(|| SharedOverlay::new(&fx.mount()).unwrap());
         let index = SocketIndex::new();
-        let leave = "setsid sh -c 'sleep 300' </dev/null >/dev/null 2>&1 & \
-                     echo left > /tmp/left; echo left > /dev/shm/left; echo left > \"$HOME/left\"; \
-                     ipcmk -M 4096 >/dev/null; ipcs -m | grep -c '^0x' ; echo made";
-        let first = run_in(&sh(&fx, leave, shared), &index, overlay.as_ref()).unwrap();
+        let token = escape_support::token("left-behind");
+        let leave = format!(
+            "setsid sh -c 'sleep 300; : {token}' </dev/null >/dev/null 2>&1 & \
+             echo left > /tmp/left; echo left > /dev/shm/left; echo left > \"$HOME/left\"; \
+             ipcmk -M 4096 >/dev/null; ipcs -m | grep -c '^0x' ; echo made"
+        );
+        let first = run_in(&sh(&fx, &leave, shared), &index, overlay.as_ref()).unwrap();
         assert_eq!(first.status, ExitStatus::Exited(0), "{first:?}");
         assert!(first.stdout.contains("made"), "{first:?}");
+        // The call's pid namespace died with its init, the session init's lives on.
+        assert!(
+            escape_support::host_processes_with(&token).is_empty(),
+            "the first call's background process outlived it"
+        );
         let first_init = index.session_init_pid().expect("a session init runs");
         let look = "ls /proc | grep -c '^[0-9]'; ls -A /tmp /dev/shm \"$HOME\"; \
                     echo shm $(ipcs -m | grep -c '^0x'); echo mounts $(wc -l < /proc/self/mountinfo)";
