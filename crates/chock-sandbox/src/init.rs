@@ -10,6 +10,11 @@
 //!    exits: the kernel then kills every process left in the namespace, double-forked or not.
 //! 3. **command**: closes every descriptor but 0, 1, 2 at exec, enters the working directory and
 //!    executes the program with the scrubbed environment.
+//!
+//! A call of a session sandbox (`zygote.rs`) runs the same functions from one step further in: its
+//! setup process (`setup_with`, forked by the session init) stays in the session's user namespace
+//! and makes only the call's own namespaces; its init makes its fresh mounts (`fresh.rs`) instead of
+//! the whole tree, then runs `confine_and_run` as a per-call init does.
 
 use std::os::fd::RawFd;
 

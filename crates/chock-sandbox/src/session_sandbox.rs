@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
+use crate::call_io::{SetupReport, seqpacket_pair};
 use crate::error::{Layer, SandboxError};
 use crate::fresh;
 use crate::init::{self, ChildFds};
@@ -32,7 +33,6 @@ use crate::mounts::{self, Op};
 use crate::plan::{NetworkPlan, Plan, WorkspaceMount};
 use crate::prepare::{self, CommandSpec, Prepared};
 use crate::socket_index::SocketIndex;
-use crate::spawn::{SetupReport, seqpacket_pair};
 
 /// The largest command message (argv, environment, paths) sent to a session init; a larger one
 /// is built the per-call way.
@@ -199,9 +199,9 @@ impl Zygote {
     fn start(prepared: &Prepared, plan: &Plan, key: SessionKey) -> Result<Zygote, SandboxError> {
         let (chan, chan_child) = seqpacket_pair()?;
         let (control, control_child) = seqpacket_pair()?;
-        let (status_r, status_w) = crate::spawn::pipe()?;
-        let (lifeline_r, lifeline_w) = crate::spawn::pipe()?;
-        let null = crate::spawn::dev_null()?;
+        let (status_r, status_w) = crate::call_io::pipe()?;
+        let (lifeline_r, lifeline_w) = crate::call_io::pipe()?;
+        let null = crate::call_io::dev_null()?;
         let fds = ChildFds {
             chan: chan_child.as_raw_fd(),
             status_w: status_w.as_raw_fd(),
@@ -249,7 +249,7 @@ impl Zygote {
                 drop(lifeline_w);
                 // SAFETY: kill our own child (the setup); the session init dies with it.
                 unsafe { libc::kill(setup_pid, libc::SIGKILL) };
-                crate::spawn::reap(setup_pid);
+                crate::call_io::reap(setup_pid);
                 Err(other.err().unwrap_or_else(|| SandboxError::Layer {
                     layer: Layer::Lifetime,
                     reason: "the session's sandbox ended before it was built".into(),
@@ -311,10 +311,10 @@ impl Drop for Zygote {
         let pid = self.setup_pid;
         if std::thread::Builder::new()
             .name("chock-reap-session".into())
-            .spawn(move || crate::spawn::reap(pid))
+            .spawn(move || crate::call_io::reap(pid))
             .is_err()
         {
-            crate::spawn::reap(pid);
+            crate::call_io::reap(pid);
         }
     }
 }
