@@ -151,7 +151,8 @@ impl SessionCall<'_> {
         fds: ChildFds,
     ) -> Result<(Arc<Zygote>, Prepared), SandboxError> {
         let mut slot = self.slot.lock();
-        for attempt in 0..2 {
+        let mut failed = None;
+        for _ in 0..2 {
             let current = match slot.as_ref() {
                 Some(z) if z.key == self.key && z.alive() => Arc::clone(z),
                 _ => {
@@ -164,21 +165,21 @@ impl SessionCall<'_> {
             };
             match current.send(&self.prepared.cmd, &fds) {
                 Ok(()) => return Ok((current, self.prepared)),
-                Err(e) if attempt == 0 => {
-                    drop(e);
-                    *slot = None;
-                }
+                // The session init went away since it was checked: once more, on a new one.
                 Err(e) => {
-                    return Err(SandboxError::Layer {
-                        layer: Layer::Lifetime,
-                        reason: format!("the session's sandbox did not take the call: {e}"),
-                        hint: "run `chock doctor`; the next call builds a new session sandbox"
-                            .into(),
-                    });
+                    *slot = None;
+                    failed = Some(e);
                 }
             }
         }
-        unreachable!("the loop returns on its second attempt")
+        Err(SandboxError::Layer {
+            layer: Layer::Lifetime,
+            reason: format!(
+                "the session's sandbox did not take the call: {}",
+                failed.map_or_else(String::new, |e| e.to_string())
+            ),
+            hint: "run `chock doctor`; the next call builds a new session sandbox".into(),
+        })
     }
 }
 
