@@ -9,6 +9,10 @@
 //! to the bound workspace: every call walks that tree on the host for unix sockets to mask, so the
 //! row shows what a toolchain directory costs per call (the entry count is printed with it).
 //!
+//! Two more rows time the same calls as calls of one session (`spawn_in_session`): after the
+//! first, each is forked from the session sandbox's init (docs/sandbox.md, "A sandbox per
+//! session"), with a bound workspace and with the session's shared overlay.
+//!
 //! `cargo bench -p chock-sandbox --bench setup` (runs: `CHOCK_BENCH_RUNS`, default 40). Not a test:
 //! nothing here fails on a number; the numbers are for reading.
 
@@ -94,6 +98,28 @@ fn main() {
         Vec::new(),
     );
     rows.push(("chock, overlay workspace".into(), overlay));
+    let session_bind = chock_in(
+        runs,
+        &project,
+        WorkspaceMount::Bind {
+            source: copy.clone(),
+        },
+        Vec::new(),
+        true,
+    );
+    rows.push(("chock session sandbox, bound".into(), session_bind));
+    let session_overlay = chock_in(
+        runs,
+        &project,
+        WorkspaceMount::Overlay {
+            lower: project.clone(),
+            upper: base.join("upper"),
+            work: base.join("work"),
+        },
+        Vec::new(),
+        true,
+    );
+    rows.push(("chock session sandbox, overlay".into(), session_overlay));
 
     let bwrap = bwrap(runs, &copy);
     match bwrap {
@@ -229,7 +255,23 @@ fn chock(
     workspace: WorkspaceMount,
     extra_read: Vec<PathBuf>,
 ) -> Option<Duration> {
-    let plan = Plan::builder(
+    chock_in(runs, project, workspace, extra_read, false)
+}
+
+/// As `chock`; with `session`, every call is one of a session (`spawn_in_session`, one socket
+/// index, an overlay workspace as the session's shared instance): the calls after the first are
+/// forked from the session sandbox's init.
+fn chock_in(
+    runs: usize,
+    project: &Path,
+    workspace: WorkspaceMount,
+    extra_read: Vec<PathBuf>,
+    session: bool,
+) -> Option<Duration> {
+    let index = chock_sandbox::SocketIndex::new();
+    let shared = session && matches!(workspace, WorkspaceMount::Overlay { .. });
+    let overlay = shared.then(|| chock_sandbox::SharedOverlay::new(&workspace).expect("overlay"));
+    let mut plan = Plan::builder(
         vec!["/usr/bin/true".into()],
         workspace,
         project.to_path_buf(),
@@ -238,8 +280,14 @@ fn chock(
     .extra_read(extra_read)
     .network(NetworkPlan::None)
     .build_with_env(&[("PATH".into(), chock_sandbox::DEFAULT_PATH.into())]);
+    plan.shared_overlay = shared;
     let once = || -> Result<(), String> {
-        let mut child = chock_sandbox::spawn(&plan, StdioMode::Null).map_err(|e| e.to_string())?;
+        let spawned = if session {
+            chock_sandbox::spawn_in_session(&plan, StdioMode::Null, overlay.as_ref(), &index)
+        } else {
+            chock_sandbox::spawn(&plan, StdioMode::Null)
+        };
+        let mut child = spawned.map_err(|e| e.to_string())?;
         let outcome = child.wait().map_err(|e| e.to_string())?;
         match outcome.status {
             chock_sandbox::ExitStatus::Exited(0) => Ok(()),

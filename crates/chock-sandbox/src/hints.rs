@@ -52,6 +52,13 @@ fn errno_text(errno: i32) -> String {
 }
 
 fn step_words(layer: Layer, s: u32, prepared: &Prepared) -> String {
+    if s >= step::FRESH_BASE {
+        let i = usize::try_from(s - step::FRESH_BASE).unwrap_or(usize::MAX);
+        return prepared
+            .fresh
+            .get(i)
+            .map_or_else(|| "a mount".to_string(), |st| st.label.clone());
+    }
     if s >= step::MOUNT_BASE {
         let i = usize::try_from(s - step::MOUNT_BASE).unwrap_or(usize::MAX);
         return prepared

@@ -10,12 +10,17 @@
 //!    exits: the kernel then kills every process left in the namespace, double-forked or not.
 //! 3. **command**: closes every descriptor but 0, 1, 2 at exec, enters the working directory and
 //!    executes the program with the scrubbed environment.
+//!
+//! A call of a session sandbox (`zygote.rs`) runs the same functions from one step further in: its
+//! setup process (`setup_with`, forked by the session init) stays in the session's user namespace
+//! and makes only the call's own namespaces; its init makes its fresh mounts (`fresh.rs`) instead of
+//! the whole tree, then runs `confine_and_run` as a per-call init does.
 
 use std::os::fd::RawFd;
 
 use crate::error::Layer;
 use crate::namespaces;
-use crate::prepare::Prepared;
+use crate::prepare::{CommandSpec, Prepared};
 use crate::report::{self, Kind, Record};
 use crate::sys::{self, check, errno, exit_now};
 use crate::{caps, landlock_rules, limits, seccomp_rules};
@@ -28,6 +33,13 @@ pub(crate) struct ChildFds {
     pub lifeline_r: RawFd,
     /// What becomes 0, 1 and 2 (`None`: keep the parent's).
     pub stdio: [Option<RawFd>; 3],
+    /// The session's shared overlay (a detached mount) the init attaches a clone of.
+    pub overlay: Option<RawFd>,
+    /// The call's `cgroup.procs`, opened by the host (a call forked from a session init, whose
+    /// mount namespace has no /sys): the setup process joins by writing to it.
+    pub cgroup: Option<RawFd>,
+    /// The session init's control socket (only while a session sandbox is made).
+    pub control: Option<RawFd>,
 }
 
 /// Step codes of layers without their own table.
@@ -52,9 +64,11 @@ pub(crate) mod step {
     pub const SECCOMP: u32 = 28;
     /// Mount steps are reported as MOUNT_BASE + their index.
     pub const MOUNT_BASE: u32 = 1000;
+    /// A call's own mounts in a session sandbox (`Prepared::fresh`), as FRESH_BASE + their index.
+    pub const FRESH_BASE: u32 = 2000;
 }
 
-fn fail(chan: RawFd, layer: Layer, step: u32, errno: i32) -> ! {
+pub(crate) fn fail(chan: RawFd, layer: Layer, step: u32, errno: i32) -> ! {
     let _ = report::send(
         chan,
         Record::new(Kind::LayerFailed, layer as u32, step, errno, 0),
@@ -63,7 +77,7 @@ fn fail(chan: RawFd, layer: Layer, step: u32, errno: i32) -> ! {
     exit_now(126)
 }
 
-fn reset_signals() -> Result<(), i32> {
+pub(crate) fn reset_signals() -> Result<(), i32> {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointers; only this thread's mask and dispositions change.
@@ -98,15 +112,54 @@ fn install_stdio(fds: &ChildFds) -> Result<(), i32> {
     Ok(())
 }
 
-/// The setup process. Never returns.
+/// What a setup process unshares after the user namespace, and what its child runs.
+pub(crate) struct Shape<'a> {
+    /// Make a user namespace and map the caller's ids (false: stay in the session's).
+    pub user: bool,
+    pub unshare: &'a [(libc::c_int, Layer)],
+    /// Never returns (`Infallible`: `!` is not a stable type).
+    pub child: &'a dyn Fn(&Prepared, ChildFds) -> std::convert::Infallible,
+}
+
+/// The setup process of a call made the per-call way. Never returns.
 pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
+    setup_with(
+        p,
+        fds,
+        &Shape {
+            user: true,
+            unshare: &namespaces::AFTER_USER,
+            child: &|p, fds| init_main(p, &p.cmd, fds),
+        },
+    )
+}
+
+/// A setup process: stdio, descriptors, signals, session, cgroup, namespaces, then the child (the
+/// call's init, or a session init), whose pidfd goes to the host; then supervises it. Never
+/// returns.
+pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
     let chan = fds.chan;
     if let Err(e) = install_stdio(&fds) {
         fail(chan, Layer::Descriptors, step::STDIO, e);
     }
-    // The shared overlay's descriptor (or -1, which closes nothing) stays for the init.
-    let overlay = p.overlay_fd.unwrap_or(-1);
-    let mut keep = [0, 1, 2, fds.chan, fds.status_w, fds.lifeline_r, overlay];
+    // A cgroup handed over as a descriptor is joined first (it is closed with the rest).
+    if let Some(fd) = fds.cgroup
+        && let Err(e) = sys::write_all(fd, b"0")
+    {
+        let _ = report::send(chan, Record::new(Kind::CgroupNotJoined, 0, 0, e, 0), None);
+    }
+    // The shared overlay's and the control socket's descriptors (or -1, which closes nothing)
+    // stay for the child.
+    let mut keep = [
+        0,
+        1,
+        2,
+        fds.chan,
+        fds.status_w,
+        fds.lifeline_r,
+        fds.overlay.unwrap_or(-1),
+        fds.control.unwrap_or(-1),
+    ];
     keep.sort_unstable();
     if let Err(e) = sys::close_all_except(&keep) {
         fail(chan, Layer::Descriptors, step::CLOSE, e);
@@ -118,18 +171,21 @@ pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
     if unsafe { libc::setsid() } == -1 {
         fail(chan, Layer::Session, step::SETSID, errno());
     }
-    if let Some(procs) = &p.cgroup_procs
+    if fds.cgroup.is_none()
+        && let Some(procs) = &p.cgroup_procs
         && let Err(e) = sys::write_file(procs, b"0")
     {
         let _ = report::send(chan, Record::new(Kind::CgroupNotJoined, 0, 0, e, 0), None);
     }
-    if let Err(e) = namespaces::unshare(libc::CLONE_NEWUSER) {
-        fail(chan, Layer::UserNamespace, step::UNSHARE, e);
+    if shape.user {
+        if let Err(e) = namespaces::unshare(libc::CLONE_NEWUSER) {
+            fail(chan, Layer::UserNamespace, step::UNSHARE, e);
+        }
+        if let Err((s, e)) = namespaces::write_id_maps(&p.uid_map, &p.gid_map) {
+            fail(chan, Layer::UserNamespace, s, e);
+        }
     }
-    if let Err((s, e)) = namespaces::write_id_maps(&p.uid_map, &p.gid_map) {
-        fail(chan, Layer::UserNamespace, s, e);
-    }
-    for (flag, layer) in namespaces::AFTER_USER {
+    for &(flag, layer) in shape.unshare {
         if let Err(e) = namespaces::unshare(flag) {
             fail(chan, layer, step::UNSHARE, e);
         }
@@ -140,7 +196,7 @@ pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
         fail(chan, Layer::PidNamespace, step::FORK, errno());
     }
     if init == 0 {
-        init_main(p, fds);
+        match (shape.child)(p, fds) {}
     }
     // SAFETY: pidfd_open of our own unreaped child: the pid cannot have been reused.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, init, 0) };
@@ -157,13 +213,13 @@ pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
         Record::new(Kind::InitPid, 0, 0, 0, i64::from(init)),
         Some(pidfd),
     );
-    // SAFETY: closing our copies: the host now holds the pidfd, the init its own channel and
-    // the overlay's descriptor.
+    // SAFETY: closing our copies: the host now holds the pidfd, the child its own channel and
+    // the overlay's and control socket's descriptors.
     unsafe {
         libc::close(chan);
         libc::close(fds.status_w);
-        if overlay >= 0 {
-            libc::close(overlay);
+        for fd in [fds.overlay, fds.control].into_iter().flatten() {
+            libc::close(fd);
         }
     }
     supervise(init, pidfd, fds.lifeline_r)
@@ -217,17 +273,42 @@ fn supervise(init: libc::pid_t, pidfd: RawFd, lifeline: RawFd) -> ! {
     exit_now(0)
 }
 
-/// pid 1 of the call. Never returns.
-fn init_main(p: &Prepared, fds: ChildFds) -> ! {
+/// pid 1 of a call made the per-call way. Never returns.
+fn init_main(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
     let chan = fds.chan;
-    // SAFETY: lifeline belongs to setup; the init watches its parent through PDEATHSIG instead.
-    unsafe { libc::close(fds.lifeline_r) };
-    if let Err(e) = caps::die_with_parent() {
-        fail(chan, Layer::Lifetime, step::PDEATHSIG, e);
-    }
+    init_lifetime(&fds);
     if let Err(e) = namespaces::set_hostname(c"chock") {
         fail(chan, Layer::UtsNamespace, step::HOSTNAME, e);
     }
+    network(p, chan);
+    for (i, s) in p.steps.iter().enumerate() {
+        if let Err(e) = crate::mount_calls::apply(&s.op) {
+            if s.optional && e == libc::ENOENT {
+                continue;
+            }
+            fail(
+                chan,
+                s.layer,
+                step::MOUNT_BASE + u32::try_from(i).unwrap_or(0),
+                e,
+            );
+        }
+    }
+    confine_and_run(p, cmd, fds)
+}
+
+/// The init's first step: the setup's lifeline is not the init's (it watches its parent through
+/// PDEATHSIG instead).
+pub(crate) fn init_lifetime(fds: &ChildFds) {
+    // SAFETY: lifeline belongs to setup.
+    unsafe { libc::close(fds.lifeline_r) };
+    if let Err(e) = caps::die_with_parent() {
+        fail(fds.chan, Layer::Lifetime, step::PDEATHSIG, e);
+    }
+}
+
+/// Loopback up in the call's network namespace, and the proxy listener handed to the host.
+pub(crate) fn network(p: &Prepared, chan: RawFd) {
     if let Err(e) = namespaces::loopback_up() {
         fail(chan, Layer::Network, step::LOOPBACK, e);
     }
@@ -245,20 +326,13 @@ fn init_main(p: &Prepared, fds: ChildFds) -> ! {
             Err(e) => fail(chan, Layer::Network, step::PROXY, e),
         }
     }
-    for (i, s) in p.steps.iter().enumerate() {
-        if let Err(e) = crate::mount_calls::apply(&s.op) {
-            if s.optional && e == libc::ENOENT {
-                continue;
-            }
-            fail(
-                chan,
-                s.layer,
-                step::MOUNT_BASE + u32::try_from(i).unwrap_or(0),
-                e,
-            );
-        }
-    }
-    if let Some(fd) = p.overlay_fd {
+}
+
+/// The init's last steps, once its root is built: rlimits, then it gives up everything
+/// (capabilities, no_new_privs, Landlock, seccomp), forks the command and reaps. Never returns.
+pub(crate) fn confine_and_run(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
+    let chan = fds.chan;
+    if let Some(fd) = fds.overlay {
         // SAFETY: the init's inherited copy of the shared overlay's descriptor: the clone is
         // attached, and no descriptor of the host's reaches the command.
         unsafe { libc::close(fd) };
@@ -287,7 +361,7 @@ fn init_main(p: &Prepared, fds: ChildFds) -> ! {
         fail(chan, Layer::Lifetime, step::FORK, errno());
     }
     if command == 0 {
-        command_main(p, chan);
+        command_main(cmd, chan);
     }
     // SAFETY: the command holds its own copy until exec.
     unsafe { libc::close(chan) };
@@ -311,7 +385,7 @@ fn reap(command: libc::pid_t, status_w: RawFd) -> ! {
 }
 
 /// The command. Never returns.
-fn command_main(p: &Prepared, chan: RawFd) -> ! {
+fn command_main(p: &CommandSpec, chan: RawFd) -> ! {
     if let Err(e) = sys::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) {
         fail(chan, Layer::Descriptors, step::CLOSE, e);
     }

@@ -6,10 +6,12 @@
 //! See docs/sandbox.md for each layer and what it does and does not stop.
 
 mod base_set;
+mod call_io;
 mod caps;
 mod cgroup;
 pub mod doctor;
 mod error;
+mod fresh;
 mod hints;
 mod init;
 mod landlock_rules;
@@ -22,12 +24,14 @@ mod plan;
 mod prepare;
 mod report;
 pub mod seccomp_rules;
+mod session_sandbox;
 mod shared_overlay;
 mod socket_index;
 mod socket_mask;
 mod socket_tree;
 mod spawn;
 mod sys;
+mod zygote;
 
 pub use error::{Layer, SandboxError};
 pub use landlock_rules::{

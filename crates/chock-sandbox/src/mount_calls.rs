@@ -148,7 +148,7 @@ fn bind_policy(source: &CStr, target: &CStr, dev: u64, ino: u64) -> Result<(), i
 /// `open_tree(OPEN_TREE_CLONE)` makes a new mount of the same superblock, `move_mount` attaches it
 /// to this mount namespace. The same instance is cloned by every call, so all of them see one
 /// filesystem. A refusal fails the step: there is no per-call overlay to fall back to.
-fn attach_overlay(fd: libc::c_int, target: &CStr) -> Result<(), i32> {
+pub(crate) fn attach_overlay(fd: libc::c_int, target: &CStr) -> Result<(), i32> {
     const OPEN_TREE_CLONE: libc::c_uint = 0x1;
     const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
     if fd < 0 {

@@ -20,7 +20,7 @@ use crate::plan::{Plan, WorkspaceMount};
 const OLD_ROOT: &str = "/oldroot";
 
 /// One mount operation. Paths are final (sources under [`OLD_ROOT`]).
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
     /// Make every mount of the new mount namespace private.
     MakePrivate,
@@ -86,7 +86,7 @@ pub(crate) enum Op {
 }
 
 /// One step: the operation, the layer it belongs to, and what it is in words.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Step {
     pub op: Op,
     pub layer: Layer,
@@ -257,6 +257,27 @@ pub(crate) fn build(
     shared_fd: Option<libc::c_int>,
     sockets: Option<&crate::SocketIndex>,
 ) -> Result<Vec<Step>, SandboxError> {
+    Ok(build_tree(plan, shared_fd, sockets, false)?.0)
+}
+
+/// The steps of a session sandbox's tree (see `session_sandbox.rs`), and the mounts of it each call
+/// replaces with fresh ones of its own: the plan's tmpfs mounts (`/tmp`, the home) and a shared
+/// overlay workspace, which the tree holds as an empty placeholder (the instance is the call's).
+pub(crate) fn build_session(
+    plan: &Plan,
+    sockets: &crate::SocketIndex,
+) -> Result<(Vec<Step>, Vec<crate::fresh::FreshRoot>), SandboxError> {
+    build_tree(plan, None, Some(sockets), true)
+}
+
+fn build_tree(
+    plan: &Plan,
+    shared_fd: Option<libc::c_int>,
+    sockets: Option<&crate::SocketIndex>,
+    session: bool,
+) -> Result<(Vec<Step>, Vec<crate::fresh::FreshRoot>), SandboxError> {
+    use crate::fresh::{FreshKind, FreshRoot};
+    let mut fresh = Vec::new();
     let fs = Layer::Filesystem;
     let mut b = Builder {
         steps: Vec::new(),
@@ -385,7 +406,22 @@ pub(crate) fn build(
     for (target, m) in user {
         match m {
             UserMount::Dir => b.mkdirs(&target, fs)?,
-            UserMount::Tmpfs { mode } => b.tmpfs(&target, mode, plan.limits.tmp_size_bytes, fs)?,
+            UserMount::Tmpfs { mode } => {
+                b.tmpfs(&target, mode, plan.limits.tmp_size_bytes, fs)?;
+                fresh.push(FreshRoot {
+                    target: target.clone(),
+                    kind: FreshKind::Tmpfs,
+                });
+            }
+            UserMount::SharedOverlay { .. } if session => {
+                // A placeholder for the call's own clone of the instance; the mount points of
+                // what lies over the workspace (the policy file) are made in it.
+                b.tmpfs(&target, 0o755, 1 << 20, Layer::Workspace)?;
+                fresh.push(FreshRoot {
+                    target: target.clone(),
+                    kind: FreshKind::SharedOverlay,
+                });
+            }
             UserMount::Bind {
                 source,
                 readonly,
@@ -453,7 +489,7 @@ pub(crate) fn build(
         fs,
         "root read-only".into(),
     );
-    Ok(b.steps)
+    Ok((b.steps, fresh))
 }
 
 enum UserMount {

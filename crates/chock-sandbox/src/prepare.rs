@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use seccompiler::BpfProgram;
 
 use crate::error::SandboxError;
+use crate::fresh::FreshStep;
 use crate::landlock_rules::LandlockPlan;
 use crate::limits::Rlimits;
 use crate::mounts::{self, Step};
@@ -31,18 +32,72 @@ pub(crate) struct Prepared {
     pub steps: Vec<Step>,
     pub landlock: LandlockPlan,
     pub seccomp: Vec<BpfProgram>,
-    pub candidates: Vec<CString>,
-    _argv: Vec<CString>,
-    pub argv_ptrs: Vec<*const c_char>,
-    _env: Vec<CString>,
-    pub env_ptrs: Vec<*const c_char>,
-    pub cwd: CString,
+    /// A call's own mounts in a session sandbox (see `fresh.rs`); empty for a per-call build.
+    pub fresh: Vec<FreshStep>,
+    pub cmd: CommandSpec,
     pub rlimits: Rlimits,
     pub cgroup_procs: Option<CString>,
     pub proxy_port: Option<u16>,
-    /// The host descriptor of the session's shared overlay, inherited by the setup process and
-    /// the init (which attaches a clone of it and closes it).
-    pub overlay_fd: Option<RawFd>,
+}
+
+/// What the command process needs: where the program may be, its arguments, environment and
+/// working directory, as C strings with their pointer arrays (the part of a call that differs
+/// between the calls of one session sandbox).
+#[derive(Debug)]
+pub(crate) struct CommandSpec {
+    pub candidates: Vec<CString>,
+    argv: Vec<CString>,
+    pub argv_ptrs: Vec<*const c_char>,
+    env: Vec<CString>,
+    pub env_ptrs: Vec<*const c_char>,
+    pub cwd: CString,
+}
+
+impl CommandSpec {
+    pub(crate) fn new(plan: &Plan) -> Result<CommandSpec, SandboxError> {
+        let path = plan.env_var("PATH").unwrap_or(crate::plan::DEFAULT_PATH);
+        let candidates = candidates(&plan.argv[0], path)
+            .iter()
+            .map(|p| cstring("program path", p.as_os_str().as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let argv = plan
+            .argv
+            .iter()
+            .map(|a| cstring("argument", a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let env = plan
+            .env
+            .iter()
+            .map(|(k, v)| cstring("environment", format!("{k}={v}").as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cwd = cstring("cwd", plan.cwd.as_os_str().as_bytes())?;
+        Ok(Self::from_parts(candidates, argv, env, cwd))
+    }
+
+    pub(crate) fn from_parts(
+        candidates: Vec<CString>,
+        argv: Vec<CString>,
+        env: Vec<CString>,
+        cwd: CString,
+    ) -> CommandSpec {
+        let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|c| c.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut env_ptrs: Vec<*const c_char> = env.iter().map(|c| c.as_ptr()).collect();
+        env_ptrs.push(std::ptr::null());
+        CommandSpec {
+            candidates,
+            argv,
+            argv_ptrs,
+            env,
+            env_ptrs,
+            cwd,
+        }
+    }
+
+    /// The strings, in the order `from_parts` takes them.
+    pub(crate) fn parts(&self) -> (&[CString], &[CString], &[CString], &CString) {
+        (&self.candidates, &self.argv, &self.env, &self.cwd)
+    }
 }
 
 fn cstring(what: &str, bytes: &[u8]) -> Result<CString, SandboxError> {
@@ -73,9 +128,20 @@ pub(crate) fn prepare(
     overlay_fd: Option<RawFd>,
     sockets: Option<&crate::SocketIndex>,
 ) -> Result<Prepared, SandboxError> {
+    let steps = mounts::build(plan, overlay_fd, sockets)?;
+    prepare_with(plan, abi, seccomp, cgroup_procs, steps)
+}
+
+/// As [`prepare`], with the mount steps already built.
+pub(crate) fn prepare_with(
+    plan: &Plan,
+    abi: i32,
+    seccomp: Vec<BpfProgram>,
+    cgroup_procs: Option<&Path>,
+    steps: Vec<Step>,
+) -> Result<Prepared, SandboxError> {
     // SAFETY: getuid/getgid never fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let steps = mounts::build(plan, overlay_fd, sockets)?;
     let mut writable_dirs = vec![
         plan.project_path.clone(),
         PathBuf::from("/tmp"),
@@ -113,25 +179,6 @@ pub(crate) fn prepare(
         NetworkPlan::None => None,
         NetworkPlan::Proxy { port } => Some(port),
     };
-    let path = plan.env_var("PATH").unwrap_or(crate::plan::DEFAULT_PATH);
-    let candidates = candidates(&plan.argv[0], path)
-        .iter()
-        .map(|p| cstring("program path", p.as_os_str().as_bytes()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let argv = plan
-        .argv
-        .iter()
-        .map(|a| cstring("argument", a.as_bytes()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let env = plan
-        .env
-        .iter()
-        .map(|(k, v)| cstring("environment", format!("{k}={v}").as_bytes()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut argv_ptrs: Vec<*const c_char> = argv.iter().map(|c| c.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let mut env_ptrs: Vec<*const c_char> = env.iter().map(|c| c.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
     Ok(Prepared {
         uid_map: format!("{uid} {uid} 1\n").into_bytes(),
         gid_map: format!("{gid} {gid} 1\n").into_bytes(),
@@ -143,17 +190,12 @@ pub(crate) fn prepare(
             proxy_port,
         },
         seccomp,
-        candidates,
-        _argv: argv,
-        argv_ptrs,
-        _env: env,
-        env_ptrs,
-        cwd: cstring("cwd", plan.cwd.as_os_str().as_bytes())?,
+        fresh: Vec::new(),
+        cmd: CommandSpec::new(plan)?,
         rlimits: Rlimits::from_limits(&plan.limits),
         cgroup_procs: cgroup_procs
             .map(|p| cstring("cgroup path", p.as_os_str().as_bytes()))
             .transpose()?,
         proxy_port,
-        overlay_fd,
     })
 }

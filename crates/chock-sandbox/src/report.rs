@@ -24,6 +24,10 @@ pub(crate) enum Kind {
     CgroupNotJoined = 5,
     /// The session's overlay, made by its helper process (the detached mount, attached).
     SharedOverlay = 6,
+    /// A session call's setup process, from the session init that forked it (its pidfd attached).
+    SetupPid = 7,
+    /// The session init built the session's tree and waits for calls.
+    SessionReady = 8,
 }
 
 /// One message.

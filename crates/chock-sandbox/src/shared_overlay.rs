@@ -252,7 +252,7 @@ impl SharedOverlay {
             volatile: self.inner.volatile,
             clear_mark: self.inner.volatile && again,
         };
-        let (chan, chan_child) = crate::spawn::seqpacket_pair()?;
+        let (chan, chan_child) = crate::call_io::seqpacket_pair()?;
         // SAFETY: the child runs only `helper_main`, which walks data prepared above with raw system
         // calls (no allocation, no lock), and never returns.
         let pid = unsafe { libc::fork() };
@@ -267,7 +267,7 @@ impl SharedOverlay {
         }
         drop(chan_child);
         let got = report::recv(chan.as_raw_fd());
-        crate::spawn::reap(pid);
+        crate::call_io::reap(pid);
         let refuse = |reason: String| SandboxError::Layer {
             layer: Layer::Workspace,
             reason: format!("the session's shared overlay could not be made: {reason}"),

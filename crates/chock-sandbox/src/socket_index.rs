@@ -35,6 +35,9 @@ use crate::socket_tree::{Failure, Tree, Watcher};
 /// run at the same time.
 pub struct SocketIndex {
     inner: Mutex<Inner>,
+    /// The session's sandbox, built at its first call (`session_sandbox.rs`): kept here because
+    /// this is the one object a session hands every call.
+    sandbox: crate::session_sandbox::Slot,
 }
 
 struct Inner {
@@ -86,6 +89,7 @@ impl SocketIndex {
                 trees: Vec::new(),
                 limit,
             }),
+            sandbox: crate::session_sandbox::Slot::default(),
         }
     }
 
@@ -98,6 +102,18 @@ impl SocketIndex {
     /// Why the index is not kept current by inotify, when it is not.
     pub fn degraded(&self) -> Option<String> {
         self.lock().degraded.clone()
+    }
+
+    pub(crate) fn session_slot(&self) -> &crate::session_sandbox::Slot {
+        &self.sandbox
+    }
+
+    /// The host pid of the session's sandbox init (pid 1 of the namespaces its calls are forked
+    /// in), when one runs. For tests and diagnostics: killing it kills every running call of the
+    /// session, and the next call builds a new one.
+    #[doc(hidden)]
+    pub fn session_init_pid(&self) -> Option<u32> {
+        self.sandbox.init_pid()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

@@ -3,26 +3,25 @@
 
 use std::fs::File;
 use std::net::TcpListener;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::call_io::{CallIo, Setup, SetupReport, compiled_seccomp, host_pid_of, poll_readable};
 use crate::cgroup::{self, Cgroup};
 use crate::error::{Layer, SandboxError};
 use crate::hints;
-use crate::init::{self, ChildFds};
+use crate::init;
 use crate::landlock_rules;
 use crate::outcome::{ExitStatus, LimitsReport, Outcome};
 use crate::plan::Plan;
 use crate::prepare::{self, Prepared};
-use crate::report::{self, Kind};
-use crate::seccomp_rules::{self, Arch};
 use crate::shared_overlay::{OverlayLease, SharedOverlay};
 use crate::socket_index::SocketIndex;
 
 /// What a call leaves to be cleaned up after its init exited: the setup process to reap, then its
 /// cgroup and its hold on the shared overlay.
-type Leftovers = (libc::pid_t, Option<Cgroup>, Option<OverlayLease>);
+type Leftovers = (Setup, Option<Cgroup>, Option<OverlayLease>);
 
 /// Where the command's standard streams go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +42,7 @@ pub enum StdioMode {
 /// A running confined call. Dropping it kills the call.
 #[derive(Debug)]
 pub struct SandboxChild {
-    setup_pid: libc::pid_t,
+    setup: Setup,
     init_pid: u32,
     init_pidfd: OwnedFd,
     status_r: OwnedFd,
@@ -61,90 +60,6 @@ pub struct SandboxChild {
     timeout: Option<Duration>,
     finished: Option<Outcome>,
     killed: bool,
-}
-
-fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(SandboxError::host("pipe2", std::io::Error::last_os_error()));
-    }
-    // SAFETY: both descriptors were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-pub(crate) fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc == -1 {
-        return Err(SandboxError::host(
-            "socketpair",
-            std::io::Error::last_os_error(),
-        ));
-    }
-    // SAFETY: both descriptors were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-fn dev_null() -> Result<OwnedFd, SandboxError> {
-    File::options()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-        .map(OwnedFd::from)
-        .map_err(|e| SandboxError::host("open /dev/null", e))
-}
-
-/// Polls `fd` for readability until `deadline`; true when readable.
-fn poll_readable(fd: RawFd, deadline: Option<Instant>) -> bool {
-    loop {
-        let timeout_ms = match deadline {
-            None => -1,
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    0
-                } else {
-                    i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX)
-                }
-            }
-        };
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) };
-        if n > 0 {
-            return true;
-        }
-        if n == 0 {
-            return false;
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return true;
-        }
-    }
-}
-
-pub(crate) fn reap(pid: libc::pid_t) {
-    let mut status = 0;
-    loop {
-        // SAFETY: wait for our own child.
-        let rc = unsafe { libc::waitpid(pid, &raw mut status, 0) };
-        if rc != -1 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return;
-        }
-    }
 }
 
 /// Forks, builds every layer in the child and executes the plan's command. Returns once the command
@@ -212,22 +127,7 @@ fn spawn_inner(
             hint: hints::landlock_missing(),
         });
     }
-    let arch = Arch::current().ok_or_else(|| SandboxError::Layer {
-        layer: Layer::Seccomp,
-        reason: format!("no system call table for {}", std::env::consts::ARCH),
-        hint: "Chock's filter covers x86_64 and aarch64".into(),
-    })?;
-    // The table is constant: compile it once per process, copy the programs per call.
-    static COMPILED: std::sync::OnceLock<Result<Vec<seccompiler::BpfProgram>, String>> =
-        std::sync::OnceLock::new();
-    let seccomp = COMPILED
-        .get_or_init(|| seccomp_rules::compile(arch))
-        .clone()
-        .map_err(|reason| SandboxError::Layer {
-            layer: Layer::Seccomp,
-            reason,
-            hint: "this is a bug in Chock's filter table".into(),
-        })?;
+    let seccomp = compiled_seccomp()?;
     let mut limits = LimitsReport {
         core_bytes: 0,
         fsize_bytes: plan.limits.fsize_bytes,
@@ -240,64 +140,40 @@ fn spawn_inner(
     let procs = cgroup.0.as_ref().map(Cgroup::procs_file);
     // Held from before fork (the setup and the init inherit its descriptor) until the call is reaped.
     let overlay = overlay.map(SharedOverlay::lease).transpose()?;
-    let prepared = prepare::prepare(
-        plan,
-        abi,
-        seccomp,
-        procs.as_deref(),
-        overlay.as_ref().map(OverlayLease::fd),
-        sockets,
-    )?;
-
-    let (chan, chan_child) = seqpacket_pair()?;
-    let (status_r, status_w) = pipe()?;
-    let (lifeline_r, lifeline_w) = pipe()?;
-    let mut child_ends: Vec<OwnedFd> = Vec::new();
-    let (mut stdin, mut stdout, mut stderr) = (None, None, None);
-    let stdio_fds = match stdio {
-        StdioMode::Inherit => [None, None, None],
-        StdioMode::Null => {
-            let null = dev_null()?;
-            let fd = null.as_raw_fd();
-            child_ends.push(null);
-            [Some(fd), Some(fd), Some(fd)]
-        }
-        StdioMode::Piped => {
-            let null = dev_null()?;
-            let (out_r, out_w) = pipe()?;
-            let (err_r, err_w) = pipe()?;
-            let fds = [
-                Some(null.as_raw_fd()),
-                Some(out_w.as_raw_fd()),
-                Some(err_w.as_raw_fd()),
-            ];
-            stdout = Some(File::from(out_r));
-            stderr = Some(File::from(err_r));
-            child_ends.extend([null, out_w, err_w]);
-            fds
-        }
-        StdioMode::Duplex => {
-            let (in_r, in_w) = pipe()?;
-            let (out_r, out_w) = pipe()?;
-            let (err_r, err_w) = pipe()?;
-            let fds = [
-                Some(in_r.as_raw_fd()),
-                Some(out_w.as_raw_fd()),
-                Some(err_w.as_raw_fd()),
-            ];
-            stdin = Some(File::from(in_w));
-            stdout = Some(File::from(out_r));
-            stderr = Some(File::from(err_r));
-            child_ends.extend([in_r, out_w, err_w]);
-            fds
-        }
-    };
-    let fds = ChildFds {
-        chan: chan_child.as_raw_fd(),
-        status_w: status_w.as_raw_fd(),
-        lifeline_r: lifeline_r.as_raw_fd(),
-        stdio: stdio_fds,
-    };
+    let overlay_fd = overlay.as_ref().map(OverlayLease::fd);
+    if let Some(index) = sockets
+        && let Some(session) = crate::session_sandbox::prepare(plan, abi, &seccomp, index)?
+    {
+        let io = CallIo::new(stdio)?;
+        let started = Instant::now();
+        let procs_fd = match &procs {
+            Some(p) => Some(
+                File::options()
+                    .write(true)
+                    .open(p)
+                    .map(OwnedFd::from)
+                    .map_err(|e| SandboxError::host("open cgroup.procs", e))?,
+            ),
+            None => None,
+        };
+        let fds = io.child_fds(overlay_fd, procs_fd.as_ref().map(AsRawFd::as_raw_fd));
+        let (zygote, prepared) = session.start_call(plan, fds)?;
+        drop(procs_fd);
+        let cgroup = cgroup.0.take();
+        return io.finish(
+            Setup::Session {
+                pidfd: None,
+                _zygote: zygote,
+            },
+            &prepared,
+            plan,
+            started,
+            (cgroup, overlay, limits),
+        );
+    }
+    let prepared = prepare::prepare(plan, abi, seccomp, procs.as_deref(), overlay_fd, sockets)?;
+    let io = CallIo::new(stdio)?;
+    let fds = io.child_fds(overlay_fd, None);
     let started = Instant::now();
     // SAFETY: the child runs only `init::setup_main`, which uses prepared data and async-signal-safe
     // calls (see prepare.rs for the one exception), and never returns.
@@ -308,62 +184,108 @@ fn spawn_inner(
     if setup_pid == 0 {
         init::setup_main(&prepared, fds);
     }
-    drop((chan_child, status_w, lifeline_r, child_ends));
     let cgroup = cgroup.0.take();
+    io.finish(
+        Setup::Child(setup_pid),
+        &prepared,
+        plan,
+        started,
+        (cgroup, overlay, limits),
+    )
+}
 
-    let setup = SetupReport::read(chan.as_raw_fd(), &prepared, plan, started);
-    match setup {
-        Ok(SetupReport {
-            init_pidfd: Some(init_pidfd),
-            init_pid,
-            proxy,
-            cgroup_not_joined,
-        }) => {
-            if let Some(e) = cgroup_not_joined {
-                limits.memory_max_bytes = None;
-                limits.pids_max = None;
-                limits.cpu_max_percent = None;
-                limits.cgroup_note = format!(
-                    "could not join the call's cgroup: {}",
-                    std::io::Error::from_raw_os_error(e)
-                );
+impl CallIo {
+    /// After the setup process was started: reads its report and hands back the running call,
+    /// or kills it and returns the first layer that failed.
+    fn finish(
+        self,
+        mut setup: Setup,
+        prepared: &Prepared,
+        plan: &Plan,
+        started: Instant,
+        (cgroup, overlay, mut limits): (Option<Cgroup>, Option<OverlayLease>, LimitsReport),
+    ) -> Result<SandboxChild, SandboxError> {
+        let CallIo {
+            chan,
+            chan_child,
+            status_r,
+            status_w,
+            lifeline_r,
+            lifeline_w,
+            child_ends,
+            stdin,
+            stdout,
+            stderr,
+            ..
+        } = self;
+        drop((chan_child, status_w, lifeline_r, child_ends));
+        let report = SetupReport::read(chan.as_raw_fd(), prepared, plan, started);
+        let report = match report {
+            Ok(mut r) => {
+                if let Setup::Session { pidfd, .. } = &mut setup {
+                    *pidfd = r.setup_pidfd.take();
+                }
+                Ok(r)
             }
-            Ok(SandboxChild {
-                setup_pid,
+            Err(e) => Err(e),
+        };
+        match report {
+            Ok(SetupReport {
+                init_pidfd: Some(init_pidfd),
                 init_pid,
-                init_pidfd,
-                status_r,
-                lifeline: Some(lifeline_w),
-                stdin,
-                stdout,
-                stderr,
                 proxy,
-                cgroup,
-                overlay,
-                limits,
-                started,
-                timeout: plan.timeout,
-                finished: None,
-                killed: false,
-            })
-        }
-        Ok(SetupReport {
-            init_pidfd: None, ..
-        })
-        | Err(_) => {
-            drop(lifeline_w);
-            // SAFETY: kill our own child (the setup); its init dies with it (PDEATHSIG).
-            unsafe { libc::kill(setup_pid, libc::SIGKILL) };
-            reap(setup_pid);
-            if let Some(cg) = &cgroup {
-                cg.kill();
-                cg.remove();
+                cgroup_not_joined,
+                ..
+            }) => {
+                if let Some(e) = cgroup_not_joined {
+                    limits.memory_max_bytes = None;
+                    limits.pids_max = None;
+                    limits.cpu_max_percent = None;
+                    limits.cgroup_note = format!(
+                        "could not join the call's cgroup: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    );
+                }
+                let init_pid = match setup {
+                    Setup::Child(_) | Setup::Gone => init_pid,
+                    Setup::Session { .. } => host_pid_of(init_pidfd.as_raw_fd()).unwrap_or(0),
+                };
+                Ok(SandboxChild {
+                    setup,
+                    init_pid,
+                    init_pidfd,
+                    status_r,
+                    lifeline: Some(lifeline_w),
+                    stdin,
+                    stdout,
+                    stderr,
+                    proxy,
+                    cgroup,
+                    overlay,
+                    limits,
+                    started,
+                    timeout: plan.timeout,
+                    finished: None,
+                    killed: false,
+                })
             }
-            Err(setup.err().unwrap_or_else(|| SandboxError::Layer {
-                layer: Layer::Lifetime,
-                reason: "the sandbox's setup process ended without starting the call's init".into(),
-                hint: "run `chock doctor` to see which layer this machine lacks".into(),
-            }))
+            other => {
+                drop(lifeline_w);
+                setup.kill();
+                setup.reap();
+                if let Some(cg) = &cgroup {
+                    cg.kill();
+                    cg.remove();
+                }
+                Err(other.err().unwrap_or_else(|| SandboxError::Layer {
+                    layer: Layer::Lifetime,
+                    reason: match setup {
+                        Setup::Child(_) | Setup::Gone => "the sandbox's setup process ended without starting the call's init".into(),
+                        Setup::Session { .. } => "the session's sandbox ended without starting the call's init (the session init is gone; the next call builds a new one)".into(),
+                    },
+                    hint: "run `chock doctor` to see which layer this machine lacks".into(),
+                }))
+            }
         }
     }
 }
@@ -375,68 +297,6 @@ impl Drop for UnusedCgroup {
     fn drop(&mut self) {
         if let Some(cg) = &self.0 {
             cg.remove();
-        }
-    }
-}
-
-/// What the setup processes said before the command started.
-struct SetupReport {
-    init_pidfd: Option<OwnedFd>,
-    init_pid: u32,
-    proxy: Option<TcpListener>,
-    cgroup_not_joined: Option<i32>,
-}
-
-impl SetupReport {
-    fn read(
-        chan: RawFd,
-        prepared: &Prepared,
-        plan: &Plan,
-        started: Instant,
-    ) -> Result<Self, SandboxError> {
-        let mut out = SetupReport {
-            init_pidfd: None,
-            init_pid: 0,
-            proxy: None,
-            cgroup_not_joined: None,
-        };
-        let deadline = plan.timeout.map(|t| started + t);
-        loop {
-            if !poll_readable(chan, deadline) {
-                return Err(SandboxError::Layer {
-                    layer: Layer::Lifetime,
-                    reason: "the timeout passed while the sandbox was being built".into(),
-                    hint: "give the call a longer timeout".into(),
-                });
-            }
-            let msg = report::recv(chan)
-                .map_err(|e| SandboxError::host("reading the sandbox's report", e))?;
-            let Some((rec, fd)) = msg else { return Ok(out) };
-            match rec.kind {
-                k if k == Kind::LayerFailed as u32 => {
-                    let layer = u8::try_from(rec.layer)
-                        .ok()
-                        .and_then(Layer::from_id)
-                        .unwrap_or(Layer::Lifetime);
-                    return Err(hints::layer_error(layer, rec.step, rec.errno, prepared));
-                }
-                k if k == Kind::ExecFailed as u32 => {
-                    return Err(SandboxError::Exec {
-                        program: plan.argv[0].clone(),
-                        reason: std::io::Error::from_raw_os_error(rec.errno).to_string(),
-                        not_found: rec.errno == libc::ENOENT,
-                    });
-                }
-                k if k == Kind::InitPid as u32 => {
-                    out.init_pidfd = fd;
-                    out.init_pid = u32::try_from(rec.value).unwrap_or(0);
-                }
-                k if k == Kind::ProxyListener as u32 => {
-                    out.proxy = fd.map(TcpListener::from);
-                }
-                k if k == Kind::CgroupNotJoined as u32 => out.cgroup_not_joined = Some(rec.errno),
-                _ => {}
-            }
         }
     }
 }
@@ -494,8 +354,9 @@ impl SandboxChild {
         // namespace down (an overlay syncs its upper filesystem there: 10-15 ms): reap it, and only
         // then remove the cgroup it sits in, on a thread of their own, so `wait` returns now.
         // The shared overlay's lease goes last: the call's clone of it is gone with the setup.
+        let setup = std::mem::replace(&mut self.setup, Setup::Gone);
         let leftovers = Arc::new(Mutex::new(Some((
-            self.setup_pid,
+            setup,
             self.cgroup.take(),
             self.overlay.take(),
         ))));
@@ -504,8 +365,8 @@ impl SandboxChild {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .take();
-            if let Some((setup_pid, cgroup, overlay)) = taken {
-                reap(setup_pid);
+            if let Some((setup, cgroup, overlay)) = taken {
+                setup.reap();
                 if let Some(cg) = cgroup {
                     cg.kill();
                     cg.remove();
@@ -578,7 +439,7 @@ impl Drop for SandboxChild {
         if self.finished.is_none() {
             self.signal_init();
             poll_readable(self.init_pidfd.as_raw_fd(), None);
-            reap(self.setup_pid);
+            self.setup.reap();
             if let Some(cg) = &self.cgroup {
                 cg.kill();
                 cg.remove();

@@ -233,8 +233,33 @@ pub struct Run {
 
 /// Runs the plan with piped output and waits for it. A call that cannot start (a layer could not
 /// be applied) fails the test: rule 1 says the call fails, and the suite must notice.
+///
+/// With `CHOCK_ESCAPE_SESSION=1` in the environment every call of a test thread runs as a call of
+/// one session ([`chock_sandbox::spawn_in_session`], one `SocketIndex` per thread), so a plan the
+/// session sandbox covers is forked from a session init (an overlay workspace becomes the
+/// session's shared instance, as in a session): the same attacks against the other way of
+/// building a call.
 pub fn run(plan: &Plan) -> Run {
-    let mut child = chock_sandbox::spawn(plan, StdioMode::Piped).unwrap_or_else(|e| {
+    thread_local! {
+        static SESSION: chock_sandbox::SocketIndex = chock_sandbox::SocketIndex::new();
+    }
+    let spawned = if std::env::var_os("CHOCK_ESCAPE_SESSION").is_some_and(|v| v == "1") {
+        // An overlay workspace is the session's shared instance there, as in a session.
+        let mut plan = plan.clone();
+        let overlay = match plan.workspace {
+            WorkspaceMount::Overlay { .. } => {
+                plan.shared_overlay = true;
+                Some(chock_sandbox::SharedOverlay::new(&plan.workspace).expect("a shared overlay"))
+            }
+            WorkspaceMount::Bind { .. } => None,
+        };
+        SESSION.with(|index| {
+            chock_sandbox::spawn_in_session(&plan, StdioMode::Piped, overlay.as_ref(), index)
+        })
+    } else {
+        chock_sandbox::spawn(plan, StdioMode::Piped)
+    };
+    let mut child = spawned.unwrap_or_else(|e| {
         panic!(
             "the sandbox refused to start `{}`: {e}",
             plan.argv.join(" ")

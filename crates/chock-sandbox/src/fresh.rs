@@ -1,0 +1,302 @@
+//! A call's own mounts in a session sandbox: the writable places that are not the workspace.
+//!
+//! A session sandbox's tree (`session_sandbox.rs`) is shared by its calls, each of which runs in a
+//! copy of its mount namespace. A copy of a mount is the same filesystem, so a tmpfs of the tree
+//! would carry files from one call to the next. Each call therefore covers every such mount with a
+//! fresh one before anything of it runs: `/tmp` and the home (the plan's tmpfs mounts), `/dev/shm`,
+//! a private devpts on `/dev/pts`, a `/proc` of the call's own pid namespace (with the machine-wide
+//! knobs read-only again), and, for a shared overlay workspace, a clone of the session's current
+//! instance over the tree's empty placeholder. Mounts the tree holds below a covered one (a
+//! declared path under the home, the project under `/tmp`, the policy file over the workspace) are
+//! carried over: taken by descriptor before the cover (`open_tree` without a clone names the
+//! attached mount itself), their mount points made again in the fresh filesystem as the tree made
+//! them, and moved there (`move_mount`). Nothing is read from the host: the tree's binds are
+//! the ones the session init made and checked.
+//!
+//! Built on the host from the tree's steps; applied in the call's init, allocation-free.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Layer, SandboxError};
+use crate::mount_calls;
+use crate::mounts::{Op, Step, cstr};
+use crate::sys::{check, errno};
+
+/// What a plan's fresh mount is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FreshKind {
+    Tmpfs,
+    SharedOverlay,
+}
+
+/// One mount of the session tree that each call replaces (besides the fixed `/dev/shm`,
+/// `/dev/pts` and `/proc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FreshRoot {
+    pub target: PathBuf,
+    pub kind: FreshKind,
+}
+
+/// The most mounts directly below one covered mount that a call carries over; a plan with more is
+/// built the per-call way.
+pub(crate) const MAX_CHILDREN: usize = 32;
+
+/// What covers a mount of the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Cover {
+    /// A tmpfs, devpts or proc, as the tree's own step made it.
+    Mount(Op),
+    /// A clone of the session's shared overlay (the descriptor the call was handed).
+    SharedOverlay,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FreshOp {
+    /// Take `children` by descriptor, cover `target`, make `points` again, move the children back.
+    Cover {
+        target: CString,
+        mount: Cover,
+        children: Vec<CString>,
+        points: Vec<Op>,
+    },
+    /// One ordinary step (the read-only binds on the fresh /proc).
+    Plain(Op),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct FreshStep {
+    pub op: FreshOp,
+    pub layer: Layer,
+    pub label: String,
+    /// A missing source (ENOENT) skips the step.
+    pub optional: bool,
+}
+
+fn mount_target(op: &Op) -> Option<&CStr> {
+    match op {
+        Op::Tmpfs { target, .. }
+        | Op::Bind { target, .. }
+        | Op::BindPolicy { target, .. }
+        | Op::Overlay { target, .. }
+        | Op::AttachOverlay { target, .. }
+        | Op::Proc { target }
+        | Op::Devpts { target } => Some(target),
+        _ => None,
+    }
+}
+
+fn made_path(op: &Op) -> Option<&CStr> {
+    match op {
+        Op::Mkdir { path, .. } | Op::Touch { path } => Some(path),
+        Op::Symlink { link, .. } => Some(link),
+        _ => None,
+    }
+}
+
+fn path_of(c: &CStr) -> &Path {
+    Path::new(std::ffi::OsStr::from_bytes(c.to_bytes()))
+}
+
+fn strictly_under(p: &Path, root: &Path) -> bool {
+    p != root && p.starts_with(root)
+}
+
+/// The fresh steps of every call of the session tree `tree`, whose plan's own fresh mounts are
+/// `roots`. `None`: a covered mount has more than [`MAX_CHILDREN`] mounts below it.
+pub(crate) fn steps(
+    tree: &[Step],
+    roots: &[FreshRoot],
+) -> Result<Option<Vec<FreshStep>>, SandboxError> {
+    let targets: Vec<&Path> = tree
+        .iter()
+        .filter_map(|s| mount_target(&s.op))
+        .map(path_of)
+        .collect();
+    let mut user: Vec<&FreshRoot> = roots.iter().collect();
+    user.sort_by_key(|r| r.target.components().count());
+    let mut covers: Vec<(PathBuf, Option<FreshKind>)> = vec![
+        (PathBuf::from("/dev/shm"), Some(FreshKind::Tmpfs)),
+        (PathBuf::from("/dev/pts"), None),
+    ];
+    covers.extend(user.iter().map(|r| (r.target.clone(), Some(r.kind))));
+    let mut out = Vec::new();
+    for (root, kind) in covers {
+        let mount = match kind {
+            Some(FreshKind::SharedOverlay) => Cover::SharedOverlay,
+            Some(FreshKind::Tmpfs) => {
+                Cover::Mount(last_op(tree, &root, |op| matches!(op, Op::Tmpfs { .. }))?)
+            }
+            None => Cover::Mount(last_op(tree, &root, |op| matches!(op, Op::Devpts { .. }))?),
+        };
+        let mut children: Vec<&Path> = Vec::new();
+        for t in &targets {
+            let topmost = strictly_under(t, &root)
+                && !targets
+                    .iter()
+                    .any(|m| strictly_under(m, &root) && strictly_under(t, m));
+            if topmost && !children.contains(t) {
+                children.push(t);
+            }
+        }
+        if children.len() > MAX_CHILDREN {
+            return Ok(None);
+        }
+        let points: Vec<Op> = tree
+            .iter()
+            .filter(|s| {
+                made_path(&s.op).is_some_and(|p| {
+                    let p = path_of(p);
+                    strictly_under(p, &root) && !children.iter().any(|c| strictly_under(p, c))
+                })
+            })
+            .map(|s| s.op.clone())
+            .collect();
+        let layer = if kind == Some(FreshKind::SharedOverlay) {
+            Layer::Workspace
+        } else {
+            Layer::Filesystem
+        };
+        let label = format!(
+            "this call's own {} on {} ({} mounts carried over)",
+            match kind {
+                Some(FreshKind::SharedOverlay) => "clone of the shared overlay",
+                Some(FreshKind::Tmpfs) => "tmpfs",
+                None => "devpts",
+            },
+            root.display(),
+            children.len()
+        );
+        out.push(FreshStep {
+            op: FreshOp::Cover {
+                target: cstr(root.as_os_str().as_bytes())?,
+                mount,
+                children: children
+                    .iter()
+                    .map(|c| cstr(c.as_os_str().as_bytes()))
+                    .collect::<Result<_, _>>()?,
+                points,
+            },
+            layer,
+            label,
+            optional: false,
+        });
+    }
+    // /proc of the call's pid namespace over the tree's, then its read-only knobs again (the
+    // tree's are on the tree's /proc and are not carried over).
+    let proc_at = tree
+        .iter()
+        .position(|s| matches!(s.op, Op::Proc { .. }))
+        .ok_or_else(|| SandboxError::Plan("the session tree has no /proc".into()))?;
+    out.push(FreshStep {
+        op: FreshOp::Cover {
+            target: cstr("/proc")?,
+            mount: Cover::Mount(tree[proc_at].op.clone()),
+            children: Vec::new(),
+            points: Vec::new(),
+        },
+        layer: Layer::Filesystem,
+        label: "proc /proc (this call's pid namespace)".into(),
+        optional: false,
+    });
+    for s in tree[proc_at + 1..].iter().take_while(|s| s.optional) {
+        out.push(FreshStep {
+            op: FreshOp::Plain(s.op.clone()),
+            layer: s.layer,
+            label: s.label.clone(),
+            optional: true,
+        });
+    }
+    Ok(Some(out))
+}
+
+fn last_op(tree: &[Step], root: &Path, kind: impl Fn(&Op) -> bool) -> Result<Op, SandboxError> {
+    tree.iter()
+        .rev()
+        .find(|s| kind(&s.op) && mount_target(&s.op).map(path_of) == Some(root))
+        .map(|s| s.op.clone())
+        .ok_or_else(|| {
+            SandboxError::Plan(format!(
+                "the session tree has no mount on {}",
+                root.display()
+            ))
+        })
+}
+
+/// Runs one fresh step in the call's init (its own copy of the session's mount namespace).
+/// `overlay` is the call's descriptor of the shared overlay. Allocation-free.
+pub(crate) fn apply(op: &FreshOp, overlay: Option<RawFd>) -> Result<(), i32> {
+    match op {
+        FreshOp::Plain(op) => mount_calls::apply(op),
+        FreshOp::Cover {
+            target,
+            mount,
+            children,
+            points,
+        } => {
+            if children.len() > MAX_CHILDREN {
+                return Err(libc::E2BIG);
+            }
+            let mut fds = [-1; MAX_CHILDREN];
+            let result = cover(target, mount, children, points, overlay, &mut fds);
+            for fd in fds.iter().filter(|fd| **fd >= 0) {
+                // SAFETY: descriptors opened by `cover`, closed once.
+                unsafe { libc::close(*fd) };
+            }
+            result
+        }
+    }
+}
+
+fn cover(
+    target: &CStr,
+    mount: &Cover,
+    children: &[CString],
+    points: &[Op],
+    overlay: Option<RawFd>,
+    fds: &mut [RawFd; MAX_CHILDREN],
+) -> Result<(), i32> {
+    const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    for (fd, child) in fds.iter_mut().zip(children) {
+        // SAFETY: open_tree without OPEN_TREE_CLONE: a descriptor of the attached mount at a
+        // NUL-terminated path; closed by the caller.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                libc::AT_FDCWD,
+                child.as_ptr(),
+                OPEN_TREE_CLOEXEC | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+            )
+        };
+        *fd = RawFd::try_from(rc).map_err(|_| libc::EBADF)?;
+        if *fd < 0 {
+            return Err(errno());
+        }
+    }
+    match mount {
+        Cover::Mount(op) => mount_calls::apply(op)?,
+        Cover::SharedOverlay => mount_calls::attach_overlay(overlay.unwrap_or(-1), target)?,
+    }
+    for p in points {
+        mount_calls::apply(p)?;
+    }
+    for (fd, child) in fds.iter().zip(children) {
+        // SAFETY: move_mount of a mount of this namespace (by descriptor) onto a NUL-terminated
+        // path.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                *fd,
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                child.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            )
+        };
+        check(if rc == 0 { 0 } else { -1 })?;
+    }
+    Ok(())
+}
