@@ -1,7 +1,9 @@
 //! The host side of a session sandbox: a sandbox built once per session, each call forked from an
 //! init that lives inside it (docs/sandbox.md, "A sandbox per session").
 //!
-//! At a session's first call the host starts a **session init** (`zygote.rs`): a user namespace
+//! A session's first call is built the per-call way, so a session of one call (`chock exec`)
+//! pays nothing for a sandbox it would not reuse; at its second call the host starts a
+//! **session init** (`zygote.rs`): a user namespace
 //! with the caller's ids, a mount namespace holding the whole tree (fresh root, `/usr`, `/etc`,
 //! devices, declared paths with their socket masks, the workspace or its placeholder, the policy
 //! file, read-only root) and a uts namespace, with the session init as pid 1 of a pid namespace.
@@ -19,6 +21,7 @@
 //! and a new one is built; every layer is still applied in the call and still fails it.
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -90,9 +93,15 @@ impl SessionKey {
 /// A session's sandbox slot (kept in its [`SocketIndex`], the object a session passes to every
 /// call).
 #[derive(Default)]
-pub(crate) struct Slot(Mutex<Option<Arc<Zygote>>>);
+pub(crate) struct Slot(Mutex<Option<Arc<Zygote>>>, AtomicBool);
 
 impl Slot {
+    /// Whether this is the session's first call (which is built the per-call way); from the
+    /// second on, calls run in the session sandbox.
+    fn first_call(&self) -> bool {
+        !self.1.swap(true, Ordering::SeqCst)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Arc<Zygote>>> {
         self.0
             .lock()
@@ -112,15 +121,19 @@ pub(crate) struct SessionCall<'a> {
     slot: &'a Slot,
 }
 
-/// What a session call needs prepared. `None`: this call is built the per-call way (a plan the
-/// session sandbox does not cover: a call-owned overlay, too many mounts below a fresh one, a
-/// command too large for one message). A cost path only: every layer is applied either way.
+/// What a session call needs prepared. `None`: this call is built the per-call way (the session's
+/// first call, or a plan the session sandbox does not cover: a call-owned overlay, too many mounts
+/// below a fresh one, a command too large for one message). A cost path only: every layer is
+/// applied either way.
 pub(crate) fn prepare<'a>(
     plan: &Plan,
     abi: i32,
     seccomp: &[seccompiler::BpfProgram],
     index: &'a SocketIndex,
 ) -> Result<Option<SessionCall<'a>>, SandboxError> {
+    if index.session_slot().first_call() {
+        return Ok(None);
+    }
     if matches!(plan.workspace, WorkspaceMount::Overlay { .. }) && !plan.shared_overlay {
         return Ok(None);
     }

@@ -39,6 +39,20 @@ fn run_in(
     })
 }
 
+/// A session's first call: built the per-call way (no session init yet), so that a session of one
+/// call pays nothing for a sandbox it would not reuse; the next call with the same key builds one.
+fn warm_up(plan: &Plan, index: &SocketIndex, overlay: Option<&SharedOverlay>) {
+    let mut plan = plan.clone();
+    plan.argv = vec!["/bin/true".into()];
+    let run = run_in(&plan, index, overlay).unwrap();
+    assert_eq!(run.status, ExitStatus::Exited(0), "{run:?}");
+    assert_eq!(
+        index.session_init_pid(),
+        None,
+        "the first call builds no session init"
+    );
+}
+
 fn sh(fx: &Fixture, script: &str, shared: bool) -> Plan {
     let mut plan = fx.plan(vec!["/bin/sh".into(), "-c".into(), script.into()]);
     plan.shared_overlay = shared;
@@ -57,6 +71,7 @@ fn the_second_call_of_a_session_sees_nothing_the_first_left() {
         let fx = Fixture::new(backing);
         let overlay = shared.then(|| SharedOverlay::new(&fx.mount()).unwrap());
         let index = SocketIndex::new();
+        warm_up(&sh(&fx, "true", shared), &index, overlay.as_ref());
         let token = escape_support::token("left-behind");
         let leave = format!(
             "setsid sh -c 'sleep 300; : {token}' </dev/null >/dev/null 2>&1 & \
@@ -130,9 +145,14 @@ fn a_socket_bound_after_the_session_sandbox_was_built_is_unreachable() {
         plan.extra_read = vec![shared.clone()];
         plan
     };
+    warm_up(&plan(), &index, None);
     run_in(&plan(), &index, None)
         .unwrap()
         .assert_refused("ENOENT", "nothing is there yet");
+    assert!(
+        index.session_init_pid().is_some(),
+        "the sandbox is built before the socket"
+    );
     let listener = UnixListener::bind(&socket).unwrap();
     listener.set_nonblocking(true).unwrap();
     let r = run_in(&plan(), &index, None).unwrap();
@@ -155,6 +175,7 @@ fn a_killed_session_init_is_replaced_and_the_next_call_is_confined() {
         "hostname; cat {} 2>/dev/null || echo unreadable",
         fx.secret.display()
     );
+    warm_up(&sh(&fx, &script, false), &index, None);
     let first = run_in(&sh(&fx, &script, false), &index, None).unwrap();
     assert_eq!(first.stdout, "chock\nunreadable\n", "{first:?}");
     let pid = index.session_init_pid().expect("a session init runs");

@@ -254,6 +254,19 @@ pub fn run(plan: &Plan) -> Run {
             WorkspaceMount::Bind { .. } => None,
         };
         SESSION.with(|index| {
+            // A session's first call is built the per-call way: the first of each thread is a
+            // `true`, so every attack runs in a session init.
+            if index.session_init_pid().is_none() {
+                let mut warm = plan.clone();
+                warm.argv = vec!["/bin/true".into()];
+                let _ = chock_sandbox::spawn_in_session(
+                    &warm,
+                    StdioMode::Null,
+                    overlay.as_ref(),
+                    index,
+                )
+                .and_then(|mut c| c.wait());
+            }
             chock_sandbox::spawn_in_session(&plan, StdioMode::Piped, overlay.as_ref(), index)
         })
     } else {
