@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use chock_decide::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
+use chock_protocol::log::AnswerKind;
 
 use crate::live::{Shared, visible};
 use crate::schema::{
@@ -27,9 +28,9 @@ const REJECT: &str = "reject_once";
 #[derive(Debug)]
 pub(crate) struct EditorAnswerer(pub(crate) Arc<Shared>);
 
-/// The options for an act: an apply is one writing of one reviewed diff, so it is offered once
-/// or not at all; any other act may also be allowed for the rest of the session (the very same
-/// act only, as `Answer::AllowSession` says).
+/// The options for an act: yes once, no, and yes for the session when the question offers it
+/// ([`Question::answers`]: never for an apply, one writing of one reviewed diff; for any other act
+/// the very same act only, as `Answer::AllowSession` says).
 fn options(for_session: bool) -> Vec<PermissionOption> {
     let mut options = vec![PermissionOption {
         option_id: ALLOW_ONCE.into(),
@@ -102,7 +103,7 @@ impl EditorAnswerer {
     async fn ask(&self, question: &Question) -> Option<Answer> {
         let session_id = self.0.id()?.to_string();
         let (tool_call_id, own) = self.call_for(question);
-        let offered = options(question.action.as_deref() != Some("workspace.apply"));
+        let offered = options(question.answers().contains(&AnswerKind::AllowSession));
         let mut said = vec![format!(
             "Chock asks: {} — {}",
             question.action.as_deref().unwrap_or("this act"),

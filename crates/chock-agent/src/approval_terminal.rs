@@ -12,6 +12,7 @@ use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
+use chock_protocol::log::AnswerKind;
 
 /// The line source answers come from and the sink prompts go to.
 type Console = Mutex<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>;
@@ -142,7 +143,7 @@ fn prompt_text(q: &Question) -> String {
                     shown(&r.reasons, false)
                 ));
             }
-            s.push_str("  [y] yes once  [a] yes to this exact act for the session  [n] no > ");
+            s.push_str(&format!("  {} > ", approval_keys(q)));
         }
         QuestionKind::Question => {
             s.push_str(&format!(
@@ -154,8 +155,31 @@ fn prompt_text(q: &Question) -> String {
     s
 }
 
-/// Reads an approval from `line`; `None` asks again.
-fn parse_approval(line: &str) -> Option<Answer> {
+/// The answer keys `q` takes ([`Question::answers`]: an apply is never allowed for the session).
+fn approval_keys(q: &Question) -> String {
+    let offered = q.answers();
+    [
+        (AnswerKind::AllowOnce, "[y] yes once"),
+        (
+            AnswerKind::AllowSession,
+            "[a] yes to this exact act for the session",
+        ),
+        (AnswerKind::Deny, "[n] no"),
+    ]
+    .iter()
+    .filter(|(a, _)| offered.contains(a))
+    .map(|(_, words)| *words)
+    .collect::<Vec<_>>()
+    .join("  ")
+}
+
+/// Reads an approval to `q` from `line`; `None` (an answer it does not take) asks again.
+fn parse_approval(q: &Question, line: &str) -> Option<Answer> {
+    let answer = parse_any_approval(line)?;
+    q.answers().contains(&answer.kind()).then_some(answer)
+}
+
+fn parse_any_approval(line: &str) -> Option<Answer> {
     match line.trim().to_ascii_lowercase().as_str() {
         "y" | "yes" => Some(Answer::AllowOnce {
             reasons: String::new(),
@@ -190,10 +214,10 @@ fn ask_blocking(io: &Console, q: &Question, reset: bool) -> Option<Answer> {
                 });
             }
             QuestionKind::Approval => {
-                if let Some(answer) = parse_approval(&line) {
+                if let Some(answer) = parse_approval(q, &line) {
                     return Some(answer);
                 }
-                prompt = "  please answer y, a or n > ".to_string();
+                prompt = format!("  please answer: {} > ", approval_keys(q));
             }
         }
     }
@@ -270,7 +294,12 @@ mod tests {
             shown.contains("approval needed for exec.cargo.test"),
             "{shown}"
         );
-        assert!(shown.contains("please answer y, a or n"), "{shown}");
+        assert!(
+            shown.contains(
+                "please answer: [y] yes once  [a] yes to this exact act for the session  [n] no"
+            ),
+            "{shown}"
+        );
         assert_eq!(
             answer("n\n", QuestionKind::Approval).await.0,
             Some(Answer::Deny {
@@ -283,6 +312,32 @@ mod tests {
             Some(Answer::Reply {
                 text: "use tabs".into()
             })
+        );
+    }
+
+    /// An apply is offered yes once or no: `a` is not an answer to it, and is asked again.
+    #[tokio::test]
+    async fn an_apply_is_never_allowed_for_the_session() {
+        let sink = Sink::default();
+        let t = TerminalAnswerer::new(
+            Box::new(std::io::Cursor::new("a\ny\n".to_string())),
+            Box::new(sink.clone()),
+        );
+        let q = Question {
+            action: Some("workspace.apply".into()),
+            ..question(QuestionKind::Approval)
+        };
+        assert_eq!(
+            t.answer(&q).await,
+            Some(Answer::AllowOnce {
+                reasons: String::new()
+            })
+        );
+        let shown = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        assert!(!shown.contains("[a]"), "{shown}");
+        assert!(
+            shown.contains("please answer: [y] yes once  [n] no"),
+            "{shown}"
         );
     }
 

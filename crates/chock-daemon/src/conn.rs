@@ -1,8 +1,13 @@
 //! One client on a WebSocket: its requests, each carried out in a task of its own (an apply may
 //! wait for an answer the same client sends next), and its bounded queue of frames, drained by a
 //! writer that ends the connection with `client.dropped` when the queue filled.
+//!
+//! An apply or an undo is done for the client that asked: when it leaves, the request is
+//! stopped, and a question it waits on is resolved as nobody answering (see
+//! [`chock_decide::ApprovalBroker`]): nothing is written for a client no longer there to hear
+//! how it went.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket};
@@ -59,10 +64,11 @@ pub(crate) async fn serve(socket: WebSocket, daemon: Arc<Daemon>, name: String) 
         name: format!("{name}#{}", conn.id),
         conn: Some(conn.clone()),
     };
+    let acts = Acts::default();
     let reader = async {
         while let Some(Ok(message)) = stream.next().await {
             match message {
-                Message::Text(text) => take(&daemon, &caller, text.as_str()),
+                Message::Text(text) => take(&daemon, &caller, text.as_str(), &acts),
                 Message::Binary(_) => {
                     conn.push(&response_frame(&Response::err(
                         None,
@@ -87,8 +93,33 @@ pub(crate) async fn serve(socket: WebSocket, daemon: Arc<Daemon>, name: String) 
     daemon.left(conn.id);
 }
 
+/// The client's applies and undoes under way: stopped when it leaves (this is dropped).
+#[derive(Default)]
+struct Acts(Mutex<Vec<tokio::task::AbortHandle>>);
+
+impl Acts {
+    fn add(&self, task: tokio::task::AbortHandle) {
+        let mut tasks = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+}
+
+impl Drop for Acts {
+    fn drop(&mut self) {
+        for task in self
+            .0
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            task.abort();
+        }
+    }
+}
+
 /// One frame from the client: a request, carried out in its own task.
-fn take(daemon: &Arc<Daemon>, caller: &Caller, text: &str) {
+fn take(daemon: &Arc<Daemon>, caller: &Caller, text: &str, acts: &Acts) {
     let Some(conn) = caller.conn.clone() else {
         return;
     };
@@ -117,7 +148,8 @@ fn take(daemon: &Arc<Daemon>, caller: &Caller, text: &str) {
     };
     let daemon = Arc::clone(daemon);
     let caller = caller.clone();
-    tokio::spawn(async move {
+    let for_the_caller = matches!(call, Call::ReviewApply(_) | Call::ReviewUndo(_));
+    let task = tokio::spawn(async move {
         if let Call::SessionsSubscribe(params) = call {
             subscribe(&daemon, &conn, id, params).await;
             return;
@@ -128,6 +160,9 @@ fn take(daemon: &Arc<Daemon>, caller: &Caller, text: &str) {
         };
         conn.push(&response_frame(&response));
     });
+    if for_the_caller {
+        acts.add(task.abort_handle());
+    }
 }
 
 /// `sessions.subscribe`: the response, the log's events from `from_seq` (caught up from the file,

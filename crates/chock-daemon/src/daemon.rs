@@ -496,18 +496,16 @@ impl Daemon {
         let broker = ApprovalBroker::new();
         let pipeline = Pipeline::new(log.clone(), Arc::new(RwLock::new(policy)), broker.clone());
         let attached = broker.attach("daemon");
-        let forwarder = forward_questions(
+        // The forwarder ends by itself once the broker is gone (its last notice sent).
+        let _forwarder = forward_questions(
             Arc::clone(&self.hub),
             id.to_string(),
             dir.to_path_buf(),
             &pipeline,
         );
-        lock(&self.reviews).insert(id.to_string(), broker);
+        // Taken out again however this ends: returned, or dropped with its client gone.
+        let _review = Review::register(&self.reviews, id, broker);
         let outcome = review::carry_out(plan, &pipeline, &log, verb).await;
-        lock(&self.reviews).remove(id);
-        // Let the forwarder send the resolution before it stops.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        forwarder.abort();
         drop(attached);
         outcome
     }
@@ -601,6 +599,33 @@ impl Daemon {
             }
         }
         lock(&self.sessions).clear();
+    }
+}
+
+/// A review of a session that does not run here, registered for its answers while it waits; the
+/// registration goes with it, whether it returns or its future is dropped (its client left).
+struct Review<'a> {
+    reviews: &'a Mutex<HashMap<String, ApprovalBroker>>,
+    id: String,
+}
+
+impl<'a> Review<'a> {
+    fn register(
+        reviews: &'a Mutex<HashMap<String, ApprovalBroker>>,
+        id: &str,
+        broker: ApprovalBroker,
+    ) -> Review<'a> {
+        lock(reviews).insert(id.to_string(), broker);
+        Review {
+            reviews,
+            id: id.to_string(),
+        }
+    }
+}
+
+impl Drop for Review<'_> {
+    fn drop(&mut self) {
+        lock(self.reviews).remove(&self.id);
     }
 }
 

@@ -5,8 +5,21 @@
 //! user, so the kernel reports the user's uid for it; it must never reach the daemon (it could
 //! answer its own questions, apply its own work). The socket's directory is never in a call's mount
 //! plan (chock-policy refuses a `[sandbox]` path that contains it), and here, besides, a peer whose
-//! user or mount namespace is not the daemon's own is refused, as is one whose pid the daemon cannot
-//! see (a process of another pid namespace). Anything that cannot be checked is refused.
+//! user, mount or pid namespace is not the daemon's own is refused, as is one whose pid the daemon
+//! cannot see (a process of an outer pid namespace). Anything that cannot be checked is refused.
+//!
+//! The checks must work for a daemon that is not root and a peer of another uid (`--group`): the
+//! kernel shows `/proc/<pid>/ns/*` only to a process that may trace the peer, so it is read when
+//! the kernel allows it, and besides, always, what `/proc` shows anyone:
+//! - `/proc/<pid>/status`'s `NSpid`: one pid per pid namespace the peer is in, so a peer in a pid
+//!   namespace below the daemon's lists more pids than the daemon does;
+//! - `/proc/<pid>/uid_map` and `gid_map`: a user namespace other than the daemon's shows other
+//!   maps (a confined call's maps one uid, the daemon's initial one maps all 2^32);
+//! - `/proc/<pid>/mountinfo`: a mount namespace other than the daemon's holds mounts of its own
+//!   (a copy of a mount gets a new id), so the peer's table names a mount the daemon's lacks.
+//!
+//! What these cannot tell apart, the readable links would: a user namespace a privileged process
+//! made with exactly the daemon's maps. Only root can make one whose maps are the initial one's.
 
 use std::path::PathBuf;
 
@@ -80,27 +93,103 @@ impl PeerRule {
         if peer.pid == 0 {
             return Err("the peer's process is not in this daemon's pid namespace".into());
         }
-        for ns in ["user", "mnt"] {
-            let mine = namespace("self", ns)?;
-            let theirs = namespace(&peer.pid.to_string(), ns)?;
+        let pid = peer.pid.to_string();
+        let another = |ns: &str, how: String| {
+            Err(format!(
+                "the peer (pid {}) runs in another {ns} namespace ({how}): a confined call, or a \
+                 container",
+                peer.pid
+            ))
+        };
+        // Read the peer's first: a pid reused between the two reads cannot then pass as ours.
+        let (theirs, mine) = (nspid(&pid)?, nspid("self")?);
+        if theirs.len() != mine.len() {
+            return another(
+                "pid",
+                format!(
+                    "it is {} pid namespace(s) deep, not {}",
+                    theirs.len(),
+                    mine.len()
+                ),
+            );
+        }
+        for map in ["uid_map", "gid_map"] {
+            let (theirs, mine) = (read(&pid, map)?, read("self", map)?);
+            if words(&theirs) != words(&mine) {
+                return another("user", format!("its {map} is {:?}", words(&theirs)));
+            }
+        }
+        let (theirs, mine) = (mount_ids(&pid)?, mount_ids("self")?);
+        if let Some(id) = theirs.iter().find(|id| !mine.contains(id)) {
+            return another("mnt", format!("its mount {id} is not one of this daemon's"));
+        }
+        for ns in ["user", "mnt", "pid"] {
+            let Some(theirs) = namespace(&pid, ns)? else {
+                // Not ours to read (another uid): the world-readable signs above decided.
+                continue;
+            };
+            let mine = namespace("self", ns)?
+                .ok_or_else(|| format!("cannot read this daemon's own {ns} namespace"))?;
             if mine != theirs {
-                return Err(format!(
-                    "the peer (pid {}) runs in another {ns} namespace ({theirs}, not {mine}): a \
-                     confined call, or a container",
-                    peer.pid
-                ));
+                return another(ns, format!("{theirs}, not {mine}"));
             }
         }
         Ok(())
     }
 }
 
-/// `/proc/<pid>/ns/<ns>`'s target (`user:[4026531837]`).
-fn namespace(pid: &str, ns: &str) -> Result<String, String> {
+/// `/proc/<pid>/ns/<ns>`'s target (`user:[4026531837]`); `None` when the kernel does not let this
+/// process see it (a peer of another uid, for a daemon that is not root).
+fn namespace(pid: &str, ns: &str) -> Result<Option<String>, String> {
     let path = PathBuf::from(format!("/proc/{pid}/ns/{ns}"));
-    std::fs::read_link(&path)
-        .map(|t| t.to_string_lossy().into_owned())
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+    match std::fs::read_link(&path) {
+        Ok(target) => Ok(Some(target.to_string_lossy().into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// `/proc/<pid>/<file>`, which every process may read.
+fn read(pid: &str, file: &str) -> Result<String, String> {
+    let path = format!("/proc/{pid}/{file}");
+    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))
+}
+
+fn words(text: &str) -> Vec<&str> {
+    text.split_whitespace().collect()
+}
+
+/// The pids of `pid` in each pid namespace it is in, outermost first (`status`'s `NSpid`).
+fn nspid(pid: &str) -> Result<Vec<u32>, String> {
+    let status = read(pid, "status")?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .ok_or_else(|| format!("/proc/{pid}/status has no NSpid line"))?;
+    let pids: Vec<u32> = line
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("/proc/{pid}/status's NSpid: {e}"))?;
+    if pids.is_empty() {
+        return Err(format!("/proc/{pid}/status's NSpid is empty"));
+    }
+    Ok(pids)
+}
+
+/// The ids of the mounts `pid`'s mount namespace shows it (`mountinfo`'s first field); never
+/// empty, or it is an error.
+fn mount_ids(pid: &str) -> Result<std::collections::HashSet<u64>, String> {
+    let info = read(pid, "mountinfo")?;
+    let ids: std::collections::HashSet<u64> = info
+        .lines()
+        .map(|l| l.split_whitespace().next().and_then(|id| id.parse().ok()))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("/proc/{pid}/mountinfo is not a mount table"))?;
+    if ids.is_empty() {
+        return Err(format!("/proc/{pid}/mountinfo lists no mount"));
+    }
+    Ok(ids)
 }
 
 /// The supplementary groups of `pid` (from `/proc/<pid>/status`).

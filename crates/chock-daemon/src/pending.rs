@@ -6,22 +6,8 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use chock_log::{EventData, read_events};
-use chock_protocol::log::{AnswerKind, Asked};
+use chock_protocol::log::{Asked, answers_for};
 use chock_protocol::rpc::Approval;
-
-/// The answers a question takes: yes once, yes for the session, no for an act; a reply for the
-/// agent's free question; none for a question put to a reviewer model.
-pub(crate) fn answers_for(asked: Asked, has_action: bool) -> Vec<AnswerKind> {
-    match (asked, has_action) {
-        (Asked::Reviewer, _) => Vec::new(),
-        (Asked::Person, true) => vec![
-            AnswerKind::AllowOnce,
-            AnswerKind::AllowSession,
-            AnswerKind::Deny,
-        ],
-        (Asked::Person, false) => vec![AnswerKind::Reply],
-    }
-}
 
 /// The open questions of the session `session` in `dir`, in log order. `live` says whether an
 /// answer is taken now (the session runs in this daemon); a reviewer's question never is.
@@ -54,7 +40,7 @@ pub(crate) fn pending_in(session: &str, dir: &Path, live: bool) -> Vec<Approval>
             question,
             seq,
             call_id,
-            answers: answers_for(ask.asked, ask.action.is_some()),
+            answers: answers_for(ask.asked, ask.action.as_deref()),
             answerable: live && ask.asked == Asked::Person,
             action: ask.action,
             decision: ask.decision,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::runtime::{Interrupter, SessionRuntime};
-use chock_decide::{Client, Notice as BrokerNotice, Pipeline, QuestionKind, Role};
+use chock_decide::{Client, Notice as BrokerNotice, Pipeline, Role};
 use chock_log::Log;
 use chock_protocol::log::{Asked, EndReason};
 use chock_protocol::rpc::{
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::fanout::{Fanout, FanoutSink};
 use crate::hub::Hub;
-use crate::pending::{answers_for, pending_in};
+use crate::pending::pending_in;
 
 /// The sink a session is built with, before its id (and so its fanout) exists.
 #[derive(Default)]
@@ -217,8 +217,11 @@ impl OwnedSession {
     /// A command's question is asked from the blocking thread that runs the call, which no abort
     /// reaches; it gives up (and logs "nobody answered") the moment no client is attached. So the
     /// daemon's attachment is never let go: it is kept until the process ends, and the question
-    /// stays open in the log for whoever resumes the session.
+    /// stays open in the log for whoever resumes the session. A question whose waiter the abort
+    /// drops (the actor's own, a review's) is kept open too, by the broker's
+    /// [`chock_decide::ApprovalBroker::keep_questions_open`].
     pub(crate) async fn abandon(&self) {
+        self.broker.keep_questions_open();
         let actor = lock(&self.actor).take();
         if let Some(actor) = actor {
             actor.abort();
@@ -317,7 +320,10 @@ pub(crate) fn forward_questions(
                         decided_by: question.decided_by.clone(),
                         what: question.text.clone(),
                         asked,
-                        answers: answers_for(asked, question.kind == QuestionKind::Approval),
+                        answers: match role {
+                            Role::Human => question.answers(),
+                            Role::Reviewer => Vec::new(),
+                        },
                         answerable: role == Role::Human,
                     });
                     hub.broadcast(&Notice::ApprovalAsked(approval));

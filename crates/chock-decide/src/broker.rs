@@ -8,16 +8,23 @@
 //! answerer and every subscriber ([`ApprovalBroker::subscribe`]) is then told the question is
 //! resolved. An answer to an id that is not open is a typed [`AnswerError`]. Nobody to ask, nobody
 //! answering in time, or every answerer giving up is [`Reply::Nobody`], which the pipeline turns
-//! into a refusal.
+//! into a refusal. So is the waiter going away: a question whose [`Opened`] (or whose
+//! [`ApprovalBroker::wait`] or [`ApprovalBroker::ask`] future) is dropped before it is resolved —
+//! a daemon's client that left mid-question — is closed unanswered and everyone is told, so no
+//! later answer is taken for an act that can no longer happen.
+//!
+//! Which answers a question takes is [`chock_protocol::log::answers_for`]'s, for every answerer:
+//! an answer it does not offer (yes for the session to an apply) is not valid.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use chock_protocol::log::AnswerKind;
+use chock_protocol::log::{AnswerKind, Asked, answers_for};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Serialize;
 use tokio::sync::{broadcast, oneshot, watch};
@@ -129,11 +136,27 @@ impl Answer {
         })
     }
 
-    fn fits(&self, kind: QuestionKind) -> bool {
-        match kind {
-            QuestionKind::Approval => !matches!(self, Answer::Reply { .. }),
-            QuestionKind::Question => matches!(self, Answer::Reply { .. }),
-        }
+    /// Whether the answer is one `question` offers ([`Question::answers`]).
+    fn fits(&self, kind: QuestionKind, action: Option<&str>) -> bool {
+        offered(kind, action).contains(&self.kind())
+    }
+}
+
+/// The answers a person may give a question of `kind` about `action`.
+fn offered(kind: QuestionKind, action: Option<&str>) -> Vec<AnswerKind> {
+    match kind {
+        // An approval always names its act; one that did not would still be an act.
+        QuestionKind::Approval => answers_for(Asked::Person, Some(action.unwrap_or_default())),
+        QuestionKind::Question => answers_for(Asked::Person, None),
+    }
+}
+
+impl Question {
+    /// The answers a person may give it (yes once, yes for the session, no; only yes once or no
+    /// for an apply; a reply to a free question): what an answerer offers, and all the broker
+    /// takes.
+    pub fn answers(&self) -> Vec<AnswerKind> {
+        offered(self.kind, self.action.as_deref())
     }
 }
 
@@ -219,6 +242,7 @@ pub enum Nobody {
 struct Open {
     role: Role,
     kind: QuestionKind,
+    action: Option<String>,
     push: Option<oneshot::Sender<(String, Answer)>>,
 }
 
@@ -238,6 +262,8 @@ struct Shared {
     /// How many push-style clients are attached.
     clients: watch::Sender<usize>,
     notices: broadcast::Sender<Notice>,
+    /// Set by [`ApprovalBroker::keep_questions_open`]: a question whose waiter goes away stays open.
+    keep_open: AtomicBool,
 }
 
 impl Default for Shared {
@@ -248,14 +274,43 @@ impl Default for Shared {
             last_id: Mutex::default(),
             clients: watch::Sender::new(0),
             notices: broadcast::Sender::new(64),
+            keep_open: AtomicBool::new(false),
         }
     }
 }
 
 /// A question registered as open ([`ApprovalBroker::open`]), not yet put to the answerers.
+/// Dropped before [`ApprovalBroker::wait`] returns (the waiter went away), it closes the question
+/// unanswered and tells every answerer and subscriber so.
 #[derive(Debug)]
 pub struct Opened {
     push_rx: oneshot::Receiver<(String, Answer)>,
+    waiter: Waiter,
+}
+
+impl Opened {
+    /// The caller gives the question up itself if it goes away (the pipeline: it logs the
+    /// refusal between closing the question and telling everyone), so dropping this does not.
+    pub(crate) fn given_up_by_caller(&mut self) {
+        self.waiter.armed = false;
+    }
+}
+
+/// The waiting side of one open question: while armed, dropping it gives the question up.
+#[derive(Debug)]
+struct Waiter {
+    broker: ApprovalBroker,
+    id: String,
+    role: Role,
+    armed: bool,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if self.armed {
+            self.broker.give_up(&self.id, self.role);
+        }
+    }
 }
 
 /// The broker. Clones share everything (answerers, open questions, session allows).
@@ -364,6 +419,64 @@ impl ApprovalBroker {
         lock(&self.shared.session_allows).clear();
     }
 
+    /// From now on a question whose waiter goes away is left open, in the broker and (the
+    /// pipeline writes no answer for it) in the log: for a daemon that stops with a question open,
+    /// so that whoever resumes the session sees it was never answered, rather than a refusal
+    /// nobody gave.
+    pub fn keep_questions_open(&self) {
+        self.shared.keep_open.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`ApprovalBroker::keep_questions_open`] was called.
+    pub fn keeps_questions_open(&self) -> bool {
+        self.shared.keep_open.load(Ordering::SeqCst)
+    }
+
+    /// The waiter of question `id` (put to `role`) went away: the question is closed unanswered
+    /// — an answer that arrived but was never read by the waiter does not stand, nothing will act
+    /// on it — and every answerer and subscriber is told. Once per question; nothing when
+    /// [`ApprovalBroker::keep_questions_open`] was called.
+    fn give_up(&self, id: &str, role: Role) {
+        if self.withdraw(id) {
+            self.tell_nobody(id, role);
+        }
+    }
+
+    /// The first half of [`ApprovalBroker::give_up`]: closes `id` unanswered, telling nobody yet
+    /// (the pipeline logs it in between); `false` when it was given up already or is kept open.
+    pub(crate) fn withdraw(&self, id: &str) -> bool {
+        if self.keeps_questions_open() {
+            return false;
+        }
+        let mut questions = lock(&self.shared.questions);
+        if matches!(questions.closed.get(id), Some(None)) {
+            return false;
+        }
+        questions.open.remove(id);
+        questions.closed.insert(id.to_string(), None);
+        true
+    }
+
+    /// The second half of [`ApprovalBroker::give_up`]: tells everyone `id` closed unanswered.
+    pub(crate) fn tell_nobody(&self, id: &str, role: Role) {
+        self.resolve(
+            role,
+            Resolution {
+                question: id.to_string(),
+                by: None,
+                answer: None,
+            },
+        );
+    }
+
+    /// Tells every answerer of `role` and every subscriber how a question was resolved.
+    fn resolve(&self, role: Role, resolution: Resolution) {
+        for answerer in self.answerers.iter().filter(|a| a.role() == role) {
+            answerer.resolved(&resolution);
+        }
+        let _ = self.shared.notices.send(Notice::Resolved(resolution));
+    }
+
     /// The next question id; `seed` gives the highest number already used in the session's log,
     /// read once (a resumed session goes on from there).
     pub(crate) fn next_question_id(&self, seed: impl FnOnce() -> u64) -> String {
@@ -390,10 +503,11 @@ impl ApprovalBroker {
         if open.role != Role::Human {
             return Err(AnswerError::NotForPeople(question.to_string()));
         }
-        if !answer.fits(open.kind) {
+        if !answer.fits(open.kind, open.action.as_deref()) {
             return Err(AnswerError::DoesNotFit {
                 question: question.to_string(),
                 answer: answer.kind(),
+                offered: offered(open.kind, open.action.as_deref()),
             });
         }
         let push = open.push.take();
@@ -422,8 +536,9 @@ impl ApprovalBroker {
     }
 
     /// Puts `question` to every answerer of `role` at once (and to attached clients, for people);
-    /// the first valid answer wins. An approval answered with a reply (or a question answered with
-    /// a yes/no) is not valid and is ignored.
+    /// the first valid answer wins. An answer the question does not offer (a reply to an
+    /// approval, a yes to a free question, yes for the session to an apply) is not valid and is
+    /// ignored.
     pub async fn ask(&self, role: Role, question: &Question) -> Reply {
         let opened = self.open(role, question);
         self.wait(role, question, opened).await
@@ -439,6 +554,7 @@ impl ApprovalBroker {
             Open {
                 role,
                 kind: question.kind,
+                action: question.action.clone(),
                 push: Some(push_tx),
             },
         );
@@ -446,15 +562,28 @@ impl ApprovalBroker {
             question: question.clone(),
             role,
         });
-        Opened { push_rx }
+        Opened {
+            push_rx,
+            waiter: Waiter {
+                broker: self.clone(),
+                id: question.id.clone(),
+                role,
+                armed: true,
+            },
+        }
     }
 
     /// Puts an [`ApprovalBroker::open`]ed question to the answerers of `role` and returns the
     /// first valid answer (or why nobody gave one); every answerer and subscriber is told it is
-    /// resolved.
+    /// resolved. Dropped before it returns, the question is given up (see [`Opened`]).
     pub async fn wait(&self, role: Role, question: &Question, opened: Opened) -> Reply {
         let id = question.id.clone();
-        let reply = self.race(role, question, opened.push_rx).await;
+        let Opened {
+            mut push_rx,
+            mut waiter,
+        } = opened;
+        let reply = self.race(role, question, &mut push_rx).await;
+        waiter.armed = false;
         if let (
             Reply::Answered {
                 answer: Answer::AllowSession,
@@ -476,10 +605,7 @@ impl ApprovalBroker {
                 Reply::Nobody(_) => None,
             },
         };
-        for answerer in self.answerers.iter().filter(|a| a.role() == role) {
-            answerer.resolved(&resolution);
-        }
-        let _ = self.shared.notices.send(Notice::Resolved(resolution));
+        self.resolve(role, resolution);
         reply
     }
 
@@ -487,7 +613,7 @@ impl ApprovalBroker {
         &self,
         role: Role,
         question: &Question,
-        mut push_rx: oneshot::Receiver<(String, Answer)>,
+        push_rx: &mut oneshot::Receiver<(String, Answer)>,
     ) -> Reply {
         type Raced<'a> = Pin<Box<dyn Future<Output = Option<(String, Answer)>> + Send + 'a>>;
         let id = question.id.as_str();
@@ -511,7 +637,7 @@ impl ApprovalBroker {
         let first_valid = async {
             loop {
                 let pulled = tokio::select! {
-                    pushed = &mut push_rx, if pushing => {
+                    pushed = &mut *push_rx, if pushing => {
                         // Only `answer` sends, and it closed the question first.
                         push_done = true;
                         return pushed.ok();
@@ -529,9 +655,6 @@ impl ApprovalBroker {
                     // That answerer gave up; the others (and any client) may still answer.
                     continue;
                 };
-                if !answer.fits(question.kind) {
-                    continue;
-                }
                 // A reviewer cannot grant a whole session.
                 let answer = match (role, answer) {
                     (Role::Reviewer, Answer::AllowSession) => Answer::AllowOnce {
@@ -539,12 +662,15 @@ impl ApprovalBroker {
                     },
                     (_, answer) => answer,
                 };
+                if !answer.fits(question.kind, question.action.as_deref()) {
+                    continue;
+                }
                 if self.close(id, Some(&name)) {
                     return Some((name, answer));
                 }
                 // A push answer closed it a moment earlier: that one won.
                 push_done = true;
-                return (&mut push_rx).await.ok();
+                return (&mut *push_rx).await.ok();
             }
         };
         let outcome = match self.timeout {

@@ -20,7 +20,7 @@ pub enum AnswerError {
     #[error("no question {0} was asked")]
     Unknown(String),
     /// The question is closed: another answer won, or nobody answered in time.
-    #[error("question {question} is already resolved{}", by.as_ref().map(|b| format!(" (answered by {b})")).unwrap_or_else(|| " (nobody answered in time)".into()))]
+    #[error("question {question} is already resolved{}", by.as_ref().map(|b| format!(" (answered by {b})")).unwrap_or_else(|| " (nobody answered it: it was refused)".into()))]
     AlreadyAnswered {
         /// The question's id.
         question: String,
@@ -30,13 +30,16 @@ pub enum AnswerError {
     /// The question is put to reviewer models only.
     #[error("question {0} is for a reviewer model, not for a person")]
     NotForPeople(String),
-    /// The answer does not fit the question (a reply to an approval, a yes to a free question).
-    #[error("`{answer:?}` does not answer question {question}")]
+    /// The answer is not one the question offers (a reply to an approval, a yes to a free
+    /// question, yes for the session to an apply, which is offered once or not at all).
+    #[error("`{}` does not answer question {question}: it takes {}", answer_name(*answer), offered.iter().map(|a| answer_name(*a)).collect::<Vec<_>>().join(", "))]
     DoesNotFit {
         /// The question's id.
         question: String,
         /// The answer given.
         answer: AnswerKind,
+        /// The answers it takes.
+        offered: Vec<AnswerKind>,
     },
     /// `none` is what the log writes when nobody answered; a client cannot send it.
     #[error("`none` is not an answer")]
@@ -44,4 +47,15 @@ pub enum AnswerError {
     /// A reply without its text.
     #[error("a reply needs its text")]
     NoReplyText,
+}
+
+/// An answer as the protocol spells it (`allow_session`).
+fn answer_name(answer: AnswerKind) -> &'static str {
+    match answer {
+        AnswerKind::AllowOnce => "allow_once",
+        AnswerKind::AllowSession => "allow_session",
+        AnswerKind::Deny => "deny",
+        AnswerKind::Reply => "reply",
+        AnswerKind::None => "none",
+    }
 }

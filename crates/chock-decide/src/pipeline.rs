@@ -3,6 +3,11 @@
 //! and the `decision` written to the log, in that order, before [`Pipeline::settle`] returns. A
 //! caller acts only on the returned [`Settled`], so the decision is durable before the act by
 //! construction.
+//!
+//! A settle whose future is dropped while its question is open (the daemon's client that asked for
+//! an apply went away) cannot act any more: the question is given up in the broker and logged as
+//! nobody answering — the same `approval.answer` (`none`) and refused `decision` as a question
+//! nobody answered in time — unless the broker keeps questions open (a stopping daemon).
 
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -12,7 +17,9 @@ use chock_log::{EventKind, Log};
 use chock_policy::{Action, Decision, Policy, Verdict};
 use chock_protocol::log::{self as record, AnswerKind, Asked, TableDecision};
 
-use crate::broker::{Answer, ApprovalBroker, Question, QuestionKind, Reply, ReviewerVerdict, Role};
+use crate::broker::{
+    Answer, ApprovalBroker, Nobody, Question, QuestionKind, Reply, ReviewerVerdict, Role,
+};
 use crate::error::DecideError;
 use crate::outcome::{AllowedBy, Outcome, RefusedBy, Settled};
 
@@ -227,21 +234,21 @@ impl Pipeline {
             },
             Decision::Ask => {
                 let reply = self
-                    .put(call_id, action, detail, &ruling, Role::Human, None)
+                    .put(call_id, action, detail, &ruling, Role::Human, None, &[])
                     .await?;
                 questions.push(reply.0);
                 from_reply(Role::Human, reply.1, ruling.scope)
             }
             Decision::AgentReview => {
                 let reply = self
-                    .put(call_id, action, detail, &ruling, Role::Reviewer, None)
+                    .put(call_id, action, detail, &ruling, Role::Reviewer, None, &[])
                     .await?;
                 questions.push(reply.0);
                 from_reply(Role::Reviewer, reply.1, ruling.scope)
             }
             Decision::AgentThenHuman => {
                 let (id, review) = self
-                    .put(call_id, action, detail, &ruling, Role::Reviewer, None)
+                    .put(call_id, action, detail, &ruling, Role::Reviewer, None, &[])
                     .await?;
                 questions.push(id);
                 match review {
@@ -251,7 +258,15 @@ impl Pipeline {
                             reasons: reasons_of(&answer),
                         };
                         let (id, reply) = self
-                            .put(call_id, action, detail, &ruling, Role::Human, Some(seen))
+                            .put(
+                                call_id,
+                                action,
+                                detail,
+                                &ruling,
+                                Role::Human,
+                                Some(seen),
+                                &questions,
+                            )
                             .await?;
                         questions.push(id);
                         from_reply(Role::Human, reply, ruling.scope)
@@ -338,7 +353,19 @@ impl Pipeline {
                 policy_file: None,
             },
         )?;
-        let reply = self.broker.ask(Role::Human, &question).await;
+        let unanswered = Unanswered {
+            pipeline: self,
+            call_id,
+            question: &question,
+            role: Role::Human,
+            policy_file: None,
+            settled: None,
+            armed: true,
+        };
+        let mut opened = self.broker.open(Role::Human, &question);
+        opened.given_up_by_caller();
+        let reply = self.broker.wait(Role::Human, &question, opened).await;
+        unanswered.disarm();
         let (by, text) = match reply {
             Reply::Answered {
                 by,
@@ -379,7 +406,10 @@ impl Pipeline {
             .next_question_id(|| highest_question_number(&self.log))
     }
 
-    /// Logs the question, puts it to `role`, logs the answer.
+    /// Logs the question, puts it to `role`, logs the answer. `asked_before`: the questions this
+    /// settle asked already (the reviewer's, for `agent_then_human`), for the decision written if
+    /// the waiter goes away.
+    #[allow(clippy::too_many_arguments)]
     async fn put(
         &self,
         call_id: Option<&str>,
@@ -388,6 +418,7 @@ impl Pipeline {
         ruling: &Ruling,
         role: Role,
         reviewer: Option<ReviewerVerdict>,
+        asked_before: &[String],
     ) -> Result<(String, Reply), DecideError> {
         let question = Question {
             id: self.next_question_id(),
@@ -415,13 +446,39 @@ impl Pipeline {
                 policy_file: ruling.policy_file.clone(),
             },
         )?;
+        // From here the question is in the log: if this future is dropped before its answer is,
+        // the guard writes it as nobody answering, and the refused decision.
+        let unanswered = Unanswered {
+            pipeline: self,
+            call_id,
+            question: &question,
+            role,
+            policy_file: ruling.policy_file.as_deref(),
+            settled: Some(Settled {
+                action: Some(action.as_str().to_string()),
+                decision: ruling.decision,
+                rule: ruling.rule.clone(),
+                outcome: Outcome::Unanswered {
+                    asked: role,
+                    why: Nobody::Dropped,
+                },
+                questions: asked_before
+                    .iter()
+                    .cloned()
+                    .chain([question.id.clone()])
+                    .collect(),
+            }),
+            armed: true,
+        };
         // Open before anyone hears of it: a client that learns the id from the live event can
         // answer at once.
-        let opened = self.broker.open(role, &question);
+        let mut opened = self.broker.open(role, &question);
+        opened.given_up_by_caller();
         for observer in &self.observers {
             observer.asked(&question, ruling.decision);
         }
         let reply = self.broker.wait(role, &question, opened).await;
+        unanswered.disarm();
         let (answer, by, reasons) = match &reply {
             Reply::Answered { by, answer } => (
                 answer.kind(),
@@ -459,6 +516,59 @@ impl Pipeline {
             observer.decided(call_id, settled);
         }
         Ok(())
+    }
+}
+
+/// A question in the log whose answer is not yet: dropped armed (its settle's future dropped, the
+/// waiter gone), it gives the question up in the broker and logs it as nobody answering, and the
+/// act as refused — the same events as a question nobody answered in time.
+struct Unanswered<'a> {
+    pipeline: &'a Pipeline,
+    call_id: Option<&'a str>,
+    question: &'a Question,
+    role: Role,
+    policy_file: Option<&'a str>,
+    /// The refused decision to log (`None`: the agent's free question, which has none).
+    settled: Option<Settled>,
+    armed: bool,
+}
+
+impl Unanswered<'_> {
+    /// The answer came: the caller logs it.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        let broker = self.pipeline.broker();
+        if !self.armed || broker.keeps_questions_open() {
+            return;
+        }
+        // Closed first, so no answer is taken after the log says nobody gave one; everyone is
+        // told once the log says so.
+        if !broker.withdraw(&self.question.id) {
+            return;
+        }
+        // A drop cannot return an error: a log that cannot record leaves the question open in
+        // the file, which a reader takes as never answered (and nothing acts on it).
+        let _ = self.pipeline.log.record(
+            self.call_id,
+            record::ApprovalAnswer {
+                question: Some(self.question.id.clone()),
+                action: self.question.action.clone(),
+                answer: AnswerKind::None,
+                by: None,
+                reasons: None,
+                reply: None,
+                policy_file: self.policy_file.map(str::to_string),
+            },
+        );
+        if let Some(settled) = self.settled.take() {
+            let _ = self.pipeline.record_decision(self.call_id, &settled);
+        }
+        broker.tell_nobody(&self.question.id, self.role);
     }
 }
 

@@ -60,6 +60,17 @@ pub struct Asked {
     pub context: Vec<String>,
 }
 
+impl Asked {
+    /// The answers it takes, as chock-protocol decides them for every answerer (an apply: yes
+    /// once or no, never for the session): the keys offered and read.
+    pub fn answers(&self) -> Vec<AnswerKind> {
+        let act = self
+            .approval
+            .then(|| self.action.as_deref().unwrap_or_default());
+        chock_protocol::log::answers_for(chock_protocol::log::Asked::Person, act)
+    }
+}
+
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskOutcome {

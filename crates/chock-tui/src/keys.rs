@@ -65,6 +65,7 @@ pub fn on_key_at(app: &mut App, key: KeyEvent, now: Instant) -> Effect {
             KeyCode::Char('n' | 'N') => Some(AnswerKind::Deny),
             _ => None,
         };
+        let answer = answer.filter(|a| q.answers().contains(a));
         let armed = app.question_armed(now);
         let id = q.id.clone();
         app.question_key_pressed(now);

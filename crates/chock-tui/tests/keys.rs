@@ -90,11 +90,49 @@ fn a_question_is_answered_by_its_id_on_any_screen_once_it_was_up_a_quiet_moment(
         .expect("the wait starts when it opens");
     app.screen = Screen::Diff(DiffView::default());
     let later = opened + ARM_DELAY;
+    // An apply takes yes once or no: `a` (yes for the session) answers nothing.
     assert_eq!(
         on_key_at(&mut app, key(KeyCode::Char('a')), later),
-        answer("q-7", AnswerKind::AllowSession)
+        Effect::None
+    );
+    let later = later + ARM_DELAY;
+    assert_eq!(
+        on_key_at(&mut app, key(KeyCode::Char('y')), later),
+        answer("q-7", AnswerKind::AllowOnce)
     );
     assert_eq!(on_key_at(&mut app, key(KeyCode::Esc), later), Effect::Back);
+}
+
+#[test]
+fn another_act_may_be_allowed_for_the_session_and_an_apply_never() {
+    let mut app = App::new();
+    app.apply(Feed::Asked(Asked {
+        id: "q-3".into(),
+        approval: true,
+        action: Some("exec.system.sh".into()),
+        what: "run `sh`".into(),
+        decided_by: None,
+        context: Vec::new(),
+    }));
+    assert_eq!(
+        app.question().unwrap().answers(),
+        [
+            AnswerKind::AllowOnce,
+            AnswerKind::AllowSession,
+            AnswerKind::Deny
+        ]
+    );
+    let later = app.question_quiet_since.unwrap() + ARM_DELAY;
+    assert_eq!(
+        on_key_at(&mut app, key(KeyCode::Char('a')), later),
+        answer("q-3", AnswerKind::AllowSession)
+    );
+    let mut app = App::new();
+    asked(&mut app, "q-4");
+    assert_eq!(
+        app.question().unwrap().answers(),
+        [AnswerKind::AllowOnce, AnswerKind::Deny]
+    );
 }
 
 #[test]

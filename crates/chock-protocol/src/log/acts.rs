@@ -108,6 +108,28 @@ pub enum AnswerKind {
     None,
 }
 
+/// The act an apply or an undo is settled as.
+pub const WORKSPACE_APPLY: &str = "workspace.apply";
+
+/// The answers a question takes, decided here once for every answerer (the broker, the daemon's
+/// `approval.asked` and `approvals.pending`, the browser, the terminal interface, the editor):
+/// for an act, yes once or no, and also yes for this session unless the act is
+/// [`WORKSPACE_APPLY`] — an apply writes one reviewed diff, so a yes to it must never cover a later
+/// one (after an undo, the same digest would apply again unasked); a reply for the agent's free
+/// question (no act); nothing for a question put to a reviewer model.
+pub fn answers_for(asked: Asked, action: Option<&str>) -> Vec<AnswerKind> {
+    match (asked, action) {
+        (Asked::Reviewer, _) => Vec::new(),
+        (Asked::Person, Some(WORKSPACE_APPLY)) => vec![AnswerKind::AllowOnce, AnswerKind::Deny],
+        (Asked::Person, Some(_)) => vec![
+            AnswerKind::AllowOnce,
+            AnswerKind::AllowSession,
+            AnswerKind::Deny,
+        ],
+        (Asked::Person, None) => vec![AnswerKind::Reply],
+    }
+}
+
 /// The answer to a question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalAnswer {

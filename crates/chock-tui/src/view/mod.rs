@@ -15,6 +15,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line as TextLine, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
+use chock_protocol::log::AnswerKind;
+
+use crate::feed::Asked;
 use crate::state::{App, Kind, Line, Phase, clean};
 
 /// The style of the question's frame and title: nothing else on screen has a background colour.
@@ -214,14 +217,19 @@ fn answer_keys(app: &App) -> TextLine<'static> {
             Style::new().add_modifier(Modifier::DIM),
         );
     }
-    TextLine::from(vec![
-        Span::styled("[y]", key),
-        Span::raw(" yes once   "),
-        Span::styled("[a]", key),
-        Span::raw(" yes for this session   "),
-        Span::styled("[n]", key),
-        Span::raw(" no"),
-    ])
+    let offered = app.question().map(Asked::answers).unwrap_or_default();
+    let mut spans = Vec::new();
+    for (answer, k, words) in [
+        (AnswerKind::AllowOnce, "[y]", " yes once   "),
+        (AnswerKind::AllowSession, "[a]", " yes for this session   "),
+        (AnswerKind::Deny, "[n]", " no"),
+    ] {
+        if offered.contains(&answer) {
+            spans.push(Span::styled(k, key));
+            spans.push(Span::raw(words));
+        }
+    }
+    TextLine::from(spans)
 }
 
 /// How many rows the question takes at the foot of the diff or sessions screen.
