@@ -35,7 +35,7 @@ use crate::socket_tree::{Failure, Tree, Watcher};
 /// run at the same time.
 pub struct SocketIndex {
     inner: Mutex<Inner>,
-    /// The session's sandbox, built at its first call (`session_sandbox.rs`): kept here because
+    /// The session's sandbox, built at its second call (`session_sandbox.rs`): kept here because
     /// this is the one object a session hands every call.
     sandbox: crate::session_sandbox::Slot,
 }
