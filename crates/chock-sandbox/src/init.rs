@@ -281,6 +281,14 @@ fn init_main(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
         fail(chan, Layer::UtsNamespace, step::HOSTNAME, e);
     }
     network(p, chan);
+    build_tree(p, chan);
+    confine_and_run(p, cmd, fds)
+}
+
+/// Applies the tree's mount steps in order (a per-call init's, or the session init's whole tree);
+/// the first that fails ends the process with its layer and step (an optional step whose source is
+/// gone is skipped).
+pub(crate) fn build_tree(p: &Prepared, chan: RawFd) {
     for (i, s) in p.steps.iter().enumerate() {
         if let Err(e) = crate::mount_calls::apply(&s.op) {
             if s.optional && e == libc::ENOENT {
@@ -294,7 +302,6 @@ fn init_main(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
             );
         }
     }
-    confine_and_run(p, cmd, fds)
 }
 
 /// The init's first step: the setup's lifeline is not the init's (it watches its parent through

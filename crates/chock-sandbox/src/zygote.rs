@@ -65,19 +65,7 @@ fn main(p: &Prepared, fds: ChildFds) -> ! {
     if let Err(e) = namespaces::set_hostname(c"chock") {
         fail(chan, Layer::UtsNamespace, step::HOSTNAME, e);
     }
-    for (i, s) in p.steps.iter().enumerate() {
-        if let Err(e) = crate::mount_calls::apply(&s.op) {
-            if s.optional && e == libc::ENOENT {
-                continue;
-            }
-            fail(
-                chan,
-                s.layer,
-                step::MOUNT_BASE + u32::try_from(i).unwrap_or(0),
-                e,
-            );
-        }
-    }
+    init::build_tree(p, chan);
     // SAFETY: ignoring SIGCHLD makes the kernel reap this process's children.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
     if report::send(chan, Record::new(Kind::SessionReady, 0, 0, 0, 0), None).is_err() {
