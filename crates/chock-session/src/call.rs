@@ -322,6 +322,11 @@ impl Session {
                 "no command given".into(),
             )));
         }
+        // The workspace's background git (the base) is paused while the call is worked on: run
+        // beside a call, even at nice 19, it slowed the call by about 40% in a 100,000-file
+        // project. Not while a person decides (that wait is the base's to use), and whatever
+        // needs the base (a changed workspace's checkpoint) resumes it.
+        let _pause = self.workspace.pause_background();
         let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();
@@ -342,7 +347,12 @@ impl Session {
             },
         )?;
         let detail = format!("run `{}` in the sandbox", argv.join(" "));
-        let settled = pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?;
+        let settled = {
+            // Only a question waits on a person; the table's own answer is at once.
+            let _asking = (self.decide(&classified.action).decision == Decision::Ask)
+                .then(|| self.workspace.lend_background());
+            pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?
+        };
         if !settled.allowed() {
             // A refused call's record ends with its result like any other (`chock exec` and the
             // agent both rely on call → decision → result).

@@ -3,12 +3,10 @@
 //! every command that needs an index gets a private one through `GIT_INDEX_FILE`.
 
 use std::io::Write;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
 
+use crate::background::Background;
 use crate::error::{Result, WorkspaceError};
 
 /// Identity for commits chock writes, so a user with no git identity configured still gets a ref.
@@ -83,31 +81,33 @@ impl Git {
     }
 
     /// Runs `git args` as [`Git::run`] does, for work nobody is waiting on yet (the base commit):
-    /// at the lowest CPU priority, so the session's own calls come first, and killed if `cancel` is
-    /// cancelled meanwhile (refused if it already was).
-    pub(crate) fn run_in_background(&self, args: &[&str], cancel: &Cancel) -> Result<Vec<u8>> {
-        let mut running = cancel
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if cancel.cancelled() {
+    /// at the lowest CPU priority, paused while a call runs, and killed if `control` is cancelled
+    /// meanwhile (refused if it already was). See [`crate::background`].
+    pub(crate) fn run_in_background(&self, args: &[&str], control: &Background) -> Result<Vec<u8>> {
+        let mut child = None;
+        control
+            .started(|| {
+                let spawned = self
+                    .command(args)
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .map_err(|e| self.error(args, format!("cannot start git: {e}")))?;
+                let pid = rustix::process::Pid::from_child(&spawned);
+                // Best effort: a git at normal priority is slower for the calls, not wrong.
+                let _ = rustix::process::setpriority_process(Some(pid), BACKGROUND_NICE);
+                let pidfd =
+                    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
+                child = Some(spawned);
+                Ok(pidfd)
+            })
+            .map_err(|e| {
+                e.unwrap_or_else(|| self.error(args, "cancelled before it started".into()))
+            })?;
+        let Some(child) = child else {
             return Err(self.error(args, "cancelled before it started".into()));
-        }
-        let child = self
-            .command(args)
-            .stdin(Stdio::null())
-            .spawn()
-            .map_err(|e| self.error(args, format!("cannot start git: {e}")))?;
-        let pid = rustix::process::Pid::from_child(&child);
-        // Best effort: a git at normal priority is slower for the calls, not wrong.
-        let _ = rustix::process::setpriority_process(Some(pid), BACKGROUND_NICE);
-        *running = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
-        drop(running);
+        };
         let out = child.wait_with_output();
-        *cancel
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        control.finished();
         let out = out.map_err(|e| self.error(args, e.to_string()))?;
         if !out.status.success() {
             return Err(self.error(
@@ -319,28 +319,3 @@ impl Drop for ObjectReader {
 
 /// The nice value of a git process nobody waits on: the lowest priority.
 pub(crate) const BACKGROUND_NICE: i32 = 19;
-
-/// How a long git process is stopped from another thread: [`Cancel::cancel`] kills the one running
-/// now and refuses any started after.
-#[derive(Debug, Default)]
-pub(crate) struct Cancel {
-    flag: AtomicBool,
-    /// The running process, by pidfd: it cannot be replaced by another process with its pid.
-    running: Mutex<Option<OwnedFd>>,
-}
-
-impl Cancel {
-    /// Asks the work to stop.
-    pub(crate) fn cancel(&self) {
-        let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
-        self.flag.store(true, Ordering::SeqCst);
-        if let Some(pidfd) = running.as_ref() {
-            let _ = rustix::process::pidfd_send_signal(pidfd, rustix::process::Signal::KILL);
-        }
-    }
-
-    /// Whether [`Cancel::cancel`] was called.
-    pub(crate) fn cancelled(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
-    }
-}

@@ -10,6 +10,7 @@
 
 mod adopt;
 mod apply;
+mod background;
 mod base;
 mod beneath;
 mod diff;
@@ -33,6 +34,7 @@ mod write;
 
 pub use adopt::{ADOPTED_DIR, AdoptCounts, AdoptPlan};
 pub use apply::{ApplyOptions, ApplyPlan, Selection};
+pub use background::BackgroundPause;
 pub use diff::{Diff, FileChange, Sensitive, Status, file_id, sensitive_path};
 pub use entry::Entry;
 pub use error::WorkspaceError;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use chock_log::clock::now_rfc3339;
 use chock_sandbox::WorkspaceMount;
 
+use crate::background::BackgroundPause;
 use crate::base::BaseJob;
 use crate::diff::Diff;
 use crate::entry::Entry;
@@ -262,6 +263,28 @@ impl Workspace {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_ref()
             .map(|l| l.tip.clone())
+    }
+
+    /// Pauses the git base this process is still writing, until the returned guard is dropped
+    /// (see [`crate::background`]): the session holds it while it works, not while it waits.
+    /// Nothing to pause is not an error: the guard is then empty.
+    pub fn pause_background(&self) -> BackgroundPause {
+        BackgroundPause::hold(self.background())
+    }
+
+    /// Lets the git base run while the returned guard lives, whatever pauses are held: the time
+    /// a person takes to answer a question is the base's to use.
+    pub fn lend_background(&self) -> BackgroundPause {
+        BackgroundPause::lend(self.background())
+    }
+
+    fn background(&self) -> Option<std::sync::Arc<crate::background::Background>> {
+        self.base_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .filter(|job| job.running())
+            .map(BaseJob::control)
     }
 
     /// Whether this process is still writing the git base.

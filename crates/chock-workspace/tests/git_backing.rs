@@ -26,6 +26,8 @@ fn base_carries_uncommitted_and_untracked_but_not_ignored_and_moves_nothing() {
     env.sh("git add a.txt"); // staged in the user's index
     let head = env.sh("git rev-parse HEAD");
     let index_before = fs::read(env.project.join(".git/index")).unwrap();
+    let inode_before =
+        std::os::unix::fs::MetadataExt::ino(&fs::metadata(env.project.join(".git/index")).unwrap());
     let ws = env.workspace("s1");
     let base = ws.wait_base().unwrap().expect("git backing has a base");
     let Backing::Git { ref_name, .. } = ws.meta().backing.clone() else {
@@ -55,9 +57,16 @@ fn base_carries_uncommitted_and_untracked_but_not_ignored_and_moves_nothing() {
     assert_eq!(env.sh(&format!("git rev-parse {base}^")), head);
     assert_eq!(env.sh("git rev-parse HEAD"), head);
     assert_eq!(env.sh("git symbolic-ref HEAD"), "refs/heads/main\n");
+    // The base's private index starts as a second name for the user's (not a copy): git wrote
+    // its own next to it and renamed that over the private name, never into the user's file.
     assert_eq!(
         fs::read(env.project.join(".git/index")).unwrap(),
         index_before
+    );
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&fs::metadata(env.project.join(".git/index")).unwrap()),
+        inode_before,
+        "the user's index is the same file"
     );
     assert!(ws.diff().unwrap().is_empty());
 }

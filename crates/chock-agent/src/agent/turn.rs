@@ -14,6 +14,9 @@ use crate::events::{AgentEvent, EventSink, Summary};
 use crate::tools::ToolOutput;
 use chock_protocol::live::ItemKind;
 
+/// How long a model's reply is waited for before the session's background work may run.
+const LEND_AFTER: std::time::Duration = std::time::Duration::from_millis(5);
+
 impl Agent {
     /// One model request and its streamed reply, logged; `None` when interrupted first.
     pub(super) async fn ask_model(
@@ -95,14 +98,26 @@ impl Agent {
             }
             _ => {}
         };
-        let result = tokio::select! {
-            result = self.provider.stream(&request, &mut on_event) => result,
-            // Dropping the stream closes the connection: the reply stops where it is.
-            _ = interrupt.changed() => {
-                close_items(&items, &self.sink, false);
-                return Ok(None);
+        // The model's reply is a wait: once it has taken longer than a moment, the session's
+        // background git runs meanwhile (a reply from the offline player is back before that, and
+        // stopping and continuing git around it would cost more than it gives).
+        let stream = self.provider.stream(&request, &mut on_event);
+        tokio::pin!(stream);
+        let mut waiting = None;
+        let result = loop {
+            tokio::select! {
+                result = &mut stream => break result,
+                // Dropping the stream closes the connection: the reply stops where it is.
+                _ = interrupt.changed() => {
+                    close_items(&items, &self.sink, false);
+                    return Ok(None);
+                }
+                () = tokio::time::sleep(LEND_AFTER), if waiting.is_none() => {
+                    waiting = Some(self.host.session().workspace().lend_background());
+                }
             }
         };
+        drop(waiting);
         close_items(&items, &self.sink, result.is_ok());
         if let Some(err) = retry_error.lock().ok().and_then(|mut e| e.take()) {
             return Err(err.into());
