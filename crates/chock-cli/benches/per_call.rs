@@ -9,7 +9,11 @@
 //! of a session's start and end. Medians over the pairs, with the spread (lowest–highest).
 //!
 //! In the same run: a whole `bwrap … true` with options close to Chock's (as in chock-sandbox's
-//! `setup` bench) and a whole `chock exec -- true` process in the 1,000-file project.
+//! `setup` bench) and a whole `chock exec -- true` process in the 1,000-file project; the same
+//! pairs in a 1,000-file project whose `chock.toml` declares a `[sandbox] read` path of 120,000
+//! entries (`CHOCK_BENCH_DECLARED`, default 120000; 0 skips it); and how many events a second the
+//! session log appends in the realistic mix chock-log's `throughput` bench uses, on the disk the
+//! bench's temporary directory is on.
 //!
 //! `CHOCK_BENCH_PAIRS` (default 7) pairs at 1,000 files, `CHOCK_BENCH_PAIRS_LARGE` (default 3) at
 //! 100,000 files (0: the large project is not generated and its rows are skipped; `CHOCK_BENCH_PAIRS`
@@ -22,6 +26,8 @@
 #[path = "../../chock-sandbox/benches/support/bwrap_reference.rs"]
 mod bwrap_reference;
 use bwrap_reference::bwrap_args;
+#[path = "../../chock-log/benches/support/mix.rs"]
+mod mix;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -65,7 +71,8 @@ struct World {
 }
 
 impl World {
-    fn new(base: &Path, files: usize) -> World {
+    /// `declared`: a directory the project's `chock.toml` declares as a `[sandbox] read` path.
+    fn new(base: &Path, files: usize, declared: Option<&Path>) -> World {
         let project = base.join("project");
         for dir in [
             "home", "config", "state", "data", "cache", "runtime", "project",
@@ -92,6 +99,10 @@ impl World {
             project,
         };
         w.generate(files);
+        if let Some(read) = declared {
+            let toml = format!("[sandbox]\nread = [{:?}]\n", read.display().to_string());
+            std::fs::write(w.project.join("chock.toml"), toml).unwrap();
+        }
         w
     }
 
@@ -204,15 +215,18 @@ struct Measured {
 
 /// Generates the project of `files` files under `base` and runs `pairs` pairs in it (none:
 /// `None`, the project is still made for `chock exec`).
-fn measure(base: &Path, files: usize, pairs: usize) -> Option<Measured> {
+fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> Option<Measured> {
     let made = Instant::now();
-    let w = World::new(base, files);
+    let w = World::new(base, files, declared);
     // The generated tree's writeback would otherwise land on the first measured calls' log syncs
     // (bwrap writes nothing durable, so it would not feel it).
     let synced = Command::new("sync").status().is_ok_and(|s| s.success());
     assert!(synced, "sync after generating the project");
+    let with = declared.map_or_else(String::new, |d| {
+        format!(", a declared read path {}", d.display())
+    });
     println!(
-        "{files} files: generated in {:.1} s; {pairs} pairs",
+        "{files} files{with}: generated in {:.1} s; {pairs} pairs",
         made.elapsed().as_secs_f64()
     );
     if pairs == 0 {
@@ -240,6 +254,38 @@ fn measure(base: &Path, files: usize, pairs: usize) -> Option<Measured> {
     Some(m)
 }
 
+/// A directory of `entries` entries (directories of 99 empty files), as a toolchain a project
+/// declares would be; `sync`ed so its writeback does not fall on the measured calls.
+fn declared_tree(dir: &Path, entries: usize) {
+    let mut made = 0;
+    let mut d = 0;
+    while made < entries {
+        let sub = dir.join(format!("d{d:05}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        made += 1;
+        for f in 0..99.min(entries - made) {
+            std::fs::File::create(sub.join(format!("f{f}"))).unwrap();
+            made += 1;
+        }
+        d += 1;
+    }
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    assert!(synced, "sync after generating the declared tree");
+}
+
+/// Events a second the session log appends in chock-log's realistic mix (`mix.rs`), its durable
+/// kinds synced before `append` returns, on the disk `dir` is on.
+fn log_rate(dir: &Path) -> f64 {
+    const TURNS: u64 = 120;
+    std::fs::create_dir_all(dir).unwrap();
+    let log = chock_log::Log::create(dir, chock_log::SessionHeader::default()).unwrap();
+    let data = serde_json::json!({"tool": "run_command", "argv": ["cargo", "test"], "cwd": "/work/project"});
+    let start = Instant::now();
+    let events: u64 = (0..TURNS).map(|i| mix::turn(&log, i, &data)).sum();
+    log.sync().unwrap();
+    events as f64 / start.elapsed().as_secs_f64()
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks; there is nothing to list.
@@ -248,15 +294,24 @@ fn main() {
     let pairs_large = env_usize("CHOCK_BENCH_PAIRS_LARGE", 3);
     let runs = env_usize("CHOCK_BENCH_RUNS", 20);
     let large = env_usize("CHOCK_BENCH_LARGE", 100_000);
+    let declared_entries = env_usize("CHOCK_BENCH_DECLARED", 120_000);
     let tmp = std::env::temp_dir().join(format!("chock-bench-per-call.{}", std::process::id()));
     let (small_dir, large_dir) = (tmp.join("small"), tmp.join("large"));
 
-    let small = measure(&small_dir, 1_000, pairs);
+    let small = measure(&small_dir, 1_000, pairs, None);
     let big = if pairs_large > 0 {
-        measure(&large_dir, large, pairs_large)
+        measure(&large_dir, large, pairs_large, None)
     } else {
         None
     };
+    let declared = (declared_entries > 0 && pairs > 0).then(|| {
+        let tree = tmp.join("toolchain");
+        declared_tree(&tree, declared_entries);
+        measure(&tmp.join("declared"), 1_000, pairs, Some(&tree))
+    });
+    let declared = declared.flatten();
+    let rate = log_rate(&tmp.join("log"));
+    println!("session log, realistic mix: {rate:.0} events/s");
 
     let w = World {
         base: small_dir.clone(),
@@ -346,5 +401,13 @@ fn main() {
         }
         line("chock exec -- true / bwrap", ratio(exec.0, b.0), "<= 1.5x");
     }
+    if let (Some(small), Some(declared)) = (&small, &declared) {
+        line(
+            "per call, declared read path / none",
+            ratio(declared.per_call.0, small.per_call.0),
+            "<= 1.1x",
+        );
+    }
+    line("session log, events/s", format!("{rate:.0}"), ">= 5000");
     let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -5,15 +5,17 @@
 //! Appends are measured four ways, each as events/s and as a ratio to the first:
 //! - the old path: one `fdatasync` per event, whatever its kind (an append then `Log::sync`);
 //! - durable kinds only (`approval.ask`, `decision`): still one sync per event;
-//! - a realistic mix: per turn `turn.start`, then per tool call `model.request`,
-//!   `model.response`, `tool.call`, `decision`, `command.result`, `tool.result`, then the final
-//!   `model.request`, `model.response` and `turn.end` (two tool calls a turn: 2 durable of 16);
+//! - a realistic mix (`support/mix.rs`, which chock-cli's `per_call` bench measures too);
 //! - grouped kinds only (`tool.result`), synced in groups.
+
+#[path = "support/mix.rs"]
+mod mix;
+use mix::append;
 
 use std::time::Instant;
 
 use chock_log::{EventKind, Log, SessionHeader, verify};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const SYNCED_EVENTS: u64 = 1_000;
 const MIX_TURNS: u64 = 120;
@@ -49,32 +51,10 @@ fn main() {
         SYNCED_EVENTS,
     );
     run(
-        "realistic mix (4 durable of 16 a turn)",
+        "realistic mix (the durable kinds of 16 a turn)",
         root.path(),
         Some(old),
-        |log, i| {
-            append(log, EventKind::TurnStart, i, &data);
-            for _ in 0..2 {
-                for kind in [
-                    EventKind::ModelRequest,
-                    EventKind::ModelResponse,
-                    EventKind::ToolCall,
-                    EventKind::Decision,
-                    EventKind::CommandResult,
-                    EventKind::ToolResult,
-                ] {
-                    append(log, kind, i, &data);
-                }
-            }
-            for kind in [
-                EventKind::ModelRequest,
-                EventKind::ModelResponse,
-                EventKind::TurnEnd,
-            ] {
-                append(log, kind, i, &data);
-            }
-            16
-        },
+        |log, i| mix::turn(log, i, &data),
         MIX_TURNS,
     );
     run(
@@ -141,11 +121,6 @@ fn run(
         secs * 1000.0 / events as f64
     );
     rate
-}
-
-fn append(log: &Log, kind: EventKind, i: u64, data: &Value) {
-    let call = format!("call-{i}");
-    log.append(kind, Some(&call), data.clone()).expect("append");
 }
 
 fn write_plain_log(root: &std::path::Path, events: u64) -> std::path::PathBuf {

@@ -11,7 +11,9 @@
 //!
 //! The instance lives while some call uses it: [`SharedOverlay::lease`] makes one when none exists
 //! and every call holds its lease until its setup process is reaped (its mount namespace, and with
-//! it the clone, is gone then). When the last lease ends the instance is unmounted, so the next call
+//! it the clone, is gone then). When the last lease ends the instance is unmounted (on a thread of
+//! its own: the unmount's sync is nothing the call waits for; the next lease and the overlay's drop
+//! wait for it), so the next call
 //! gets a fresh one and sees the project as it is then: an overlay caches the lower layer's entries,
 //! and a project file the user replaced (an editor's rename-over) would otherwise keep showing its old
 //! content for as long as the instance lives.
@@ -116,6 +118,26 @@ struct State {
     leases: usize,
     /// How many instances were made.
     made: u64,
+    /// The thread unmounting the last instance (closing its last host descriptor), while it may
+    /// still run: the next instance is made only once it has finished.
+    retiring: Option<std::thread::JoinHandle<()>>,
+}
+
+impl State {
+    /// Waits until the instance last unmounted is gone.
+    fn retired(&mut self) {
+        if let Some(thread) = self.retiring.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// The session's overlay is gone only when its last instance is: whoever drops it (the
+    /// session's end) may read or remove the upper directory next.
+    fn drop(&mut self) {
+        lock(&self.state).retired();
+    }
 }
 
 /// One call's hold on the session's overlay instance. The instance is unmounted when the last
@@ -137,10 +159,21 @@ impl Drop for OverlayLease {
     fn drop(&mut self) {
         let mut state = lock(&self.inner.state);
         state.leases = state.leases.saturating_sub(1);
-        if state.leases == 0 {
-            // Closing the last host copy unmounts the instance (and syncs its upper filesystem)
-            // here, under the lock, so a new instance is never made while the old one exists.
-            state.mount = None;
+        if state.leases == 0
+            && let Some(mount) = state.mount.take()
+        {
+            // Closing the last host copy unmounts the instance, and an ordinary (not volatile)
+            // instance's unmount syncs the whole filesystem under the upper directory: about a
+            // millisecond on this disk, more when anything else there is dirty. Nothing of the
+            // call waits on that sync (the host reads the upper directory itself, through the
+            // page cache), so it is done on a thread of its own; the next `lease` waits for it,
+            // so a new instance is never made while the old one exists.
+            state.retired();
+            let retire = std::thread::Builder::new()
+                .name("chock-overlay-unmount".into())
+                .spawn(move || drop(mount));
+            // No thread: the closure was dropped, and with it the mount, here, as before.
+            state.retiring = retire.ok();
         }
     }
 }
@@ -218,6 +251,7 @@ impl SharedOverlay {
         let fd = match &state.mount {
             Some(fd) => fd.as_raw_fd(),
             None => {
+                state.retired();
                 let fd = self.make(state.made > 0)?;
                 let raw = fd.as_raw_fd();
                 state.mount = Some(fd);

@@ -246,18 +246,33 @@ impl Session {
     /// Ends the session: logs `session.end` and, unless `keep_workspace`, removes the workspace (the
     /// log stays: it is the record).
     pub fn close(self, keep_workspace: bool) -> Result<(), SessionError> {
-        self.log.record(
-            None,
-            chock_protocol::log::SessionEnd {
-                reason: chock_protocol::log::EndReason::Closed,
-                error: None,
-                summary: None,
-                workspace_kept: Some(keep_workspace),
-            },
-        )?;
-        if !keep_workspace {
-            chock_workspace::remove(self.log.dir())?;
+        let end = || {
+            self.log.record(
+                None,
+                chock_protocol::log::SessionEnd {
+                    reason: chock_protocol::log::EndReason::Closed,
+                    error: None,
+                    summary: None,
+                    workspace_kept: Some(keep_workspace),
+                },
+            )
+        };
+        if keep_workspace {
+            end()?;
+            return Ok(());
         }
-        Ok(())
+        // The workspace is removed while `session.end` is synced: neither waits on the other. A
+        // crash in between leaves what a crash right after the record leaves: a workspace the log
+        // says was not kept (`chock workspace list` shows it, `chock workspace rm` removes it).
+        std::thread::scope(|scope| {
+            let removing = scope.spawn(|| chock_workspace::remove(self.log.dir()));
+            let ended = end();
+            let removed = removing
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            ended?;
+            removed?;
+            Ok(())
+        })
     }
 }
