@@ -45,6 +45,17 @@ pub use shared_overlay::{OverlayLease, SharedOverlay};
 pub use socket_index::SocketIndex;
 pub use spawn::{SandboxChild, StdioMode, spawn, spawn_in_session, spawn_shared};
 
+/// Walks `plan`'s declared `[sandbox]` paths into the session's socket `index` now, as the
+/// session's first call would (one walk of each, its directories watched from then on), so that
+/// call does not wait for it: a session starts this on a thread of its own while its model takes
+/// the first turn. Nothing is decided here, and a failure is not returned: a path that cannot be
+/// walked is walked again by the call that needs it, which then fails with it (rule 1).
+pub fn warm_socket_index(plan: &Plan, index: &SocketIndex) {
+    if plan.validate().is_ok() {
+        let _ = mounts::build(plan, None, Some(index));
+    }
+}
+
 /// The mounts a plan makes, in order, in words ("ro bind /usr", "tmpfs /tmp (size 1 GiB)"), for
 /// `chock exec --verbose`.
 pub fn describe_mounts(plan: &Plan) -> Result<Vec<String>, SandboxError> {

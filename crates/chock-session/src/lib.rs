@@ -64,7 +64,7 @@ pub struct Session {
     /// The host sockets under the policy's declared `[sandbox]` paths, walked at the first call and
     /// kept current by inotify, so a call does not walk a toolchain tree to find the sockets to
     /// mask, and a socket bound between two calls is masked in the next one.
-    sockets: chock_sandbox::SocketIndex,
+    sockets: Arc<chock_sandbox::SocketIndex>,
     /// Whether the log already says the socket index walks every call (see
     /// [`chock_protocol::log::Note::SocketIndexDegraded`]).
     sockets_degraded_noted: std::sync::atomic::AtomicBool,
@@ -148,19 +148,37 @@ impl Session {
             }
             chock_sandbox::WorkspaceMount::Bind { .. } => None,
         };
-        Ok(Session {
+        let session = Session {
             project,
             live_policy: Arc::new(RwLock::new(policy.clone())),
             policy,
             log,
             workspace,
             overlay,
-            sockets: chock_sandbox::SocketIndex::new(),
+            sockets: Arc::new(chock_sandbox::SocketIndex::new()),
             sockets_degraded_noted: std::sync::atomic::AtomicBool::new(false),
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),
-        })
+        };
+        session.warm_socket_index();
+        Ok(session)
+    }
+
+    /// Starts the one walk of the declared `[sandbox]` paths for sockets now, on a thread of its
+    /// own, so the session's first call does not wait for it (a 120,000-entry toolchain is about
+    /// 100 ms of readdir and inotify watches on ext4); that call takes the index when the walk is
+    /// done. Nothing to walk: no thread.
+    fn warm_socket_index(&self) {
+        let plan = self.plan_for(&["true".to_string()], &CallOptions::default());
+        if plan.extra_read.is_empty() && plan.extra_write.is_empty() {
+            return;
+        }
+        let index = Arc::clone(&self.sockets);
+        // No thread: the first call walks, as before.
+        let _ = std::thread::Builder::new()
+            .name("chock-socket-index".into())
+            .spawn(move || chock_sandbox::warm_socket_index(&plan, &index));
     }
 
     /// Opens an existing session again (resume): its log goes on (a torn last line is set aside,

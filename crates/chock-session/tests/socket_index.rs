@@ -1,6 +1,7 @@
 //! A session's socket index end to end: a host daemon binds its socket under the project's
 //! declared `[sandbox]` read path between two calls of one session, in a directory made after the
-//! first call; the second call cannot reach it (the mask answers ECONNREFUSED).
+//! first call, or after the session opened (and walked the path) but before its first call; the
+//! call after cannot reach it (the mask answers ECONNREFUSED).
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;
@@ -75,6 +76,28 @@ fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
         listener.accept().is_err(),
         "the host listener accepted a connection from the call"
     );
+    s.close(false).unwrap();
+}
+
+#[test]
+fn a_socket_bound_after_the_session_opened_is_masked_in_its_first_call() {
+    assert!(
+        Path::new("/usr/bin/python3").exists(),
+        "this test connects from inside the call with /usr/bin/python3"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (s, shared) = session_reading_a_toolchain(dir.path());
+    // The session walks its declared paths on a thread of its own when it opens (so its first
+    // call does not wait for the walk): whatever is bound after that walk, in a directory that
+    // was there or in one made after it, is still masked in the first call.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let there = shared.join("daemon.sock");
+    let _listener = UnixListener::bind(&there).unwrap();
+    let later = shared.join("made-later").join("daemon.sock");
+    std::fs::create_dir_all(later.parent().unwrap()).unwrap();
+    let _later = UnixListener::bind(&later).unwrap();
+    assert_eq!(connect_from_a_call(&s, &there), "ECONNREFUSED");
+    assert_eq!(connect_from_a_call(&s, &later), "ECONNREFUSED");
     s.close(false).unwrap();
 }
 
