@@ -11,9 +11,13 @@
 //! (a checkpoint of a changed workspace, a diff, an apply) resumes it at once, whatever calls are
 //! still running.
 //!
-//! A paused git outliving its host is not left stopped for good: it is in the host's process
-//! group, which that death orphans, and the kernel sends an orphaned group with a stopped member
-//! `SIGHUP` then `SIGCONT`, which ends git.
+//! A paused git can outlive a host that is killed outright (`SIGKILL`; any other end of the
+//! host drops the workspace, which kills the job). It is in the host's process group: when that
+//! death orphans the group (a job of an interactive shell, a daemon's own group), the kernel sends
+//! a group with a stopped member `SIGHUP` then `SIGCONT`, which ends git; when the group lives on
+//! (the host was one process of a script's group), the stopped git stays until someone kills it.
+//! A parent-death signal would end it in every case, but must be set between fork and exec, which
+//! this crate (`forbid(unsafe_code)`) cannot do: docs/status.md lists it.
 
 use std::os::fd::OwnedFd;
 use std::sync::{Mutex, MutexGuard, PoisonError};
