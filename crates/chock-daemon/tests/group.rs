@@ -8,12 +8,11 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use support::*;
 
-const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"sessions.list"}"#;
 /// The unprivileged user the daemon runs as; its group is the daemon's `--group`.
 const USER: &str = "chockci";
 /// A uid with no account, a member of the group (a supplementary group).
@@ -60,30 +59,6 @@ fn id_of(name: &str, flag: &str) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// `curl` on the socket as `prefix` says: what it printed.
-fn curl(prefix: &[&str], socket: &Path) -> String {
-    let out = Command::new(prefix[0])
-        .args(&prefix[1..])
-        .args(["curl", "-s", "-S", "-m", "10", "--unix-socket"])
-        .arg(socket)
-        .args([
-            "-H",
-            "Content-Type: application/json",
-            "-H",
-            "X-Chock: 1",
-            "-d",
-            LIST,
-            "http://localhost/rpc",
-        ])
-        .output()
-        .unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn let_in(out: &str) -> bool {
@@ -150,7 +125,7 @@ fn a_non_root_daemon_lets_its_group_in_and_no_other_namespace() {
     ]
     .map(|s| s.to_string());
     let member: Vec<&str> = member.iter().map(String::as_str).collect();
-    let out = curl(&member, &socket);
+    let (_, out) = curl_list(&member, &socket);
     assert!(let_in(&out), "a member of the group is let in: {out}");
 
     let stranger = [
@@ -161,7 +136,7 @@ fn a_non_root_daemon_lets_its_group_in_and_no_other_namespace() {
     ]
     .map(|s| s.to_string());
     let stranger: Vec<&str> = stranger.iter().map(String::as_str).collect();
-    let out = curl(&stranger, &socket);
+    let (_, out) = curl_list(&stranger, &socket);
     assert!(!let_in(&out), "{out}");
 
     // A member in a user namespace that maps back to its uid, as a confined call's does.
@@ -170,7 +145,7 @@ fn a_non_root_daemon_lets_its_group_in_and_no_other_namespace() {
         .copied()
         .chain(["unshare", "--user", "--map-current-user"])
         .collect();
-    let out = curl(&in_userns, &socket);
+    let (_, out) = curl_list(&in_userns, &socket);
     assert!(out.contains("\"kind\":\"forbidden\""), "{out}");
     assert!(out.contains("another user namespace"), "{out}");
 
@@ -184,7 +159,7 @@ fn a_non_root_daemon_lets_its_group_in_and_no_other_namespace() {
             .into_iter()
             .chain(how.iter().copied())
             .collect();
-        let out = curl(&prefix, &socket);
+        let (_, out) = curl_list(&prefix, &socket);
         assert!(out.contains("\"kind\":\"forbidden\""), "{ns}: {out}");
         assert!(
             out.contains(&format!("another {ns} namespace")),
@@ -192,7 +167,7 @@ fn a_non_root_daemon_lets_its_group_in_and_no_other_namespace() {
         );
     }
     // The same root member outside any namespace of its own is let in.
-    let out = curl(&["setpriv", root_member.as_str()], &socket);
+    let (_, out) = curl_list(&["setpriv", root_member.as_str()], &socket);
     assert!(let_in(&out), "{out}");
 
     drop(daemon.stdin.take());

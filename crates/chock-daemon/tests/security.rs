@@ -14,8 +14,6 @@ use chock_protocol::rpc::{Call, NoParams, Notice, SessionList, SessionState};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"sessions.list"}"#;
-
 /// One raw HTTP/1.1 request to `addr`; the response's status, head and body.
 async fn http(addr: std::net::SocketAddr, request: &str) -> (u16, String, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -65,7 +63,7 @@ fn the_loopback_port_refuses_requests_without_the_token_from_a_foreign_origin_or
         let json = "Content-Type: application/json";
         let custom = "X-Chock: 1";
         // The right request works.
-        let (status, head, body) = http(addr, &post(&host, &[&bearer, json, custom], LIST)).await;
+        let (status, head, body) = http(addr, &post(&host, &[&bearer, json, custom], LIST_REQUEST)).await;
         assert_eq!(status, 200, "{head}{body}");
         assert!(body.contains("\"sessions\""), "{body}");
         assert!(!head.contains("access-control"), "no CORS header: {head}");
@@ -75,38 +73,38 @@ fn the_loopback_port_refuses_requests_without_the_token_from_a_foreign_origin_or
             assert!(!head.contains("access-control"), "{what}: {head}");
             body
         };
-        let body = refused("no token", http(addr, &post(&host, &[json, custom], LIST)).await);
+        let body = refused("no token", http(addr, &post(&host, &[json, custom], LIST_REQUEST)).await);
         assert!(body.contains("no valid token"), "{body}");
         refused(
             "a wrong token",
-            http(addr, &post(&host, &["Authorization: Bearer 00", json, custom], LIST)).await,
+            http(addr, &post(&host, &["Authorization: Bearer 00", json, custom], LIST_REQUEST)).await,
         );
         let body = refused(
             "a rebinding Host",
-            http(addr, &post(&format!("evil.example:{}", addr.port()), &[&bearer, json, custom], LIST)).await,
+            http(addr, &post(&format!("evil.example:{}", addr.port()), &[&bearer, json, custom], LIST_REQUEST)).await,
         );
         assert!(body.contains("DNS-rebinding"), "{body}");
         refused(
             "localhost is not the bound address",
-            http(addr, &post(&format!("localhost:{}", addr.port()), &[&bearer, json, custom], LIST)).await,
+            http(addr, &post(&format!("localhost:{}", addr.port()), &[&bearer, json, custom], LIST_REQUEST)).await,
         );
         let body = refused(
             "a foreign Origin",
-            http(addr, &post(&host, &[&bearer, json, custom, "Origin: http://evil.example"], LIST)).await,
+            http(addr, &post(&host, &[&bearer, json, custom, "Origin: http://evil.example"], LIST_REQUEST)).await,
         );
         assert!(body.contains("Origin"), "{body}");
         refused(
             "no custom header",
-            http(addr, &post(&host, &[&bearer, json], LIST)).await,
+            http(addr, &post(&host, &[&bearer, json], LIST_REQUEST)).await,
         );
         refused(
             "not a JSON body",
-            http(addr, &post(&host, &[&bearer, "Content-Type: text/plain", custom], LIST)).await,
+            http(addr, &post(&host, &[&bearer, "Content-Type: text/plain", custom], LIST_REQUEST)).await,
         );
         // The token in a query string is not a token.
         let query = format!(
-            "POST /rpc?token={token} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{json}\r\n{custom}\r\nContent-Length: {}\r\n\r\n{LIST}",
-            LIST.len()
+            "POST /rpc?token={token} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{json}\r\n{custom}\r\nContent-Length: {}\r\n\r\n{LIST_REQUEST}",
+            LIST_REQUEST.len()
         );
         refused("a token in the query", http(addr, &query).await);
         // A preflight gets no CORS answer.
@@ -142,7 +140,7 @@ fn the_loopback_port_refuses_requests_without_the_token_from_a_foreign_origin_or
         let (status, _, _) = http(addr, &get(&format!("/login?once={code}"), &host)).await;
         assert_ne!(status, 200, "no GET trades a code");
         let cookie = format!("Cookie: chock_token={token}");
-        refused("the token in a cookie", http(addr, &post(&host, &[&cookie, json, custom], LIST)).await);
+        refused("the token in a cookie", http(addr, &post(&host, &[&cookie, json, custom], LIST_REQUEST)).await);
         // The UI page itself needs no token but the right Host, and cannot be framed.
         let (status, head, body) = http(addr, &get("/", &host)).await;
         assert_eq!(status, 200);
@@ -176,33 +174,6 @@ fn the_loopback_port_refuses_requests_without_the_token_from_a_foreign_origin_or
         Err(chock_daemon::DaemonError::NotLoopback { .. })
     ));
     chock_daemon::loopback_addr("[::1]:8080").unwrap();
-}
-
-/// `curl` on the unix socket, run as `prefix` says; its exit status and output.
-fn curl_socket(prefix: &[&str], socket: &std::path::Path) -> (i32, String) {
-    let out = Command::new(prefix[0])
-        .args(&prefix[1..])
-        .args(["curl", "-s", "-S", "-m", "10", "--unix-socket"])
-        .arg(socket)
-        .args([
-            "-H",
-            "Content-Type: application/json",
-            "-H",
-            "X-Chock: 1",
-            "-d",
-            LIST,
-            "http://localhost/rpc",
-        ])
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 fn user_exists(name: &str) -> bool {
@@ -246,7 +217,7 @@ fn another_uid_is_refused_and_a_group_named_with_group_is_let_in() {
         let server = world.serve().await;
         let socket = server.socket().to_path_buf();
         // Our own request passes.
-        let (status, out) = curl_socket(&["env"], &socket);
+        let (status, out) = curl_list(&["env"], &socket);
         assert_eq!(status, 0, "{out}");
         assert!(out.contains("\"sessions\""), "{out}");
         let dir = socket.parent().unwrap();
@@ -260,13 +231,13 @@ fn another_uid_is_refused_and_a_group_named_with_group_is_let_in() {
         );
         open_path(&world, dir.parent().unwrap());
         // The directory's mode keeps another user out.
-        let (status, out) = curl_socket(&as_chockci, &socket);
+        let (status, out) = curl_list(&as_chockci, &socket);
         assert_ne!(status, 0, "{out}");
         assert!(!out.contains("\"sessions\""), "{out}");
         // With the directory and the socket opened up, the peer check refuses it.
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let (_, out) = curl_socket(&as_chockci, &socket);
+        let (_, out) = curl_list(&as_chockci, &socket);
         assert!(out.contains("\"kind\":\"forbidden\""), "{out}");
         assert!(out.contains("is not this daemon's user"), "{out}");
         assert!(!out.contains("\"sessions\""), "{out}");
@@ -279,7 +250,7 @@ fn another_uid_is_refused_and_a_group_named_with_group_is_let_in() {
         let socket = server.socket().to_path_buf();
         let meta = std::fs::metadata(socket.parent().unwrap()).unwrap();
         assert_eq!(meta.permissions().mode() & 0o777, 0o710);
-        let (status, out) = curl_socket(&as_chockci, &socket);
+        let (status, out) = curl_list(&as_chockci, &socket);
         assert_eq!(status, 0, "{out}");
         assert!(out.contains("\"sessions\""), "the group is let in: {out}");
         server.stop().await;
@@ -301,11 +272,11 @@ fn a_peer_in_another_user_or_mount_namespace_is_refused() {
             return;
         }
         // A user namespace that maps back to this very uid, as a confined call's does.
-        let (_, out) = curl_socket(&["unshare", "--user", "--map-current-user"], &socket);
+        let (_, out) = curl_list(&["unshare", "--user", "--map-current-user"], &socket);
         assert!(out.contains("\"kind\":\"forbidden\""), "{out}");
         assert!(out.contains("another user namespace"), "{out}");
         if is_root() {
-            let (_, out) = curl_socket(&["unshare", "--mount"], &socket);
+            let (_, out) = curl_list(&["unshare", "--mount"], &socket);
             assert!(out.contains("another mnt namespace"), "{out}");
         } else {
             println!("skipped the mount namespace: making one needs root");
@@ -326,7 +297,7 @@ fn a_command_inside_a_session_reaches_neither_the_socket_nor_the_port() {
         let probe = format!(
             "test -e {sock} && echo socket-present || echo socket-absent\n\
              test -e {dir} && echo dir-present || echo dir-absent\n\
-             curl -s -m 5 --noproxy '*' --unix-socket {sock} -H 'Content-Type: application/json' -H 'X-Chock: 1' -d '{LIST}' http://localhost/rpc\n\
+             curl -s -m 5 --noproxy '*' --unix-socket {sock} -H 'Content-Type: application/json' -H 'X-Chock: 1' -d '{LIST_REQUEST}' http://localhost/rpc\n\
              echo unix=$?\n\
              curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/\n\
              echo tcp=$?\n\

@@ -216,3 +216,35 @@ pub fn is_root() -> bool {
 pub fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// `sessions.list` as one JSON-RPC request body.
+pub const LIST_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"sessions.list"}"#;
+
+/// Posts [`LIST_REQUEST`] to the daemon's `/rpc` over `socket` with curl, run under `prefix` (a
+/// program and its arguments that run curl as another uid, or in another namespace): curl's exit
+/// status and everything it printed.
+pub fn curl_list(prefix: &[&str], socket: &Path) -> (i32, String) {
+    let out = std::process::Command::new(prefix[0])
+        .args(&prefix[1..])
+        .args(["curl", "-s", "-S", "-m", "10", "--unix-socket"])
+        .arg(socket)
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            "X-Chock: 1",
+            "-d",
+            LIST_REQUEST,
+            "http://localhost/rpc",
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
