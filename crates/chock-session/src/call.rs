@@ -265,15 +265,15 @@ impl Session {
         plan
     }
 
-    /// Starts making the overlay instance for a call the table allows outright (one that asks may
+    /// Starts making the overlay instance for a call the table (its answer: `table`) allows outright (one that asks may
     /// wait on a person, and one that is denied never runs): see [`WarmOverlay`]. Nothing runs in
     /// the instance until the call's own sandbox, which is built only after the decision is
     /// durable.
-    fn warm_overlay(&self, action: &chock_policy::Action) -> WarmOverlay {
+    fn warm_overlay(&self, table: Decision) -> WarmOverlay {
         let overlay = self
             .overlay
             .as_ref()
-            .filter(|o| o.leases() == 0 && self.decide(action).decision == Decision::Allow)
+            .filter(|o| o.leases() == 0 && table == Decision::Allow)
             .cloned();
         WarmOverlay(overlay.and_then(|o| {
             std::thread::Builder::new()
@@ -334,7 +334,10 @@ impl Session {
         let classified = self.classify(&plan);
         let action = classified.action.as_str().to_string();
         // Held until the call is done (or refused): by then the call has its own lease.
-        let _warm = self.warm_overlay(&classified.action);
+        // The table's own answer, before anyone is asked: whether to warm the overlay, and
+        // whether the decision may wait on a person.
+        let table = self.decide(&classified.action).decision;
+        let _warm = self.warm_overlay(table);
         self.log.record(
             Some(&call_id),
             ToolCall {
@@ -349,8 +352,7 @@ impl Session {
         let detail = format!("run `{}` in the sandbox", argv.join(" "));
         let settled = {
             // Only a question waits on a person; the table's own answer is at once.
-            let _asking = (self.decide(&classified.action).decision == Decision::Ask)
-                .then(|| self.workspace.lend_background());
+            let _asking = (table == Decision::Ask).then(|| self.workspace.lend_background());
             pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?
         };
         if !settled.allowed() {

@@ -113,22 +113,23 @@ impl Background {
         }
     }
 
-    /// Runs `start` (which spawns the process and returns its pidfd) unless the work was
+    /// Runs `start` (which spawns the process and returns it with its pidfd) unless the work was
     /// cancelled, and records the process so it can be paused, resumed and killed; it is paused
     /// at once if a call is running. `Err(None)` when cancelled before it started.
-    pub(crate) fn started<E>(
+    pub(crate) fn started<T, E>(
         &self,
-        start: impl FnOnce() -> Result<Option<OwnedFd>, E>,
-    ) -> Result<(), Option<E>> {
+        start: impl FnOnce() -> Result<(T, Option<OwnedFd>), E>,
+    ) -> Result<T, Option<E>> {
         let mut state = self.state();
         if state.cancelled {
             return Err(None);
         }
-        state.running = start().map_err(Some)?;
+        let (process, pidfd) = start().map_err(Some)?;
+        state.running = pidfd;
         if state.paused() {
             state.signal(Signal::STOP);
         }
-        Ok(())
+        Ok(process)
     }
 
     /// The process ended: nothing is left to signal.

@@ -84,28 +84,23 @@ impl Git {
     /// at the lowest CPU priority, paused while a call runs, and killed if `control` is cancelled
     /// meanwhile (refused if it already was). See [`crate::background`].
     pub(crate) fn run_in_background(&self, args: &[&str], control: &Background) -> Result<Vec<u8>> {
-        let mut child = None;
-        control
+        let child = control
             .started(|| {
-                let spawned = self
+                let child = self
                     .command(args)
                     .stdin(Stdio::null())
                     .spawn()
                     .map_err(|e| self.error(args, format!("cannot start git: {e}")))?;
-                let pid = rustix::process::Pid::from_child(&spawned);
+                let pid = rustix::process::Pid::from_child(&child);
                 // Best effort: a git at normal priority is slower for the calls, not wrong.
                 let _ = rustix::process::setpriority_process(Some(pid), BACKGROUND_NICE);
                 let pidfd =
                     rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok();
-                child = Some(spawned);
-                Ok(pidfd)
+                Ok((child, pidfd))
             })
             .map_err(|e| {
                 e.unwrap_or_else(|| self.error(args, "cancelled before it started".into()))
             })?;
-        let Some(child) = child else {
-            return Err(self.error(args, "cancelled before it started".into()));
-        };
         let out = child.wait_with_output();
         control.finished();
         let out = out.map_err(|e| self.error(args, e.to_string()))?;
