@@ -255,6 +255,7 @@ impl Agent {
         }
         self.toolbox.finish_background().await;
         self.host.checkpoint("session end");
+        self.host.flush_turns();
         let end = self.log().record(
             None,
             SessionEnd {

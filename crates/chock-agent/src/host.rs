@@ -93,6 +93,20 @@ impl Host {
         }
     }
 
+    /// Waits until every turn record is durable (they are synced off the turns' path): a session's
+    /// end calls it before `session.end`. A failure is noted in the log.
+    pub fn flush_turns(&self) {
+        if let Err(err) = self.session.workspace().flush_turns() {
+            let _ = self.session.log().record(
+                None,
+                Note::CheckpointFailed {
+                    checkpoint: "turn records".to_string(),
+                    failed: err.to_string(),
+                },
+            );
+        }
+    }
+
     /// Records the workspace at the end of completed turn `turn` (what a fork at that turn starts
     /// from, docs/forks.md) and returns what `turn.end` says of it; a failure is noted in the log
     /// (the turn stands, a fork at it is refused).

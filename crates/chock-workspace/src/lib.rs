@@ -18,6 +18,7 @@ mod entry;
 mod error;
 mod git;
 mod hunks;
+mod late_sync;
 mod manage;
 mod meta;
 mod old;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::entry::{Entry, sha256_hex};
 use crate::error::{Result, WorkspaceError};
+use crate::late_sync::LateSync;
 use crate::meta::write_atomic;
 
 /// Format of an apply record.
@@ -87,15 +88,29 @@ impl Records {
         Ok(format!("{session}.{n}"))
     }
 
-    /// Stores `entry`'s bytes and returns how the record names it.
+    /// Stores `entry`'s bytes, durable when this returns, and returns how the record names it.
     pub fn store(&self, entry: &Entry) -> Result<StoredEntry> {
+        self.store_by(entry, &write_atomic)
+    }
+
+    /// Stores `entry`'s bytes through `late` (in place at once, durable soon after: a turn
+    /// record's blobs) and returns how the record names it.
+    pub(crate) fn store_late(&self, entry: &Entry, late: &LateSync) -> Result<StoredEntry> {
+        self.store_by(entry, &|path, bytes| late.write(path, bytes))
+    }
+
+    fn store_by(
+        &self,
+        entry: &Entry,
+        write: &dyn Fn(&Path, &[u8]) -> Result<()>,
+    ) -> Result<StoredEntry> {
         let put = |bytes: &[u8]| -> Result<String> {
             let sha = sha256_hex(bytes);
             let dir = self.blobs();
             fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io("create", &dir, e))?;
             let path = dir.join(&sha);
             if !path.exists() {
-                write_atomic(&path, bytes)?;
+                write(&path, bytes)?;
             }
             Ok(sha)
         };

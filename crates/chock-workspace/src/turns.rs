@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
-use crate::meta::{Backing, META_FORMAT, Meta, write_atomic};
+use crate::meta::{Backing, META_FORMAT, Meta};
 use crate::record::{Records, StoredEntry};
 use crate::workspace::{Workspace, make_dirs};
 
@@ -87,7 +87,14 @@ fn record_path(session_dir: &Path, turn: u32) -> PathBuf {
 }
 
 impl Workspace {
-    /// Records the workspace as it is at the end of `turn` (see the module).
+    /// Waits until every turn record written so far (and its blobs) is durable: they are synced
+    /// off the turn's path (late_sync.rs). A session's end waits for it before its last line.
+    pub fn flush_turns(&self) -> Result<()> {
+        self.late().flush()
+    }
+
+    /// Records the workspace as it is at the end of `turn` (see the module). The record is in
+    /// place when this returns and durable soon after ([`Workspace::flush_turns`]).
     pub fn record_turn(&self, turn: u32) -> Result<TurnSummary> {
         let raw = self.raw_changes()?;
         let records = Records::new(turns_dir(self.session_dir()));
@@ -95,7 +102,7 @@ impl Workspace {
         let mut entries = BTreeMap::new();
         for (path, change) in raw {
             let stored = match &change.new {
-                Some(entry) => Some(records.store(entry)?),
+                Some(entry) => Some(records.store_late(entry, self.late())?),
                 None => None,
             };
             changes.insert(path.clone(), stored);
@@ -143,7 +150,9 @@ impl Workspace {
         }
         let bytes =
             serde_json::to_vec_pretty(&record).map_err(|e| WorkspaceError::record(&path, e))?;
-        write_atomic(&path, &bytes)?;
+        // In place now (a fork can read it at once), durable soon after: nothing the session does
+        // next waits on it (late_sync.rs).
+        self.late().write(&path, &bytes)?;
         Ok(TurnSummary {
             digest,
             paths: record.changes.len() as u64,

@@ -15,6 +15,7 @@ use crate::diff::Diff;
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
+use crate::late_sync::LateSync;
 use crate::meta::{Backing, Layout, META_FORMAT, Meta};
 use crate::old::{GitSide, LowerSide};
 use crate::tree::Mode;
@@ -36,6 +37,8 @@ pub struct Workspace {
     side: Mutex<Option<Arc<GitSide>>>,
     /// What the last checkpoint recorded, to skip one that would record the same again.
     last: Mutex<Option<LastCheckpoint>>,
+    /// Turn records and their blobs, synced off the turn's path.
+    late: LateSync,
 }
 
 /// The change set a checkpoint recorded and the commit the session ref then pointed at.
@@ -129,6 +132,7 @@ impl Workspace {
             base_job: Mutex::new(base_job),
             side: Mutex::new(None),
             last: Mutex::new(None),
+            late: LateSync::default(),
         })
     }
 
@@ -142,6 +146,7 @@ impl Workspace {
             base_job: Mutex::new(None),
             side: Mutex::new(None),
             last: Mutex::new(None),
+            late: LateSync::default(),
         })
     }
 
@@ -153,6 +158,11 @@ impl Workspace {
             upper: self.layout.upper(),
             work: self.layout.work(),
         }
+    }
+
+    /// Where turn records are written to be synced off the turn's path.
+    pub(crate) fn late(&self) -> &LateSync {
+        &self.late
     }
 
     /// The real project.

@@ -18,6 +18,7 @@ use chock_log::clock::now_rfc3339;
 
 use super::{Workspace, make_dirs};
 use crate::error::{Result, WorkspaceError};
+use crate::late_sync::LateSync;
 use crate::meta::{Backing, META_FORMAT, Meta, tmp_sibling};
 
 impl Workspace {
@@ -54,6 +55,7 @@ impl Workspace {
             base_job: Mutex::new(None),
             side: Mutex::new(None),
             last: Mutex::new(None),
+            late: LateSync::default(),
         })
     }
 }
