@@ -4,8 +4,9 @@
 //! "upperdir is in-use"): each instance caches its own view, so a write made through one is not
 //! reliably seen through the other, and two mounts made at once race on `work/work` (one of them
 //! fails with ENOENT). So a session's calls do not mount overlays of their own. The host keeps the
-//! session's overlay as a detached mount (a descriptor from `fsmount`), made by a short-lived helper
-//! process in a user and mount namespace of its own (the same id map as a call's); each call's init
+//! session's overlay as a detached mount (a descriptor from `fsmount`), made by a helper process in
+//! a user and mount namespace of its own (the same id map as a call's), which stays while the
+//! overlay does and makes each instance on request (`shared_overlay/helper.rs`); each call's init
 //! attaches a clone of it at the project path (`open_tree(OPEN_TREE_CLONE)` + `move_mount`), so every
 //! call that runs while it exists sees one filesystem.
 //!
@@ -27,72 +28,19 @@
 //! every other process's dirty data included), which is the largest cost of a short call's end on
 //! a busy machine.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Layer, SandboxError};
-use crate::namespaces;
 use crate::plan::WorkspaceMount;
-use crate::report::{self, Kind, Record};
-use crate::sys::{self, errno, exit_now};
+use crate::report::{self, Kind};
 
-// The new mount API (linux/mount.h); the numbers are the kernel's ABI.
-const FSOPEN_CLOEXEC: libc::c_uint = 0x1;
-const FSCONFIG_SET_FLAG: libc::c_uint = 0;
-const FSCONFIG_SET_STRING: libc::c_uint = 1;
-const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-const FSMOUNT_CLOEXEC: libc::c_uint = 0x1;
-const MOUNT_ATTR_NOSUID: libc::c_uint = 0x2;
-const MOUNT_ATTR_NODEV: libc::c_uint = 0x4;
+mod helper;
 
-/// The helper's steps, as reported to the host.
-mod step {
-    pub const CLOSE: u32 = 1;
-    pub const USER_NAMESPACE: u32 = 2;
-    pub const ID_MAPS: u32 = 3;
-    pub const MOUNT_NAMESPACE: u32 = 4;
-    pub const FSOPEN: u32 = 5;
-    pub const LOWERDIR: u32 = 6;
-    pub const UPPERDIR: u32 = 7;
-    pub const WORKDIR: u32 = 8;
-    pub const USERXATTR: u32 = 9;
-    pub const CREATE: u32 = 10;
-    pub const FSMOUNT: u32 = 11;
-    pub const SEND: u32 = 12;
-    pub const OPEN_LOWER: u32 = 13;
-    pub const OPEN_UPPER: u32 = 14;
-    pub const OPEN_WORK: u32 = 15;
-    pub const VOLATILE_MARK: u32 = 16;
-    pub const VOLATILE: u32 = 17;
-}
-
-fn step_words(s: u32) -> &'static str {
-    match s {
-        step::CLOSE => "closing inherited descriptors",
-        step::USER_NAMESPACE => "unshare(CLONE_NEWUSER)",
-        step::ID_MAPS => "writing the id maps",
-        step::MOUNT_NAMESPACE => "unshare(CLONE_NEWNS)",
-        step::FSOPEN => "fsopen(\"overlay\")",
-        step::LOWERDIR => "fsconfig lowerdir",
-        step::UPPERDIR => "fsconfig upperdir",
-        step::WORKDIR => "fsconfig workdir",
-        step::USERXATTR => "fsconfig userxattr",
-        step::CREATE => "fsconfig create",
-        step::FSMOUNT => "fsmount",
-        step::SEND => "handing the mount to the host",
-        step::OPEN_LOWER => "opening the lower directory",
-        step::OPEN_UPPER => "opening the upper directory",
-        step::OPEN_WORK => "opening the work directory",
-        step::VOLATILE_MARK => {
-            "removing the last volatile instance's mark (work/incompat/volatile)"
-        }
-        step::VOLATILE => "fsconfig volatile",
-        _ => "an unknown step",
-    }
-}
+use helper::{CLEAR_MARK, Helper, step, step_words};
 
 /// The session's overlay: the layers it is made of, and the instance while calls use it.
 /// Cloning it shares the same instance.
@@ -121,6 +69,30 @@ struct State {
     /// The thread unmounting the last instance (closing its last host descriptor), while it may
     /// still run: the next instance is made only once it has finished.
     retiring: Option<std::thread::JoinHandle<()>>,
+    /// The helper that makes the instances (helper.rs), once the first was made.
+    helper: Option<Resident>,
+}
+
+/// A running overlay helper: its pid and the host's end of its socket.
+#[derive(Debug)]
+struct Resident {
+    pid: libc::pid_t,
+    chan: OwnedFd,
+}
+
+impl Resident {
+    /// Closes the helper's socket (it exits at the end of file) and reaps it, on a thread of its
+    /// own when one can be had: nothing waits on a helper's exit.
+    fn dismiss(self) {
+        let Resident { pid, chan } = self;
+        drop(chan);
+        let reaping = std::thread::Builder::new()
+            .name("chock-overlay-reap".into())
+            .spawn(move || crate::call_io::reap(pid));
+        if reaping.is_err() {
+            crate::call_io::reap(pid);
+        }
+    }
 }
 
 impl State {
@@ -136,7 +108,11 @@ impl Drop for Inner {
     /// The session's overlay is gone only when its last instance is: whoever drops it (the
     /// session's end) may read or remove the upper directory next.
     fn drop(&mut self) {
-        lock(&self.state).retired();
+        let mut state = lock(&self.state);
+        state.retired();
+        if let Some(helper) = state.helper.take() {
+            helper.dismiss();
+        }
     }
 }
 
@@ -239,6 +215,16 @@ impl SharedOverlay {
         lock(&self.inner.state).leases
     }
 
+    /// The process id of the helper that makes the instances, while there is one (for tests).
+    #[doc(hidden)]
+    pub fn helper_pid(&self) -> Option<u32> {
+        let state = lock(&self.inner.state);
+        state
+            .helper
+            .as_ref()
+            .and_then(|h| u32::try_from(h.pid).ok())
+    }
+
     /// How many overlay instances this session has made so far.
     pub fn instances_made(&self) -> u64 {
         lock(&self.inner.state).made
@@ -252,7 +238,8 @@ impl SharedOverlay {
             Some(fd) => fd.as_raw_fd(),
             None => {
                 state.retired();
-                let fd = self.make(state.made > 0)?;
+                let again = state.made > 0;
+                let fd = self.make(&mut state.helper, again)?;
                 let raw = fd.as_raw_fd();
                 state.mount = Some(fd);
                 state.made += 1;
@@ -266,16 +253,61 @@ impl SharedOverlay {
         })
     }
 
-    /// Makes an instance through a helper process and returns its detached mount; `again`: this
-    /// overlay made (and unmounted) one before.
-    fn make(&self, again: bool) -> Result<OwnedFd, SandboxError> {
+    /// Makes an instance through the helper (started first when there is none, or again when
+    /// the one there has gone) and returns its detached mount; `again`: this overlay made (and
+    /// unmounted) one before.
+    fn make(&self, resident: &mut Option<Resident>, again: bool) -> Result<OwnedFd, SandboxError> {
+        let request = [if self.inner.volatile && again {
+            CLEAR_MARK
+        } else {
+            0
+        }];
+        // A helper that was there may have gone since (killed from outside): one more try, with a
+        // new one. A helper that reports a failed step has exited: it is not tried again.
+        for _ in 0..2 {
+            let started_now = resident.is_none();
+            let helper = match resident.take() {
+                Some(h) => h,
+                None => self.start_helper()?,
+            };
+            let got = match ask(&helper.chan, &request) {
+                Ok(()) => report::recv(helper.chan.as_raw_fd()),
+                Err(e) => Err(e),
+            };
+            match got {
+                Ok(Some((rec, Some(fd)))) if rec.kind == Kind::SharedOverlay as u32 => {
+                    *resident = Some(helper);
+                    return Ok(fd);
+                }
+                Ok(Some((rec, _))) => {
+                    helper.dismiss();
+                    return Err(refused(&rec));
+                }
+                // Gone without a word: a helper just started tells why it could not (the end of
+                // the socket before any record is its failure); an older one is replaced once.
+                Ok(None) | Err(_) if !started_now => helper.dismiss(),
+                Ok(None) => {
+                    helper.dismiss();
+                    return Err(refuse("the helper process ended without a mount"));
+                }
+                Err(e) => {
+                    helper.dismiss();
+                    return Err(refuse(&format!("reading the helper's report: {e}")));
+                }
+            }
+        }
+        Err(refuse("the helper process ended twice without a mount"))
+    }
+
+    /// Forks the helper (helper.rs) into its namespaces; it waits for requests.
+    fn start_helper(&self) -> Result<Resident, SandboxError> {
         let path = |p: &Path| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|_| SandboxError::Plan("an overlay path contains a NUL byte".into()))
         };
         // SAFETY: geteuid/getegid never fail.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        let helper = Helper {
+        let prepared = Helper {
             uid_map: format!("{uid} {uid} 1\n").into_bytes(),
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             layers: [
@@ -284,11 +316,10 @@ impl SharedOverlay {
                 path(&self.inner.work)?,
             ],
             volatile: self.inner.volatile,
-            clear_mark: self.inner.volatile && again,
         };
         let (chan, chan_child) = crate::call_io::seqpacket_pair()?;
-        // SAFETY: the child runs only `helper_main`, which walks data prepared above with raw system
-        // calls (no allocation, no lock), and never returns.
+        // SAFETY: the child runs only `helper::main`, which walks data prepared above with raw
+        // system calls (no allocation, no lock), and never returns.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(SandboxError::host(
@@ -297,199 +328,65 @@ impl SharedOverlay {
             ));
         }
         if pid == 0 {
-            helper_main(&helper, chan_child.as_raw_fd());
+            helper::main(&prepared, chan_child.as_raw_fd());
         }
         drop(chan_child);
-        let got = report::recv(chan.as_raw_fd());
-        crate::call_io::reap(pid);
-        let refuse = |reason: String| SandboxError::Layer {
-            layer: Layer::Workspace,
-            reason: format!("the session's shared overlay could not be made: {reason}"),
-            hint:
-                "overlayfs in a user namespace needs Linux 5.11 or later (with `userxattr`), and \
-                   the upper and work directories on one filesystem that keeps user.* xattrs"
-                    .into(),
-        };
-        match got {
-            Ok(Some((rec, Some(fd)))) if rec.kind == Kind::SharedOverlay as u32 => Ok(fd),
-            // The helper's first step is the user namespace every call also needs: when the kernel
-            // refuses it, that is the layer missing, whatever the helper was making it for.
-            Ok(Some((rec, _)))
-                if rec.kind == Kind::LayerFailed as u32
-                    && matches!(rec.step, step::USER_NAMESPACE | step::ID_MAPS) =>
-            {
-                Err(SandboxError::Layer {
-                    layer: Layer::UserNamespace,
-                    reason: format!(
-                        "{} (making the session's shared overlay): {}",
-                        step_words(rec.step),
-                        std::io::Error::from_raw_os_error(rec.errno)
-                    ),
-                    hint: crate::hints::user_namespace(),
-                })
-            }
-            Ok(Some((rec, _))) if rec.kind == Kind::LayerFailed as u32 => Err(refuse(format!(
-                "{}: {}",
-                step_words(rec.step),
-                std::io::Error::from_raw_os_error(rec.errno)
-            ))),
-            Ok(_) => Err(refuse("the helper process ended without a mount".into())),
-            Err(e) => Err(refuse(format!("reading the helper's report: {e}"))),
-        }
+        Ok(Resident { pid, chan })
     }
 }
 
-/// What the helper needs, built before fork.
-struct Helper {
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
-    /// lower, upper, work (host paths, resolved).
-    layers: [CString; 3],
-    /// Mount with `volatile`.
-    volatile: bool,
-    /// Remove the mark a previous volatile instance of this overlay left in the work directory.
-    clear_mark: bool,
-}
-
-/// `/proc/self/fd/<fd>` in a stack buffer (the helper does not allocate).
-fn fd_path(fd: RawFd, buf: &mut [u8; 32]) -> Option<&CStr> {
-    sys::fd_path_in(b"/proc/self/fd/", fd, buf)
-}
-
-fn fail(chan: RawFd, s: u32, e: i32) -> ! {
-    let _ = report::send(
-        chan,
-        Record::new(Kind::LayerFailed, Layer::Workspace as u32, s, e, 0),
-        None,
-    );
-    exit_now(1)
-}
-
-fn fsconfig(
-    fs: RawFd,
-    cmd: libc::c_uint,
-    key: Option<&CStr>,
-    value: Option<&CStr>,
-) -> Result<(), i32> {
-    let ptr = |c: Option<&CStr>| c.map_or(std::ptr::null(), CStr::as_ptr);
-    // SAFETY: fsconfig reads NUL-terminated strings (or NULL) that outlive the call.
-    let rc = unsafe { libc::syscall(libc::SYS_fsconfig, fs, cmd, ptr(key), ptr(value), 0) };
-    if rc == -1 { Err(errno()) } else { Ok(()) }
-}
-
-/// The helper: a user namespace (the caller's own ids, as a call maps them) and a mount namespace
-/// owned by it, where the overlay is made and mounted detached; the mount goes to the host and the
-/// helper exits. Async-signal-safe. Never returns.
-fn helper_main(h: &Helper, chan: RawFd) -> ! {
-    if let Err(e) = sys::close_all_except(&[chan]) {
-        fail(chan, step::CLOSE, e);
-    }
-    if let Err(e) = namespaces::unshare(libc::CLONE_NEWUSER) {
-        fail(chan, step::USER_NAMESPACE, e);
-    }
-    if let Err((_, e)) = namespaces::write_id_maps(&h.uid_map, &h.gid_map) {
-        fail(chan, step::ID_MAPS, e);
-    }
-    if let Err(e) = namespaces::unshare(libc::CLONE_NEWNS) {
-        fail(chan, step::MOUNT_NAMESPACE, e);
-    }
-    // The layers are opened in this mount namespace (overlayfs takes private clones of its layers'
-    // mounts, which must be this namespace's), and named to the kernel by descriptor, so the mount
-    // options every call can read name no host path.
-    let mut layer_fds = [-1; 3];
-    for (i, (fd, p)) in layer_fds.iter_mut().zip(&h.layers).enumerate() {
-        // SAFETY: NUL-terminated path; the descriptor lives until the helper exits.
-        *fd = unsafe {
-            libc::open(
-                p.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if *fd < 0 {
-            fail(
-                chan,
-                step::OPEN_LOWER + u32::try_from(i).unwrap_or(0),
-                errno(),
-            );
-        }
-    }
-    if h.clear_mark {
-        // The mark is `work/incompat/volatile/dirty` and its directory; the kernel refuses a
-        // mount while `work/incompat` names a feature. Removed here, in the namespace that may
-        // pass the work directory's mode 000.
-        let mark = [
-            (c"work/incompat/volatile/dirty", 0),
-            (c"work/incompat/volatile", libc::AT_REMOVEDIR),
-        ];
-        for (path, flags) in mark {
-            // SAFETY: a NUL-terminated path relative to the work directory's descriptor.
-            let rc = unsafe { libc::unlinkat(layer_fds[2], path.as_ptr(), flags) };
-            if rc != 0 && errno() != libc::ENOENT {
-                fail(chan, step::VOLATILE_MARK, errno());
-            }
-        }
-    }
-    let mut bufs = [[0u8; 32]; 3];
-    let [b0, b1, b2] = &mut bufs;
-    let (Some(lower), Some(upper), Some(work)) = (
-        fd_path(layer_fds[0], b0),
-        fd_path(layer_fds[1], b1),
-        fd_path(layer_fds[2], b2),
-    ) else {
-        fail(chan, step::OPEN_LOWER, libc::EBADF)
-    };
-    // SAFETY: fsopen takes a NUL-terminated file system name.
-    let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
-    let Ok(fs) = RawFd::try_from(fs) else {
-        fail(chan, step::FSOPEN, libc::EBADF)
-    };
-    if fs < 0 {
-        fail(chan, step::FSOPEN, errno());
-    }
-    let options = [
-        (step::LOWERDIR, c"lowerdir", lower),
-        (step::UPPERDIR, c"upperdir", upper),
-        (step::WORKDIR, c"workdir", work),
-    ];
-    for (s, key, value) in options {
-        if let Err(e) = fsconfig(fs, FSCONFIG_SET_STRING, Some(key), Some(value)) {
-            fail(chan, s, e);
-        }
-    }
-    if let Err(e) = fsconfig(fs, FSCONFIG_SET_FLAG, Some(c"userxattr"), None) {
-        fail(chan, step::USERXATTR, e);
-    }
-    if h.volatile
-        && let Err(e) = fsconfig(fs, FSCONFIG_SET_FLAG, Some(c"volatile"), None)
-    {
-        fail(chan, step::VOLATILE, e);
-    }
-    if let Err(e) = fsconfig(fs, FSCONFIG_CMD_CREATE, None, None) {
-        fail(chan, step::CREATE, e);
-    }
-    // SAFETY: fsmount of our own configured context; the result is a new descriptor.
-    let mnt = unsafe {
-        libc::syscall(
-            libc::SYS_fsmount,
-            fs,
-            FSMOUNT_CLOEXEC,
-            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+/// Sends the helper a request (no SIGPIPE when it has gone: an error instead).
+fn ask(chan: &OwnedFd, request: &[u8]) -> std::io::Result<()> {
+    // SAFETY: sends bytes from a live buffer on our own socket.
+    let n = unsafe {
+        libc::send(
+            chan.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            libc::MSG_NOSIGNAL,
         )
     };
-    let Ok(mnt) = RawFd::try_from(mnt) else {
-        fail(chan, step::FSMOUNT, libc::EBADF)
-    };
-    if mnt < 0 {
-        fail(chan, step::FSMOUNT, errno());
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    if let Err(e) = report::send(
-        chan,
-        Record::new(Kind::SharedOverlay, 0, 0, 0, 0),
-        Some(mnt),
-    ) {
-        fail(chan, step::SEND, e);
+    Ok(())
+}
+
+fn refuse(reason: &str) -> SandboxError {
+    SandboxError::Layer {
+        layer: Layer::Workspace,
+        reason: format!("the session's shared overlay could not be made: {reason}"),
+        hint: "overlayfs in a user namespace needs Linux 5.11 or later (with `userxattr`), and \
+               the upper and work directories on one filesystem that keeps user.* xattrs"
+            .into(),
     }
-    exit_now(0)
+}
+
+/// The error for the helper's report of a failed step.
+fn refused(rec: &report::Record) -> SandboxError {
+    // The helper's first step is the user namespace every call also needs: when the kernel
+    // refuses it, that is the layer missing, whatever the helper was making it for.
+    if rec.kind == Kind::LayerFailed as u32
+        && matches!(rec.step, step::USER_NAMESPACE | step::ID_MAPS)
+    {
+        return SandboxError::Layer {
+            layer: Layer::UserNamespace,
+            reason: format!(
+                "{} (making the session's shared overlay): {}",
+                step_words(rec.step),
+                std::io::Error::from_raw_os_error(rec.errno)
+            ),
+            hint: crate::hints::user_namespace(),
+        };
+    }
+    if rec.kind == Kind::LayerFailed as u32 {
+        return refuse(&format!(
+            "{}: {}",
+            step_words(rec.step),
+            std::io::Error::from_raw_os_error(rec.errno)
+        ));
+    }
+    refuse("the helper process answered without a mount")
 }
 
 #[cfg(test)]
@@ -507,7 +404,7 @@ mod tests {
 
     #[test]
     fn every_helper_step_has_words() {
-        for s in 1..=17 {
+        for s in 1..=18 {
             assert_ne!(step_words(s), "an unknown step");
         }
     }

@@ -269,6 +269,37 @@ fn a_call_after_the_others_ended_sees_the_project_as_it_is_now() {
 }
 
 #[test]
+fn one_helper_makes_every_instance_and_a_killed_one_is_replaced() {
+    let fx = Fixture::new();
+    let overlay = SharedOverlay::new(&fx.mount()).unwrap();
+    let call = |n: u64| {
+        let r = run(&fx, &overlay, "cat hello.txt").unwrap();
+        assert_eq!(r.stdout, "hello\n", "{}", r.stderr);
+        wait_until("the call's lease to end", || overlay.leases() == 0);
+        assert_eq!(overlay.instances_made(), n);
+        overlay
+            .helper_pid()
+            .expect("a helper stays after an instance")
+    };
+    let first = call(1);
+    // The second instance comes from the same process: no fork per instance.
+    assert_eq!(call(2), first);
+    // A helper that is gone (killed from outside) is noticed at the next request and replaced;
+    // the call still gets an instance of its own, made in a new helper's namespaces.
+    let pid = libc::pid_t::try_from(first).unwrap();
+    // SAFETY: kill a child process of this test.
+    let killed = unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_eq!(killed, 0);
+    let third = call(3);
+    assert_ne!(third, first);
+    // The helper ends with its overlay (its socket closes) and is reaped.
+    drop(overlay);
+    wait_until("the helper to end", || {
+        !std::path::Path::new(&format!("/proc/{third}")).exists()
+    });
+}
+
+#[test]
 fn the_mount_table_names_no_path_of_the_session_state() {
     let fx = Fixture::new();
     let overlay = SharedOverlay::new(&fx.mount()).unwrap();
