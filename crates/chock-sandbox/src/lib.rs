@@ -22,6 +22,7 @@ mod namespaces;
 mod outcome;
 mod plan;
 mod prepare;
+mod ready;
 mod report;
 pub mod seccomp_rules;
 mod session_sandbox;
@@ -41,9 +42,10 @@ pub use outcome::{ExitStatus, LimitsReport, Outcome};
 pub use plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, Plan, PlanBuilder, WorkspaceMount, scrub_env,
 };
+pub use ready::ReadyCall;
 pub use shared_overlay::{OverlayLease, SharedOverlay};
 pub use socket_index::SocketIndex;
-pub use spawn::{SandboxChild, StdioMode, spawn, spawn_in_session, spawn_shared};
+pub use spawn::{SandboxChild, StdioMode, ready_in_session, spawn, spawn_in_session, spawn_shared};
 
 /// Walks `plan`'s declared `[sandbox]` paths into the session's socket `index` now, as the
 /// session's first call would (one walk of each, its directories watched from then on), so that

@@ -53,6 +53,12 @@ pub(crate) struct CommandSpec {
     pub cwd: CString,
 }
 
+// SAFETY: the pointer arrays point into the heap buffers of this value's own `argv` and `env`
+// strings, which it owns, never changes after building, and frees only when it is dropped; moving
+// the value to another thread moves those buffers with it, and nothing writes through the
+// pointers.
+unsafe impl Send for CommandSpec {}
+
 impl CommandSpec {
     pub(crate) fn new(plan: &Plan) -> Result<CommandSpec, SandboxError> {
         let path = plan.env_var("PATH").unwrap_or(crate::plan::DEFAULT_PATH);

@@ -7,15 +7,13 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::call_io::{CallIo, Setup, SetupReport, compiled_seccomp, host_pid_of, poll_readable};
-use crate::cgroup::{self, Cgroup};
+use crate::call_io::{CallIo, Setup, SetupReport, host_pid_of, poll_readable};
+use crate::cgroup::Cgroup;
 use crate::error::{Layer, SandboxError};
-use crate::hints;
-use crate::init;
-use crate::landlock_rules;
 use crate::outcome::{ExitStatus, LimitsReport, Outcome};
 use crate::plan::Plan;
-use crate::prepare::{self, Prepared};
+use crate::prepare::Prepared;
+use crate::ready::ReadyCall;
 use crate::shared_overlay::{OverlayLease, SharedOverlay};
 use crate::socket_index::SocketIndex;
 
@@ -93,111 +91,30 @@ pub fn spawn_in_session(
     spawn_inner(plan, stdio, overlay, Some(sockets))
 }
 
+/// As [`spawn_in_session`], split in two: everything the host works out first, here, and the
+/// start itself ([`ReadyCall::start`]) — so a session can make the call ready while its decision
+/// is synced (ready.rs).
+pub fn ready_in_session<'a>(
+    plan: &'a Plan,
+    overlay: Option<&SharedOverlay>,
+    sockets: &'a SocketIndex,
+) -> Result<ReadyCall<'a>, SandboxError> {
+    crate::ready::ready(plan, overlay, Some(sockets))
+}
+
 fn spawn_inner(
     plan: &Plan,
     stdio: StdioMode,
     overlay: Option<&SharedOverlay>,
     sockets: Option<&SocketIndex>,
 ) -> Result<SandboxChild, SandboxError> {
-    plan.validate()?;
-    match (plan.shared_overlay, overlay) {
-        (true, None) => {
-            return Err(SandboxError::Plan(
-                "the plan's workspace is a session's shared overlay: spawn it with spawn_shared"
-                    .into(),
-            ));
-        }
-        (false, Some(_)) => {
-            return Err(SandboxError::Plan(
-                "a shared overlay was given for a plan that does not share one".into(),
-            ));
-        }
-        (true, Some(o)) if !o.is_for(&plan.workspace) => {
-            return Err(SandboxError::Plan(
-                "the plan's overlay layers are not those of the shared overlay given".into(),
-            ));
-        }
-        _ => {}
-    }
-    let abi = landlock_rules::kernel_abi();
-    if abi < landlock_rules::MINIMUM_ABI {
-        return Err(SandboxError::Layer {
-            layer: Layer::Landlock,
-            reason: format!("the kernel offers no Landlock ABI (answer {abi})"),
-            hint: hints::landlock_missing(),
-        });
-    }
-    let seccomp = compiled_seccomp()?;
-    let mut limits = LimitsReport {
-        core_bytes: 0,
-        fsize_bytes: plan.limits.fsize_bytes,
-        nofile: plan.limits.nofile,
-        tmp_size_bytes: plan.limits.tmp_size_bytes,
-        ..LimitsReport::default()
-    };
-    // Removed again if anything below fails before the call owns it.
-    let mut cgroup = UnusedCgroup(cgroup::create(&plan.limits, &mut limits));
-    let procs = cgroup.0.as_ref().map(Cgroup::procs_file);
-    // Held from before fork (the setup and the init inherit its descriptor) until the call is reaped.
-    let overlay = overlay.map(SharedOverlay::lease).transpose()?;
-    let overlay_fd = overlay.as_ref().map(OverlayLease::fd);
-    if let Some(index) = sockets
-        && let Some(session) = crate::session_sandbox::prepare(plan, abi, &seccomp, index)?
-    {
-        let io = CallIo::new(stdio)?;
-        let started = Instant::now();
-        let procs_fd = match &procs {
-            Some(p) => Some(
-                File::options()
-                    .write(true)
-                    .open(p)
-                    .map(OwnedFd::from)
-                    .map_err(|e| SandboxError::host("open cgroup.procs", e))?,
-            ),
-            None => None,
-        };
-        let fds = io.child_fds(overlay_fd, procs_fd.as_ref().map(AsRawFd::as_raw_fd));
-        let (zygote, prepared) = session.start_call(plan, fds)?;
-        drop(procs_fd);
-        let cgroup = cgroup.0.take();
-        return io.finish(
-            Setup::Session {
-                pidfd: None,
-                _zygote: zygote,
-            },
-            &prepared,
-            plan,
-            started,
-            (cgroup, overlay, limits),
-        );
-    }
-    let prepared = prepare::prepare(plan, abi, seccomp, procs.as_deref(), overlay_fd, sockets)?;
-    let io = CallIo::new(stdio)?;
-    let fds = io.child_fds(overlay_fd, None);
-    let started = Instant::now();
-    // SAFETY: the child runs only `init::setup_main`, which uses prepared data and async-signal-safe
-    // calls (see prepare.rs for the one exception), and never returns.
-    let setup_pid = unsafe { libc::fork() };
-    if setup_pid < 0 {
-        return Err(SandboxError::host("fork", std::io::Error::last_os_error()));
-    }
-    if setup_pid == 0 {
-        init::setup_main(&prepared, fds);
-    }
-    let cgroup = cgroup.0.take();
-    io.finish(
-        Setup::Child(setup_pid),
-        &prepared,
-        plan,
-        started,
-        (cgroup, overlay, limits),
-    )
+    crate::ready::ready(plan, overlay, sockets)?.start(stdio)
 }
 
 impl CallIo {
     /// After the setup process was started: reads its report and hands back the running call,
     /// or kills it and returns the first layer that failed.
-    fn finish(
+    pub(crate) fn finish(
         self,
         mut setup: Setup,
         prepared: &Prepared,
@@ -286,17 +203,6 @@ impl CallIo {
                     hint: "run `chock doctor` to see which layer this machine lacks".into(),
                 }))
             }
-        }
-    }
-}
-
-/// A call's cgroup until the call owns it: dropped early (an error before fork), it is removed.
-struct UnusedCgroup(Option<Cgroup>);
-
-impl Drop for UnusedCgroup {
-    fn drop(&mut self) {
-        if let Some(cg) = &self.0 {
-            cg.remove();
         }
     }
 }

@@ -188,3 +188,47 @@ fn a_killed_session_init_is_replaced_and_the_next_call_is_confined() {
     let replaced = index.session_init_pid().expect("a new session init runs");
     assert_ne!(replaced, pid, "the dead session init was replaced");
 }
+
+/// A call made ready (`ready_in_session`: what the host works out while the session syncs the
+/// call's decision) runs nothing until it is started: the command's file is not there while the
+/// ready call waits, nor after one is dropped unstarted, whose overlay lease ends with it; the
+/// same plan started afterwards runs once, in the session sandbox as any later call.
+#[test]
+fn a_ready_call_runs_nothing_until_it_is_started() {
+    let fx = Fixture::new(Backing::Overlay);
+    let index = SocketIndex::new();
+    let overlay = SharedOverlay::new(&fx.plan(vec!["/bin/true".into()]).workspace).unwrap();
+    let plan = sh(&fx, "echo ran >> ran.txt", true);
+    warm_up(&plan, &index, Some(&overlay));
+    let ran = fx.landed("ran.txt");
+    let unleased = |what: &str| {
+        let start = std::time::Instant::now();
+        while overlay.leases() != 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    unleased("the first call keeps its lease");
+    let dropped = chock_sandbox::ready_in_session(&plan, Some(&overlay), &index).unwrap();
+    assert_eq!(
+        overlay.leases(),
+        1,
+        "a ready call holds the overlay instance"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!ran.exists(), "the command ran before its start");
+    drop(dropped);
+    unleased("a call dropped unstarted keeps its lease");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!ran.exists(), "a call dropped unstarted ran");
+    let ready = chock_sandbox::ready_in_session(&plan, Some(&overlay), &index).unwrap();
+    assert!(!ran.exists(), "the command ran before its start");
+    let mut child = ready.start(StdioMode::Null).unwrap();
+    let outcome = child.wait().unwrap();
+    assert_eq!(outcome.status, ExitStatus::Exited(0));
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+    assert!(
+        index.session_init_pid().is_some(),
+        "it ran in the session sandbox"
+    );
+}

@@ -160,22 +160,6 @@ fn refused_words(settled: &Settled) -> (String, String) {
     }
 }
 
-/// The session's overlay instance, being made on a thread of its own while the call and its
-/// decision are logged (each record waits for an `fdatasync`, the instance for a helper process:
-/// about a millisecond each, and neither needs the other), so the call's own lease finds it made.
-/// Dropped when the call returns, ran or refused (joined; the instance is unmounted once no call
-/// holds it). A failure here is not the call's: its own lease makes the instance again and
-/// reports why it could not.
-pub(crate) struct WarmOverlay(Option<std::thread::JoinHandle<Option<chock_sandbox::OverlayLease>>>);
-
-impl Drop for WarmOverlay {
-    fn drop(&mut self) {
-        if let Some(thread) = self.0.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 fn command_status(status: ExitStatus) -> CommandStatus {
     match status {
         ExitStatus::Exited(code) => CommandStatus::Exited(code),
@@ -265,22 +249,10 @@ impl Session {
         plan
     }
 
-    /// Starts making the overlay instance for a call the table (its answer: `table`) allows outright (one that asks may
-    /// wait on a person, and one that is denied never runs): see [`WarmOverlay`]. Nothing runs in
-    /// the instance until the call's own sandbox, which is built only after the decision is
-    /// durable.
-    fn warm_overlay(&self, table: Decision) -> WarmOverlay {
-        let overlay = self
-            .overlay
-            .as_ref()
-            .filter(|o| o.leases() == 0 && table == Decision::Allow)
-            .cloned();
-        WarmOverlay(overlay.and_then(|o| {
-            std::thread::Builder::new()
-                .name("chock-overlay".into())
-                .spawn(move || o.lease().ok())
-                .ok()
-        }))
+    /// Makes `plan` ready to start in this session's sandbox (chock-sandbox's ready.rs): nothing
+    /// of it runs until [`chock_sandbox::ReadyCall::start`].
+    fn ready<'a>(&'a self, plan: &'a Plan) -> Result<chock_sandbox::ReadyCall<'a>, SandboxError> {
+        chock_sandbox::ready_in_session(plan, self.overlay.as_ref(), &self.sockets)
     }
 
     fn classify(&self, plan: &Plan) -> crate::classify::Classified {
@@ -333,49 +305,66 @@ impl Session {
         let plan = self.plan_asking(argv, opts, can_ask);
         let classified = self.classify(&plan);
         let action = classified.action.as_str().to_string();
-        // Held until the call is done (or refused): by then the call has its own lease.
-        // The table's own answer, before anyone is asked: whether to warm the overlay, and
-        // whether the decision may wait on a person.
+        // The table's own answer, before anyone is asked: whether the call is made ready while
+        // its records are synced, and whether the decision may wait on a person.
         let table = self.decide(&classified.action).decision;
-        let _warm = self.warm_overlay(table);
-        self.log.record(
-            Some(&call_id),
-            ToolCall {
-                tool: "exec".to_string(),
-                input: None,
-                argv: Some(argv.to_vec()),
-                cwd: Some(plan.cwd.display().to_string()),
-                action: Some(action.clone()),
-                resolved: classified.resolved.map(|p| p.display().to_string()),
-            },
-        )?;
-        let detail = format!("run `{}` in the sandbox", argv.join(" "));
-        let settled = {
-            // Only a question waits on a person; the table's own answer is at once.
-            let _asking = (table == Decision::Ask).then(|| self.workspace.lend_background());
-            pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?
-        };
-        if !settled.allowed() {
-            // A refused call's record ends with its result like any other (`chock exec` and the
-            // agent both rely on call → decision → result).
-            let (by, reason) = refused_words(&settled);
+        std::thread::scope(|scope| {
+            // A call the table allows outright is made ready (its cgroup, the overlay instance,
+            // the mount steps: ready.rs in chock-sandbox) on a thread of its own while its
+            // `tool.call` and `decision` are synced, about a millisecond each; nothing of it runs
+            // until the decision is durable. One that asks may wait on a person, and one the
+            // table denies never runs.
+            let (overlay, sockets, plan_ref) = (self.overlay.as_ref(), &*self.sockets, &plan);
+            let early = (table == Decision::Allow).then(|| {
+                scope.spawn(move || chock_sandbox::ready_in_session(plan_ref, overlay, sockets))
+            });
             self.log.record(
                 Some(&call_id),
-                CommandResult::Refused {
-                    by: by.clone(),
-                    reason: reason.clone(),
+                ToolCall {
+                    tool: "exec".to_string(),
+                    input: None,
+                    argv: Some(argv.to_vec()),
+                    cwd: Some(plan.cwd.display().to_string()),
+                    action: Some(action.clone()),
+                    resolved: classified.resolved.map(|p| p.display().to_string()),
                 },
             )?;
-            return Ok(CallResult {
-                call_id,
-                action,
-                decision: settled.decision,
-                decided_by: settled.rule.clone(),
-                settled,
-                outcome: CallOutcome::Refused { by, reason },
-            });
-        }
-        self.run(call_id, action, settled, &plan, opts, &pipeline)
+            let detail = format!("run `{}` in the sandbox", argv.join(" "));
+            let settled = {
+                // Only a question waits on a person; the table's own answer is at once.
+                let _asking = (table == Decision::Ask).then(|| self.workspace.lend_background());
+                pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?
+            };
+            if !settled.allowed() {
+                // A refused call's record ends with its result like any other (`chock exec` and
+                // the agent both rely on call → decision → result); a call made ready is dropped
+                // unstarted, which undoes what it made.
+                let (by, reason) = refused_words(&settled);
+                self.log.record(
+                    Some(&call_id),
+                    CommandResult::Refused {
+                        by: by.clone(),
+                        reason: reason.clone(),
+                    },
+                )?;
+                return Ok(CallResult {
+                    call_id,
+                    action,
+                    decision: settled.decision,
+                    decided_by: settled.rule.clone(),
+                    settled,
+                    outcome: CallOutcome::Refused { by, reason },
+                });
+            }
+            let ready = match early {
+                Some(thread) => thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                None => self.ready(&plan),
+            };
+            self.note_socket_walks(&plan);
+            self.run(call_id, action, settled, ready, opts, &pipeline)
+        })
     }
 
     fn run(
@@ -383,7 +372,7 @@ impl Session {
         call_id: String,
         action: String,
         settled: Settled,
-        plan: &Plan,
+        ready: Result<chock_sandbox::ReadyCall<'_>, SandboxError>,
         opts: &CallOptions,
         pipeline: &Pipeline,
     ) -> Result<CallResult, SessionError> {
@@ -391,13 +380,7 @@ impl Session {
         // Calls that run at the same time share one overlay instance: a write by one is seen by the
         // other at once, and no two overlays are mounted on the session's upper directory. The
         // sockets to mask come from the session's index, not a walk per call.
-        let spawned = chock_sandbox::spawn_in_session(
-            plan,
-            StdioMode::Piped,
-            self.overlay.as_ref(),
-            &self.sockets,
-        );
-        self.note_socket_walks(plan);
+        let spawned = ready.and_then(|r| r.start(StdioMode::Piped));
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
