@@ -93,6 +93,9 @@ struct State {
     unsynced: u64,
     /// When the oldest of them was written.
     unsynced_since: Option<Instant>,
+    /// The new session's directory entries being synced (see [`Log::create`]): joined by the
+    /// first sync of the log.
+    names: Option<std::thread::JoinHandle<Result<(), LogError>>>,
 }
 
 /// How long a grouped line may stay unsynced: the flusher syncs it at most this long after the
@@ -161,6 +164,7 @@ impl Log {
             poisoned: None,
             unsynced: 0,
             unsynced_since: None,
+            names: None,
         };
         let log = Log::owning(
             Shared {
@@ -172,18 +176,28 @@ impl Log {
             },
             lock,
         );
-        log.append_data(EventKind::SessionStart, None, start_data(&id, header))?;
         // The new names: `log.jsonl` (and `lock`) in the session directory, the session directory
         // in the root, and the root in its parent when it was made just now (a root that already
-        // existed was synced into its parent by the call that made it).
-        sync_dir(&dir)?;
-        sync_dir(root)?;
+        // existed was synced into its parent by the call that made it). Synced on a thread of their
+        // own while the session gets ready for its first act; the first sync of the log (the first
+        // durable event's, the flusher's, the drop's) waits for them, so line 0 is durable, under
+        // its names, before any act happens (`EventKind::SessionStart`'s durability).
+        let mut names = vec![dir.clone(), root.to_path_buf()];
         if let Some(parent) = root
             .parent()
             .filter(|p| root_is_new && !p.as_os_str().is_empty())
         {
-            sync_dir(parent)?;
+            names.push(parent.to_path_buf());
         }
+        let sync_names = move || names.iter().try_for_each(|d| sync_dir(d));
+        let pending = std::thread::Builder::new()
+            .name("chock-log-names".into())
+            .spawn(sync_names.clone());
+        match pending {
+            Ok(thread) => log.state().names = Some(thread),
+            Err(_) => sync_names()?,
+        }
+        log.append_data(EventKind::SessionStart, None, start_data(&id, header))?;
         Ok(log)
     }
 
@@ -356,6 +370,21 @@ fn sync_state(state: &mut State, path: &Path) -> Result<(), LogError> {
         state.poisoned = Some(format!("fdatasync failed: {e}"));
         return Err(LogError::io("fdatasync", path, e));
     }
+    if let Some(names) = state.names.take() {
+        let synced = names.join().unwrap_or_else(|_| {
+            Err(LogError::io(
+                "fsync directory",
+                path,
+                std::io::Error::other("the thread syncing the session's names panicked"),
+            ))
+        });
+        if let Err(e) = synced {
+            state.poisoned = Some(format!(
+                "syncing the session's directory entries failed: {e}"
+            ));
+            return Err(e);
+        }
+    }
     state.unsynced = 0;
     state.unsynced_since = None;
     Ok(())
@@ -461,6 +490,7 @@ impl Log {
             poisoned: None,
             unsynced: 0,
             unsynced_since: None,
+            names: None,
         };
         let log = Log::owning(
             Shared {

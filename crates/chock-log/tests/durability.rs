@@ -137,9 +137,11 @@ fn durable_kinds_are_fdatasynced_before_append_returns_and_grouped_kinds_are_not
         let by = if tid == appender { "" } else { "other:" };
         if line.contains(&format!("write{fd_prefix}")) {
             acts.push(format!("{by}write-log"));
-        } else if line.contains(&format!("fdatasync{fd_only}"))
-            || line.contains(&format!("fsync{fd_only}"))
-        {
+        } else if ["fdatasync", "fsync"].iter().any(|call| {
+            // A call another thread's call interrupts is printed `<unfinished ...>`.
+            line.contains(&format!("{call}{fd_only}"))
+                || line.contains(&format!("{call}({fd} <unfinished"))
+        }) {
             acts.push(format!("{by}sync-log"));
         } else if line.contains("write(1,") && line.contains("RETURNED") {
             acts.push(format!("{by}returned"));
@@ -154,14 +156,13 @@ fn durable_kinds_are_fdatasynced_before_append_returns_and_grouped_kinds_are_not
         .map(String::as_str)
         .collect();
     let last_return = own.iter().rposition(|a| *a == "returned").unwrap();
-    // session.start and each durable kind (decision, approval.answer): written, then synced,
-    // then returned. Each grouped kind (note, tool.result, model.request, command.result,
-    // turn.end): written and returned with no sync of its own.
+    // Each durable kind (decision, approval.answer): written, then synced, then returned. Each
+    // grouped kind (session.start, note, tool.result, model.request, command.result, turn.end):
+    // written and returned with no sync of its own.
     assert_eq!(
         own[..=last_return],
         [
-            "write-log", // session.start
-            "sync-log",
+            "write-log", // session.start: synced with the first durable event
             "write-log", // decision
             "sync-log",
             "returned",
@@ -181,6 +182,40 @@ fn durable_kinds_are_fdatasynced_before_append_returns_and_grouped_kinds_are_not
         ],
         "{trace}"
     );
+    // The session's directory entries (the log in its directory, the directory in the root)
+    // were synced, on whichever thread, before the first durable event returned.
+    let session_dir = open
+        .split('"')
+        .nth(1)
+        .and_then(|p| Path::new(p).parent())
+        .expect("the log's path")
+        .display()
+        .to_string();
+    let root_dir = root.path().display().to_string();
+    let first_return = trace
+        .lines()
+        .position(|l| l.contains("write(1,") && l.contains("RETURNED"))
+        .unwrap();
+    for dir in [&session_dir, &root_dir] {
+        let opened = trace
+            .lines()
+            .find(|l| {
+                l.contains("openat") && l.contains(&format!("\"{dir}\"")) && !l.contains("O_CREAT")
+            })
+            .unwrap_or_else(|| panic!("no open of {dir}:\n{trace}"));
+        let dir_fd = opened.rsplit('=').next().unwrap().trim().to_owned();
+        let synced = trace
+            .lines()
+            .position(|l| {
+                l.contains(&format!("fsync({dir_fd})"))
+                    || l.contains(&format!("fsync({dir_fd} <unfinished"))
+            })
+            .unwrap_or_else(|| panic!("{dir} was never synced:\n{trace}"));
+        assert!(
+            synced < first_return,
+            "{dir} was synced after the first durable event returned:\n{trace}"
+        );
+    }
     // The last grouped lines were synced before the process ended (by drop, or by the flusher
     // if it came first): some sync of the log follows the last write.
     let last_write = acts.iter().rposition(|a| a.ends_with("write-log")).unwrap();

@@ -127,8 +127,8 @@ impl EventKind {
     pub const fn durability(self) -> Durability {
         use Durability::{BeforeReturn, Grouped};
         match self {
-            EventKind::SessionStart => BeforeReturn(
-                "The session acts only once its header exists: a log without line 0 is never intact.",
+            EventKind::SessionStart => Grouped(
+                "The session acts only once its header is durable, and every act waits on a durable event after it: that event's sync makes line 0 durable too, and waits for the new directory entries' sync, begun when the session was created. A crash before any act can lose a session that did nothing.",
             ),
             EventKind::TurnStart => Grouped(
                 "Bookkeeping: nothing outside the log happens because a turn began; the turn's first act begins with its own durable event.",
