@@ -19,7 +19,9 @@
 //! 100,000 files (0: the large project is not generated and its rows are skipped; `CHOCK_BENCH_PAIRS`
 //! 0 skips the sessions at 1,000 files but still makes the project `chock exec` runs in),
 //! `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`, taken in turns (one of each,
-//! then the next pair) so that load from elsewhere falls on both alike; `CHOCK_BENCH_LARGE`
+//! then the next pair) so that load from elsewhere falls on both alike (and for the same reason a
+//! bwrap call before, between and after the two sessions of each pair: every ratio against bwrap
+//! is the median of pair-by-pair ratios, each against the bwrap calls made beside it); `CHOCK_BENCH_LARGE`
 //! (default 100000) the large project's size. After generating a project the bench runs `sync`, so
 //! the new tree's writeback does not fall on the measured calls' log syncs.
 
@@ -36,6 +38,8 @@ use std::time::{Duration, Instant};
 
 const CHOCK: &str = env!("CARGO_BIN_EXE_chock");
 const CALLS: u32 = 40;
+/// The pause before each measured bwrap and `chock exec` process.
+const SETTLE: Duration = Duration::from_millis(20);
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -208,9 +212,45 @@ impl World {
     }
 }
 
+/// Median, lowest and highest.
+type Spread = (Duration, Duration, Duration);
+/// Median, lowest and highest of ratios.
+type RatioSpread = (f64, f64, f64);
+
 struct Measured {
-    per_call: (Duration, Duration, Duration),
-    start: (Duration, Duration, Duration),
+    per_call: Spread,
+    start: Spread,
+    /// Each pair's call against the bwrap calls made beside it (median, lowest, highest), and
+    /// those bwrap calls.
+    against_bwrap: Option<(RatioSpread, Spread)>,
+}
+
+/// A whole `bwrap … true` in `project` (the options of `bwrap_reference.rs`); `None` without
+/// bubblewrap.
+fn bwrap_call(project: &Path) -> Option<impl Fn() -> Duration> {
+    bwrap_args(project).map(|(bin, args)| {
+        move || {
+            // What the process before it left to the kernel (a namespace's teardown, RCU work)
+            // settles first, so that it does not count against bwrap.
+            std::thread::sleep(SETTLE);
+            let start = Instant::now();
+            let ok = Command::new(bin)
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "bwrap failed");
+            start.elapsed()
+        }
+    })
+}
+
+/// Median, lowest and highest of ratios.
+fn ratio_stats(mut v: Vec<f64>) -> RatioSpread {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
 /// Generates the project of `files` files under `base` and runs `pairs` pairs in it (none:
@@ -235,22 +275,44 @@ fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> 
     // One of each first, unmeasured: the page cache and git's own first-run work.
     w.session(&w.without);
     w.session(&w.with_calls);
-    let (mut per_call, mut start) = (Vec::new(), Vec::new());
+    // A whole bwrap call before, between and after the two sessions of each pair: the machine's
+    // speed drifts by a third over minutes here (another guest's load), so each pair's call is
+    // compared with the bwrap calls made beside it.
+    let bwrap = bwrap_call(&w.project);
+    let bwrap_now = || bwrap.as_ref().map(|b| b());
+    let (mut per_call, mut start, mut ratios, mut bwraps) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..pairs {
+        let b0 = bwrap_now();
         let none = w.session(&w.without);
+        let b1 = bwrap_now();
         let calls = w.session(&w.with_calls);
-        per_call.push(calls.saturating_sub(none) / CALLS);
+        let b2 = bwrap_now();
+        let call = calls.saturating_sub(none) / CALLS;
+        per_call.push(call);
         start.push(none);
+        if let (Some(b0), Some(b1), Some(b2)) = (b0, b1, b2) {
+            let (beside, _, _) = stats(vec![b0, b1, b2]);
+            ratios.push(call.as_secs_f64() / beside.as_secs_f64());
+            bwraps.extend([b0, b1, b2]);
+        }
     }
     let m = Measured {
         per_call: stats(per_call),
         start: stats(start),
+        against_bwrap: (!ratios.is_empty()).then(|| (ratio_stats(ratios), stats(bwraps))),
     };
     println!(
         "  per call {}   session with no call {}",
         show(m.per_call),
         show(m.start)
     );
+    if let Some(((r, lo, hi), b)) = m.against_bwrap {
+        println!(
+            "  bwrap … true beside the pairs {}   per call / bwrap, pair by pair: median {r:.2}x ({lo:.2}x–{hi:.2}x)",
+            show(b)
+        );
+    }
     Some(m)
 }
 
@@ -320,21 +382,11 @@ fn main() {
         without: String::new(),
     };
     // `chock exec` and bwrap in turns, so load from elsewhere falls on both alike.
-    let bwrap_once = bwrap_args(&w.project).map(|(bin, args)| {
-        move || {
-            let start = Instant::now();
-            let ok = Command::new(bin)
-                .args(&args)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "bwrap failed");
-            start.elapsed()
-        }
-    });
-    let exec_once = || w.chock(&["exec", "--", "true"]);
+    let bwrap_once = bwrap_call(&w.project);
+    let exec_once = || {
+        std::thread::sleep(SETTLE);
+        w.chock(&["exec", "--", "true"])
+    };
     exec_once();
     if let Some(b) = &bwrap_once {
         b();
@@ -384,22 +436,22 @@ fn main() {
             "<= 2x",
         );
     }
-    if let Some(b) = bwrap {
-        if let Some(small) = &small {
-            line(
-                "per call at 1k files / bwrap",
-                ratio(small.per_call.0, b.0),
-                "<= 1.5x",
-            );
+    // Against bwrap: the median of the pair-by-pair (run-by-run) ratios, each against the bwrap
+    // calls made at the same time.
+    for (name, m) in [
+        ("per call at 1k files / bwrap", &small),
+        ("per call at 100k files / bwrap", &big),
+    ] {
+        if let Some(((r, _, _), _)) = m.as_ref().and_then(|m| m.against_bwrap) {
+            line(name, format!("{r:.2}x"), "<= 1.5x");
         }
-        if let Some(big) = &big {
-            line(
-                "per call at 100k files / bwrap",
-                ratio(big.per_call.0, b.0),
-                "<= 1.5x",
-            );
-        }
-        line("chock exec -- true / bwrap", ratio(exec.0, b.0), "<= 1.5x");
+    }
+    if bwrap.is_some() {
+        line(
+            "chock exec -- true / bwrap",
+            format!("{:.2}x", pair_ratios[pair_ratios.len() / 2]),
+            "<= 1.5x",
+        );
     }
     if let (Some(small), Some(declared)) = (&small, &declared) {
         line(
