@@ -11,7 +11,9 @@
 //! In the same run: a whole `bwrap … true` with options close to Chock's (as in chock-sandbox's
 //! `setup` bench) and a whole `chock exec -- true` process in the 1,000-file project; the same
 //! pairs in a 1,000-file project whose `chock.toml` declares a `[sandbox] read` path of 120,000
-//! entries (`CHOCK_BENCH_DECLARED`, default 120000; 0 skips it); and how many events a second the
+//! entries (with one more pairing there and at 1,000 files: the 40-call session against a one-call
+//! session, over 39, a call after the session's first, which leaves out the one walk of the
+//! declared path that the first call waits for) (`CHOCK_BENCH_DECLARED`, default 120000; 0 skips it); and how many events a second the
 //! session log appends in the realistic mix chock-log's `throughput` bench uses, on the disk the
 //! bench's temporary directory is on.
 //!
@@ -72,6 +74,9 @@ struct World {
     project: PathBuf,
     with_calls: String,
     without: String,
+    /// A recording of one call: what the session with 40 is paired with for the calls after
+    /// the first.
+    one_call: String,
 }
 
 impl World {
@@ -96,9 +101,15 @@ impl World {
         script.push_str("[[turn]]\ntext = \"done\"\n");
         std::fs::write(base.join("calls.toml"), script).unwrap();
         std::fs::write(base.join("none.toml"), "[[turn]]\ntext = \"done\"\n").unwrap();
+        std::fs::write(
+            base.join("one.toml"),
+            "[[turn]]\n[[turn.call]]\ntool = \"run_command\"\ninput = { command = \"true\" }\nexpect = { is_error = false }\n\n[[turn]]\ntext = \"done\"\n",
+        )
+        .unwrap();
         let w = World {
             with_calls: format!("script:{}", base.join("calls.toml").display()),
             without: format!("script:{}", base.join("none.toml").display()),
+            one_call: format!("script:{}", base.join("one.toml").display()),
             base: base.to_path_buf(),
             project,
         };
@@ -219,6 +230,10 @@ type RatioSpread = (f64, f64, f64);
 
 struct Measured {
     per_call: Spread,
+    /// The 40-call session against the one-call session, over 39: a call after the session's
+    /// first (what a session's one-time work, such as the first walk of a declared path, leaves
+    /// out).
+    after_first: Spread,
     start: Spread,
     /// Each pair's call against the bwrap calls made beside it (median, lowest, highest), and
     /// those bwrap calls.
@@ -282,7 +297,10 @@ fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> 
     let bwrap_now = || bwrap.as_ref().map(|b| b());
     let (mut per_call, mut start, mut ratios, mut bwraps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut after_first = Vec::new();
+    w.session(&w.one_call);
     for _ in 0..pairs {
+        let one = w.session(&w.one_call);
         let b0 = bwrap_now();
         let none = w.session(&w.without);
         let b1 = bwrap_now();
@@ -290,6 +308,7 @@ fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> 
         let b2 = bwrap_now();
         let call = calls.saturating_sub(none) / CALLS;
         per_call.push(call);
+        after_first.push(calls.saturating_sub(one) / (CALLS - 1));
         start.push(none);
         if let (Some(b0), Some(b1), Some(b2)) = (b0, b1, b2) {
             let (beside, _, _) = stats(vec![b0, b1, b2]);
@@ -299,12 +318,14 @@ fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> 
     }
     let m = Measured {
         per_call: stats(per_call),
+        after_first: stats(after_first),
         start: stats(start),
         against_bwrap: (!ratios.is_empty()).then(|| (ratio_stats(ratios), stats(bwraps))),
     };
     println!(
-        "  per call {}   session with no call {}",
+        "  per call {}   after the first {}   session with no call {}",
         show(m.per_call),
+        show(m.after_first),
         show(m.start)
     );
     if let Some(((r, lo, hi), b)) = m.against_bwrap {
@@ -380,6 +401,7 @@ fn main() {
         project: small_dir.join("project"),
         with_calls: String::new(),
         without: String::new(),
+        one_call: String::new(),
     };
     // `chock exec` and bwrap in turns, so load from elsewhere falls on both alike.
     let bwrap_once = bwrap_call(&w.project);
@@ -457,6 +479,11 @@ fn main() {
         line(
             "per call, declared read path / none",
             ratio(declared.per_call.0, small.per_call.0),
+            "<= 1.1x",
+        );
+        line(
+            "  a call after the first, declared / none",
+            ratio(declared.after_first.0, small.after_first.0),
             "<= 1.1x",
         );
     }
