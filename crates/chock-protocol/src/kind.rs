@@ -251,7 +251,6 @@ mod tests {
     fn every_act_waits_on_a_durable_event() {
         use EventKind::*;
         for kind in [
-            SessionStart,
             Decision,
             ApprovalAsk,
             ApprovalAnswer,
@@ -263,8 +262,10 @@ mod tests {
         ] {
             assert!(kind.durability().before_return(), "{kind} must be durable");
         }
-        // A tool call is synced by the durable decision every act waits on.
+        // A tool call is synced by the durable decision every act waits on, and the session's
+        // header by the first durable event after it (the writer joins the sync of its names).
         for kind in [
+            SessionStart,
             ToolCall,
             TurnStart,
             TurnEnd,
