@@ -270,9 +270,13 @@ impl SharedOverlay {
                 Some(h) => h,
                 None => self.start_helper()?,
             };
-            let got = match ask(&helper.chan, &request) {
-                Ok(()) => report::recv(helper.chan.as_raw_fd()),
-                Err(e) => Err(e),
+            // Read the report even when the request could not be sent: a helper that failed a
+            // step of its start (its user namespace refused) reported it before it exited, and
+            // the socket still holds that record; with its end closed, the read cannot block.
+            let sent = ask(&helper.chan, &request);
+            let got = match report::recv(helper.chan.as_raw_fd()) {
+                Ok(None) => sent.map(|()| None),
+                other => other,
             };
             match got {
                 Ok(Some((rec, Some(fd)))) if rec.kind == Kind::SharedOverlay as u32 => {
