@@ -197,13 +197,25 @@ fn durable_kinds_are_fdatasynced_before_append_returns_and_grouped_kinds_are_not
         .position(|l| l.contains("write(1,") && l.contains("RETURNED"))
         .unwrap();
     for dir in [&session_dir, &root_dir] {
-        let opened = trace
-            .lines()
-            .find(|l| {
+        let lines: Vec<&str> = trace.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| {
                 l.contains("openat") && l.contains(&format!("\"{dir}\"")) && !l.contains("O_CREAT")
             })
             .unwrap_or_else(|| panic!("no open of {dir}:\n{trace}"));
-        let dir_fd = opened.rsplit('=').next().unwrap().trim().to_owned();
+        // An open another thread's call interrupted ends on a later `<... openat resumed>` line
+        // of the same thread.
+        let tid = lines[at].split_whitespace().next().unwrap_or_default();
+        let returned = if lines[at].contains("<unfinished") {
+            lines[at..]
+                .iter()
+                .find(|l| l.split_whitespace().next() == Some(tid) && l.contains("openat resumed>"))
+                .unwrap_or_else(|| panic!("the open of {dir} never returned:\n{trace}"))
+        } else {
+            lines[at]
+        };
+        let dir_fd = returned.rsplit('=').next().unwrap().trim().to_owned();
         let synced = trace
             .lines()
             .position(|l| {
