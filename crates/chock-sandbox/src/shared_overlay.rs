@@ -266,17 +266,19 @@ impl SharedOverlay {
         // new one. A helper that reports a failed step has exited: it is not tried again.
         for _ in 0..2 {
             let started_now = resident.is_none();
-            let helper = match resident.take() {
-                Some(h) => h,
-                None => self.start_helper()?,
-            };
-            // Read the report even when the request could not be sent: a helper that failed a
-            // step of its start (its user namespace refused) reported it before it exited, and
-            // the socket still holds that record; with its end closed, the read cannot block.
-            let sent = ask(&helper.chan, &request);
-            let got = match report::recv(helper.chan.as_raw_fd()) {
-                Ok(None) => sent.map(|()| None),
-                other => other,
+            // A helper started now makes its first instance unasked (helper.rs); one that was
+            // there is asked for the next.
+            let (helper, got) = match resident.take() {
+                Some(h) => {
+                    let got =
+                        ask(&h.chan, &request).and_then(|()| report::recv(h.chan.as_raw_fd()));
+                    (h, got)
+                }
+                None => {
+                    let h = self.start_helper(request[0] & CLEAR_MARK != 0)?;
+                    let got = report::recv(h.chan.as_raw_fd());
+                    (h, got)
+                }
             };
             match got {
                 Ok(Some((rec, Some(fd)))) if rec.kind == Kind::SharedOverlay as u32 => {
@@ -303,8 +305,9 @@ impl SharedOverlay {
         Err(refuse("the helper process ended twice without a mount"))
     }
 
-    /// Forks the helper (helper.rs) into its namespaces; it waits for requests.
-    fn start_helper(&self) -> Result<Resident, SandboxError> {
+    /// Forks the helper (helper.rs) into its namespaces; it makes its first instance (first
+    /// removing a volatile predecessor's mark when `clear_mark`) and then waits for requests.
+    fn start_helper(&self, clear_mark: bool) -> Result<Resident, SandboxError> {
         let path = |p: &Path| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|_| SandboxError::Plan("an overlay path contains a NUL byte".into()))
@@ -320,6 +323,7 @@ impl SharedOverlay {
                 path(&self.inner.work)?,
             ],
             volatile: self.inner.volatile,
+            first_clear_mark: clear_mark,
         };
         let (chan, chan_child) = crate::call_io::seqpacket_pair()?;
         // SAFETY: the child runs only `helper::main`, which walks data prepared above with raw

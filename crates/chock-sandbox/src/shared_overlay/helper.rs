@@ -3,7 +3,8 @@
 //! namespace owned by it, where each overlay instance is made and mounted detached; the mount
 //! goes to the host.
 //!
-//! It stays for as long as its [`super::SharedOverlay`] does and makes one instance per request:
+//! It makes the first instance as soon as it starts, then stays for as long as its
+//! [`super::SharedOverlay`] does and makes one more per request:
 //! a new process per instance cost a fork, two namespaces and an exit (about a millisecond on
 //! this machine, on the path of every call that needs a new instance). It runs nothing but the
 //! steps below, touches no host path but the overlay's three layers (opened again for every
@@ -87,6 +88,9 @@ pub(super) struct Helper {
     pub(super) layers: [CString; 3],
     /// Mount with `volatile`.
     pub(super) volatile: bool,
+    /// The first instance, made unasked as soon as the namespaces are: remove the mark a
+    /// previous volatile instance of this overlay left first.
+    pub(super) first_clear_mark: bool,
 }
 
 /// `/proc/self/fd/<fd>` in a stack buffer (the helper does not allocate).
@@ -130,6 +134,10 @@ pub(super) fn main(h: &Helper, chan: RawFd) -> ! {
     if let Err(e) = namespaces::unshare(libc::CLONE_NEWNS) {
         fail(chan, step::MOUNT_NAMESPACE, e);
     }
+    // The instance the helper was started for: the host writes nothing before it has an answer,
+    // so a step that fails here is always heard (a request sent to a helper that already exited
+    // could reset the socket and lose the report).
+    make_one(h, chan, h.first_clear_mark);
     loop {
         let mut request = [0u8; 1];
         // SAFETY: reads one byte into a stack buffer.
