@@ -314,10 +314,8 @@ impl Session {
             // `tool.call` and `decision` are synced, about a millisecond each; nothing of it runs
             // until the decision is durable. One that asks may wait on a person, and one the
             // table denies never runs.
-            let (overlay, sockets, plan_ref) = (self.overlay.as_ref(), &*self.sockets, &plan);
-            let early = (table == Decision::Allow).then(|| {
-                scope.spawn(move || chock_sandbox::ready_in_session(plan_ref, overlay, sockets))
-            });
+            let plan = &plan;
+            let early = (table == Decision::Allow).then(|| scope.spawn(|| self.ready(plan)));
             self.log.record(
                 Some(&call_id),
                 ToolCall {
@@ -360,9 +358,9 @@ impl Session {
                 Some(thread) => thread
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                None => self.ready(&plan),
+                None => self.ready(plan),
             };
-            self.note_socket_walks(&plan);
+            self.note_socket_walks(plan);
             self.run(call_id, action, settled, ready, opts, &pipeline)
         })
     }

@@ -55,11 +55,10 @@ impl LateSync {
             file,
             path: path.to_path_buf(),
         };
-        match self.send(job) {
-            Ok(()) => Ok(()),
-            Err(Job::Sync { file, path }) => sync_one(&file, &path),
-            Err(Job::Flush(_)) => Ok(()),
+        if let Err(Job::Sync { file, path }) = self.send(job) {
+            return sync_one(&file, &path);
         }
+        Ok(())
     }
 
     /// Waits until every file written so far is durable; the first sync that failed, if any.
