@@ -1,5 +1,5 @@
-//! The host side of a call: prepare, fork, read the child's setup report, wait with a timeout, kill
-//! the whole tree.
+//! The host side of a call: the entry points (each makes the call ready, `ready.rs`, then starts
+//! it), reading the child's setup report, waiting with a timeout, killing the whole tree.
 
 use std::fs::File;
 use std::net::TcpListener;
