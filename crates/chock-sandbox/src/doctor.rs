@@ -113,6 +113,7 @@ fn overlay_probe() -> Result<(), i32> {
     apply(&Op::Overlay {
         target: c"/tmp/m".into(),
         data: c"lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w,userxattr".into(),
+        readonly: false,
     })
 }
 

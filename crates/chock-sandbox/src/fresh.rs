@@ -30,6 +30,9 @@ use crate::sys::{check, errno};
 pub(crate) enum FreshKind {
     Tmpfs,
     SharedOverlay,
+    /// A declared read directory's overlay, made again from the tree's layers
+    /// (`read_overlay.rs`): a fresh one looks at the host again.
+    ReadOverlay,
 }
 
 /// One mount of the session tree that each call replaces (besides the fixed `/dev/shm`,
@@ -110,18 +113,27 @@ pub(crate) fn steps(
     tree: &[Step],
     roots: &[FreshRoot],
 ) -> Result<Option<Vec<FreshStep>>, SandboxError> {
+    // The layers a call's read overlays are made from are covered with the tree's /tmp and never
+    // carried over.
     let targets: Vec<&Path> = tree
         .iter()
         .filter_map(|s| mount_target(&s.op))
         .map(path_of)
+        .filter(|t| !crate::read_overlay::is_session_layer(t))
         .collect();
     let mut user: Vec<&FreshRoot> = roots.iter().collect();
     user.sort_by_key(|r| r.target.components().count());
-    let mut covers: Vec<(PathBuf, Option<FreshKind>)> = vec![
-        (PathBuf::from("/dev/shm"), Some(FreshKind::Tmpfs)),
-        (PathBuf::from("/dev/pts"), None),
-    ];
-    covers.extend(user.iter().map(|r| (r.target.clone(), Some(r.kind))));
+    // Read overlays first: their layers are reachable only until /tmp is covered.
+    let (read, other): (Vec<&FreshRoot>, Vec<&FreshRoot>) = user
+        .into_iter()
+        .partition(|r| r.kind == FreshKind::ReadOverlay);
+    let mut covers: Vec<(PathBuf, Option<FreshKind>)> = read
+        .iter()
+        .map(|r| (r.target.clone(), Some(r.kind)))
+        .collect();
+    covers.push((PathBuf::from("/dev/shm"), Some(FreshKind::Tmpfs)));
+    covers.push((PathBuf::from("/dev/pts"), None));
+    covers.extend(other.iter().map(|r| (r.target.clone(), Some(r.kind))));
     let mut out = Vec::new();
     for (root, kind) in covers {
         let mount = match kind {
@@ -129,6 +141,9 @@ pub(crate) fn steps(
             Some(FreshKind::Tmpfs) => {
                 Cover::Mount(last_op(tree, &root, |op| matches!(op, Op::Tmpfs { .. }))?)
             }
+            Some(FreshKind::ReadOverlay) => Cover::Mount(last_op(tree, &root, |op| {
+                matches!(op, Op::Overlay { readonly: true, .. })
+            })?),
             None => Cover::Mount(last_op(tree, &root, |op| matches!(op, Op::Devpts { .. }))?),
         };
         let mut children: Vec<&Path> = Vec::new();
@@ -149,7 +164,9 @@ pub(crate) fn steps(
             .filter(|s| {
                 made_path(&s.op).is_some_and(|p| {
                     let p = path_of(p);
-                    strictly_under(p, &root) && !children.iter().any(|c| strictly_under(p, c))
+                    strictly_under(p, &root)
+                        && !children.iter().any(|c| strictly_under(p, c))
+                        && !crate::read_overlay::is_session_layer(p)
                 })
             })
             .map(|s| s.op.clone())
@@ -164,6 +181,7 @@ pub(crate) fn steps(
             match kind {
                 Some(FreshKind::SharedOverlay) => "clone of the shared overlay",
                 Some(FreshKind::Tmpfs) => "tmpfs",
+                Some(FreshKind::ReadOverlay) => "read-only overlay",
                 None => "devpts",
             },
             root.display(),

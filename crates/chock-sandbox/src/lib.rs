@@ -22,6 +22,7 @@ mod namespaces;
 mod outcome;
 mod plan;
 mod prepare;
+mod read_overlay;
 mod ready;
 mod report;
 pub mod seccomp_rules;

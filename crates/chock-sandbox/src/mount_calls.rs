@@ -246,13 +246,20 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             // SAFETY: NUL-terminated strings.
             check(unsafe { libc::symlink(text.as_ptr(), link.as_ptr()) })
         }
-        Op::Overlay { target, data } => mount(
-            Some(c"overlay"),
+        Op::Overlay {
             target,
-            Some(c"overlay"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(data),
-        ),
+            data,
+            readonly,
+        } => {
+            let ro = if *readonly { libc::MS_RDONLY } else { 0 };
+            mount(
+                Some(c"overlay"),
+                target,
+                Some(c"overlay"),
+                libc::MS_NOSUID | libc::MS_NODEV | ro,
+                Some(data),
+            )
+        }
         Op::AttachOverlay { fd, target } => attach_overlay(*fd, target),
         Op::Proc { target } => {
             let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;

@@ -17,7 +17,7 @@ use crate::error::{Layer, SandboxError};
 use crate::plan::{Plan, WorkspaceMount};
 
 /// Where the host's root is reachable while the tree is built.
-const OLD_ROOT: &str = "/oldroot";
+pub(crate) const OLD_ROOT: &str = "/oldroot";
 
 /// One mount operation. Paths are final (sources under [`OLD_ROOT`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +64,8 @@ pub(crate) enum Op {
     Overlay {
         target: CString,
         data: CString,
+        /// A declared read path's overlay (lower layers only): mounted read-only.
+        readonly: bool,
     },
     /// Attach a clone of the session's shared overlay (the detached mount at host descriptor `fd`,
     /// inherited by the init) at `target`.
@@ -301,14 +303,18 @@ fn build_tree(
     user.push((PathBuf::from("/tmp"), UserMount::Tmpfs { mode: 0o1777 }));
     for p in &plan.extra_read {
         let c = canonical("extra read path", p)?;
-        user.push((
-            c.clone(),
+        // A directory is shown through an overlay of its own (socket_mask.rs says why); a file
+        // is bound, and checked for being a socket itself.
+        let m = if c.is_dir() {
+            UserMount::ReadOverlay { lower: c.clone() }
+        } else {
             UserMount::Bind {
-                source: c,
+                source: c.clone(),
                 readonly: true,
                 layer: fs,
-            },
-        ));
+            }
+        };
+        user.push((c, m));
     }
     for p in &plan.extra_write {
         let c = canonical("extra write path", p)?;
@@ -403,9 +409,19 @@ fn build_tree(
         })
         .map(|(t, _)| t.clone())
         .collect();
+    let mut read_layers = crate::read_overlay::Layers::new(session);
     for (target, m) in user {
         match m {
             UserMount::Dir => b.mkdirs(&target, fs)?,
+            UserMount::ReadOverlay { lower } => {
+                read_layers.push(&mut b, &lower, &target)?;
+                if session {
+                    fresh.push(FreshRoot {
+                        target: target.clone(),
+                        kind: FreshKind::ReadOverlay,
+                    });
+                }
+            }
             UserMount::Tmpfs { mode } => {
                 b.tmpfs(&target, mode, plan.limits.tmp_size_bytes, fs)?;
                 fresh.push(FreshRoot {
@@ -461,6 +477,7 @@ fn build_tree(
                 let op = Op::Overlay {
                     target: cstr(target.as_os_str().as_bytes())?,
                     data: cstr(data)?,
+                    readonly: false,
                 };
                 b.push(op, Layer::Workspace, label);
             }
@@ -495,6 +512,10 @@ fn build_tree(
 enum UserMount {
     Tmpfs {
         mode: u32,
+    },
+    /// A declared read directory, through a read-only overlay of its own (`read_overlay.rs`).
+    ReadOverlay {
+        lower: PathBuf,
     },
     /// A directory inside an earlier tmpfs.
     Dir,

@@ -1,22 +1,25 @@
-//! Host unix sockets under declared `[sandbox]` paths, masked before the call starts.
+//! Host unix sockets under declared `[sandbox]` write paths (and read paths that are files),
+//! masked before the call starts.
 //!
-//! A read-only bind does not stop `connect(2)` on a socket inode it shows, Landlock below ABI 9
-//! has no right for connecting to a named socket, and seccomp cannot see the path `connect` is
-//! given. So a daemon that keeps its socket inside a declared read or write path (an agent, a build
-//! server, a language server in a toolchain or cache directory) would be reachable from the call,
-//! outside the broker. Before the call is built, the sockets under every declared path are found
-//! on the host (no symlink is followed, no other filesystem entered: the bind is not recursive, so
+//! A bind does not stop `connect(2)` on a socket inode it shows, Landlock below ABI 9 has no right
+//! for connecting to a named socket, and seccomp cannot see the path `connect` is given. So a
+//! daemon that keeps its socket inside a declared path (an agent, a build server, a language
+//! server in a cache directory) would be reachable from the call, outside the broker. Declared read
+//! directories are shown through an overlay, whose inodes no socket is bound to
+//! (`read_overlay.rs`); a write path cannot be (an overlay's upper directory is one mount's
+//! alone), so before the call is built, the sockets under every bound declared path are found on
+//! the host (no symlink is followed, no other filesystem entered: the bind is not recursive, so
 //! other filesystems are not in the sandbox anyway), and each one gets an empty read-only file
 //! bound over it inside the sandbox: `connect` there answers `ECONNREFUSED`.
 //!
 //! A session finds them in its [`crate::SocketIndex`] (walked once, kept current by inotify); a
-//! call without one walks every declared path here. Either way the walk is bounded
-//! ([`WALK_LIMIT`] entries per declared path); a larger tree fails the call (rule 1: no
-//! protection that silently covers only part of a path). A socket made after the sockets were
-//! found (between building the call and the command's `connect`) is not masked in that call: on
-//! kernels with Landlock ABI 9 (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`) the call's ruleset, which grants
-//! that right only in writable places, refuses it under read paths as well; below, that window
-//! remains (the next call of the session masks it).
+//! call without one walks every such path here. Either way the walk is bounded ([`WALK_LIMIT`]
+//! entries per declared path); a larger tree fails the call (rule 1: no protection that silently
+//! covers only part of a path). A socket made under a write path after the sockets were found
+//! (between building the call and the command's `connect`) is not masked in that call: on kernels
+//! with Landlock ABI 9 (`LANDLOCK_ACCESS_FS_RESOLVE_UNIX`) the call's ruleset, which grants that
+//! right only in writable places, refuses it elsewhere; below, that window remains (the next call
+//! of the session masks it).
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};

@@ -101,7 +101,8 @@ fn only_the_loopback_interface_is_visible() {
 /// toolchain or cache directory where some daemon keeps its socket). A read-only bind does not
 /// stop connect(2) on a socket, and Landlock (up to ABI 7) does not govern connecting to a named
 /// socket, so this is refused only if the sandbox keeps such sockets out. Layer: the filesystem
-/// plan (what is bound).
+/// plan: a read directory is shown through an overlay of its own (`read_overlay.rs`), a write
+/// path's sockets are masked by an empty file (`socket_mask.rs`).
 #[test]
 fn a_host_socket_inside_a_declared_read_path_is_unreachable() {
     for write in [false, true] {
@@ -125,10 +126,11 @@ fn a_host_socket_inside_a_declared_read_path_is_unreachable() {
                 !reached && !r.stdout.starts_with("succeeded"),
                 "the sandbox reached a host socket through a declared path (write {write}): {r:?}"
             );
-            // The socket is masked by an empty file: connecting to a non-socket is refused.
+            // An overlay inode no socket is bound to, or an empty file over the socket: either
+            // way nothing listens there.
             r.assert_refused(
                 "ECONNREFUSED",
-                "the socket mask over a declared path's socket",
+                "the read overlay, or the socket mask over a write path's socket",
             );
             listeners.push(listener);
         }
@@ -137,6 +139,62 @@ fn a_host_socket_inside_a_declared_read_path_is_unreachable() {
         plan.extra_read = vec![shared.clone()];
         run(&plan).assert_refused("ENOENT", "the mask source is removed");
     }
+}
+
+/// Attack: a host daemon binds its socket under a declared read directory *while a call runs*,
+/// after the call's tree was built and its command started (the command lists the directory until
+/// the socket is there, then connects): in a call of its own, and in a call of a session sandbox
+/// built before. Layer: the read directory's overlay (`read_overlay.rs`): what the call sees
+/// there are the overlay's own inodes, to which no socket is bound, so `connect` answers
+/// ECONNREFUSED. Through a read-only bind (the layer removed) the command reaches the listener.
+#[test]
+fn a_host_socket_bound_under_a_read_path_while_the_call_runs_is_unreachable() {
+    let fx = Fixture::new(Backing::BindCopy);
+    let shared = fx.base.join("toolchain");
+    let dir = shared.join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    let index = SocketIndex::new();
+    for (i, in_session) in [false, true, true].into_iter().enumerate() {
+        let name = format!("daemon-{i}.sock");
+        let marker = format!("started-{i}");
+        let mut plan = fx.hostile_plan(&[
+            "connect-unix-when-listed",
+            &fx.project.join(&marker).to_string_lossy(),
+            &dir.to_string_lossy(),
+            &name,
+        ]);
+        plan.extra_read = vec![shared.clone()];
+        let started = fx.landed(&marker);
+        let socket = dir.join(&name);
+        let daemon = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while !started.exists() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the call never started"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let listener = UnixListener::bind(&socket).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            listener
+        });
+        let r = if in_session {
+            run_in_session(&plan, &index)
+        } else {
+            run(&plan)
+        };
+        let listener = daemon.join().expect("the daemon thread");
+        assert!(
+            listener.accept().is_err() && !r.stdout.starts_with("succeeded"),
+            "a socket bound while the call ran was reached (session {in_session}): {r:?}"
+        );
+        r.assert_refused("ECONNREFUSED", "the read directory's overlay");
+    }
+    assert!(
+        index.session_init_pid().is_some(),
+        "the last call ran in a session sandbox"
+    );
 }
 
 /// Runs `plan` as one call of a session that keeps `index`, as `run` does for a call without one.
@@ -164,10 +222,11 @@ fn run_in_session(plan: &chock_sandbox::Plan, index: &SocketIndex) -> escape_sup
 
 /// Attack: a host daemon binds its socket under a declared read (or write) path *after* the
 /// session's socket index was built (between two calls of the session): in the declared
-/// directory, and in a directory made after the index was. Layer: the session's socket index
-/// (inotify watches on every directory of the declared path): the next call masks it, and
-/// `connect` there answers ECONNREFUSED. Without the index's updates the call reaches the host
-/// listener (`succeeded`).
+/// directory, and in a directory made after the index was. Layer: for a write path, the session's
+/// socket index (inotify watches on every directory of the declared path): the next call masks
+/// it; for a read directory, its overlay. Either way `connect` there answers ECONNREFUSED.
+/// Without the index's updates the call reaches the host listener through a write path
+/// (`succeeded`).
 #[test]
 fn a_host_socket_made_between_calls_is_unreachable_in_the_next_call() {
     for write in [false, true] {

@@ -163,6 +163,45 @@ fn a_socket_bound_after_the_session_sandbox_was_built_is_unreachable() {
     r.assert_refused("ECONNREFUSED", "the mask of a socket bound since");
 }
 
+/// What the host changes under a declared read directory between two calls of a session shows in
+/// the second: a file made where the first call found nothing, and a file replaced by a rename.
+/// Layer: each call's own read overlay, made fresh from the tree's layers (`read_overlay.rs`,
+/// `fresh.rs`): an overlay keeps what it looked up (a missing name stays missing, a replaced file
+/// stays the old one), so calls sharing the tree's overlay would see the first call's view.
+#[test]
+fn what_the_host_changes_under_a_read_path_shows_in_the_next_call() {
+    let fx = Fixture::new(Backing::BindCopy);
+    let shared = fx.base.join("toolchain");
+    std::fs::create_dir_all(shared.join("lib")).unwrap();
+    std::fs::write(shared.join("lib").join("version"), "1\n").unwrap();
+    let index = SocketIndex::new();
+    let lib = shared.join("lib");
+    let script = format!(
+        "cat {0}/version; cat {0}/added 2>/dev/null || echo missing",
+        lib.display()
+    );
+    let plan = || {
+        let mut plan = sh(&fx, &script, false);
+        plan.extra_read = vec![shared.clone()];
+        plan
+    };
+    warm_up(&plan(), &index, None);
+    let first = run_in(&plan(), &index, None).unwrap();
+    assert_eq!(first.stdout, "1\nmissing\n", "{first:?}");
+    assert!(
+        index.session_init_pid().is_some(),
+        "the calls run in a session sandbox"
+    );
+    std::fs::write(lib.join("added"), "new\n").unwrap();
+    std::fs::write(lib.join("version.tmp"), "2\n").unwrap();
+    std::fs::rename(lib.join("version.tmp"), lib.join("version")).unwrap();
+    let second = run_in(&plan(), &index, None).unwrap();
+    assert_eq!(
+        second.stdout, "2\nnew\n",
+        "the second call saw the first call's view of the read path: {second:?}"
+    );
+}
+
 /// Attack: the session init is killed between calls (by the user, the OOM killer). Layer: the
 /// host notices before it sends the next call (the init's pidfd) or when sending fails, and builds
 /// a new session sandbox; the call is confined as every call is (its host name, its view of the

@@ -1,7 +1,8 @@
 //! A session's socket index end to end: a host daemon binds its socket under the project's
-//! declared `[sandbox]` read path between two calls of one session, in a directory made after the
-//! first call, or after the session opened (and walked the path) but before its first call; the
-//! call after cannot reach it (the mask answers ECONNREFUSED).
+//! declared `[sandbox]` write path (a cache: the index's paths; a read directory is an overlay
+//! and needs no index, `chock-sandbox/tests/escape_net.rs`) between two calls of one session, in
+//! a directory made after the first call, or after the session opened (and walked the path) but
+//! before its first call; the call after cannot reach it (the mask answers ECONNREFUSED).
 
 use std::os::unix::net::UnixListener;
 use std::path::Path;
@@ -38,16 +39,16 @@ fn connect_from_a_call(s: &Session, socket: &Path) -> String {
     }
 }
 
-/// A session of a project whose `chock.toml` declares `<base>/toolchain` as a read path; the
+/// A session of a project whose `chock.toml` declares `<base>/cache` as a write path; the
 /// session and that path.
-fn session_reading_a_toolchain(base: &Path) -> (Session, std::path::PathBuf) {
+fn session_writing_a_cache(base: &Path) -> (Session, std::path::PathBuf) {
     let base = base.canonicalize().unwrap();
-    let (project, shared) = (base.join("project"), base.join("toolchain"));
+    let (project, shared) = (base.join("project"), base.join("cache"));
     std::fs::create_dir_all(&project).unwrap();
     std::fs::create_dir_all(&shared).unwrap();
     std::fs::write(
         project.join("chock.toml"),
-        format!("[sandbox]\nread = [\"{}\"]\n", shared.display()),
+        format!("[sandbox]\nwrite = [\"{}\"]\n", shared.display()),
     )
     .unwrap();
     let opts = SessionOptions {
@@ -64,7 +65,7 @@ fn a_socket_bound_between_two_calls_is_masked_in_the_second() {
         "this test connects from inside the call with /usr/bin/python3"
     );
     let dir = tempfile::tempdir().unwrap();
-    let (s, shared) = session_reading_a_toolchain(dir.path());
+    let (s, shared) = session_writing_a_cache(dir.path());
     let socket = shared.join("new").join("deeper").join("daemon.sock");
     // The first call builds the session's index; nothing is there yet.
     assert_eq!(connect_from_a_call(&s, &socket), "ENOENT");
@@ -86,7 +87,7 @@ fn a_socket_bound_after_the_session_opened_is_masked_in_its_first_call() {
         "this test connects from inside the call with /usr/bin/python3"
     );
     let dir = tempfile::tempdir().unwrap();
-    let (s, shared) = session_reading_a_toolchain(dir.path());
+    let (s, shared) = session_writing_a_cache(dir.path());
     // The session walks its declared paths on a thread of its own when it opens (so its first
     // call does not wait for the walk): whatever is bound after that walk, in a directory that
     // was there or in one made after it, is still masked in the first call.
@@ -137,7 +138,7 @@ fn without_inotify_every_call_walks_its_declared_paths_and_the_log_says_so_once(
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (s, shared) = session_reading_a_toolchain(dir.path());
+    let (s, shared) = session_writing_a_cache(dir.path());
     let socket = shared.join("later").join("daemon.sock");
     assert_eq!(connect_from_a_call(&s, &socket), "ENOENT");
     std::fs::create_dir_all(socket.parent().unwrap()).unwrap();

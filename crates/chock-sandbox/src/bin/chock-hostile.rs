@@ -92,6 +92,9 @@ fn main() {
         // whose uid 0 is the host's, such a file is a privileged program on the host.
         ["setcap", path] => setcap(path),
         ["connect-unix", path] => errno_result(std::os::unix::net::UnixStream::connect(path)),
+        // Creates `marker`, then lists `dir` until `name` is in it (up to 20 s) and connects to
+        // it: for a socket a host daemon binds while the call runs, after the host saw the marker.
+        ["connect-unix-when-listed", marker, dir, name] => connect_when_listed(marker, dir, name),
         ["connect-abstract", name] => connect_abstract(name),
         ["kill", pid] => kill(pid),
         ["status"] => status(),
@@ -142,6 +145,28 @@ fn succeeded(detail: &str) -> i32 {
 }
 
 /// Reports an `io::Result` or `nix::Result` as the protocol line.
+fn connect_when_listed(marker: &str, dir: &str, name: &str) -> i32 {
+    if let Err(e) = std::fs::write(marker, "") {
+        println!("inconclusive marker {marker}: {e}");
+        return INCONCLUSIVE;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let listed = std::fs::read_dir(dir)
+            .map(|entries| entries.flatten().any(|e| e.file_name() == name))
+            .unwrap_or(false);
+        if listed {
+            let path = std::path::Path::new(dir).join(name);
+            return errno_result(std::os::unix::net::UnixStream::connect(path));
+        }
+        if std::time::Instant::now() > deadline {
+            println!("inconclusive {name} never appeared in {dir}");
+            return INCONCLUSIVE;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 fn errno_result<T, E: Into<std::io::Error>>(r: Result<T, E>) -> i32 {
     match r {
         Ok(_) => succeeded("ok"),
