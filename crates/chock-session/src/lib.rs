@@ -279,6 +279,9 @@ impl Session {
             end()?;
             return Ok(());
         }
+        // The base is not needed for a workspace that goes, and its git must not write into it
+        // (or set its ref) while it is removed.
+        self.workspace.abandon_base();
         // The workspace is removed while `session.end` is synced: neither waits on the other. A
         // crash in between leaves what a crash right after the record leaves: a workspace the log
         // says was not kept (`chock workspace list` shows it, `chock workspace rm` removes it).

@@ -297,6 +297,20 @@ impl Workspace {
             .map(BaseJob::control)
     }
 
+    /// Stops a git base this process is still writing (its git is killed, its thread joined), for
+    /// a workspace about to be removed: nothing may write into it, or set its session ref, while
+    /// it goes.
+    pub fn abandon_base(&self) {
+        let job = self
+            .base_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(job) = job {
+            job.abandon();
+        }
+    }
+
     /// Whether this process is still writing the git base.
     pub(crate) fn base_pending(&self) -> bool {
         self.base_job
