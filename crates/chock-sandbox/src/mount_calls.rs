@@ -242,6 +242,10 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             // SAFETY: NUL-terminated path.
             check(unsafe { libc::unlink(path.as_ptr()) })
         }
+        Op::Rmdir { path } => {
+            // SAFETY: NUL-terminated path.
+            check(unsafe { libc::rmdir(path.as_ptr()) })
+        }
         Op::Symlink { text, link } => {
             // SAFETY: NUL-terminated strings.
             check(unsafe { libc::symlink(text.as_ptr(), link.as_ptr()) })

@@ -57,8 +57,13 @@ pub(crate) enum Op {
         text: CString,
         link: CString,
     },
-    /// Remove a file of the new tree (the socket masks' source, once they are bound).
+    /// Remove a file of the new tree (the socket masks' source, once they are bound), or the
+    /// last volatile overlay's mark.
     Unlink {
+        path: CString,
+    },
+    /// Remove an empty directory (the last volatile overlay's mark).
+    Rmdir {
         path: CString,
     },
     Overlay {
@@ -459,15 +464,25 @@ fn build_tree(
             }
             UserMount::Overlay { lower, upper, work } => {
                 b.mkdirs(&target, Layer::Workspace)?;
-                let data = format!(
-                    "lowerdir={}{},upperdir={}{},workdir={}{},userxattr",
-                    OLD_ROOT,
-                    lower.display(),
-                    OLD_ROOT,
-                    upper.display(),
-                    OLD_ROOT,
-                    work.display()
-                );
+                let mut data = Vec::new();
+                for (key, layer) in [
+                    ("lowerdir", &lower),
+                    ("upperdir", &upper),
+                    ("workdir", &work),
+                ] {
+                    data.extend_from_slice(key.as_bytes());
+                    data.push(b'=');
+                    escape_layer(
+                        &mut data,
+                        &Path::new(OLD_ROOT).join(layer.strip_prefix("/").unwrap_or(layer)),
+                    );
+                    data.push(b',');
+                }
+                data.extend_from_slice(b"userxattr");
+                if plan.volatile_overlay {
+                    data.extend_from_slice(b",volatile");
+                    push_clear_volatile_mark(&mut b, &work)?;
+                }
                 let label = format!(
                     "overlay {} (lower {}, upper {})",
                     target.display(),
@@ -539,6 +554,49 @@ enum UserMount {
         dev: u64,
         ino: u64,
     },
+}
+
+/// Steps that remove the mark a volatile instance of the same layers left
+/// (`work/incompat/volatile/dirty` in the work directory), without which overlayfs refuses the
+/// next mount; nothing there (the first instance) skips them. Run in the call's user namespace,
+/// which may pass the kernel's mode-000 `work` directory (the host user may not).
+fn push_clear_volatile_mark(b: &mut Builder, work: &Path) -> Result<(), SandboxError> {
+    let mark = Path::new(OLD_ROOT)
+        .join(work.strip_prefix("/").unwrap_or(work))
+        .join("work/incompat/volatile");
+    for (op, label) in [
+        (
+            Op::Unlink {
+                path: cstr(mark.join("dirty").as_os_str().as_bytes())?,
+            },
+            "remove the last volatile instance's mark",
+        ),
+        (
+            Op::Rmdir {
+                path: cstr(mark.as_os_str().as_bytes())?,
+            },
+            "remove the last volatile instance's mark directory",
+        ),
+    ] {
+        b.steps.push(Step {
+            op,
+            layer: Layer::Workspace,
+            label: label.into(),
+            optional: true,
+        });
+    }
+    Ok(())
+}
+
+/// Appends `path` as a layer of an overlay's options: `\\`, `:` (the layer separator) and `,`
+/// (the option separator) escaped with a backslash, so any path can be a layer.
+pub(crate) fn escape_layer(out: &mut Vec<u8>, path: &Path) {
+    for &c in path.as_os_str().as_bytes() {
+        if matches!(c, b'\\' | b':' | b',') {
+            out.push(b'\\');
+        }
+        out.push(c);
+    }
 }
 
 /// The host file to bind as the policy, checked before anything is built: the path's last

@@ -42,6 +42,12 @@ pub struct Plan {
     /// upper directory.
     #[serde(default)]
     pub shared_overlay: bool,
+    /// A call's own overlay instance (not shared) is mounted `volatile`: for a workspace that is
+    /// thrown away, whose upper layer nothing reads after the call, so the overlay never syncs
+    /// it. The mount leaves `work/incompat/volatile`, which the next mount of the same layers
+    /// must find removed.
+    #[serde(default)]
+    pub volatile_overlay: bool,
     /// The project's own path: the workspace appears here, so paths in error messages and build
     /// outputs match the real project.
     pub project_path: PathBuf,
@@ -162,15 +168,6 @@ impl Plan {
                     ("overlay upper", upper),
                     ("overlay work", work),
                 ] {
-                    // A call's own overlay names its layers in the mount options; the shared
-                    // instance names them by descriptor, so any path works there.
-                    let s = p.to_string_lossy();
-                    if !self.shared_overlay && (s.contains(',') || s.contains(':')) {
-                        return Err(SandboxError::Plan(format!(
-                            "{what} path {} contains `,` or `:`, which overlayfs options cannot carry",
-                            p.display()
-                        )));
-                    }
                     paths.push((what, p));
                 }
             }
@@ -247,6 +244,7 @@ impl PlanBuilder {
                 home,
                 workspace,
                 shared_overlay: false,
+                volatile_overlay: false,
                 project_path,
                 policy_file: None,
                 extra_read: Vec::new(),
@@ -274,6 +272,12 @@ impl PlanBuilder {
     /// Whether an overlay workspace is the session's shared instance (see [`Plan::shared_overlay`]).
     pub fn shared_overlay(mut self, shared: bool) -> Self {
         self.plan.shared_overlay = shared;
+        self
+    }
+
+    /// Whether a call's own overlay instance is mounted `volatile` ([`Plan::volatile_overlay`]).
+    pub fn volatile_overlay(mut self, volatile: bool) -> Self {
+        self.plan.volatile_overlay = volatile;
         self
     }
 

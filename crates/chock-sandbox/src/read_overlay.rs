@@ -102,21 +102,12 @@ pub(crate) fn is_session_layer(p: &Path) -> bool {
     p.starts_with(SESSION_LAYERS)
 }
 
-/// The `lowerdir` option of a read overlay: `upper` over `lower`, each with `\`, `:` (the layer
-/// separator) and `,` (the option separator) escaped by a backslash, so any path can be a layer.
+/// The `lowerdir` option of a read overlay: `upper` over `lower` (each escaped).
 fn lowerdir(upper: &Path, lower: &Path) -> Result<CString, SandboxError> {
     let mut out = b"lowerdir=".to_vec();
-    for (i, layer) in [upper, lower].into_iter().enumerate() {
-        if i > 0 {
-            out.push(b':');
-        }
-        for &c in layer.as_os_str().as_bytes() {
-            if matches!(c, b'\\' | b':' | b',') {
-                out.push(b'\\');
-            }
-            out.push(c);
-        }
-    }
+    crate::mounts::escape_layer(&mut out, upper);
+    out.push(b':');
+    crate::mounts::escape_layer(&mut out, lower);
     cstr(out)
 }
 

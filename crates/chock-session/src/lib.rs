@@ -46,6 +46,13 @@ pub struct SessionOptions {
     /// no git process ([`Workspace::create_scratch`]). Its calls are confined exactly as any
     /// other session's; only the record a later review would need is not written.
     pub scratch: bool,
+    /// The session makes its calls one at a time (`chock exec`: one call): each call's sandbox
+    /// mounts the workspace overlay itself, inside its own namespaces, instead of attaching the
+    /// session's shared instance, which a helper process makes (a fork, a user and a mount
+    /// namespace: about 2 ms before the first call on this machine) and which only pays off when
+    /// calls overlap. A scratch workspace's instance is then `volatile` as the shared one is.
+    /// Calls that would overlap wait for each other.
+    pub calls_in_turn: bool,
 }
 
 /// An open session.
@@ -73,6 +80,12 @@ pub struct Session {
     withheld_env: Vec<String>,
     /// The confined calls running now (an interrupt ends them).
     running: RunningCalls,
+    /// Held by each call of a session whose calls mount their own overlay instance
+    /// ([`SessionOptions::calls_in_turn`]): two instances of one upper directory must never be
+    /// mounted at once.
+    in_turn: Option<std::sync::Mutex<()>>,
+    /// A calls-in-turn session's scratch workspace: each call's own instance is `volatile`.
+    volatile_instances: bool,
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
@@ -85,6 +98,13 @@ fn create_workspace(project: &Path, log: &Log, scratch: bool) -> Result<Workspac
     } else {
         Workspace::create(project, dir, id)?
     })
+}
+
+/// How [`Session::assemble`] builds a session's overlay.
+#[derive(Clone, Copy)]
+struct Assembly {
+    scratch: bool,
+    calls_in_turn: bool,
 }
 
 impl Session {
@@ -123,7 +143,10 @@ impl Session {
             workspace,
             1,
             options.withheld_env,
-            options.scratch,
+            Assembly {
+                scratch: options.scratch,
+                calls_in_turn: options.calls_in_turn,
+            },
         )
     }
 
@@ -137,9 +160,14 @@ impl Session {
         workspace: Workspace,
         next_call: u64,
         withheld_env: Vec<String>,
-        scratch: bool,
+        how: Assembly,
     ) -> Result<Session, SessionError> {
+        let Assembly {
+            scratch,
+            calls_in_turn,
+        } = how;
         let overlay = match workspace.mount() {
+            chock_sandbox::WorkspaceMount::Overlay { .. } if calls_in_turn => None,
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } if scratch => {
                 Some(chock_sandbox::SharedOverlay::new_volatile(&mount)?)
             }
@@ -160,6 +188,8 @@ impl Session {
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),
+            in_turn: calls_in_turn.then(|| std::sync::Mutex::new(())),
+            volatile_instances: calls_in_turn && scratch,
         };
         session.warm_socket_index();
         Ok(session)
@@ -212,8 +242,11 @@ impl Session {
             workspace,
             next + 1,
             options.withheld_env,
-            // A reopened workspace is one that was kept: its upper directory is the record.
-            false,
+            Assembly {
+                // A reopened workspace is one that was kept: its upper directory is the record.
+                scratch: false,
+                calls_in_turn: options.calls_in_turn,
+            },
         )
     }
 

@@ -126,3 +126,32 @@ fn a_reviewed_session_keeps_a_synced_overlay() {
     assert!(!line.contains("volatile"), "{line}");
     s.close(false).unwrap();
 }
+
+/// A scratch session whose calls take turns (`chock exec`): each call's own sandbox mounts the
+/// workspace overlay (its options name the layers under the call's `/oldroot`, not a helper's
+/// descriptors), `volatile`, one after another over the same upper directory (the second call
+/// sees the first one's file, its mount made after the first one's mark was removed), in a
+/// project whose path holds the overlay options' separators `,` and `:`.
+#[test]
+fn a_scratch_session_taking_turns_mounts_each_instance_in_its_own_call() {
+    let f = fixture();
+    let odd = f.project.with_file_name("pro,ject:odd");
+    std::fs::rename(&f.project, &odd).unwrap();
+    let opts = SessionOptions {
+        sessions_root: Some(f.root.clone()),
+        scratch: true,
+        calls_in_turn: true,
+        ..SessionOptions::default()
+    };
+    let s = Session::open(&odd, opts).unwrap();
+    let first = sh(&s, &format!("{OVERLAY_LINE}; echo made > b.txt"));
+    assert!(first.contains("volatile"), "{first}");
+    assert!(first.contains("lowerdir=/oldroot/"), "{first}");
+    let second = sh(&s, &format!("{OVERLAY_LINE}; cat a.txt b.txt"));
+    assert!(second.contains("volatile"), "{second}");
+    assert!(second.ends_with("a\nmade\n"), "{second}");
+    assert!(!odd.join("b.txt").exists(), "the write reached the project");
+    let dir = s.log().dir().to_path_buf();
+    s.close(false).unwrap();
+    assert!(!dir.join("workspace").exists());
+}

@@ -339,6 +339,8 @@ impl SessionBuilder {
                 withheld_env: self.config.key_env_names(),
                 // The agent's work is reviewed and applied: its workspace keeps the record.
                 scratch: false,
+                // The agent's calls overlap (a background command, a service): one shared instance.
+                calls_in_turn: false,
             },
         )?;
         let log = session.log().clone();
