@@ -6,8 +6,8 @@
 //!    init; then waits for it, killing it if the host goes away (its lifeline pipe closes).
 //! 2. **init** (pid 1 of the call's pid namespace): host name, loopback, the proxy listener, the
 //!    fresh root, rlimits, then gives up everything (capabilities, no_new_privs, Landlock, seccomp)
-//!    and forks the command. It reaps orphans and, when the command ends, reports its status and
-//!    exits: the kernel then kills every process left in the namespace, double-forked or not.
+//!    and starts the command (`command.rs`). It reaps orphans and, when the command ends, reports
+//!    its status and exits: the kernel then kills every process left in the namespace, double-forked or not.
 //! 3. **command**: closes every descriptor but 0, 1, 2 at exec, enters the working directory and
 //!    executes the program with the scrubbed environment.
 //!
@@ -18,6 +18,7 @@
 
 use std::os::fd::RawFd;
 
+use crate::command;
 use crate::error::Layer;
 use crate::namespaces;
 use crate::prepare::{CommandSpec, Prepared};
@@ -362,14 +363,10 @@ pub(crate) fn confine_and_run(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) ->
     if let Err(e) = seccomp_rules::install(&p.seccomp) {
         fail(chan, Layer::Seccomp, step::SECCOMP, e);
     }
-    // SAFETY: fork in a single-threaded process (this one).
-    let command = unsafe { libc::fork() };
-    if command < 0 {
-        fail(chan, Layer::Lifetime, step::FORK, errno());
-    }
-    if command == 0 {
-        command_main(cmd, chan);
-    }
+    let command = match command::spawn(cmd, chan) {
+        Ok(pid) => pid,
+        Err(e) => fail(chan, Layer::Lifetime, step::FORK, e),
+    };
     // SAFETY: the command holds its own copy until exec.
     unsafe { libc::close(chan) };
     reap(command, fds.status_w)
@@ -389,37 +386,4 @@ fn reap(command: libc::pid_t, status_w: RawFd) -> ! {
             exit_now(0);
         }
     }
-}
-
-/// The command. Never returns.
-fn command_main(p: &CommandSpec, chan: RawFd) -> ! {
-    if let Err(e) = sys::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) {
-        fail(chan, Layer::Descriptors, step::CLOSE, e);
-    }
-    // SAFETY: NUL-terminated path.
-    if unsafe { libc::chdir(p.cwd.as_ptr()) } == -1 {
-        fail(chan, Layer::Workspace, step::CHDIR, errno());
-    }
-    let mut last = libc::ENOENT;
-    for candidate in &p.candidates {
-        // SAFETY: NUL-terminated path and NULL-terminated pointer arrays that outlive the call.
-        unsafe {
-            libc::execve(
-                candidate.as_ptr(),
-                p.argv_ptrs.as_ptr(),
-                p.env_ptrs.as_ptr(),
-            )
-        };
-        let e = errno();
-        match e {
-            libc::ENOENT | libc::ENOTDIR => {}
-            libc::EACCES => last = e,
-            _ => {
-                last = e;
-                break;
-            }
-        }
-    }
-    let _ = report::send(chan, Record::new(Kind::ExecFailed, 0, 0, last, 0), None);
-    exit_now(127)
 }

@@ -9,6 +9,7 @@ mod base_set;
 mod call_io;
 mod caps;
 mod cgroup;
+mod command;
 pub mod doctor;
 mod error;
 mod fresh;
