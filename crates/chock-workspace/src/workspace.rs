@@ -220,12 +220,7 @@ impl Workspace {
         if let Some(base) = base {
             return Ok(Some(base.clone()));
         }
-        let job = self
-            .base_job
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(job) = job {
+        if let Some(job) = self.take_base_job() {
             let (base, ref_file) = job.join(&self.layout)?;
             // The ref points at the base, whose tree is the base's own: the empty change set.
             *self
@@ -301,14 +296,18 @@ impl Workspace {
     /// a workspace about to be removed: nothing may write into it, or set its session ref, while
     /// it goes.
     pub fn abandon_base(&self) {
-        let job = self
-            .base_job
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(job) = job {
+        if let Some(job) = self.take_base_job() {
             job.abandon();
         }
+    }
+
+    /// The git base job this process still owns, taken out of the workspace (joined or abandoned
+    /// by the caller).
+    fn take_base_job(&self) -> Option<BaseJob> {
+        self.base_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// Whether this process is still writing the git base.
