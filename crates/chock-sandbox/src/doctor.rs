@@ -97,7 +97,7 @@ fn probe_child(
 /// Mounts an overlay inside the probe's user and mount namespaces (a tmpfs holds its layers).
 fn overlay_probe() -> Result<(), i32> {
     use crate::mount_calls::apply;
-    use crate::mounts::Op;
+    use crate::mount_ops::Op;
     apply(&Op::MakePrivate)?;
     apply(&Op::Tmpfs {
         target: c"/tmp".into(),

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
 use crate::mount_calls;
-use crate::mounts::{Op, Step, cstr};
+use crate::mount_ops::{Op, Step, cstr};
 use crate::sys::{check, errno};
 
 /// What a plan's fresh mount is.

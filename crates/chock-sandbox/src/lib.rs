@@ -18,6 +18,7 @@ mod init;
 mod landlock_rules;
 mod limits;
 mod mount_calls;
+mod mount_ops;
 mod mounts;
 mod namespaces;
 mod outcome;

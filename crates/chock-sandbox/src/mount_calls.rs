@@ -3,7 +3,7 @@
 
 use std::ffi::CStr;
 
-use crate::mounts::Op;
+use crate::mount_ops::Op;
 use crate::sys::{check, errno};
 
 fn mount(

@@ -1,0 +1,105 @@
+//! The operations a call's fresh root is built from, as data: what `mounts.rs` plans on the host and
+//! `mount_calls.rs` (or `fresh.rs`, in a session sandbox) carries out inside the call's namespaces.
+//! A leaf module, so the planner and the executors share the types without depending on each other.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::error::{Layer, SandboxError};
+
+/// Where the host's root is reachable while the tree is built.
+pub(crate) const OLD_ROOT: &str = "/oldroot";
+
+/// One mount operation. Paths are final (sources under [`OLD_ROOT`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Make every mount of the new mount namespace private.
+    MakePrivate,
+    /// tmpfs on /tmp, pivot into it, old root at /oldroot.
+    EnterNewRoot,
+    Mkdir {
+        path: CString,
+        mode: libc::mode_t,
+    },
+    Touch {
+        path: CString,
+    },
+    Tmpfs {
+        target: CString,
+        data: CString,
+        flags: libc::c_ulong,
+    },
+    Bind {
+        source: CString,
+        target: CString,
+        readonly: bool,
+        devices: bool,
+    },
+    /// The policy file, bound read-only over itself through a descriptor: `source` is opened
+    /// without following a symlink, must still be the regular file `dev`/`ino` the host checked,
+    /// and the bind names the descriptor (`/proc/self/fd/N`), never the path again.
+    BindPolicy {
+        source: CString,
+        target: CString,
+        dev: u64,
+        ino: u64,
+    },
+    Symlink {
+        text: CString,
+        link: CString,
+    },
+    /// Remove a file of the new tree (the socket masks' source, once they are bound), or the
+    /// last volatile overlay's mark.
+    Unlink {
+        path: CString,
+    },
+    /// Remove an empty directory (the last volatile overlay's mark).
+    Rmdir {
+        path: CString,
+    },
+    Overlay {
+        target: CString,
+        data: CString,
+        /// A declared read path's overlay (lower layers only): mounted read-only.
+        readonly: bool,
+    },
+    /// Attach a clone of the session's shared overlay (the detached mount at host descriptor `fd`,
+    /// inherited by the init) at `target`.
+    AttachOverlay {
+        fd: libc::c_int,
+        target: CString,
+    },
+    Proc {
+        target: CString,
+    },
+    Devpts {
+        target: CString,
+    },
+    /// Detach /oldroot and remove its mount point.
+    DropOldRoot,
+    /// Remount a mount point read-only in place.
+    RemountReadonly {
+        target: CString,
+    },
+}
+
+/// One step: the operation, the layer it belongs to, and what it is in words.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    pub op: Op,
+    pub layer: Layer,
+    pub label: String,
+    /// A missing source (ENOENT) skips the step instead of failing it.
+    pub optional: bool,
+}
+
+pub(crate) fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
+    CString::new(p.as_ref()).map_err(|_| SandboxError::Plan("a path contains a NUL byte".into()))
+}
+
+pub(crate) fn under_old_root(p: &Path) -> Result<CString, SandboxError> {
+    let mut bytes = OLD_ROOT.as_bytes().to_vec();
+    bytes.extend_from_slice(p.as_os_str().as_bytes());
+    cstr(bytes)
+}
