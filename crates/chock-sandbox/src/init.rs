@@ -7,7 +7,8 @@
 //! 2. **init** (pid 1 of the call's pid namespace): host name, loopback, the proxy listener, the
 //!    fresh root, rlimits, then gives up everything (capabilities, no_new_privs, Landlock, seccomp)
 //!    and starts the command (`command.rs`). It reaps orphans and, when the command ends, reports
-//!    its status and exits: the kernel then kills every process left in the namespace, double-forked or not.
+//!    its status and exits: the kernel then kills every process left in the namespace,
+//!    double-forked or not.
 //! 3. **command**: closes every descriptor but 0, 1, 2 at exec, enters the working directory and
 //!    executes the program with the scrubbed environment.
 //!

@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
 
@@ -98,8 +98,12 @@ pub(crate) fn cstr(p: impl AsRef<[u8]>) -> Result<CString, SandboxError> {
     CString::new(p.as_ref()).map_err(|_| SandboxError::Plan("a path contains a NUL byte".into()))
 }
 
+/// A host path as the call's init reaches it while the tree is built: under [`OLD_ROOT`].
+pub(crate) fn old_root_path(p: &Path) -> PathBuf {
+    Path::new(OLD_ROOT).join(p.strip_prefix("/").unwrap_or(p))
+}
+
+/// [`old_root_path`] as a C string, for a mount step.
 pub(crate) fn under_old_root(p: &Path) -> Result<CString, SandboxError> {
-    let mut bytes = OLD_ROOT.as_bytes().to_vec();
-    bytes.extend_from_slice(p.as_os_str().as_bytes());
-    cstr(bytes)
+    cstr(old_root_path(p).as_os_str().as_bytes())
 }

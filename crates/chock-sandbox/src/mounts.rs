@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
-pub(crate) use crate::mount_ops::{OLD_ROOT, Op, Step, cstr, under_old_root};
+pub(crate) use crate::mount_ops::{Op, Step, cstr, old_root_path, under_old_root};
 use crate::plan::{Plan, WorkspaceMount};
 
 /// Resolves symlinks in a host path, so that its source is reachable under /oldroot (an absolute
@@ -376,10 +376,7 @@ fn build_tree(
                 ] {
                     data.extend_from_slice(key.as_bytes());
                     data.push(b'=');
-                    escape_layer(
-                        &mut data,
-                        &Path::new(OLD_ROOT).join(layer.strip_prefix("/").unwrap_or(layer)),
-                    );
+                    escape_layer(&mut data, &old_root_path(layer));
                     data.push(b',');
                 }
                 data.extend_from_slice(b"userxattr");
@@ -465,9 +462,7 @@ enum UserMount {
 /// next mount; nothing there (the first instance) skips them. Run in the call's user namespace,
 /// which may pass the kernel's mode-000 `work` directory (the host user may not).
 fn push_clear_volatile_mark(b: &mut Builder, work: &Path) -> Result<(), SandboxError> {
-    let mark = Path::new(OLD_ROOT)
-        .join(work.strip_prefix("/").unwrap_or(work))
-        .join("work/incompat/volatile");
+    let mark = old_root_path(work).join("work/incompat/volatile");
     for (op, label) in [
         (
             Op::Unlink {

@@ -22,7 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
-use crate::mounts::{Builder, OLD_ROOT, Op, cstr};
+use crate::mounts::{Builder, Op, cstr, old_root_path};
 
 /// The empty layer of a call built on its own: a directory of the fresh root under `/proc`, so the
 /// `/proc` mounted after it hides it. It is never removed: an overlay whose lower directory is
@@ -81,9 +81,7 @@ impl Layers {
             if self.count == 0 {
                 b.mkdirs(Path::new(CALL_EMPTY_LAYER), fs)?;
             }
-            let mut host = PathBuf::from(OLD_ROOT);
-            host.push(lower.strip_prefix("/").unwrap_or(lower));
-            (host, PathBuf::from(CALL_EMPTY_LAYER))
+            (old_root_path(lower), PathBuf::from(CALL_EMPTY_LAYER))
         };
         self.count += 1;
         b.mkdirs(target, fs)?;
