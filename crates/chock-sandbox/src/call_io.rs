@@ -263,6 +263,7 @@ impl CallIo {
 
     pub(crate) fn child_fds(&self, overlay: Option<RawFd>, cgroup: Option<RawFd>) -> ChildFds {
         ChildFds {
+            gate: None,
             chan: self.chan_child.as_raw_fd(),
             status_w: self.status_w.as_raw_fd(),
             lifeline_r: self.lifeline_r.as_raw_fd(),

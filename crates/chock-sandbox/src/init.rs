@@ -42,6 +42,10 @@ pub(crate) struct ChildFds {
     pub cgroup: Option<RawFd>,
     /// The session init's control socket (only while a session sandbox is made).
     pub control: Option<RawFd>,
+    /// The read end of the call's gate (a call built before its decision is durable, ready.rs):
+    /// the init, every layer on, starts the command only once the host writes one byte to it,
+    /// and starts nothing if the host closes it instead.
+    pub gate: Option<RawFd>,
 }
 
 /// Step codes of layers without their own table.
@@ -64,6 +68,7 @@ pub(crate) mod step {
     pub const CLOSE: u32 = 26;
     pub const NNP: u32 = 27;
     pub const SECCOMP: u32 = 28;
+    pub const GATE: u32 = 29;
     /// Mount steps are reported as MOUNT_BASE + their index.
     pub const MOUNT_BASE: u32 = 1000;
     /// A call's own mounts in a session sandbox (`Prepared::fresh`), as FRESH_BASE + their index.
@@ -114,6 +119,18 @@ fn install_stdio(fds: &ChildFds) -> Result<(), i32> {
     Ok(())
 }
 
+/// Closes this process's 0, 1 and 2: a setup or init process, once its child holds its own
+/// copies, writes nothing to them.
+///
+/// # Safety
+/// Only in a process that never uses its standard streams again.
+unsafe fn close_stdio() {
+    for fd in 0..3 {
+        // SAFETY: the caller's contract; closing a descriptor that is not open is harmless.
+        unsafe { libc::close(fd) };
+    }
+}
+
 /// What a setup process unshares after the user namespace, and what its child runs.
 pub(crate) struct Shape<'a> {
     /// Make a user namespace and map the caller's ids (false: stay in the session's).
@@ -161,6 +178,7 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
         fds.lifeline_r,
         fds.overlay.unwrap_or(-1),
         fds.control.unwrap_or(-1),
+        fds.gate.unwrap_or(-1),
     ];
     keep.sort_unstable();
     if let Err(e) = sys::close_all_except(&keep) {
@@ -215,14 +233,18 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
         Record::new(Kind::InitPid, 0, 0, 0, i64::from(init)),
         Some(pidfd),
     );
-    // SAFETY: closing our copies: the host now holds the pidfd, the child its own channel and
-    // the overlay's and control socket's descriptors.
+    // SAFETY: closing our copies: the host now holds the pidfd, the child its own channel, the
+    // overlay's and control socket's descriptors, and its own standard streams. The streams
+    // matter: a process's descriptors left open at exit are released only after its namespaces
+    // are torn down (a mount tree's teardown waits for RCU grace periods, about a millisecond),
+    // so a host reading the command's output to its end would wait for that teardown too.
     unsafe {
         libc::close(chan);
         libc::close(fds.status_w);
-        for fd in [fds.overlay, fds.control].into_iter().flatten() {
+        for fd in [fds.overlay, fds.control, fds.gate].into_iter().flatten() {
             libc::close(fd);
         }
+        close_stdio();
     }
     supervise(init, pidfd, fds.lifeline_r)
 }
@@ -364,13 +386,40 @@ pub(crate) fn confine_and_run(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) ->
     if let Err(e) = seccomp_rules::install(&p.seccomp) {
         fail(chan, Layer::Seccomp, step::SECCOMP, e);
     }
+    if let Some(gate) = fds.gate {
+        wait_at_gate(gate, chan);
+    }
     let command = match command::spawn(cmd, chan) {
         Ok(pid) => pid,
         Err(e) => fail(chan, Layer::Lifetime, step::FORK, e),
     };
-    // SAFETY: the command holds its own copy until exec.
-    unsafe { libc::close(chan) };
+    // SAFETY: the command holds its own copies of the channel (until exec) and of the standard
+    // streams: the streams end when the command and what it started are gone, not when pid 1 is.
+    unsafe {
+        libc::close(chan);
+        close_stdio();
+    }
     reap(command, fds.status_w)
+}
+
+/// Waits, with every layer on, for the host's word that the call may start (one byte on the
+/// gate); anything else (the host closed the gate: the call was refused or dropped, or the host
+/// died) ends the init before the command exists, saying so on the channel.
+fn wait_at_gate(gate: RawFd, chan: RawFd) {
+    let mut go = 0u8;
+    loop {
+        // SAFETY: reading one byte into a local from the gate's read end, which we own.
+        let n = unsafe { libc::read(gate, (&raw mut go).cast(), 1) };
+        if n == 1 {
+            break;
+        }
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        fail(chan, Layer::Lifetime, step::GATE, libc::ECANCELED);
+    }
+    // SAFETY: the gate is used once.
+    unsafe { libc::close(gate) };
 }
 
 /// Reaps every process of the namespace; when the command ends, reports its wait status and exits.

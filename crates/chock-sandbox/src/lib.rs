@@ -45,7 +45,7 @@ pub use outcome::{ExitStatus, LimitsReport, Outcome};
 pub use plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, Plan, PlanBuilder, WorkspaceMount, scrub_env,
 };
-pub use ready::ReadyCall;
+pub use ready::{Gate, GateKey, ReadyCall, gate};
 pub use shared_overlay::{OverlayLease, SharedOverlay};
 pub use socket_index::SocketIndex;
 pub use spawn::{SandboxChild, StdioMode, ready_in_session, spawn, spawn_in_session, spawn_shared};

@@ -18,7 +18,7 @@ use crate::call_io::{CallIo, Setup, compiled_seccomp};
 use crate::cgroup::{self, Cgroup};
 use crate::error::{Layer, SandboxError};
 use crate::hints;
-use crate::init;
+use crate::init::{self, ChildFds};
 use crate::landlock_rules;
 use crate::outcome::LimitsReport;
 use crate::plan::Plan;
@@ -30,13 +30,15 @@ use crate::spawn::{SandboxChild, StdioMode};
 
 /// A call ready to start (see the module). Dropped unstarted, it undoes what it made.
 pub struct ReadyCall<'a> {
+    /// First, so that it is dropped first: a sandbox built already is killed and reaped before
+    /// its cgroup is removed and its overlay lease ends.
+    how: How<'a>,
     plan: &'a Plan,
     limits: LimitsReport,
     cgroup: UnusedCgroup,
     /// Held from before the start (the setup and the init inherit its descriptor) until the call
     /// is reaped.
     overlay: Option<OverlayLease>,
-    how: How<'a>,
 }
 
 enum How<'a> {
@@ -45,8 +47,71 @@ enum How<'a> {
         call: Box<SessionCall<'a>>,
         procs: Option<OwnedFd>,
     },
-    /// Built the per-call way.
-    PerCall(Box<Prepared>),
+    /// Built the per-call way; `built` once [`ReadyCall::build`] made the sandbox already (its
+    /// init waits at the gate).
+    PerCall {
+        prepared: Box<Prepared>,
+        built: Option<Built>,
+    },
+}
+
+/// A per-call sandbox built up to its command's start: the setup process and its init, every
+/// layer on, the init blocked reading `gate`. Dropped unstarted, its setup is killed (and the
+/// init with it) and reaped: the command never existed.
+struct Built {
+    stdio: StdioMode,
+    /// Taken by the start.
+    io: Option<CallIo>,
+    /// 0 once the start owns it.
+    setup_pid: libc::pid_t,
+}
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        if self.setup_pid > 0 {
+            let setup = Setup::Child(self.setup_pid);
+            setup.kill();
+            setup.reap();
+        }
+    }
+}
+
+/// The gate a built call's init waits at before it starts the command ([`ReadyCall::build`]):
+/// the read end of a pipe whose write end is the [`GateKey`].
+#[derive(Debug)]
+pub struct Gate(OwnedFd);
+
+/// What lets a built call's command start: opened once the call's decision is durable (rule 3),
+/// dropped unopened when it was refused (the init then ends without starting anything).
+#[derive(Debug)]
+pub struct GateKey(OwnedFd);
+
+/// A new gate and its key.
+pub fn gate() -> Result<(Gate, GateKey), SandboxError> {
+    let (r, w) = crate::call_io::pipe()?;
+    Ok((Gate(r), GateKey(w)))
+}
+
+impl GateKey {
+    /// Lets the command start: one byte through the gate. A write that fails means the init is
+    /// gone already (a layer failed, or the call was dropped): the start's report says why.
+    pub fn open(self) {
+        let _ = crate::sys::write_all(self.0.as_raw_fd(), b"g");
+    }
+}
+
+/// Forks the setup process of a per-call sandbox with `fds`; the child never returns.
+fn fork_setup(prepared: &Prepared, fds: ChildFds) -> Result<libc::pid_t, SandboxError> {
+    // SAFETY: the child runs only `init::setup_main`, which uses prepared data and
+    // async-signal-safe calls (see prepare.rs for the one exception), and never returns.
+    let setup_pid = unsafe { libc::fork() };
+    if setup_pid < 0 {
+        return Err(SandboxError::host("fork", std::io::Error::last_os_error()));
+    }
+    if setup_pid == 0 {
+        init::setup_main(prepared, fds);
+    }
+    Ok(setup_pid)
 }
 
 impl std::fmt::Debug for ReadyCall<'_> {
@@ -128,14 +193,17 @@ pub fn ready<'a>(
                 procs,
             }
         }
-        None => How::PerCall(Box::new(prepare::prepare(
-            plan,
-            abi,
-            seccomp,
-            procs.as_deref(),
-            overlay_fd,
-            sockets,
-        )?)),
+        None => How::PerCall {
+            prepared: Box::new(prepare::prepare(
+                plan,
+                abi,
+                seccomp,
+                procs.as_deref(),
+                overlay_fd,
+                sockets,
+            )?),
+            built: None,
+        },
     };
     Ok(ReadyCall {
         plan,
@@ -147,6 +215,39 @@ pub fn ready<'a>(
 }
 
 impl ReadyCall<'_> {
+    /// Builds a per-call sandbox now, up to its command's start: the namespaces, the mount tree
+    /// and every other layer, while the caller makes the call's decision durable. The command
+    /// starts only once `gate`'s key is opened ([`GateKey::open`]; the init waits at the gate
+    /// until then, and starts nothing if the key is dropped instead), so the key may be opened
+    /// as soon as the decision is durable, before this returns; [`ReadyCall::start`] then hands
+    /// back the running call. A ready call dropped unstarted kills what was built. A call of a
+    /// session sandbox is sent at its start, as before (`gate` is then unused: its start is its
+    /// go). A layer that cannot be applied is reported by the start.
+    pub fn build(&mut self, stdio: StdioMode, gate: Gate) -> Result<(), SandboxError> {
+        let How::PerCall { prepared, built } = &mut self.how else {
+            return Ok(());
+        };
+        if built.is_some() {
+            return Err(SandboxError::Plan(
+                "the call's sandbox is built already".into(),
+            ));
+        }
+        let io = CallIo::new(stdio)?;
+        let overlay_fd = self.overlay.as_ref().map(OverlayLease::fd);
+        let fds = ChildFds {
+            gate: Some(gate.0.as_raw_fd()),
+            ..io.child_fds(overlay_fd, None)
+        };
+        let setup_pid = fork_setup(prepared, fds)?;
+        drop(gate);
+        *built = Some(Built {
+            stdio,
+            io: Some(io),
+            setup_pid,
+        });
+        Ok(())
+    }
+
     /// Starts the call: forks its setup process (or sends it to the session's sandbox), which
     /// builds every layer and executes the command. Returns once the command is executing, or with
     /// the error of the first layer that could not be applied.
@@ -159,10 +260,10 @@ impl ReadyCall<'_> {
             how,
         } = self;
         let overlay_fd = overlay.as_ref().map(OverlayLease::fd);
-        let io = CallIo::new(stdio)?;
-        let started = Instant::now();
         match how {
             How::Session { call, procs } => {
+                let io = CallIo::new(stdio)?;
+                let started = Instant::now();
                 let fds = io.child_fds(overlay_fd, procs.as_ref().map(AsRawFd::as_raw_fd));
                 let (zygote, prepared) = call.start_call(plan, fds)?;
                 drop(procs);
@@ -178,24 +279,30 @@ impl ReadyCall<'_> {
                     (cgroup, overlay, limits),
                 )
             }
-            How::PerCall(prepared) => {
-                let fds = io.child_fds(overlay_fd, None);
-                // SAFETY: the child runs only `init::setup_main`, which uses prepared data and
-                // async-signal-safe calls (see prepare.rs for the one exception), and never
-                // returns.
-                let setup_pid = unsafe { libc::fork() };
-                if setup_pid < 0 {
-                    return Err(SandboxError::host("fork", std::io::Error::last_os_error()));
-                }
-                if setup_pid == 0 {
-                    init::setup_main(&prepared, fds);
-                }
+            How::PerCall { prepared, built } => {
+                let (io, setup_pid) = match built {
+                    Some(mut b) => {
+                        if b.stdio != stdio {
+                            return Err(SandboxError::Plan(format!(
+                                "the call was built with {:?} streams, not {stdio:?}",
+                                b.stdio
+                            )));
+                        }
+                        let io = b.io.take().expect("a built call has its channels");
+                        (io, std::mem::take(&mut b.setup_pid))
+                    }
+                    None => {
+                        let io = CallIo::new(stdio)?;
+                        let setup_pid = fork_setup(&prepared, io.child_fds(overlay_fd, None))?;
+                        (io, setup_pid)
+                    }
+                };
                 let cgroup = cgroup.0.take();
                 io.finish(
                     Setup::Child(setup_pid),
                     &prepared,
                     plan,
-                    started,
+                    Instant::now(),
                     (cgroup, overlay, limits),
                 )
             }

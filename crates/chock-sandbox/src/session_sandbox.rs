@@ -224,6 +224,7 @@ impl Zygote {
             overlay: None,
             cgroup: None,
             control: Some(control_child.as_raw_fd()),
+            gate: None,
         };
         let started = Instant::now();
         // SAFETY: the child runs only `init::setup_with` and the session init, which use prepared

@@ -212,6 +212,7 @@ fn parse(bytes: &[u8], fds: &[RawFd]) -> Option<(CommandSpec, ChildFds)> {
         overlay: overlay.then(|| fds[6]),
         cgroup: cgroup.then(|| fds[6 + usize::from(overlay)]),
         control: None,
+        gate: None,
     };
     Some((
         CommandSpec::from_parts(candidates, argv, env, cwd),

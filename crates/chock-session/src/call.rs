@@ -321,13 +321,28 @@ impl Session {
         // its records are synced, and whether the decision may wait on a person.
         let table = self.decide(&classified.action).decision;
         std::thread::scope(|scope| {
-            // A call the table allows outright is made ready (its cgroup, the overlay instance,
-            // the mount steps: ready.rs in chock-sandbox) on a thread of its own while its
-            // `tool.call` and `decision` are synced, about a millisecond each; nothing of it runs
-            // until the decision is durable. One that asks may wait on a person, and one the
-            // table denies never runs.
+            // A call the table allows outright is made ready and its sandbox built (its cgroup,
+            // the overlay instance, the namespaces, the mount tree and every other layer:
+            // ready.rs in chock-sandbox) on a thread of its own while its `tool.call` and
+            // `decision` are synced, about a millisecond each; its command starts only once the
+            // decision is durable (the sandbox's init waits at a gate until then), and a refusal
+            // kills what was built. One that asks may wait on a person, and one the table denies
+            // never runs.
             let plan = &plan;
-            let early = (table == Decision::Allow).then(|| scope.spawn(|| self.ready(plan)));
+            let (gate, key) = match table {
+                Decision::Allow => {
+                    let (gate, key) = chock_sandbox::gate()?;
+                    (Some(gate), Some(key))
+                }
+                _ => (None, None),
+            };
+            let early = gate.map(|gate| {
+                scope.spawn(move || {
+                    let mut ready = self.ready(plan)?;
+                    ready.build(StdioMode::Piped, gate)?;
+                    Ok(ready)
+                })
+            });
             self.log.record(
                 Some(&call_id),
                 ToolCall {
@@ -365,6 +380,11 @@ impl Session {
                     settled,
                     outcome: CallOutcome::Refused { by, reason },
                 });
+            }
+            // The decision is durable: the built sandbox may start its command now, while this
+            // thread collects the ready call.
+            if let Some(key) = key {
+                key.open();
             }
             let ready = match early {
                 Some(thread) => thread
