@@ -16,6 +16,10 @@ use super::exec_egress::TerminalAnswerer;
 use super::exec_terminal::ExecTerminal;
 use crate::exit::{self, Exit};
 
+/// What `chock exec` is, in its help and in `chock --help`.
+pub const ABOUT: &str =
+    "Run one command exactly as the agent's run_command tool would: confined, in a throwaway copy";
+
 /// Arguments of `chock exec`.
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {
