@@ -321,44 +321,58 @@ impl Session {
         // its records are synced, and whether the decision may wait on a person.
         let table = self.decide(&classified.action).decision;
         std::thread::scope(|scope| {
+            let plan = &plan;
+            // The call's `tool.call`, then its decision (the table, then whoever must answer:
+            // durable before it returns); a built sandbox's key is opened the moment an allowing
+            // decision is durable.
+            let (settle_id, settle_action) = (call_id.clone(), action.clone());
+            let (classified, pipeline) = (&classified, &pipeline);
+            let settle =
+                move |key: Option<chock_sandbox::GateKey>| -> Result<Settled, SessionError> {
+                    self.log.record(
+                        Some(&settle_id),
+                        ToolCall {
+                            tool: "exec".to_string(),
+                            input: None,
+                            argv: Some(argv.to_vec()),
+                            cwd: Some(plan.cwd.display().to_string()),
+                            action: Some(settle_action),
+                            resolved: classified
+                                .resolved
+                                .as_ref()
+                                .map(|p| p.display().to_string()),
+                        },
+                    )?;
+                    let detail = format!("run `{}` in the sandbox", argv.join(" "));
+                    // Only a question waits on a person; the table's own answer is at once.
+                    let _asking =
+                        (table == Decision::Ask).then(|| self.workspace.lend_background());
+                    let settled =
+                        pipeline.settle_blocking(Some(&settle_id), &classified.action, &detail)?;
+                    if let Some(key) = key.filter(|_| settled.allowed()) {
+                        key.open();
+                    }
+                    Ok(settled)
+                };
             // A call the table allows outright is made ready and its sandbox built (its cgroup,
             // the overlay instance, the namespaces, the mount tree and every other layer:
-            // ready.rs in chock-sandbox) on a thread of its own while its `tool.call` and
-            // `decision` are synced, about a millisecond each; its command starts only once the
-            // decision is durable (the sandbox's init waits at a gate until then), and a refusal
-            // kills what was built. One that asks may wait on a person, and one the table denies
-            // never runs.
-            let plan = &plan;
-            let (gate, key) = match table {
-                Decision::Allow => {
-                    let (gate, key) = chock_sandbox::gate()?;
-                    (Some(gate), Some(key))
-                }
-                _ => (None, None),
-            };
-            let early = gate.map(|gate| {
-                scope.spawn(move || {
-                    let mut ready = self.ready(plan)?;
+            // ready.rs in chock-sandbox) while another thread writes and syncs its `tool.call`
+            // and `decision`, about a millisecond each; its command starts only once the decision
+            // is durable (the sandbox's init waits at a gate until then), and a refusal kills what
+            // was built. One that asks may wait on a person, and one the table denies never runs.
+            let (settled, early) = if table == Decision::Allow {
+                let (gate, key) = chock_sandbox::gate()?;
+                let settling = scope.spawn(move || settle(Some(key)));
+                let ready = self.ready(plan).and_then(|mut ready| {
                     ready.build(StdioMode::Piped, gate)?;
                     Ok(ready)
-                })
-            });
-            self.log.record(
-                Some(&call_id),
-                ToolCall {
-                    tool: "exec".to_string(),
-                    input: None,
-                    argv: Some(argv.to_vec()),
-                    cwd: Some(plan.cwd.display().to_string()),
-                    action: Some(action.clone()),
-                    resolved: classified.resolved.map(|p| p.display().to_string()),
-                },
-            )?;
-            let detail = format!("run `{}` in the sandbox", argv.join(" "));
-            let settled = {
-                // Only a question waits on a person; the table's own answer is at once.
-                let _asking = (table == Decision::Ask).then(|| self.workspace.lend_background());
-                pipeline.settle_blocking(Some(&call_id), &classified.action, &detail)?
+                });
+                let settled = settling
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                (settled, Some(ready))
+            } else {
+                (settle(None)?, None)
             };
             if !settled.allowed() {
                 // A refused call's record ends with its result like any other (`chock exec` and
@@ -381,19 +395,9 @@ impl Session {
                     outcome: CallOutcome::Refused { by, reason },
                 });
             }
-            // The decision is durable: the built sandbox may start its command now, while this
-            // thread collects the ready call.
-            if let Some(key) = key {
-                key.open();
-            }
-            let ready = match early {
-                Some(thread) => thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                None => self.ready(plan),
-            };
+            let ready = early.unwrap_or_else(|| self.ready(plan));
             self.note_socket_walks(plan);
-            self.run(call_id, action, settled, ready, opts, &pipeline)
+            self.run(call_id, action, settled, ready, opts, pipeline)
         })
     }
 
