@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::call_io::{CallIo, Setup, SetupReport, host_pid_of, poll_readable};
+use crate::call_io::{CallIo, Setup, SetupReport, host_pid_of, poll_any_readable, poll_readable};
 use crate::cgroup::Cgroup;
 use crate::error::{Layer, SandboxError};
 use crate::outcome::{ExitStatus, LimitsReport, Outcome};
@@ -250,13 +250,18 @@ impl SandboxChild {
             return Ok(done.clone());
         }
         let deadline = self.timeout.map(|t| self.started + t);
-        let ended = poll_readable(self.init_pidfd.as_raw_fd(), deadline);
+        // The init writes the command's status once every other process of the call is gone
+        // (init.rs): that, or the init's own end (killed before it could write), is the call's.
+        let ended = poll_any_readable(
+            &[self.status_r.as_raw_fd(), self.init_pidfd.as_raw_fd()],
+            deadline,
+        );
         if !ended {
             self.signal_init();
             poll_readable(self.init_pidfd.as_raw_fd(), None);
         }
-        // Every process of the call is gone once its init has exited (the pid namespace dies with
-        // it). What remains is Chock's own setup process while the kernel tears the call's mount
+        // Every process of the call is gone once its init has written the status or exited (the
+        // pid namespace dies with it). What remains is Chock's own setup process while the kernel tears the call's mount
         // namespace down (an overlay syncs its upper filesystem there: 10-15 ms): reap it, and only
         // then remove the cgroup it sits in, on a thread of their own, so `wait` returns now.
         // The shared overlay's lease goes last: the call's clone of it is gone with the setup.

@@ -308,6 +308,32 @@ fn a_daemon_holding_stdout_does_not_outlive_the_call() {
     outlives_the_call("daemonize-keep-stdio");
 }
 
+/// Attack: leave a process behind that appends to a file without pause, so that any moment it
+/// outlives the call shows as growth after the call returned. Layer: lifetime (the init kills and
+/// reaps every other process of the namespace before it reports the command's status, which is
+/// what ends the host's wait).
+#[test]
+fn nothing_of_the_call_runs_after_the_call_returns() {
+    let fx = Fixture::new(Backing::BindCopy);
+    let plan = fx.plan(vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "for i in 1 2 3 4 5 6 7 8; do (while :; do echo tick >> ticks; done) </dev/null >/dev/null 2>&1 & done; sleep 0.3; exit 0".into(),
+    ]);
+    let r = run(&plan);
+    assert_eq!(r.status, ExitStatus::Exited(0), "{r:?}");
+    let ticks = fx.landed("ticks");
+    let at_return = std::fs::metadata(&ticks).expect("the writer ran").len();
+    std::thread::sleep(Duration::from_millis(300));
+    let later = std::fs::metadata(&ticks).expect("the file stays").len();
+    assert_eq!(
+        later,
+        at_return,
+        "a process of the call wrote {} after the call returned",
+        ticks.display()
+    );
+}
+
 /// Attack: attach a System V shared memory segment the host made. Layer: the IPC namespace (the
 /// key does not exist inside: ENOENT).
 #[test]
