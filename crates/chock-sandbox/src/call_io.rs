@@ -59,20 +59,19 @@ pub(crate) fn dev_null() -> Result<OwnedFd, SandboxError> {
 
 /// Polls `fd` for readability until `deadline`; true when readable.
 pub(crate) fn poll_readable(fd: RawFd, deadline: Option<Instant>) -> bool {
-    poll_any_readable(&[fd], deadline)
+    poll_any_readable([fd], deadline)
 }
 
-/// Polls `fds` (at most two) until one is readable or `deadline` passes; true when one is.
-pub(crate) fn poll_any_readable(fds: &[RawFd], deadline: Option<Instant>) -> bool {
-    let mut pfds = [libc::pollfd {
-        fd: -1,
+/// Polls `fds` until one is readable or `deadline` passes; true when one is.
+pub(crate) fn poll_any_readable<const N: usize>(
+    fds: [RawFd; N],
+    deadline: Option<Instant>,
+) -> bool {
+    let mut pfds = fds.map(|fd| libc::pollfd {
+        fd,
         events: libc::POLLIN,
         revents: 0,
-    }; 2];
-    for (p, &fd) in pfds.iter_mut().zip(fds) {
-        p.fd = fd;
-    }
-    let count = fds.len().min(pfds.len());
+    });
     loop {
         let timeout_ms = match deadline {
             None => -1,
@@ -85,8 +84,8 @@ pub(crate) fn poll_any_readable(fds: &[RawFd], deadline: Option<Instant>) -> boo
                 }
             }
         };
-        // SAFETY: `count` valid pollfd structs.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), count as libc::nfds_t, timeout_ms) };
+        // SAFETY: `N` valid pollfd structs.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), N as libc::nfds_t, timeout_ms) };
         if n > 0 {
             return true;
         }

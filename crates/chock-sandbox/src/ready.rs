@@ -56,23 +56,31 @@ enum How<'a> {
 }
 
 /// A per-call sandbox built up to its command's start: the setup process and its init, every
-/// layer on, the init blocked reading `gate`. Dropped unstarted, its setup is killed (and the
-/// init with it) and reaped: the command never existed.
+/// layer on, the init blocked reading its gate.
 struct Built {
     stdio: StdioMode,
-    /// Taken by the start.
-    io: Option<CallIo>,
-    /// 0 once the start owns it.
-    setup_pid: libc::pid_t,
+    io: CallIo,
+    setup: BuiltSetup,
 }
 
-impl Drop for Built {
+/// A built call's setup process until the start owns it: dropped (the call refused or dropped
+/// unstarted), it is killed (and the init with it) and reaped, and the command never existed.
+struct BuiltSetup(libc::pid_t);
+
+impl BuiltSetup {
+    /// Hands the process over to the start, which reaps it.
+    fn into_pid(self) -> libc::pid_t {
+        let pid = self.0;
+        std::mem::forget(self);
+        pid
+    }
+}
+
+impl Drop for BuiltSetup {
     fn drop(&mut self) {
-        if self.setup_pid > 0 {
-            let setup = Setup::Child(self.setup_pid);
-            setup.kill();
-            setup.reap();
-        }
+        let setup = Setup::Child(self.0);
+        setup.kill();
+        setup.reap();
     }
 }
 
@@ -242,8 +250,8 @@ impl ReadyCall<'_> {
         drop(gate);
         *built = Some(Built {
             stdio,
-            io: Some(io),
-            setup_pid,
+            io,
+            setup: BuiltSetup(setup_pid),
         });
         Ok(())
     }
@@ -281,15 +289,14 @@ impl ReadyCall<'_> {
             }
             How::PerCall { prepared, built } => {
                 let (io, setup_pid) = match built {
-                    Some(mut b) => {
+                    Some(b) => {
                         if b.stdio != stdio {
                             return Err(SandboxError::Plan(format!(
                                 "the call was built with {:?} streams, not {stdio:?}",
                                 b.stdio
                             )));
                         }
-                        let io = b.io.take().expect("a built call has its channels");
-                        (io, std::mem::take(&mut b.setup_pid))
+                        (b.io, b.setup.into_pid())
                     }
                     None => {
                         let io = CallIo::new(stdio)?;

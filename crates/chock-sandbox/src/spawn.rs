@@ -253,7 +253,7 @@ impl SandboxChild {
         // The init writes the command's status once every other process of the call is gone
         // (init.rs): that, or the init's own end (killed before it could write), is the call's.
         let ended = poll_any_readable(
-            &[self.status_r.as_raw_fd(), self.init_pidfd.as_raw_fd()],
+            [self.status_r.as_raw_fd(), self.init_pidfd.as_raw_fd()],
             deadline,
         );
         if !ended {
@@ -261,9 +261,10 @@ impl SandboxChild {
             poll_readable(self.init_pidfd.as_raw_fd(), None);
         }
         // Every process of the call is gone once its init has written the status or exited (the
-        // pid namespace dies with it). What remains is Chock's own setup process while the kernel tears the call's mount
-        // namespace down (an overlay syncs its upper filesystem there: 10-15 ms): reap it, and only
-        // then remove the cgroup it sits in, on a thread of their own, so `wait` returns now.
+        // pid namespace dies with it). What remains is Chock's own setup process while the kernel
+        // tears the call's mount namespace down (an overlay syncs its upper filesystem there:
+        // 10-15 ms): reap it, and only then remove the cgroup it sits in, on a thread of their
+        // own, so `wait` returns now.
         // The shared overlay's lease goes last: the call's clone of it is gone with the setup.
         let setup = std::mem::replace(&mut self.setup, Setup::Gone);
         let leftovers = Arc::new(Mutex::new(Some((
