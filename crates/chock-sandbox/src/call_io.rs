@@ -279,6 +279,7 @@ impl CallIo {
             overlay,
             cgroup,
             control: None,
+            net: None,
         }
     }
 }

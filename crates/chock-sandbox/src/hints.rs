@@ -94,6 +94,11 @@ fn step_words(layer: Layer, s: u32, prepared: &Prepared) -> String {
         (_, step::CLOSE) => "closing inherited descriptors".into(),
         (_, step::NNP) => "PR_SET_NO_NEW_PRIVS".into(),
         (_, step::SECCOMP) => "installing the filter".into(),
+        (_, step::NET_OPEN) => "the network namespace's hand-off (a pipe and a pidfd)".into(),
+        (_, step::NET_WAIT) => {
+            "waiting for the network namespace (the setup process ended first)".into()
+        }
+        (_, step::NET_JOIN) => "setns into the call's network namespace".into(),
         (_, step::GATE) => "waiting at the gate (the call's key was dropped unopened)".into(),
         _ => format!("step {s}"),
     }

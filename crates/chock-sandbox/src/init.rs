@@ -2,10 +2,12 @@
 //! except the Landlock ruleset (see `prepare.rs` for why that is acceptable).
 //!
 //! 1. **setup** (forked by the host): new session, joins the cgroup, makes the user namespace and
-//!    maps its own ids, then the other namespaces; forks the init; hands the host a pidfd of the
-//!    init; then waits for it, killing it if the host goes away (its lifeline pipe closes).
-//! 2. **init** (pid 1 of the call's pid namespace): host name, loopback, the proxy listener, the
-//!    fresh root, rlimits, then gives up everything (capabilities, no_new_privs, Landlock, seccomp)
+//!    maps its own ids, then the other namespaces but the network's; forks the init; makes the
+//!    call's network namespace (loopback up, the proxy listener) while the init builds the tree,
+//!    and hands it over (`namespaces::NetHandoff`); hands the host a pidfd of the init; then waits
+//!    for it, killing it if the host goes away (its lifeline pipe closes).
+//! 2. **init** (pid 1 of the call's pid namespace): host name, the fresh root, joins the network
+//!    namespace, rlimits, then gives up everything (capabilities, no_new_privs, Landlock, seccomp)
 //!    and starts the command (`command.rs`). It reaps orphans and, when the command ends, reports
 //!    its status and exits: the kernel then kills every process left in the namespace,
 //!    double-forked or not.
@@ -21,7 +23,7 @@ use std::os::fd::RawFd;
 
 use crate::command;
 use crate::error::Layer;
-use crate::namespaces;
+use crate::namespaces::{self, JoinError, NetHandoff};
 use crate::prepare::{CommandSpec, Prepared};
 use crate::report::{self, Kind, Record};
 use crate::sys::{self, check, errno, exit_now};
@@ -46,6 +48,9 @@ pub(crate) struct ChildFds {
     /// the init, every layer on, starts the command only once the host writes one byte to it,
     /// and starts nothing if the host closes it instead.
     pub gate: Option<RawFd>,
+    /// The call's network namespace as its setup process hands it to the init: set by the setup
+    /// (`setup_with`) for a shape that makes one, never by whoever forks the setup.
+    pub net: Option<NetHandoff>,
 }
 
 /// Step codes of layers without their own table.
@@ -69,6 +74,12 @@ pub(crate) mod step {
     pub const NNP: u32 = 27;
     pub const SECCOMP: u32 = 28;
     pub const GATE: u32 = 29;
+    /// The network namespace's hand-off (a pipe and a pidfd of the setup), before the fork.
+    pub const NET_OPEN: u32 = 30;
+    /// The init waited for the network namespace; the setup ended without making it.
+    pub const NET_WAIT: u32 = 31;
+    /// The init's `setns` into the network namespace.
+    pub const NET_JOIN: u32 = 32;
     /// Mount steps are reported as MOUNT_BASE + their index.
     pub const MOUNT_BASE: u32 = 1000;
     /// A call's own mounts in a session sandbox (`Prepared::fresh`), as FRESH_BASE + their index.
@@ -136,6 +147,9 @@ pub(crate) struct Shape<'a> {
     /// Make a user namespace and map the caller's ids (false: stay in the session's).
     pub user: bool,
     pub unshare: &'a [(libc::c_int, Layer)],
+    /// Make the call's network namespace after the fork, beside the child, which joins it
+    /// (`NetHandoff`; the child must call [`join_network`]).
+    pub net: bool,
     /// Never returns (`Infallible`: `!` is not a stable type).
     pub child: &'a dyn Fn(&Prepared, ChildFds) -> std::convert::Infallible,
 }
@@ -147,7 +161,8 @@ pub(crate) fn setup_main(p: &Prepared, fds: ChildFds) -> ! {
         fds,
         &Shape {
             user: true,
-            unshare: &namespaces::AFTER_USER,
+            unshare: &namespaces::BEFORE_INIT,
+            net: true,
             child: &|p, fds| init_main(p, &p.cmd, fds),
         },
     )
@@ -210,13 +225,30 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
             fail(chan, layer, step::UNSHARE, e);
         }
     }
+    let net = if shape.net {
+        match NetHandoff::open() {
+            Ok(n) => Some(n),
+            Err(e) => fail(chan, Layer::NetNamespace, step::NET_OPEN, e),
+        }
+    } else {
+        None
+    };
     // SAFETY: fork in a single-threaded process (this one).
     let init = unsafe { libc::fork() };
     if init < 0 {
         fail(chan, Layer::PidNamespace, step::FORK, errno());
     }
     if init == 0 {
-        match (shape.child)(p, fds) {}
+        match (shape.child)(p, ChildFds { net, ..fds }) {}
+    }
+    if let Some(net) = net {
+        // While the init builds its tree. A failure ends this process, and the init with it.
+        let ready = net.setup_side();
+        if let Err(e) = namespaces::unshare(libc::CLONE_NEWNET) {
+            fail(chan, Layer::NetNamespace, step::UNSHARE, e);
+        }
+        network(p, chan);
+        ready.tell();
     }
     // SAFETY: pidfd_open of our own unreaped child: the pid cannot have been reused.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, init, 0) };
@@ -304,8 +336,8 @@ fn init_main(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
     if let Err(e) = namespaces::set_hostname(c"chock") {
         fail(chan, Layer::UtsNamespace, step::HOSTNAME, e);
     }
-    network(p, chan);
     build_tree(p, chan);
+    join_network(&fds);
     confine_and_run(p, cmd, fds)
 }
 
@@ -329,17 +361,36 @@ pub(crate) fn build_tree(p: &Prepared, chan: RawFd) {
 }
 
 /// The init's first step: the setup's lifeline is not the init's (it watches its parent through
-/// PDEATHSIG instead).
+/// PDEATHSIG instead), nor is its end of the network namespace's hand-off.
 pub(crate) fn init_lifetime(fds: &ChildFds) {
     // SAFETY: lifeline belongs to setup.
     unsafe { libc::close(fds.lifeline_r) };
+    if let Some(net) = fds.net {
+        net.init_side();
+    }
     if let Err(e) = caps::die_with_parent() {
         fail(fds.chan, Layer::Lifetime, step::PDEATHSIG, e);
     }
 }
 
-/// Loopback up in the call's network namespace, and the proxy listener handed to the host.
-pub(crate) fn network(p: &Prepared, chan: RawFd) {
+/// The init, its tree built and before it gives up its capabilities, joins the network namespace
+/// its setup made. A call whose network namespace cannot be joined starts nothing, and so does
+/// an init that was handed none (its shape did not make one).
+pub(crate) fn join_network(fds: &ChildFds) {
+    let chan = fds.chan;
+    let Some(net) = fds.net else {
+        fail(chan, Layer::NetNamespace, step::NET_OPEN, libc::EINVAL)
+    };
+    match net.join() {
+        Ok(()) => {}
+        Err(JoinError::SetupEnded) => fail(chan, Layer::NetNamespace, step::NET_WAIT, libc::ESRCH),
+        Err(JoinError::Setns(e)) => fail(chan, Layer::NetNamespace, step::NET_JOIN, e),
+    }
+}
+
+/// Loopback up in the call's network namespace, and the proxy listener handed to the host (by
+/// the setup process, once it made the namespace).
+fn network(p: &Prepared, chan: RawFd) {
     if let Err(e) = namespaces::loopback_up() {
         fail(chan, Layer::Network, step::LOOPBACK, e);
     }

@@ -1,5 +1,6 @@
 //! Namespaces: unshare one at a time (so a failure names its namespace), the user namespace's id
-//! maps, the host name, loopback, and the proxy listener. Allocation-free: run after fork.
+//! maps, the host name, the network namespace handed from a call's setup process to its init,
+//! loopback, and the proxy listener. Allocation-free: run after fork.
 
 use std::ffi::CStr;
 use std::os::fd::RawFd;
@@ -14,6 +15,16 @@ pub(crate) const AFTER_USER: [(libc::c_int, Layer); 6] = [
     (libc::CLONE_NEWIPC, Layer::IpcNamespace),
     (libc::CLONE_NEWUTS, Layer::UtsNamespace),
     (libc::CLONE_NEWNET, Layer::NetNamespace),
+    (libc::CLONE_NEWCGROUP, Layer::CgroupNamespace),
+];
+
+/// What a call's setup process unshares before it forks the init: every namespace of
+/// [`AFTER_USER`] but the network's, which it makes after the fork ([`NetHandoff`]).
+pub(crate) const BEFORE_INIT: [(libc::c_int, Layer); 5] = [
+    (libc::CLONE_NEWNS, Layer::MountNamespace),
+    (libc::CLONE_NEWPID, Layer::PidNamespace),
+    (libc::CLONE_NEWIPC, Layer::IpcNamespace),
+    (libc::CLONE_NEWUTS, Layer::UtsNamespace),
     (libc::CLONE_NEWCGROUP, Layer::CgroupNamespace),
 ];
 
@@ -91,4 +102,128 @@ pub(crate) fn proxy_listener(port: u16) -> Result<RawFd, i32> {
         return Err(e);
     }
     Ok(sock)
+}
+
+/// A call's network namespace, made by its setup process after it forked the init, while the init
+/// builds the mount tree: the kernel spends most of a millisecond making a network namespace, and
+/// the two processes run on two cores. The init joins it (`setns` through a pidfd of the setup
+/// process) once the setup says it is ready, before it gives up its capabilities; a namespace
+/// that cannot be made or joined fails the call, and an init whose setup ended first starts
+/// nothing.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NetHandoff {
+    /// Where the init reads the setup's one byte (end of file: the setup ended without it).
+    ready_r: RawFd,
+    ready_w: RawFd,
+    /// A pidfd of the setup process, the namespace's holder.
+    setup: RawFd,
+}
+
+impl NetHandoff {
+    /// In the setup process, before it forks the init.
+    pub(crate) fn open() -> Result<Self, i32> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for two descriptors.
+        check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+        // SAFETY: a pidfd of this process, close-on-exec by default.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+        match RawFd::try_from(pidfd) {
+            Ok(setup) if setup >= 0 => Ok(Self {
+                ready_r: fds[0],
+                ready_w: fds[1],
+                setup,
+            }),
+            _ => {
+                let e = errno();
+                // SAFETY: the pipe made above.
+                unsafe {
+                    libc::close(fds[0]);
+                    libc::close(fds[1]);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// In the init, first: drops the setup's end, so that the setup's death is seen as end of
+    /// file.
+    pub(crate) fn init_side(self) {
+        // SAFETY: the setup's write end, inherited; the init never writes it.
+        unsafe { libc::close(self.ready_w) };
+    }
+
+    /// In the setup process, after the fork: drops the init's ends. The setup then makes the
+    /// namespace and says so ([`NetReady::tell`]); a setup that ends first tells the init so.
+    pub(crate) fn setup_side(self) -> NetReady {
+        // SAFETY: the init's ends: it holds its own copies.
+        unsafe {
+            libc::close(self.ready_r);
+            libc::close(self.setup);
+        }
+        NetReady(self.ready_w)
+    }
+
+    /// In the init, before it gives up its capabilities: waits for the setup's word, then joins
+    /// its network namespace.
+    pub(crate) fn join(self) -> Result<(), JoinError> {
+        let mut byte = 0u8;
+        loop {
+            // SAFETY: reading one byte into a local from the pipe's read end, which we own.
+            let n = unsafe { libc::read(self.ready_r, (&raw mut byte).cast(), 1) };
+            if n == 1 {
+                break;
+            }
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            return Err(JoinError::SetupEnded);
+        }
+        // SAFETY: joins the namespace of the process the pidfd names; changes only this one.
+        let joined = check(unsafe { libc::setns(self.setup, libc::CLONE_NEWNET) });
+        // SAFETY: both are used once.
+        unsafe {
+            libc::close(self.ready_r);
+            libc::close(self.setup);
+        }
+        joined.map_err(JoinError::Setns)
+    }
+}
+
+/// Why an init could not join its call's network namespace.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum JoinError {
+    /// The setup process ended without making it (it reported why).
+    SetupEnded,
+    /// `setns` failed with this errno.
+    Setns(i32),
+}
+
+/// The setup's end of a [`NetHandoff`].
+#[derive(Debug)]
+pub(crate) struct NetReady(RawFd);
+
+impl NetReady {
+    /// The namespace is made: one byte to the init. A write that fails means the init is gone
+    /// already (the host learns why from the channel).
+    pub(crate) fn tell(self) {
+        let _ = crate::sys::write_all(self.0, b"n");
+        // SAFETY: the write end is used once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_gets_every_namespace_the_doctor_checks_and_the_network_one_after_the_fork() {
+        let mut before: Vec<_> = BEFORE_INIT.iter().map(|(f, _)| *f).collect();
+        before.push(libc::CLONE_NEWNET);
+        before.sort_unstable();
+        let mut all: Vec<_> = AFTER_USER.iter().map(|(f, _)| *f).collect();
+        all.sort_unstable();
+        assert_eq!(before, all);
+        assert!(BEFORE_INIT.iter().all(|(f, _)| *f != libc::CLONE_NEWNET));
+    }
 }

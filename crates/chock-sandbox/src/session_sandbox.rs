@@ -225,6 +225,7 @@ impl Zygote {
             cgroup: None,
             control: Some(control_child.as_raw_fd()),
             gate: None,
+            net: None,
         };
         let started = Instant::now();
         // SAFETY: the child runs only `init::setup_with` and the session init, which use prepared

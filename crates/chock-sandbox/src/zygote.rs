@@ -44,17 +44,18 @@ pub(crate) const SESSION_SHAPE: Shape<'static> = Shape {
         (libc::CLONE_NEWPID, Layer::PidNamespace),
         (libc::CLONE_NEWUTS, Layer::UtsNamespace),
     ],
+    net: false,
     child: &|p, fds| main(p, fds),
 };
 
 /// A call's own namespaces, made by its setup process inside the session's user namespace: a
 /// copy of the tree, its own pid namespace (its init is pid 1), and fresh ipc (no System V object
-/// survives the call), network (its own loopback and proxy listener) and cgroup namespaces.
-const CALL_NAMESPACES: [(libc::c_int, Layer); 5] = [
+/// survives the call) and cgroup namespaces; and, after the fork, its network namespace (its own
+/// loopback and proxy listener), which the init joins (`Shape::net`).
+const CALL_NAMESPACES: [(libc::c_int, Layer); 4] = [
     (libc::CLONE_NEWNS, Layer::MountNamespace),
     (libc::CLONE_NEWPID, Layer::PidNamespace),
     (libc::CLONE_NEWIPC, Layer::IpcNamespace),
-    (libc::CLONE_NEWNET, Layer::NetNamespace),
     (libc::CLONE_NEWCGROUP, Layer::CgroupNamespace),
 ];
 
@@ -100,6 +101,7 @@ fn fork_call(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) {
     let shape = Shape {
         user: false,
         unshare: &CALL_NAMESPACES,
+        net: true,
         child: &|p, fds| call_init(p, cmd, fds),
     };
     // SAFETY: fork in a single-threaded process (this one).
@@ -136,7 +138,6 @@ fn fork_call(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) {
 fn call_init(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
     let chan = fds.chan;
     init::init_lifetime(&fds);
-    init::network(p, chan);
     for (i, s) in p.fresh.iter().enumerate() {
         if let Err(e) = crate::fresh::apply(&s.op, fds.overlay) {
             if s.optional && e == libc::ENOENT {
@@ -150,6 +151,7 @@ fn call_init(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
             );
         }
     }
+    init::join_network(&fds);
     init::confine_and_run(p, cmd, fds)
 }
 
@@ -213,6 +215,7 @@ fn parse(bytes: &[u8], fds: &[RawFd]) -> Option<(CommandSpec, ChildFds)> {
         cgroup: cgroup.then(|| fds[6 + usize::from(overlay)]),
         control: None,
         gate: None,
+        net: None,
     };
     Some((
         CommandSpec::from_parts(candidates, argv, env, cwd),

@@ -197,6 +197,52 @@ fn a_host_socket_bound_under_a_read_path_while_the_call_runs_is_unreachable() {
     );
 }
 
+/// Attack: list the interfaces, reach a host abstract socket and a host UDP socket, from calls of
+/// a session: the first made the per-call way, the next ones by the session sandbox, whose
+/// session init stays in the host's network namespace. Layer: each call's own network namespace,
+/// made by its setup process beside its init and joined by the init before it gives up its
+/// capabilities (`namespaces::NetHandoff`). Without the join a session call sees the host's
+/// interfaces and reaches both sockets.
+#[test]
+fn every_call_of_a_session_has_a_network_namespace_of_its_own() {
+    use std::os::linux::net::SocketAddrExt;
+    let fx = Fixture::new(Backing::BindCopy);
+    let index = SocketIndex::new();
+    let name = token("abstract-session");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    let udp_addr = udp.local_addr().unwrap().to_string();
+    for call in 0..3 {
+        let r = run_in_session(&fx.hostile_plan(&["ifaces"]), &index);
+        assert_eq!(
+            r.assert_reported().trim(),
+            "lo",
+            "interfaces visible in call {call} of the session"
+        );
+        let r = run_in_session(&fx.hostile_plan(&["connect-abstract", &name]), &index);
+        assert!(
+            listener.accept().is_err(),
+            "call {call} of the session reached the host's abstract socket"
+        );
+        r.assert_refused("ECONNREFUSED", "the call's own network namespace");
+        run_in_session(&fx.hostile_plan(&["send-udp", &udp_addr]), &index);
+        let mut buf = [0u8; 64];
+        let got = udp.recv_from(&mut buf);
+        assert!(
+            got.is_err(),
+            "a datagram from call {call} of the session reached the host: {got:?}"
+        );
+    }
+    assert!(
+        index.session_init_pid().is_some(),
+        "the last calls ran in a session sandbox"
+    );
+}
+
 /// Runs `plan` as one call of a session that keeps `index`, as `run` does for a call without one.
 fn run_in_session(plan: &chock_sandbox::Plan, index: &SocketIndex) -> escape_support::Run {
     use std::io::Read;
