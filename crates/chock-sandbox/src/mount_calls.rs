@@ -26,37 +26,36 @@ fn mount(
     })
 }
 
-/// The flags of the mount at `target` that a user namespace may not clear (the kernel locks them),
-/// to be repeated on a remount.
-fn locked_flags(target: &CStr) -> Result<libc::c_ulong, i32> {
-    // SAFETY: statvfs is plain data; zero is a valid initial value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `target` is NUL-terminated; `st` is a valid out pointer.
-    check(unsafe { libc::statvfs(target.as_ptr(), &raw mut st) })?;
-    let map = [
-        (libc::ST_NOSUID, libc::MS_NOSUID),
-        (libc::ST_NODEV, libc::MS_NODEV),
-        (libc::ST_NOEXEC, libc::MS_NOEXEC),
-        (libc::ST_NOATIME, libc::MS_NOATIME),
-        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
-        (libc::ST_RDONLY, libc::MS_RDONLY),
-    ];
-    Ok(map
-        .iter()
-        .filter(|(st_flag, _)| st.f_flag & st_flag != 0)
-        .fold(0, |acc, (_, ms)| acc | ms))
-}
-
-fn remount(target: &CStr, readonly: bool, devices: bool) -> Result<(), i32> {
-    let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NOSUID | locked_flags(target)?;
+/// Makes the one mount at `target` nosuid, and read-only and nodev as asked: `mount_setattr`
+/// (Linux 5.12) on that mount alone, no `AT_RECURSIVE`. It only ever adds attributes, so the
+/// flags the kernel locks on a mount that came from a more privileged namespace stay as they are,
+/// without reading them first as a remount must (it would clear what it does not repeat).
+fn restrict(target: &CStr, readonly: bool, devices: bool) -> Result<(), i32> {
+    let mut set = libc::MOUNT_ATTR_NOSUID;
     if readonly {
-        flags |= libc::MS_RDONLY;
+        set |= libc::MOUNT_ATTR_RDONLY;
     }
     if !devices {
-        flags |= libc::MS_NODEV;
+        set |= libc::MOUNT_ATTR_NODEV;
     }
-    mount(None, target, None, flags, None)
+    let attr = libc::mount_attr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `target` is NUL-terminated; `attr` is a valid mount_attr of the size passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            0,
+            &raw const attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(errno()) }
 }
 
 /// `fstat` of a descriptor.
@@ -227,7 +226,7 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             devices,
         } => {
             mount(Some(source), target, None, libc::MS_BIND, None)?;
-            remount(target, *readonly, *devices)
+            restrict(target, *readonly, *devices)
         }
         Op::BindPolicy {
             source,
@@ -236,7 +235,7 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             ino,
         } => {
             bind_policy(source, target, *dev, *ino)?;
-            remount(target, true, false)
+            restrict(target, true, false)
         }
         Op::Unlink { path } => {
             // SAFETY: NUL-terminated path.
@@ -285,6 +284,6 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
             // SAFETY: constant path.
             check(unsafe { libc::rmdir(c"/oldroot".as_ptr()) })
         }
-        Op::RemountReadonly { target } => remount(target, true, false),
+        Op::RemountReadonly { target } => restrict(target, true, false),
     }
 }
