@@ -35,6 +35,7 @@ mod socket_mask;
 mod socket_tree;
 mod spawn;
 mod sys;
+mod waiting;
 mod zygote;
 
 pub use error::{Layer, SandboxError};
