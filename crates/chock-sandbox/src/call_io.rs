@@ -18,13 +18,10 @@ use crate::seccomp_rules::{self, Arch};
 use crate::spawn::StdioMode;
 
 pub(crate) fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(SandboxError::host("pipe2", std::io::Error::last_os_error()));
-    }
+    let [r, w] = crate::sys::pipe()
+        .map_err(|e| SandboxError::host("pipe2", std::io::Error::from_raw_os_error(e)))?;
     // SAFETY: both descriptors were just created and are owned here.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(unsafe { (OwnedFd::from_raw_fd(r), OwnedFd::from_raw_fd(w)) })
 }
 
 pub(crate) fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SandboxError> {

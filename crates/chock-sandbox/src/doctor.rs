@@ -5,7 +5,7 @@
 //! is the row that matters: the driver applies the same calls, so a row that is on here is on there.
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use serde::Serialize;
@@ -136,18 +136,10 @@ fn probe_layers(abi: i32) -> Vec<LayerReport> {
     let filters = Arch::current()
         .and_then(|a| seccomp_rules::compile(a).ok())
         .unwrap_or_default();
-    let mut fds = [0; 2];
-    // SAFETY: room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return vec![row(
-            "probe",
-            true,
-            false,
-            format!("pipe2: {}", errno_words(errno())),
-        )];
-    }
-    // SAFETY: both descriptors were just created and are owned here.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (r, w) = match crate::call_io::pipe() {
+        Ok(ends) => ends,
+        Err(e) => return vec![row("probe", true, false, e.to_string())],
+    };
     // SAFETY: the child only runs `probe_child` (prepared data, raw calls; Landlock allocates, as in
     // the driver: see prepare.rs) and exits.
     let pid = unsafe { libc::fork() };

@@ -250,16 +250,15 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
         network(p, chan);
         ready.tell();
     }
-    // SAFETY: pidfd_open of our own unreaped child: the pid cannot have been reused.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, init, 0) };
-    let Ok(pidfd) = RawFd::try_from(pidfd) else {
-        fail(chan, Layer::Lifetime, step::PIDFD, errno())
+    // Our own unreaped child: the pid cannot have been reused.
+    let pidfd = match sys::pidfd_open(init) {
+        Ok(fd) => fd,
+        Err(e) => {
+            // SAFETY: kill our own child.
+            unsafe { libc::kill(init, libc::SIGKILL) };
+            fail(chan, Layer::Lifetime, step::PIDFD, e)
+        }
     };
-    if pidfd < 0 {
-        // SAFETY: kill our own child.
-        unsafe { libc::kill(init, libc::SIGKILL) };
-        fail(chan, Layer::Lifetime, step::PIDFD, errno());
-    }
     let _ = report::send(
         chan,
         Record::new(Kind::InitPid, 0, 0, 0, i64::from(init)),
@@ -409,16 +408,7 @@ pub(crate) fn confine_and_run(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) ->
 /// gate); anything else (the host closed the gate: the call was refused or dropped, or the host
 /// died) ends the init before the command exists, saying so on the channel.
 fn wait_at_gate(gate: RawFd, chan: RawFd) {
-    let mut go = 0u8;
-    loop {
-        // SAFETY: reading one byte into a local from the gate's read end, which we own.
-        let n = unsafe { libc::read(gate, (&raw mut go).cast(), 1) };
-        if n == 1 {
-            break;
-        }
-        if n < 0 && errno() == libc::EINTR {
-            continue;
-        }
+    if !sys::read_byte(gate) {
         fail(chan, Layer::Lifetime, step::GATE, libc::ECANCELED);
     }
     // SAFETY: the gate is used once.

@@ -122,23 +122,19 @@ pub(crate) struct NetHandoff {
 impl NetHandoff {
     /// In the setup process, before it forks the init.
     pub(crate) fn open() -> Result<Self, i32> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` has room for two descriptors.
-        check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-        // SAFETY: a pidfd of this process, close-on-exec by default.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
-        match RawFd::try_from(pidfd) {
-            Ok(setup) if setup >= 0 => Ok(Self {
-                ready_r: fds[0],
-                ready_w: fds[1],
+        let [ready_r, ready_w] = crate::sys::pipe()?;
+        // SAFETY: getpid cannot fail.
+        match crate::sys::pidfd_open(unsafe { libc::getpid() }) {
+            Ok(setup) => Ok(Self {
+                ready_r,
+                ready_w,
                 setup,
             }),
-            _ => {
-                let e = errno();
+            Err(e) => {
                 // SAFETY: the pipe made above.
                 unsafe {
-                    libc::close(fds[0]);
-                    libc::close(fds[1]);
+                    libc::close(ready_r);
+                    libc::close(ready_w);
                 }
                 Err(e)
             }
@@ -166,16 +162,7 @@ impl NetHandoff {
     /// In the init, before it gives up its capabilities: waits for the setup's word, then joins
     /// its network namespace.
     pub(crate) fn join(self) -> Result<(), JoinError> {
-        let mut byte = 0u8;
-        loop {
-            // SAFETY: reading one byte into a local from the pipe's read end, which we own.
-            let n = unsafe { libc::read(self.ready_r, (&raw mut byte).cast(), 1) };
-            if n == 1 {
-                break;
-            }
-            if n < 0 && errno() == libc::EINTR {
-                continue;
-            }
+        if !crate::sys::read_byte(self.ready_r) {
             return Err(JoinError::SetupEnded);
         }
         // SAFETY: joins the namespace of the process the pidfd names; changes only this one.

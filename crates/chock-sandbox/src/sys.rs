@@ -35,6 +35,40 @@ pub(crate) fn write_all(fd: RawFd, mut data: &[u8]) -> Result<(), i32> {
     Ok(())
 }
 
+/// A close-on-exec pipe: its read end, then its write end.
+pub(crate) fn pipe() -> Result<[RawFd; 2], i32> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok(fds)
+}
+
+/// A pidfd (close-on-exec) of the process `pid`.
+pub(crate) fn pidfd_open(pid: libc::pid_t) -> Result<RawFd, i32> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    match RawFd::try_from(fd) {
+        Ok(fd) if fd >= 0 => Ok(fd),
+        _ => Err(errno()),
+    }
+}
+
+/// Reads one byte from `fd`, retrying on EINTR: true when it came, false at end of file or on an
+/// error (the writer is gone or never wrote). For one-shot signals between processes.
+pub(crate) fn read_byte(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: reading one byte into a local from a descriptor the caller owns.
+        let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+        if n == 1 {
+            return true;
+        }
+        if !(n < 0 && errno() == libc::EINTR) {
+            return false;
+        }
+    }
+}
+
 /// Opens `path` write-only and writes `data` (for /proc and cgroup files).
 pub(crate) fn write_file(path: &CStr, data: &[u8]) -> Result<(), i32> {
     // SAFETY: `path` is a valid NUL-terminated string.

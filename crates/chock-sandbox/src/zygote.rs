@@ -118,12 +118,9 @@ fn fork_call(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) {
         );
         return;
     }
-    // SAFETY: pidfd_open of our own child; SIGCHLD is ignored, so it is reaped at exit, and the
-    // pidfd keeps naming it (or nothing).
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, setup, 0) };
-    if let Ok(pidfd) = RawFd::try_from(pidfd)
-        && pidfd >= 0
-    {
+    // Our own child; SIGCHLD is ignored, so it is reaped at exit, and the pidfd keeps naming it
+    // (or nothing).
+    if let Ok(pidfd) = crate::sys::pidfd_open(setup) {
         let _ = report::send(
             fds.chan,
             Record::new(Kind::SetupPid, 0, 0, 0, i64::from(setup)),
