@@ -22,6 +22,7 @@ mod mount_ops;
 mod mounts;
 mod namespaces;
 mod outcome;
+mod own_overlay;
 mod plan;
 mod prepare;
 mod read_overlay;
@@ -43,8 +44,10 @@ pub use landlock_rules::{
     MINIMUM_ABI as LANDLOCK_MINIMUM_ABI, features as landlock_features, kernel_abi as landlock_abi,
 };
 pub use outcome::{ExitStatus, LimitsReport, Outcome};
+pub use own_overlay::in_memory_supported;
 pub use plan::{
-    DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, Plan, PlanBuilder, WorkspaceMount, scrub_env,
+    DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, OwnOverlay, Plan, PlanBuilder,
+    WorkspaceMount, scrub_env,
 };
 pub use ready::{Gate, GateKey, ReadyCall, gate};
 pub use shared_overlay::{OverlayLease, SharedOverlay};

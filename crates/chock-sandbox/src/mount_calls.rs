@@ -181,6 +181,14 @@ pub(crate) fn attach_overlay(fd: libc::c_int, target: &CStr) -> Result<(), i32> 
     result
 }
 
+/// Detaches the mount at `target` (`MNT_DETACH`) and removes its mount point.
+fn detach(target: &CStr) -> Result<(), i32> {
+    // SAFETY: NUL-terminated path.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) })?;
+    // SAFETY: as above.
+    check(unsafe { libc::rmdir(target.as_ptr()) })
+}
+
 /// Runs one step. Called in the call's init, inside its namespaces. Allocation-free.
 pub(crate) fn apply(op: &Op) -> Result<(), i32> {
     match op {
@@ -278,11 +286,16 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
                 Some(c"newinstance,ptmxmode=0666,mode=620"),
             )
         }
-        Op::DropOldRoot => {
-            // SAFETY: constant path.
-            check(unsafe { libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH) })?;
-            // SAFETY: constant path.
-            check(unsafe { libc::rmdir(c"/oldroot".as_ptr()) })
+        Op::DropOldRoot => detach(c"/oldroot"),
+        Op::Detach { target } => detach(target),
+        Op::RequireUserXattr { path } => {
+            let name = c"user.chock.probe";
+            // SAFETY: NUL-terminated path and name; a zero-length value from a valid pointer.
+            check(unsafe {
+                libc::setxattr(path.as_ptr(), name.as_ptr(), c"".as_ptr().cast(), 0, 0)
+            })?;
+            // SAFETY: as above.
+            check(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) })
         }
         Op::RemountReadonly { target } => restrict(target, true, false),
     }

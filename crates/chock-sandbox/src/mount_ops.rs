@@ -76,6 +76,16 @@ pub(crate) enum Op {
     Devpts {
         target: CString,
     },
+    /// Detach the mount at `target` from the tree (what holds it, an overlay's upper layer,
+    /// keeps it) and remove its mount point.
+    Detach {
+        target: CString,
+    },
+    /// Set and remove an extended attribute in the `user.` namespace on `path`: fails where the
+    /// filesystem keeps none (an in-memory upper layer on tmpfs before Linux 6.6).
+    RequireUserXattr {
+        path: CString,
+    },
     /// Detach /oldroot and remove its mount point.
     DropOldRoot,
     /// Remount a mount point read-only in place.

@@ -188,6 +188,12 @@ fn build_tree(
     session: bool,
 ) -> Result<(Vec<Step>, Vec<crate::fresh::FreshRoot>), SandboxError> {
     use crate::fresh::{FreshKind, FreshRoot};
+    if session && plan.own_overlay == crate::plan::OwnOverlay::InMemory {
+        return Err(SandboxError::Plan(
+            "a session sandbox's calls share the session's tree; none has an in-memory upper of its own"
+                .into(),
+        ));
+    }
     let mut fresh = Vec::new();
     let fs = Layer::Filesystem;
     let mut b = Builder {
@@ -259,10 +265,16 @@ fn build_tree(
             ));
         }
         WorkspaceMount::Overlay { lower, upper, work } => {
+            // An in-memory upper layer is made in the call; the paths of the workspace's own are
+            // not used, and not made.
+            let layer = |what, p: &PathBuf| match plan.own_overlay {
+                crate::plan::OwnOverlay::InMemory => Ok(p.clone()),
+                _ => canonical(what, p),
+            };
             let (lower, upper, work) = (
                 canonical("overlay lower", lower)?,
-                canonical("overlay upper", upper)?,
-                canonical("overlay work", work)?,
+                layer("overlay upper", upper)?,
+                layer("overlay work", work)?,
             );
             user.push((
                 plan.project_path.clone(),
@@ -367,35 +379,7 @@ fn build_tree(
                 );
             }
             UserMount::Overlay { lower, upper, work } => {
-                b.mkdirs(&target, Layer::Workspace)?;
-                let mut data = Vec::new();
-                for (key, layer) in [
-                    ("lowerdir", &lower),
-                    ("upperdir", &upper),
-                    ("workdir", &work),
-                ] {
-                    data.extend_from_slice(key.as_bytes());
-                    data.push(b'=');
-                    escape_layer(&mut data, &old_root_path(layer));
-                    data.push(b',');
-                }
-                data.extend_from_slice(b"userxattr");
-                if plan.volatile_overlay {
-                    data.extend_from_slice(b",volatile");
-                    push_clear_volatile_mark(&mut b, &work)?;
-                }
-                let label = format!(
-                    "overlay {} (lower {}, upper {})",
-                    target.display(),
-                    lower.display(),
-                    upper.display()
-                );
-                let op = Op::Overlay {
-                    target: cstr(target.as_os_str().as_bytes())?,
-                    data: cstr(data)?,
-                    readonly: false,
-                };
-                b.push(op, Layer::Workspace, label);
+                crate::own_overlay::push(&mut b, plan, &target, (&lower, &upper, &work))?;
             }
             UserMount::SharedOverlay { lower, upper, fd } => {
                 b.mkdirs(&target, Layer::Workspace)?;
@@ -455,36 +439,6 @@ enum UserMount {
         dev: u64,
         ino: u64,
     },
-}
-
-/// Steps that remove the mark a volatile instance of the same layers left
-/// (`work/incompat/volatile/dirty` in the work directory), without which overlayfs refuses the
-/// next mount; nothing there (the first instance) skips them. Run in the call's user namespace,
-/// which may pass the kernel's mode-000 `work` directory (the host user may not).
-fn push_clear_volatile_mark(b: &mut Builder, work: &Path) -> Result<(), SandboxError> {
-    let mark = old_root_path(work).join("work/incompat/volatile");
-    for (op, label) in [
-        (
-            Op::Unlink {
-                path: cstr(mark.join("dirty").as_os_str().as_bytes())?,
-            },
-            "remove the last volatile instance's mark",
-        ),
-        (
-            Op::Rmdir {
-                path: cstr(mark.as_os_str().as_bytes())?,
-            },
-            "remove the last volatile instance's mark directory",
-        ),
-    ] {
-        b.steps.push(Step {
-            op,
-            layer: Layer::Workspace,
-            label: label.into(),
-            optional: true,
-        });
-    }
-    Ok(())
 }
 
 /// Appends `path` as a layer of an overlay's options: `\\`, `:` (the layer separator) and `,`

@@ -42,12 +42,9 @@ pub struct Plan {
     /// upper directory.
     #[serde(default)]
     pub shared_overlay: bool,
-    /// A call's own overlay instance (not shared) is mounted `volatile`: for a workspace that is
-    /// thrown away, whose upper layer nothing reads after the call, so the overlay never syncs
-    /// it. The mount leaves `work/incompat/volatile`, which the next mount of the same layers
-    /// must find removed.
+    /// Where a call's own overlay instance (not shared) keeps what the call writes.
     #[serde(default)]
-    pub volatile_overlay: bool,
+    pub own_overlay: OwnOverlay,
     /// The project's own path: the workspace appears here, so paths in error messages and build
     /// outputs match the real project.
     pub project_path: PathBuf,
@@ -210,6 +207,13 @@ impl Plan {
                 return Err(SandboxError::Plan(format!("{what} is `/`")));
             }
         }
+        if self.own_overlay == OwnOverlay::InMemory
+            && (self.shared_overlay || !matches!(self.workspace, WorkspaceMount::Overlay { .. }))
+        {
+            return Err(SandboxError::Plan(
+                "own_overlay = in_memory needs an overlay workspace the call mounts itself".into(),
+            ));
+        }
         if self.limits.tmp_size_bytes == 0 {
             return Err(SandboxError::Plan("limits.tmp_size_bytes is 0".into()));
         }
@@ -224,6 +228,28 @@ impl Plan {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// Where a call's own overlay instance (one it mounts itself, not the session's shared one)
+/// keeps the upper layer, which holds everything the call writes to the workspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnOverlay {
+    /// The workspace's upper and work directories on the host, synced like any other files: the
+    /// work is reviewed (and applied) after the call.
+    #[default]
+    Durable,
+    /// The same directories, mounted `volatile`: a workspace thrown away unreviewed whose later
+    /// calls still read what this one wrote, so nothing needs to reach the disk. The mount leaves
+    /// `work/incompat/volatile`, which the next mount of the same layers removes first.
+    Volatile,
+    /// A tmpfs of the call's own, made in its mount namespace and gone with it: the one call of a
+    /// session whose workspace is thrown away (`chock exec` without `--keep`), whose writes are
+    /// read by nobody after it. Nothing of the workspace is created or removed on a disk. Its
+    /// size is the kernel's tmpfs default, half of the machine's memory; the pages count against
+    /// the call's memory limit. The upper and work paths of [`WorkspaceMount::Overlay`] are not
+    /// used and need not exist.
+    InMemory,
 }
 
 /// Builds the common plan; every field can still be set directly on the result.
@@ -244,7 +270,7 @@ impl PlanBuilder {
                 home,
                 workspace,
                 shared_overlay: false,
-                volatile_overlay: false,
+                own_overlay: OwnOverlay::Durable,
                 project_path,
                 policy_file: None,
                 extra_read: Vec::new(),
@@ -275,9 +301,9 @@ impl PlanBuilder {
         self
     }
 
-    /// Whether a call's own overlay instance is mounted `volatile` ([`Plan::volatile_overlay`]).
-    pub fn volatile_overlay(mut self, volatile: bool) -> Self {
-        self.plan.volatile_overlay = volatile;
+    /// Where a call's own overlay instance keeps its writes ([`Plan::own_overlay`]).
+    pub fn own_overlay(mut self, own: OwnOverlay) -> Self {
+        self.plan.own_overlay = own;
         self
     }
 

@@ -3,7 +3,7 @@
 
 mod escape_support;
 
-use escape_support::{Backing, Fixture, SECRET, run};
+use escape_support::{Backing, Fixture, SECRET, run, run_per_call};
 
 /// Attack: write to the real project through the workspace the sandbox sees (modify, create,
 /// delete), with either backing. Layer: the workspace mount (an overlay whose lower layer is never
@@ -377,4 +377,36 @@ fn set_id_modes_are_refused_by_the_filter() {
     );
     let r = run(&fx.hostile_plan(&["chmod-mode", &plain, "4755"]));
     r.assert_refused("EPERM", "seccomp: chmod 4755");
+}
+
+/// Attack: reach the in-memory upper layer of a thrown-away workspace (`chock exec` without
+/// `--keep`) by a path of its own — the tmpfs it lives on, where the overlay was staged — to
+/// write beside the overlay. Layer: the workspace mount (the staging tmpfs is detached and its
+/// mount point removed before the command starts). The writes themselves must work, a directory
+/// removed and made again must be empty (the upper layer keeps overlayfs's `user.` attributes),
+/// and nothing may land on the host's disk.
+#[test]
+fn an_in_memory_upper_layer_is_reached_only_through_the_workspace() {
+    let fx = Fixture::new(Backing::Overlay);
+    std::fs::create_dir(fx.project.join("dir")).unwrap();
+    std::fs::write(fx.project.join("dir/old.txt"), "old\n").unwrap();
+    let script = format!(
+        "cd {p} && echo made > new.txt && cat new.txt && rm -r dir && mkdir dir && ls -A dir && \
+         echo listed; test -e /.chock-scratch && echo STAGING-VISIBLE; \
+         awk '$5 == \"/.chock-scratch\" {{ print \"STAGING-MOUNTED\" }}' /proc/self/mountinfo; \
+         ls -A / | grep -c chock-scratch",
+        p = fx.project.display()
+    );
+    let mut plan = fx.plan(vec!["/bin/sh".into(), "-c".into(), script]);
+    plan.own_overlay = chock_sandbox::OwnOverlay::InMemory;
+    let r = run_per_call(&plan);
+    assert_eq!(r.stdout, "made\nlisted\n0\n", "{r:?}");
+    let upper: Vec<_> = std::fs::read_dir(fx.session.join("upper"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(upper.is_empty(), "a write reached the disk: {upper:?}");
+    assert!(!fx.project.join("new.txt").exists());
+    assert!(fx.project.join("dir/old.txt").exists());
 }

@@ -225,7 +225,7 @@ impl Session {
             .or(Some(Duration::from_secs(limits.timeout_secs)));
         let mut plan = Plan::builder(argv.to_vec(), self.workspace.mount(), self.project.clone())
             .shared_overlay(self.overlay.is_some())
-            .volatile_overlay(self.volatile_instances)
+            .own_overlay(self.own_overlay)
             .cwd(cwd)
             .policy_file(self.policy.project_file().map(PathBuf::from))
             .extra_read(sandbox.read.clone())
@@ -250,14 +250,24 @@ impl Session {
         plan
     }
 
-    /// A calls-in-turn session's turn ([`crate::SessionOptions::calls_in_turn`]): held for the
-    /// whole call, so that no two instances of the workspace's layers are mounted at once (each
-    /// call's sandbox removes the mark the volatile one before it left).
-    fn take_turn(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
-        self.in_turn.as_ref().map(|turn| {
-            turn.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        })
+    /// The turn of a session whose calls mount their own overlay instance ([`crate::Calls`]):
+    /// held for the whole call, so that no two instances of the workspace's layers are mounted
+    /// at once (each call's sandbox removes the mark the volatile one before it left). A
+    /// [`crate::Calls::One`] session's second call is refused here, before anything is logged.
+    fn take_turn(&self) -> Result<Option<std::sync::MutexGuard<'_, bool>>, SessionError> {
+        let Some(turn) = &self.in_turn else {
+            return Ok(None);
+        };
+        let mut made = turn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.calls == crate::Calls::One {
+            if *made {
+                return Err(SessionError::OneCallMade);
+            }
+            *made = true;
+        }
+        Ok(Some(made))
     }
 
     /// Makes `plan` ready to start in this session's sandbox (chock-sandbox's ready.rs): nothing
@@ -310,7 +320,7 @@ impl Session {
         // project. Not while a person decides (that wait is the base's to use), and whatever
         // needs the base (a changed workspace's checkpoint) resumes it.
         let _pause = self.workspace.pause_background();
-        let _turn = self.take_turn();
+        let _turn = self.take_turn()?;
         let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();

@@ -29,6 +29,9 @@ pub enum SessionError {
     /// A fork was asked of a turn that cannot be forked (bad input).
     #[error(transparent)]
     Fork(#[from] crate::fork::ForkRefusal),
+    /// A session opened for one call (`Calls::One`, `chock exec`) was asked for a second one.
+    #[error("this session was opened for one call and has made it")]
+    OneCallMade,
     /// A session's log cannot be taken up again (resume).
     #[error("the session cannot be resumed: {0}")]
     Resume(String),

@@ -46,13 +46,29 @@ pub struct SessionOptions {
     /// no git process ([`Workspace::create_scratch`]). Its calls are confined exactly as any
     /// other session's; only the record a later review would need is not written.
     pub scratch: bool,
-    /// The session makes its calls one at a time (`chock exec`: one call): each call's sandbox
-    /// mounts the workspace overlay itself, inside its own namespaces, instead of attaching the
-    /// session's shared instance, which a helper process makes (a fork, a user and a mount
-    /// namespace: about 2 ms before the first call on this machine) and which only pays off when
-    /// calls overlap. A scratch workspace's instance is then `volatile` as the shared one is.
-    /// Calls that would overlap wait for each other.
-    pub calls_in_turn: bool,
+    /// How the session's calls follow one another ([`Calls`]): whether they share one overlay
+    /// instance or each mounts its own.
+    pub calls: Calls,
+}
+
+/// How a session's confined calls follow one another, which decides how each gets the workspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Calls {
+    /// Calls may run at the same time (the agent's runtime): they share the session's one overlay
+    /// instance, which a helper process makes (a fork, a user and a mount namespace: about 2 ms
+    /// before the first call on this machine).
+    #[default]
+    Overlapping,
+    /// One at a time: each call's own sandbox mounts the workspace overlay, inside its own
+    /// namespaces; calls that would overlap wait for each other. A scratch workspace's instances
+    /// are `volatile`, as the shared one is.
+    InTurn,
+    /// Exactly one call (`chock exec`), mounted as [`Calls::InTurn`]'s are; a second is refused
+    /// ([`SessionError::OneCallMade`]). Nobody reads a scratch workspace after that call, so its
+    /// upper layer is a tmpfs of the call's own (chock-sandbox's `OwnOverlay::InMemory`): the
+    /// call's writes never reach a disk. On a kernel whose tmpfs keeps no `user.` extended
+    /// attributes (before Linux 6.6) it is `volatile` on the disk instead.
+    One,
 }
 
 /// An open session.
@@ -81,30 +97,49 @@ pub struct Session {
     /// The confined calls running now (an interrupt ends them).
     running: RunningCalls,
     /// Held by each call of a session whose calls mount their own overlay instance
-    /// ([`SessionOptions::calls_in_turn`]): two instances of one upper directory must never be
-    /// mounted at once.
-    in_turn: Option<std::sync::Mutex<()>>,
-    /// A calls-in-turn session's scratch workspace: each call's own instance is `volatile`.
-    volatile_instances: bool,
+    /// ([`Calls::InTurn`], [`Calls::One`]): two instances of one upper directory must never be
+    /// mounted at once. It holds whether a [`Calls::One`] session has made its call.
+    in_turn: Option<std::sync::Mutex<bool>>,
+    /// How the session's calls are made ([`SessionOptions::calls`]).
+    calls: Calls,
+    /// Where a call's own overlay instance keeps its writes.
+    own_overlay: chock_sandbox::OwnOverlay,
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
 /// the rest: today an overlay over the project (chock-workspace), its upper layer in the session;
-/// a `scratch` one records nothing for a later review ([`SessionOptions::scratch`]).
-fn create_workspace(project: &Path, log: &Log, scratch: bool) -> Result<Workspace, SessionError> {
+/// a `scratch` one records nothing for a later review ([`SessionOptions::scratch`]), and the one
+/// call's in-memory one has nothing on disk at all.
+fn create_workspace(
+    project: &Path,
+    log: &Log,
+    scratch: bool,
+    own: chock_sandbox::OwnOverlay,
+) -> Result<Workspace, SessionError> {
     let (dir, id) = (log.dir(), log.id().as_str());
-    Ok(if scratch {
-        Workspace::create_scratch(project, dir, id)?
-    } else {
-        Workspace::create(project, dir, id)?
+    Ok(match own {
+        chock_sandbox::OwnOverlay::InMemory => Workspace::in_memory(project, dir, id)?,
+        _ if scratch => Workspace::create_scratch(project, dir, id)?,
+        _ => Workspace::create(project, dir, id)?,
     })
+}
+
+/// Where a call's own overlay instance keeps its writes, by how the session's calls follow one
+/// another and whether anybody reads the workspace after them.
+fn own_overlay(calls: Calls, scratch: bool) -> chock_sandbox::OwnOverlay {
+    use chock_sandbox::OwnOverlay;
+    match calls {
+        Calls::One if scratch && chock_sandbox::in_memory_supported() => OwnOverlay::InMemory,
+        Calls::One | Calls::InTurn if scratch => OwnOverlay::Volatile,
+        _ => OwnOverlay::Durable,
+    }
 }
 
 /// How [`Session::assemble`] builds a session's overlay.
 #[derive(Clone, Copy)]
 struct Assembly {
     scratch: bool,
-    calls_in_turn: bool,
+    calls: Calls,
 }
 
 impl Session {
@@ -135,7 +170,8 @@ impl Session {
             ..options.header
         };
         let log = Log::create(&root, header)?;
-        let workspace = create_workspace(&project, &log, options.scratch)?;
+        let own = own_overlay(options.calls, options.scratch);
+        let workspace = create_workspace(&project, &log, options.scratch, own)?;
         Self::assemble(
             project,
             policy,
@@ -145,7 +181,7 @@ impl Session {
             options.withheld_env,
             Assembly {
                 scratch: options.scratch,
-                calls_in_turn: options.calls_in_turn,
+                calls: options.calls,
             },
         )
     }
@@ -162,12 +198,10 @@ impl Session {
         withheld_env: Vec<String>,
         how: Assembly,
     ) -> Result<Session, SessionError> {
-        let Assembly {
-            scratch,
-            calls_in_turn,
-        } = how;
+        let Assembly { scratch, calls } = how;
+        let own_overlay = own_overlay(calls, scratch);
         let overlay = match workspace.mount() {
-            chock_sandbox::WorkspaceMount::Overlay { .. } if calls_in_turn => None,
+            chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } if scratch => {
                 Some(chock_sandbox::SharedOverlay::new_volatile(&mount)?)
             }
@@ -188,8 +222,9 @@ impl Session {
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),
-            in_turn: calls_in_turn.then(|| std::sync::Mutex::new(())),
-            volatile_instances: calls_in_turn && scratch,
+            in_turn: (calls != Calls::Overlapping).then(|| std::sync::Mutex::new(false)),
+            calls,
+            own_overlay,
         };
         session.warm_socket_index();
         Ok(session)
@@ -245,7 +280,7 @@ impl Session {
             Assembly {
                 // A reopened workspace is one that was kept: its upper directory is the record.
                 scratch: false,
-                calls_in_turn: options.calls_in_turn,
+                calls: options.calls,
             },
         )
     }
@@ -304,11 +339,14 @@ impl Session {
                     reason: chock_protocol::log::EndReason::Closed,
                     error: None,
                     summary: None,
-                    workspace_kept: Some(keep_workspace),
+                    workspace_kept: Some(
+                        keep_workspace && self.own_overlay != chock_sandbox::OwnOverlay::InMemory,
+                    ),
                 },
             )
         };
-        if keep_workspace {
+        if keep_workspace || self.own_overlay == chock_sandbox::OwnOverlay::InMemory {
+            // Kept, or never on disk: the one call's tmpfs went with its mount namespace.
             end()?;
             return Ok(());
         }

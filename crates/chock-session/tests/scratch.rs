@@ -1,6 +1,8 @@
 //! A scratch session (`chock exec` without `--keep`): its calls are confined in the same overlay, but
 //! nothing is written for a later review — no git process, no base commit, no checkpoint, no
-//! session ref — and its overlay instances are mounted `volatile`, one after another.
+//! session ref — and its overlay instances are mounted `volatile`, one after another; a session of
+//! one call keeps that call's writes in a tmpfs of its own and makes nothing of the workspace on
+//! disk.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -140,7 +142,7 @@ fn a_scratch_session_taking_turns_mounts_each_instance_in_its_own_call() {
     let opts = SessionOptions {
         sessions_root: Some(f.root.clone()),
         scratch: true,
-        calls_in_turn: true,
+        calls: chock_session::Calls::InTurn,
         ..SessionOptions::default()
     };
     let s = Session::open(&odd, opts).unwrap();
@@ -153,5 +155,64 @@ fn a_scratch_session_taking_turns_mounts_each_instance_in_its_own_call() {
     assert!(!odd.join("b.txt").exists(), "the write reached the project");
     let dir = s.log().dir().to_path_buf();
     s.close(false).unwrap();
+    assert!(!dir.join("workspace").exists());
+}
+
+/// A scratch session of one call (`chock exec` without `--keep`): the call reads and writes the
+/// workspace as any other, its upper layer is a tmpfs of its own (the overlay's options name the
+/// staging place, not the session directory), the session directory holds only the lock and the
+/// log while it runs and after, a second call is refused before anything is logged for it, and
+/// `session.end` says the workspace was not kept.
+#[test]
+fn a_one_call_scratch_session_keeps_its_writes_in_memory() {
+    if !chock_sandbox::in_memory_supported() {
+        eprintln!("skipped: this kernel's tmpfs keeps no user.* xattrs (Linux 6.6)");
+        return;
+    }
+    let f = fixture();
+    let opts = SessionOptions {
+        sessions_root: Some(f.root.clone()),
+        scratch: true,
+        calls: chock_session::Calls::One,
+        ..SessionOptions::default()
+    };
+    let s = Session::open(&f.project, opts).unwrap();
+    let dir = s.log().dir().to_path_buf();
+    let out = sh(
+        &s,
+        &format!("{OVERLAY_LINE}; echo made > b.txt; cat a.txt b.txt"),
+    );
+    assert!(out.contains("upperdir=/.chock-scratch/upper"), "{out}");
+    assert!(!out.contains(&dir.display().to_string()), "{out}");
+    assert!(out.ends_with("a\nmade\n"), "{out}");
+    assert!(
+        !f.project.join("b.txt").exists(),
+        "the write reached the project"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["lock", "log.jsonl"]);
+    let events_before = chock_log::read_events(&dir).unwrap().len();
+    let argv: Vec<String> = vec!["true".into()];
+    let second = s.confined_call(&argv, &CallOptions::default(), &NoApprover);
+    assert!(
+        matches!(second, Err(chock_session::SessionError::OneCallMade)),
+        "{second:?}"
+    );
+    assert_eq!(chock_log::read_events(&dir).unwrap().len(), events_before);
+    s.close(false).unwrap();
+    let end = chock_log::read_events(&dir)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.payload() {
+            Ok(EventData::SessionEnd(end)) => Some(end),
+            _ => None,
+        })
+        .expect("a session.end");
+    assert_eq!(end.workspace_kept, Some(false));
     assert!(!dir.join("workspace").exists());
 }

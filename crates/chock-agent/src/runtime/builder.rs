@@ -340,7 +340,7 @@ impl SessionBuilder {
                 // The agent's work is reviewed and applied: its workspace keeps the record.
                 scratch: false,
                 // The agent's calls overlap (a background command, a service): one shared instance.
-                calls_in_turn: false,
+                calls: chock_session::Calls::Overlapping,
             },
         )?;
         let log = session.log().clone();

@@ -72,8 +72,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             // Without --keep the workspace is removed at the end, never reviewed: no base commit
             // or checkpoints are written for it (the call is confined the same).
             scratch: !keep,
-            // One call: its own sandbox mounts the workspace overlay, no helper process.
-            calls_in_turn: true,
+            // One call: its own sandbox mounts the workspace overlay (no helper process), and
+            // without --keep its writes stay in memory.
+            calls: chock_session::Calls::One,
             ..SessionOptions::default()
         },
     ) {

@@ -272,6 +272,19 @@ pub fn run(plan: &Plan) -> Run {
     } else {
         chock_sandbox::spawn(plan, StdioMode::Piped)
     };
+    collect(plan, spawned)
+}
+
+/// Runs `plan` the per-call way whatever `CHOCK_ESCAPE_SESSION` says: for what only a call's own
+/// sandbox has (an in-memory upper layer).
+pub fn run_per_call(plan: &Plan) -> Run {
+    collect(plan, chock_sandbox::spawn(plan, StdioMode::Piped))
+}
+
+fn collect(
+    plan: &Plan,
+    spawned: Result<chock_sandbox::SandboxChild, chock_sandbox::SandboxError>,
+) -> Run {
     let mut child = spawned.unwrap_or_else(|e| {
         panic!(
             "the sandbox refused to start `{}`: {e}",

@@ -19,7 +19,7 @@ use chock_log::clock::now_rfc3339;
 use super::{Workspace, make_dirs};
 use crate::error::{Result, WorkspaceError};
 use crate::late_sync::LateSync;
-use crate::meta::{Backing, META_FORMAT, Meta, tmp_sibling};
+use crate::meta::{Backing, Layout, META_FORMAT, Meta, tmp_sibling};
 
 impl Workspace {
     /// Creates a workspace that will be removed without review: the overlay backing whatever the
@@ -36,26 +36,42 @@ impl Workspace {
         session_id: &str,
     ) -> Result<Workspace> {
         let (project, layout) = make_dirs(project, session_dir)?;
-        let meta = Meta {
-            format: META_FORMAT,
-            session: session_id.to_string(),
-            project,
-            backing: Backing::Overlay,
-            created: now_rfc3339(),
-        };
-        let path = layout.meta();
-        let bytes =
-            serde_json::to_vec_pretty(&meta).map_err(|e| WorkspaceError::record(&path, e))?;
+        let workspace = Self::scratch(project, layout, session_id);
+        let path = workspace.layout.meta();
+        let bytes = serde_json::to_vec_pretty(&workspace.meta)
+            .map_err(|e| WorkspaceError::record(&path, e))?;
         let tmp = tmp_sibling(&path, "tmp");
         fs::write(&tmp, bytes).map_err(|e| WorkspaceError::io("write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| WorkspaceError::io("rename into place", &path, e))?;
-        Ok(Workspace {
+        Ok(workspace)
+    }
+
+    /// A scratch workspace of which nothing is made on disk: its one call keeps the upper layer in
+    /// a tmpfs of its own (chock-sandbox's `OwnOverlay::InMemory`), so there is no upper or work
+    /// directory, no `meta.json`, nothing for `chock workspace list` to show or `chock diff` to
+    /// read, and nothing to remove ([`crate::remove`] is not called for it). Its
+    /// [`Workspace::mount`] still names the overlay's lower layer, the project; the upper and work
+    /// paths it names are never made.
+    pub fn in_memory(project: &Path, session_dir: &Path, session_id: &str) -> Result<Workspace> {
+        let project =
+            fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
+        Ok(Self::scratch(project, Layout::new(session_dir), session_id))
+    }
+
+    fn scratch(project: std::path::PathBuf, layout: Layout, session_id: &str) -> Workspace {
+        Workspace {
             layout,
-            meta,
+            meta: Meta {
+                format: META_FORMAT,
+                session: session_id.to_string(),
+                project,
+                backing: Backing::Overlay,
+                created: now_rfc3339(),
+            },
             base_job: Mutex::new(None),
             side: Mutex::new(None),
             last: Mutex::new(None),
             late: LateSync::default(),
-        })
+        }
     }
 }
