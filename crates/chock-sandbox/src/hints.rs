@@ -136,6 +136,11 @@ fn hint(layer: Layer, errno: i32) -> String {
         Layer::Workspace if errno == libc::ENOENT => {
             "the working directory does not exist inside the workspace".into()
         }
+        Layer::Workspace if errno == libc::EOPNOTSUPP => {
+            "the in-memory workspace needs tmpfs with user.* extended attributes (Linux 6.6); \
+             `chock exec --keep` keeps the workspace on disk"
+                .into()
+        }
         Layer::Workspace => "overlayfs in a user namespace needs Linux 5.11 or later; or use a bind workspace".into(),
         Layer::PolicyFile => POLICY_FILE_HINT.into(),
         Layer::Landlock => landlock_missing(),
