@@ -140,6 +140,8 @@ fn own_overlay(calls: Calls, scratch: bool) -> chock_sandbox::OwnOverlay {
 struct Assembly {
     scratch: bool,
     calls: Calls,
+    /// Chosen once, with the workspace it needs ([`own_overlay`]).
+    own_overlay: chock_sandbox::OwnOverlay,
 }
 
 impl Session {
@@ -182,6 +184,7 @@ impl Session {
             Assembly {
                 scratch: options.scratch,
                 calls: options.calls,
+                own_overlay: own,
             },
         )
     }
@@ -198,8 +201,11 @@ impl Session {
         withheld_env: Vec<String>,
         how: Assembly,
     ) -> Result<Session, SessionError> {
-        let Assembly { scratch, calls } = how;
-        let own_overlay = own_overlay(calls, scratch);
+        let Assembly {
+            scratch,
+            calls,
+            own_overlay,
+        } = how;
         let overlay = match workspace.mount() {
             chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } if scratch => {
@@ -281,6 +287,7 @@ impl Session {
                 // A reopened workspace is one that was kept: its upper directory is the record.
                 scratch: false,
                 calls: options.calls,
+                own_overlay: own_overlay(options.calls, false),
             },
         )
     }
