@@ -4,28 +4,27 @@
 //! For a git project of 1,000 and of 100,000 files (generated in a temporary directory with `git
 //! fast-import` and one checkout), the bench-profile `chock` binary runs whole `chock run` processes
 //! with an offline recording (`--provider script:FILE`): one of 40 turns, each one `run_command
-//! "true"`, and one with no call at all. The two are run in pairs, one after the other; a pair's
-//! difference divided by 40 is the overhead of one call, and the session with no call is the cost
-//! of a session's start and end. Medians over the pairs, with the spread (lowest–highest).
+//! "true"`, one with no call at all, and one with a single call. A pair's difference divided by 40
+//! is the overhead of one call; the 40-call session against the one-call one, over 39, is a call
+//! after the session's first (it leaves out one-time work such as the first walk of a declared
+//! path); the session with no call is the cost of a session's start and end. A third project of
+//! 1,000 files has a `chock.toml` that declares a `[sandbox] read` path of 120,000 entries.
 //!
-//! In the same run: a whole `bwrap … true` with options close to Chock's (as in chock-sandbox's
-//! `setup` bench) and a whole `chock exec -- true` process in the 1,000-file project; the same
-//! pairs in a 1,000-file project whose `chock.toml` declares a `[sandbox] read` path of 120,000
-//! entries (with one more pairing there and at 1,000 files: the 40-call session against a one-call
-//! session, over 39, a call after the session's first, which leaves out the one walk of the
-//! declared path that the first call waits for) (`CHOCK_BENCH_DECLARED`, default 120000; 0 skips it); and how many events a second the
-//! session log appends in the realistic mix chock-log's `throughput` bench uses, on the disk the
-//! bench's temporary directory is on.
+//! The machine's speed drifts by a third over minutes here, so the projects are measured in
+//! rounds: each round runs one pair in every project (the order rotated from round to round),
+//! with a whole `bwrap … true` (options close to Chock's, as in chock-sandbox's `setup` bench)
+//! before, between and after each pair's sessions. Every ratio is the median of the round-by-round
+//! ratios, printed with the lowest and highest; a ratio against bwrap takes the bwrap calls made
+//! beside the pair. Then a whole `chock exec -- true` and a bwrap call in turns, run by run; and how
+//! many events a second the session log appends in the realistic mix chock-log's `throughput`
+//! bench uses, on the disk the bench's temporary directory is on.
 //!
-//! `CHOCK_BENCH_PAIRS` (default 7) pairs at 1,000 files, `CHOCK_BENCH_PAIRS_LARGE` (default 3) at
-//! 100,000 files (0: the large project is not generated and its rows are skipped; `CHOCK_BENCH_PAIRS`
-//! 0 skips the sessions at 1,000 files but still makes the project `chock exec` runs in),
-//! `CHOCK_BENCH_RUNS` (default 20) runs of bwrap and `chock exec`, taken in turns (one of each,
-//! then the next pair) so that load from elsewhere falls on both alike (and for the same reason a
-//! bwrap call before, between and after the two sessions of each pair: every ratio against bwrap
-//! is the median of pair-by-pair ratios, each against the bwrap calls made beside it); `CHOCK_BENCH_LARGE`
-//! (default 100000) the large project's size. After generating a project the bench runs `sync`, so
-//! the new tree's writeback does not fall on the measured calls' log syncs.
+//! `CHOCK_BENCH_PAIRS` (default 21) rounds (0: no sessions; the 1,000-file project is still made
+//! for `chock exec`), `CHOCK_BENCH_LARGE` (default 100000; 0 skips it) the large project's size,
+//! `CHOCK_BENCH_DECLARED` (default 120000; 0 skips it) the declared path's entries,
+//! `CHOCK_BENCH_RUNS` (default 30) runs of `chock exec` and of bwrap. After generating a project
+//! the bench runs `sync`, so the new tree's writeback does not fall on the measured calls' log
+//! syncs.
 
 #[path = "../../chock-sandbox/benches/support/bwrap_reference.rs"]
 mod bwrap_reference;
@@ -54,17 +53,16 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-fn ratio(a: Duration, b: Duration) -> String {
-    format!("{:.2}x", a.as_secs_f64() / b.as_secs_f64())
-}
+/// Median, lowest and highest.
+type Spread = (Duration, Duration, Duration);
 
 /// Median, lowest and highest.
-fn stats(mut v: Vec<Duration>) -> (Duration, Duration, Duration) {
+fn stats(mut v: Vec<Duration>) -> Spread {
     v.sort();
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
-fn show((m, lo, hi): (Duration, Duration, Duration)) -> String {
+fn show((m, lo, hi): Spread) -> String {
     format!("{} ({}–{})", ms(m), ms(lo), ms(hi))
 }
 
@@ -223,21 +221,18 @@ impl World {
     }
 }
 
-/// Median, lowest and highest.
-type Spread = (Duration, Duration, Duration);
-/// Median, lowest and highest of ratios.
-type RatioSpread = (f64, f64, f64);
-
-struct Measured {
-    per_call: Spread,
-    /// The 40-call session against the one-call session, over 39: a call after the session's
-    /// first (what a session's one-time work, such as the first walk of a declared path, leaves
-    /// out).
-    after_first: Spread,
-    start: Spread,
-    /// Each pair's call against the bwrap calls made beside it (median, lowest, highest), and
-    /// those bwrap calls.
-    against_bwrap: Option<(RatioSpread, Spread)>,
+/// What one project's pairs measured, one entry per round.
+#[derive(Default)]
+struct Samples {
+    /// (40-call session − no-call session) / 40: one call's overhead.
+    per_call: Vec<Duration>,
+    /// (40-call session − one-call session) / 39: a call after the session's first (what a
+    /// session's one-time work, such as the first walk of a declared path, leaves out).
+    after_first: Vec<Duration>,
+    /// The session with no call: start plus end.
+    start: Vec<Duration>,
+    /// The median of the three bwrap calls made beside the round's pair (`None`: no bubblewrap).
+    bwrap: Vec<Option<Duration>>,
 }
 
 /// A whole `bwrap … true` in `project` (the options of `bwrap_reference.rs`); `None` without
@@ -263,14 +258,14 @@ fn bwrap_call(project: &Path) -> Option<impl Fn() -> Duration> {
 }
 
 /// Median, lowest and highest of ratios.
-fn ratio_stats(mut v: Vec<f64>) -> RatioSpread {
+fn ratio_stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
-/// Generates the project of `files` files under `base` and runs `pairs` pairs in it (none:
-/// `None`, the project is still made for `chock exec`).
-fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> Option<Measured> {
+/// A project of `files` files made under `base`, warmed with one session of each kind (the page
+/// cache and git's own first-run work), `sync`ed.
+fn prepare(base: &Path, files: usize, declared: Option<&Path>) -> World {
     let made = Instant::now();
     let w = World::new(base, files, declared);
     // The generated tree's writeback would otherwise land on the first measured calls' log syncs
@@ -281,60 +276,73 @@ fn measure(base: &Path, files: usize, pairs: usize, declared: Option<&Path>) -> 
         format!(", a declared read path {}", d.display())
     });
     println!(
-        "{files} files{with}: generated in {:.1} s; {pairs} pairs",
+        "{files} files{with}: generated in {:.1} s",
         made.elapsed().as_secs_f64()
     );
-    if pairs == 0 {
-        return None;
-    }
-    // One of each first, unmeasured: the page cache and git's own first-run work.
     w.session(&w.without);
     w.session(&w.with_calls);
-    // A whole bwrap call before, between and after the two sessions of each pair: the machine's
-    // speed drifts by a third over minutes here (another guest's load), so each pair's call is
-    // compared with the bwrap calls made beside it.
+    w.session(&w.one_call);
+    w
+}
+
+/// One round's pair in `w`, with a whole bwrap call before, between and after its sessions.
+fn pair(w: &World, into: &mut Samples) {
     let bwrap = bwrap_call(&w.project);
     let bwrap_now = || bwrap.as_ref().map(|b| b());
-    let (mut per_call, mut start, mut ratios, mut bwraps) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut after_first = Vec::new();
-    w.session(&w.one_call);
-    for _ in 0..pairs {
-        let one = w.session(&w.one_call);
-        let b0 = bwrap_now();
-        let none = w.session(&w.without);
-        let b1 = bwrap_now();
-        let calls = w.session(&w.with_calls);
-        let b2 = bwrap_now();
-        let call = calls.saturating_sub(none) / CALLS;
-        per_call.push(call);
-        after_first.push(calls.saturating_sub(one) / (CALLS - 1));
-        start.push(none);
-        if let (Some(b0), Some(b1), Some(b2)) = (b0, b1, b2) {
-            let (beside, _, _) = stats(vec![b0, b1, b2]);
-            ratios.push(call.as_secs_f64() / beside.as_secs_f64());
-            bwraps.extend([b0, b1, b2]);
+    let one = w.session(&w.one_call);
+    let b0 = bwrap_now();
+    let none = w.session(&w.without);
+    let b1 = bwrap_now();
+    let calls = w.session(&w.with_calls);
+    let b2 = bwrap_now();
+    into.per_call.push(calls.saturating_sub(none) / CALLS);
+    into.after_first
+        .push(calls.saturating_sub(one) / (CALLS - 1));
+    into.start.push(none);
+    into.bwrap.push(match (b0, b1, b2) {
+        (Some(b0), Some(b1), Some(b2)) => Some(stats(vec![b0, b1, b2]).0),
+        _ => None,
+    });
+}
+
+/// `rounds` rounds over every project, each round one pair in each, the projects' order rotated
+/// from one round to the next: the machine's speed drifts by a third over minutes here (another
+/// guest's load), so two projects are compared round by round, never across the run.
+fn rounds(worlds: &[&World], rounds: usize) -> Vec<Samples> {
+    let mut out: Vec<Samples> = worlds.iter().map(|_| Samples::default()).collect();
+    for r in 0..rounds {
+        for k in 0..worlds.len() {
+            let i = (r + k) % worlds.len();
+            pair(worlds[i], &mut out[i]);
         }
     }
-    let m = Measured {
-        per_call: stats(per_call),
-        after_first: stats(after_first),
-        start: stats(start),
-        against_bwrap: (!ratios.is_empty()).then(|| (ratio_stats(ratios), stats(bwraps))),
-    };
+    out
+}
+
+fn report(name: &str, s: &Samples) {
     println!(
-        "  per call {}   after the first {}   session with no call {}",
-        show(m.per_call),
-        show(m.after_first),
-        show(m.start)
+        "{name}: per call {}   after the first {}   session with no call {}",
+        show(stats(s.per_call.clone())),
+        show(stats(s.after_first.clone())),
+        show(stats(s.start.clone()))
     );
-    if let Some(((r, lo, hi), b)) = m.against_bwrap {
+    if let Some(b) = s.bwrap.iter().copied().collect::<Option<Vec<_>>>() {
+        let (r, lo, hi) = against(&s.per_call, &b);
         println!(
-            "  bwrap … true beside the pairs {}   per call / bwrap, pair by pair: median {r:.2}x ({lo:.2}x–{hi:.2}x)",
-            show(b)
+            "  bwrap … true beside the pairs {}   per call / bwrap, round by round: median {r:.2}x ({lo:.2}x–{hi:.2}x)",
+            show(stats(b.clone()))
         );
     }
-    Some(m)
+}
+
+/// The round-by-round ratios `a[r] / b[r]`: median, lowest, highest.
+fn against(a: &[Duration], b: &[Duration]) -> (f64, f64, f64) {
+    ratio_stats(
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect(),
+    )
 }
 
 /// A directory of `entries` entries (directories of 99 empty files), as a toolchain a project
@@ -373,36 +381,46 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks; there is nothing to list.
     }
-    let pairs = env_usize("CHOCK_BENCH_PAIRS", 7);
-    let pairs_large = env_usize("CHOCK_BENCH_PAIRS_LARGE", 3);
-    let runs = env_usize("CHOCK_BENCH_RUNS", 20);
+    let pairs = env_usize("CHOCK_BENCH_PAIRS", 21);
+    let runs = env_usize("CHOCK_BENCH_RUNS", 30);
     let large = env_usize("CHOCK_BENCH_LARGE", 100_000);
     let declared_entries = env_usize("CHOCK_BENCH_DECLARED", 120_000);
     let tmp = std::env::temp_dir().join(format!("chock-bench-per-call.{}", std::process::id()));
-    let (small_dir, large_dir) = (tmp.join("small"), tmp.join("large"));
+    let small_dir = tmp.join("small");
 
-    let small = measure(&small_dir, 1_000, pairs, None);
-    let big = if pairs_large > 0 {
-        measure(&large_dir, large, pairs_large, None)
+    let small = prepare(&small_dir, 1_000, None);
+    let big = (pairs > 0 && large > 0).then(|| prepare(&tmp.join("large"), large, None));
+    let declared = (pairs > 0 && declared_entries > 0).then(|| {
+        let tree = tmp.join("toolchain");
+        declared_tree(&tree, declared_entries);
+        prepare(&tmp.join("declared"), 1_000, Some(&tree))
+    });
+    let mut worlds = vec![&small];
+    worlds.extend(big.as_ref());
+    worlds.extend(declared.as_ref());
+    let measured = if pairs > 0 {
+        println!("{pairs} rounds, one pair in each project a round");
+        let mut m = rounds(&worlds, pairs).into_iter();
+        let small = m.next();
+        let big = big.as_ref().and_then(|_| m.next());
+        let declared = declared.as_ref().and_then(|_| m.next());
+        Some((small.unwrap(), big, declared))
     } else {
         None
     };
-    let declared = (declared_entries > 0 && pairs > 0).then(|| {
-        let tree = tmp.join("toolchain");
-        declared_tree(&tree, declared_entries);
-        measure(&tmp.join("declared"), 1_000, pairs, Some(&tree))
-    });
-    let declared = declared.flatten();
+    if let Some((small, big, declared)) = &measured {
+        report("1000 files", small);
+        if let Some(big) = big {
+            report(&format!("{large} files"), big);
+        }
+        if let Some(declared) = declared {
+            report("1000 files, a declared read path", declared);
+        }
+    }
     let rate = log_rate(&tmp.join("log"));
     println!("session log, realistic mix: {rate:.0} events/s");
 
-    let w = World {
-        base: small_dir.clone(),
-        project: small_dir.join("project"),
-        with_calls: String::new(),
-        without: String::new(),
-        one_call: String::new(),
-    };
+    let w = &small;
     // `chock exec` and bwrap in turns, so load from elsewhere falls on both alike.
     let bwrap_once = bwrap_call(&w.project);
     let exec_once = || {
@@ -445,46 +463,57 @@ fn main() {
 
     println!();
     println!("ratio                                   value   target");
-    let line = |name: &str, r: String, target: &str| println!("{name:<38} {r:>7}   {target}");
-    if let (Some(small), Some(big)) = (&small, &big) {
-        line(
-            "per call, 100k files / 1k files",
-            ratio(big.per_call.0, small.per_call.0),
-            "<= 1.2x",
-        );
-        line(
-            "session start, 100k files / 1k files",
-            ratio(big.start.0, small.start.0),
-            "<= 2x",
-        );
-    }
-    // Against bwrap: the median of the pair-by-pair (run-by-run) ratios, each against the bwrap
-    // calls made at the same time.
-    for (name, m) in [
-        ("per call at 1k files / bwrap", &small),
-        ("per call at 100k files / bwrap", &big),
-    ] {
-        if let Some(((r, _, _), _)) = m.as_ref().and_then(|m| m.against_bwrap) {
-            line(name, format!("{r:.2}x"), "<= 1.5x");
+    let line = |name: &str, r: String, target: &str| println!("{name:<42} {r:>20}   {target}");
+    // Between two projects, and against bwrap: the median of the round-by-round ratios (each
+    // round's pairs and bwrap calls were made within a second or two of each other), with the
+    // lowest and highest.
+    let spread = |(r, lo, hi): (f64, f64, f64)| format!("{r:.2}x ({lo:.2}x–{hi:.2}x)");
+    if let Some((small, big, declared)) = &measured {
+        if let Some(big) = big {
+            line(
+                "per call, 100k files / 1k files",
+                spread(against(&big.per_call, &small.per_call)),
+                "<= 1.2x",
+            );
+            line(
+                "session start, 100k files / 1k files",
+                spread(against(&big.start, &small.start)),
+                "<= 2x",
+            );
+        }
+        for (name, m) in [
+            ("per call at 1k files / bwrap", Some(small)),
+            ("per call at 100k files / bwrap", big.as_ref()),
+        ] {
+            let beside =
+                m.and_then(|m| Some((m, m.bwrap.iter().copied().collect::<Option<Vec<_>>>()?)));
+            if let Some((m, b)) = beside {
+                line(name, spread(against(&m.per_call, &b)), "<= 1.5x");
+            }
+        }
+        if let Some(declared) = declared {
+            line(
+                "per call, declared read path / none",
+                spread(against(&declared.per_call, &small.per_call)),
+                "<= 1.1x",
+            );
+            line(
+                "  a call after the first, declared / none",
+                spread(against(&declared.after_first, &small.after_first)),
+                "<= 1.1x",
+            );
         }
     }
     if bwrap.is_some() {
         line(
             "chock exec -- true / bwrap",
-            format!("{:.2}x", pair_ratios[pair_ratios.len() / 2]),
+            format!(
+                "{:.2}x ({:.2}x–{:.2}x)",
+                pair_ratios[pair_ratios.len() / 2],
+                pair_ratios[0],
+                pair_ratios[pair_ratios.len() - 1]
+            ),
             "<= 1.5x",
-        );
-    }
-    if let (Some(small), Some(declared)) = (&small, &declared) {
-        line(
-            "per call, declared read path / none",
-            ratio(declared.per_call.0, small.per_call.0),
-            "<= 1.1x",
-        );
-        line(
-            "  a call after the first, declared / none",
-            ratio(declared.after_first.0, small.after_first.0),
-            "<= 1.1x",
         );
     }
     line("session log, events/s", format!("{rate:.0}"), ">= 5000");
