@@ -15,8 +15,9 @@
 //! with a whole `bwrap … true` (options close to Chock's, as in chock-sandbox's `setup` bench)
 //! before, between and after each pair's sessions. Every ratio is the median of the round-by-round
 //! ratios, printed with the lowest and highest; a ratio against bwrap takes the bwrap calls made
-//! beside the pair. Then a whole `chock exec -- true` and a bwrap call in turns, run by run; and how
-//! many events a second the session log appends in the realistic mix chock-log's `throughput`
+//! beside the pair. Then a whole `chock exec -- true` and a bwrap call in turns, run by run (after
+//! a `sync`, and before the log's bench, so neither's writeback falls on `chock exec`'s log syncs);
+//! and how many events a second the session log appends in the realistic mix chock-log's `throughput`
 //! bench uses, on the disk the bench's temporary directory is on.
 //!
 //! `CHOCK_BENCH_PAIRS` (default 21) rounds (0: no sessions; the 1,000-file project is still made
@@ -417,10 +418,12 @@ fn main() {
             report("1000 files, a declared read path", declared);
         }
     }
-    let rate = log_rate(&tmp.join("log"));
-    println!("session log, realistic mix: {rate:.0} events/s");
 
     let w = &small;
+    // What the sessions above left to write back would otherwise land on `chock exec`'s log
+    // syncs (bwrap writes nothing durable); the log's own bench runs after it for the same reason.
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    assert!(synced, "sync before chock exec");
     // `chock exec` and bwrap in turns, so load from elsewhere falls on both alike.
     let bwrap_once = bwrap_call(&w.project);
     let exec_once = || {
@@ -460,6 +463,9 @@ fn main() {
         }
         None => println!("bubblewrap: not installed; its ratios are skipped"),
     }
+
+    let rate = log_rate(&tmp.join("log"));
+    println!("session log, realistic mix: {rate:.0} events/s");
 
     println!();
     println!("ratio                                   value   target");
