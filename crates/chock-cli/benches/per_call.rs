@@ -468,8 +468,8 @@ fn main() {
     println!("session log, realistic mix: {rate:.0} events/s");
 
     println!();
-    println!("ratio                                   value   target");
     let line = |name: &str, r: String, target: &str| println!("{name:<42} {r:>20}   {target}");
+    line("ratio", "value".into(), "target");
     // Between two projects, and against bwrap: the median of the round-by-round ratios (each
     // round's pairs and bwrap calls were made within a second or two of each other), with the
     // lowest and highest.
