@@ -423,17 +423,20 @@ text = "The view matches the sandbox."
 #[test]
 fn ctrl_c_ends_the_session_as_a_record_and_the_command_with_it() {
     let w = World::new();
-    let provider = w.script(
+    // A duration no other process on the machine sleeps for (other tests run `sleep 60` too), so
+    // the scan of /proc below finds this command and nothing else.
+    let duration = format!("60.{:06}", std::process::id() % 1_000_000);
+    let provider = w.script(&format!(
         r#"
 [[turn]]
 [[turn.call]]
 tool = "run_command"
-input = { command = "echo started > started.txt; sleep 60", timeout_secs = 120 }
+input = {{ command = "echo started > started.txt; sleep {duration}", timeout_secs = 120 }}
 
 [[turn]]
 text = "never reached"
-"#,
-    );
+"#
+    ));
     let child = w
         .command(&["run", "--provider", &provider, "wait"])
         .stdin(Stdio::null())
@@ -472,11 +475,12 @@ text = "never reached"
     assert_eq!(last.2["summary"]["ended"], "interrupted");
     w.assert_log_verifies();
     // The command died with its sandbox.
+    let cmdline = format!("sleep\0{duration}\0").into_bytes();
     let sleeping = || {
         std::fs::read_dir("/proc")
             .unwrap()
             .filter_map(Result::ok)
-            .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x0060\x00"))
+            .any(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == cmdline))
     };
     let gone_by = std::time::Instant::now();
     while sleeping() {
