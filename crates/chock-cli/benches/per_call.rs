@@ -57,9 +57,10 @@ fn ms(d: Duration) -> String {
 /// Median, lowest and highest.
 type Spread = (Duration, Duration, Duration);
 
-/// Median, lowest and highest.
-fn stats(mut v: Vec<Duration>) -> Spread {
-    v.sort();
+/// Median, lowest and highest, of durations or of ratios (never NaN: durations divided by
+/// durations the machine measured).
+fn stats<T: Copy + PartialOrd>(mut v: Vec<T>) -> (T, T, T) {
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN among the samples"));
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
@@ -258,12 +259,6 @@ fn bwrap_call(project: &Path) -> Option<impl Fn() -> Duration> {
     })
 }
 
-/// Median, lowest and highest of ratios.
-fn ratio_stats(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
-}
-
 /// A project of `files` files made under `base`, warmed with one session of each kind (the page
 /// cache and git's own first-run work), `sync`ed.
 fn prepare(base: &Path, files: usize, declared: Option<&Path>) -> World {
@@ -338,7 +333,7 @@ fn report(name: &str, s: &Samples) {
 
 /// The round-by-round ratios `a[r] / b[r]`: median, lowest, highest.
 fn against(a: &[Duration], b: &[Duration]) -> (f64, f64, f64) {
-    ratio_stats(
+    stats(
         a.iter()
             .zip(b)
             .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
@@ -434,32 +429,23 @@ fn main() {
     if let Some(b) = &bwrap_once {
         b();
     }
-    let (mut exec_runs, mut bwrap_runs, mut pair_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut exec_runs, mut bwrap_runs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
-        let e = exec_once();
-        exec_runs.push(e);
+        exec_runs.push(exec_once());
         if let Some(b) = &bwrap_once {
-            let b = b();
-            bwrap_runs.push(b);
-            pair_ratios.push(e.as_secs_f64() / b.as_secs_f64());
+            bwrap_runs.push(b());
         }
     }
-    let exec = stats(exec_runs);
     println!(
         "chock exec -- true (whole process, 1,000 files): {}",
-        show(exec)
+        show(stats(exec_runs.clone()))
     );
-    let bwrap = (!bwrap_runs.is_empty()).then(|| stats(bwrap_runs));
-    match bwrap {
-        Some(b) => {
-            pair_ratios.sort_by(f64::total_cmp);
-            println!("bwrap … true (whole process): {}", show(b));
-            println!(
-                "chock exec / bwrap, run by run: median {:.2}x ({:.2}x–{:.2}x)",
-                pair_ratios[pair_ratios.len() / 2],
-                pair_ratios[0],
-                pair_ratios[pair_ratios.len() - 1]
-            );
+    // Run by run: each `chock exec` against the bwrap call made right after it.
+    let exec_ratio = (!bwrap_runs.is_empty()).then(|| against(&exec_runs, &bwrap_runs));
+    match exec_ratio {
+        Some((r, lo, hi)) => {
+            println!("bwrap … true (whole process): {}", show(stats(bwrap_runs)));
+            println!("chock exec / bwrap, run by run: median {r:.2}x ({lo:.2}x–{hi:.2}x)");
         }
         None => println!("bubblewrap: not installed; its ratios are skipped"),
     }
@@ -474,16 +460,22 @@ fn main() {
     // round's pairs and bwrap calls were made within a second or two of each other), with the
     // lowest and highest.
     let spread = |(r, lo, hi): (f64, f64, f64)| format!("{r:.2}x ({lo:.2}x–{hi:.2}x)");
+    let row = |name: &str, a: &[Duration], b: &[Duration], target: &str| {
+        line(name, spread(against(a, b)), target);
+    };
     if let Some((small, big, declared)) = &measured {
+        let beside = |m: &Samples| m.bwrap.iter().copied().collect::<Option<Vec<_>>>();
         if let Some(big) = big {
-            line(
+            row(
                 "per call, 100k files / 1k files",
-                spread(against(&big.per_call, &small.per_call)),
+                &big.per_call,
+                &small.per_call,
                 "<= 1.2x",
             );
-            line(
+            row(
                 "session start, 100k files / 1k files",
-                spread(against(&big.start, &small.start)),
+                &big.start,
+                &small.start,
                 "<= 2x",
             );
         }
@@ -491,36 +483,23 @@ fn main() {
             ("per call at 1k files / bwrap", Some(small)),
             ("per call at 100k files / bwrap", big.as_ref()),
         ] {
-            let beside =
-                m.and_then(|m| Some((m, m.bwrap.iter().copied().collect::<Option<Vec<_>>>()?)));
-            if let Some((m, b)) = beside {
-                line(name, spread(against(&m.per_call, &b)), "<= 1.5x");
+            if let Some((m, b)) = m.and_then(|m| Some((m, beside(m)?))) {
+                row(name, &m.per_call, &b, "<= 1.5x");
             }
         }
-        if let Some(declared) = declared {
-            line(
+        if let Some(d) = declared {
+            row(
                 "per call, declared read path / none",
-                spread(against(&declared.per_call, &small.per_call)),
+                &d.per_call,
+                &small.per_call,
                 "<= 1.1x",
             );
-            line(
-                "  a call after the first, declared / none",
-                spread(against(&declared.after_first, &small.after_first)),
-                "<= 1.1x",
-            );
+            let after = "  a call after the first, declared / none";
+            row(after, &d.after_first, &small.after_first, "<= 1.1x");
         }
     }
-    if bwrap.is_some() {
-        line(
-            "chock exec -- true / bwrap",
-            format!(
-                "{:.2}x ({:.2}x–{:.2}x)",
-                pair_ratios[pair_ratios.len() / 2],
-                pair_ratios[0],
-                pair_ratios[pair_ratios.len() - 1]
-            ),
-            "<= 1.5x",
-        );
+    if let Some(r) = exec_ratio {
+        line("chock exec -- true / bwrap", spread(r), "<= 1.5x");
     }
     line("session log, events/s", format!("{rate:.0}"), ">= 5000");
     let _ = std::fs::remove_dir_all(&tmp);

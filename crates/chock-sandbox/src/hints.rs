@@ -137,8 +137,8 @@ fn hint(layer: Layer, errno: i32) -> String {
             "the working directory does not exist inside the workspace".into()
         }
         Layer::Workspace if errno == libc::EOPNOTSUPP => {
-            "the in-memory workspace needs tmpfs with user.* extended attributes (Linux 6.6); \
-             `chock exec --keep` keeps the workspace on disk"
+            "an in-memory workspace (`chock exec` without `--keep`) needs tmpfs with user.* \
+             extended attributes (Linux 6.6); `--keep` keeps the workspace on disk"
                 .into()
         }
         Layer::Workspace => "overlayfs in a user namespace needs Linux 5.11 or later; or use a bind workspace".into(),
