@@ -123,6 +123,46 @@ fn writes_land_in_the_workspace_never_the_project_and_keep_keeps_it() {
     );
 }
 
+/// An overlay's root shows its upper root's mode, and Chock makes the upper: the project root
+/// must look inside as it does outside (not the 0700 of a private directory), in memory and kept,
+/// and what the command makes still follows the host's umask.
+#[test]
+fn the_project_root_keeps_its_mode_inside_and_the_command_keeps_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    std::fs::set_permissions(&w.project, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let script = "stat -c %a .; umask 022; mkdir made; stat -c %a made";
+    for keep in [false, true] {
+        let mut args = vec!["exec"];
+        if keep {
+            args.push("--keep");
+        }
+        args.extend(["--", "sh", "-c", script]);
+        let out = w.chock(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            "751\n755\n",
+            "the project root's mode inside (keep: {keep})"
+        );
+    }
+    // Without a umask of its own, the command has the host's (the tree is built under 0).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let ours = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .expect("a Umask line")
+        .trim()
+        .to_string();
+    let out = w.exec(&["sh", "-c", "umask"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        ours,
+        "the command has the host's umask"
+    );
+}
+
 #[test]
 fn a_denied_program_is_refused_with_123_and_never_runs() {
     let w = World::new();

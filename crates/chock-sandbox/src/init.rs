@@ -296,6 +296,11 @@ fn init_main(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
 /// the first that fails ends the process with its layer and step (an optional step whose source is
 /// gone is skipped).
 pub(crate) fn build_tree(p: &Prepared, chan: RawFd) {
+    // Each directory and mount point the steps make gets exactly the mode its step names (the
+    // workspace's upper root shows as the project root's own mode), whatever the host's umask;
+    // the command is given the host's umask back.
+    // SAFETY: umask only sets this process's file-creation mask; it cannot fail.
+    let host_umask = unsafe { libc::umask(0) };
     for (i, s) in p.steps.iter().enumerate() {
         if let Err(e) = crate::mount_calls::apply(&s.op) {
             if s.optional && e == libc::ENOENT {
@@ -309,6 +314,8 @@ pub(crate) fn build_tree(p: &Prepared, chan: RawFd) {
             );
         }
     }
+    // SAFETY: as above.
+    unsafe { libc::umask(host_umask) };
 }
 
 /// The init's first step: the setup's lifeline is not the init's (it watches its parent through

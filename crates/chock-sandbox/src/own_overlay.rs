@@ -54,7 +54,7 @@ pub(crate) fn push(
     let staging = Path::new(STAGING);
     let (upper_at, work_at) = match plan.own_overlay {
         OwnOverlay::InMemory => {
-            push_memory_layers(b, staging)?;
+            push_memory_layers(b, staging, root_mode(lower)?)?;
             (staging.join("upper"), staging.join("work"))
         }
         OwnOverlay::Durable | OwnOverlay::Volatile => (old_root_path(upper), old_root_path(work)),
@@ -106,8 +106,22 @@ pub(crate) fn push(
     Ok(())
 }
 
-/// A tmpfs at `staging` with the upper and work directories in it, checked for `user.` xattrs.
-fn push_memory_layers(b: &mut Builder, staging: &Path) -> Result<(), SandboxError> {
+/// The permission bits of the project root `lower`: an overlay's root shows its upper root's
+/// mode, so the upper root is made with the lower's (a project at 0755 is not 0700 inside).
+fn root_mode(lower: &Path) -> Result<libc::mode_t, SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(lower)
+        .map_err(|e| SandboxError::host(format!("stat {}", lower.display()), e))?;
+    Ok(meta.permissions().mode() & 0o7777)
+}
+
+/// A tmpfs at `staging` with the upper and work directories in it, checked for `user.` xattrs;
+/// the upper root gets `upper_mode` (the project root's).
+fn push_memory_layers(
+    b: &mut Builder,
+    staging: &Path,
+    upper_mode: libc::mode_t,
+) -> Result<(), SandboxError> {
     if b.made.contains(staging) {
         return Err(SandboxError::Plan(format!(
             "{STAGING} is where a call's in-memory workspace is staged; nothing else may be mounted there"
@@ -124,14 +138,14 @@ fn push_memory_layers(b: &mut Builder, staging: &Path) -> Result<(), SandboxErro
         format!("tmpfs {STAGING} (the workspace's upper layer, half of the memory)"),
     );
     let dirs: [PathBuf; 2] = [staging.join("upper"), staging.join("work")];
-    for dir in &dirs {
+    for (dir, mode) in dirs.iter().zip([upper_mode, 0o700]) {
         b.push(
             Op::Mkdir {
                 path: cstr(dir.as_os_str().as_bytes())?,
-                mode: 0o700,
+                mode,
             },
             Layer::Workspace,
-            format!("mkdir {}", dir.display()),
+            format!("mkdir {} (mode {mode:o})", dir.display()),
         );
     }
     b.push(

@@ -588,9 +588,11 @@ impl Drop for Workspace {
     }
 }
 
-/// The resolved project and a new workspace's directories (upper and work, 0700), refusing a
-/// session directory that already has a workspace.
+/// The resolved project and a new workspace's directories (work 0700, the upper root with the
+/// project root's mode, both in a 0700 directory), refusing a session directory that already has
+/// a workspace.
 pub(crate) fn make_dirs(project: &Path, session_dir: &Path) -> Result<(PathBuf, Layout)> {
+    use std::os::unix::fs::PermissionsExt;
     let project =
         fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
     let layout = Layout::new(session_dir);
@@ -604,5 +606,14 @@ pub(crate) fn make_dirs(project: &Path, session_dir: &Path) -> Result<(PathBuf, 
             .create(&dir)
             .map_err(|e| WorkspaceError::io("create", &dir, e))?;
     }
+    // The overlay's root shows its upper root's mode: the project root's, not 0700, inside the
+    // sandbox. The workspace directory above it stays 0700 on the host.
+    let mode = fs::metadata(&project)
+        .map_err(|e| WorkspaceError::io("stat", &project, e))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    fs::set_permissions(layout.upper(), fs::Permissions::from_mode(mode))
+        .map_err(|e| WorkspaceError::io("chmod", &layout.upper(), e))?;
     Ok((project, layout))
 }
