@@ -93,7 +93,9 @@ fn mount_target(op: &Op) -> Option<&CStr> {
 
 fn made_path(op: &Op) -> Option<&CStr> {
     match op {
-        Op::Mkdir { path, .. } | Op::Touch { path } => Some(path),
+        Op::Mkdir { path, .. } | Op::Touch { path } | Op::CopyFile { target: path, .. } => {
+            Some(path)
+        }
         Op::Symlink { link, .. } => Some(link),
         _ => None,
     }

@@ -158,7 +158,44 @@ impl Builder {
             Ok(())
         }
     }
+
+    /// Like [`Builder::copy_entry`], but a regular file of at most [`COPY_MAX_BYTES`] is copied
+    /// into the fresh root instead of bound (see [`Op::CopyFile`]): what the call sees is the
+    /// file as it was when its tree was built, read-only like the rest of the root.
+    pub(crate) fn copy_small_file_or_entry(
+        &mut self,
+        host: &Path,
+        layer: Layer,
+    ) -> Result<(), SandboxError> {
+        let small_file = std::fs::symlink_metadata(host)
+            .is_ok_and(|m| m.file_type().is_file() && m.len() <= COPY_MAX_BYTES);
+        if !small_file {
+            return self.copy_entry(host, layer);
+        }
+        if let Some(parent) = host.parent() {
+            self.mkdirs(parent, layer)?;
+        }
+        if !self.made.insert(host.to_path_buf()) {
+            return Err(SandboxError::Plan(format!(
+                "{} is in the tree twice",
+                host.display()
+            )));
+        }
+        let op = Op::CopyFile {
+            source: under_old_root(host)?,
+            target: cstr(host.as_os_str().as_bytes())?,
+        };
+        self.push(
+            op,
+            layer,
+            format!("copy {} (read-only root)", host.display()),
+        );
+        Ok(())
+    }
 }
+
+/// The largest host file [`Builder::copy_small_file_or_entry`] copies rather than binds.
+pub(crate) const COPY_MAX_BYTES: u64 = 256 << 10;
 
 /// The mount steps for `plan`, in order. `shared_fd` is the descriptor of the session's overlay when
 /// the plan shares one (`None` only to describe the steps, never to run them); `sockets` is the

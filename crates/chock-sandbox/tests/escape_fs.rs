@@ -140,6 +140,35 @@ fn host_files_outside_the_base_set_are_invisible() {
     );
 }
 
+/// Attack: change the /etc files the base set copies into the fresh root (not bound): overwrite,
+/// remove, replace and chmod /etc/passwd, the file every program reads for names. Layer: the
+/// root remounted read-only once the tree is built (Landlock would refuse all but the chmod with
+/// EACCES after it).
+#[test]
+fn the_copied_etc_files_cannot_be_changed() {
+    let fx = Fixture::new(Backing::Overlay);
+    for act in [
+        vec!["write", "/etc/passwd"],
+        vec!["unlink", "/etc/passwd"],
+        vec!["rename", "/etc/group", "/etc/passwd"],
+        vec!["chmod", "/etc/passwd"],
+    ] {
+        // chmod is one act Landlock has no right for: the read-only root alone stops it.
+        let r = run(&fx.hostile_plan(&act));
+        r.assert_refused(
+            "EROFS",
+            &format!("{act:?}: the root is read-only once its tree is built"),
+        );
+    }
+    let host = std::fs::read_to_string("/etc/passwd").unwrap();
+    let r = run(&fx.hostile_plan(&["read", "/etc/passwd"]));
+    assert_eq!(
+        r.stdout.trim(),
+        format!("succeeded {}", host.replace('\n', "\\n")).trim(),
+        "the copy is the host's file"
+    );
+}
+
 /// Attack: write outside the workspace and /tmp: into /usr (a read-only bind) and into the sandbox
 /// home (a writable tmpfs that Landlock must still allow) as a control, and into a declared
 /// read-only path. Layers: read-only binds; Landlock.
