@@ -1,6 +1,9 @@
-//! The table's own checks: numbers against libc, rows unique and explained, both arches compile.
+//! The table's own checks: numbers against libc, rows unique and explained, both arches compile,
+//! and the chained program answers as the per-answer programs installed one by one.
 
 use super::*;
+
+mod chained;
 
 /// The host libc's number for a row's call; `NOT_ON_ARCH` for the calls aarch64 lacks. Built for
 /// x86_64 and aarch64 (`cargo check -p chock-sandbox --tests --target aarch64-unknown-linux-gnu`),
@@ -112,12 +115,18 @@ fn rows_are_unique_and_explained() {
 
 #[test]
 fn both_tables_compile() {
-    // One program per answer, and the x32 kill program on x86_64.
+    // One program per answer, and the x32 kill program on x86_64; installed chained as one.
     assert_eq!(
-        compile(Arch::X86_64).unwrap().len(),
+        program::per_answer(Arch::X86_64).unwrap().len(),
         RuleAction::ALL.len() + 1
     );
-    assert_eq!(compile(Arch::Aarch64).unwrap().len(), RuleAction::ALL.len());
+    assert_eq!(
+        program::per_answer(Arch::Aarch64).unwrap().len(),
+        RuleAction::ALL.len()
+    );
+    for arch in [Arch::X86_64, Arch::Aarch64] {
+        assert_eq!(compile(arch).unwrap().len(), 1);
+    }
 }
 
 #[test]
