@@ -466,7 +466,7 @@ fn main() {
     if let Some((small, big, declared)) = &measured {
         let beside = |m: &Samples| m.bwrap.iter().copied().collect::<Option<Vec<_>>>();
         // The large project's size as the rows name it (`CHOCK_BENCH_LARGE` may change it).
-        let large = if large % 1000 == 0 {
+        let large = if large.is_multiple_of(1000) {
             format!("{}k", large / 1000)
         } else {
             large.to_string()

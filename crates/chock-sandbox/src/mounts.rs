@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
@@ -159,7 +160,8 @@ impl Builder {
         }
     }
 
-    /// Like [`Builder::copy_entry`], but a regular file of at most [`COPY_MAX_BYTES`] is copied
+    /// Like [`Builder::copy_entry`], but a world-readable regular file of at most
+    /// [`COPY_MAX_BYTES`] is copied
     /// into the fresh root instead of bound (see [`Op::CopyFile`]): what the call sees is the
     /// file as it was when its tree was built, read-only like the rest of the root.
     pub(crate) fn copy_small_file_or_entry(
@@ -167,8 +169,11 @@ impl Builder {
         host: &Path,
         layer: Layer,
     ) -> Result<(), SandboxError> {
-        let small_file = std::fs::symlink_metadata(host)
-            .is_ok_and(|m| m.file_type().is_file() && m.len() <= COPY_MAX_BYTES);
+        // Only a file anyone may read: the init copies it as the call's user, where a bind would
+        // show an unreadable file as it is.
+        let small_file = std::fs::symlink_metadata(host).is_ok_and(|m| {
+            m.file_type().is_file() && m.len() <= COPY_MAX_BYTES && m.mode() & 0o004 != 0
+        });
         if !small_file {
             return self.copy_entry(host, layer);
         }

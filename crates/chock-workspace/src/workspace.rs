@@ -614,6 +614,6 @@ pub(crate) fn make_dirs(project: &Path, session_dir: &Path) -> Result<(PathBuf, 
         .mode()
         & 0o7777;
     fs::set_permissions(layout.upper(), fs::Permissions::from_mode(mode))
-        .map_err(|e| WorkspaceError::io("chmod", &layout.upper(), e))?;
+        .map_err(|e| WorkspaceError::io("chmod", layout.upper(), e))?;
     Ok((project, layout))
 }
