@@ -109,20 +109,19 @@ fn touch(path: &CStr) -> Result<(), i32> {
     Ok(())
 }
 
+/// `open(path, flags)` without following a symlink in the last component, close-on-exec: the
+/// descriptor, or the errno.
+fn open_nofollow(path: &CStr, flags: libc::c_int) -> Result<libc::c_int, i32> {
+    // SAFETY: NUL-terminated path; the caller owns and closes the descriptor.
+    let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    if fd < 0 { Err(errno()) } else { Ok(fd) }
+}
+
 /// Copies the regular file `source` to the new file `target` with `sendfile` (no buffer: the init
 /// does not allocate), keeping the source's permission bits (the tree is built under umask 0). A
 /// symlink at `source` (`ELOOP`) or anything but a regular file (`EINVAL`) fails the step.
 fn copy_file(source: &CStr, target: &CStr) -> Result<(), i32> {
-    // SAFETY: NUL-terminated path.
-    let src = unsafe {
-        libc::open(
-            source.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if src < 0 {
-        return Err(errno());
-    }
+    let src = open_nofollow(source, libc::O_RDONLY)?;
     let copied = copy_from(src, target);
     // SAFETY: `src` was opened above and is closed once.
     unsafe { libc::close(src) };
@@ -190,16 +189,8 @@ fn proc_fd_path(fd: libc::c_int, buf: &mut [u8; 48]) -> Result<&CStr, i32> {
 /// fork, then bound by naming the descriptor, so no later path lookup can redirect the bind.
 /// A mismatch fails the step with `ELOOP`.
 fn bind_policy(source: &CStr, target: &CStr, dev: u64, ino: u64) -> Result<(), i32> {
-    // SAFETY: NUL-terminated path; the descriptor is closed below on every path.
-    let fd = unsafe {
-        libc::open(
-            source.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(errno());
-    }
+    // Closed below on every path.
+    let fd = open_nofollow(source, libc::O_PATH)?;
     let result = fstat(fd).and_then(|st| {
         let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
         if !regular || st.st_dev != dev || st.st_ino != ino {
