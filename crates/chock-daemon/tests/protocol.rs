@@ -295,7 +295,10 @@ fn a_question_open_when_the_daemon_stops_is_still_open_after_a_restart_and_never
     let world = World::new();
     world.policy(ASK_SH);
     let provider = world.script("ask.toml", ASKING);
-    let rt = runtime();
+    // Shut down in the background at the end, and also when an assertion below fails: a plain
+    // drop of the runtime waits for the abandoned command's thread for ever (a failure here once
+    // hung CI instead of failing).
+    let rt = Background(Some(runtime()));
     let (id, question) = rt.block_on(async {
         let server = world.serve().await;
         let mut client = world.client(&server).await;
@@ -357,8 +360,26 @@ fn a_question_open_when_the_daemon_stops_is_still_open_after_a_restart_and_never
     });
     assert!(unanswered(&world.log_lines(&id)));
     // The abandoned command's thread still waits for its answer, as the question does: the
-    // runtime is not waited for.
-    rt.shutdown_background();
+    // runtime is not waited for (`Background`).
+}
+
+/// A runtime shut down without waiting for its blocking threads when it goes, however the test
+/// ends.
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl std::ops::Deref for Background {
+    type Target = tokio::runtime::Runtime;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("the runtime lives until the drop")
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 #[test]
