@@ -95,6 +95,26 @@ pub struct DaemonLock {
     path: PathBuf,
 }
 
+/// How long a held lock is retried before it counts as another daemon's.
+const LOCK_SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// `flock` is held by an open file description, and a child between its fork and its `exec`
+/// shares every one of ours, close-on-exec or not: a lock a daemon of this process just released
+/// can read as held for that window (a daemon restarted in-process while its sessions spawn
+/// `git`). A daemon that really runs holds it for good, so the lock is retried for
+/// [`LOCK_SETTLE`] before it is called taken.
+fn try_lock_settled(file: &File) -> Result<(), std::fs::TryLockError> {
+    let deadline = std::time::Instant::now() + LOCK_SETTLE;
+    loop {
+        match file.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl DaemonLock {
     /// Takes the lock in `dir`, or says which daemon holds it.
     pub fn acquire(dir: &Path) -> Result<DaemonLock, DaemonError> {
@@ -107,7 +127,7 @@ impl DaemonLock {
             .mode(0o600)
             .open(&path)
             .map_err(|e| DaemonError::io("open", &path, e))?;
-        match file.try_lock() {
+        match try_lock_settled(&file) {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 let mut text = String::new();
