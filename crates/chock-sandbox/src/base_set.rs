@@ -66,7 +66,7 @@ pub(crate) fn system_and_dev(b: &mut Builder, plan: &Plan) -> Result<(), Sandbox
     }
     b.mkdirs(Path::new("/etc"), fs)?;
     for name in ETC_ENTRIES {
-        b.copy_small_file_or_entry(&Path::new("/etc").join(name), fs)?;
+        b.copy_entry(&Path::new("/etc").join(name), fs)?;
     }
 
     // A minimal /dev.

@@ -131,11 +131,18 @@ impl Builder {
         Ok(())
     }
 
-    /// Recreates a host symlink, or binds the host entry read-only.
+    /// Recreates a host symlink, copies a small regular file into the fresh root, or binds the
+    /// host entry read-only.
+    ///
+    /// A world-readable regular file of at most [`COPY_MAX_BYTES`] (the base set's `/etc` files)
+    /// is copied (see [`Op::CopyFile`]): the call sees it as it was when its tree was built,
+    /// read-only like the rest of the root. Only a file anyone may read: the init copies it as the
+    /// call's user, where a bind shows an unreadable file as it is.
     pub(crate) fn copy_entry(&mut self, host: &Path, layer: Layer) -> Result<(), SandboxError> {
         let Ok(meta) = std::fs::symlink_metadata(host) else {
             return Ok(());
         };
+        let small_file = meta.is_file() && meta.len() <= COPY_MAX_BYTES && meta.mode() & 0o004 != 0;
         if meta.file_type().is_symlink() {
             let text = std::fs::read_link(host)
                 .map_err(|e| SandboxError::host(format!("readlink {}", host.display()), e))?;
@@ -153,53 +160,35 @@ impl Builder {
                 format!("symlink {} -> {}", host.display(), text.display()),
             );
             Ok(())
+        } else if small_file {
+            if let Some(parent) = host.parent() {
+                self.mkdirs(parent, layer)?;
+            }
+            if !self.made.insert(host.to_path_buf()) {
+                return Err(SandboxError::Plan(format!(
+                    "{} is in the tree twice",
+                    host.display()
+                )));
+            }
+            let op = Op::CopyFile {
+                source: under_old_root(host)?,
+                target: cstr(host.as_os_str().as_bytes())?,
+            };
+            self.push(
+                op,
+                layer,
+                format!("copy {} (read-only root)", host.display()),
+            );
+            Ok(())
         } else if meta.is_dir() || meta.is_file() {
             self.bind(host, host, true, layer)
         } else {
             Ok(())
         }
     }
-
-    /// Like [`Builder::copy_entry`], but a world-readable regular file of at most
-    /// [`COPY_MAX_BYTES`] is copied
-    /// into the fresh root instead of bound (see [`Op::CopyFile`]): what the call sees is the
-    /// file as it was when its tree was built, read-only like the rest of the root.
-    pub(crate) fn copy_small_file_or_entry(
-        &mut self,
-        host: &Path,
-        layer: Layer,
-    ) -> Result<(), SandboxError> {
-        // Only a file anyone may read: the init copies it as the call's user, where a bind would
-        // show an unreadable file as it is.
-        let small_file = std::fs::symlink_metadata(host).is_ok_and(|m| {
-            m.file_type().is_file() && m.len() <= COPY_MAX_BYTES && m.mode() & 0o004 != 0
-        });
-        if !small_file {
-            return self.copy_entry(host, layer);
-        }
-        if let Some(parent) = host.parent() {
-            self.mkdirs(parent, layer)?;
-        }
-        if !self.made.insert(host.to_path_buf()) {
-            return Err(SandboxError::Plan(format!(
-                "{} is in the tree twice",
-                host.display()
-            )));
-        }
-        let op = Op::CopyFile {
-            source: under_old_root(host)?,
-            target: cstr(host.as_os_str().as_bytes())?,
-        };
-        self.push(
-            op,
-            layer,
-            format!("copy {} (read-only root)", host.display()),
-        );
-        Ok(())
-    }
 }
 
-/// The largest host file [`Builder::copy_small_file_or_entry`] copies rather than binds.
+/// The largest host file [`Builder::copy_entry`] copies rather than binds.
 pub(crate) const COPY_MAX_BYTES: u64 = 256 << 10;
 
 /// The mount steps for `plan`, in order. `shared_fd` is the descriptor of the session's overlay when
