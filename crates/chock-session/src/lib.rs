@@ -5,6 +5,7 @@
 
 mod approve;
 mod call;
+mod call_output;
 mod classify;
 mod egress;
 mod error;
@@ -21,7 +22,8 @@ use chock_policy::Policy;
 use chock_workspace::Workspace;
 
 pub use approve::{Deciding, NoApprover};
-pub use call::{CallOptions, CallOutcome, CallResult, Output, OutputSink, Stream, StreamSink};
+pub use call::{CallOptions, CallOutcome, CallResult};
+pub use call_output::{Output, OutputSink, Stream, StreamSink};
 pub use classify::{Classified, ExecContext};
 pub use egress::PROXY_PORT;
 pub use error::SessionError;
