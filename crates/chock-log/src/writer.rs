@@ -6,24 +6,22 @@
 //! before it), by [`Log::sync`], when the log is dropped, after [`GROUP_MAX_LINES`] lines, or by
 //! the flusher thread at most [`GROUP_MAX_DELAY`] after the first unsynced line was written.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use crate::clock::now_rfc3339;
-use crate::fsutil::{create_private_dir_all, sync_dir};
-use crate::line::{LOG_FILE, LOG_FORMAT, genesis_hash, render_line, sha256_hex};
 use crate::lock::WriterLock;
 use crate::redact::{MIN_SECRET_LEN, Redactor};
 use crate::{EventData, EventKind, LogError, SessionId};
 
+mod create;
 mod reopen;
+mod state;
 pub use reopen::TORN_FILE;
 
 /// What line 0 (`session.start`) says about the session, beyond what the log fills in itself
@@ -66,11 +64,19 @@ pub struct Log {
     _owner: Arc<Owner>,
 }
 
-/// What the clones of a log own together and the flusher never does: the writer lock.
+/// What the clones of a log own together and the flusher never does: dropping the last of them
+/// lets the writer lock go.
 #[derive(Debug)]
 struct Owner {
     shared: Arc<Shared>,
-    _lock: WriterLock,
+}
+
+/// What the thread that makes a new session's files hands over.
+#[derive(Debug)]
+struct Made {
+    file: File,
+    lock: WriterLock,
+    names: Option<std::thread::JoinHandle<Result<(), LogError>>>,
 }
 
 #[derive(Debug)]
@@ -86,7 +92,14 @@ struct Shared {
 
 #[derive(Debug)]
 struct State {
-    file: File,
+    /// `None` only while a new session's files are being made ([`State::making`]).
+    file: Option<File>,
+    /// The writer lock: held while any clone of the log is, let go by the last one's drop
+    /// ([`Owner`]); `None` while the files are being made.
+    lock: Option<WriterLock>,
+    /// A new session's directory, lock and `log.jsonl` being made, line 0 written into it, on a
+    /// thread of their own ([`Log::create_in_background`]): settled by the first use of the file.
+    making: Option<std::thread::JoinHandle<Result<Made, LogError>>>,
     next_seq: u64,
     prev: String,
     len: u64,
@@ -108,100 +121,15 @@ pub const GROUP_MAX_DELAY: Duration = Duration::from_millis(20);
 /// How many grouped lines may stay unsynced: the append that writes one more syncs them.
 pub const GROUP_MAX_LINES: u64 = 256;
 
-/// How many fresh ids to try if a directory name is already taken (same second, same suffix).
-const ID_ATTEMPTS: usize = 16;
-
 impl Log {
-    fn owning(shared: Shared, lock: WriterLock) -> Log {
+    fn owning(shared: Shared) -> Log {
         let shared = Arc::new(shared);
         Log {
             _owner: Arc::new(Owner {
                 shared: Arc::clone(&shared),
-                _lock: lock,
             }),
             shared,
         }
-    }
-
-    /// Creates a new session under `root` (normally [`crate::sessions_root`]): a fresh
-    /// directory (0700) named by a new [`SessionId`], its writer lock, and `log.jsonl` whose
-    /// line 0 is `session.start`, durable before this returns.
-    ///
-    /// The directory is new, so no other writer can hold it; [`Log::open`] is the path that
-    /// refuses a directory with a live writer.
-    pub fn create(root: &Path, header: SessionHeader) -> Result<Log, LogError> {
-        // Whether the root is made now: only then is its own entry new, and its parent synced.
-        let root_is_new = !root.is_dir();
-        create_private_dir_all(root)?;
-        let (id, dir) = match header.id.clone() {
-            Some(id) => {
-                let dir = root.join(id.as_str());
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&dir)
-                    .map_err(|e| LogError::io("create session dir", &dir, e))?;
-                (id, dir)
-            }
-            None => make_session_dir(root)?,
-        };
-        let lock = WriterLock::acquire(&dir)?;
-        let path = dir.join(LOG_FILE);
-        let file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| LogError::io("create", &path, e))?;
-        let mut redactor = Redactor::default();
-        for secret in &header.secrets {
-            if !redactor.add(secret) {
-                return Err(short_secret(secret));
-            }
-        }
-        let state = State {
-            file,
-            next_seq: 0,
-            prev: genesis_hash(id.as_str()),
-            len: 0,
-            redactor,
-            poisoned: None,
-            unsynced: 0,
-            unsynced_since: None,
-            names: None,
-        };
-        let log = Log::owning(
-            Shared {
-                dir: dir.clone(),
-                id: id.clone(),
-                path,
-                state: Mutex::new(state),
-                flusher: OnceLock::new(),
-            },
-            lock,
-        );
-        // The new names: `log.jsonl` (and `lock`) in the session directory, the session directory
-        // in the root, and the root in its parent when it was made just now (a root that already
-        // existed was synced into its parent by the call that made it). Synced on a thread of their
-        // own while the session gets ready for its first act; the first sync of the log (the first
-        // durable event's, the flusher's, the drop's) waits for them, so line 0 is durable, under
-        // its names, before any act happens (`EventKind::SessionStart`'s durability).
-        let mut names = vec![dir.clone(), root.to_path_buf()];
-        if let Some(parent) = root
-            .parent()
-            .filter(|p| root_is_new && !p.as_os_str().is_empty())
-        {
-            names.push(parent.to_path_buf());
-        }
-        let sync_names = move || names.iter().try_for_each(|d| sync_dir(d));
-        let pending = std::thread::Builder::new()
-            .name("chock-log-names".into())
-            .spawn(sync_names.clone());
-        match pending {
-            Ok(thread) => log.state().names = Some(thread),
-            Err(_) => sync_names()?,
-        }
-        log.append_data(EventKind::SessionStart, None, start_data(&id, header))?;
-        Ok(log)
     }
 
     /// Appends one event, a payload of the session protocol (`chock_protocol::log`), and returns
@@ -243,36 +171,15 @@ impl Log {
         call_id: Option<&str>,
         data: Value,
     ) -> Result<u64, LogError> {
-        let mut state = self.state();
-        if let Some(reason) = &state.poisoned {
-            return Err(LogError::Poisoned {
-                path: self.shared.path.clone(),
-                reason: reason.clone(),
-            });
-        }
-        let data = match state.redactor.redact_value(data) {
-            Value::Object(map) => Value::Object(map),
-            Value::Null => Value::Object(Map::new()),
-            other => json!({ "value": other }),
-        };
-        let call_id = call_id.map(|c| state.redactor.redact_str(c));
-        let seq = state.next_seq;
-        let line = render_line(
-            seq,
-            &now_rfc3339(),
-            kind,
-            call_id.as_deref(),
-            &state.prev,
-            &data,
-        )
-        .map_err(|source| LogError::Serialize {
-            kind: kind.as_str(),
-            source,
-        })?;
         let path = &self.shared.path;
-        if let Err(e) = state.file.write_all(&line) {
-            let len = state.len;
-            if let Err(cut) = state.file.set_len(len) {
+        let mut state = self.state();
+        state.usable(path)?;
+        let (seq, line) = state.render(kind, call_id, data)?;
+        let len = state.len;
+        let file = state.file_mut(path)?;
+        if let Err(e) = file.write_all(&line) {
+            let cut = file.set_len(len);
+            if let Err(cut) = cut {
                 state.poisoned = Some(format!(
                     "write failed ({e}) and cutting back failed ({cut})"
                 ));
@@ -285,9 +192,7 @@ impl Log {
         } else {
             state.unsynced += 1;
         }
-        state.prev = sha256_hex(&line);
-        state.len += line.len() as u64;
-        state.next_seq = seq + 1;
+        state.chain(seq, &line);
         if !durable && state.unsynced_since.is_none() {
             state.unsynced_since = Some(Instant::now());
             drop(state);
@@ -299,12 +204,7 @@ impl Log {
     /// Makes every line written so far durable (one `fdatasync`, none if nothing is pending).
     pub fn sync(&self) -> Result<(), LogError> {
         let mut state = self.state();
-        if let Some(reason) = &state.poisoned {
-            return Err(LogError::Poisoned {
-                path: self.shared.path.clone(),
-                reason: reason.clone(),
-            });
-        }
+        state.usable(&self.shared.path)?;
         sync_state(&mut state, &self.shared.path)
     }
 
@@ -369,7 +269,7 @@ impl Log {
 /// `fdatasync`s the log and marks nothing pending; a failure poisons the log (after a failed
 /// fsync the page cache cannot be trusted to reach the disk).
 fn sync_state(state: &mut State, path: &Path) -> Result<(), LogError> {
-    if let Err(e) = state.file.sync_data() {
+    if let Err(e) = state.file_mut(path)?.sync_data() {
         state.poisoned = Some(format!("fdatasync failed: {e}"));
         return Err(LogError::io("fdatasync", path, e));
     }
@@ -434,11 +334,18 @@ impl Drop for Owner {
                 .state
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // A session whose files are still being made waits for them: line 0 is written
+            // before the lock goes (best effort: nobody is left to tell of a failure).
+            let _ = state.settle(&self.shared.path);
             if state.unsynced > 0 && state.poisoned.is_none() {
-                let _ = state.file.sync_data();
+                if let Some(file) = &state.file {
+                    let _ = file.sync_data();
+                }
                 state.unsynced = 0;
                 state.unsynced_since = None;
             }
+            // The lock goes with the last clone, whoever else still holds the state.
+            state.lock = None;
         }
         if let Some(Some(thread)) = self.shared.flusher.get() {
             thread.unpark();
@@ -451,39 +358,4 @@ fn short_secret(secret: &str) -> LogError {
         len: secret.chars().count(),
         min: MIN_SECRET_LEN,
     }
-}
-
-fn make_session_dir(root: &Path) -> Result<(SessionId, PathBuf), LogError> {
-    let mut last_err = None;
-    for _ in 0..ID_ATTEMPTS {
-        let id = SessionId::new();
-        let dir = root.join(id.as_str());
-        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => return Ok((id, dir)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some((dir, e)),
-            Err(e) => return Err(LogError::io("create session dir", &dir, e)),
-        }
-    }
-    let (dir, e) =
-        last_err.unwrap_or_else(|| (root.to_owned(), std::io::Error::other("no attempt made")));
-    Err(LogError::io("create session dir", dir, e))
-}
-
-fn start_data(id: &SessionId, header: SessionHeader) -> Value {
-    let path = |p: Option<PathBuf>| p.map(|p| p.to_string_lossy().into_owned());
-    EventData::from(chock_protocol::log::SessionStart {
-        format: LOG_FORMAT.to_string(),
-        session_id: id.as_str().to_string(),
-        chock_version: env!("CARGO_PKG_VERSION").to_string(),
-        pid: std::process::id(),
-        project: path(header.project),
-        parent: header.parent.map(|p| p.to_string()),
-        command: header.command,
-        provider: header.provider,
-        model: header.model,
-        policy_file: path(header.policy_file),
-        org_policy_file: path(header.org_policy_file),
-        fork: header.fork,
-    })
-    .to_value()
 }

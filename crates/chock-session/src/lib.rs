@@ -173,8 +173,16 @@ impl Session {
             org_policy_file: policy.org_file().map(Path::to_path_buf),
             ..options.header
         };
-        let log = Log::create(&root, header)?;
         let own = own_overlay(options.calls, options.scratch);
+        // A workspace kept in memory touches nothing in the session directory, so the log's
+        // directory and files are made while the session gets its first call ready (its sandbox
+        // built beside them); its first record waits for them (chock-log's `create.rs`). Every
+        // other workspace lives in that directory.
+        let log = if own == chock_sandbox::OwnOverlay::InMemory {
+            Log::create_in_background(&root, header)?
+        } else {
+            Log::create(&root, header)?
+        };
         let workspace = create_workspace(&project, &log, options.scratch, own)?;
         Self::assemble(
             project,

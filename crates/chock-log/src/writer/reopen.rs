@@ -53,7 +53,9 @@ impl Log {
             len = torn.offset;
         }
         let state = State {
-            file,
+            file: Some(file),
+            lock: Some(lock),
+            making: None,
             next_seq: head.seq + 1,
             prev: head.hash,
             len,
@@ -63,16 +65,13 @@ impl Log {
             unsynced_since: None,
             names: None,
         };
-        let log = Log::owning(
-            Shared {
-                dir: dir.to_owned(),
-                id,
-                path,
-                state: Mutex::new(state),
-                flusher: OnceLock::new(),
-            },
-            lock,
-        );
+        let log = Log::owning(Shared {
+            dir: dir.to_owned(),
+            id,
+            path,
+            state: Mutex::new(state),
+            flusher: OnceLock::new(),
+        });
         if let Some(torn) = report.torn_tail {
             log.record(
                 None,
