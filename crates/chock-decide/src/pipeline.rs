@@ -12,8 +12,8 @@
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
-use chock_broker::{AllowScope, Gate, GateAnswer, GateFuture, scope_of};
-use chock_log::{EventKind, Log};
+use chock_broker::{AllowScope, scope_of};
+use chock_log::Log;
 use chock_policy::{Action, Decision, Policy, Verdict};
 use chock_protocol::log::{self as record, AnswerKind, Asked, TableDecision};
 
@@ -22,6 +22,11 @@ use crate::broker::{
 };
 use crate::error::DecideError;
 use crate::outcome::{AllowedBy, Outcome, RefusedBy, Settled};
+
+mod gate;
+mod questions;
+pub use gate::PipelineGate;
+use questions::{Unanswered, from_reply, highest_question_number, reasons_of};
 
 /// Told what the pipeline did, after it is in the log (the agent streams its events from here and
 /// counts its summary).
@@ -516,139 +521,5 @@ impl Pipeline {
             observer.decided(call_id, settled);
         }
         Ok(())
-    }
-}
-
-/// A question in the log whose answer is not yet: dropped armed (its settle's future dropped, the
-/// waiter gone), it gives the question up in the broker and logs it as nobody answering, and the
-/// act as refused — the same events as a question nobody answered in time.
-struct Unanswered<'a> {
-    pipeline: &'a Pipeline,
-    call_id: Option<&'a str>,
-    question: &'a Question,
-    role: Role,
-    policy_file: Option<&'a str>,
-    /// The refused decision to log (`None`: the agent's free question, which has none).
-    settled: Option<Settled>,
-    armed: bool,
-}
-
-impl Unanswered<'_> {
-    /// The answer came: the caller logs it.
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Unanswered<'_> {
-    fn drop(&mut self) {
-        let broker = self.pipeline.broker();
-        if !self.armed || broker.keeps_questions_open() {
-            return;
-        }
-        // Closed first, so no answer is taken after the log says nobody gave one; everyone is
-        // told once the log says so.
-        if !broker.withdraw(&self.question.id) {
-            return;
-        }
-        // A drop cannot return an error: a log that cannot record leaves the question open in
-        // the file, which a reader takes as never answered (and nothing acts on it).
-        let _ = self.pipeline.log.record(
-            self.call_id,
-            record::ApprovalAnswer {
-                question: Some(self.question.id.clone()),
-                action: self.question.action.clone(),
-                answer: AnswerKind::None,
-                by: None,
-                reasons: None,
-                reply: None,
-                policy_file: self.policy_file.map(str::to_string),
-            },
-        );
-        if let Some(settled) = self.settled.take() {
-            let _ = self.pipeline.record_decision(self.call_id, &settled);
-        }
-        broker.tell_nobody(&self.question.id, self.role);
-    }
-}
-
-fn reasons_of(answer: &Answer) -> String {
-    match answer {
-        Answer::AllowOnce { reasons } | Answer::Deny { reasons } => reasons.clone(),
-        Answer::AllowSession | Answer::Reply { .. } => String::new(),
-    }
-}
-
-fn from_reply(role: Role, reply: Reply, scope: AllowScope) -> Outcome {
-    match reply {
-        Reply::Nobody(why) => Outcome::Unanswered { asked: role, why },
-        Reply::Answered { by, answer } if answer.allows() => Outcome::Allowed {
-            by: match role {
-                Role::Human => AllowedBy::Person { name: by },
-                Role::Reviewer => AllowedBy::Reviewer {
-                    name: by,
-                    reasons: reasons_of(&answer),
-                },
-            },
-            scope,
-        },
-        Reply::Answered { by, answer } => Outcome::Refused {
-            by: match role {
-                Role::Human => RefusedBy::Person { name: by },
-                Role::Reviewer => RefusedBy::Reviewer { name: by },
-            },
-            reason: reasons_of(&answer),
-        },
-    }
-}
-
-/// The highest `q-<n>` an ask in the log names (0 for none): a reopened session goes on from it.
-fn highest_question_number(log: &Log) -> u64 {
-    let Ok(events) = chock_log::read_events(log.dir()) else {
-        return 0;
-    };
-    events
-        .iter()
-        .filter(|e| e.kind == EventKind::ApprovalAsk)
-        .filter_map(|e| {
-            e.data
-                .get("question")?
-                .as_str()?
-                .strip_prefix("q-")?
-                .parse()
-                .ok()
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// The pipeline as the network broker's [`Gate`] for one call: fetch_url's URL and redirects,
-/// web_search, a command's connections through its egress proxy. Nobody answering is a refusal.
-#[derive(Debug, Clone)]
-pub struct PipelineGate {
-    pipeline: Pipeline,
-    call_id: String,
-}
-
-impl Gate for PipelineGate {
-    fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a> {
-        Box::pin(async move {
-            match self
-                .pipeline
-                .settle(Some(&self.call_id), action, detail)
-                .await
-            {
-                Ok(settled) => match settled.refusal() {
-                    None => GateAnswer::Allow {
-                        scope: settled.scope(),
-                        decided_by: settled.decided_by(),
-                    },
-                    Some(refusal) => GateAnswer::refuse(refusal),
-                },
-                Err(err) => {
-                    GateAnswer::refuse(format!("refused: the decision could not be logged: {err}"))
-                }
-            }
-        })
     }
 }
