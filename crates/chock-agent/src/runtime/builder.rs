@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
 use chock_session::{Session, SessionOptions};
 
 use chock_protocol::log::{BudgetAmount, Note};
@@ -14,8 +13,7 @@ use crate::agent::{Agent, LoopLimits};
 use crate::approval::{Answerer, ApprovalBroker};
 use crate::approval_reviewer::ReviewerAnswerer;
 use crate::budget::{Budget, stricter};
-use crate::config::{Config, ProviderKind};
-use crate::credentials::{self, ApiKey};
+use crate::config::Config;
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
@@ -25,113 +23,9 @@ use crate::subagent::{
 use crate::tools::tool::DynTool;
 
 use super::SessionRuntime;
-
-/// Why a session could not be made. [`BuildError::is_bad_input`] tells a mistake in what was
-/// asked for (a flag, config.toml, chock.toml, the project) from a failure of the machine.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// No provider was named and config.toml names no default.
-    #[error(
-        "no provider: pass --provider NAME (try `--provider demo`, which needs no key), or set \
-         default_provider in config.toml (see docs/config.md)"
-    )]
-    NoProvider,
-    /// The offline recording could not be read.
-    #[error("{0}")]
-    Recording(String),
-    /// The provider is not configured.
-    #[error(
-        "unknown provider `{name}`: add a [providers.{name}] table to {file}, or use demo, anthropic, openai"
-    )]
-    UnknownProvider { name: String, file: String },
-    /// The key store could not be read.
-    #[error("{0}")]
-    Credentials(String),
-    /// The provider needs a key and none is set.
-    #[error("no key for provider `{name}`: set {env} or run `chock login --provider {name}`")]
-    NoKey { name: String, env: String },
-    /// The provider's table lacks a field its kind needs.
-    #[error("{file}: providers.{name} needs base_url (kind {kind})")]
-    NoBaseUrl {
-        name: String,
-        file: String,
-        kind: &'static str,
-    },
-    /// No model was named anywhere.
-    #[error("no model for provider `{name}`: pass --model or set providers.{name}.model")]
-    NoModel { name: String },
-    /// The provider's client could not be made.
-    #[error("{0}")]
-    Connect(String),
-    /// config.toml's `[web_search]` is invalid.
-    #[error("config.toml [web_search]: {0}")]
-    Search(String),
-    /// The session could not be opened (the project, its policy, the log, the workspace).
-    #[error(transparent)]
-    Session(#[from] chock_session::SessionError),
-    /// The log refused a write.
-    #[error(transparent)]
-    Log(#[from] chock_log::LogError),
-    /// A resumed session's log could not be read back.
-    #[error(transparent)]
-    Resume(#[from] super::resume::ResumeError),
-    /// A child session's spec cannot be followed.
-    #[error("child session: {0}")]
-    Child(String),
-    /// A tool handed to the builder cannot be registered (its name is taken or not one a provider
-    /// accepts).
-    #[error(transparent)]
-    Tool(#[from] crate::tools::registry::RegistryError),
-    /// The MCP servers could not be set up (the trust file, the client's runtime). A server that
-    /// is not trusted or does not start is not this: it is logged and left out.
-    #[error(transparent)]
-    Mcp(#[from] chock_mcp::McpError),
-    /// A plugin chock.toml configures cannot start (its file, its pin, an import the table
-    /// denies, its tools).
-    #[error(transparent)]
-    Plugin(#[from] chock_plugin::PluginError),
-}
-
-impl BuildError {
-    /// Whether the person asked for something that cannot be (exit status 2), rather than the
-    /// machine failing.
-    pub fn is_bad_input(&self) -> bool {
-        match self {
-            BuildError::Session(e) => matches!(
-                e,
-                chock_session::SessionError::Policy(_)
-                    | chock_session::SessionError::Project { .. }
-            ),
-            BuildError::Log(_) => false,
-            BuildError::Mcp(e) => matches!(e, chock_mcp::McpError::TrustFile { .. }),
-            BuildError::Resume(e) => e.is_bad_input(),
-            _ => true,
-        }
-    }
-}
-
-/// The provider a session will ask.
-pub struct Chosen {
-    /// The client.
-    pub provider: Arc<dyn Provider>,
-    /// Its name (`demo`, a config.toml table).
-    pub name: String,
-    /// The model asked for.
-    pub model: String,
-    key: Option<ApiKey>,
-    /// Whether it is the offline player (no reviewer model, no key).
-    pub offline: bool,
-}
-
-impl std::fmt::Debug for Chosen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Chosen")
-            .field("name", &self.name)
-            .field("model", &self.model)
-            .field("offline", &self.offline)
-            .finish_non_exhaustive()
-    }
-}
+pub use super::build_error::BuildError;
+pub use super::choose::Chosen;
+use super::choose::{choose_provider, prices};
 
 /// Everything a session is made from.
 pub struct SessionBuilder {
@@ -558,114 +452,6 @@ impl SessionBuilder {
         }
         Ok(())
     }
-}
-
-fn choose_provider(
-    config: &Config,
-    provider: Option<String>,
-    model: Option<String>,
-) -> Result<Chosen, BuildError> {
-    let name = provider
-        .or_else(|| config.default_provider.clone())
-        .ok_or(BuildError::NoProvider)?;
-    if let Some(player) = Player::from_spec(&name) {
-        let player = player.map_err(|e| BuildError::Recording(e.to_string()))?;
-        let model = model
-            .or_else(|| player.recording().model.clone())
-            .unwrap_or_else(|| "offline".to_string());
-        return Ok(Chosen {
-            provider: Arc::new(player),
-            name,
-            model,
-            key: None,
-            offline: true,
-        });
-    }
-    let source = config
-        .source
-        .as_ref()
-        .map_or("config.toml".to_string(), |p| p.display().to_string());
-    let table = config
-        .provider(&name)
-        .ok_or_else(|| BuildError::UnknownProvider {
-            name: name.clone(),
-            file: source.clone(),
-        })?;
-    let found = credentials::find_key(&name, table.key_env.as_deref())
-        .map_err(|e| BuildError::Credentials(e.to_string()))?;
-    let key = found.map(|(key, _)| key);
-    let needs_key = !matches!(table.kind, ProviderKind::OpenAiChat);
-    if needs_key && key.is_none() {
-        return Err(BuildError::NoKey {
-            name: name.clone(),
-            env: table
-                .key_env
-                .clone()
-                .unwrap_or_else(|| "its key_env variable".into()),
-        });
-    }
-    let secret = key.as_ref().map(|k| k.expose().to_string());
-    let mut wire = match table.kind {
-        ProviderKind::Anthropic => ProviderConfig::anthropic(secret.clone().unwrap_or_default()),
-        ProviderKind::OpenAi => ProviderConfig::openai(secret.clone().unwrap_or_default()),
-        ProviderKind::OpenAiChat | ProviderKind::AiAnd => {
-            let base = table
-                .base_url
-                .clone()
-                .ok_or_else(|| BuildError::NoBaseUrl {
-                    name: name.clone(),
-                    file: source.clone(),
-                    kind: table.kind.as_str(),
-                })?;
-            if table.kind == ProviderKind::AiAnd {
-                ProviderConfig::aiand(&base, secret.clone().unwrap_or_default())
-            } else {
-                ProviderConfig::chat_completions(&name, &base, secret.clone())
-            }
-        }
-    };
-    if let Some(base) = &table.base_url {
-        wire.base_url = base.clone();
-    }
-    wire.name = name.clone();
-    let model = model
-        .or_else(|| {
-            if config.default_provider.as_deref() == Some(name.as_str()) {
-                config.default_model.clone()
-            } else {
-                None
-            }
-        })
-        .or_else(|| table.model.clone())
-        .or_else(|| match table.kind {
-            ProviderKind::Anthropic => Some("claude-sonnet-4-5".to_string()),
-            ProviderKind::OpenAi => Some("gpt-5".to_string()),
-            _ => None,
-        })
-        .ok_or_else(|| BuildError::NoModel { name: name.clone() })?;
-    let provider =
-        chock_provider::connect(&wire).map_err(|e| BuildError::Connect(e.to_string()))?;
-    Ok(Chosen {
-        provider: Arc::from(provider),
-        name,
-        model,
-        key,
-        offline: false,
-    })
-}
-
-fn prices(config: &Config) -> PriceTable {
-    PriceTable::with_overrides(config.prices.iter().map(|(model, p)| {
-        (
-            model.clone(),
-            Price {
-                input: p.input_per_mtok,
-                output: p.output_per_mtok,
-                cache_read: p.cache_read_per_mtok.unwrap_or(p.input_per_mtok),
-                cache_write: p.cache_write_per_mtok.unwrap_or(p.input_per_mtok),
-            },
-        )
-    }))
 }
 
 fn from_config(config: chock_policy::BudgetConfig) -> BudgetAmount {

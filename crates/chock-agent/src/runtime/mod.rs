@@ -9,7 +9,9 @@
 //! written by the library on every way out: [`SessionRuntime::end`], an error, an interrupt the
 //! caller ends on, or dropping the runtime.
 
+mod build_error;
 mod builder;
+mod choose;
 mod ops;
 pub mod resume;
 

@@ -1,0 +1,142 @@
+//! Which provider and model a session asks, from the flags and config.toml (the built-in offline
+//! players included), with its key, and the price table its budget counts in.
+
+use std::sync::Arc;
+
+use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
+
+use super::BuildError;
+use crate::config::{Config, ProviderKind};
+use crate::credentials::{self, ApiKey};
+
+/// The provider a session will ask.
+pub struct Chosen {
+    /// The client.
+    pub provider: Arc<dyn Provider>,
+    /// Its name (`demo`, a config.toml table).
+    pub name: String,
+    /// The model asked for.
+    pub model: String,
+    /// Its key, if it needs one: the builder hands it to the log's redaction funnel.
+    pub(super) key: Option<ApiKey>,
+    /// Whether it is the offline player (no reviewer model, no key).
+    pub offline: bool,
+}
+
+impl std::fmt::Debug for Chosen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Chosen")
+            .field("name", &self.name)
+            .field("model", &self.model)
+            .field("offline", &self.offline)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) fn choose_provider(
+    config: &Config,
+    provider: Option<String>,
+    model: Option<String>,
+) -> Result<Chosen, BuildError> {
+    let name = provider
+        .or_else(|| config.default_provider.clone())
+        .ok_or(BuildError::NoProvider)?;
+    if let Some(player) = Player::from_spec(&name) {
+        let player = player.map_err(|e| BuildError::Recording(e.to_string()))?;
+        let model = model
+            .or_else(|| player.recording().model.clone())
+            .unwrap_or_else(|| "offline".to_string());
+        return Ok(Chosen {
+            provider: Arc::new(player),
+            name,
+            model,
+            key: None,
+            offline: true,
+        });
+    }
+    let source = config
+        .source
+        .as_ref()
+        .map_or("config.toml".to_string(), |p| p.display().to_string());
+    let table = config
+        .provider(&name)
+        .ok_or_else(|| BuildError::UnknownProvider {
+            name: name.clone(),
+            file: source.clone(),
+        })?;
+    let found = credentials::find_key(&name, table.key_env.as_deref())
+        .map_err(|e| BuildError::Credentials(e.to_string()))?;
+    let key = found.map(|(key, _)| key);
+    let needs_key = !matches!(table.kind, ProviderKind::OpenAiChat);
+    if needs_key && key.is_none() {
+        return Err(BuildError::NoKey {
+            name: name.clone(),
+            env: table
+                .key_env
+                .clone()
+                .unwrap_or_else(|| "its key_env variable".into()),
+        });
+    }
+    let secret = key.as_ref().map(|k| k.expose().to_string());
+    let mut wire = match table.kind {
+        ProviderKind::Anthropic => ProviderConfig::anthropic(secret.clone().unwrap_or_default()),
+        ProviderKind::OpenAi => ProviderConfig::openai(secret.clone().unwrap_or_default()),
+        ProviderKind::OpenAiChat | ProviderKind::AiAnd => {
+            let base = table
+                .base_url
+                .clone()
+                .ok_or_else(|| BuildError::NoBaseUrl {
+                    name: name.clone(),
+                    file: source.clone(),
+                    kind: table.kind.as_str(),
+                })?;
+            if table.kind == ProviderKind::AiAnd {
+                ProviderConfig::aiand(&base, secret.clone().unwrap_or_default())
+            } else {
+                ProviderConfig::chat_completions(&name, &base, secret.clone())
+            }
+        }
+    };
+    if let Some(base) = &table.base_url {
+        wire.base_url = base.clone();
+    }
+    wire.name = name.clone();
+    let model = model
+        .or_else(|| {
+            if config.default_provider.as_deref() == Some(name.as_str()) {
+                config.default_model.clone()
+            } else {
+                None
+            }
+        })
+        .or_else(|| table.model.clone())
+        .or_else(|| match table.kind {
+            ProviderKind::Anthropic => Some("claude-sonnet-4-5".to_string()),
+            ProviderKind::OpenAi => Some("gpt-5".to_string()),
+            _ => None,
+        })
+        .ok_or_else(|| BuildError::NoModel { name: name.clone() })?;
+    let provider =
+        chock_provider::connect(&wire).map_err(|e| BuildError::Connect(e.to_string()))?;
+    Ok(Chosen {
+        provider: Arc::from(provider),
+        name,
+        model,
+        key,
+        offline: false,
+    })
+}
+
+pub(super) fn prices(config: &Config) -> PriceTable {
+    PriceTable::with_overrides(config.prices.iter().map(|(model, p)| {
+        (
+            model.clone(),
+            Price {
+                input: p.input_per_mtok,
+                output: p.output_per_mtok,
+                cache_read: p.cache_read_per_mtok.unwrap_or(p.input_per_mtok),
+                cache_write: p.cache_write_per_mtok.unwrap_or(p.input_per_mtok),
+            },
+        )
+    }))
+}
