@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::budget::Budget;
 
 mod changes;
+mod child;
 mod spawn;
 
 pub use changes::{Change, Changes, TakeSubagent, changes_of};

@@ -17,10 +17,12 @@ pub mod doc;
 mod errors;
 mod methods;
 mod notify;
+mod review;
 
 pub use errors::{ErrorKind, RpcError};
 pub use methods::*;
 pub use notify::*;
+pub use review::*;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -7,13 +7,14 @@
 //! captures output whole) or says it is still running; its end is recorded as a `note` event with its
 //! status, and the model is told at its next turn.
 
+mod live_output;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_decide::Observer;
 use chock_log::LogError;
-use chock_protocol::live::ItemKind;
 use chock_protocol::log::{Note, ToolResult};
 use chock_session::{CallOptions, CallOutcome, CallResult, SessionError};
 use schemars::JsonSchema;
@@ -23,6 +24,7 @@ use super::ToolOutput;
 use crate::events::{AgentEvent, EventSink};
 use crate::gate::Decider;
 use crate::host::Host;
+use live_output::OutputItem;
 
 /// Default wall-clock limit of a foreground command.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -191,13 +193,12 @@ impl Commands {
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
         // What the command prints reaches clients while it runs, as the item `<call>.output`
         // (known secrets redacted); the model reads the captured whole in the result.
-        let output_item = Arc::new(OutputItem {
-            item: format!("{call_id}.output"),
-            call_id: call_id.to_string(),
-            log: self.decider.log.clone(),
-            sink: Arc::clone(&self.sink),
-            state: Mutex::new(OutputState::default()),
-        });
+        let output_item = Arc::new(OutputItem::new(
+            format!("{call_id}.output"),
+            call_id,
+            self.decider.log.clone(),
+            Arc::clone(&self.sink),
+        ));
         let options = CallOptions {
             timeout: Some(timeout),
             call_id: Some(call_id.to_string()),
@@ -355,199 +356,5 @@ impl Commands {
         for handle in handles {
             let _ = handle.await;
         }
-    }
-}
-
-/// A running command's output as a live item: started at its first bytes, a delta per line, and
-/// completed when the command ends.
-///
-/// The redaction funnel matches whole secrets, so text is only redacted and sent once a secret
-/// cannot be cut in two by the next read: whole lines, or, for a line that grows past
-/// [`LINE_HOLD`], all of it but a tail longer than any secret. The rest goes out at completion.
-struct OutputItem {
-    item: String,
-    call_id: String,
-    log: chock_log::Log,
-    sink: Arc<dyn EventSink>,
-    state: Mutex<OutputState>,
-}
-
-/// How much of a line without its end is held back before part of it is sent; the part kept
-/// back ([`SECRET_TAIL`] bytes) is longer than any key a session holds.
-const LINE_HOLD: usize = 64 * 1024;
-const SECRET_TAIL: usize = 4096;
-
-#[derive(Default)]
-struct OutputState {
-    started: bool,
-    completed: bool,
-    /// Bytes read and not sent yet (an unfinished line, a cut UTF-8 sequence).
-    pending: Vec<u8>,
-}
-
-impl OutputItem {
-    /// Sends `bytes` (whole lines or a safe prefix) as one redacted delta, starting the item.
-    fn send(&self, state: &mut OutputState, bytes: &[u8]) {
-        if bytes.is_empty() {
-            return;
-        }
-        if !state.started {
-            state.started = true;
-            self.sink.emit(&AgentEvent::ItemStarted {
-                item: self.item.clone(),
-                turn: 0,
-                kind: ItemKind::CommandOutput {
-                    call_id: self.call_id.clone(),
-                },
-            });
-        }
-        self.sink.emit(&AgentEvent::ItemDelta {
-            item: self.item.clone(),
-            text: self.log.redact(&String::from_utf8_lossy(bytes)),
-        });
-    }
-
-    fn complete(&self, ok: bool) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
-        if state.completed {
-            return;
-        }
-        let rest = std::mem::take(&mut state.pending);
-        self.send(&mut state, &rest);
-        if state.started {
-            state.completed = true;
-            self.sink.emit(&AgentEvent::ItemCompleted {
-                item: self.item.clone(),
-                ok,
-            });
-        }
-    }
-}
-
-impl OutputItem {
-    /// Whether cutting `bytes` at `cut` would split a secret the log redacts: the two halves
-    /// redacted apart differ from the whole redacted.
-    fn cut_splits_a_secret(&self, bytes: &[u8], cut: usize) -> bool {
-        let text = |b: &[u8]| self.log.redact(&String::from_utf8_lossy(b));
-        text(bytes) != text(&bytes[..cut]) + &text(&bytes[cut..])
-    }
-}
-
-impl chock_session::OutputSink for OutputItem {
-    fn write(&self, _stream: chock_session::Stream, bytes: &[u8]) {
-        let Ok(mut state) = self.state.lock() else {
-            return;
-        };
-        state.pending.extend_from_slice(bytes);
-        let ready = match state.pending.iter().rposition(|b| *b == b'\n') {
-            Some(newline) => newline + 1,
-            None if state.pending.len() > LINE_HOLD => {
-                // Cut on a character boundary, keeping a tail no secret is longer than (for a
-                // secret still arriving), and never inside a secret that has arrived whole: a
-                // cut there would redact neither half.
-                let mut cut = state.pending.len() - SECRET_TAIL;
-                loop {
-                    while cut > 0 && (state.pending[cut] & 0xC0) == 0x80 {
-                        cut -= 1;
-                    }
-                    if cut == 0 || !self.cut_splits_a_secret(&state.pending, cut) {
-                        break cut;
-                    }
-                    cut = cut.saturating_sub(SECRET_TAIL);
-                }
-            }
-            None => 0,
-        };
-        let rest = state.pending.split_off(ready);
-        let out = std::mem::replace(&mut state.pending, rest);
-        self.send(&mut state, &out);
-    }
-}
-
-#[cfg(test)]
-mod output_item_tests {
-    use chock_session::OutputSink;
-
-    use super::*;
-
-    #[test]
-    fn a_secret_cut_in_two_by_the_reads_is_still_redacted_in_the_live_output() {
-        let root = tempfile::tempdir().unwrap();
-        let log = chock_log::Log::create(root.path(), chock_log::SessionHeader::default()).unwrap();
-        log.add_secret("sk-live-0123456789").unwrap();
-        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
-        let seen = Arc::clone(&events);
-        let sink: Arc<dyn EventSink> =
-            Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
-        let item = OutputItem {
-            item: "c1.output".into(),
-            call_id: "c1".into(),
-            log,
-            sink,
-            state: Mutex::new(OutputState::default()),
-        };
-        let out = chock_session::Stream::Stdout;
-        item.write(out, b"first line\nkey=sk-live-0123");
-        item.write(out, b"456789 and more\nno newline sk-live-");
-        item.write(out, b"0123456789");
-        item.complete(true);
-        let text: String = events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::ItemDelta { text, .. } => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
-        assert!(!text.contains("sk-live-0123456789"), "{text}");
-        assert_eq!(
-            text,
-            "first line\nkey=[REDACTED] and more\nno newline [REDACTED]"
-        );
-    }
-
-    /// A line longer than the hold is sent in parts; a secret that arrived whole across where the
-    /// first part would end moves the cut before it.
-    #[test]
-    fn a_long_line_is_never_cut_inside_a_secret_that_has_arrived() {
-        let root = tempfile::tempdir().unwrap();
-        let log = chock_log::Log::create(root.path(), chock_log::SessionHeader::default()).unwrap();
-        let key = "sk-ant-api03-0123456789abcdefghijklmnopqrstuv";
-        log.add_secret(key).unwrap();
-        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
-        let seen = Arc::clone(&events);
-        let sink: Arc<dyn EventSink> =
-            Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
-        let item = OutputItem {
-            item: "c1.output".into(),
-            call_id: "c1".into(),
-            log,
-            sink,
-            state: Mutex::new(OutputState::default()),
-        };
-        let out = chock_session::Stream::Stdout;
-        item.write(out, &vec![b'x'; 62_000]);
-        // With these 4,110 bytes the line passes the hold, and the first cut would fall 14 bytes
-        // into the key.
-        let mut chunk = key.as_bytes().to_vec();
-        chunk.extend(vec![b'y'; 4_070]);
-        item.write(out, &chunk);
-        let deltas: Vec<String> = events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::ItemDelta { text, .. } => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
-        assert!(!deltas.is_empty(), "the long line was sent before its end");
-        for delta in &deltas {
-            assert!(!delta.contains(&key[..14]), "a part of the key went out");
-        }
-        item.complete(true);
     }
 }

@@ -6,6 +6,8 @@
 //! here, once, by [`clean`] as it enters, and again at drawing for the live parts: nothing the
 //! agent writes reaches the terminal as a control or bidi character.
 
+mod review;
+
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -13,9 +15,8 @@ use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, PlanStep, Summary};
 use chock_protocol::live::ItemKind;
 use chock_protocol::log::AnswerKind;
-use chock_protocol::rpc::{Applied, ReviewDiff, RpcError};
 
-use crate::feed::{Asked, Feed, Review, TaskOutcome};
+use crate::feed::{Asked, Feed, TaskOutcome};
 use crate::view::diff::DiffView;
 use crate::view::sessions::SessionsView;
 
@@ -456,62 +457,6 @@ impl App {
                 Kind::Note,
                 &format!("   review: {}   take: {}", s.review, s.take),
             );
-        }
-    }
-
-    fn diff(&mut self, review: Review, diff: ReviewDiff) {
-        match (&mut self.screen, review) {
-            (Screen::Diff(view), Review::Whole) => view.load(diff),
-            (Screen::Diff(view), Review::Selected) => view.selected_digest(diff),
-            _ => {}
-        }
-    }
-
-    fn applied(&mut self, review: Review, applied: &Applied) {
-        let verb = if review == Review::Undo {
-            "undone"
-        } else {
-            "applied"
-        };
-        let text = match &applied.apply_id {
-            Some(id) => format!(
-                "chock: {verb} as {id}: {} (digest {})",
-                applied.paths.join(", "),
-                applied.digest.as_deref().unwrap_or("-")
-            ),
-            None => format!(
-                "chock: nothing to write: the project already holds {} selected change(s)",
-                applied.already.len()
-            ),
-        };
-        if review == Review::Apply {
-            self.last_apply.clone_from(&applied.apply_id);
-        } else {
-            self.last_apply = None;
-        }
-        self.say(Kind::Note, &text);
-        self.status = Some((Kind::Note, clean(&text)));
-        if let Screen::Diff(view) = &mut self.screen {
-            view.applied = Some(clean(&text));
-            view.files.clear();
-            view.hunks.clear();
-            view.digest = None;
-        }
-    }
-
-    fn review_failed(&mut self, review: Review, error: &RpcError) {
-        let what = match review {
-            Review::Whole | Review::Selected => "diff",
-            Review::Apply => "apply",
-            Review::Undo => "undo",
-        };
-        let text = format!("chock: {what} refused: {}", error.message);
-        if matches!(review, Review::Apply | Review::Undo) {
-            self.say(Kind::Error, &text);
-        }
-        self.status = Some((Kind::Error, clean(&text)));
-        if let Screen::Diff(view) = &mut self.screen {
-            view.applied = Some(clean(&text));
         }
     }
 
