@@ -277,6 +277,7 @@ impl CallIo {
             cgroup,
             control: None,
             net: None,
+            setup: None,
         }
     }
 }

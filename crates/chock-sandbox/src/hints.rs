@@ -99,6 +99,9 @@ fn step_words(layer: Layer, s: u32, prepared: &Prepared) -> String {
             "waiting for the network namespace (the setup process ended first)".into()
         }
         (_, step::NET_JOIN) => "setns into the call's network namespace".into(),
+        (_, step::SETUP_GONE) => {
+            "looking for the setup process after PR_SET_PDEATHSIG (ESRCH: it had ended)".into()
+        }
         (_, step::GATE) => "waiting at the gate (the call's key was dropped unopened)".into(),
         _ => format!("step {s}"),
     }

@@ -51,6 +51,10 @@ pub(crate) struct ChildFds {
     /// The call's network namespace as its setup process hands it to the init: set by the setup
     /// (`setup_with`) for a shape that makes one, never by whoever forks the setup.
     pub net: Option<NetHandoff>,
+    /// A pidfd of the setup process, for its child: set by the setup (`setup_with`), never by
+    /// whoever forks the setup. The child checks it once it has asked to die with its parent
+    /// ([`init_lifetime`]), and joins the network namespace through it ([`join_network`]).
+    pub setup: Option<RawFd>,
 }
 
 /// Step codes of layers without their own table.
@@ -80,6 +84,8 @@ pub(crate) mod step {
     pub const NET_WAIT: u32 = 31;
     /// The init's `setns` into the network namespace.
     pub const NET_JOIN: u32 = 32;
+    /// The init, once it asked to die with its setup process, found it gone already.
+    pub const SETUP_GONE: u32 = 33;
     /// Mount steps are reported as MOUNT_BASE + their index.
     pub const MOUNT_BASE: u32 = 1000;
     /// A call's own mounts in a session sandbox (`Prepared::fresh`), as FRESH_BASE + their index.
@@ -225,6 +231,13 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
             fail(chan, layer, step::UNSHARE, e);
         }
     }
+    // A pidfd of this process for the child: a parent-death signal asked for after its parent
+    // died is never sent, so the child looks through it once it has asked (`init_lifetime`).
+    // SAFETY: getpid cannot fail.
+    let me = match sys::pidfd_open(unsafe { libc::getpid() }) {
+        Ok(fd) => fd,
+        Err(e) => fail(chan, Layer::Lifetime, step::PIDFD, e),
+    };
     let net = if shape.net {
         match NetHandoff::open() {
             Ok(n) => Some(n),
@@ -239,8 +252,17 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
         fail(chan, Layer::PidNamespace, step::FORK, errno());
     }
     if init == 0 {
-        match (shape.child)(p, ChildFds { net, ..fds }) {}
+        match (shape.child)(
+            p,
+            ChildFds {
+                net,
+                setup: Some(me),
+                ..fds
+            },
+        ) {}
     }
+    // SAFETY: the child holds its own copy.
+    unsafe { libc::close(me) };
     if let Some(net) = net {
         // While the init builds its tree. A failure ends this process, and the init with it.
         let ready = net.setup_side();
@@ -319,7 +341,10 @@ pub(crate) fn build_tree(p: &Prepared, chan: RawFd) {
 }
 
 /// The init's first step: the setup's lifeline is not the init's (it watches its parent through
-/// PDEATHSIG instead), nor is its end of the network namespace's hand-off.
+/// PDEATHSIG instead), nor is its end of the network namespace's hand-off. The kernel sends the
+/// parent-death signal only for a death after it was asked for, so a setup that died since the
+/// fork (killed by the host, or by its own lifeline) is looked for through its pidfd: the init
+/// then ends as the signal would have ended it.
 pub(crate) fn init_lifetime(fds: &ChildFds) {
     // SAFETY: lifeline belongs to setup.
     unsafe { libc::close(fds.lifeline_r) };
@@ -329,6 +354,18 @@ pub(crate) fn init_lifetime(fds: &ChildFds) {
     if let Err(e) = caps::die_with_parent() {
         fail(fds.chan, Layer::Lifetime, step::PDEATHSIG, e);
     }
+    let Some(setup) = fds.setup else {
+        fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, libc::EINVAL)
+    };
+    match sys::has_exited(setup) {
+        Ok(false) => {}
+        Ok(true) => fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, libc::ESRCH),
+        Err(e) => fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, e),
+    }
+    if fds.net.is_none() {
+        // SAFETY: the setup's pidfd, inherited; only the network's join uses it again.
+        unsafe { libc::close(setup) };
+    }
 }
 
 /// The init, its tree built and before it gives up its capabilities, joins the network namespace
@@ -336,10 +373,10 @@ pub(crate) fn init_lifetime(fds: &ChildFds) {
 /// an init that was handed none (its shape did not make one).
 pub(crate) fn join_network(fds: &ChildFds) {
     let chan = fds.chan;
-    let Some(net) = fds.net else {
+    let (Some(net), Some(setup)) = (fds.net, fds.setup) else {
         fail(chan, Layer::NetNamespace, step::NET_OPEN, libc::EINVAL)
     };
-    match net.join() {
+    match net.join(setup) {
         Ok(()) => {}
         Err(JoinError::SetupEnded) => fail(chan, Layer::NetNamespace, step::NET_WAIT, libc::ESRCH),
         Err(JoinError::Setns(e)) => fail(chan, Layer::NetNamespace, step::NET_JOIN, e),

@@ -16,6 +16,8 @@ mod fresh;
 mod hints;
 mod init;
 mod landlock_rules;
+#[cfg(test)]
+mod lifetime_tests;
 mod limits;
 mod mount_calls;
 mod mount_ops;

@@ -106,8 +106,8 @@ pub(crate) fn proxy_listener(port: u16) -> Result<RawFd, i32> {
 
 /// A call's network namespace, made by its setup process after it forked the init, while the init
 /// builds the mount tree: the kernel spends most of a millisecond making a network namespace, and
-/// the two processes run on two cores. The init joins it (`setns` through a pidfd of the setup
-/// process) once the setup says it is ready, before it gives up its capabilities; a namespace
+/// the two processes run on two cores. The init joins it (`setns` through the pidfd of the setup
+/// process it was handed, `ChildFds::setup`) once the setup says it is ready, before it gives up its capabilities; a namespace
 /// that cannot be made or joined fails the call, and an init whose setup ended first starts
 /// nothing.
 #[derive(Debug, Clone, Copy)]
@@ -115,30 +115,13 @@ pub(crate) struct NetHandoff {
     /// Where the init reads the setup's one byte (end of file: the setup ended without it).
     ready_r: RawFd,
     ready_w: RawFd,
-    /// A pidfd of the setup process, the namespace's holder.
-    setup: RawFd,
 }
 
 impl NetHandoff {
     /// In the setup process, before it forks the init.
     pub(crate) fn open() -> Result<Self, i32> {
         let [ready_r, ready_w] = crate::sys::pipe()?;
-        // SAFETY: getpid cannot fail.
-        match crate::sys::pidfd_open(unsafe { libc::getpid() }) {
-            Ok(setup) => Ok(Self {
-                ready_r,
-                ready_w,
-                setup,
-            }),
-            Err(e) => {
-                // SAFETY: the pipe made above.
-                unsafe {
-                    libc::close(ready_r);
-                    libc::close(ready_w);
-                }
-                Err(e)
-            }
-        }
+        Ok(Self { ready_r, ready_w })
     }
 
     /// In the init, first: drops the setup's end, so that the setup's death is seen as end of
@@ -151,28 +134,26 @@ impl NetHandoff {
     /// In the setup process, after the fork: drops the init's ends. The setup then makes the
     /// namespace and says so ([`NetReady::tell`]); a setup that ends first tells the init so.
     pub(crate) fn setup_side(self) -> NetReady {
-        // SAFETY: the init's ends: it holds its own copies.
-        unsafe {
-            libc::close(self.ready_r);
-            libc::close(self.setup);
-        }
+        // SAFETY: the init's end: it holds its own copy.
+        unsafe { libc::close(self.ready_r) };
         NetReady(self.ready_w)
     }
 
     /// In the init, before it gives up its capabilities: waits for the setup's word, then joins
-    /// its network namespace.
-    pub(crate) fn join(self) -> Result<(), JoinError> {
-        if !crate::sys::read_byte(self.ready_r) {
-            return Err(JoinError::SetupEnded);
-        }
-        // SAFETY: joins the namespace of the process the pidfd names; changes only this one.
-        let joined = check(unsafe { libc::setns(self.setup, libc::CLONE_NEWNET) });
+    /// the network namespace of `setup` (a pidfd of the setup process, closed here).
+    pub(crate) fn join(self, setup: RawFd) -> Result<(), JoinError> {
+        let joined = if crate::sys::read_byte(self.ready_r) {
+            // SAFETY: joins the namespace of the process the pidfd names; changes only this one.
+            check(unsafe { libc::setns(setup, libc::CLONE_NEWNET) }).map_err(JoinError::Setns)
+        } else {
+            Err(JoinError::SetupEnded)
+        };
         // SAFETY: both are used once.
         unsafe {
             libc::close(self.ready_r);
-            libc::close(self.setup);
+            libc::close(setup);
         }
-        joined.map_err(JoinError::Setns)
+        joined
     }
 }
 

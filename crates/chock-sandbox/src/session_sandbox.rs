@@ -226,6 +226,7 @@ impl Zygote {
             control: Some(control_child.as_raw_fd()),
             gate: None,
             net: None,
+            setup: None,
         };
         let started = Instant::now();
         // SAFETY: the child runs only `init::setup_with` and the session init, which use prepared

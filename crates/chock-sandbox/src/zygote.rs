@@ -213,6 +213,7 @@ fn parse(bytes: &[u8], fds: &[RawFd]) -> Option<(CommandSpec, ChildFds)> {
         control: None,
         gate: None,
         net: None,
+        setup: None,
     };
     Some((
         CommandSpec::from_parts(candidates, argv, env, cwd),
