@@ -12,10 +12,10 @@
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
-use chock_broker::{AllowScope, scope_of};
+use chock_broker::AllowScope;
 use chock_log::Log;
 use chock_policy::{Action, Decision, Policy, Verdict};
-use chock_protocol::log::{self as record, AnswerKind, Asked, TableDecision};
+use chock_protocol::log::{self as record, AnswerKind, Asked};
 
 use crate::broker::{
     Answer, ApprovalBroker, Nobody, Question, QuestionKind, Reply, ReviewerVerdict, Role,
@@ -25,8 +25,10 @@ use crate::outcome::{AllowedBy, Outcome, RefusedBy, Settled};
 
 mod gate;
 mod questions;
+mod ruling;
 pub use gate::PipelineGate;
 use questions::{Unanswered, from_reply, highest_question_number, reasons_of};
+pub use ruling::{Harness, Ruling, policy_decision, table_decision};
 
 /// Told what the pipeline did, after it is in the log (the agent streams its events from here and
 /// counts its summary).
@@ -39,50 +41,6 @@ pub trait Observer: Send + Sync {
     fn decided(&self, call_id: Option<&str>, settled: &Settled) {
         let _ = (call_id, settled);
     }
-}
-
-/// What the table says of an act, when the caller puts the question on another footing than the
-/// live table (the policy-file confirmation of `chock apply --include-policy` is always a person's).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ruling {
-    /// The decision.
-    pub decision: Decision,
-    /// Which rule said it, in words.
-    pub rule: String,
-    /// The reach of an allow.
-    pub scope: AllowScope,
-    /// The policy file the question is about, named in the ask and the answer.
-    pub policy_file: Option<String>,
-    /// Lines shown with the question ([`Question::context`]).
-    pub context: Vec<String>,
-}
-
-impl Ruling {
-    /// The ruling of `verdict`'s row for `action`.
-    pub fn of(verdict: &Verdict, action: &Action) -> Self {
-        Self {
-            decision: verdict.decision,
-            rule: verdict.decided_by.to_string(),
-            scope: scope_of(verdict, action),
-            policy_file: None,
-            context: Vec::new(),
-        }
-    }
-}
-
-/// A decision the harness makes with no table row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Harness {
-    /// The act grants no capability (a plan, a title): it goes ahead.
-    Allow {
-        /// Why no row is needed.
-        why: String,
-    },
-    /// The input names no act, or the act cannot be carried out.
-    Refuse {
-        /// Why, in words for the log.
-        why: String,
-    },
 }
 
 /// The pipeline of one session: its log, its live policy and its answerers. Clones share all.
@@ -99,28 +57,6 @@ impl std::fmt::Debug for Pipeline {
         f.debug_struct("Pipeline")
             .field("broker", &self.broker)
             .finish_non_exhaustive()
-    }
-}
-
-/// The table's decision as the log writes it.
-pub fn table_decision(decision: Decision) -> TableDecision {
-    match decision {
-        Decision::Allow => TableDecision::Allow,
-        Decision::Deny => TableDecision::Deny,
-        Decision::Ask => TableDecision::Ask,
-        Decision::AgentReview => TableDecision::AgentReview,
-        Decision::AgentThenHuman => TableDecision::AgentThenHuman,
-    }
-}
-
-/// The table decision a log or a client names, as the policy's.
-pub fn policy_decision(decision: TableDecision) -> Decision {
-    match decision {
-        TableDecision::Allow => Decision::Allow,
-        TableDecision::Deny => Decision::Deny,
-        TableDecision::Ask => Decision::Ask,
-        TableDecision::AgentReview => Decision::AgentReview,
-        TableDecision::AgentThenHuman => Decision::AgentThenHuman,
     }
 }
 
