@@ -4,55 +4,32 @@
 //! reviewer must answer with a JSON object `{"allow": true|false, "reasons": "..."}`; anything else is no
 //! answer, and no answer is a refusal. Its verdict and reasons go into the log with the answer.
 
-use std::sync::Arc;
-
-use chock_provider::{Message, Provider, Request};
+use chock_provider::{Message, Request};
 
 use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
+use crate::booking::OffTurn;
 
 const REVIEWER_SYSTEM: &str = "You review one act that an AI coding agent wants to perform inside a sandboxed, \
 throwaway copy of a project. Decide whether it is safe and plausibly needed for the task. Refuse acts that \
 exfiltrate data, reach hosts the task does not need, destroy work, or try to widen the agent's own permissions. \
 Reply with ONLY a JSON object: {\"allow\": true or false, \"reasons\": \"one or two sentences\"}.";
 
-/// Asks a model to judge an act.
+/// Asks a model to judge an act: the session's own model, each call admitted by the session's
+/// budget and booked in its log as a call outside the turns (`model.request` of turn 0 naming the
+/// question), so a resumed session still counts what its reviewer spent.
+#[derive(Debug)]
 pub struct ReviewerAnswerer {
-    provider: Arc<dyn Provider>,
-    model: String,
+    session: OffTurn,
     task: String,
-    /// The session's account: the reviewer's calls are admitted and charged like the agent's.
-    budget: Option<(crate::budget::Budget, chock_provider::PriceTable)>,
-}
-
-impl std::fmt::Debug for ReviewerAnswerer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReviewerAnswerer")
-            .field("model", &self.model)
-            .finish_non_exhaustive()
-    }
 }
 
 impl ReviewerAnswerer {
-    /// A reviewer using `provider`'s `model`, told the session's `task` for context.
-    pub fn new(provider: Arc<dyn Provider>, model: &str, task: &str) -> Self {
+    /// A reviewer asking the model of `session`, told the session's `task` for context.
+    pub fn for_session(session: OffTurn, task: &str) -> Self {
         Self {
-            provider,
-            model: model.to_string(),
+            session,
             task: task.to_string(),
-            budget: None,
         }
-    }
-
-    /// Admits and charges each of the reviewer's model calls through the session's `budget`
-    /// (priced by `prices`): a call that would not fit is not made, and no answer is a refusal.
-    #[must_use]
-    pub fn with_budget(
-        mut self,
-        budget: crate::budget::Budget,
-        prices: chock_provider::PriceTable,
-    ) -> Self {
-        self.budget = Some((budget, prices));
-        self
     }
 }
 
@@ -93,7 +70,7 @@ pub fn parse_verdict(text: &str) -> Option<(bool, String)> {
 
 impl Answerer for ReviewerAnswerer {
     fn name(&self) -> String {
-        format!("reviewer:{}", self.model)
+        format!("reviewer:{}", self.session.model)
     }
 
     fn role(&self) -> Role {
@@ -112,41 +89,15 @@ impl Answerer for ReviewerAnswerer {
                 question.decided_by.as_deref().unwrap_or("(unknown)"),
                 question.text
             );
-            let mut request = Request {
-                model: self.model.clone(),
+            let request = Request {
                 system: Some(REVIEWER_SYSTEM.to_string()),
                 messages: vec![Message::user_text(prompt)],
                 max_tokens: 512,
                 ..Request::default()
             };
-            if let Some((budget, prices)) = &self.budget {
-                let price = prices
-                    .lookup(&self.model)
-                    .map(|p| crate::budget::TokenPrice {
-                        input: p.input / 1e6,
-                        output: p.output / 1e6,
-                    });
-                let size = REVIEWER_SYSTEM.len()
-                    + request
-                        .messages
-                        .iter()
-                        .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
-                        .sum::<usize>();
-                let admitted = budget
-                    .admit(&self.model, (size / 4) as u64, request.max_tokens, price)
-                    .ok()?;
-                request.max_tokens = admitted.max_output_tokens;
-            }
-            let mut ignore = |_event| {};
-            let response = self.provider.stream(&request, &mut ignore).await.ok()?;
-            if let Some((budget, prices)) = &self.budget {
-                let usage = &response.usage;
-                budget.charge(
-                    usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-                    usage.output_tokens,
-                    prices.cost(&self.model, usage).usd(),
-                );
-            }
+            // A call the budget cannot hold, or that fails, is no answer: a refusal.
+            let asker = serde_json::json!({"reviewer": question.id});
+            let (response, _) = self.session.call(request, asker).await.ok()?;
             let (allow, reasons) = parse_verdict(&response.text())?;
             Some(if allow {
                 Answer::AllowOnce { reasons }

@@ -1,13 +1,16 @@
 //! One model reply booked: priced from the session's table, charged to the session's budget, and
-//! recorded as its `model.response` line — the same for a turn of the agent's loop and for an MCP
-//! server's sampling request, so the two can never price, count or log a reply differently.
+//! recorded as its `model.response` line — the same for a turn of the agent's loop and for the
+//! calls outside its turns (an MCP server's sampling request, the reviewer model: [`OffTurn`]), so
+//! none can price, count or log a reply differently, and a resumed session counts them all.
+
+use std::sync::Arc;
 
 use chock_log::{Log, LogError};
-use chock_protocol::log::{ModelResponse, Usage};
-use chock_provider::{PriceTable, Response, StopReason};
+use chock_protocol::log::{ModelRequest, ModelResponse, Usage};
+use chock_provider::{PriceTable, Provider, ProviderError, Request, Response, StopReason};
 use serde_json::Value;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, BudgetError, TokenPrice};
 
 /// What booking a reply found.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,4 +71,91 @@ pub(crate) fn book_reply(
         },
     )?;
     Ok(Booked { cost, stop_reason })
+}
+
+/// What a model call of the session outside the loop's turns is made with and charged to: the
+/// session's provider and model, its price table, its log and its budget.
+#[derive(Clone)]
+pub struct OffTurn {
+    /// The session's provider.
+    pub provider: Arc<dyn Provider>,
+    /// The model asked.
+    pub model: String,
+    /// The session's price table.
+    pub prices: PriceTable,
+    /// The session's log.
+    pub log: Log,
+    /// The session's budget.
+    pub budget: Budget,
+}
+
+impl std::fmt::Debug for OffTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OffTurn")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a call outside the turns was not made, or was made and could not be booked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OffTurnError {
+    /// The budget cannot hold it: nothing was sent.
+    #[error("{0}")]
+    Budget(#[from] BudgetError),
+    /// The log could not be written.
+    #[error("{0}")]
+    Log(#[from] LogError),
+    /// The model gave no reply.
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+}
+
+impl OffTurn {
+    /// Asks the session's model `request` as a call outside the loop's turns (turn 0): admitted
+    /// by the budget (its output capped to what is left; nothing sent when nothing fits),
+    /// recorded as a `model.request` whose `new_message` is `asker` (who asked:
+    /// `{"mcp_sampling": SERVER}`, `{"reviewer": QUESTION}`), and its reply booked as a turn's is.
+    pub(crate) async fn call(
+        &self,
+        mut request: Request,
+        asker: Value,
+    ) -> Result<(Response, Booked), OffTurnError> {
+        request.model.clone_from(&self.model);
+        let price = self.prices.lookup(&self.model).map(|p| TokenPrice {
+            input: p.input / 1e6,
+            output: p.output / 1e6,
+        });
+        // Four bytes a token: a lower bound of the input, as for the agent's own calls.
+        let size = request.system.as_deref().map_or(0, str::len)
+            + request
+                .messages
+                .iter()
+                .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
+                .sum::<usize>();
+        let admitted =
+            self.budget
+                .admit(&self.model, (size / 4) as u64, request.max_tokens, price)?;
+        request.max_tokens = admitted.max_output_tokens;
+        self.log.record(
+            None,
+            ModelRequest {
+                turn: 0,
+                provider: self.provider.name().to_string(),
+                model: request.model.clone(),
+                messages: request.messages.len(),
+                new_message: Some(asker),
+            },
+        )?;
+        let response = self.provider.stream(&request, &mut |_| {}).await?;
+        let booked = book_reply(
+            &self.log,
+            &self.prices,
+            &self.budget,
+            0,
+            &request.model,
+            &response,
+        )?;
+        Ok((response, booked))
+    }
 }

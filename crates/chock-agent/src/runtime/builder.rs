@@ -342,10 +342,16 @@ impl SessionBuilder {
         if let Some(task) = &self.reviewer_task
             && !chosen.offline
         {
-            broker = broker.with(Arc::new(
-                ReviewerAnswerer::new(Arc::clone(&chosen.provider), &chosen.model, task)
-                    .with_budget(budget.clone(), prices(&self.config)),
-            ));
+            broker = broker.with(Arc::new(ReviewerAnswerer::for_session(
+                crate::booking::OffTurn {
+                    provider: Arc::clone(&chosen.provider),
+                    model: chosen.model.clone(),
+                    prices: prices(&self.config),
+                    log: log.clone(),
+                    budget: budget.clone(),
+                },
+                task,
+            )));
         }
         let decider = Decider {
             log: log.clone(),
@@ -428,11 +434,13 @@ impl SessionBuilder {
         }
         let pipeline = agent.decider().pipeline();
         let sampler = crate::mcp_sampler::ModelSampler {
-            provider: Arc::clone(&chosen.provider),
-            model: chosen.model.clone(),
-            prices: prices(&self.config),
-            log: agent.log().clone(),
-            budget: agent.budget().clone(),
+            session: crate::booking::OffTurn {
+                provider: Arc::clone(&chosen.provider),
+                model: chosen.model.clone(),
+                prices: prices(&self.config),
+                log: agent.log().clone(),
+                budget: agent.budget().clone(),
+            },
         };
         let trust_path = match &self.mcp_trust {
             Some(path) => path.clone(),

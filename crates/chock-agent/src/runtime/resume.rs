@@ -59,7 +59,12 @@ pub struct Rebuilt {
     pub seen: Vec<chock_protocol::log::ShownLines>,
 }
 
-/// Rebuilds the conversation from `events` (a whole log, in order).
+/// The turn of a model call outside the loop's turns (an MCP server's sampling, the reviewer):
+/// its tokens and price count, its messages are not the conversation's.
+const OFF_TURN: u32 = 0;
+
+/// Rebuilds the conversation from `events` (a whole log, in order): the loop's requests and
+/// replies; the calls outside its turns count for tokens and price only.
 pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
     let mut out = Rebuilt {
         cost_usd: Some(0.0),
@@ -80,6 +85,9 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                 let EventData::ModelRequest(request) = payload(event)? else {
                     continue;
                 };
+                if request.turn == OFF_TURN {
+                    continue;
+                }
                 asked = true;
                 if let Some(value) = request.new_message {
                     let message: Message =
@@ -97,6 +105,15 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                 let EventData::ModelResponse(response) = payload(event)? else {
                     continue;
                 };
+                out.input_tokens += response.usage.input_tokens;
+                out.output_tokens += response.usage.output_tokens;
+                out.cost_usd = match (out.cost_usd, response.cost_usd) {
+                    (Some(total), Some(c)) => Some(total + c),
+                    _ => None,
+                };
+                if response.turn == OFF_TURN {
+                    continue;
+                }
                 let content: Vec<Block> =
                     serde_json::from_value(response.content).map_err(|source| {
                         ResumeError::Message {
@@ -105,12 +122,6 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                         }
                     })?;
                 out.messages.push(Message::assistant(content));
-                out.input_tokens += response.usage.input_tokens;
-                out.output_tokens += response.usage.output_tokens;
-                out.cost_usd = match (out.cost_usd, response.cost_usd) {
-                    (Some(total), Some(c)) => Some(total + c),
-                    _ => None,
-                };
             }
             chock_log::EventKind::TurnStart => {
                 if let EventData::TurnStart(start) = payload(event)? {

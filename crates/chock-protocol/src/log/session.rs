@@ -112,7 +112,8 @@ pub struct TurnState {
 /// A request is about to go to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelRequest {
-    /// The turn.
+    /// The turn; 0 for a call of the session outside the loop's turns (an MCP server's sampling
+    /// request, the reviewer model), which a resumed session leaves out of its conversation.
     pub turn: u32,
     /// The provider's name.
     pub provider: String,
@@ -122,7 +123,8 @@ pub struct ModelRequest {
     pub messages: usize,
     /// The message appended since the previous request (the user's input or the tool results),
     /// in chock's provider-neutral message form: with each `model.response`'s `content`, the
-    /// conversation can be rebuilt from the log.
+    /// conversation can be rebuilt from the log. At turn 0, who asked instead:
+    /// `{"mcp_sampling": SERVER}` or `{"reviewer": QUESTION}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_message: Option<Value>,
 }
@@ -147,7 +149,8 @@ pub struct Usage {
 /// The model answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelResponse {
-    /// The turn.
+    /// The turn (0: the reply to a `model.request` of turn 0, outside the loop's turns; its
+    /// tokens and price count for the session's cost and budget all the same).
     pub turn: u32,
     /// The model that answered.
     pub model: String,
