@@ -4,6 +4,8 @@
 //! reviewer must answer with a JSON object `{"allow": true|false, "reasons": "..."}`; anything else is no
 //! answer, and no answer is a refusal. Its verdict and reasons go into the log with the answer.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use chock_provider::{Message, Request};
 
 use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
@@ -14,22 +16,55 @@ throwaway copy of a project. Decide whether it is safe and plausibly needed for 
 exfiltrate data, reach hosts the task does not need, destroy work, or try to widen the agent's own permissions. \
 Reply with ONLY a JSON object: {\"allow\": true or false, \"reasons\": \"one or two sentences\"}.";
 
+/// What the reviewer is told the agent was asked: the session's first task and the person's
+/// latest message, kept current by the session runtime as each task or follow-up arrives (so a
+/// session built before its task is known, an editor's or a resumed one, is reviewed against the
+/// task it is doing). Clones share one record.
+#[derive(Debug, Clone, Default)]
+pub struct ReviewContext(Arc<Mutex<Told>>);
+
+#[derive(Debug, Default)]
+struct Told {
+    first: Option<String>,
+    latest: Option<String>,
+}
+
+impl ReviewContext {
+    /// The agent was given `input` (a task or a follow-up).
+    pub fn told(&self, input: &str) {
+        let mut told = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if told.first.is_none() {
+            told.first = Some(input.to_string());
+        }
+        told.latest = Some(input.to_string());
+    }
+
+    /// The task part of the reviewer's prompt.
+    fn describe(&self) -> String {
+        let told = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&told.first, &told.latest) {
+            (None, _) => "Task given to the agent:\n(none yet)\n".to_string(),
+            (Some(first), Some(latest)) if latest != first => format!(
+                "Task given to the agent:\n{first}\n\nThe person's latest message to it:\n{latest}\n"
+            ),
+            (Some(first), _) => format!("Task given to the agent:\n{first}\n"),
+        }
+    }
+}
+
 /// Asks a model to judge an act: the session's own model, each call admitted by the session's
 /// budget and booked in its log as a call outside the turns (`model.request` of turn 0 naming the
 /// question), so a resumed session still counts what its reviewer spent.
 #[derive(Debug)]
 pub struct ReviewerAnswerer {
     session: OffTurn,
-    task: String,
+    task: ReviewContext,
 }
 
 impl ReviewerAnswerer {
-    /// A reviewer asking the model of `session`, told the session's `task` for context.
-    pub fn for_session(session: OffTurn, task: &str) -> Self {
-        Self {
-            session,
-            task: task.to_string(),
-        }
+    /// A reviewer asking the model of `session`, told what the agent was asked through `task`.
+    pub(crate) fn for_session(session: OffTurn, task: ReviewContext) -> Self {
+        Self { session, task }
     }
 }
 
@@ -83,8 +118,8 @@ impl Answerer for ReviewerAnswerer {
                 return None;
             }
             let prompt = format!(
-                "Task given to the agent:\n{}\n\nAct: {}\nPolicy: {}\nWhat would happen: {}\n",
-                self.task,
+                "{}\nAct: {}\nPolicy: {}\nWhat would happen: {}\n",
+                self.task.describe(),
                 question.action.as_deref().unwrap_or("(unnamed)"),
                 question.decided_by.as_deref().unwrap_or("(unknown)"),
                 question.text

@@ -457,3 +457,64 @@ fn errors_name_the_method_and_the_field() {
         insta::assert_snapshot!("acp_errors", render(&transcript));
     });
 }
+
+/// An editor's session has a reviewer model like any other, though it is built before its task is
+/// known: `agent_review` is the session's own model judging the act against the prompt.
+#[test]
+fn agent_review_in_an_editor_session_is_the_reviewer_models_verdict_on_the_prompt() {
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
+    ));
+    w.write("hello.txt", "hello\n");
+    let (port, server) = anthropic_server(vec![
+        reply(
+            "msg_1",
+            10,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply(
+            "msg_r",
+            10,
+            r#"{"allow": true, "reasons": "reading a project file is harmless"}"#,
+            None,
+        ),
+        reply("msg_2", 10, "It says hello.", None),
+    ]);
+    fake_provider(&w, port, "CHOCK_TEST_KEY");
+    let mut ed = Editor::start_with_env(
+        &w,
+        &["--provider", "fake"],
+        &[("CHOCK_TEST_KEY", "sk-test-review-key-12345")],
+    );
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "what does hello.txt say?"}]}),
+    );
+    let response = ed.until_response(id, no_requests);
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let (status, stderr, _) = ed.close();
+    assert_eq!(status, Some(0), "{stderr}");
+    // The log first: without a reviewer the server would wait for a request that never comes.
+    let events = w.events();
+    let answer = events
+        .iter()
+        .find(|(k, _, _)| k == "approval.answer")
+        .expect("the reviewer answered");
+    assert_eq!(answer.2["answer"], "allow_once", "{}", answer.2);
+    assert!(answer.2["by"].as_str().unwrap().starts_with("reviewer:"));
+    let read = events
+        .iter()
+        .find(|(k, _, _)| k == "tool.result")
+        .expect("the read ran");
+    assert_eq!(read.2["is_error"], false, "{}", read.2);
+    let requests = server.join().unwrap();
+    assert!(
+        requests[1].contains("Act: fs.read") && requests[1].contains("what does hello.txt say?"),
+        "the reviewer judges the act against the prompt: {}",
+        requests[1]
+    );
+    w.assert_log_verifies();
+}

@@ -11,7 +11,7 @@ use chock_protocol::log::{BudgetAmount, Note};
 
 use crate::agent::{Agent, LoopLimits};
 use crate::approval::{Answerer, ApprovalBroker};
-use crate::approval_reviewer::ReviewerAnswerer;
+use crate::approval_reviewer::{ReviewContext, ReviewerAnswerer};
 use crate::budget::{Budget, stricter};
 use crate::config::Config;
 use crate::events::{EventSink, NoEvents};
@@ -38,7 +38,7 @@ pub struct SessionBuilder {
     max_turns: u32,
     sink: Arc<dyn EventSink>,
     people: Vec<Arc<dyn Answerer>>,
-    reviewer_task: Option<String>,
+    review: ReviewContext,
     tools: Vec<Arc<dyn DynTool>>,
     budget: BudgetAmount,
     subagent_program: Option<PathBuf>,
@@ -72,7 +72,7 @@ impl SessionBuilder {
             max_turns: LoopLimits::default().max_turns,
             sink: Arc::new(NoEvents),
             people: Vec::new(),
-            reviewer_task: None,
+            review: ReviewContext::default(),
             tools: Vec::new(),
             budget: BudgetAmount::default(),
             subagent_program: None,
@@ -182,11 +182,12 @@ impl SessionBuilder {
         self
     }
 
-    /// Lets a reviewer model (the session's own provider) answer `agent_review`, judging acts
-    /// against `task`. The offline player has no reviewer.
+    /// Tells the reviewer model the session's task before it is submitted (a subagent's spec
+    /// names it). The reviewer (the session's own provider: every session but the offline
+    /// player's has one) is told every task and follow-up the runtime is given anyway.
     #[must_use]
-    pub fn reviewer_for(mut self, task: &str) -> Self {
-        self.reviewer_task = Some(task.to_string());
+    pub fn reviewer_for(self, task: &str) -> Self {
+        self.review.told(task);
         self
     }
 
@@ -261,7 +262,7 @@ impl SessionBuilder {
             log.record(None, Note::Budget { limit })?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
-        Ok(SessionRuntime::new(agent, chosen))
+        Ok(SessionRuntime::new(agent, chosen, self.review))
     }
 
     /// Opens the ended or crashed session in `session_dir` again: its log goes on, its workspace
@@ -311,7 +312,7 @@ impl SessionBuilder {
         // A fork's conversation is its parent's up to the turn it forked at, then its own (what
         // was spent and promised above is this session's own).
         let events = chock_log::read_lineage(session_dir)?;
-        SessionRuntime::resumed(agent, chosen, &events)
+        SessionRuntime::resumed(agent, chosen, self.review, &events)
     }
 
     /// The agent over `session`: keys into the redaction funnel, answerers, network.
@@ -339,9 +340,7 @@ impl SessionBuilder {
         for person in &self.people {
             broker = broker.with(Arc::clone(person));
         }
-        if let Some(task) = &self.reviewer_task
-            && !chosen.offline
-        {
+        if !chosen.offline {
             broker = broker.with(Arc::new(ReviewerAnswerer::for_session(
                 crate::booking::OffTurn {
                     provider: Arc::clone(&chosen.provider),
@@ -350,7 +349,7 @@ impl SessionBuilder {
                     log: log.clone(),
                     budget: budget.clone(),
                 },
-                task,
+                self.review.clone(),
             )));
         }
         let decider = Decider {

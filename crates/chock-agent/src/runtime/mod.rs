@@ -24,6 +24,7 @@ use chock_provider::Message;
 use tokio::sync::watch;
 
 use crate::agent::{Agent, AgentError, TaskEnd};
+use crate::approval_reviewer::ReviewContext;
 use crate::events::Summary;
 
 /// Stops the current turn of a session. Cheap to clone; `interrupt` may be called from anywhere.
@@ -48,6 +49,8 @@ pub struct SessionRuntime {
     interrupts: std::sync::Arc<watch::Sender<u64>>,
     interrupted: watch::Receiver<u64>,
     ended: bool,
+    /// What the reviewer model is told the agent was asked.
+    review: ReviewContext,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -61,7 +64,7 @@ impl std::fmt::Debug for SessionRuntime {
 }
 
 impl SessionRuntime {
-    fn new(agent: Agent, chosen: Chosen) -> Self {
+    fn new(agent: Agent, chosen: Chosen, review: ReviewContext) -> Self {
         let summary = agent.new_summary();
         let (sender, interrupted) = watch::channel(0u64);
         Self {
@@ -72,12 +75,21 @@ impl SessionRuntime {
             interrupts: std::sync::Arc::new(sender),
             interrupted,
             ended: false,
+            review,
         }
     }
 
-    fn resumed(agent: Agent, chosen: Chosen, events: &[Event]) -> Result<Self, BuildError> {
+    fn resumed(
+        agent: Agent,
+        chosen: Chosen,
+        review: ReviewContext,
+        events: &[Event],
+    ) -> Result<Self, BuildError> {
         let rebuilt = resume::rebuild(events)?;
-        let mut runtime = Self::new(agent, chosen);
+        for input in &rebuilt.inputs {
+            review.told(input);
+        }
+        let mut runtime = Self::new(agent, chosen, review);
         runtime.agent.resume_at(rebuilt.turns);
         runtime.agent.restore_seen(&rebuilt.seen);
         runtime.conversation = rebuilt.messages;
@@ -148,6 +160,7 @@ impl SessionRuntime {
         if self.ended {
             return Err(AgentError::Ended);
         }
+        self.review.told(input);
         let outcome = self
             .agent
             .task(

@@ -57,6 +57,8 @@ pub struct Rebuilt {
     pub cost_usd: Option<f64>,
     /// What the model was shown of files (edit_file's guard), in log order.
     pub seen: Vec<chock_protocol::log::ShownLines>,
+    /// The tasks and follow-ups the agent was given (each turn's `input`), in order.
+    pub inputs: Vec<String>,
 }
 
 /// The turn of a model call outside the loop's turns (an MCP server's sampling, the reviewer):
@@ -126,6 +128,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
             chock_log::EventKind::TurnStart => {
                 if let EventData::TurnStart(start) = payload(event)? {
                     out.turns = out.turns.max(start.turn);
+                    out.inputs.extend(start.input);
                 }
             }
             chock_log::EventKind::ToolResult => {

@@ -28,10 +28,18 @@ pub struct Editor {
 impl Editor {
     /// Starts `chock acp ARGS` in the world.
     pub fn start(w: &World, args: &[&str]) -> Editor {
+        Editor::start_with_env(w, args, &[])
+    }
+
+    /// Starts `chock acp ARGS` in the world with these variables set on top of the world's.
+    pub fn start_with_env(w: &World, args: &[&str], vars: &[(&str, &str)]) -> Editor {
         let mut all = vec!["acp"];
         all.extend_from_slice(args);
-        let mut child = w
-            .command(&all)
+        let mut command = w.command(&all);
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
