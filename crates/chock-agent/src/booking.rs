@@ -12,6 +12,11 @@ use serde_json::Value;
 
 use crate::budget::{Budget, BudgetError, TokenPrice};
 
+/// The turn the log names for a model call outside the loop's turns (an MCP server's sampling, the
+/// reviewer): its tokens and price count for the session, its messages are not the conversation's,
+/// and its input is not what the next turn's admission starts from.
+pub(crate) const OFF_TURN: u32 = 0;
+
 /// What booking a reply found.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Booked {
@@ -41,11 +46,12 @@ pub(crate) fn book_reply(
             .usd()
             .or_else(|| prices.cost(asked, usage).usd())
     };
-    budget.charge(
-        usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-        usage.output_tokens,
-        cost,
-    );
+    let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+    if turn == OFF_TURN {
+        budget.charge_aside(input, usage.output_tokens, cost);
+    } else {
+        budget.charge(input, usage.output_tokens, cost);
+    }
     let stop_reason = match &response.stop_reason {
         StopReason::Other(s) => s.clone(),
         other => serde_json::to_value(other)
@@ -140,7 +146,7 @@ impl OffTurn {
         self.log.record(
             None,
             ModelRequest {
-                turn: 0,
+                turn: OFF_TURN,
                 provider: self.provider.name().to_string(),
                 model: request.model.clone(),
                 messages: request.messages.len(),
@@ -152,7 +158,7 @@ impl OffTurn {
             &self.log,
             &self.prices,
             &self.budget,
-            0,
+            OFF_TURN,
             &request.model,
             &response,
         )?;

@@ -208,14 +208,23 @@ impl Budget {
         })
     }
 
-    /// Books one model call: its input tokens (cache reads and writes included), output tokens
-    /// and price (None: unknown, booked as nothing — [`Budget::admit`] refuses a dollar budget an
-    /// unpriced model).
+    /// Books one model call of a turn: its input tokens (cache reads and writes included), output
+    /// tokens and price (None: unknown, booked as nothing — [`Budget::admit`] refuses a dollar
+    /// budget an unpriced model). Its input is what the next call's admission assumes at least.
     pub fn charge(&self, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
         let mut s = self.lock();
         s.own_tokens += input_tokens + output_tokens;
         s.own_usd += usd.unwrap_or(0.0);
         s.last_input = input_tokens;
+    }
+
+    /// Books one model call outside the turns (an MCP server's sampling, the reviewer): counted
+    /// like a turn's, but its input, which has nothing to do with the conversation's, leaves the
+    /// next turn's admission where the last turn put it.
+    pub fn charge_aside(&self, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
+        let mut s = self.lock();
+        s.own_tokens += input_tokens + output_tokens;
+        s.own_usd += usd.unwrap_or(0.0);
     }
 
     /// The slice a child gets when it asks for `asked` (a field None: half of what is left of it).
@@ -280,11 +289,16 @@ impl Budget {
         for event in events {
             match event.payload() {
                 Ok(EventData::Note(Note::Budget { limit })) => logged_limit = limit,
-                Ok(EventData::ModelResponse(r)) => budget.charge(
-                    r.usage.input_tokens + r.usage.cache_read_tokens + r.usage.cache_write_tokens,
-                    r.usage.output_tokens,
-                    r.cost_usd,
-                ),
+                Ok(EventData::ModelResponse(r)) => {
+                    let input = r.usage.input_tokens
+                        + r.usage.cache_read_tokens
+                        + r.usage.cache_write_tokens;
+                    if r.turn == crate::booking::OFF_TURN {
+                        budget.charge_aside(input, r.usage.output_tokens, r.cost_usd);
+                    } else {
+                        budget.charge(input, r.usage.output_tokens, r.cost_usd);
+                    }
+                }
                 Ok(EventData::SessionSpawn(spawn)) => {
                     budget.reserve(&spawn.child, spawn.budget.unwrap_or_default());
                 }
@@ -365,6 +379,54 @@ mod tests {
         input: 3e-6,
         output: 15e-6,
     };
+
+    #[test]
+    fn a_call_outside_the_turns_counts_but_leaves_the_next_turns_admission_where_it_was() {
+        let budget = Budget::new(BudgetAmount {
+            usd: None,
+            tokens: Some(5000),
+        });
+        budget.charge(1000, 0, None);
+        // The reviewer's small call: 10 tokens spent, the conversation still 1,000 tokens long.
+        budget.charge_aside(10, 0, None);
+        assert_eq!(budget.left().tokens, Some(3990));
+        let admitted = budget.admit("m", 0, 16_000, None).unwrap();
+        assert_eq!(
+            admitted.max_output_tokens,
+            3990 - 1000,
+            "the next turn is admitted as at least as long as the last turn's input"
+        );
+        // The same account rebuilt from the log: the reviewer's reply is a `model.response` of
+        // turn 0.
+        use chock_log::EventKind;
+        let reply = |seq, turn, input| {
+            event(
+                seq,
+                EventKind::ModelResponse,
+                serde_json::json!({"turn": turn, "model": "m", "stop_reason": "end_turn",
+                    "content": [], "usage": {"input_tokens": input, "output_tokens": 0},
+                    "cost_usd": null}),
+            )
+        };
+        let events = vec![
+            event(
+                1,
+                EventKind::Note,
+                serde_json::json!({"about": "budget", "limit": {"tokens": 5000}}),
+            ),
+            reply(2, 1, 1000),
+            reply(3, 0, 10),
+        ];
+        let resumed = Budget::from_log(&events, None);
+        assert_eq!(resumed.left().tokens, Some(3990));
+        assert_eq!(
+            resumed
+                .admit("m", 0, 16_000, None)
+                .unwrap()
+                .max_output_tokens,
+            3990 - 1000
+        );
+    }
 
     #[test]
     fn a_call_that_would_exceed_the_tokens_left_is_refused_and_its_output_capped() {

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use crate::booking::OFF_TURN;
 use chock_log::Event;
 use chock_protocol::EventData;
 use chock_provider::{Block, Message, Role};
@@ -60,10 +61,6 @@ pub struct Rebuilt {
     /// The tasks and follow-ups the agent was given (each turn's `input`), in order.
     pub inputs: Vec<String>,
 }
-
-/// The turn of a model call outside the loop's turns (an MCP server's sampling, the reviewer):
-/// its tokens and price count, its messages are not the conversation's.
-const OFF_TURN: u32 = 0;
 
 /// Rebuilds the conversation from `events` (a whole log, in order): the loop's requests and
 /// replies; the calls outside its turns count for tokens and price only.
