@@ -3,7 +3,7 @@
 //! calls outside its turns (an MCP server's sampling request, the reviewer model: [`OffTurn`]), so
 //! none can price, count or log a reply differently, and a resumed session counts them all.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chock_log::{Log, LogError};
 use chock_protocol::log::{ModelRequest, ModelResponse, Usage};
@@ -93,6 +93,51 @@ pub struct OffTurn {
     pub log: Log,
     /// The session's budget.
     pub budget: Budget,
+    /// Where what it spent waits for the runtime's summary.
+    pub tally: OffTurnTally,
+}
+
+/// What the calls outside the turns spent since the session runtime last took it into its
+/// summary (the turns' calls go there directly): the summary a person reads counts every call
+/// the log and the budget count. Clones share one tally.
+#[derive(Debug, Clone, Default)]
+pub struct OffTurnTally(Arc<Mutex<Spent>>);
+
+#[derive(Debug, Default)]
+struct Spent {
+    input_tokens: u64,
+    output_tokens: u64,
+    /// The price of every call (None once one had none).
+    cost_usd: Option<f64>,
+    calls: u32,
+}
+
+impl OffTurnTally {
+    fn add(&self, usage: &chock_provider::Usage, cost: Option<f64>) {
+        let mut spent = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        spent.cost_usd = match (spent.calls, spent.cost_usd, cost) {
+            (0, _, cost) => cost,
+            (_, Some(total), Some(c)) => Some(total + c),
+            _ => None,
+        };
+        spent.input_tokens += usage.input_tokens;
+        spent.output_tokens += usage.output_tokens;
+        spent.calls += 1;
+    }
+
+    /// Adds what was spent since the last time to `summary`, and starts again from nothing.
+    pub(crate) fn take_into(&self, summary: &mut crate::events::Summary) {
+        let spent = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
+        if spent.calls == 0 {
+            return;
+        }
+        summary.input_tokens += spent.input_tokens;
+        summary.output_tokens += spent.output_tokens;
+        summary.cost_usd = match (summary.cost_usd, spent.cost_usd) {
+            (Some(total), Some(c)) => Some(total + c),
+            _ => None,
+        };
+    }
 }
 
 impl std::fmt::Debug for OffTurn {
@@ -162,6 +207,7 @@ impl OffTurn {
             &request.model,
             &response,
         )?;
+        self.tally.add(&response.usage, booked.cost);
         Ok((response, booked))
     }
 }

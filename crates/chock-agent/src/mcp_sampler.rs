@@ -84,6 +84,7 @@ mod tests {
                 prices: chock_provider::PriceTable::default(),
                 log: chock_log::Log::create(dir, chock_log::SessionHeader::default()).unwrap(),
                 budget,
+                tally: crate::booking::OffTurnTally::default(),
             },
         }
     }

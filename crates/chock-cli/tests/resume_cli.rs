@@ -143,6 +143,15 @@ fn a_resumed_session_counts_its_reviewers_call_and_leaves_it_out_of_the_conversa
         ),
         "its reply is booked with its usage, for the budget of a resumed session"
     );
+    let end = events
+        .iter()
+        .find(|(k, _, _)| k == "session.end")
+        .expect("the first run ended");
+    assert_eq!(
+        end.2["summary"]["input_tokens"], 57,
+        "the summary counts the reviewer's 37 input tokens beside the turns' 10 and 10: {}",
+        end.2
+    );
     let id = w.session_id();
     let second = w.chock_with_env(
         &[
@@ -161,6 +170,17 @@ fn a_resumed_session_counts_its_reviewers_call_and_leaves_it_out_of_the_conversa
         "{}{}",
         text(&second.stdout),
         text(&second.stderr)
+    );
+    let ends: Vec<serde_json::Value> = w
+        .events()
+        .into_iter()
+        .filter(|(k, _, _)| k == "session.end")
+        .map(|(_, _, d)| d["summary"]["input_tokens"].clone())
+        .collect();
+    assert_eq!(
+        ends,
+        [serde_json::json!(57), serde_json::json!(67)],
+        "the resumed summary goes on from the log's totals"
     );
     let requests = server.join().unwrap();
     let resumed = &requests[3];

@@ -12,6 +12,7 @@ use chock_protocol::log::{BudgetAmount, Note};
 use crate::agent::{Agent, LoopLimits};
 use crate::approval::{Answerer, ApprovalBroker};
 use crate::approval_reviewer::{ReviewContext, ReviewerAnswerer};
+use crate::booking::OffTurnTally;
 use crate::budget::{Budget, stricter};
 use crate::config::Config;
 use crate::events::{EventSink, NoEvents};
@@ -39,6 +40,7 @@ pub struct SessionBuilder {
     sink: Arc<dyn EventSink>,
     people: Vec<Arc<dyn Answerer>>,
     review: ReviewContext,
+    off_turn: OffTurnTally,
     tools: Vec<Arc<dyn DynTool>>,
     budget: BudgetAmount,
     subagent_program: Option<PathBuf>,
@@ -73,6 +75,7 @@ impl SessionBuilder {
             sink: Arc::new(NoEvents),
             people: Vec::new(),
             review: ReviewContext::default(),
+            off_turn: OffTurnTally::default(),
             tools: Vec::new(),
             budget: BudgetAmount::default(),
             subagent_program: None,
@@ -262,7 +265,12 @@ impl SessionBuilder {
             log.record(None, Note::Budget { limit })?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
-        Ok(SessionRuntime::new(agent, chosen, self.review))
+        Ok(SessionRuntime::new(
+            agent,
+            chosen,
+            self.review,
+            self.off_turn,
+        ))
     }
 
     /// Opens the ended or crashed session in `session_dir` again: its log goes on, its workspace
@@ -312,7 +320,7 @@ impl SessionBuilder {
         // A fork's conversation is its parent's up to the turn it forked at, then its own (what
         // was spent and promised above is this session's own).
         let events = chock_log::read_lineage(session_dir)?;
-        SessionRuntime::resumed(agent, chosen, self.review, &events)
+        SessionRuntime::resumed(agent, chosen, self.review, self.off_turn, &events)
     }
 
     /// The agent over `session`: keys into the redaction funnel, answerers, network.
@@ -348,6 +356,7 @@ impl SessionBuilder {
                     prices: prices(&self.config),
                     log: log.clone(),
                     budget: budget.clone(),
+                    tally: self.off_turn.clone(),
                 },
                 self.review.clone(),
             )));
@@ -439,6 +448,7 @@ impl SessionBuilder {
                 prices: prices(&self.config),
                 log: agent.log().clone(),
                 budget: agent.budget().clone(),
+                tally: self.off_turn.clone(),
             },
         };
         let trust_path = match &self.mcp_trust {

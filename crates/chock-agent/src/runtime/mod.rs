@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use crate::agent::{Agent, AgentError, TaskEnd};
 use crate::approval_reviewer::ReviewContext;
+use crate::booking::OffTurnTally;
 use crate::events::Summary;
 
 /// Stops the current turn of a session. Cheap to clone; `interrupt` may be called from anywhere.
@@ -51,6 +52,8 @@ pub struct SessionRuntime {
     ended: bool,
     /// What the reviewer model is told the agent was asked.
     review: ReviewContext,
+    /// What the calls outside the turns spent, for the summary.
+    off_turn: OffTurnTally,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -64,7 +67,7 @@ impl std::fmt::Debug for SessionRuntime {
 }
 
 impl SessionRuntime {
-    fn new(agent: Agent, chosen: Chosen, review: ReviewContext) -> Self {
+    fn new(agent: Agent, chosen: Chosen, review: ReviewContext, off_turn: OffTurnTally) -> Self {
         let summary = agent.new_summary();
         let (sender, interrupted) = watch::channel(0u64);
         Self {
@@ -76,6 +79,7 @@ impl SessionRuntime {
             interrupted,
             ended: false,
             review,
+            off_turn,
         }
     }
 
@@ -83,13 +87,14 @@ impl SessionRuntime {
         agent: Agent,
         chosen: Chosen,
         review: ReviewContext,
+        off_turn: OffTurnTally,
         events: &[Event],
     ) -> Result<Self, BuildError> {
         let rebuilt = resume::rebuild(events)?;
         for input in &rebuilt.inputs {
             review.told(input);
         }
-        let mut runtime = Self::new(agent, chosen, review);
+        let mut runtime = Self::new(agent, chosen, review, off_turn);
         runtime.agent.resume_at(rebuilt.turns);
         runtime.agent.restore_seen(&rebuilt.seen);
         runtime.conversation = rebuilt.messages;
@@ -170,6 +175,7 @@ impl SessionRuntime {
                 &mut self.summary,
             )
             .await;
+        self.off_turn.take_into(&mut self.summary);
         match outcome {
             Ok(end) => {
                 self.summary.ended = end.as_str().to_string();
@@ -197,6 +203,8 @@ impl SessionRuntime {
                 _ => "done".into(),
             };
         }
+        // A call made since the last task (a reviewer's, about an apply) counts too.
+        self.off_turn.take_into(&mut self.summary);
         let mut summary = self.summary.clone();
         self.agent.finish(&mut summary, reason, None).await?;
         Ok(summary)
@@ -208,6 +216,7 @@ impl Drop for SessionRuntime {
     /// leaves a closed record: `session.end`, interrupted.
     fn drop(&mut self) {
         if !self.ended {
+            self.off_turn.take_into(&mut self.summary);
             let _ = self.agent.log().record(
                 None,
                 SessionEnd {

@@ -124,6 +124,7 @@ impl SessionRuntime {
             }
             Op::End => {
                 self.ended = true;
+                self.off_turn.take_into(&mut self.summary);
                 let mut summary = self.summary.clone();
                 if summary.ended.is_empty() {
                     summary.ended = "done".into();
