@@ -186,8 +186,9 @@ impl SessionBuilder {
     }
 
     /// Tells the reviewer model the session's task before it is submitted (a subagent's spec
-    /// names it). The reviewer (the session's own provider: every session but the offline
-    /// player's has one) is told every task and follow-up the runtime is given anyway.
+    /// names it). The reviewer (the session's own provider: every session of a network provider
+    /// has one, and one of a recording that answers reviews) is told every task and follow-up the
+    /// runtime is given anyway.
     #[must_use]
     pub fn reviewer_for(self, task: &str) -> Self {
         self.review.told(task);
@@ -348,7 +349,7 @@ impl SessionBuilder {
         for person in &self.people {
             broker = broker.with(Arc::clone(person));
         }
-        if !chosen.offline {
+        if chosen.reviews {
             broker = broker.with(Arc::new(ReviewerAnswerer::for_session(
                 crate::booking::OffTurn {
                     provider: Arc::clone(&chosen.provider),

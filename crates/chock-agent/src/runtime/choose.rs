@@ -19,8 +19,11 @@ pub struct Chosen {
     pub model: String,
     /// Its key, if it needs one: the builder hands it to the log's redaction funnel.
     pub(super) key: Option<ApiKey>,
-    /// Whether it is the offline player (no reviewer model, no key).
+    /// Whether it is the offline player (no key; no reviewer model unless its recording answers
+    /// reviews, [`Chosen::reviews`]).
     pub offline: bool,
+    /// Whether a reviewer can ask it: a network provider, or a recording with a `review` answer.
+    pub reviews: bool,
 }
 
 impl std::fmt::Debug for Chosen {
@@ -46,12 +49,14 @@ pub(super) fn choose_provider(
         let model = model
             .or_else(|| player.recording().model.clone())
             .unwrap_or_else(|| "offline".to_string());
+        let reviews = player.recording().review.is_some();
         return Ok(Chosen {
             provider: Arc::new(player),
             name,
             model,
             key: None,
             offline: true,
+            reviews,
         });
     }
     let source = config
@@ -124,6 +129,7 @@ pub(super) fn choose_provider(
         model,
         key,
         offline: false,
+        reviews: true,
     })
 }
 
