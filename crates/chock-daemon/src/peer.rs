@@ -1,6 +1,11 @@
 //! Who may use the unix socket: the peer's credentials as the kernel recorded them at connect
 //! (`SO_PEERCRED`), then its namespaces.
 //!
+//! The peer's process is named by the pidfd the kernel recorded at connect (`SO_PEERPIDFD`), not
+//! by its pid alone: its pid is read from the pidfd, its `/proc/<pid>` files are read, and the
+//! pidfd must still name a running process afterwards — so a peer that exits and whose pid is
+//! taken by another process during the check cannot have that process judged in its place.
+//!
 //! A uid alone is not enough. A confined call runs in a user namespace whose uid maps back to the
 //! user, so the kernel reports the user's uid for it; it must never reach the daemon (it could
 //! answer its own questions, apply its own work). The socket's directory is never in a call's mount
@@ -21,6 +26,7 @@
 //! What these cannot tell apart, the readable links would: a user namespace a privileged process
 //! made with exactly the daemon's maps. Only root can make one whose maps are the initial one's.
 
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use tokio::net::UnixStream;
@@ -63,15 +69,16 @@ impl PeerRule {
 
     /// Lets `stream`'s peer in, or says why not.
     pub fn check(&self, stream: &UnixStream) -> Result<UnixPeer, String> {
-        // nix's form keeps a pid of 0 (a peer outside this pid namespace) as 0.
         let cred = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
             .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+        let process = PeerProcess::of(stream)?;
         let peer = UnixPeer {
             uid: cred.uid(),
             gid: cred.gid(),
-            pid: u32::try_from(cred.pid()).unwrap_or(0),
+            pid: process.pid()?,
         };
         self.check_peer(&peer)?;
+        process.still_running()?;
         Ok(peer)
     }
 
@@ -133,6 +140,47 @@ impl PeerRule {
             if mine != theirs {
                 return another(ns, format!("{theirs}, not {mine}"));
             }
+        }
+        Ok(())
+    }
+}
+
+/// The peer's process as the kernel recorded it at connect: a pidfd, which names that one process
+/// whatever happens to its pid.
+#[derive(Debug)]
+struct PeerProcess(OwnedFd);
+
+impl PeerProcess {
+    fn of(stream: &UnixStream) -> Result<PeerProcess, String> {
+        nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerPidfd)
+            .map(PeerProcess)
+            .map_err(|e| format!("cannot read the peer's pidfd (SO_PEERPIDFD): {e}"))
+    }
+
+    /// Its pid in this daemon's pid namespace (0: it is not in it), from the pidfd's `Pid:`.
+    fn pid(&self) -> Result<u32, String> {
+        let path = format!("/proc/self/fdinfo/{}", self.0.as_raw_fd());
+        let info = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+        let field = info
+            .lines()
+            .find_map(|l| l.strip_prefix("Pid:"))
+            .ok_or_else(|| format!("{path} has no Pid line"))?;
+        match field.trim().parse::<i64>() {
+            Ok(-1) => Err("the peer's process has ended".into()),
+            Ok(pid) => u32::try_from(pid).map_err(|_| format!("{path}: a pid of {pid}")),
+            Err(e) => Err(format!("{path}'s Pid: {e}")),
+        }
+    }
+
+    /// Fails when the process has ended (its pid may be another's now, so what was read of it
+    /// may not have been its own).
+    fn still_running(&self) -> Result<(), String> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLIN)];
+        let ready = poll(&mut fds, PollTimeout::ZERO)
+            .map_err(|e| format!("cannot poll the peer's pidfd: {e}"))?;
+        if ready > 0 {
+            return Err("the peer's process ended while it was checked".into());
         }
         Ok(())
     }
@@ -241,6 +289,39 @@ mod tests {
             rule.check_peer(&unseen)
                 .unwrap_err()
                 .contains("pid namespace")
+        );
+    }
+
+    /// A peer is the process the kernel recorded at connect: a live one passes; one that ended
+    /// before the check is refused as ended (its pid could be another process's by now), not
+    /// judged by whatever `/proc/<pid>` shows.
+    #[tokio::test]
+    async fn the_peer_is_the_process_that_connected_and_must_still_run() {
+        let rule = PeerRule::this_user(None);
+        let (ours, _other) = UnixStream::pair().unwrap();
+        let peer = rule.check(&ours).unwrap();
+        assert_eq!(peer.pid, std::process::id());
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let status = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])",
+            ])
+            .arg(&path)
+            .status()
+            .expect("python3 runs (the CI machine installs it)");
+        assert!(status.success());
+        let (gone, _) = listener.accept().unwrap();
+        gone.set_nonblocking(true).unwrap();
+        let gone = UnixStream::from_std(gone).unwrap();
+        let refused = rule.check(&gone).unwrap_err();
+        assert!(
+            refused.contains("ended"),
+            "a peer that is gone is refused as gone (stopped by: the pidfd of SO_PEERPIDFD): \
+             {refused}"
         );
     }
 }
