@@ -144,6 +144,25 @@ impl ProviderConfig {
         }
     }
 
+    /// The host a key would reach unencrypted: a plain `http://` base URL that is not loopback,
+    /// with a key to send. `None` when the key stays on this machine or goes over TLS.
+    fn key_in_the_clear(&self) -> Option<String> {
+        if self.api_key.as_deref().is_none_or(|k| k.trim().is_empty()) {
+            return None;
+        }
+        let url = reqwest::Url::parse(&self.base_url).ok()?;
+        if url.scheme() != "http" {
+            return None;
+        }
+        let host = url.host_str()?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = bare.eq_ignore_ascii_case("localhost")
+            || bare
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        (!loopback).then(|| host.to_string())
+    }
+
     fn transport(&self, path: &str, auth: &[(&str, String)]) -> Result<Transport, ProviderError> {
         let config_error = |field: &str, message: String| ProviderError::Config {
             field: field.to_owned(),
@@ -175,6 +194,17 @@ impl ProviderConfig {
                     "the base URL of provider `{}` holds a user name or password; put the key in \
                      `api_key` (its environment variable) instead",
                     self.name
+                ),
+            ));
+        }
+        if let Some(host) = self.key_in_the_clear() {
+            return Err(config_error(
+                "base_url",
+                format!(
+                    "provider `{}` would send its key in the clear to {host} (plain http://); use \
+                     https://, or a loopback address (a TLS proxy of your own): set \
+                     providers.{}.base_url in config.toml",
+                    self.name, self.name
                 ),
             ));
         }
@@ -333,6 +363,37 @@ mod tests {
         );
         config.base_url = "https://example.com/v1".to_owned();
         assert!(connect(&config).is_ok());
+    }
+
+    #[test]
+    fn a_key_never_goes_over_plain_http_to_another_machine() {
+        let mut config = ProviderConfig::anthropic("sk-ant-secret-123");
+        for far in [
+            "http://example.com",
+            "http://192.168.1.5:8000/v1",
+            "http://[2001:db8::1]",
+        ] {
+            config.base_url = far.to_owned();
+            let err = connect(&config).err().expect("refused");
+            let text = err.to_string();
+            assert!(
+                text.contains("in the clear") && text.contains("providers.anthropic.base_url"),
+                "{far}: {text}"
+            );
+            assert!(!text.contains("secret-123"), "{text}");
+        }
+        for near in [
+            "http://127.0.0.1:8080",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+            "https://example.com",
+        ] {
+            config.base_url = near.to_owned();
+            assert!(connect(&config).is_ok(), "{near}");
+        }
+        // No key, nothing to leak: a local server on the network is reached as configured.
+        let keyless = ProviderConfig::chat_completions("lan", "http://192.168.1.5:8000/v1", None);
+        assert!(connect(&keyless).is_ok());
     }
 
     #[test]
