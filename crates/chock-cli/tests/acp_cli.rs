@@ -462,25 +462,9 @@ fn errors_name_the_method_and_the_field() {
 /// known: `agent_review` is the session's own model judging the act against the prompt.
 #[test]
 fn agent_review_in_an_editor_session_is_the_reviewer_models_verdict_on_the_prompt() {
-    let w = World::with_git_project_and_policy(Some(
-        "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
-    ));
+    let w = World::with_git_project_and_policy(Some(REVIEWED_READS));
     w.write("hello.txt", "hello\n");
-    let (port, server) = anthropic_server(vec![
-        reply(
-            "msg_1",
-            10,
-            "Reading it.",
-            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
-        ),
-        reply(
-            "msg_r",
-            10,
-            r#"{"allow": true, "reasons": "reading a project file is harmless"}"#,
-            None,
-        ),
-        reply("msg_2", 10, "It says hello.", None),
-    ]);
+    let (port, server) = anthropic_server(reviewed_read("reading a project file is harmless", 10));
     fake_provider(&w, port, "CHOCK_TEST_KEY");
     let mut ed = Editor::start_with_env(
         &w,

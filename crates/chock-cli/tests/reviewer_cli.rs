@@ -4,7 +4,9 @@
 
 mod run_support;
 
-use run_support::{World, anthropic_server, fake_provider, reply, text};
+use run_support::{
+    World, anthropic_server, fake_provider, reply, reviewed_hello, reviewed_read, text,
+};
 
 /// The reviewer model's call is a call of the session outside its turns: booked in the log (turn
 /// 0, naming the question it answered) so that a resumed session's budget counts it, and left
@@ -12,27 +14,10 @@ use run_support::{World, anthropic_server, fake_provider, reply, text};
 #[test]
 fn a_resumed_session_counts_its_reviewers_call_and_leaves_it_out_of_the_conversation() {
     let w = World::new();
-    w.write("hello.txt", "hello\n");
-    w.write(
-        "chock.toml",
-        "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
-    );
-    let (port, server) = anthropic_server(vec![
-        reply(
-            "msg_1",
-            10,
-            "Reading it.",
-            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
-        ),
-        reply(
-            "msg_r",
-            37,
-            r#"{"allow": true, "reasons": "a harmless read of a project file"}"#,
-            None,
-        ),
-        reply("msg_2", 10, "It says hello.", None),
-        reply("msg_3", 10, "Still hello.", None),
-    ]);
+    reviewed_hello(&w);
+    let mut replies = reviewed_read("a harmless read of a project file", 37);
+    replies.push(reply("msg_3", 10, "Still hello.", None));
+    let (port, server) = anthropic_server(replies);
     fake_provider(&w, port, "CHOCK_TEST_KEY");
     let key = [("CHOCK_TEST_KEY", "sk-test-review-key-12345")];
     let first = w.chock_with_env(&["run", "--provider", "fake", "read hello.txt"], &key);
@@ -123,11 +108,7 @@ fn an_offline_recording_that_answers_reviews_decides_agent_review() {
         (r#"{"allow": false, "reasons": "not needed"}"#, false),
     ] {
         let w = World::new();
-        w.write("hello.txt", "hello\n");
-        w.write(
-            "chock.toml",
-            "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
-        );
+        reviewed_hello(&w);
         let contains = if allowed { "hello" } else { "refused" };
         let script = w.script(&format!(
             r#"

@@ -162,26 +162,8 @@ fn a_person_at_the_terminal_says_no_and_nothing_runs() {
 #[test]
 fn agent_review_asks_the_same_model_as_a_reviewer_and_logs_its_verdict() {
     let w = World::new();
-    w.write("hello.txt", "hello\n");
-    w.write(
-        "chock.toml",
-        "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n",
-    );
-    let (port, server) = anthropic_server(vec![
-        reply(
-            "msg_1",
-            10,
-            "Reading it.",
-            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
-        ),
-        reply(
-            "msg_r",
-            10,
-            r#"{"allow": true, "reasons": "reading a project file is harmless"}"#,
-            None,
-        ),
-        reply("msg_2", 10, "It says hello.", None),
-    ]);
+    reviewed_hello(&w);
+    let (port, server) = anthropic_server(reviewed_read("reading a project file is harmless", 10));
     fake_provider(&w, port, "CHOCK_TEST_KEY");
     let out = w.chock_with_env(
         &["run", "--provider", "fake", "read hello.txt"],

@@ -433,6 +433,36 @@ pub fn reply(id: &str, input_tokens: u64, text: &str, call: Option<(&str, &str, 
     Reply::Events(events)
 }
 
+/// A table that leaves every read to the reviewer model.
+pub const REVIEWED_READS: &str = "[[rule]]\naction = \"fs.read\"\ndecision = \"agent_review\"\n";
+
+/// The world's `hello.txt` ("hello") and a `chock.toml` of [`REVIEWED_READS`] (a world without a
+/// policy of its own: one that has one gets [`REVIEWED_READS`] through its constructor).
+pub fn reviewed_hello(w: &World) {
+    w.write("hello.txt", "hello\n");
+    w.write("chock.toml", REVIEWED_READS);
+}
+
+/// A model that reads `hello.txt`, its reviewer allowing it (`reasons`, `reviewer_input` tokens
+/// of input), and then says what the file says.
+pub fn reviewed_read(reasons: &str, reviewer_input: u64) -> Vec<Reply> {
+    vec![
+        reply(
+            "msg_1",
+            10,
+            "Reading it.",
+            Some(("toolu_01", "read_file", r#"{"path": "hello.txt"}"#)),
+        ),
+        reply(
+            "msg_r",
+            reviewer_input,
+            &serde_json::json!({"allow": true, "reasons": reasons}).to_string(),
+            None,
+        ),
+        reply("msg_2", 10, "It says hello.", None),
+    ]
+}
+
 /// A loopback server speaking the Anthropic Messages wire format, one reply per request, in order.
 /// Returns the port and the raw requests it saw.
 pub fn anthropic_server(replies: Vec<Reply>) -> (u16, std::thread::JoinHandle<Vec<String>>) {
