@@ -312,6 +312,9 @@ impl Agent {
             };
             self.turn += 1;
             let turn = self.turn;
+            self.decider
+                .turn
+                .store(turn, std::sync::atomic::Ordering::Relaxed);
             summary.turns += 1;
             self.log().record(
                 None,

@@ -6,6 +6,7 @@
 //! [`Settled`] is the agent's view of the typed outcome: the words the model reads are derived
 //! from [`chock_decide::Settled`], never the other way round.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use chock_broker::{AllowScope, Gate, GateFuture};
@@ -59,6 +60,9 @@ pub struct Decider {
     pub sink: Arc<dyn EventSink>,
     /// Decisions counted by kind, for the summary.
     pub counts: Arc<Mutex<DecisionCounts>>,
+    /// The turn the agent is in (0 before its first): the live items the pipeline and a command
+    /// start name it.
+    pub turn: Arc<AtomicU32>,
 }
 
 impl std::fmt::Debug for Decider {
@@ -75,6 +79,8 @@ struct Tally {
     counts: Arc<Mutex<DecisionCounts>>,
     /// Approval items asked and not yet decided: (call id, question id).
     open: Mutex<Vec<(Option<String>, String)>>,
+    /// The agent's turn now.
+    turn: Arc<AtomicU32>,
 }
 
 impl Observer for Tally {
@@ -84,7 +90,7 @@ impl Observer for Tally {
         }
         self.sink.emit(&AgentEvent::ItemStarted {
             item: question.id.clone(),
-            turn: 0,
+            turn: self.turn.load(Ordering::Relaxed),
             kind: ItemKind::Approval {
                 call_id: question.call_id.clone().unwrap_or_default(),
                 action: question.action.clone().unwrap_or_default(),
@@ -161,6 +167,7 @@ impl Decider {
             open: Mutex::default(),
             sink: Arc::clone(&self.sink),
             counts: Arc::clone(&self.counts),
+            turn: Arc::clone(&self.turn),
         }))
     }
 

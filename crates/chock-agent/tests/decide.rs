@@ -73,6 +73,7 @@ fn setup(policy: &str, broker: ApprovalBroker) -> Setup {
         broker,
         sink: Arc::new(NoEvents),
         counts: Arc::default(),
+        turn: Arc::default(),
     };
     Setup { _dir: dir, decider }
 }

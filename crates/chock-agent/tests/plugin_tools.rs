@@ -89,6 +89,7 @@ fn env(built: &Built, rules: &str, answer: Option<Answer>) -> Env {
         broker,
         sink: Arc::new(NoEvents),
         counts: Arc::default(),
+        turn: Arc::default(),
     };
     let mut toolbox = Toolbox::new(Arc::clone(&host), decider, Arc::new(NoEvents));
     for tool in tools {

@@ -59,6 +59,7 @@ fn env(policy: &str) -> Env {
         broker: ApprovalBroker::new(),
         sink: sink.clone(),
         counts: Arc::default(),
+        turn: Arc::default(),
     };
     let toolbox = Toolbox::new(Arc::clone(&host), decider, sink.clone());
     Env {

@@ -124,7 +124,7 @@ text = "done"
 "#,
             !allowed
         ));
-        let out = w.chock(&["run", "--provider", &script, "read hello.txt"]);
+        let out = w.chock(&["run", "--json", "--provider", &script, "read hello.txt"]);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -132,6 +132,12 @@ text = "done"
             text(&out.stdout),
             text(&out.stderr)
         );
+        let approval = text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|e| e["type"] == "item_started" && e["kind"]["kind"] == "approval")
+            .expect("the question is a live item");
+        assert_eq!(approval["turn"], 1, "it names its turn: {approval}");
         let events = w.events();
         let answer = events
             .iter()

@@ -331,6 +331,23 @@ fn json_mode_writes_one_documented_event_per_line() {
     }
     assert_eq!(events.first().unwrap()["type"], "session_started");
     assert_eq!(events.first().unwrap()["session"], w.session_id());
+    // Every item names the turn it began in: a command's output and an approval too.
+    let mut turn = serde_json::Value::Null;
+    let mut kinds = Vec::new();
+    for event in &events {
+        match event["type"].as_str() {
+            Some("turn_started") => turn = event["turn"].clone(),
+            Some("item_started") => {
+                assert_eq!(event["turn"], turn, "{event}");
+                kinds.push(event["kind"]["kind"].clone());
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        kinds.contains(&serde_json::json!("command_output")),
+        "the demo runs a command: {kinds:?}"
+    );
     let end = events.last().unwrap();
     assert_eq!(end["type"], "session_ended");
     for key in [

@@ -368,6 +368,7 @@ impl SessionBuilder {
             broker,
             sink: Arc::clone(&self.sink),
             counts: Arc::default(),
+            turn: Arc::default(),
         };
         let mut network = chock_broker::BrokerConfig::default();
         if let Some(search) = &self.config.web_search {

@@ -15,6 +15,8 @@ use crate::events::{AgentEvent, EventSink};
 /// [`LINE_HOLD`], all of it but a tail longer than any secret. The rest goes out at completion.
 pub(super) struct OutputItem {
     item: String,
+    /// The turn the command runs in.
+    turn: u32,
     call_id: String,
     log: chock_log::Log,
     sink: Arc<dyn EventSink>,
@@ -35,15 +37,18 @@ struct OutputState {
 }
 
 impl OutputItem {
-    /// An item named `item`, of the call `call_id`'s output, redacted by `log`, sent to `sink`.
+    /// An item named `item`, of the call `call_id`'s output in `turn`, redacted by `log`, sent
+    /// to `sink`.
     pub(super) fn new(
         item: String,
+        turn: u32,
         call_id: &str,
         log: chock_log::Log,
         sink: Arc<dyn EventSink>,
     ) -> OutputItem {
         OutputItem {
             item,
+            turn,
             call_id: call_id.to_string(),
             log,
             sink,
@@ -60,7 +65,7 @@ impl OutputItem {
             state.started = true;
             self.sink.emit(&AgentEvent::ItemStarted {
                 item: self.item.clone(),
-                turn: 0,
+                turn: self.turn,
                 kind: ItemKind::CommandOutput {
                     call_id: self.call_id.clone(),
                 },
@@ -147,13 +152,7 @@ mod tests {
         let seen = Arc::clone(&events);
         let sink: Arc<dyn EventSink> =
             Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
-        let item = OutputItem {
-            item: "c1.output".into(),
-            call_id: "c1".into(),
-            log,
-            sink,
-            state: Mutex::new(OutputState::default()),
-        };
+        let item = OutputItem::new("c1.output".into(), 1, "c1", log, sink);
         let out = chock_session::Stream::Stdout;
         item.write(out, b"first line\nkey=sk-live-0123");
         item.write(out, b"456789 and more\nno newline sk-live-");
@@ -187,13 +186,7 @@ mod tests {
         let seen = Arc::clone(&events);
         let sink: Arc<dyn EventSink> =
             Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
-        let item = OutputItem {
-            item: "c1.output".into(),
-            call_id: "c1".into(),
-            log,
-            sink,
-            state: Mutex::new(OutputState::default()),
-        };
+        let item = OutputItem::new("c1.output".into(), 1, "c1", log, sink);
         let out = chock_session::Stream::Stdout;
         item.write(out, &vec![b'x'; 62_000]);
         // With these 4,110 bytes the line passes the hold, and the first cut would fall 14 bytes

@@ -195,6 +195,7 @@ impl Commands {
         // (known secrets redacted); the model reads the captured whole in the result.
         let output_item = Arc::new(OutputItem::new(
             format!("{call_id}.output"),
+            self.decider.turn.load(std::sync::atomic::Ordering::Relaxed),
             call_id,
             self.decider.log.clone(),
             Arc::clone(&self.sink),
