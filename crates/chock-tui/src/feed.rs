@@ -107,6 +107,9 @@ pub enum Feed {
         /// The model.
         model: String,
     },
+    /// The conversation a resumed session carries on from, as its log rebuilds it: shown before
+    /// its first new turn.
+    Earlier(Vec<chock_provider::Message>),
     /// A live event.
     Live(Box<AgentEvent>),
     /// A question for the person is open.

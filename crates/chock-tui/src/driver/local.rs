@@ -78,6 +78,10 @@ pub fn spawn(runtime: SessionRuntime, feed: UnboundedSender<Feed>) -> UnboundedS
         provider: runtime.chosen().name.clone(),
         model: runtime.chosen().model.clone(),
     });
+    // A resumed session's conversation (a new one has none), drawn before its first new turn.
+    if !runtime.conversation().is_empty() {
+        let _ = feed.send(Feed::Earlier(runtime.conversation().to_vec()));
+    }
     let mut notices = pipeline.broker().subscribe();
     let questions = feed.clone();
     tokio::spawn(async move {

@@ -6,10 +6,14 @@
 //! here, once, by [`clean`] as it enters, and again at drawing for the live parts: nothing the
 //! agent writes reaches the terminal as a control or bidi character.
 
+mod earlier;
+mod question;
 mod review;
 
+pub use question::ARM_DELAY;
+
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, PlanStep, Summary};
@@ -19,6 +23,22 @@ use chock_protocol::log::AnswerKind;
 use crate::feed::{Asked, Feed, TaskOutcome};
 use crate::view::diff::DiffView;
 use crate::view::sessions::SessionsView;
+
+/// The person's task or follow-up, as the transcript shows it.
+fn user_line(text: &str) -> String {
+    format!("› {text}")
+}
+
+/// A tool call, as the transcript shows it: the tool and its input on one line.
+fn tool_line(tool: &str, input: &serde_json::Value) -> String {
+    format!("→ {tool} {}", chock_agent::events::input_line(input))
+}
+
+/// A tool call's result: a mark and its first line.
+fn result_line(ok: bool, summary: &str) -> String {
+    let mark = if ok { "✓" } else { "✗" };
+    format!("  {mark} {}", summary.lines().next().unwrap_or_default())
+}
 
 /// One line of text from outside, made safe to draw: the one escaper
 /// ([`chock_agent::approval_terminal::shown`]) with newlines escaped too, so a line is one line.
@@ -187,7 +207,7 @@ impl App {
 
     /// The person's task or follow-up goes into the transcript and the session starts working.
     pub fn submitted(&mut self, text: &str) {
-        self.say(Kind::User, &format!("› {text}"));
+        self.say(Kind::User, &user_line(text));
         self.phase = Phase::Working;
         self.interrupt_armed = false;
         self.status = None;
@@ -210,6 +230,7 @@ impl App {
                     self.phase = Phase::Idle;
                 }
             }
+            Feed::Earlier(messages) => self.earlier(&messages),
             Feed::Live(event) => self.live(*event),
             Feed::Asked(asked) => {
                 if !self.questions.iter().any(|q| q.id == asked.id) {
@@ -292,7 +313,7 @@ impl App {
             }
             AgentEvent::ToolCall { tool, input, .. } => {
                 self.flush_text();
-                self.say(Kind::Tool, &format!("→ {tool} {}", chock_agent::events::input_line(&input)));
+                self.say(Kind::Tool, &tool_line(&tool, &input));
             }
             AgentEvent::Decision {
                 action,
@@ -304,9 +325,7 @@ impl App {
                 self.say(Kind::Decision, &format!("  {word} {action}: {decided_by}"));
             }
             AgentEvent::ToolResult { ok, summary, .. } => {
-                let mark = if ok { "✓" } else { "✗" };
-                let first = summary.lines().next().unwrap_or_default();
-                self.say(Kind::Result { ok }, &format!("  {mark} {first}"));
+                self.say(Kind::Result { ok }, &result_line(ok, &summary));
             }
             AgentEvent::PlanUpdated { steps } => {
                 self.flush_text();
@@ -459,36 +478,7 @@ impl App {
             );
         }
     }
-
-    /// The question on screen, if any.
-    pub fn question(&self) -> Option<&Asked> {
-        self.questions.front()
-    }
-
-    /// Whether the question on screen takes answer keys at `now`: it has been up, with no key
-    /// pressed, for [`ARM_DELAY`]. So keys typed for something else (a follow-up being written
-    /// when the question opens) never answer it: every key while it is up starts the wait again.
-    pub fn question_armed(&self, now: Instant) -> bool {
-        self.question_quiet_since
-            .is_some_and(|since| now.saturating_duration_since(since) >= ARM_DELAY)
-    }
-
-    /// When the question on screen starts taking answer keys, if it does not yet.
-    pub fn question_arms_at(&self) -> Option<Instant> {
-        self.question()?;
-        self.question_quiet_since.map(|since| since + ARM_DELAY)
-    }
-
-    /// A key was pressed while a question is up: its wait starts again at `now`.
-    pub fn question_key_pressed(&mut self, now: Instant) {
-        if self.question().is_some() {
-            self.question_quiet_since = Some(now);
-        }
-    }
 }
-
-/// How long a question must be up with no key pressed before its answer keys count.
-pub const ARM_DELAY: Duration = Duration::from_millis(750);
 
 /// An answer as the transcript says it.
 pub fn said(answer: AnswerKind) -> &'static str {
