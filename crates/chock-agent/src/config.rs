@@ -54,6 +54,10 @@ pub struct ProviderConfig {
     /// The NAME of the environment variable holding the key (never the key itself).
     #[serde(default)]
     pub key_env: Option<String>,
+    /// How many seconds a reply may stay silent before it counts as stalled and is asked again
+    /// (default 300: a slow first token must not re-send, and re-bill, the whole prompt).
+    #[serde(default)]
+    pub idle_timeout_secs: Option<u64>,
 }
 
 /// A price override for one model, in US dollars per million tokens.
@@ -221,6 +225,14 @@ impl Config {
             });
         }
         for (name, provider) in &config.providers {
+            if provider.idle_timeout_secs == Some(0) {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "providers.{name}.idle_timeout_secs = 0: a reply would count as stalled before it could begin; give at least 1"
+                    ),
+                });
+            }
             if let Some(var) = &provider.key_env
                 && !is_env_name(var)
             {
@@ -292,6 +304,7 @@ pub fn builtin_provider(name: &str) -> Option<ProviderConfig> {
         base_url: None,
         model: None,
         key_env: Some(key_env.to_string()),
+        idle_timeout_secs: None,
     })
 }
 
@@ -365,6 +378,7 @@ url = "http://127.0.0.1:8888/search"
                 base_url: Some("http://127.0.0.1:8080/v1".into()),
                 model: None,
                 key_env: Some("LOCAL_KEY".into()),
+                idle_timeout_secs: None,
             })
         );
         assert_eq!(config.prices["qwen3"].output_per_mtok, 0.2);

@@ -408,3 +408,42 @@ text = "done"
         assert!(kinds.contains(&"decision"), "{call}: {kinds:?}");
     }
 }
+
+/// `idle_timeout_secs` in a provider's table is how long its reply may stay silent: a reply that
+/// stalls past it is asked again (a stall, not the cut the server's close would make later).
+#[test]
+fn a_providers_idle_timeout_from_config_toml_asks_again_when_a_reply_stalls() {
+    let w = World::new();
+    let (port, server) = anthropic_server(vec![
+        Reply::Stall(std::time::Duration::from_secs(4)),
+        reply("msg_1", 10, "Hello.", None),
+    ]);
+    w.config_toml(&format!(
+        "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\n\
+         key_env = \"CHOCK_TEST_KEY\"\nmodel = \"claude-sonnet-4-5\"\nidle_timeout_secs = 1\n"
+    ));
+    let out = w.chock_with_env(
+        &["run", "--json", "--provider", "fake", "say hello"],
+        &[("CHOCK_TEST_KEY", "sk-test-idle-key-12345")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let retry = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["type"] == "model_retry")
+        .expect("the stalled reply was asked again");
+    assert!(
+        retry["reason"].as_str().unwrap().contains("stalled"),
+        "after one silent second, not at the server's close: {retry}"
+    );
+    assert_eq!(server.join().unwrap().len(), 2);
+
+    w.config_toml("[providers.fake]\nkind = \"anthropic\"\nidle_timeout_secs = 0\n");
+    let out = w.chock(&["run", "--provider", "fake", "say hello"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("providers.fake.idle_timeout_secs = 0"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -100,7 +100,7 @@ fn serve_one(mut stream: std::net::TcpStream, root: &Path, script: &Script, seen
             }
             let _ = stream.write_all(out.as_bytes());
         }
-        Step::Answer(Reply::Error(..)) => unreachable!("the tree scripts answer"),
+        Step::Answer(Reply::Error(..) | Reply::Stall(_)) => unreachable!("the tree scripts answer"),
         Step::KillAsker => {
             let pid = live_pid_of(root, &tag).expect("the asking agent's session is live");
             let status = std::process::Command::new("kill")

@@ -105,6 +105,9 @@ pub(super) fn choose_provider(
     if let Some(base) = &table.base_url {
         wire.base_url = base.clone();
     }
+    if let Some(secs) = table.idle_timeout_secs {
+        wire.idle_timeout = std::time::Duration::from_secs(secs);
+    }
     wire.name = name.clone();
     let model = model
         .or_else(|| {

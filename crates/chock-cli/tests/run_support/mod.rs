@@ -395,6 +395,8 @@ pub fn assert_decisions_precede_results(events: &[(String, Option<String>, serde
 pub enum Reply {
     Error(u16, &'static str),
     Events(Vec<String>),
+    /// The stream's headers, then silence for this long, then the connection closes.
+    Stall(std::time::Duration),
 }
 
 pub fn message_start(id: &str, input_tokens: u64) -> String {
@@ -490,6 +492,17 @@ pub fn anthropic_server(replies: Vec<Reply>) -> (u16, std::thread::JoinHandle<Ve
             reader.read_exact(&mut body).unwrap();
             seen.push(format!("{head}{}", String::from_utf8_lossy(&body)));
             let out = match reply {
+                Reply::Stall(silence) => {
+                    let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+                    stream.write_all(head.as_bytes()).unwrap();
+                    stream.flush().unwrap();
+                    // Held open elsewhere, so the next request is answered at once.
+                    std::thread::spawn(move || {
+                        std::thread::sleep(silence);
+                        drop(stream);
+                    });
+                    continue;
+                }
                 Reply::Error(status, body) => format!(
                     "HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\nretry-after-ms: 10\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                     body.len()
