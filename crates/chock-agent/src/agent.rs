@@ -366,22 +366,14 @@ impl Agent {
         conversation: &[Message],
         tools: &[chock_provider::ToolSpec],
     ) -> Result<Option<u32>, AgentError> {
-        // Roughly four bytes a token: a lower bound the last call's real input usually beats.
         let size = self.system.len()
             + serde_json::to_string(conversation).map_or(0, |t| t.len())
             + serde_json::to_string(tools).map_or(0, |t| t.len());
-        let price = self
-            .prices
-            .lookup(&self.limits.model)
-            .map(|p| crate::budget::TokenPrice {
-                input: p.input / 1e6,
-                output: p.output / 1e6,
-            });
         match self.budget.admit(
             &self.limits.model,
-            (size / 4) as u64,
+            crate::budget::input_at_least(size),
             self.limits.max_tokens,
-            price,
+            crate::budget::TokenPrice::of(&self.prices, &self.limits.model),
         ) {
             Ok(admitted) => Ok(Some(admitted.max_output_tokens)),
             Err(err) => {

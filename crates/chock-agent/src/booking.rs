@@ -6,16 +6,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chock_log::{Log, LogError};
-use chock_protocol::log::{ModelRequest, ModelResponse, Usage};
+use chock_protocol::log::{ModelRequest, ModelResponse, OFF_TURN, Usage};
 use chock_provider::{PriceTable, Provider, ProviderError, Request, Response, StopReason};
 use serde_json::Value;
 
-use crate::budget::{Budget, BudgetError, TokenPrice};
-
-/// The turn the log names for a model call outside the loop's turns (an MCP server's sampling, the
-/// reviewer): its tokens and price count for the session, its messages are not the conversation's,
-/// and its input is not what the next turn's admission starts from.
-pub(crate) const OFF_TURN: u32 = 0;
+use crate::budget::{Budget, BudgetError, TokenPrice, add_cost, input_at_least};
 
 /// What booking a reply found.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,12 +41,12 @@ pub(crate) fn book_reply(
             .usd()
             .or_else(|| prices.cost(asked, usage).usd())
     };
-    let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-    if turn == OFF_TURN {
-        budget.charge_aside(input, usage.output_tokens, cost);
-    } else {
-        budget.charge(input, usage.output_tokens, cost);
-    }
+    budget.book(
+        turn,
+        usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+        usage.output_tokens,
+        cost,
+    );
     let stop_reason = match &response.stop_reason {
         StopReason::Other(s) => s.clone(),
         other => serde_json::to_value(other)
@@ -103,40 +98,39 @@ pub struct OffTurn {
 #[derive(Debug, Clone, Default)]
 pub struct OffTurnTally(Arc<Mutex<Spent>>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Spent {
     input_tokens: u64,
     output_tokens: u64,
-    /// The price of every call (None once one had none).
+    /// The price of every call since the last take (None once one had none).
     cost_usd: Option<f64>,
-    calls: u32,
+}
+
+impl Default for Spent {
+    /// Nothing, which costs nothing.
+    fn default() -> Self {
+        Spent {
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: Some(0.0),
+        }
+    }
 }
 
 impl OffTurnTally {
     fn add(&self, usage: &chock_provider::Usage, cost: Option<f64>) {
         let mut spent = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        spent.cost_usd = match (spent.calls, spent.cost_usd, cost) {
-            (0, _, cost) => cost,
-            (_, Some(total), Some(c)) => Some(total + c),
-            _ => None,
-        };
         spent.input_tokens += usage.input_tokens;
         spent.output_tokens += usage.output_tokens;
-        spent.calls += 1;
+        spent.cost_usd = add_cost(spent.cost_usd, cost);
     }
 
     /// Adds what was spent since the last time to `summary`, and starts again from nothing.
     pub(crate) fn take_into(&self, summary: &mut crate::events::Summary) {
         let spent = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
-        if spent.calls == 0 {
-            return;
-        }
         summary.input_tokens += spent.input_tokens;
         summary.output_tokens += spent.output_tokens;
-        summary.cost_usd = match (summary.cost_usd, spent.cost_usd) {
-            (Some(total), Some(c)) => Some(total + c),
-            _ => None,
-        };
+        summary.cost_usd = add_cost(summary.cost_usd, spent.cost_usd);
     }
 }
 
@@ -173,20 +167,14 @@ impl OffTurn {
         asker: Value,
     ) -> Result<(Response, Booked), OffTurnError> {
         request.model.clone_from(&self.model);
-        let price = self.prices.lookup(&self.model).map(|p| TokenPrice {
-            input: p.input / 1e6,
-            output: p.output / 1e6,
-        });
-        // Four bytes a token: a lower bound of the input, as for the agent's own calls.
         let size = request.system.as_deref().map_or(0, str::len)
-            + request
-                .messages
-                .iter()
-                .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
-                .sum::<usize>();
-        let admitted =
-            self.budget
-                .admit(&self.model, (size / 4) as u64, request.max_tokens, price)?;
+            + serde_json::to_string(&request.messages).map_or(0, |t| t.len());
+        let admitted = self.budget.admit(
+            &self.model,
+            input_at_least(size),
+            request.max_tokens,
+            TokenPrice::of(&self.prices, &self.model),
+        )?;
         request.max_tokens = admitted.max_output_tokens;
         self.log.record(
             None,

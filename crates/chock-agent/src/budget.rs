@@ -61,6 +61,30 @@ pub struct TokenPrice {
     pub output: f64,
 }
 
+impl TokenPrice {
+    /// `model`'s price in `prices` (per million tokens there), per token; None: unknown.
+    pub fn of(prices: &chock_provider::PriceTable, model: &str) -> Option<TokenPrice> {
+        prices.lookup(model).map(|p| TokenPrice {
+            input: p.input / 1e6,
+            output: p.output / 1e6,
+        })
+    }
+}
+
+/// A lower bound of a request's input tokens from its size in bytes: roughly four bytes a token,
+/// which the last call's real input usually beats ([`Budget::admit`] takes the larger).
+pub fn input_at_least(bytes: usize) -> u64 {
+    (bytes / 4) as u64
+}
+
+/// The sum of two prices; unknown once either is.
+pub fn add_cost(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    }
+}
+
 /// What the next model call is allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admission {
@@ -221,10 +245,21 @@ impl Budget {
     /// Books one model call outside the turns (an MCP server's sampling, the reviewer): counted
     /// like a turn's, but its input, which has nothing to do with the conversation's, leaves the
     /// next turn's admission where the last turn put it.
-    pub fn charge_aside(&self, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
+    fn charge_aside(&self, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
         let mut s = self.lock();
         s.own_tokens += input_tokens + output_tokens;
         s.own_usd += usd.unwrap_or(0.0);
+    }
+
+    /// Books the reply of a call of `turn`, as the log names it: a turn's
+    /// ([`Budget::charge`]), or one outside the turns ([`chock_protocol::log::OFF_TURN`],
+    /// [`Budget::charge_aside`]).
+    pub fn book(&self, turn: u32, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
+        if turn == chock_protocol::log::OFF_TURN {
+            self.charge_aside(input_tokens, output_tokens, usd);
+        } else {
+            self.charge(input_tokens, output_tokens, usd);
+        }
     }
 
     /// The slice a child gets when it asks for `asked` (a field None: half of what is left of it).
@@ -289,16 +324,12 @@ impl Budget {
         for event in events {
             match event.payload() {
                 Ok(EventData::Note(Note::Budget { limit })) => logged_limit = limit,
-                Ok(EventData::ModelResponse(r)) => {
-                    let input = r.usage.input_tokens
-                        + r.usage.cache_read_tokens
-                        + r.usage.cache_write_tokens;
-                    if r.turn == crate::booking::OFF_TURN {
-                        budget.charge_aside(input, r.usage.output_tokens, r.cost_usd);
-                    } else {
-                        budget.charge(input, r.usage.output_tokens, r.cost_usd);
-                    }
-                }
+                Ok(EventData::ModelResponse(r)) => budget.book(
+                    r.turn,
+                    r.usage.input_tokens + r.usage.cache_read_tokens + r.usage.cache_write_tokens,
+                    r.usage.output_tokens,
+                    r.cost_usd,
+                ),
                 Ok(EventData::SessionSpawn(spawn)) => {
                     budget.reserve(&spawn.child, spawn.budget.unwrap_or_default());
                 }

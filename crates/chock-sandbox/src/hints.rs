@@ -100,7 +100,7 @@ fn step_words(layer: Layer, s: u32, prepared: &Prepared) -> String {
         }
         (_, step::NET_JOIN) => "setns into the call's network namespace".into(),
         (_, step::SETUP_GONE) => {
-            "looking for the setup process after PR_SET_PDEATHSIG (ESRCH: it had ended)".into()
+            "the setup process after PR_SET_PDEATHSIG (ended, or its pidfd did not poll)".into()
         }
         (_, step::GATE) => "waiting at the gate (the call's key was dropped unopened)".into(),
         _ => format!("step {s}"),

@@ -357,10 +357,9 @@ pub(crate) fn init_lifetime(fds: &ChildFds) {
     let Some(setup) = fds.setup else {
         fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, libc::EINVAL)
     };
-    match sys::has_exited(setup) {
-        Ok(false) => {}
-        Ok(true) => fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, libc::ESRCH),
-        Err(e) => fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, e),
+    // A pidfd is readable from its process's exit on; a poll that fails counts as readable.
+    if crate::call_io::poll_readable(setup, Some(std::time::Instant::now())) {
+        fail(fds.chan, Layer::Lifetime, step::SETUP_GONE, libc::ESRCH);
     }
     if fds.net.is_none() {
         // SAFETY: the setup's pidfd, inherited; only the network's join uses it again.

@@ -53,26 +53,6 @@ pub(crate) fn pidfd_open(pid: libc::pid_t) -> Result<RawFd, i32> {
     }
 }
 
-/// Whether the process `pidfd` names has ended, without waiting: a pidfd is readable from its
-/// process's exit on.
-pub(crate) fn has_exited(pidfd: RawFd) -> Result<bool, i32> {
-    let mut pfd = libc::pollfd {
-        fd: pidfd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one valid pollfd; a zero timeout never blocks.
-        let n = unsafe { libc::poll(&raw mut pfd, 1, 0) };
-        if n >= 0 {
-            return Ok(n > 0 && pfd.revents & libc::POLLIN != 0);
-        }
-        if errno() != libc::EINTR {
-            return Err(errno());
-        }
-    }
-}
-
 /// Reads one byte from `fd`, retrying on EINTR: true when it came, false at end of file or on an
 /// error (the writer is gone or never wrote). For one-shot signals between processes.
 pub(crate) fn read_byte(fd: RawFd) -> bool {

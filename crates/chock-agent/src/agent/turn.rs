@@ -134,10 +134,7 @@ impl Agent {
         let (cost, stop_reason) = (booked.cost, booked.stop_reason);
         summary.input_tokens += response.usage.input_tokens;
         summary.output_tokens += response.usage.output_tokens;
-        summary.cost_usd = match (summary.cost_usd, cost) {
-            (Some(total), Some(c)) => Some(total + c),
-            _ => None,
-        };
+        summary.cost_usd = crate::budget::add_cost(summary.cost_usd, cost);
         self.sink.emit(&AgentEvent::ModelResponse {
             turn,
             input_tokens: response.usage.input_tokens,

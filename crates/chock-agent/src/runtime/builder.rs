@@ -325,6 +325,23 @@ impl SessionBuilder {
     }
 
     /// The agent over `session`: keys into the redaction funnel, answerers, network.
+    /// The session's account for model calls outside the turns (the reviewer's, sampling).
+    fn off_turn(
+        &self,
+        chosen: &Chosen,
+        log: &chock_log::Log,
+        budget: &Budget,
+    ) -> crate::booking::OffTurn {
+        crate::booking::OffTurn {
+            provider: Arc::clone(&chosen.provider),
+            model: chosen.model.clone(),
+            prices: prices(&self.config),
+            log: log.clone(),
+            budget: budget.clone(),
+            tally: self.off_turn.clone(),
+        }
+    }
+
     fn agent(
         &self,
         session: Session,
@@ -351,14 +368,7 @@ impl SessionBuilder {
         }
         if chosen.reviews {
             broker = broker.with(Arc::new(ReviewerAnswerer::for_session(
-                crate::booking::OffTurn {
-                    provider: Arc::clone(&chosen.provider),
-                    model: chosen.model.clone(),
-                    prices: prices(&self.config),
-                    log: log.clone(),
-                    budget: budget.clone(),
-                    tally: self.off_turn.clone(),
-                },
+                self.off_turn(chosen, &log, &budget),
                 self.review.clone(),
             )));
         }
@@ -444,14 +454,7 @@ impl SessionBuilder {
         }
         let pipeline = agent.decider().pipeline();
         let sampler = crate::mcp_sampler::ModelSampler {
-            session: crate::booking::OffTurn {
-                provider: Arc::clone(&chosen.provider),
-                model: chosen.model.clone(),
-                prices: prices(&self.config),
-                log: agent.log().clone(),
-                budget: agent.budget().clone(),
-                tally: self.off_turn.clone(),
-            },
+            session: self.off_turn(chosen, agent.log(), agent.budget()),
         };
         let trust_path = match &self.mcp_trust {
             Some(path) => path.clone(),

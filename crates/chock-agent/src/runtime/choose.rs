@@ -19,10 +19,8 @@ pub struct Chosen {
     pub model: String,
     /// Its key, if it needs one: the builder hands it to the log's redaction funnel.
     pub(super) key: Option<ApiKey>,
-    /// Whether it is the offline player (no key; no reviewer model unless its recording answers
-    /// reviews, [`Chosen::reviews`]).
-    pub offline: bool,
-    /// Whether a reviewer can ask it: a network provider, or a recording with a `review` answer.
+    /// Whether a reviewer can ask it: a network provider, or an offline recording with a
+    /// `review` answer.
     pub reviews: bool,
 }
 
@@ -31,7 +29,7 @@ impl std::fmt::Debug for Chosen {
         f.debug_struct("Chosen")
             .field("name", &self.name)
             .field("model", &self.model)
-            .field("offline", &self.offline)
+            .field("reviews", &self.reviews)
             .finish_non_exhaustive()
     }
 }
@@ -55,7 +53,6 @@ pub(super) fn choose_provider(
             name,
             model,
             key: None,
-            offline: true,
             reviews,
         });
     }
@@ -131,7 +128,6 @@ pub(super) fn choose_provider(
         name,
         model,
         key,
-        offline: false,
         reviews: true,
     })
 }

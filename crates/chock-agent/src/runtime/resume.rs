@@ -8,9 +8,9 @@
 
 use std::collections::HashMap;
 
-use crate::booking::OFF_TURN;
 use chock_log::Event;
 use chock_protocol::EventData;
+use chock_protocol::log::OFF_TURN;
 use chock_provider::{Block, Message, Role};
 
 /// A log that cannot be resumed.
@@ -106,10 +106,7 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                 };
                 out.input_tokens += response.usage.input_tokens;
                 out.output_tokens += response.usage.output_tokens;
-                out.cost_usd = match (out.cost_usd, response.cost_usd) {
-                    (Some(total), Some(c)) => Some(total + c),
-                    _ => None,
-                };
+                out.cost_usd = crate::budget::add_cost(out.cost_usd, response.cost_usd);
                 if response.turn == OFF_TURN {
                     continue;
                 }

@@ -109,6 +109,12 @@ pub struct TurnState {
     pub commit: Option<String>,
 }
 
+/// The `turn` of a `model.request` and its `model.response` made outside the loop's turns (an
+/// MCP server's sampling request, the reviewer model): their tokens and price count for the
+/// session, their messages are not the agent's conversation, and their input is not what the
+/// next turn's admission starts from.
+pub const OFF_TURN: u32 = 0;
+
 /// A request is about to go to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelRequest {

@@ -143,22 +143,25 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_secret_cut_in_two_by_the_reads_is_still_redacted_in_the_live_output() {
+    type Seen = Arc<Mutex<Vec<AgentEvent>>>;
+
+    /// An output item of a log that redacts `secret`, and the events it sends (the directory
+    /// holds the log).
+    fn item_redacting(secret: &str) -> (OutputItem, Seen, tempfile::TempDir) {
         let root = tempfile::tempdir().unwrap();
         let log = chock_log::Log::create(root.path(), chock_log::SessionHeader::default()).unwrap();
-        log.add_secret("sk-live-0123456789").unwrap();
-        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+        log.add_secret(secret).unwrap();
+        let events: Seen = Arc::default();
         let seen = Arc::clone(&events);
         let sink: Arc<dyn EventSink> =
             Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
         let item = OutputItem::new("c1.output".into(), 1, "c1", log, sink);
-        let out = chock_session::Stream::Stdout;
-        item.write(out, b"first line\nkey=sk-live-0123");
-        item.write(out, b"456789 and more\nno newline sk-live-");
-        item.write(out, b"0123456789");
-        item.complete(true);
-        let text: String = events
+        (item, events, root)
+    }
+
+    /// The text of every delta sent.
+    fn deltas(events: &Seen) -> Vec<String> {
+        events
             .lock()
             .unwrap()
             .iter()
@@ -166,7 +169,18 @@ mod tests {
                 AgentEvent::ItemDelta { text, .. } => Some(text.clone()),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn a_secret_cut_in_two_by_the_reads_is_still_redacted_in_the_live_output() {
+        let (item, events, _root) = item_redacting("sk-live-0123456789");
+        let out = chock_session::Stream::Stdout;
+        item.write(out, b"first line\nkey=sk-live-0123");
+        item.write(out, b"456789 and more\nno newline sk-live-");
+        item.write(out, b"0123456789");
+        item.complete(true);
+        let text: String = deltas(&events).concat();
         assert!(!text.contains("sk-live-0123456789"), "{text}");
         assert_eq!(
             text,
@@ -178,15 +192,8 @@ mod tests {
     /// first part would end moves the cut before it.
     #[test]
     fn a_long_line_is_never_cut_inside_a_secret_that_has_arrived() {
-        let root = tempfile::tempdir().unwrap();
-        let log = chock_log::Log::create(root.path(), chock_log::SessionHeader::default()).unwrap();
         let key = "sk-ant-api03-0123456789abcdefghijklmnopqrstuv";
-        log.add_secret(key).unwrap();
-        let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
-        let seen = Arc::clone(&events);
-        let sink: Arc<dyn EventSink> =
-            Arc::new(move |e: &AgentEvent| seen.lock().unwrap().push(e.clone()));
-        let item = OutputItem::new("c1.output".into(), 1, "c1", log, sink);
+        let (item, events, _root) = item_redacting(key);
         let out = chock_session::Stream::Stdout;
         item.write(out, &vec![b'x'; 62_000]);
         // With these 4,110 bytes the line passes the hold, and the first cut would fall 14 bytes
@@ -194,15 +201,7 @@ mod tests {
         let mut chunk = key.as_bytes().to_vec();
         chunk.extend(vec![b'y'; 4_070]);
         item.write(out, &chunk);
-        let deltas: Vec<String> = events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                AgentEvent::ItemDelta { text, .. } => Some(text.clone()),
-                _ => None,
-            })
-            .collect();
+        let deltas = deltas(&events);
         assert!(!deltas.is_empty(), "the long line was sent before its end");
         for delta in &deltas {
             assert!(!delta.contains(&key[..14]), "a part of the key went out");
