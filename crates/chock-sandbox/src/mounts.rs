@@ -120,6 +120,29 @@ fn build_tree(
                 },
             ));
         }
+        WorkspaceMount::ReadOnly { source } => {
+            let source = canonical("workspace", source)?;
+            // Checked again with symlinks resolved: no write path reaches into the real project.
+            if let Some((p, _)) = user.iter().find(|(p, m)| {
+                matches!(
+                    m,
+                    UserMount::Bind {
+                        readonly: false,
+                        ..
+                    }
+                ) && p.starts_with(&source)
+            }) {
+                return Err(SandboxError::Plan(format!(
+                    "write path {} is inside the project {}, which this call sees read-only",
+                    p.display(),
+                    source.display()
+                )));
+            }
+            user.push((
+                plan.project_path.clone(),
+                UserMount::ReadOverlay { lower: source },
+            ));
+        }
         WorkspaceMount::Overlay { lower, upper, .. } if plan.shared_overlay => {
             user.push((
                 plan.project_path.clone(),

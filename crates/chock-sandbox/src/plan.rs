@@ -33,7 +33,7 @@ pub struct Plan {
     /// tools that write dotfiles work while nothing of the host's home is visible. Declared read/write
     /// paths below it are bound into it.
     pub home: PathBuf,
-    /// What is mounted read-write at `project_path`.
+    /// What is mounted at `project_path` (read-write, except [`WorkspaceMount::ReadOnly`]).
     pub workspace: WorkspaceMount,
     /// With an overlay workspace: the call mounts no overlay of its own but attaches a clone of
     /// its session's one instance, which the host hands to the call ([`crate::SharedOverlay`],
@@ -75,6 +75,12 @@ pub enum WorkspaceMount {
         upper: PathBuf,
         work: PathBuf,
     },
+    /// The real project itself, read-only, and nothing writable at `project_path`: what a
+    /// long-lived service the person configured (an MCP server) runs from, so that it runs what
+    /// the person trusted and never what the agent wrote in its workspace. Shown through a
+    /// read-only overlay of its own (`read_overlay.rs`), so a host socket in the project answers
+    /// nothing. No declared write path may lie inside it.
+    ReadOnly { source: PathBuf },
 }
 
 /// The call's network.
@@ -159,6 +165,21 @@ impl Plan {
         }
         match &self.workspace {
             WorkspaceMount::Bind { source } => paths.push(("workspace source", source)),
+            WorkspaceMount::ReadOnly { source } => {
+                paths.push(("workspace source", source));
+                // The real project is never writable from inside, not even a part of it.
+                if let Some(p) = self
+                    .extra_write
+                    .iter()
+                    .find(|p| p.starts_with(&self.project_path) || p.starts_with(source))
+                {
+                    return Err(SandboxError::Plan(format!(
+                        "write path {} is inside the project {}, which this call sees read-only",
+                        p.display(),
+                        self.project_path.display()
+                    )));
+                }
+            }
             WorkspaceMount::Overlay { lower, upper, work } => {
                 for (what, p) in [
                     ("overlay lower", lower),

@@ -21,7 +21,7 @@ use crate::fresh::FreshStep;
 use crate::landlock_rules::LandlockPlan;
 use crate::limits::Rlimits;
 use crate::mounts::{self, Step};
-use crate::plan::{NetworkPlan, Plan};
+use crate::plan::{NetworkPlan, Plan, WorkspaceMount};
 
 /// Prepared data for the child. Holds raw pointers into its own strings, so it stays on the
 /// spawning thread's stack.
@@ -148,14 +148,20 @@ pub(crate) fn prepare_with(
 ) -> Result<Prepared, SandboxError> {
     // SAFETY: getuid/getgid never fail.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let mut writable_dirs = vec![
-        plan.project_path.clone(),
-        PathBuf::from("/tmp"),
-        PathBuf::from("/dev/shm"),
-    ];
+    // A read-only workspace (the real project a service runs from) is not a writable place.
+    let writable_project = match plan.workspace {
+        WorkspaceMount::ReadOnly { .. } => None,
+        _ => Some(&plan.project_path),
+    };
+    let mut writable_dirs: Vec<PathBuf> = writable_project
+        .into_iter()
+        .cloned()
+        .chain([PathBuf::from("/tmp"), PathBuf::from("/dev/shm")])
+        .collect();
     // The home is its own tmpfs (or a directory in /tmp) unless it lies in the workspace or a
     // declared write path, whose rule then covers it (and where it may not exist).
-    let home_in_bind = std::iter::once(&plan.project_path)
+    let home_in_bind = writable_project
+        .into_iter()
         .chain(&plan.extra_write)
         .any(|p| plan.home.starts_with(p));
     if !home_in_bind {

@@ -201,6 +201,8 @@ impl Session {
         let layers: Vec<PathBuf> = match &plan.workspace {
             WorkspaceMount::Overlay { upper, .. } => vec![upper.clone()],
             WorkspaceMount::Bind { source } => vec![source.clone()],
+            // Nothing a call writes lands there.
+            WorkspaceMount::ReadOnly { .. } => Vec::new(),
         };
         let extra: Vec<PathBuf> = plan
             .extra_read

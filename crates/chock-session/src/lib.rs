@@ -224,7 +224,8 @@ impl Session {
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } => {
                 Some(chock_sandbox::SharedOverlay::new(&mount)?)
             }
-            chock_sandbox::WorkspaceMount::Bind { .. } => None,
+            chock_sandbox::WorkspaceMount::Bind { .. }
+            | chock_sandbox::WorkspaceMount::ReadOnly { .. } => None,
         };
         let session = Session {
             project,

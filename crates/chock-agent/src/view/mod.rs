@@ -83,7 +83,10 @@ impl WorkspaceView {
     /// The view of what the sandbox mounts at `project_path`.
     pub fn from_mount(project_path: &Path, mount: &chock_sandbox::WorkspaceMount) -> Self {
         match mount {
-            chock_sandbox::WorkspaceMount::Bind { source } => Self::direct(project_path, source),
+            chock_sandbox::WorkspaceMount::Bind { source }
+            | chock_sandbox::WorkspaceMount::ReadOnly { source } => {
+                Self::direct(project_path, source)
+            }
             chock_sandbox::WorkspaceMount::Overlay { lower, upper, .. } => {
                 Self::overlay(project_path, lower, upper)
             }

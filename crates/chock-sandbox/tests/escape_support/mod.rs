@@ -251,7 +251,7 @@ pub fn run(plan: &Plan) -> Run {
                 plan.shared_overlay = true;
                 Some(chock_sandbox::SharedOverlay::new(&plan.workspace).expect("a shared overlay"))
             }
-            WorkspaceMount::Bind { .. } => None,
+            WorkspaceMount::Bind { .. } | WorkspaceMount::ReadOnly { .. } => None,
         };
         SESSION.with(|index| {
             // A session's first call is built the per-call way: the first of each thread is a
