@@ -2,7 +2,7 @@
 //! ask of Chock. Sampling is the act `mcp.<server>.sampling`, decided and logged with its prompt
 //! before the model is called, then charged like the agent's own calls (the [`Sampler`]);
 //! elicitation is a question to the session's answerers (nobody answering declines); `roots`
-//! lists only the throwaway copy (mounted at the project's path inside the server's sandbox); a
+//! lists only the project's path (the real project, read-only, inside a stdio server's sandbox); a
 //! `tools/list_changed` marks the server's tools for a fresh look before the next call.
 
 // rmcp 3.11 marks sampling and roots deprecated (SEP-2577), and servers in use still send them:
@@ -64,7 +64,7 @@ pub(crate) struct Handler {
     pub server: String,
     pub pipeline: Pipeline,
     pub sampler: Option<Arc<dyn Sampler>>,
-    /// The throwaway copy, where the server sees it (the project's path inside its sandbox).
+    /// The project's path: a stdio server sees the real project there, read-only.
     pub root: PathBuf,
     /// Set by `tools/list_changed`.
     pub tools_changed: Arc<AtomicBool>,
@@ -222,7 +222,7 @@ impl ClientHandler for Handler {
     ) -> impl Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
         let uri = format!("file://{}", self.root.display());
         let result = serde_json::from_value(json!({
-            "roots": [{"uri": uri, "name": "the session's throwaway copy of the project"}]
+            "roots": [{"uri": uri, "name": "the project (read-only; the agent's workspace is not in the server's sandbox)"}]
         }))
         .map_err(|e| internal(e.to_string()));
         std::future::ready(result)

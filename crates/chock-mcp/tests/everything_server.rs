@@ -49,7 +49,7 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
     };
     assert!(!is_error && text.contains("hello from chock"), "{text}");
 
-    // `roots` lists only the throwaway copy (at the project's path inside the server's sandbox).
+    // `roots` lists only the project's path (the real project, read-only, in its sandbox).
     let out = rt
         .block_on(offered[1].call("c2", &json!({}), &pipeline))
         .unwrap();
@@ -58,5 +58,5 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
     };
     let root = format!("file://{}", world.session.project().display());
     assert!(text.contains(&root), "{text}");
-    assert!(text.contains("throwaway copy"), "{text}");
+    assert!(text.contains("read-only"), "{text}");
 }

@@ -129,23 +129,27 @@ fn the_server_cannot_read_outside_its_tree_nor_reach_the_network() {
     assert!(text.contains("read failed"), "{text}");
     assert!(text.contains("connect failed"), "{text}");
 
-    // Its writes land in the throwaway copy: the project is untouched, the diff shows them.
+    // It writes nothing of the project: its working tree is the real project, read-only (not
+    // the agent's workspace, whose diff stays empty).
     let scribble = offered.iter().find(|t| t.def().name == "scribble").unwrap();
-    answered(
-        rt.block_on(scribble.call(
+    let outcome = rt
+        .block_on(scribble.call(
             "c2",
             &json!({"name": "NOTES", "text": "from the server"}),
             &pipeline,
         ))
-        .unwrap(),
-    );
+        .unwrap();
+    let CallOutcome::Answered { text, is_error } = outcome else {
+        panic!("expected an answer, got {outcome:?}")
+    };
+    assert!(is_error, "{text}");
     assert!(
         !world.project.path().join("NOTES").exists(),
         "the real project was written"
     );
     let diff = world.session.workspace().diff().unwrap();
     assert!(
-        diff.files.iter().any(|f| f.path == "NOTES"),
+        diff.files.iter().all(|f| f.path != "NOTES"),
         "{:?}",
         diff.files
     );

@@ -1,8 +1,14 @@
 //! A long-lived confined process the host speaks to over its standard streams: an MCP server.
-//! It is built by the same plan as a confined call ([`Session::plan_for`]: the session's throwaway
-//! copy as its working tree, the policy file read-only, the `[sandbox]` paths and limits, an
-//! environment from the allowlist) and started by the same driver; only its standard streams are
-//! pipes both ways and it has no timeout of its own (it lives as long as the session keeps it).
+//! It is built by the same plan as a confined call ([`Session::plan_for`]: the policy file
+//! read-only, the `[sandbox]` paths and limits, an environment from the allowlist) and started by
+//! the same driver; only its standard streams are pipes both ways and it has no timeout of its
+//! own (it lives as long as the session keeps it).
+//!
+//! What it sees at the project's path, and runs from (its working directory), is the **real
+//! project, read-only** ([`WorkspaceMount::ReadOnly`]), never the session's workspace: it was
+//! started from the person's configuration, so it runs what the person trusted, not what the
+//! agent last wrote in its throwaway copy (which it does not see at all). It writes nothing of
+//! the project; its own places are the caller's `extra_write` (its state directory, its caches).
 //!
 //! Its network is the caller's to decide *before* it starts (chock-mcp settles
 //! `mcp.<server>.network`): without that it gets no network at all, not even the egress proxy a
@@ -14,7 +20,9 @@ use std::path::PathBuf;
 
 use chock_broker::{CallProxy, PROXY_VARIABLES};
 use chock_decide::Pipeline;
-use chock_sandbox::{NetworkPlan, Plan, SandboxChild, SandboxError, StdioMode};
+use chock_sandbox::{
+    NetworkPlan, OwnOverlay, Plan, SandboxChild, SandboxError, StdioMode, WorkspaceMount,
+};
 
 use crate::{CallOptions, Session, SessionError};
 
@@ -81,6 +89,12 @@ impl Session {
         };
         let mut plan = self.plan_for(argv, &call);
         plan.timeout = None;
+        plan.workspace = WorkspaceMount::ReadOnly {
+            source: self.project.clone(),
+        };
+        plan.shared_overlay = false;
+        plan.own_overlay = OwnOverlay::Durable;
+        plan.cwd = self.project.clone();
         if !opts.network {
             // A command's plan gets the proxy when some row lets commands connect; a service
             // without `mcp.<server>.network` gets nothing.
@@ -111,12 +125,9 @@ impl Session {
             )));
         }
         let plan = self.service_plan(argv, opts);
-        let mut child = chock_sandbox::spawn_in_session(
-            &plan,
-            StdioMode::Duplex,
-            self.overlay.as_ref(),
-            &self.sockets,
-        )?;
+        // Its plan shares no overlay: the workspace is not in its sandbox.
+        let mut child =
+            chock_sandbox::spawn_in_session(&plan, StdioMode::Duplex, None, &self.sockets)?;
         let proxy = child
             .proxy_listener()
             .map(|listener| crate::egress::serve(pipeline, &self.log, &opts.call_id, listener))
