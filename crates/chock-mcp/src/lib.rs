@@ -15,6 +15,7 @@
 
 pub mod client;
 mod door;
+pub mod files;
 mod http;
 pub mod names;
 mod remote;
@@ -32,10 +33,11 @@ use chock_session::Session;
 use serde_json::{Value, json};
 
 pub use client::{SampleFuture, SampleReply, SampleRequest, Sampler};
+pub use files::ProjectFiles;
 pub use remote::destination_action;
 pub use server::{Listed, PinState, Server, StartContext};
 pub use tools::ToolDef;
-pub use trust::{Origin, TrustState, TrustStore, default_trust_path};
+pub use trust::{FileChange, Origin, TrustState, TrustStore, default_trust_path};
 
 /// Why an MCP server could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +60,28 @@ pub enum McpError {
         server: String,
         /// Its trust state.
         state: TrustState,
+    },
+    /// A file the server's command line names in the project is not what was trusted.
+    #[error(
+        "MCP server `{server}` is changed since trusted: {change}: run `chock mcp trust {server}`"
+    )]
+    FileChanged {
+        /// The server.
+        server: String,
+        /// Which file, and how.
+        change: trust::FileChange,
+    },
+    /// A file the server's command line names in the project cannot be read to pin or check it.
+    #[error("MCP server `{server}`: cannot read `{word}` ({}) to check it against its pin: {problem}", path.display())]
+    ProjectFile {
+        /// The server.
+        server: String,
+        /// The word of its command line.
+        word: String,
+        /// Where it leads.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
     },
     /// No server of that name is configured.
     #[error("no MCP server named `{0}` in chock.toml or config.toml")]

@@ -312,9 +312,13 @@ pub(crate) async fn start(
             state,
         });
     }
+    let files = crate::files::checked(configured, cx, &log)?;
     if cx.trusting && configured.origin.needs_trust() {
         let mut store = cx.trust.lock().map_err(|_| McpError::Poisoned)?;
         store.trust(&configured.origin, &def.name, &configured.hash);
+        if let Some(files) = &files {
+            store.pin_files(&configured.origin, &def.name, files);
+        }
         store.save()?;
     }
     let changed = Arc::new(AtomicBool::new(false));
@@ -476,6 +480,7 @@ impl Configured {
 pub fn is_untrusted(e: &McpError) -> Option<TrustState> {
     match e {
         McpError::NotTrusted { state, .. } => Some(*state),
+        McpError::FileChanged { .. } => Some(TrustState::Changed),
         _ => None,
     }
 }

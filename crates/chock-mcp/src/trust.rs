@@ -61,6 +61,10 @@ struct ServerRecord {
     /// The SHA-256 of the definition the person trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     definition: Option<String>,
+    /// The files its command line names inside the project, by the word as written → pin
+    /// (crate::files). Absent in a record trusted before files were pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    files: Option<BTreeMap<String, String>>,
     /// Tool name → SHA-256 of the definition approved.
     #[serde(default)]
     tools: BTreeMap<String, String>,
@@ -117,6 +121,70 @@ impl TrustState {
             TrustState::Trusted => "trusted",
             TrustState::Untrusted => "not trusted",
             TrustState::Changed => "changed since trusted",
+        }
+    }
+}
+
+/// How a file a trusted server's command line names in the project changed since the trust.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileChange {
+    /// Its content (or, for a link leading out of the project, where it leads) differs.
+    Differs {
+        /// The word of the command line.
+        word: String,
+    },
+    /// It was pinned and is gone (or is no longer a file).
+    Gone {
+        /// The word of the command line.
+        word: String,
+    },
+    /// It names a file now that was not there when the server was trusted.
+    New {
+        /// The word of the command line.
+        word: String,
+    },
+    /// The trust was recorded before Chock pinned files, and the command line names this one.
+    NeverPinned {
+        /// The word of the command line.
+        word: String,
+    },
+}
+
+impl FileChange {
+    /// The word of the command line that names the file.
+    pub fn word(&self) -> &str {
+        match self {
+            FileChange::Differs { word }
+            | FileChange::Gone { word }
+            | FileChange::New { word }
+            | FileChange::NeverPinned { word } => word,
+        }
+    }
+}
+
+impl std::fmt::Display for FileChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileChange::Differs { word } => {
+                write!(
+                    f,
+                    "its file `{word}` in the project differs from the one trusted"
+                )
+            }
+            FileChange::Gone { word } => {
+                write!(
+                    f,
+                    "its file `{word}`, pinned when it was trusted, is gone from the project"
+                )
+            }
+            FileChange::New { word } => write!(
+                f,
+                "`{word}` of its command line names a file in the project that was not there when it was trusted"
+            ),
+            FileChange::NeverPinned { word } => write!(
+                f,
+                "it was trusted before Chock pinned the files a server runs, and its file `{word}` is not pinned"
+            ),
         }
     }
 }
@@ -186,6 +254,39 @@ impl TrustStore {
         record.definition = Some(hash.to_string());
     }
 
+    /// Records the files the trusted definition's command line names in the project.
+    pub fn pin_files(&mut self, origin: &Origin, server: &str, files: &BTreeMap<String, String>) {
+        self.record_mut(origin, server).files = Some(files.clone());
+    }
+
+    /// How the files a trusted server's command line names now (`now`, from the real project)
+    /// differ from those pinned when it was trusted; `None`: they do not.
+    pub fn files_changed(
+        &self,
+        origin: &Origin,
+        server: &str,
+        now: &BTreeMap<String, String>,
+    ) -> Option<FileChange> {
+        let record = self.record(origin, server)?;
+        let Some(pinned) = &record.files else {
+            // Trusted before files were pinned: only a server that names none is unchanged.
+            return now
+                .keys()
+                .next()
+                .map(|word| FileChange::NeverPinned { word: word.clone() });
+        };
+        for (word, pin) in pinned {
+            match now.get(word) {
+                None => return Some(FileChange::Gone { word: word.clone() }),
+                Some(p) if p != pin => return Some(FileChange::Differs { word: word.clone() }),
+                Some(_) => {}
+            }
+        }
+        now.keys()
+            .find(|word| !pinned.contains_key(*word))
+            .map(|word| FileChange::New { word: word.clone() })
+    }
+
     /// The pinned hash of `tool`'s definition, if it was approved.
     pub fn pinned(&self, origin: &Origin, server: &str, tool: &str) -> Option<&str> {
         self.record(origin, server)?
@@ -251,5 +352,65 @@ mod tests {
             file: "/c.toml".into(),
         };
         assert_eq!(store.state(&user, "s", "x"), TrustState::Own);
+    }
+
+    #[test]
+    fn files_are_checked_against_their_pins_and_an_older_record_asks_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let origin = Origin::Project {
+            project: "/p".into(),
+            file: "/p/chock.toml".into(),
+        };
+        // A record written before files were pinned: read as it is, trusted while the server
+        // names no file of the project, asked again once it does.
+        std::fs::write(
+            &path,
+            r#"{"scopes":{"project:/p":{"s":{"definition":"h1","tools":{"t":"x"}}}}}"#,
+        )
+        .unwrap();
+        let mut store = TrustStore::open(&path).unwrap();
+        assert_eq!(store.state(&origin, "s", "h1"), TrustState::Trusted);
+        let none = BTreeMap::new();
+        let one: BTreeMap<String, String> = [("srv.py".to_string(), "sha256:a".to_string())].into();
+        assert_eq!(store.files_changed(&origin, "s", &none), None);
+        let change = store.files_changed(&origin, "s", &one).unwrap();
+        assert_eq!(
+            change,
+            FileChange::NeverPinned {
+                word: "srv.py".into()
+            }
+        );
+        assert!(change.to_string().contains("`srv.py`"), "{change}");
+
+        store.pin_files(&origin, "s", &one);
+        store.save().unwrap();
+        let store = TrustStore::open(&path).unwrap();
+        assert_eq!(store.files_changed(&origin, "s", &one), None);
+        let other: BTreeMap<String, String> =
+            [("srv.py".to_string(), "sha256:b".to_string())].into();
+        assert_eq!(
+            store.files_changed(&origin, "s", &other),
+            Some(FileChange::Differs {
+                word: "srv.py".into()
+            })
+        );
+        assert_eq!(
+            store.files_changed(&origin, "s", &none),
+            Some(FileChange::Gone {
+                word: "srv.py".into()
+            })
+        );
+        let more: BTreeMap<String, String> = one
+            .clone()
+            .into_iter()
+            .chain([("lib.py".to_string(), "sha256:c".to_string())])
+            .collect();
+        assert_eq!(
+            store.files_changed(&origin, "s", &more),
+            Some(FileChange::New {
+                word: "lib.py".into()
+            })
+        );
     }
 }
