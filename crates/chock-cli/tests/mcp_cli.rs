@@ -219,3 +219,183 @@ fn list_and_test_a_streamable_http_server() {
         "nothing connected to the denied destination"
     );
 }
+
+/// The events of the session in `dir`: (kind, data).
+fn events_of(dir: &std::path::Path) -> Vec<(String, serde_json::Value)> {
+    std::fs::read_to_string(dir.join("log.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["kind"].as_str().unwrap().to_string(), v["data"].clone())
+        })
+        .collect()
+}
+
+const PROJECT_SERVER: &str = r#"import os
+from mcp.server.mcpserver import MCPServer
+
+VERSION = "the real v1"
+server = MCPServer("chock-test-project")
+
+
+@server.tool(description="Says which srv.py runs.")
+def which() -> str:
+    return VERSION
+
+
+if __name__ == "__main__":
+    server.run("stdio")
+"#;
+
+/// A trusted project server `python srv.py`: the agent rewrites `srv.py` in its workspace, and
+/// the resumed session's server is still the real project's; an edit of the real `srv.py` is
+/// "changed" (listed, refused by `chock mcp test` and by the next resume, naming the file) until
+/// it is trusted again.
+#[test]
+fn a_project_server_runs_the_trusted_file_across_a_resume() {
+    let python = prefix().join("venv/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{} is missing: .ci/run installs it",
+            python.display()
+        );
+        eprintln!("skipped: {} is not installed", python.display());
+        return;
+    }
+    let w = World::with_git_project();
+    w.write(
+        "chock.toml",
+        &format!(
+            "[[rule]]\naction = \"mcp.proj.tool.*\"\ndecision = \"allow\"\n\n\
+             [[rule]]\naction = \"mcp.proj.network\"\ndecision = \"deny\"\n\n\
+             [mcp.servers.proj]\ncommand = \"{}\"\nargs = [\"srv.py\"]\nread = [\"{}\"]\nstartup_timeout_secs = 60\n",
+            python.display(),
+            prefix().display()
+        ),
+    );
+    w.write("srv.py", PROJECT_SERVER);
+    w.git(&["add", "-A"]);
+    w.git(&["commit", "-q", "-m", "a server"]);
+
+    let trusted = w.chock(&["mcp", "trust", "proj", "--yes"]);
+    let said = run_support::text(&trusted.stdout);
+    assert!(
+        trusted.status.success(),
+        "{said}{}",
+        run_support::text(&trusted.stderr)
+    );
+    assert!(said.contains("  file:     srv.py sha256:"), "{said}");
+
+    let script = w.script(
+        r#"
+tools = ["mcp__proj__which"]
+[[turn]]
+text = "asking the server, then rewriting it"
+[[turn.call]]
+tool = "mcp__proj__which"
+input = {}
+expect = { contains = "the real v1" }
+[[turn.call]]
+tool = "write_file"
+input = { path = "srv.py", content = "import sys\nsys.exit('the agent wrote this')\n" }
+
+[[turn]]
+text = "first task done"
+
+[[turn]]
+text = "asking again after the resume"
+[[turn.call]]
+tool = "mcp__proj__which"
+input = {}
+expect = { contains = "the real v1" }
+
+[[turn]]
+text = "second task done"
+"#,
+    );
+    let before = w.sessions();
+    let first = w.chock(&["run", "--provider", &script, "use the server"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        run_support::text(&first.stderr)
+    );
+    let session = w
+        .sessions()
+        .into_iter()
+        .find(|s| !before.contains(s))
+        .expect("the run's session");
+    let id = session.file_name().unwrap().to_string_lossy().into_owned();
+    let second = w.chock(&["run", "--provider", &script, "--resume", &id, "again"]);
+    assert!(
+        second.status.success(),
+        "{}{}",
+        run_support::text(&second.stdout),
+        run_support::text(&second.stderr)
+    );
+    let answers: Vec<String> = events_of(&session)
+        .into_iter()
+        .filter(|(k, _)| k == "tool.result")
+        .map(|(_, d)| d.to_string())
+        .filter(|d| d.contains("the real v1"))
+        .collect();
+    assert_eq!(
+        answers.len(),
+        2,
+        "both runs asked the real server: {answers:?}"
+    );
+    let started = events_of(&session)
+        .into_iter()
+        .filter(|(k, d)| k == "mcp.server" && d["phase"] == "started")
+        .count();
+    assert_eq!(started, 2, "the server started in each run");
+    assert_eq!(
+        w.read("srv.py"),
+        PROJECT_SERVER,
+        "the real srv.py is untouched"
+    );
+
+    // The real srv.py changes (an applied diff, an edit): changed until trusted again.
+    w.write(
+        "srv.py",
+        &PROJECT_SERVER.replace("the real v1", "the real v2"),
+    );
+    let listed = run_support::text(&w.chock(&["mcp", "list"]).stdout);
+    assert!(
+        listed.contains("trust:   its file `srv.py` in the project differs from the one trusted"),
+        "{listed}"
+    );
+    let tested = w.chock(&["mcp", "test", "proj"]);
+    assert_eq!(tested.status.code(), Some(123));
+    let err = run_support::text(&tested.stderr);
+    assert!(
+        err.contains("MCP server `proj` is changed since trusted: its file `srv.py`")
+            && err.contains("run `chock mcp trust proj`"),
+        "{err}"
+    );
+    let third = w.chock(&["run", "--provider", "demo", "--resume", &id, "once more"]);
+    let refused = events_of(&session).into_iter().any(|(k, d)| {
+        k == "mcp.server"
+            && d["phase"] == "refused"
+            && d["reason"].as_str().is_some_and(|r| r.contains("`srv.py`"))
+    });
+    assert!(
+        refused,
+        "the resume refused the changed server: {}",
+        run_support::text(&third.stderr)
+    );
+    let again = w.chock(&["mcp", "trust", "proj", "--yes"]);
+    assert!(
+        again.status.success(),
+        "{}",
+        run_support::text(&again.stderr)
+    );
+    let tested = w.chock(&["mcp", "test", "proj"]);
+    assert!(
+        tested.status.success(),
+        "{}",
+        run_support::text(&tested.stderr)
+    );
+}

@@ -5,8 +5,9 @@
 //! - `test NAME` starts one trusted server in a scratch session (confined, nobody to ask: a
 //!   network question is a refusal; an HTTP one reached through the broker, its destination
 //!   decided by the table alone), lists its tools with their pin and decision, and stops it.
-//! - `trust NAME` shows a server's exact definition, asks the person (a terminal, or `--yes`),
-//!   records its hash in Chock's data directory and pins the tools it lists now.
+//! - `trust NAME` shows a server's exact definition and the files its command line names in the
+//!   project (each pinned by content), asks the person (a terminal, or `--yes`), records the
+//!   hashes in Chock's data directory and pins the tools it lists now.
 //!
 //! Trust is decided here and nowhere else: a session never asks to trust a server mid-start (it
 //! logs the refusal with this command's name), so a repository cannot time a question to catch a
@@ -121,6 +122,13 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
     for server in &servers {
         let name = &server.def.name;
         let state = trust.state(&server.origin, name, &server.hash);
+        let state = match (state, files_of(server)) {
+            (chock_mcp::TrustState::Trusted, Ok(Some(files))) => trust
+                .files_changed(&server.origin, name, &files.pinned)
+                .map_or_else(|| state.word().to_string(), |c| c.to_string()),
+            (chock_mcp::TrustState::Trusted, Err(e)) => e.to_string(),
+            _ => state.word().to_string(),
+        };
         println!("{name}");
         println!(
             "  from:    {} ({})",
@@ -128,7 +136,7 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
             shown(Path::new(&server.file_words()), project)
         );
         println!("  how:     {}", transport_words(server));
-        println!("  trust:   {}", state.word());
+        println!("  trust:   {state}");
         match &server.def.transport {
             Transport::Stdio { .. } => {
                 let network = chock_policy::Action::mcp_network(name).map(|a| policy.decide(&a));
@@ -166,6 +174,17 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a project's stdio server's command line names in the project (its files, pinned when it
+/// is trusted and checked at every start); `None` for any other server.
+fn files_of(server: &Configured) -> Result<Option<chock_mcp::ProjectFiles>, chock_mcp::McpError> {
+    match &server.origin {
+        chock_mcp::Origin::Project { project, .. } => {
+            chock_mcp::files::project_files(&server.def, project).map(Some)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A scratch session over `project` (its workspace is removed when it closes).
@@ -288,6 +307,17 @@ fn trust(name: &str, project: &Path, yes: bool) -> anyhow::Result<ExitCode> {
     println!("  reads:    {}", paths(&def.read));
     println!("  caches:   {}", paths(&def.cache));
     println!("  sha256:   {}", server.hash);
+    if let Some(files) = files_of(&server).map_err(bad_input)? {
+        if files.pinned.is_empty() && files.unpinned.is_empty() {
+            println!("  files:    (none in the project)");
+        }
+        for (word, pin) in &files.pinned {
+            println!("  file:     {word} {pin}");
+        }
+        for (word, why) in &files.unpinned {
+            println!("  unpinned: {word} ({why})");
+        }
+    }
     if !yes {
         if !std::io::stdin().is_terminal() {
             return Err(Exit::new(
