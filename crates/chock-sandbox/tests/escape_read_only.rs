@@ -1,4 +1,4 @@
-//! The real project read-only at the project's path (`WorkspaceMount::ReadOnly`): what a
+//! Escape suite, the real project read-only at the project's path (`WorkspaceMount::ReadOnly`): what a
 //! long-lived service such as an MCP server runs from, so that it runs what the person trusted
 //! and never what the agent wrote. It reads the project; it writes nothing of it (no new file,
 //! no rewrite, no unlink: the mount is read-only and Landlock grants no write there); a live
