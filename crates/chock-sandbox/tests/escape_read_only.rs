@@ -1,6 +1,6 @@
-//! Escape suite, the real project read-only at the project's path (`WorkspaceMount::ReadOnly`): what a
-//! long-lived service such as an MCP server runs from, so that it runs what the person trusted
-//! and never what the agent wrote. It reads the project; it writes nothing of it (no new file,
+//! Escape suite, the real project read-only at the project's path
+//! (`WorkspaceMount::ReadOnly`): what a long-lived service such as an MCP server runs from, so
+//! that it runs what the person trusted and never what the agent wrote. It reads the project; it writes nothing of it (no new file,
 //! no rewrite, no unlink: the mount is read-only and Landlock grants no write there); a live
 //! socket inside it is not the host's (the project is shown through an overlay of its own); and a
 //! declared write path inside it is refused before anything runs.
