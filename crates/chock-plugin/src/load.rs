@@ -277,7 +277,7 @@ impl LoadedPlugin {
         let instance = self
             .pre
             .instantiate(&mut store)
-            .map_err(|e| failed(describe(&run::stopped(&e))))?;
+            .map_err(|e| failed(describe(&run::not_instantiated(&e))))?;
         let listed = instance
             .call_tools(&mut store)
             .map_err(|e| failed(describe(&run::stopped(&e))))?;
@@ -367,11 +367,14 @@ impl LoadedPlugin {
             Ok(store) => store,
             Err(err) => return CallReport::refused(limits, format!("{err:#}")),
         };
-        let outcome = self
-            .pre
-            .instantiate(&mut store)
-            .and_then(|instance| instance.call_call(&mut store, tool, input));
-        let (end, bytes) = match outcome {
+        let instance = match self.pre.instantiate(&mut store) {
+            Ok(instance) => instance,
+            Err(err) => {
+                let end = run::not_instantiated(&err);
+                return run::report(&mut store, limits, started, end, 0);
+            }
+        };
+        let (end, bytes) = match instance.call_call(&mut store, tool, input) {
             Ok(Ok(text)) => {
                 let bytes = text.len() as u64;
                 if bytes > limits.output {

@@ -64,7 +64,23 @@ pub(crate) struct Limits {
     pub output: u64,
 }
 
-/// The memory cap: every linear memory and table of the store, together.
+/// Bytes one table element is counted as against the memory cap. Wasmtime holds a `funcref` or
+/// `externref` element as one host pointer (8 bytes on a 64-bit host) and a continuation element as
+/// two; 16 counts every kind at its largest, so a plugin can never hold more table memory than its
+/// cap says.
+pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
+
+/// Core instances one store may make. A component built by the Rust toolchain for `wasm32-wasip2`
+/// needs a handful (its module, the shims that lower imports, the fix-ups that fill their tables);
+/// every core instance brings its own tables and memories, so this bounds what they add up to.
+pub(crate) const MAX_INSTANCES: usize = 8;
+/// Tables one store may make (all instances together); each still counts against the cap.
+pub(crate) const MAX_TABLES: usize = 16;
+/// Linear memories one store may make (all instances together).
+pub(crate) const MAX_MEMORIES: usize = 4;
+
+/// The memory cap: every linear memory and table of the store, together (a table's elements at
+/// [`TABLE_ELEMENT_BYTES`] each), with the per-store counts of instances, tables and memories.
 #[derive(Debug)]
 struct MemoryCap {
     cap: usize,
@@ -72,12 +88,41 @@ struct MemoryCap {
     peak: usize,
 }
 
-/// A memory grow past the cap: the call ends as a trap carrying this.
+/// What grew past the cap.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+enum Grown {
+    #[error("a linear memory grew")]
+    Memory,
+    #[error("a table grew, each element counted as {TABLE_ELEMENT_BYTES} bytes")]
+    Table,
+}
+
+/// A memory or table grow past the cap: the call ends as a trap carrying this.
 #[derive(Debug, thiserror::Error)]
-#[error("the plugin asked for {desired} bytes of memory; its cap is {cap}")]
+#[error(
+    "the plugin asked for {desired} bytes of linear memory and tables together ({grown}); its cap is {cap} (memory_mb)"
+)]
 pub(crate) struct MemoryCapHit {
     desired: usize,
     cap: usize,
+    grown: Grown,
+}
+
+impl MemoryCap {
+    /// Books a memory or table going from `current` to `desired` bytes, or refuses it.
+    fn grow(&mut self, current: usize, desired: usize, grown: Grown) -> wasmtime::Result<bool> {
+        let total = self.used.saturating_sub(current).saturating_add(desired);
+        if total > self.cap {
+            return Err(wasmtime::Error::new(MemoryCapHit {
+                desired: total,
+                cap: self.cap,
+                grown,
+            }));
+        }
+        self.used = total;
+        self.peak = self.peak.max(total);
+        Ok(true)
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -87,25 +132,32 @@ impl ResourceLimiter for MemoryCap {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let total = self.used.saturating_sub(current).saturating_add(desired);
-        if total > self.cap {
-            return Err(wasmtime::Error::new(MemoryCapHit {
-                desired: total,
-                cap: self.cap,
-            }));
-        }
-        self.used = total;
-        self.peak = self.peak.max(total);
-        Ok(true)
+        self.grow(current, desired, Grown::Memory)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 100_000)
+        self.grow(
+            current.saturating_mul(TABLE_ELEMENT_BYTES),
+            desired.saturating_mul(TABLE_ELEMENT_BYTES),
+            Grown::Table,
+        )
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
     }
 }
 
@@ -365,6 +417,18 @@ pub(crate) fn stopped(err: &wasmtime::Error) -> CallEnd {
         return CallEnd::Trapped(exited.to_string());
     }
     CallEnd::Trapped(format!("{err:#}"))
+}
+
+/// Why instantiating the component stopped: a limit's own end (the memory cap, fuel, the timeout)
+/// as it is, anything else said with the per-store limits it may have hit.
+pub(crate) fn not_instantiated(err: &wasmtime::Error) -> CallEnd {
+    match stopped(err) {
+        CallEnd::Trapped(why) => CallEnd::Trapped(format!(
+            "it cannot be instantiated (a store holds at most {MAX_INSTANCES} core instances, \
+             {MAX_TABLES} tables and {MAX_MEMORIES} linear memories): {why}"
+        )),
+        end => end,
+    }
 }
 
 /// Fills in the report from the store once the call is over.
