@@ -192,6 +192,23 @@ impl Agent {
         self.toolbox.register_shared(tool)
     }
 
+    /// Adds `tool` unless nobody may call it: one whose fixed act ([`DynTool::fixed_act`]) the live
+    /// table denies outright is not offered, as an MCP tool the table denies is not (an `ask` is
+    /// still offered: someone may allow it). Returns whether it was added.
+    ///
+    /// [`DynTool::fixed_act`]: crate::tools::tool::DynTool::fixed_act
+    pub fn offer_tool(
+        &mut self,
+        tool: Arc<dyn crate::tools::tool::DynTool>,
+    ) -> Result<bool, crate::tools::registry::RegistryError> {
+        if let Some(act) = tool.fixed_act()
+            && self.decider.pipeline().verdict(&act).decision == chock_policy::Decision::Deny
+        {
+            return Ok(false);
+        }
+        self.toolbox.register_shared(tool).map(|()| true)
+    }
+
     /// Takes back what the model was shown of files, as the log recorded it (resume).
     pub(crate) fn restore_seen(&self, shown: &[chock_protocol::log::ShownLines]) {
         self.toolbox.restore_seen(shown);

@@ -185,3 +185,47 @@ fn plugin_test_shows_the_tools_definitions() {
         "{stdout}"
     );
 }
+
+/// The tool names of the request `raw` (head and JSON body, as the loopback server saw it).
+fn offered(raw: &str) -> Vec<String> {
+    let body = &raw[raw.find("\r\n\r\n").unwrap() + 4..];
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_plugin_tool_the_table_denies_is_not_offered_to_the_model() {
+    let Some(built) = built() else { return };
+    // `save` denied outright, `count` asked about: only what someone may allow is offered.
+    let w = world(
+        built,
+        "[[rule]]\naction = \"plugin.demo.tool.save\"\ndecision = \"deny\"\n\
+         [[rule]]\naction = \"plugin.demo.tool.count\"\ndecision = \"ask\"\n",
+    );
+    let (port, server) = anthropic_server(vec![reply("msg_1", 10, "Nothing to do.", None)]);
+    fake_provider(&w, port, "CHOCK_TEST_PLUGIN_KEY");
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "look around"],
+        &[("CHOCK_TEST_PLUGIN_KEY", "sk-ant-plugin-0123456789")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let requests = server.join().unwrap();
+    let tools = offered(&requests[0]);
+    assert!(
+        tools.iter().any(|t| t == "plugin__demo__count"),
+        "{tools:?}"
+    );
+    assert!(
+        tools.iter().any(|t| t == "plugin__demo__tally"),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|t| t == "plugin__demo__save"),
+        "{tools:?}"
+    );
+}

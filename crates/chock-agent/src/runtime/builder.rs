@@ -18,9 +18,7 @@ use crate::config::Config;
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
-use crate::subagent::{
-    ChildSpec, SpawnAgent, SpawnAgents, SubagentConfig, Subagents, TakeSubagent,
-};
+use crate::subagent::{ChildSpec, SubagentConfig, Subagents};
 use crate::tools::tool::DynTool;
 
 use super::SessionRuntime;
@@ -423,12 +421,10 @@ impl SessionBuilder {
                 },
                 budget,
             );
-            agent.register_tool(Arc::new(SpawnAgent::new(Arc::clone(&subagents))))?;
-            agent.register_tool(Arc::new(SpawnAgents::new(Arc::clone(&subagents))))?;
-            agent.register_tool(Arc::new(TakeSubagent::new(subagents)))?;
+            crate::subagent::offer(&mut agent, subagents)?;
         }
         for tool in self.tools.iter().chain(&plugins) {
-            agent.register_tool(Arc::clone(tool))?;
+            agent.offer_tool(Arc::clone(tool))?;
         }
         self.start_mcp(&mut agent, chosen)?;
         Ok(agent)

@@ -100,3 +100,23 @@ impl Subagents {
 pub fn child_dir(parent_session_dir: &Path, child: &str) -> PathBuf {
     parent_session_dir.join("children").join(child)
 }
+
+/// Offers the subagent tools to `agent`, only those someone may call: none when a child here would
+/// be deeper than `[subagents] max_depth` (every spawn would be refused), `spawn_agent` and
+/// `spawn_agents` only when the table does not deny `subagent.spawn`, and `take_subagent` only
+/// beside them (with no child it has nothing to take).
+pub fn offer(
+    agent: &mut crate::agent::Agent,
+    subagents: Arc<Subagents>,
+) -> Result<(), crate::tools::registry::RegistryError> {
+    let max_depth = agent.host().session().policy().subagents().max_depth;
+    if u64::from(subagents.config.depth) >= max_depth {
+        return Ok(());
+    }
+    let spawns = agent.offer_tool(Arc::new(SpawnAgent::new(Arc::clone(&subagents))))?;
+    agent.offer_tool(Arc::new(SpawnAgents::new(Arc::clone(&subagents))))?;
+    if spawns {
+        agent.register_tool(Arc::new(TakeSubagent::new(subagents)))?;
+    }
+    Ok(())
+}

@@ -64,6 +64,10 @@ impl Tool for SpawnAgent {
         Effect::Mutating
     }
 
+    fn fixed_act(&self) -> Option<Action> {
+        Action::parse("subagent.spawn").ok()
+    }
+
     fn access(&self, input: &SpawnInput) -> Result<Access, ActionError> {
         let task: String = input.task.chars().take(200).collect();
         Ok(Access::Acts(vec![Act::new(
@@ -371,6 +375,10 @@ impl Tool for SpawnAgents {
 
     fn effect(&self) -> Effect {
         Effect::Mutating
+    }
+
+    fn fixed_act(&self) -> Option<Action> {
+        Action::parse("subagent.spawn").ok()
     }
 
     fn access(&self, input: &SpawnManyInput) -> Result<Access, ActionError> {

@@ -95,6 +95,10 @@ impl DynTool for PluginTool {
         self.def().input_schema.clone()
     }
 
+    fn fixed_act(&self) -> Option<Action> {
+        Some(self.def().action.clone())
+    }
+
     fn effect(&self) -> Effect {
         let changes = self.plugin.imports().iter().any(|i| {
             matches!(

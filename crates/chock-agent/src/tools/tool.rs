@@ -160,6 +160,13 @@ pub trait Tool: Send + Sync + 'static {
     /// The acts `input` needs decided. An error naming an act is a refusal of the call.
     fn access(&self, input: &Self::Input) -> Result<Access, ActionError>;
 
+    /// The act every call is decided as, whatever its input (`subagent.spawn`,
+    /// `plugin.<plugin>.tool.<tool>`); `None` when the act depends on the input. A tool whose
+    /// fixed act the table denies is never offered: nobody may call it.
+    fn fixed_act(&self) -> Option<Action> {
+        None
+    }
+
     /// Does the work, once every act of [`Tool::access`] was allowed.
     fn run<'a>(
         &'a self,
@@ -194,6 +201,11 @@ pub trait DynTool: Send + Sync {
 
     /// Whether it changes anything.
     fn effect(&self) -> Effect;
+
+    /// [`Tool::fixed_act`]: the act every call is decided as, if the input does not change it.
+    fn fixed_act(&self) -> Option<Action> {
+        None
+    }
 
     /// Parses `input` into a call.
     fn prepare(&self, input: &Value) -> Result<Box<dyn Prepared + '_>, serde_json::Error>;
@@ -233,6 +245,10 @@ impl<T: Tool> DynTool for T {
 
     fn effect(&self) -> Effect {
         Tool::effect(self)
+    }
+
+    fn fixed_act(&self) -> Option<Action> {
+        Tool::fixed_act(self)
     }
 
     fn prepare(&self, input: &Value) -> Result<Box<dyn Prepared + '_>, serde_json::Error> {
