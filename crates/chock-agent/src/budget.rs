@@ -103,6 +103,9 @@ struct State {
     reserved: BTreeMap<String, BudgetAmount>,
     children_usd: f64,
     children_tokens: u64,
+    /// A call of its own, or an ended child, had no price: the dollars spent are unknown (a
+    /// `None`, never a sum that left the unpriced part out).
+    unpriced: bool,
     /// Each ended child's cost, in the order they ended.
     ended: Vec<ChildCost>,
 }
@@ -151,11 +154,12 @@ impl Budget {
         limit.usd.is_some() || limit.tokens.is_some()
     }
 
-    /// Spent so far: the session's own calls and its ended children's.
+    /// Spent so far: the session's own calls and its ended children's (dollars unknown once any
+    /// of them had no price).
     pub fn spent(&self) -> BudgetAmount {
         let s = self.lock();
         BudgetAmount {
-            usd: Some(s.own_usd + s.children_usd),
+            usd: (!s.unpriced).then_some(s.own_usd + s.children_usd),
             tokens: Some(s.own_tokens + s.children_tokens),
         }
     }
@@ -233,12 +237,14 @@ impl Budget {
     }
 
     /// Books one model call of a turn: its input tokens (cache reads and writes included), output
-    /// tokens and price (None: unknown, booked as nothing — [`Budget::admit`] refuses a dollar
-    /// budget an unpriced model). Its input is what the next call's admission assumes at least.
+    /// tokens and price (None: unknown, booked as nothing against a limit — [`Budget::admit`]
+    /// refuses a dollar budget an unpriced model — and what was spent is then unknown in dollars).
+    /// Its input is what the next call's admission assumes at least.
     pub fn charge(&self, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
         let mut s = self.lock();
         s.own_tokens += input_tokens + output_tokens;
         s.own_usd += usd.unwrap_or(0.0);
+        s.unpriced |= usd.is_none();
         s.last_input = input_tokens;
     }
 
@@ -249,6 +255,7 @@ impl Budget {
         let mut s = self.lock();
         s.own_tokens += input_tokens + output_tokens;
         s.own_usd += usd.unwrap_or(0.0);
+        s.unpriced |= usd.is_none();
     }
 
     /// Books the reply of a call of `turn`, as the log names it: a turn's
@@ -308,6 +315,7 @@ impl Budget {
             cost_usd: spent.usd,
             tokens: spent.tokens.unwrap_or(0),
         });
+        s.unpriced |= spent.usd.is_none();
         let slice = s.reserved.remove(child).unwrap_or_default();
         let cap_f = |spent: f64, cap: Option<f64>| cap.map_or(spent, |c| spent.min(c));
         let cap_t = |spent: u64, cap: Option<u64>| cap.map_or(spent, |c| spent.min(c));
@@ -377,13 +385,13 @@ fn left_of(s: &State) -> BudgetAmount {
 
 /// What a session's log says it spent: its own model calls and what each of its children spent,
 /// as recorded in `agent.complete` (a child still running, or whose end was never recorded, counts
-/// its whole slice).
+/// its whole slice). The dollars are unknown (`None`) when any of those had no price.
 pub fn spent_in_log(events: &[Event]) -> BudgetAmount {
     let budget = Budget::from_log(events, None);
     let s = budget.lock();
     let reserved = sum(s.reserved.values());
     BudgetAmount {
-        usd: Some(s.own_usd + s.children_usd + reserved.usd.unwrap_or(0.0)),
+        usd: (!s.unpriced).then_some(s.own_usd + s.children_usd + reserved.usd.unwrap_or(0.0)),
         tokens: Some(s.own_tokens + s.children_tokens + reserved.tokens.unwrap_or(0)),
     }
 }

@@ -161,6 +161,19 @@ fn answer(id: &str, tokens: u64, text: &str) -> Step {
     Step::Answer(reply(id, tokens, text, None))
 }
 
+/// `step` as a reply of a model the price table does not know.
+fn unpriced(step: Step) -> Step {
+    match step {
+        Step::Answer(Reply::Events(events)) => Step::Answer(Reply::Events(
+            events
+                .into_iter()
+                .map(|e| e.replace("claude-sonnet-4-5", "claude-unpriced-1"))
+                .collect(),
+        )),
+        other => other,
+    }
+}
+
 /// The child id the last tool result of the request names (`child ID ended …`).
 fn last_child(body: &Value) -> String {
     let text = body["messages"].to_string();
@@ -753,19 +766,39 @@ fn id_of(dir: &Path) -> String {
     dir.file_name().unwrap().to_string_lossy().into_owned()
 }
 
+/// The names of the tools a request offers.
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+const SPAWNING: [&str; 3] = ["spawn_agent", "spawn_agents", "take_subagent"];
+
+/// The tool names each request offered, by the asking agent's tag.
+type Offered = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
 #[test]
-fn a_spawn_beyond_max_depth_is_refused_and_names_the_bound() {
+fn at_max_depth_no_spawning_tool_is_offered_and_a_call_of_one_is_refused() {
     let w = World::new();
     w.write("chock.toml", "[subagents]\nmax_depth = 0\n");
-    let script = |tag: &str, step: usize, _body: &Value| match (tag, step) {
-        ("D", 0) => call(
-            "d0",
-            1000,
-            "spawn_agent",
-            &json!({"task": "[agent:E] never"}),
-        ),
-        ("D", _) => answer("d1", 1000, "no children here"),
-        _ => panic!("no script for {tag}"),
+    let offered: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let record = Arc::clone(&offered);
+    let script = move |tag: &str, step: usize, body: &Value| {
+        record.lock().unwrap().push(tool_names(body));
+        match (tag, step) {
+            ("D", 0) => call(
+                "d0",
+                1000,
+                "spawn_agent",
+                &json!({"task": "[agent:E] never"}),
+            ),
+            ("D", _) => answer("d1", 1000, "no children here"),
+            _ => panic!("no script for {tag}"),
+        }
     };
     let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
@@ -776,6 +809,13 @@ fn a_spawn_beyond_max_depth_is_refused_and_names_the_bound() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(w.sessions().len(), 1, "no child session was made");
     assert!(seen.lock().unwrap().iter().all(|(t, _)| t == "D"));
+    for tools in offered.lock().unwrap().iter() {
+        assert!(tools.iter().any(|t| t == "read_file"), "{tools:?}");
+        assert!(
+            !tools.iter().any(|t| SPAWNING.contains(&t.as_str())),
+            "{tools:?}"
+        );
+    }
     let events = w.events_exact();
     assert!(!events.iter().any(|(k, _, _)| k == "session.spawn"));
     let result = events
@@ -787,7 +827,88 @@ fn a_spawn_beyond_max_depth_is_refused_and_names_the_bound() {
         result.2["output"]
             .as_str()
             .unwrap()
-            .contains("max_depth is 0"),
+            .contains("there is no tool named spawn_agent"),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn a_child_at_max_depth_is_not_offered_spawn_agent_where_its_parent_is() {
+    let w = World::new();
+    w.write("chock.toml", "[subagents]\nmax_depth = 1\n");
+    let offered: Offered = Arc::default();
+    let record = Arc::clone(&offered);
+    let script = move |tag: &str, step: usize, body: &Value| {
+        record
+            .lock()
+            .unwrap()
+            .push((tag.to_string(), tool_names(body)));
+        unpriced(match (tag, step) {
+            ("P", 0) => call(
+                "p0",
+                1000,
+                "spawn_agent",
+                &json!({"task": "[agent:C] try to go deeper"}),
+            ),
+            ("P", _) => answer("p1", 1000, "P is done."),
+            ("C", 0) => call(
+                "c0",
+                1000,
+                "spawn_agent",
+                &json!({"task": "[agent:G] never"}),
+            ),
+            ("C", _) => answer("c1", 1000, "no grandchildren"),
+            _ => panic!("no script for {tag}"),
+        })
+    };
+    let (port, _seen) = tree_server(w.sessions_root(), Arc::new(script));
+    // A model with no price: the child's cost is as unknown as its parent's, never $0.0000.
+    w.config_toml(&format!(
+        "[providers.fake]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:{port}\"\nkey_env = \"CHOCK_TEST_TREE_KEY\"\nmodel = \"claude-unpriced-1\"\n"
+    ));
+    let out = w.chock_with_env(
+        &["run", "--provider", "fake", "[agent:P] spawn one"],
+        &[("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789")],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("cost        unknown ("), "{stdout}");
+    let child_line = stdout
+        .lines()
+        .find(|l| l.starts_with("child "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(child_line.contains(": unknown ("), "{child_line}");
+    assert!(!stdout.contains("$0.0000"), "{stdout}");
+    let offered = offered.lock().unwrap();
+    for (tag, tools) in offered.iter() {
+        let spawning: Vec<&str> = tools
+            .iter()
+            .map(String::as_str)
+            .filter(|t| SPAWNING.contains(t))
+            .collect();
+        match tag.as_str() {
+            "P" => assert_eq!(spawning, SPAWNING, "{tools:?}"),
+            _ => assert!(spawning.is_empty(), "{tag}: {tools:?}"),
+        }
+    }
+    assert!(offered.iter().any(|(tag, _)| tag == "C"), "the child asked");
+    let parent = events_of(&session_of(&w, "P"));
+    let spawned = parent
+        .iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("p0"))
+        .unwrap();
+    let told = spawned.2["output"].as_str().unwrap();
+    assert!(told.contains("it spent unknown ("), "{told}");
+    let child = events_of(&session_of(&w, "C"));
+    let result = child
+        .iter()
+        .find(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("c0"))
+        .unwrap();
+    assert!(
+        result.2["output"]
+            .as_str()
+            .unwrap()
+            .contains("there is no tool named spawn_agent"),
         "{result:?}"
     );
 }

@@ -219,6 +219,12 @@ pub struct Summary {
     pub children: Vec<ChildCost>,
 }
 
+/// A price as every client shows it: `$0.1234`, or `unknown` when some model call had no price
+/// (never `$0.0000`, which would read as free). One rule for a session's own cost and a child's.
+pub fn cost_text(cost_usd: Option<f64>) -> String {
+    cost_usd.map_or_else(|| "unknown".to_string(), |usd| format!("${usd:.4}"))
+}
+
 /// What one child session cost its parent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChildCost {

@@ -165,3 +165,36 @@ fn a_slice_is_reserved_and_what_the_child_left_returns() {
     assert_eq!(budget.children().len(), 1);
     assert_eq!(budget.left().tokens, Some(7800));
 }
+
+#[test]
+fn an_unpriced_call_makes_the_dollars_spent_unknown_never_zero() {
+    let budget = Budget::new(BudgetAmount::default());
+    budget.charge(100, 10, Some(0.5));
+    assert_eq!(budget.spent().usd, Some(0.5));
+    budget.charge(100, 10, None);
+    assert_eq!(
+        budget.spent(),
+        BudgetAmount {
+            usd: None,
+            tokens: Some(220)
+        }
+    );
+    // A parent whose child had no price: the child's cost and the parent's total are unknown.
+    let parent = Budget::new(BudgetAmount::default());
+    parent.charge(10, 1, Some(0.25));
+    parent.reserve("c", BudgetAmount::default());
+    parent.settle("c", budget.spent(), ChildEnd::Done);
+    assert_eq!(parent.children()[0].cost_usd, None);
+    assert_eq!(parent.spent().usd, None);
+    // As a child's log says it: the `model.response` without a price.
+    use chock_log::EventKind;
+    let events = vec![event(
+        1,
+        EventKind::ModelResponse,
+        serde_json::json!({"turn": 1, "model": "m", "stop_reason": "end_turn",
+            "content": [], "usage": {"input_tokens": 100, "output_tokens": 10},
+            "cost_usd": null}),
+    )];
+    assert_eq!(spent_in_log(&events).usd, None);
+    assert_eq!(spent_in_log(&events).tokens, Some(110));
+}

@@ -136,11 +136,11 @@ pub(super) fn report(
     digest: Option<&str>,
     changed: &[String],
 ) -> ToolOutput {
-    let spent = match (ended.spent.usd, ended.spent.tokens) {
-        (Some(usd), Some(tokens)) => format!("${usd:.4}, {tokens} tokens"),
-        (None, Some(tokens)) => format!("{tokens} tokens"),
-        _ => "nothing".into(),
-    };
+    let spent = format!(
+        "{} ({} tokens)",
+        chock_protocol::live::cost_text(ended.spent.usd),
+        ended.spent.tokens.unwrap_or(0)
+    );
     let mut text = format!(
         "child {child} ended {}; it spent {spent}.\n",
         word(ended.how)

@@ -463,7 +463,7 @@ impl App {
     }
 
     fn summary(&mut self, s: &Summary) {
-        let cost = s.cost_usd.map_or("unknown".into(), |c| format!("${c:.4}"));
+        let cost = chock_protocol::live::cost_text(s.cost_usd);
         self.say(
             Kind::Note,
             &format!(

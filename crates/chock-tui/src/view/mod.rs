@@ -243,7 +243,7 @@ fn draw_status(frame: &mut Frame<'_>, area: Rect, app: &App) {
         Phase::Working => "working",
         Phase::Ended => "ended",
     };
-    let cost = app.cost.map_or("$?".to_string(), |c| format!("${c:.4}"));
+    let cost = chock_protocol::live::cost_text(app.cost);
     let mut spans = vec![
         Span::styled(
             format!(" {phase} "),

@@ -118,11 +118,7 @@ pub(crate) fn print_summary(s: &Summary) {
     let d = &s.decisions;
     let allowed = d.allowed_by_table + d.allowed_by_person + d.allowed_by_reviewer;
     let refused = d.denied_by_table + d.denied_by_answer + d.unanswered;
-    let cost = s
-        .cost_usd
-        .map_or("unknown (no price for this model)".to_string(), |c| {
-            format!("${c:.4}")
-        });
+    let cost = chock_protocol::live::cost_text(s.cost_usd);
     println!();
     println!("── session {} ──", s.session);
     if let Some(title) = &s.title {
@@ -145,9 +141,7 @@ pub(crate) fn print_summary(s: &Summary) {
         s.input_tokens, s.output_tokens
     );
     for child in &s.children {
-        let cost = child
-            .cost_usd
-            .map_or("unknown".to_string(), |c| format!("${c:.4}"));
+        let cost = chock_protocol::live::cost_text(child.cost_usd);
         let ended = serde_json::to_value(child.ended)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
