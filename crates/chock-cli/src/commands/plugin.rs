@@ -123,8 +123,14 @@ fn show(
     }
     for tool in plugin.tools() {
         let verdict = policy.decide(&tool.action);
+        // A session offers the model no tool the table denies outright (docs/plugins.md).
+        let offered = if verdict.decision == chock_policy::Decision::Deny {
+            "; not offered to the model"
+        } else {
+            ""
+        };
         println!(
-            "  tool {}: {} as `{}` ({})",
+            "  tool {}: {} as `{}` ({}){offered}",
             tool.name, verdict.decision, tool.action, verdict.decided_by
         );
         if detail {
