@@ -50,7 +50,10 @@ const ETC_ENTRIES: &[&str] = &[
     "perl",
 ];
 
-/// Device nodes bound from the host's /dev.
+/// Device nodes bound from the host's /dev, each read-only: reading and writing the device still
+/// work (a read-only mount refuses writes to the inode, not to the device behind it), while chmod,
+/// chown, times and extended attributes fail with EROFS. As root the call's uid 0 is the host's, so
+/// a writable bind would let `chmod 000 /dev/null` in a call change the host's node.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Parts of /proc made read-only on top of Landlock (they configure the whole machine).
@@ -93,7 +96,7 @@ pub(crate) fn system_and_dev(b: &mut Builder, plan: &Plan) -> Result<(), Sandbox
         let op = Op::Bind {
             source: under_old_root(&target)?,
             target: cstr(target.as_os_str().as_bytes())?,
-            readonly: false,
+            readonly: true,
             devices: true,
         };
         b.push(op, fs, format!("device {}", target.display()));
@@ -151,12 +154,90 @@ pub(crate) fn system_and_dev(b: &mut Builder, plan: &Plan) -> Result<(), Sandbox
         ),
     );
     b.made.insert(PathBuf::from("/dev"));
+    // /dev itself read-only once made: in a session sandbox every call runs in a copy of one tree,
+    // and a mode or extended attribute one call set on the /dev tmpfs would be seen by the next.
+    // Its mounts (the devices, /dev/pts, /dev/shm) keep their own flags.
+    b.push(
+        Op::RemountReadonly {
+            target: cstr("/dev")?,
+        },
+        fs,
+        "/dev read-only".into(),
+    );
 
     Ok(())
 }
 
+/// /proc files a call is never shown, as container runtimes mask them: each is covered by a
+/// read-only, `nodev` bind of /dev/null, so opening it fails with EACCES (what a user other than
+/// root meets there anyway). They are root-only or machine-wide, and for a root user the call's uid
+/// 0 is the host's, so their owner check passes.
+const PROC_MASKED_FILES: &[(&str, &str)] = &[
+    ("kcore", "the machine's physical memory as a core file"),
+    (
+        "kmsg",
+        "the kernel's log, which reading consumes for everyone",
+    ),
+    (
+        "kpageflags",
+        "the state of every physical page (a map for Rowhammer-style attacks)",
+    ),
+    (
+        "kpagecount",
+        "how often every physical page is mapped (as kpageflags)",
+    ),
+    (
+        "kpagecgroup",
+        "the cgroup of every physical page (as kpageflags)",
+    ),
+    (
+        "slabinfo",
+        "the kernel heap's caches, which heap exploits groom against",
+    ),
+    (
+        "pagetypeinfo",
+        "the page allocator's free lists (as slabinfo)",
+    ),
+    (
+        "vmallocinfo",
+        "kernel virtual addresses, which undo address randomisation",
+    ),
+    (
+        "timer_list",
+        "every timer of the machine, with kernel addresses",
+    ),
+    (
+        "timer_stats",
+        "who set which timer, machine-wide (older kernels)",
+    ),
+    ("sched_debug", "every task of the machine (older kernels)"),
+    (
+        "latency_stats",
+        "where every process waited, with kernel symbols",
+    ),
+    (
+        "keys",
+        "the keys the caller's user may see in the kernel keyrings",
+    ),
+    (
+        "interrupts",
+        "per-CPU interrupt counts, a side channel on other processes' activity",
+    ),
+];
+
+/// /proc directories a call is never shown (hardware and driver state), each covered by an empty
+/// read-only tmpfs.
+const PROC_MASKED_DIRS: &[(&str, &str)] = &[
+    ("acpi", "firmware tables and ACPI events"),
+    ("asound", "sound hardware"),
+    ("scsi", "SCSI devices; `scsi/scsi` takes commands from root"),
+    ("tty/driver", "serial ports' state and counters (root-only)"),
+];
+
 /// A fresh /proc (mounted while the host's is still attached: the kernel requires one fully
-/// visible procfs before it lets a user namespace mount another) and read-only machine knobs.
+/// visible procfs before it lets a user namespace mount another), read-only machine knobs, and the
+/// masked files and directories: the reviewed lists above, and any other entry at the top of the
+/// host's /proc that is not world-readable (a kernel's own root-only file the lists do not name).
 pub(crate) fn proc(b: &mut Builder) -> Result<(), SandboxError> {
     let fs = Layer::Filesystem;
     // /proc for the new pid namespace, with the machine-wide knobs read-only.
@@ -168,6 +249,8 @@ pub(crate) fn proc(b: &mut Builder) -> Result<(), SandboxError> {
         fs,
         "proc /proc (this call's pid namespace)".into(),
     );
+    // Every step after the mount is optional (a missing entry is skipped): a session sandbox's
+    // call makes them again on its own /proc (fresh.rs).
     for name in PROC_READONLY {
         let target = format!("/proc/{name}");
         let op = Op::Bind {
@@ -183,5 +266,72 @@ pub(crate) fn proc(b: &mut Builder) -> Result<(), SandboxError> {
             optional: true,
         });
     }
+    let (files, dirs) = masked_proc_entries();
+    for name in files {
+        let target = format!("/proc/{name}");
+        let op = Op::Bind {
+            source: cstr("/dev/null")?,
+            target: cstr(&*target)?,
+            readonly: true,
+            devices: false,
+        };
+        b.steps.push(Step {
+            op,
+            layer: fs,
+            label: format!("mask {target}"),
+            optional: true,
+        });
+    }
+    for name in dirs {
+        let target = format!("/proc/{name}");
+        let op = Op::Tmpfs {
+            target: cstr(&*target)?,
+            data: cstr("mode=555,size=4096")?,
+            flags: libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        };
+        b.steps.push(Step {
+            op,
+            layer: fs,
+            label: format!("mask {target} (an empty read-only tmpfs)"),
+            optional: true,
+        });
+    }
     Ok(())
+}
+
+/// The /proc files and directories to mask: the reviewed lists, then every other entry at the
+/// top of the host's /proc (the call's shows the same kernel's) that is not world-readable, in
+/// name order. Process directories and the machine-knob binds are left alone.
+fn masked_proc_entries() -> (Vec<String>, Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut files: Vec<String> = PROC_MASKED_FILES
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let mut dirs: Vec<String> = PROC_MASKED_DIRS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let mut found: Vec<(String, bool)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let meta = std::fs::symlink_metadata(e.path()).ok()?;
+            let private = meta.permissions().mode() & 0o004 == 0;
+            let ours = name.bytes().all(|c| c.is_ascii_digit())
+                || PROC_READONLY.contains(&name.as_str())
+                || meta.file_type().is_symlink();
+            (private && !ours).then_some((name, meta.is_dir()))
+        })
+        .collect();
+    found.sort();
+    for (name, is_dir) in found {
+        let list = if is_dir { &mut dirs } else { &mut files };
+        if !list.contains(&name) {
+            list.push(name);
+        }
+    }
+    (files, dirs)
 }

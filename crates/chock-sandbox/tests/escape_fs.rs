@@ -191,16 +191,15 @@ fn writes_outside_the_workspace_are_refused() {
     );
 }
 
-/// Attack: write where the mounts alone would let the call write: the sandbox's own /dev is a
-/// writable tmpfs (its device nodes must stay writable), so a new file there is refused only by
-/// Landlock, which allows writes under the workspace, /tmp, /dev/shm and the sandbox home only.
-/// Layer: Landlock (EACCES). Harmless either way: that /dev is the call's own tmpfs.
+/// Attack: make a new file in the sandbox's /dev, which is the call's own tmpfs (in a session
+/// sandbox, one for every call of the session). Layers: /dev remounted read-only once made (EROFS),
+/// Landlock behind it (writes are allowed under the workspace, /tmp, /dev/shm and the sandbox home
+/// only). Control: the allowed places stay writable, so the refusal is by path.
 #[test]
-fn landlock_refuses_writes_the_mounts_would_allow() {
+fn a_file_cannot_be_made_in_dev() {
     let fx = Fixture::new(Backing::Overlay);
     let r = run(&fx.hostile_plan(&["write", "/dev/chock-escape"]));
-    r.assert_refused("EACCES", "Landlock: /dev is not a writable path");
-    // Control: the allowed places are writable, so the refusal above is by path.
+    r.assert_refused("EROFS", "/dev is read-only once made");
     for ok in ["/tmp/allowed", "/dev/shm/allowed"] {
         let r = run(&fx.hostile_plan(&["write", ok]));
         assert!(
@@ -208,6 +207,50 @@ fn landlock_refuses_writes_the_mounts_would_allow() {
             "{ok} must stay writable: {r:?}"
         );
     }
+}
+
+/// Attack: change the device nodes and /dev itself: set the mode, owner and times of /dev/null,
+/// /dev/zero, /dev/full, /dev/random, /dev/urandom and /dev/tty, and an extended attribute on them,
+/// each to what it already is (so a failure of this test changes nothing). The devices are the
+/// host's inodes, bound: as root the call's uid 0 is the host's, and `chmod 000 /dev/null` would
+/// break the host. /dev is a tmpfs that, in a session sandbox, every call of the session shares: a
+/// mode or attribute set by one call would be seen by the next. Layers: the devices bound
+/// read-only, /dev remounted read-only (EROFS, before any owner check). Control: the devices still
+/// read and write (a read-only mount refuses changes to the inode, not to the device).
+#[test]
+fn the_device_nodes_and_dev_cannot_be_changed() {
+    let fx = Fixture::new(Backing::Overlay);
+    let mut failures = Vec::new();
+    let paths = [
+        "/dev/null",
+        "/dev/zero",
+        "/dev/full",
+        "/dev/random",
+        "/dev/urandom",
+        "/dev/tty",
+        "/dev",
+    ];
+    for path in paths {
+        for what in ["chmod", "chown", "times", "xattr"] {
+            let r = run(&fx.hostile_plan(&["inode", what, path]));
+            if r.stdout.trim() != "refused EROFS" {
+                failures.push(format!("{what} {path}: {:?} {}", r.status, r.stdout.trim()));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "changes a read-only device bind or /dev must refuse with EROFS:\n{}",
+        failures.join("\n")
+    );
+    let script =
+        "echo x > /dev/null && head -c 5 /dev/zero | wc -c && head -c 5 /dev/urandom | wc -c";
+    let r = run(&fx.plan(vec!["/bin/sh".into(), "-c".into(), script.into()]));
+    assert_eq!(
+        (r.status, r.stdout.split_whitespace().collect::<Vec<_>>()),
+        (chock_sandbox::ExitStatus::Exited(0), vec!["5", "5"]),
+        "the devices must still work: {r:?}"
+    );
 }
 
 /// Attack: write a kernel tunable (the same value back, so a failure of this test harms nothing).
@@ -271,6 +314,81 @@ fn dangerous_proc_files_cannot_be_opened_for_writing() {
         let r = run(&fx.hostile_plan(&["open-write", path]));
         r.assert_refused(errno, &format!("{layer}: {path}"));
     }
+}
+
+/// Attack: read /proc's root-only files (kpageflags, kpagecount, slabinfo, vmallocinfo, timer_list,
+/// kmsg, and any other entry at the top of /proc the host shows to root only) and the files
+/// container runtimes mask (keys, interrupts), a few bytes each, and list its hardware directories.
+/// As root the call's uid 0 is the host's, so the files' owner check passes. Layer: the masks over
+/// /proc (a read-only `nodev` bind of /dev/null over a file: EACCES; an empty read-only tmpfs over
+/// a directory). For another user the files' own permissions answer the same.
+#[test]
+fn root_only_proc_files_are_masked() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new(Backing::Overlay);
+    let mut files: Vec<String> = [
+        "kpageflags",
+        "kpagecount",
+        "kpagecgroup",
+        "slabinfo",
+        "vmallocinfo",
+        "pagetypeinfo",
+        "timer_list",
+        "kmsg",
+        "kcore",
+        "keys",
+        "interrupts",
+    ]
+    .map(String::from)
+    .to_vec();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if meta.is_file()
+            && meta.permissions().mode() & 0o004 == 0
+            && name != "sysrq-trigger"
+            && !files.contains(&name)
+        {
+            files.push(name);
+        }
+    }
+    let mut failures = Vec::new();
+    for name in &files {
+        let path = format!("/proc/{name}");
+        if !std::path::Path::new(&path).exists() {
+            continue;
+        }
+        let r = run(&fx.hostile_plan(&["open-read", &path]));
+        if r.stdout.trim() != "refused EACCES" {
+            failures.push(format!("{path}: {:?} {}", r.status, r.stdout.trim()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "/proc files that must be masked (EACCES):\n{}",
+        failures.join("\n")
+    );
+    let dirs = [
+        "/proc/acpi",
+        "/proc/asound",
+        "/proc/scsi",
+        "/proc/tty/driver",
+    ];
+    let script = dirs
+        .iter()
+        .map(|d| format!("echo {d} $(ls -A {d} 2>/dev/null | wc -l)"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let r = run(&fx.plan(vec!["/bin/sh".into(), "-c".into(), script]));
+    for line in r.stdout.lines() {
+        assert!(
+            line.ends_with(" 0"),
+            "a masked /proc directory lists entries: {line}\n{r:?}"
+        );
+    }
+    assert_eq!(r.stdout.lines().count(), dirs.len(), "{r:?}");
 }
 
 /// Attack: write /sys (the same value back). Layer: the fresh root (no sysfs at all) or a

@@ -21,6 +21,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
 // A crate root's modules sit beside it, so the bin's own directory is named explicitly.
+#[path = "chock-hostile/inode.rs"]
+mod inode;
 #[path = "chock-hostile/raw_acts.rs"]
 mod raw_acts;
 #[path = "chock-hostile/reports.rs"]
@@ -54,6 +56,9 @@ fn main() {
             std::os::unix::fs::PermissionsExt::from_mode(0o777),
         )),
         ["rewrite", path] => rewrite(path),
+        // Sets an inode's mode, owner or times to what they are, or sets and removes an
+        // extended attribute (src/bin/chock-hostile/inode.rs).
+        ["inode", what, path] => inode::act(what, path),
         // Creates `path` (if absent) and gives it `mode` (octal), e.g. 4755: a set-user-id file
         // owned by the call's uid, left behind for the host.
         ["chmod-mode", path, mode] => match u32::from_str_radix(mode, 8) {
@@ -78,6 +83,11 @@ fn main() {
         ["setid", call, path] => set_id(call, path),
         // Opens for writing and closes without writing: for files where any write is an act
         // (/proc/sysrq-trigger), the open is where Landlock and the permission checks answer.
+        // Opens for reading and reads a few bytes: for files too large to print (kpageflags).
+        ["open-read", path] => errno_result(std::fs::File::open(path).and_then(|mut f| {
+            let mut buf = [0u8; 16];
+            std::io::Read::read(&mut f, &mut buf)
+        })),
         ["open-write", path] => errno_result(std::fs::OpenOptions::new().write(true).open(path)),
         ["connect-tcp", addr] => errno_result(std::net::TcpStream::connect(addr)),
         ["bind-tcp", addr] => errno_result(std::net::TcpListener::bind(addr)),
