@@ -259,6 +259,18 @@ const fn kill(name: &'static str, x86_64: i64, aarch64: i64, why: &'static str) 
     }
 }
 
+/// A row refusing every invocation of a call with ENOSYS, as a kernel without it would.
+const fn enosys(name: &'static str, x86_64: i64, aarch64: i64, why: &'static str) -> SyscallRule {
+    SyscallRule {
+        name,
+        x86_64,
+        aarch64,
+        action: RuleAction::Enosys,
+        args: ArgMatch::Any,
+        why,
+    }
+}
+
 /// The filter. Numbers: x86_64 from arch/x86/entry/syscalls/syscall_64.tbl, aarch64 from
 /// include/uapi/asm-generic/unistd.h (numbers from 403 up are shared by every architecture).
 pub const RULES: &[SyscallRule] = &[
@@ -298,14 +310,19 @@ pub const RULES: &[SyscallRule] = &[
         282,
         "lets a process stall the kernel mid-copy, the classic race-widening tool",
     ),
-    kill(
+    // io_uring: refused, not killed. libuv (Node 22 and later, and every MCP server on it) and
+    // other runtimes probe io_uring_setup at start and fall back to epoll when it fails; a kill
+    // took the whole process down with an empty stderr. ENOSYS is what a kernel built without
+    // io_uring answers, so every caller already handles it; the kernel code stays unreachable.
+    enosys(
         "io_uring_setup",
         425,
         425,
-        "io_uring bypasses the per-call filter and has a long exploit history",
+        "io_uring bypasses the per-call filter and has a long exploit history; ENOSYS, not a \
+         kill: libuv (Node 22+) probes it at start and falls back to epoll",
     ),
-    kill("io_uring_enter", 426, 426, "io_uring (see io_uring_setup)"),
-    kill(
+    enosys("io_uring_enter", 426, 426, "io_uring (see io_uring_setup)"),
+    enosys(
         "io_uring_register",
         427,
         427,
