@@ -292,6 +292,8 @@ pub(crate) struct SetupReport {
     pub cgroup_not_joined: Option<i32>,
     /// A session init said it waits for calls.
     pub ready: bool,
+    /// The listener of the call's seccomp filter (a call's init sends it).
+    pub seccomp_listener: Option<OwnedFd>,
 }
 
 impl SetupReport {
@@ -308,6 +310,7 @@ impl SetupReport {
             init_pid: 0,
             proxy: None,
             cgroup_not_joined: None,
+            seccomp_listener: None,
         };
         let deadline = plan.timeout.map(|t| started + t);
         loop {
@@ -342,6 +345,7 @@ impl SetupReport {
                 }
                 k if k == Kind::SetupPid as u32 => out.setup_pidfd = fd,
                 k if k == Kind::SessionReady as u32 => out.ready = true,
+                k if k == Kind::SeccompListener as u32 => out.seccomp_listener = fd,
                 k if k == Kind::ProxyListener as u32 => {
                     out.proxy = fd.map(TcpListener::from);
                 }

@@ -82,7 +82,7 @@ fn probe_child(
         10,
         landlock_rules::apply(landlock).err().map_or(0, |(_, e)| e),
     );
-    let seccomp = seccomp_rules::install(filters).and_then(|()| {
+    let seccomp = seccomp_rules::install(filters, false).and_then(|_| {
         // With the filter on, unshare(CLONE_NEWUSER) must fail with EPERM.
         match namespaces::unshare(libc::CLONE_NEWUSER) {
             Err(libc::EPERM) => Ok(()),

@@ -428,7 +428,21 @@ pub(crate) fn confine_and_run(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) ->
     if let Err((s, e)) = landlock_rules::apply(&p.landlock) {
         fail(chan, Layer::Landlock, s, e);
     }
-    if let Err(e) = seccomp_rules::install(&p.seccomp) {
+    // The filter's listener goes to the host, which watches the kill rows' calls (see
+    // seccomp_watch.rs); a listener that cannot be handed over fails the call.
+    let listener = match seccomp_rules::install(&p.seccomp, true) {
+        Ok(Some(fd)) => fd,
+        Ok(None) => fail(chan, Layer::Seccomp, step::SECCOMP, libc::EINVAL),
+        Err(e) => fail(chan, Layer::Seccomp, step::SECCOMP, e),
+    };
+    let sent = report::send(
+        chan,
+        Record::new(Kind::SeccompListener, 0, 0, 0, 0),
+        Some(listener),
+    );
+    // SAFETY: the host holds the listener now (or the call fails below); close the init's copy.
+    unsafe { libc::close(listener) };
+    if let Err(e) = sent {
         fail(chan, Layer::Seccomp, step::SECCOMP, e);
     }
     if let Some(gate) = fds.gate {

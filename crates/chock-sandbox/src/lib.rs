@@ -31,6 +31,7 @@ mod read_overlay;
 mod ready;
 mod report;
 pub mod seccomp_rules;
+mod seccomp_watch;
 mod session_sandbox;
 mod shared_overlay;
 mod socket_index;

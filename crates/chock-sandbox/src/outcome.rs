@@ -34,6 +34,30 @@ pub struct Outcome {
     pub limits: LimitsReport,
     /// Wall time from spawn to the end of the last process.
     pub duration: Duration,
+    /// The system call for which the sandbox's seccomp filter killed a process of the call (the
+    /// first, by the kill row's name), when it did: a SIGKILL alone would not say why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forbidden_call: Option<String>,
+}
+
+impl Outcome {
+    /// Words on the filter's part in the call's end, for the tool result and `chock exec`: which
+    /// forbidden call killed a process, or, for a death by SIGSYS (the kernel's own kill, for a
+    /// call through another architecture's system call table), that the filter most likely did.
+    pub fn filter_note(&self) -> Option<String> {
+        match (&self.forbidden_call, self.status) {
+            (Some(call), _) => Some(format!(
+                "the sandbox's seccomp filter killed a process of the call: it made the system \
+                 call `{call}`, which no call may make (docs/sandbox.md lists them)"
+            )),
+            (None, ExitStatus::Signaled(s)) if s == libc::SIGSYS => Some(
+                "killed by SIGSYS: most likely the sandbox's seccomp filter, for a system call \
+                 through another architecture's table (x32 or i386), which no call may make"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
 }
 
 /// Which limits were on for a call. rlimits are always on; the cgroup ones are best effort, and

@@ -28,6 +28,8 @@ pub(crate) enum Kind {
     SetupPid = 7,
     /// The session init built the session's tree and waits for calls.
     SessionReady = 8,
+    /// The listener of the call's seccomp filter (attached), from the call's init.
+    SeccompListener = 9,
 }
 
 /// One message.

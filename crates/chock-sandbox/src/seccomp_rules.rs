@@ -20,10 +20,23 @@ mod program;
 
 pub use program::{compile, install};
 
+/// The name of the kill row whose number on `arch` is `nr`: what a killed process called.
+pub fn killed_call(arch: Arch, nr: i64) -> Option<&'static str> {
+    RULES
+        .iter()
+        .find(|r| r.action == RuleAction::Kill && r.number(arch) == nr)
+        .map(|r| r.name)
+}
+
 /// What the kernel does when a row matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RuleAction {
-    /// SECCOMP_RET_KILL_PROCESS: nothing a build or test legitimately does needs this call.
+    /// The process is killed, and the call's report names the call: nothing a build or test
+    /// legitimately does needs it, and no common runtime probes it at start (a probed call is
+    /// refused instead, as io_uring is). Made with SECCOMP_RET_USER_NOTIF: the call waits,
+    /// never executed, while the host's watcher (`seccomp_watch.rs`) records its name and kills
+    /// the process with SIGKILL. Were the watcher gone, the kernel would answer ENOSYS: the
+    /// call's kernel code is unreachable either way.
     Kill,
     /// Fail with EPERM: the call has legitimate uses with other arguments, or programs probe it and
     /// handle the refusal.

@@ -58,6 +58,8 @@ pub struct SandboxChild {
     timeout: Option<Duration>,
     finished: Option<Outcome>,
     killed: bool,
+    /// The host's watch over the call's seccomp filter: which forbidden call killed a process.
+    seccomp: crate::seccomp_watch::Watch,
 }
 
 /// Forks, builds every layer in the child and executes the plan's command. Returns once the command
@@ -152,8 +154,32 @@ impl CallIo {
                 init_pid,
                 proxy,
                 cgroup_not_joined,
+                seccomp_listener,
                 ..
             }) => {
+                // The filter's watch: without it the kill rows would answer ENOSYS, and nobody
+                // would say which call was forbidden; the call does not run without it.
+                let watch = seccomp_listener
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EBADF))
+                    .and_then(|l| crate::seccomp_watch::Watch::start(l, &init_pidfd));
+                let seccomp = match watch {
+                    Ok(w) => w,
+                    Err(e) => {
+                        drop(lifeline_w);
+                        setup.kill();
+                        setup.reap();
+                        if let Some(cg) = &cgroup {
+                            cg.kill();
+                            cg.remove();
+                        }
+                        return Err(SandboxError::Layer {
+                            layer: Layer::Seccomp,
+                            reason: format!("the filter's listener was not handed over: {e}"),
+                            hint: "run `chock doctor` to see which layers this machine supports"
+                                .into(),
+                        });
+                    }
+                };
                 if let Some(e) = cgroup_not_joined {
                     limits.memory_max_bytes = None;
                     limits.pids_max = None;
@@ -184,6 +210,7 @@ impl CallIo {
                     timeout: plan.timeout,
                     finished: None,
                     killed: false,
+                    seccomp,
                 })
             }
             other => {
@@ -314,6 +341,7 @@ impl SandboxChild {
             status,
             limits: self.limits.clone(),
             duration: self.started.elapsed(),
+            forbidden_call: self.seccomp.killed(),
         };
         self.lifeline = None;
         self.finished = Some(outcome.clone());

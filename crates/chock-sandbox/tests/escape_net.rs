@@ -263,6 +263,8 @@ fn run_in_session(plan: &chock_sandbox::Plan, index: &SocketIndex) -> escape_sup
         status: outcome.status,
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
+        forbidden_call: outcome.forbidden_call.clone(),
+        filter_note: outcome.filter_note(),
     }
 }
 

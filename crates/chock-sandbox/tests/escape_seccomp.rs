@@ -1,5 +1,5 @@
 //! Escape suite, the system call filter: every call on the reviewed kill list, made for real by
-//! chock-hostile inside the sandbox, must kill it with SIGSYS; the calls refused by argument must
+//! chock-hostile inside the sandbox, must kill it and be named in the outcome; the calls refused by argument must
 //! fail with the table's errno. This list is written independently of `seccomp_rules.rs` on
 //! purpose: removing a row there makes a test here fail.
 
@@ -7,7 +7,8 @@ mod escape_support;
 
 use escape_support::{Backing, Fixture, run};
 
-/// The calls the filter kills (SECCOMP_RET_KILL_PROCESS), by chock-hostile's act name.
+/// The calls the filter kills (the host's watch kills the process and names the call), by
+/// chock-hostile's act name.
 const KILLED: &[&str] = &[
     "ptrace",
     "process_vm_readv",
@@ -57,16 +58,25 @@ const REFUSED_BY_ARGUMENT: &[(&str, &str)] = &[
     ("ioctl-tioclinux", "EPERM"),
 ];
 
-/// Attack: every call on the kill list. Layer: seccomp (kill). Without the filter each of these
-/// returns an errno or succeeds instead, and the assertion names the call.
+/// Attack: every call on the kill list. Layer: seccomp (kill: the call waits on the filter's
+/// listener, never executed, and the host's watch kills the process and names the call in the
+/// outcome). Without the filter each of these returns an errno or succeeds instead; without the
+/// watch the process is killed by SIGSYS (or refused with ENOSYS) and nothing names the call.
 #[test]
-fn every_call_on_the_kill_list_is_killed() {
+fn every_call_on_the_kill_list_is_killed_and_named() {
     let fx = Fixture::new(Backing::Overlay);
     let mut failures = Vec::new();
     for call in KILLED {
         let r = run(&fx.hostile_plan(&["syscall", call]));
-        if r.status != chock_sandbox::ExitStatus::Signaled(libc::SIGSYS) {
-            failures.push(format!("{call}: {:?} {}", r.status, r.stdout.trim()));
+        if r.status != chock_sandbox::ExitStatus::Signaled(libc::SIGKILL)
+            || r.forbidden_call.as_deref() != Some(*call)
+        {
+            failures.push(format!(
+                "{call}: {:?} {:?} {}",
+                r.status,
+                r.forbidden_call,
+                r.stdout.trim()
+            ));
         }
     }
     assert!(
@@ -74,6 +84,20 @@ fn every_call_on_the_kill_list_is_killed() {
         "calls on the kill list that were not killed:\n{}",
         failures.join("\n")
     );
+}
+
+/// Attack: survive a call on the kill list: with a SIGSYS handler installed (the kernel's
+/// SECCOMP_RET_TRAP would let it run and go on), or from a second thread (a kill of the thread
+/// alone would leave the process running). Layer: seccomp (the call waits on the listener; the
+/// host's watch kills the whole process with SIGKILL, which no handler catches).
+#[test]
+fn a_killed_call_cannot_be_survived() {
+    let fx = Fixture::new(Backing::Overlay);
+    for act in ["syscall-handled", "syscall-on-thread"] {
+        for call in ["ptrace", "bpf", "keyctl"] {
+            run(&fx.hostile_plan(&[act, call])).assert_killed_for(call);
+        }
+    }
 }
 
 /// Attack: the calls the filter refuses by argument. Layer: seccomp (errno by argument). Without
@@ -106,7 +130,7 @@ fn an_ordinary_call_is_allowed() {
 fn other_system_call_tables_are_killed() {
     let fx = Fixture::new(Backing::Overlay);
     for call in ["x32-getpid", "int80-getpid"] {
-        run(&fx.hostile_plan(&["syscall", call])).assert_killed_by_seccomp(call);
+        run(&fx.hostile_plan(&["syscall", call])).assert_killed_by_sigsys(call);
     }
 }
 

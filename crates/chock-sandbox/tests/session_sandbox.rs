@@ -36,6 +36,8 @@ fn run_in(
         status: outcome.status,
         stdout: out.join().expect("stdout reader"),
         stderr: err.join().expect("stderr reader"),
+        forbidden_call: outcome.forbidden_call.clone(),
+        filter_note: outcome.filter_note(),
     })
 }
 

@@ -13,7 +13,7 @@
 //! - exit status: [`REFUSED`] when the act failed with an errno, [`SUCCEEDED`] when it went
 //!   through (an escape), [`USAGE`] for bad arguments, [`INCONCLUSIVE`] when the setup the act
 //!   needs failed (the test must then fail, not pass). A call on the seccomp kill list never
-//!   returns: the caller sees the process killed by SIGSYS.
+//!   returns: the caller sees the process killed (SIGKILL from the host, which names the call).
 
 use std::ffi::CString;
 use std::io::Write;
@@ -47,6 +47,26 @@ fn main() {
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let code = match argv.as_slice() {
         ["syscall", name] => syscall(name),
+        // The same with a SIGSYS handler installed first (a kill by SIGSYS would become a
+        // refusal the program survives), or from a second thread (the watch kills the process,
+        // not the thread).
+        ["syscall-handled", name] => {
+            extern "C" fn ignore(_: libc::c_int) {}
+            // SAFETY: sigaction with a zeroed struct and a handler that does nothing.
+            unsafe {
+                let mut act: libc::sigaction = std::mem::zeroed();
+                act.sa_sigaction = ignore as *const () as usize;
+                act.sa_flags = libc::SA_RESTART;
+                libc::sigaction(libc::SIGSYS, &raw const act, std::ptr::null_mut());
+            }
+            syscall(name)
+        }
+        ["syscall-on-thread", name] => {
+            let name = name.to_string();
+            std::thread::spawn(move || syscall(&name))
+                .join()
+                .unwrap_or(INCONCLUSIVE)
+        }
         ["write", path] => write_file(path),
         ["read", path] => read_file(path),
         ["unlink", path] => errno_result(nix::unistd::unlink(*path)),

@@ -17,11 +17,20 @@ fn target(arch: Arch) -> TargetArch {
     }
 }
 
+/// SECCOMP_RET_TRAP, which seccompiler writes for [`SeccompAction::Trap`]: the kill program's
+/// placeholder, rewritten to [`RET_USER_NOTIF`] (seccompiler has no action for it).
+const RET_TRAP: u32 = 0x0003_0000;
+/// SECCOMP_RET_USER_NOTIF: the call waits, never executed, for the filter's listener (the host, see
+/// `seccomp_watch.rs`), which records its name and kills the process. Without a listener (closed,
+/// or never asked for) the kernel answers ENOSYS: either way the call's kernel code is not reached.
+pub(crate) const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
 /// The seccompiler action of a row's answer.
 fn seccomp_action(action: RuleAction) -> SeccompAction {
     let errno = |e: i32| SeccompAction::Errno(e.unsigned_abs());
     match action {
-        RuleAction::Kill => SeccompAction::KillProcess,
+        // Rewritten to SECCOMP_RET_USER_NOTIF in `per_answer`.
+        RuleAction::Kill => SeccompAction::Trap,
         RuleAction::Eperm => errno(libc::EPERM),
         RuleAction::Enosys => errno(libc::ENOSYS),
         RuleAction::Eafnosupport => errno(libc::EAFNOSUPPORT),
@@ -108,7 +117,17 @@ pub fn per_answer(arch: Arch) -> Result<Vec<BpfProgram>, String> {
         let on_match = seccomp_action(action);
         let filter = SeccompFilter::new(map, SeccompAction::Allow, on_match, target(arch))
             .map_err(|e| format!("{action:?} filter: {e}"))?;
-        programs.push(BpfProgram::try_from(filter).map_err(|e| format!("{action:?} filter: {e}"))?);
+        let mut program =
+            BpfProgram::try_from(filter).map_err(|e| format!("{action:?} filter: {e}"))?;
+        if action == RuleAction::Kill {
+            // Only this program answers TRAP (seccompiler's own architecture check kills).
+            for insn in &mut program {
+                if insn.code == RET_K && insn.k == RET_TRAP {
+                    insn.k = RET_USER_NOTIF;
+                }
+            }
+        }
+        programs.push(program);
     }
     Ok(programs)
 }
@@ -201,9 +220,12 @@ fn x32_kill_program() -> BpfProgram {
 }
 
 /// Installs prepared programs on the calling thread. Requires no_new_privs (or CAP_SYS_ADMIN).
-/// Async-signal-safe: no allocation, only the seccomp system call per program.
-pub fn install(programs: &[BpfProgram]) -> Result<(), i32> {
-    for program in programs {
+/// With `listener`, the last program is installed with SECCOMP_FILTER_FLAG_NEW_LISTENER and its
+/// listener (close-on-exec) is returned: what the kill rows' calls wait on. Async-signal-safe: no
+/// allocation, only the seccomp system call per program.
+pub fn install(programs: &[BpfProgram], listener: bool) -> Result<Option<i32>, i32> {
+    let mut fd = None;
+    for (i, program) in programs.iter().enumerate() {
         let Ok(len) = u16::try_from(program.len()) else {
             return Err(libc::E2BIG);
         };
@@ -211,18 +233,29 @@ pub fn install(programs: &[BpfProgram]) -> Result<(), i32> {
             len,
             filter: program.as_ptr().cast::<libc::sock_filter>().cast_mut(),
         };
+        let flags = if listener && i + 1 == programs.len() {
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+        } else {
+            0
+        };
         // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies the filter.
         let rc = unsafe {
             libc::syscall(
                 libc::SYS_seccomp,
                 libc::SECCOMP_SET_MODE_FILTER,
-                0,
+                flags,
                 &raw const prog,
             )
         };
-        if rc != 0 {
+        if rc < 0 {
             return Err(crate::sys::errno());
         }
+        if flags != 0 {
+            fd = Some(i32::try_from(rc).map_err(|_| libc::EBADF)?);
+        }
     }
-    Ok(())
+    if listener && fd.is_none() {
+        return Err(libc::EINVAL);
+    }
+    Ok(fd)
 }

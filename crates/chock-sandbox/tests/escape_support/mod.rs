@@ -229,6 +229,10 @@ pub struct Run {
     pub status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
+    /// The forbidden call the filter killed a process for, as the outcome names it.
+    pub forbidden_call: Option<String>,
+    /// The outcome's words on the filter's part.
+    pub filter_note: Option<String>,
 }
 
 /// Runs the plan with piped output and waits for it. A call that cannot start (a layer could not
@@ -306,6 +310,8 @@ fn collect(
         status: outcome.status,
         stdout,
         stderr,
+        forbidden_call: outcome.forbidden_call.clone(),
+        filter_note: outcome.filter_note(),
     }
 }
 
@@ -351,13 +357,38 @@ impl Run {
         }
     }
 
-    /// Asserts the call was killed by SIGSYS (the seccomp filter's kill action).
+    /// Asserts the process was killed by the seccomp filter for the kill row `call`: SIGKILL
+    /// from the host's watch, and the outcome naming the call.
     #[track_caller]
-    pub fn assert_killed_by_seccomp(&self, what: &str) {
-        assert_eq!(
+    pub fn assert_killed_for(&self, call: &str) {
+        assert!(
+            self.status == ExitStatus::Signaled(libc::SIGKILL)
+                && self.forbidden_call.as_deref() == Some(call)
+                && self
+                    .filter_note
+                    .as_deref()
+                    .is_some_and(|n| n.contains(call)),
+            "expected `{call}` to be killed by the seccomp filter and named, got {:?} (forbidden \
+             call {:?})\nstdout: {}\nstderr: {}",
             self.status,
-            ExitStatus::Signaled(libc::SIGSYS),
-            "expected `{what}` to be killed by the seccomp filter (SIGSYS)\nstdout: {}\nstderr: {}",
+            self.forbidden_call,
+            self.stdout.trim(),
+            self.stderr.trim()
+        );
+    }
+
+    /// Asserts the call was killed by SIGSYS (the kernel's kill, for a call through another
+    /// architecture's table), and the outcome says the filter most likely did it.
+    #[track_caller]
+    pub fn assert_killed_by_sigsys(&self, what: &str) {
+        assert!(
+            self.status == ExitStatus::Signaled(libc::SIGSYS)
+                && self
+                    .filter_note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("SIGSYS")),
+            "expected `{what}` to be killed by the seccomp filter (SIGSYS), got {:?}\nstdout: {}\nstderr: {}",
+            self.status,
             self.stdout.trim(),
             self.stderr.trim()
         );

@@ -5,7 +5,7 @@
 //! last).
 
 use super::super::program::{chain, per_answer};
-use super::super::{Arch, ArgMatch, NOT_ON_ARCH, RULES};
+use super::super::{Arch, ArgMatch, NOT_ON_ARCH, RULES, RuleAction};
 use seccompiler::sock_filter;
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -159,5 +159,37 @@ fn the_chained_program_answers_as_the_programs_installed_one_by_one() {
             check(nr | 0x4000_0000, audit, [7; 6]);
         }
         assert!(checked > 10_000, "{arch:?}: only {checked} inputs");
+    }
+}
+
+/// The kill rows answer SECCOMP_RET_USER_NOTIF in the installed program (the host's watch kills
+/// the process and names the call), and nothing answers SECCOMP_RET_TRAP (seccompiler's action
+/// used as the placeholder), which a SIGSYS handler would survive.
+#[test]
+fn the_kill_rows_wait_for_the_watch_and_nothing_traps() {
+    for (arch, audit) in [
+        (Arch::X86_64, AUDIT_ARCH_X86_64),
+        (Arch::Aarch64, AUDIT_ARCH_AARCH64),
+    ] {
+        let chained = chain(per_answer(arch).unwrap()).unwrap();
+        assert!(
+            !chained
+                .iter()
+                .any(|i| i.code == 0x06 && i.k & 0xffff_0000 == 0x0003_0000),
+            "{arch:?}: a `ret TRAP` is left"
+        );
+        for row in RULES.iter().filter(|r| r.number(arch) != NOT_ON_ARCH) {
+            let nr = u32::try_from(row.number(arch)).unwrap();
+            let answer = run(&chained, &data(nr, audit, [0; 6]));
+            if row.action == RuleAction::Kill {
+                assert_eq!(
+                    answer, 0x7fc0_0000,
+                    "{arch:?}: {} waits for the watch",
+                    row.name
+                );
+            } else {
+                assert_ne!(answer & 0xffff_0000, 0x7fc0_0000, "{arch:?}: {}", row.name);
+            }
+        }
     }
 }
