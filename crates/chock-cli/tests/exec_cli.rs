@@ -259,6 +259,57 @@ fn verbose_lists_every_bind() {
     );
 }
 
+/// A command that is on the host's PATH but in a directory the sandbox does not show (as `cargo` in
+/// `~/.cargo/bin`): exec says where it is on the host and the exact `[sandbox]` row that shows it;
+/// with that row, the program is found and classified.
+#[test]
+fn a_command_only_on_the_host_is_located_with_the_row_that_shows_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let bin = w.home.join(".toolchain/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let program = bin.join("chock-host-only");
+    std::fs::write(&program, "#!/bin/sh\necho from the host toolchain\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = w.chock_with_env(&["exec", "--", "chock-host-only"], &[("PATH", &path)]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(123), "{err}");
+    assert!(err.contains("has no class"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "`chock-host-only` is {} on the host",
+            program.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("  [sandbox]\n  read = [\"~/.toolchain/bin\"]"),
+        "{err}"
+    );
+}
+
+/// A process killed by the sandbox's seccomp filter: exec names the forbidden call instead of a
+/// bare status (`bpf`, number 321 on x86_64, made through perl's `syscall`).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_call_killed_by_the_filter_is_named() {
+    let w = World::new();
+    let out = w.exec(&["perl", "-e", "syscall(321, 0, 0, 0); print qq(survived\\n)"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 9), "{err}");
+    assert!(!text(&out.stdout).contains("survived"));
+    assert!(
+        err.contains("seccomp filter killed a process of the call")
+            && err.contains("the system call `bpf`"),
+        "{err}"
+    );
+}
+
 fn home() -> PathBuf {
     std::env::var_os("HOME")
         .map(PathBuf::from)

@@ -49,6 +49,44 @@ fn status_code(status: ExitStatus) -> u8 {
     }
 }
 
+/// Where `program` (a bare name) is on the host's PATH, for a command the sandbox does not show
+/// (`cargo` in `~/.cargo/bin`, which no call sees unless `[sandbox] read` names it): the host path,
+/// and the exact `[sandbox]` row that would show its directory (with `~/` for a directory in the
+/// home, as the policy file writes it).
+fn host_location(program: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.is_empty() || program.contains('/') {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let (dir, found) = std::env::split_paths(&path).find_map(|dir| {
+        let candidate = dir.join(program);
+        let meta = std::fs::metadata(&candidate).ok()?;
+        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some((dir, candidate))
+    })?;
+    let row = match &home {
+        Some(h) if dir != *h && dir.starts_with(h) => {
+            format!("~/{}", dir.strip_prefix(h).ok()?.display())
+        }
+        _ => dir.display().to_string(),
+    };
+    let mut text = format!(
+        "`{program}` is {} on the host, a directory the sandbox does not show; this row in \
+         chock.toml would show it:\n  [sandbox]\n  read = [\"{row}\"]",
+        found.display()
+    );
+    if let Ok(real) = found.canonicalize()
+        && !real.starts_with(&dir)
+    {
+        text.push_str(&format!(
+            "\n  (it links to {}: that directory must be shown too)",
+            real.display()
+        ));
+    }
+    Some(text)
+}
+
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let ExecArgs {
         project,
@@ -150,6 +188,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                             "chock: `{}` has no class: it is not on the sandbox's PATH, or its path holds `..` or shell syntax",
                             command[0]
                         );
+                        if let Some(hint) = host_location(&command[0]) {
+                            eprintln!("chock: {hint}");
+                        }
                     }
                     if r.decision == chock_policy::Decision::Deny {
                         eprintln!("chock: refused `{}`: {reason} ({})", r.action, r.decided_by);
@@ -164,6 +205,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                     exit::REFUSED
                 }
                 CallOutcome::Ran { outcome, .. } => {
+                    if let Some(note) = outcome.filter_note() {
+                        eprintln!("chock: {note}");
+                    }
                     if outcome.status == ExitStatus::TimedOut {
                         eprintln!(
                             "chock: timed out after {:.1}s; every process of the call was killed",

@@ -142,6 +142,9 @@ fn describe(result: &Result<CallResult, SessionError>) -> (ToolOutput, Option<i3
                 None => format!("{:?}", outcome.status),
             };
             let mut text = format!("{status}\n");
+            if let Some(note) = outcome.filter_note() {
+                text.push_str(&format!("{note}\n"));
+            }
             if !stdout.is_empty() {
                 text.push_str(&format!("--- stdout\n{}\n", clip(stdout).trim_end()));
             }
