@@ -380,3 +380,28 @@ async fn a_subdirectorys_agents_md_is_named_once_when_the_model_first_works_ther
     let docs = e.call("r4", "list", json!({"path": "docs"})).await;
     assert!(!docs.text.contains("holds notes"), "{}", docs.text);
 }
+
+/// A process the sandbox's seccomp filter kills: the tool result names the forbidden call (here
+/// `bpf`, number 321 on x86_64, through perl's `syscall`) instead of a bare exit status.
+#[cfg(target_arch = "x86_64")]
+#[tokio::test]
+async fn the_tool_result_names_a_call_the_filter_killed() {
+    let mut e = env("");
+    let out = e
+        .call(
+            "k",
+            "run_command",
+            json!({"command": "perl -e 'syscall(321, 0, 0, 0); print qq(survived)'"}),
+        )
+        .await;
+    assert!(out.is_error, "{}", out.text);
+    assert!(
+        out.text.starts_with("exit status 137\n")
+            && out.text.contains(
+                "seccomp filter killed a process of the call: it made the system call `bpf`"
+            )
+            && !out.text.contains("survived"),
+        "{}",
+        out.text
+    );
+}
