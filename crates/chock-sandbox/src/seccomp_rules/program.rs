@@ -239,7 +239,7 @@ pub fn install(programs: &[BpfProgram], listener: bool) -> Result<Option<i32>, i
             0
         };
         // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies the filter.
-        let rc = unsafe {
+        let set = |flags: libc::c_ulong| unsafe {
             libc::syscall(
                 libc::SYS_seccomp,
                 libc::SECCOMP_SET_MODE_FILTER,
@@ -247,6 +247,20 @@ pub fn install(programs: &[BpfProgram], listener: bool) -> Result<Option<i32>, i
                 &raw const prog,
             )
         };
+        // Once the watcher has received a kill row's notification, the waiting thread ignores
+        // every signal but SIGKILL (Linux 5.19): a handler that never returns cannot take the
+        // process out of the wait between the watcher's receive and its kill. Before 5.19 the
+        // kernel refuses the flag and the filter is installed without it: the call still never
+        // runs (the watcher kills the process when it receives the call again after the handler,
+        // or the process goes on without it); docs/sandbox.md says so.
+        let mut rc = if flags == 0 {
+            set(0)
+        } else {
+            set(flags | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+        };
+        if rc < 0 && flags != 0 && crate::sys::errno() == libc::EINVAL {
+            rc = set(flags);
+        }
         if rc < 0 {
             return Err(crate::sys::errno());
         }
