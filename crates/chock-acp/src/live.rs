@@ -27,11 +27,14 @@ use crate::schema::{
 /// How much of a running command's output a tool call shows (its tail).
 const OUTPUT_TAIL: usize = 32 * 1024;
 
-/// `text` with every character the one escaper names (chock-protocol's `text`: controls, bidi
-/// controls, invisibles) but newline and tab written as a visible `\u{…}` escape (a `\r\n`
-/// becomes `\n`).
+/// `text` as the one escaper (chock-protocol's `text`) shows a block: every control, bidi control
+/// and invisible character but newline and tab written as a visible `\u{…}` escape (a `\r\n`
+/// becomes `\n` first: a client lays out lines itself).
 pub fn visible(text: &str) -> String {
-    chock_protocol::text::escaped(&text.replace("\r\n", "\n"), &['\n', '\t'])
+    chock_protocol::text::escaped(
+        &text.replace("\r\n", "\n"),
+        chock_protocol::text::Layout::Block,
+    )
 }
 
 /// What is known of one tool call.

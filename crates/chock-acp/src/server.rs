@@ -276,9 +276,9 @@ impl Conn {
             match params::<CancelNotification>(method, raw) {
                 Ok(cancel) => match self.session(method, &cancel.session_id) {
                     Ok(session) => session.cancel(),
-                    Err(e) => eprintln!("chock acp: {}", e.message),
+                    Err(e) => eprintln!("chock acp: {}", chock_protocol::text::line(&e.message)),
                 },
-                Err(e) => eprintln!("chock acp: {}", e.message),
+                Err(e) => eprintln!("chock acp: {}", chock_protocol::text::line(&e.message)),
             }
         }
         // Other notifications (`$/…`, newer ones) are not for Chock: ACP lets them go unread.

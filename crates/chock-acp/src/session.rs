@@ -206,7 +206,11 @@ impl AcpSession {
                 .log()
                 .record(None, Note::Text { text: note.clone() })
                 .map_err(|e| internal(method, e))?;
-            eprintln!("chock acp: session {}: {note}", runtime.id());
+            eprintln!(
+                "chock acp: session {}: {}",
+                runtime.id(),
+                chock_protocol::text::line(note)
+            );
         }
         let session = Arc::new(AcpSession {
             interrupter: runtime.interrupter(),

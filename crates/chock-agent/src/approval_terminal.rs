@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
 use chock_protocol::log::AnswerKind;
+use chock_protocol::text::{self, Layout};
 
 /// The line source answers come from and the sink prompts go to.
 type Console = Mutex<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>;
@@ -106,19 +107,11 @@ impl TerminalAnswerer {
     }
 }
 
-/// Text the agent, a command or a model wrote, made safe to put before a person who decides: control
-/// characters (escape sequences that move the cursor or rewrite the prompt, carriage returns, and in an
-/// approval newlines, which could forge a line of the prompt) and bidirectional overrides (which
-/// reorder what the person reads) are shown escaped, so the person approves exactly what runs.
-///
-/// This is the one escaper for text put before a person on a terminal; reuse it rather than write
-/// another.
-pub fn shown(text: &str, keep_newlines: bool) -> String {
-    if !keep_newlines {
-        return chock_protocol::text::escaped(text, &[]);
-    }
-    // Each line of a kept newline is indented under the question's first.
-    chock_protocol::text::escaped(text, &['\n']).replace('\n', "\n  ")
+/// The question's text with its own lines kept, each indented under the question's first; every
+/// other control, bidi or invisible character escaped by the one escaper
+/// ([`chock_protocol::text`]), so the person approves exactly what runs.
+fn question_block(text: &str) -> String {
+    text::escaped(text, Layout::Block).replace('\n', "\n  ")
 }
 
 fn prompt_text(q: &Question) -> String {
@@ -127,20 +120,20 @@ fn prompt_text(q: &Question) -> String {
         QuestionKind::Approval => {
             s.push_str("\nchock: approval needed");
             if let Some(action) = &q.action {
-                s.push_str(&format!(" for {}", shown(action, false)));
+                s.push_str(&format!(" for {}", text::line(action)));
             }
             if let Some(by) = &q.decided_by {
-                s.push_str(&format!(" ({})", shown(by, false)));
+                s.push_str(&format!(" ({})", text::line(by)));
             }
             for line in &q.context {
-                s.push_str(&format!("\n  {}", shown(line, false)));
+                s.push_str(&format!("\n  {}", text::line(line)));
             }
-            s.push_str(&format!("\n  {}\n", shown(&q.text, false)));
+            s.push_str(&format!("\n  {}\n", text::line(&q.text)));
             if let Some(r) = &q.reviewer {
                 s.push_str(&format!(
                     "  reviewer model: {} — {}\n",
                     if r.allow { "allow" } else { "deny" },
-                    shown(&r.reasons, false)
+                    text::line(&r.reasons)
                 ));
             }
             s.push_str(&format!("  {} > ", approval_keys(q)));
@@ -148,7 +141,7 @@ fn prompt_text(q: &Question) -> String {
         QuestionKind::Question => {
             s.push_str(&format!(
                 "\nchock: the agent asks:\n  {}\n  your answer > ",
-                shown(&q.text, true)
+                question_block(&q.text)
             ));
         }
     }

@@ -10,10 +10,10 @@ use chock_protocol::log::Note;
 use chock_session::Session;
 use chock_workspace::{Backing, Selection};
 
-use crate::approval_terminal::shown;
 use crate::gate::{Decider, Settled};
 use crate::tools::ToolOutput;
 use crate::view::WorkspaceView;
+use chock_protocol::text;
 
 /// One session, as the agent's tools reach it.
 #[derive(Debug)]
@@ -164,7 +164,7 @@ impl Host {
         let plan = match workspace.plan_apply(&Selection::default()) {
             Ok(plan) => plan,
             Err(chock_workspace::WorkspaceError::ConfiguresChock { paths, .. }) => {
-                let paths: Vec<String> = paths.iter().map(|p| shown(p, false)).collect();
+                let paths: Vec<String> = paths.iter().map(|p| text::line(p).to_string()).collect();
                 let settled = Settled {
                     allowed: false,
                     decision: chock_policy::Decision::Deny,
@@ -281,13 +281,13 @@ fn apply_detail(project: &Path, digest: &str, summary: &str, reason: &str) -> St
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
-        .map(|l| shown(l, false))
+        .map(|l| text::line(l).to_string())
         .collect();
     format!(
         "apply the session's changes to {} — digest {digest} — exactly: {}; the agent says: {}",
-        shown(&project.display().to_string(), false),
+        text::line(project.display()),
         lines.join(" ; "),
-        shown(reason, false)
+        text::line(reason)
     )
 }
 

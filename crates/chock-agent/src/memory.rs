@@ -15,6 +15,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use chock_protocol::text::{self, Layout};
 use sha2::{Digest, Sha256};
 
 /// The largest note (bytes): a note is a reminder, not a file store.
@@ -40,7 +41,7 @@ pub enum MemoryError {
     /// Not a note name.
     #[error(
         "`{}` is not a note name: 1 to {MAX_NAME_LEN} of a-z, 0-9, `-`, `_`, `.`, starting with a letter or digit",
-        .0.escape_debug()
+        chock_protocol::text::line(.0)
     )]
     BadName(String),
     /// No note by that name.
@@ -307,13 +308,7 @@ pub fn frame(notes: &[(String, String)]) -> String {
         out.push_str(&format!("{NOTE_OPEN} {name}\n"));
         for line in text.lines() {
             out.push_str(NOTE_LINE);
-            for c in line.chars() {
-                if (c.is_control() && c != '\t') || is_bidi_control(c) {
-                    out.push_str(&c.escape_unicode().to_string());
-                } else {
-                    out.push(c);
-                }
-            }
+            out.push_str(&text::escaped(line, Layout::Block));
             out.push('\n');
         }
         out.push_str(NOTE_CLOSE);
@@ -326,9 +321,4 @@ pub fn frame(notes: &[(String, String)]) -> String {
         ));
     }
     out
-}
-
-/// Bidi overrides and isolates, which can make a line read otherwise than it is.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }

@@ -50,7 +50,10 @@ impl axum::serve::Listener for UnixGate {
                 Ok((stream, _)) => match self.rule.check(&stream) {
                     Ok(peer) => return (stream, PeerAddr::Unix(peer)),
                     Err(why) => {
-                        eprintln!("chock serve: refused a connection: {why}");
+                        eprintln!(
+                            "chock serve: refused a connection: {}",
+                            chock_protocol::text::line(&why)
+                        );
                         tokio::spawn(refuse(stream, why));
                     }
                 },

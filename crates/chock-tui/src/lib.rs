@@ -15,7 +15,7 @@
 //! - the diff and the sessions list on the alternate screen while they are open.
 //!
 //! Everything the agent, a command or the model wrote is escaped by the one escaper
-//! ([`chock_agent::approval_terminal::shown`]) before it is drawn, and the question is drawn in an
+//! ([`chock_protocol::text`]) before it is drawn, and the question is drawn in an
 //! area of the viewport the transcript never draws into, in a frame and colours no escaped text
 //! can produce.
 #![forbid(unsafe_code)]

@@ -27,13 +27,13 @@ pub fn refusal(rel: &str) -> Option<String> {
     if rel.is_empty() || rel.starts_with('/') {
         return Some(format!(
             "`{}`: not a path below the project",
-            rel.escape_debug()
+            chock_protocol::text::line(rel)
         ));
     }
     if rel.chars().any(char::is_control) {
         return Some(format!(
             "`{}`: a control character in a path (it cannot be shown faithfully in the diff)",
-            rel.escape_debug()
+            chock_protocol::text::line(rel)
         ));
     }
     for (n, part) in rel.split('/').enumerate() {

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use chock_protocol::text;
+
 /// Errors of the workspace crate. Every variant names what it was working on, so the CLI can
 /// print it as is.
 #[derive(Debug, thiserror::Error)]
@@ -113,9 +115,10 @@ impl WorkspaceError {
     }
 }
 
-/// Paths as a message shows them: control characters spelled out, so a name cannot forge a line.
+/// Paths as a message shows them: through the one escaper ([`chock_protocol::text`]), so a name
+/// cannot forge a line or reorder itself.
 fn escaped(paths: &[String]) -> Vec<String> {
-    paths.iter().map(|p| p.escape_debug().to_string()).collect()
+    paths.iter().map(|p| text::line(p).to_string()).collect()
 }
 
 /// Short alias used throughout the crate.

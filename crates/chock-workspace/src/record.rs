@@ -131,7 +131,7 @@ impl Records {
             if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(WorkspaceError::record(
                     self.blobs(),
-                    format!("`{}` is not a blob name", sha.escape_debug()),
+                    format!("`{}` is not a blob name", chock_protocol::text::line(sha)),
                 ));
             }
             let path = self.blobs().join(sha);

@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use chock_protocol::text::{self, Layout};
+
 use crate::diff::{Diff, FileChange, Sensitive, Status};
 use crate::entry::Entry;
 use crate::hunks::split_lines;
@@ -28,7 +30,7 @@ pub fn render(diff: &Diff, mode: RenderMode, colour: bool) -> String {
     match mode {
         RenderMode::NameOnly => {
             for f in &diff.files {
-                let _ = writeln!(out, "{}", visible(&f.path));
+                let _ = writeln!(out, "{}", text::line(&f.path));
             }
         }
         RenderMode::Stat => stat(&mut out, diff),
@@ -105,8 +107,8 @@ fn stat(out: &mut String, diff: &Diff) {
 
 fn display_path(f: &FileChange) -> String {
     match &f.old_path {
-        Some(from) => format!("{} => {}", visible(from), visible(&f.path)),
-        None => visible(&f.path).into_owned(),
+        Some(from) => format!("{} => {}", text::line(from), text::line(&f.path)),
+        None => text::line(&f.path).to_string(),
     }
 }
 
@@ -117,13 +119,13 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
         let banner = sensitive_banner(path, what);
         let _ = writeln!(out, "{}", paint(colour, &format!("{BOLD}{RED}"), &banner));
     }
-    let old_name = visible(f.old_path.as_deref().unwrap_or(&f.path));
+    let old_name = text::line(f.old_path.as_deref().unwrap_or(&f.path));
     if let Some(from) = &f.old_path {
         let _ = writeln!(
             out,
             "rename from {}\nrename to {}",
-            visible(from),
-            visible(&f.path)
+            text::line(from),
+            text::line(&f.path)
         );
     }
     if let Some((a, b)) = f.mode_change() {
@@ -146,11 +148,11 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
             let _ = writeln!(
                 out,
                 "Binary files a/{old_name} and b/{} differ",
-                visible(&f.path)
+                text::line(&f.path)
             );
         }
         _ if !f.hunks.is_empty() => {
-            let _ = writeln!(out, "--- a/{old_name}\n+++ b/{}", visible(&f.path));
+            let _ = writeln!(out, "--- a/{old_name}\n+++ b/{}", text::line(&f.path));
             for h in &f.hunks {
                 let range = |start: usize, len: usize| {
                     if len == 0 {
@@ -179,15 +181,15 @@ fn patch(out: &mut String, f: &FileChange, colour: bool) {
 /// what it is, whose sessions it governs, and that an apply takes it only when named.
 fn sensitive_banner(path: &str, what: Sensitive) -> String {
     let dir = match path.rsplit_once('/') {
-        Some((dir, _)) => format!("{}/", visible(dir)),
+        Some((dir, _)) => format!("{}/", text::line(dir)),
         None => "the project".to_string(),
     };
     format!(
         "!! {}: this changes {} for the next session started in {dir}; chock apply will not write it \
          without --include-policy {} and a yes at a terminal",
-        visible(path),
+        text::line(path),
         what.what(),
-        visible(path)
+        text::line(path)
     )
 }
 
@@ -206,12 +208,12 @@ pub fn render_content(entry: Option<&Entry>) -> String {
         Some(Entry::File { data, .. }) if data.is_empty() => out.push_str("    (empty)\n"),
         Some(Entry::File { data, .. }) => {
             for line in split_lines(data) {
-                let text = String::from_utf8_lossy(line);
-                let (body, newline) = match text.strip_suffix('\n') {
+                let lossy = String::from_utf8_lossy(line);
+                let (body, newline) = match lossy.strip_suffix('\n') {
                     Some(body) => (body, true),
-                    None => (text.as_ref(), false),
+                    None => (lossy.as_ref(), false),
                 };
-                let _ = writeln!(out, "    | {}", visible(body));
+                let _ = writeln!(out, "    | {}", text::block(body));
                 if !newline {
                     let _ = writeln!(out, "    \\ No newline at end of file");
                 }
@@ -229,7 +231,7 @@ fn whole_side(
     new: Option<&Entry>,
     colour: bool,
 ) {
-    let old_name = visible(f.old_path.as_deref().unwrap_or(&f.path));
+    let old_name = text::line(f.old_path.as_deref().unwrap_or(&f.path));
     let _ = writeln!(
         out,
         "--- {}\n+++ {}",
@@ -239,7 +241,7 @@ fn whole_side(
             "/dev/null".into()
         },
         if new.is_some() {
-            format!("b/{}", visible(&f.path))
+            format!("b/{}", text::line(&f.path))
         } else {
             "/dev/null".into()
         }
@@ -272,35 +274,16 @@ fn whole_side(
     }
 }
 
-/// `text` with every control character but a tab spelled out (`\r`, `\u{1b}`, …). A carriage
-/// return or an escape sequence in a line would let the agent hide what lands behind what the
-/// reviewer's terminal shows; the review must show exactly the bytes that are applied.
-fn visible(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\t') {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\t' {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
-}
-
 /// A symlink target as the review shows it.
 fn target(bytes: &[u8]) -> String {
-    visible(&String::from_utf8_lossy(bytes)).into_owned()
+    text::escaped(&String::from_utf8_lossy(bytes), Layout::Line)
 }
 
-fn body_line(out: &mut String, tag: char, text: &[u8], colour: bool) {
-    let text = String::from_utf8_lossy(text);
-    let (body, newline) = match text.strip_suffix('\n') {
+fn body_line(out: &mut String, tag: char, bytes: &[u8], colour: bool) {
+    let lossy = String::from_utf8_lossy(bytes);
+    let (body, newline) = match lossy.strip_suffix('\n') {
         Some(body) => (body, true),
-        None => (text.as_ref(), false),
+        None => (lossy.as_ref(), false),
     };
     // A CRLF line's final carriage return hides nothing (the newline follows): kept as is, so
     // such files do not show `\r` on every line.
@@ -308,7 +291,7 @@ fn body_line(out: &mut String, tag: char, text: &[u8], colour: bool) {
         Some(body) if newline => (body, "\r"),
         _ => (body, ""),
     };
-    let line = format!("{tag}{}{cr}", visible(body));
+    let line = format!("{tag}{}{cr}", text::block(body));
     let code = match tag {
         '-' => RED,
         '+' => GREEN,

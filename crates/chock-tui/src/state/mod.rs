@@ -41,9 +41,9 @@ fn result_line(ok: bool, summary: &str) -> String {
 }
 
 /// One line of text from outside, made safe to draw: the one escaper
-/// ([`chock_agent::approval_terminal::shown`]) with newlines escaped too, so a line is one line.
+/// ([`chock_protocol::text`]) with newlines escaped too, so a line is one line.
 pub fn clean(text: &str) -> String {
-    chock_agent::approval_terminal::shown(text, false)
+    chock_protocol::text::escaped(text, chock_protocol::text::Layout::Line)
 }
 
 /// At most this many lines of one command's output go into the transcript.

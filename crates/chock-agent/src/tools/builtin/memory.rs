@@ -54,7 +54,7 @@ impl Tool for MemoryWrite {
             Action::parse("memory.write")?,
             format!(
                 "keep the note `{}` ({} bytes) for later sessions of this project:\n{}",
-                input.name.escape_debug(),
+                chock_protocol::text::line(&input.name),
                 input.text.len(),
                 input.text.chars().take(MAX_NOTE_BYTES).collect::<String>()
             ),
@@ -115,7 +115,7 @@ impl Tool for MemoryRead {
         let what = match &input.query {
             Some(q) => format!(
                 "read the notes of this project that mention `{}`",
-                q.escape_debug()
+                chock_protocol::text::line(q)
             ),
             None => "read every note of this project".to_string(),
         };
