@@ -76,6 +76,10 @@ pub struct SessionSummary {
     pub last_ts: Option<String>,
     /// The kind of the last event, if readable.
     pub last_kind: Option<EventKind>,
+    /// Whether the session ended: it holds a `session.end` with no turn, model call or tool call
+    /// after it. What may follow an end without undoing it (an apply or an adoption of its
+    /// work, with the question asked for it) does not make it look interrupted.
+    pub ended: bool,
     /// Whether a writer holds it now.
     pub liveness: Liveness,
     /// The project named in `session.start`, if any.
@@ -98,6 +102,7 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionSummary>, LogError> {
         out.push(SessionSummary {
             last_ts: events.last().map(|e| e.ts.clone()),
             last_kind: events.last().map(|e| e.kind),
+            ended: ended(&events),
             events: events.len(),
             id,
             dir,
@@ -106,6 +111,23 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionSummary>, LogError> {
         });
     }
     Ok(out)
+}
+
+/// See [`SessionSummary::ended`]: the last `session.end` counts unless the session went on working
+/// after it (a resumed session that has not ended again).
+fn ended(events: &[Event]) -> bool {
+    let mut ended = false;
+    for e in events {
+        match e.kind {
+            EventKind::SessionEnd => ended = true,
+            EventKind::SessionStart
+            | EventKind::TurnStart
+            | EventKind::ModelRequest
+            | EventKind::ToolCall => ended = false,
+            _ => {}
+        }
+    }
+    ended
 }
 
 fn session_ids(root: &Path) -> Result<Vec<SessionId>, LogError> {

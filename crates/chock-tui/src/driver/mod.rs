@@ -44,7 +44,7 @@ pub async fn list_sessions() -> Result<SessionsView, TuiError> {
         .into_iter()
         .map(|s| {
             let id = s.id.to_string();
-            let ended = s.last_kind == Some(chock_log::EventKind::SessionEnd);
+            let ended = s.ended;
             let at = match (states.as_ref().and_then(|d| d.get(&id)), ended, s.liveness) {
                 (Some(state), _, _) => Where::Daemon(*state),
                 (None, true, _) => Where::Ended,
