@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::say::say_err;
 use crate::{commands, exit, front};
 
 /// Chock: a sandbox-first AI coding harness.
@@ -95,7 +96,7 @@ pub fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     if let Some(hint) = refuse_unknown_first_word(&args) {
-        eprintln!("{hint}");
+        say_err!("{hint}");
         return ExitCode::from(exit::BAD_INPUT);
     }
     if args.get(1).is_some_and(|a| a == "exec") {

@@ -62,9 +62,11 @@ impl std::error::Error for Exit {}
 pub fn finish(outcome: anyhow::Result<ExitCode>) -> ExitCode {
     match outcome {
         Ok(code) => code,
+        // The reader of stdout went away (`| head`): nothing is wrong, nothing to say.
+        Err(err) if crate::say::is_broken_pipe(&err) => ExitCode::from(OK),
         Err(err) => {
             let status = err.downcast_ref::<Exit>().map_or(FAILURE, |e| e.status);
-            eprintln!("chock: {err:#}");
+            crate::say::err_block(format_args!("chock: {err:#}"));
             ExitCode::from(status)
         }
     }

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::say::say_err;
 use crate::{commands, exit};
 
 /// The binary that holds every command, installed beside `chock` by the same `cargo install`.
@@ -49,7 +50,7 @@ pub fn main() -> ExitCode {
     let full = match full_binary() {
         Ok(path) => path,
         Err(e) => {
-            eprintln!("chock: cannot find this binary's own path to start {FULL_BINARY}: {e}");
+            say_err!("chock: cannot find this binary's own path to start {FULL_BINARY}: {e}");
             return ExitCode::from(exit::FAILURE);
         }
     };
@@ -58,7 +59,7 @@ pub fn main() -> ExitCode {
         .arg0(arg0)
         .args(rest)
         .exec();
-    eprintln!(
+    say_err!(
         "chock: cannot start {}: {err}; every command but `exec` is in {FULL_BINARY}, which \
          `cargo install --path crates/chock-cli` installs beside `chock`",
         full.display()

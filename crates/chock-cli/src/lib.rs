@@ -16,6 +16,7 @@ mod cli;
 mod commands;
 mod exit;
 mod front;
+mod say;
 
 /// `chock-full`: every command, in this process.
 pub use cli::main as full_main;

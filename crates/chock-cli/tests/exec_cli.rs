@@ -58,6 +58,39 @@ fn status_and_output_pass_through() {
     assert!(text(&out.stderr).contains("err\n"));
 }
 
+/// Chock ignores SIGPIPE (Rust's default: a pipe to a server that has gone is an error, and a
+/// closed stdout ends a command quietly); the command it confines still has every signal's default
+/// disposition, so `chock exec -- yes | head -1` ends as `yes | head -1` does. Its stdout is a
+/// pipe whose reader goes away, and the kernel's `SigIgn` mask of the confined process is read.
+#[test]
+fn the_confined_command_keeps_sigpipes_default() {
+    let w = World::new();
+    let out = w.exec(&["sh", "-c", "grep SigIgn /proc/self/status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mask = text(&out.stdout);
+    let mask = mask
+        .trim()
+        .strip_prefix("SigIgn:")
+        .expect("a SigIgn line")
+        .trim();
+    let mask = u64::from_str_radix(mask, 16).expect("a hex mask");
+    let sigpipe = 1u64 << (13 - 1);
+    assert_eq!(
+        mask & sigpipe,
+        0,
+        "SIGPIPE is ignored in the sandbox: {mask:#x}"
+    );
+    // And so a writer whose reader has gone is killed by SIGPIPE, quietly, as outside Chock (an
+    // ignored SIGPIPE would have `yes` say "Broken pipe").
+    let out = w.exec(&["sh", "-c", "yes | head -c 1 >/dev/null"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("Broken pipe"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn the_log_records_call_decision_and_result_in_order() {
     let w = World::new();

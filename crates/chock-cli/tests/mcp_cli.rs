@@ -399,3 +399,56 @@ text = "second task done"
         run_support::text(&tested.stderr)
     );
 }
+
+/// An MCP server's tool name reaches the person's terminal through the one escaper, in
+/// `chock mcp trust` and `chock mcp test`: a name that would write the clipboard (OSC 52), erase
+/// and redraw its line and reverse what follows is shown escaped.
+#[test]
+fn a_hostile_tool_name_is_shown_escaped() {
+    let python = prefix().join("venv/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{} is missing: .ci/run installs it",
+            python.display()
+        );
+        eprintln!("skipped: {} is not installed", python.display());
+        return;
+    }
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let w = World::new();
+    w.write(
+        "chock.toml",
+        &format!(
+            "[mcp.servers.masq]\ncommand = \"{}\"\nargs = [\"{}\"]\nread = [\"{}\", \"{}\"]\nstartup_timeout_secs = 60\n",
+            python.display(),
+            fixtures.join("mcp_masquerade.py").display(),
+            prefix().display(),
+            fixtures.display()
+        ),
+    );
+    for args in [
+        &["mcp", "trust", "masq", "--yes"][..],
+        &["mcp", "test", "masq"][..],
+    ] {
+        let o = w.chock(args);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {out}{err}");
+        for (stream, text) in [("stdout", &out), ("stderr", &err)] {
+            let raw: Vec<char> = text
+                .chars()
+                .filter(|&c| chock_protocol::text::must_escape(c) && c != '\n')
+                .collect();
+            assert_eq!(raw, Vec::<char>::new(), "{args:?} {stream}: {text:?}");
+        }
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("  tool "))
+            .unwrap_or_else(|| panic!("{args:?}: the tool is listed: {out}{err}"));
+        assert!(
+            line.starts_with(r"  tool ok\u{1b}]52;c;ZXZpbA==\u{7}\r\u{1b}[2Kfine\u{202e}txt"),
+            "{args:?}: {line}"
+        );
+    }
+}

@@ -13,6 +13,7 @@ use super::workspace::{
     PolicyChange, approve, confirm_policy_changes, open_log, pipeline, session_dir,
 };
 use crate::exit::{BAD_INPUT, Exit, FAILURE};
+use crate::say::say;
 
 /// Arguments of `chock apply`.
 #[derive(Debug, clap::Args)]
@@ -97,7 +98,7 @@ pub(crate) fn refusal(err: WorkspaceError) -> anyhow::Error {
 
 fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow::Result<ExitCode> {
     if plan.is_empty() {
-        println!(
+        say!(
             "nothing to {verb}: the project already holds {} selected change(s)",
             plan.already.len()
         );
@@ -138,17 +139,17 @@ fn finish(plan: ApplyPlan, session_dir: &std::path::Path, verb: &str) -> anyhow:
     match plan.commit() {
         Ok((_, kept)) => {
             for path in &paths {
-                println!("  {path}");
+                say!("  {path}");
             }
             for dir in kept {
-                println!("  kept directory {dir}: it holds other files");
+                say!("  kept directory {dir}: it holds other files");
             }
             if let Some(digest) = &digest {
-                println!("digest {digest}");
+                say!("digest {digest}");
             }
             match verb {
-                "undo" => println!("undone as {id}"),
-                _ => println!("applied as {id} (revert with `chock undo {id}`)"),
+                "undo" => say!("undone as {id}"),
+                _ => say!("applied as {id} (revert with `chock undo {id}`)"),
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use chock_agent::approval_terminal::{TerminalAnswerer, shown};
+use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_daemon::client::{ClientError, DaemonClient};
 use chock_decide::{Answer, Question, QuestionKind};
@@ -21,6 +21,7 @@ use chock_protocol::rpc::{
 use super::run::RunArgs;
 use super::run::output::{HumanSink, print_summary};
 use crate::exit::{self, Exit};
+use crate::say::{say, say_err};
 
 /// Arguments of `chock attach`.
 #[derive(Debug, clap::Args)]
@@ -129,9 +130,11 @@ pub(crate) fn run_in_daemon(args: &RunArgs, task: String) -> anyhow::Result<Exit
             }))
             .await
             .map_err(|e| client_error(&e))?;
-        println!(
+        say!(
             "chock: session {} in the daemon (provider {}, model {})",
-            started.session, started.provider, started.model
+            started.session,
+            started.provider,
+            started.model
         );
         attach(client, &started.session, args.verbose, true, true).await
     })
@@ -221,18 +224,18 @@ async fn attach(
     }
     let put = |approval: Approval| {
         if !approval.answerable {
-            eprintln!(
+            say_err!(
                 "chock: question {} ({}) stays unanswered: its session does not run in the daemon",
                 approval.question,
-                shown(&approval.what, false)
+                approval.what
             );
         } else if prompting {
             let _ = ask_tx.send(approval);
         } else {
-            eprintln!(
+            say_err!(
                 "chock: question {} needs an answer ({}); no terminal here to ask on",
                 approval.question,
-                shown(&approval.what, false)
+                approval.what
             );
         }
     };
@@ -264,7 +267,8 @@ async fn attach(
     loop {
         tokio::select! {
             _ = &mut detach => {
-                eprintln!("\nchock: detached; session {id} goes on in the daemon (`chock attach {id}`)");
+                say_err!();
+                say_err!("chock: detached; session {id} goes on in the daemon (`chock attach {id}`)");
                 return Ok(ExitCode::from(130));
             }
             Some((question, answer)) = answers.recv() => {
@@ -272,7 +276,7 @@ async fn attach(
                     .call(&Call::ApprovalsAnswer(answer_params(&id, &question, answer)))
                     .await;
                 if let Err(e) = sent {
-                    eprintln!("chock: your answer to {question} was not taken: {e}");
+                    say_err!("chock: your answer to {question} was not taken: {e}");
                 }
             }
             notice = client.next_notice() => {
@@ -292,16 +296,16 @@ async fn attach(
                     Ok(Notice::ApprovalAsked(approval)) if approval.session == id => put(approval),
                     Ok(Notice::ApprovalResolved(r)) if r.session == id => {
                         if let (Some(by), Some(answer)) = (&r.by, r.answer) {
-                            eprintln!("chock: {} answered {} by {}", r.question, serde_json::to_value(answer).unwrap_or_default().as_str().unwrap_or("?"), shown(by, false));
+                            say_err!("chock: {} answered {} by {}", r.question, serde_json::to_value(answer).unwrap_or_default().as_str().unwrap_or("?"), by);
                         }
                     }
                     Ok(Notice::SessionState(change)) if change.session == id => match change.state {
                         SessionState::Idle if until_idle => {
-                            eprintln!("chock: the task ended; session {id} waits in the daemon for a follow-up (`chock attach {id}`)");
+                            say_err!("chock: the task ended; session {id} waits in the daemon for a follow-up (`chock attach {id}`)");
                             return Ok(ExitCode::SUCCESS);
                         }
                         SessionState::Ended => {
-                            eprintln!("chock: session {id} ended");
+                            say_err!("chock: session {id} ended");
                             return Ok(ExitCode::SUCCESS);
                         }
                         _ => {}

@@ -1,11 +1,13 @@
 //! `chock diff SESSION`: what the session changed, with the file and hunk ids `chock apply` takes.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use chock_workspace::{RenderMode, Selection, Workspace, render};
 
 use super::workspace::session_dir;
+
+use crate::say::say;
 
 /// Arguments of `chock diff`.
 #[derive(Debug, clap::Args)]
@@ -58,18 +60,18 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
         "never" => false,
         _ => std::io::stdout().is_terminal(),
     };
-    let mut out = std::io::stdout().lock();
     if diff.is_empty() {
         if mode != RenderMode::NameOnly {
-            writeln!(out, "session {} changed nothing", ws.session())?;
+            say!("session {} changed nothing", ws.session());
         }
         return Ok(ExitCode::SUCCESS);
     }
-    out.write_all(render(&diff, mode, colour).as_bytes())?;
+    // Every path and line of it went through the one escaper in `render`.
+    crate::say::rendered(&render(&diff, mode, colour));
     // Not after --name-only: that form is a list of paths for scripts, and a digest line would
     // read as one more path.
     if mode != RenderMode::NameOnly {
-        writeln!(out, "digest {digest}")?;
+        say!("digest {digest}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use crate::exit;
+use crate::say::say;
 
 /// Arguments of `chock doctor`.
 #[derive(Debug, clap::Args)]
@@ -22,7 +23,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let all_required_on = rows.iter().all(|r| r.on || !r.required);
     if json {
         let doc = serde_json::json!({ "ok": all_required_on, "layers": rows });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        crate::say::json_pretty(&doc)?;
     } else {
         let width = rows.iter().map(|r| r.layer.len()).max().unwrap_or(0);
         for r in &rows {
@@ -32,12 +33,12 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
                 (false, false) => "off",
             };
             let kind = if r.required { "" } else { " (not required)" };
-            println!("{state}  {:width$}  {}{kind}", r.layer, r.detail);
+            say!("{state}  {:width$}  {}{kind}", r.layer, r.detail);
         }
         if all_required_on {
-            println!("every required layer is on");
+            say!("every required layer is on");
         } else {
-            println!("a required layer is off: chock will refuse to run commands");
+            say!("a required layer is off: chock will refuse to run commands");
         }
     }
     Ok(ExitCode::from(if all_required_on {

@@ -1,7 +1,7 @@
 //! `chock exec`: one command, run exactly as the agent's run_command tool runs it: decided by the
 //! project's chock.toml, logged, confined with every layer, in the session's throwaway workspace.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use chock_session::{CallOptions, CallOutcome, Output, Session, SessionError, Ses
 use super::exec_egress::TerminalAnswerer;
 use super::exec_terminal::ExecTerminal;
 use crate::exit::{self, Exit};
+use crate::say::say_err;
 
 /// What `chock exec` is, in its help and in `chock --help`.
 pub const ABOUT: &str =
@@ -143,12 +144,12 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     };
     if verbose {
         let plan = session.plan_for(&command, &opts);
-        eprintln!(
+        say_err!(
             "chock: session {} ({})",
             session.log().id().as_str(),
             session.log().dir().display()
         );
-        eprintln!(
+        say_err!(
             "chock: environment: {}",
             plan.env
                 .iter()
@@ -157,8 +158,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                 .join(" ")
         );
         match chock_sandbox::describe_mounts(&plan) {
-            Ok(mounts) => mounts.iter().for_each(|m| eprintln!("chock: mount: {m}")),
-            Err(e) => eprintln!("chock: mount: {e}"),
+            Ok(mounts) => mounts.iter().for_each(|m| say_err!("chock: mount: {m}")),
+            Err(e) => say_err!("chock: mount: {e}"),
         }
     }
     // The one decision pipeline settles the command and each of its connections; the person at
@@ -174,7 +175,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let code = match result {
         Ok(r) => {
             if verbose {
-                eprintln!(
+                say_err!(
                     "chock: {} {} -> {}",
                     r.call_id,
                     r.action,
@@ -184,7 +185,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             match r.outcome {
                 CallOutcome::Refused { by, reason } => {
                     if r.action == "exec.unparsed" {
-                        eprintln!(
+                        say_err!(
                             "chock: `{}` has no class: it is not on the sandbox's PATH, or its path holds `..` or shell syntax",
                             command[0]
                         );
@@ -193,9 +194,9 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                         }
                     }
                     if r.decision == chock_policy::Decision::Deny {
-                        eprintln!("chock: refused `{}`: {reason} ({})", r.action, r.decided_by);
+                        say_err!("chock: refused `{}`: {reason} ({})", r.action, r.decided_by);
                     } else {
-                        eprintln!(
+                        say_err!(
                             "chock: refused `{}`: {reason} (asked because {} says {}; answered by {by})",
                             r.action,
                             r.decided_by,
@@ -209,13 +210,13 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                         eprintln!("chock: {note}");
                     }
                     if outcome.status == ExitStatus::TimedOut {
-                        eprintln!(
+                        say_err!(
                             "chock: timed out after {:.1}s; every process of the call was killed",
                             outcome.duration.as_secs_f64()
                         );
                     }
                     if verbose {
-                        eprintln!(
+                        say_err!(
                             "chock: {:?} in {:?}; limits: {}",
                             outcome.status,
                             outcome.duration,
@@ -227,7 +228,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Err(SessionError::Sandbox(e @ SandboxError::Layer { .. })) => {
-            eprintln!("chock: {e}");
+            // Its hint is a line of its own.
+            crate::say::err_block(format_args!("chock: {e}"));
             exit::LAYER_MISSING
         }
         Err(SessionError::Sandbox(SandboxError::Exec {
@@ -235,7 +237,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             reason,
             not_found,
         })) => {
-            eprintln!("chock: {program}: {reason}");
+            say_err!("chock: {program}: {reason}");
             if not_found {
                 exit::NOT_FOUND
             } else {
@@ -246,8 +248,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     };
     closed.context("closing the session")?;
     if keep {
-        eprintln!("chock: workspace kept in {}", session_dir.display());
+        say_err!("chock: workspace kept in {}", session_dir.display());
     }
-    std::io::stdout().flush().ok();
+    crate::say::flush_passthrough();
     Ok(ExitCode::from(code))
 }

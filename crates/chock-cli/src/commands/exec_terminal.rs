@@ -65,15 +65,7 @@ impl Default for OutputHold {
 }
 
 fn write_out(stream: Stream, bytes: &[u8]) {
-    // Straight through (no line buffer left behind), so nothing the command wrote reaches the terminal
-    // later than the hold says.
-    let _ = match stream {
-        Stream::Stdout => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(bytes).and_then(|()| out.flush())
-        }
-        Stream::Stderr => std::io::stderr().lock().write_all(bytes),
-    };
+    crate::say::passthrough(matches!(stream, Stream::Stderr), bytes);
 }
 
 impl OutputHold {

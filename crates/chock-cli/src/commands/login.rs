@@ -3,13 +3,14 @@
 //! `$XDG_DATA_HOME/chock/credentials/` (docs/config.md). The key is never printed, logged or handed to a
 //! tool call.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use chock_agent::credentials::{self, ApiKey};
 
 use crate::exit::{self, Exit};
+use crate::say::{say, say_err};
 
 /// Arguments of `chock login`.
 #[derive(Debug, clap::Args)]
@@ -24,8 +25,7 @@ fn read_key() -> anyhow::Result<String> {
     let stdin = std::io::stdin();
     let terminal = stdin.is_terminal();
     let saved = if terminal {
-        eprint!("API key for the provider (input hidden): ");
-        let _ = std::io::stderr().flush();
+        crate::say::ask_err(format_args!("API key for the provider (input hidden): "));
         let saved = rustix::termios::tcgetattr(&stdin).ok();
         if let Some(mut quiet) = saved.clone() {
             quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
@@ -40,7 +40,7 @@ fn read_key() -> anyhow::Result<String> {
     let read = stdin.lock().read_line(&mut line);
     if let Some(saved) = saved {
         let _ = rustix::termios::tcsetattr(&stdin, rustix::termios::OptionalActions::Now, &saved);
-        eprintln!();
+        say_err!();
     }
     read.context("reading the key from standard input")?;
     Ok(line)
@@ -58,13 +58,13 @@ pub fn run(args: &LoginArgs) -> anyhow::Result<ExitCode> {
         other => Exit::new(exit::FAILURE, other.to_string()),
     })?;
     match &stored {
-        credentials::KeySource::File(path) => println!(
+        credentials::KeySource::File(path) => say!(
             "stored the key for {} in {} (mode 0600; no OS keyring was available)",
             args.provider,
             path.display()
         ),
-        other => println!("stored the key for {} in {other}", args.provider),
+        other => say!("stored the key for {} in {other}", args.provider),
     }
-    println!("an environment variable named by the provider's key_env still takes precedence");
+    say!("an environment variable named by the provider's key_env still takes precedence");
     Ok(ExitCode::SUCCESS)
 }

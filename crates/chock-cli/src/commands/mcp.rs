@@ -13,7 +13,7 @@
 //! logs the refusal with this command's name), so a repository cannot time a question to catch a
 //! hurried yes.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -26,6 +26,7 @@ use chock_policy::mcp::Transport;
 use chock_session::{Session, SessionOptions};
 
 use crate::exit::{BAD_INPUT, Exit, FAILURE, REFUSED};
+use crate::say::{say, say_err};
 
 /// `chock mcp …`.
 #[derive(Debug, clap::Subcommand)]
@@ -114,9 +115,7 @@ fn shown(path: &Path, project: &Path) -> String {
 fn list(project: &Path) -> anyhow::Result<ExitCode> {
     let (servers, policy, trust) = load(project)?;
     if servers.is_empty() {
-        println!(
-            "no MCP servers: add [mcp.servers.NAME] to chock.toml or config.toml (docs/mcp.md)"
-        );
+        say!("no MCP servers: add [mcp.servers.NAME] to chock.toml or config.toml (docs/mcp.md)");
         return Ok(ExitCode::SUCCESS);
     }
     for server in &servers {
@@ -129,47 +128,49 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
             (chock_mcp::TrustState::Trusted, Err(e)) => e.to_string(),
             _ => state.word().to_string(),
         };
-        println!("{name}");
-        println!(
+        say!("{name}");
+        say!(
             "  from:    {} ({})",
             server.origin.word(),
             shown(Path::new(&server.file_words()), project)
         );
-        println!("  how:     {}", transport_words(server));
-        println!("  trust:   {state}");
+        say!("  how:     {}", transport_words(server));
+        say!("  trust:   {state}");
         match &server.def.transport {
             Transport::Stdio { .. } => {
                 let network = chock_policy::Action::mcp_network(name).map(|a| policy.decide(&a));
                 if let Ok(verdict) = network {
-                    println!("  network: {} ({})", verdict.decision, verdict.decided_by);
+                    say!("  network: {} ({})", verdict.decision, verdict.decided_by);
                 }
             }
             // The host reaches it; each connection is this act, through the broker.
             Transport::Http { url } => match chock_mcp::destination_action(url) {
                 Some(action) => {
                     let verdict = policy.decide(&action);
-                    println!(
+                    say!(
                         "  reached: {} as `{action}` ({})",
-                        verdict.decision, verdict.decided_by
+                        verdict.decision,
+                        verdict.decided_by
                     );
                 }
-                None => println!("  reached: never (`{url}` names no host)"),
+                None => say!("  reached: never (`{url}` names no host)"),
             },
         }
         let tools = trust.pinned_tools(&server.origin, name);
         if tools.is_empty() {
-            println!("  tools:   none approved yet (`chock mcp test {name}` lists them)");
+            say!("  tools:   none approved yet (`chock mcp test {name}` lists them)");
         }
         for tool in tools {
             match chock_mcp::names::tool_action(name, &tool) {
                 Ok(action) => {
                     let verdict = policy.decide(&action);
-                    println!(
+                    say!(
                         "  tool {tool}: {} as `{action}` ({})",
-                        verdict.decision, verdict.decided_by
+                        verdict.decision,
+                        verdict.decided_by
                     );
                 }
-                Err(e) => println!("  tool {tool}: cannot be an act: {e}"),
+                Err(e) => say!("  tool {tool}: cannot be an act: {e}"),
             }
         }
     }
@@ -227,17 +228,17 @@ fn start_and_show(
         } else {
             FAILURE
         };
-        eprintln!("chock: {err}");
+        say_err!("chock: {err}");
         status
     } else {
         for running in hub.servers() {
             match &running.configured().def.transport {
-                Transport::Stdio { .. } => println!(
+                Transport::Stdio { .. } => say!(
                     "{}: started confined ({}network)",
                     running.name(),
                     if running.has_network() { "" } else { "no " }
                 ),
-                Transport::Http { url } => println!(
+                Transport::Http { url } => say!(
                     "{}: reached at {url} through the broker (each connection decided as `net.connect`)",
                     running.name()
                 ),
@@ -256,9 +257,10 @@ fn start_and_show(
                     .annotation_floor()
                     .map(|(_, why)| format!("; stricter: {why}"))
                     .unwrap_or_default();
-                println!(
+                say!(
                     "  tool {}: {decision} as `{}` ({pin}{floor})",
-                    listed.def.name, listed.def.action
+                    listed.def.name,
+                    listed.def.action
                 );
             }
         }
@@ -280,13 +282,13 @@ fn trust(name: &str, project: &Path, yes: bool) -> anyhow::Result<ExitCode> {
     let (servers, _, trust) = load(project)?;
     let server = find(&servers, name)?.clone();
     let def = &server.def;
-    println!(
+    say!(
         "MCP server `{name}` from {} ({})",
         server.origin.word(),
         shown(Path::new(&server.file_words()), project)
     );
-    println!("  how:      {}", transport_words(&server));
-    println!(
+    say!("  how:      {}", transport_words(&server));
+    say!(
         "  env:      {}",
         if def.env.is_empty() {
             "(none)".to_string()
@@ -304,18 +306,18 @@ fn trust(name: &str, project: &Path, yes: bool) -> anyhow::Result<ExitCode> {
                 .join(", ")
         }
     };
-    println!("  reads:    {}", paths(&def.read));
-    println!("  caches:   {}", paths(&def.cache));
-    println!("  sha256:   {}", server.hash);
+    say!("  reads:    {}", paths(&def.read));
+    say!("  caches:   {}", paths(&def.cache));
+    say!("  sha256:   {}", server.hash);
     if let Some(files) = files_of(&server).map_err(bad_input)? {
         if files.pinned.is_empty() && files.unpinned.is_empty() {
-            println!("  files:    (none in the project)");
+            say!("  files:    (none in the project)");
         }
         for (word, pin) in &files.pinned {
-            println!("  file:     {word} {pin}");
+            say!("  file:     {word} {pin}");
         }
         for (word, why) in &files.unpinned {
-            println!("  unpinned: {word} ({why})");
+            say!("  unpinned: {word} ({why})");
         }
     }
     if !yes {
@@ -326,8 +328,9 @@ fn trust(name: &str, project: &Path, yes: bool) -> anyhow::Result<ExitCode> {
             )
             .into());
         }
-        print!("Trust this exact definition and start it confined to list its tools? [y/N] ");
-        let _ = std::io::stdout().flush();
+        crate::say::ask(format_args!(
+            "Trust this exact definition and start it confined to list its tools? [y/N] "
+        ));
         let mut line = String::new();
         let _ = std::io::stdin().lock().read_line(&mut line);
         if !matches!(line.trim(), "y" | "Y" | "yes") {

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use chock_agent::memory::{MemoryError, MemoryStore};
 
 use crate::exit::{self, Exit};
+use crate::say::say;
 
 /// `chock memory …`.
 #[derive(Debug, clap::Subcommand)]
@@ -69,29 +70,20 @@ pub fn run(cmd: MemoryCommand) -> anyhow::Result<ExitCode> {
             let store = store(&project)?;
             let notes = store.list().map_err(bad)?;
             if notes.is_empty() {
-                println!("no notes for project {}", store.project().display());
+                say!("no notes for project {}", store.project().display());
             } else {
-                println!("notes for project {}:", store.project().display());
+                say!("notes for project {}:", store.project().display());
                 for note in notes {
-                    println!("{:<32} {:>6} bytes", note.name, note.bytes);
+                    say!("{:<32} {:>6} bytes", note.name, note.bytes);
                 }
             }
         }
         MemoryCommand::Show { name, project } => {
             let text = store(&project)?.read(&name).map_err(bad)?;
-            let shown: String = text
-                .chars()
-                .map(|c| {
-                    if c.is_control() && c != '\n' && c != '\t' {
-                        c.escape_unicode().to_string()
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect();
-            print!("{shown}");
-            if !shown.ends_with('\n') {
-                println!();
+            // A note's lines are lines; everything else the escaper names is escaped.
+            crate::say::block(&text);
+            if !text.ends_with('\n') {
+                say!();
             }
         }
         MemoryCommand::Edit { name, project } => {
@@ -137,11 +129,11 @@ pub fn run(cmd: MemoryCommand) -> anyhow::Result<ExitCode> {
                 )
             })?;
             let written = store.write(&name, &text).map_err(bad)?;
-            println!("note `{name}` saved ({} bytes)", written.bytes);
+            say!("note `{name}` saved ({} bytes)", written.bytes);
         }
         MemoryCommand::Rm { name, project } => {
             store(&project)?.remove(&name).map_err(bad)?;
-            println!("removed note `{name}`");
+            say!("removed note `{name}`");
         }
     }
     Ok(ExitCode::SUCCESS)

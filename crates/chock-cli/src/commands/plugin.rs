@@ -17,6 +17,7 @@ use chock_policy::PluginConfig;
 use chock_policy::Policy;
 
 use crate::exit::{BAD_INPUT, Exit, FAILURE, REFUSED};
+use crate::say::say;
 
 /// `chock plugin …`.
 #[derive(Debug, clap::Subcommand)]
@@ -69,10 +70,10 @@ fn show(
     engine: &PluginEngine,
     detail: bool,
 ) -> Result<(), PluginError> {
-    println!("{}", config.name);
-    println!("  file:    {}", config.path.display());
-    println!("  pin:     sha256 {}", config.sha256);
-    println!(
+    say!("{}", config.name);
+    say!("  file:    {}", config.path.display());
+    say!("  pin:     sha256 {}", config.sha256);
+    say!(
         "  limits:  {} s, {} MiB, {} fuel, {} KiB of output",
         config.timeout.as_secs_f64(),
         config.memory_bytes >> 20,
@@ -82,11 +83,11 @@ fn show(
     let plugin = match LoadedPlugin::load(engine, project, config, policy) {
         Ok(plugin) => plugin,
         Err(err) => {
-            println!("  starts:  no: {err}");
+            say!("  starts:  no: {err}");
             return Err(err);
         }
     };
-    println!("  starts:  yes");
+    say!("  starts:  yes");
     let mut wasi: Vec<&str> = plugin
         .imports()
         .iter()
@@ -98,7 +99,7 @@ fn show(
         .collect();
     wasi.sort_unstable();
     if !wasi.is_empty() {
-        println!("  wasi:    {} (Chock's own, no act)", wasi.join(", "));
+        say!("  wasi:    {} (Chock's own, no act)", wasi.join(", "));
     }
     for import in plugin.imports() {
         match import {
@@ -109,16 +110,17 @@ fn show(
                         Capability::Fetch => ", each fetch decided as net.fetch.<host>",
                         _ => ", and again on each use",
                     };
-                    println!(
+                    say!(
                         "  import {name}: {} as `{action}` ({}){per_call}",
-                        verdict.decision, verdict.decided_by
+                        verdict.decision,
+                        verdict.decided_by
                     );
                 }
-                Ok(None) => println!("  import {name}: grants nothing"),
-                Err(e) => println!("  import {name}: cannot be an act: {e}"),
+                Ok(None) => say!("  import {name}: grants nothing"),
+                Err(e) => say!("  import {name}: cannot be an act: {e}"),
             },
             Import::Wasi { .. } => {}
-            Import::Unsupported { name } => println!("  import {name}: not provided"),
+            Import::Unsupported { name } => say!("  import {name}: not provided"),
         }
     }
     for tool in plugin.tools() {
@@ -129,13 +131,13 @@ fn show(
         } else {
             ""
         };
-        println!(
+        say!(
             "  tool {}: {} as `{}` ({}){offered}",
             tool.name, verdict.decision, tool.action, verdict.decided_by
         );
         if detail {
-            println!("    {}", tool.description);
-            println!("    input: {}", tool.input_schema);
+            say!("    {}", tool.description);
+            say!("    input: {}", tool.input_schema);
         }
     }
     Ok(())
@@ -144,9 +146,7 @@ fn show(
 fn list(project: &Path) -> anyhow::Result<ExitCode> {
     let policy = Policy::load(project).map_err(bad_input)?;
     if policy.plugins().is_empty() {
-        println!(
-            "no plugins: add [plugins.NAME] with path and sha256 to chock.toml (docs/plugins.md)"
-        );
+        say!("no plugins: add [plugins.NAME] with path and sha256 to chock.toml (docs/plugins.md)");
         return Ok(ExitCode::SUCCESS);
     }
     let engine = engine()?;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use chock_policy::{Action, DecidedBy, Policy, Presence, Sources, catalogue};
 
 use crate::exit::{BAD_INPUT, Exit};
+use crate::say::say;
 
 /// `chock policy …`.
 #[derive(Debug, clap::Subcommand)]
@@ -42,21 +43,21 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         PolicyCommand::Lint { file, org } => lint(file.as_deref(), org),
         PolicyCommand::Catalogue => {
             for entry in catalogue::CATALOGUE {
-                println!("{:<30} {}", entry.template, entry.why);
+                say!("{:<30} {}", entry.template, entry.why);
             }
             Ok(ExitCode::SUCCESS)
         }
         PolicyCommand::Defaults => {
             let defaults = chock_policy::shipped_defaults().map_err(bad_input)?;
             for rule in defaults.rules() {
-                println!(
+                say!(
                     "{:<24} {:<6} {}",
                     rule.pattern,
                     rule.decision,
                     rule.why.as_deref().unwrap_or("")
                 );
             }
-            println!(
+            say!(
                 "(no default: net.fetch.*, net.connect.*, exec.unparsed and anything unlisted are asked)"
             );
             Ok(ExitCode::SUCCESS)
@@ -83,9 +84,9 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     }
     let policy = Policy::load(project).map_err(bad_input)?;
     let verdict = policy.decide(&action);
-    println!("action:     {action}");
-    println!("decision:   {}", verdict.decision);
-    println!("decided by: {}", verdict.decided_by);
+    say!("action:     {action}");
+    say!("decision:   {}", verdict.decision);
+    say!("decided by: {}", verdict.decided_by);
     let why = match &verdict.decided_by {
         DecidedBy::ShippedDefault { why, .. } => why.clone(),
         DecidedBy::Project { line, pattern, .. } => {
@@ -95,7 +96,7 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
         DecidedBy::Ratchet { .. } | DecidedBy::NoRule => None,
     };
     if let Some(why) = why {
-        println!("why:        {why}");
+        say!("why:        {why}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -148,7 +149,7 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
         ("project table", policy.project_rules().rules().len())
     };
     let plural = if rules == 1 { "" } else { "s" };
-    println!("{}: ok ({kind}, {rules} rule{plural})", path.display());
+    say!("{}: ok ({kind}, {rules} rule{plural})", path.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,7 +13,7 @@ pub fn run(command: &ProtocolCommand) -> anyhow::Result<ExitCode> {
     match command {
         ProtocolCommand::Schema => {
             let schema = chock_protocol::schema::client_schema();
-            println!("{}", serde_json::to_string_pretty(&schema)?);
+            crate::say::json_pretty(&schema)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -17,6 +17,7 @@ use chock_agent::runtime::{BuildError, SessionBuilder};
 use chock_protocol::log::{BudgetAmount, EndReason};
 
 use crate::exit::{self, Exit};
+use crate::say::{say, say_err};
 
 pub(crate) mod output;
 
@@ -221,13 +222,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             model: session.chosen().model.clone(),
         });
     } else {
-        println!(
+        say!(
             "chock: session {id} (provider {}, model {})",
             session.chosen().name,
             session.chosen().model
         );
         if args.verbose {
-            println!(
+            say!(
                 "chock: log {}",
                 session.log().dir().join(chock_log::LOG_FILE).display()
             );
@@ -263,7 +264,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     match outcome {
         Ok((TaskEnd::Interrupted, _)) => {
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-            eprintln!("\nchock: interrupted; what the session did so far: chock diff {id}");
+            say_err!();
+            say_err!("chock: interrupted; what the session did so far: chock diff {id}");
             Ok(ExitCode::from(130))
         }
         Ok((_, summary)) => {
@@ -278,8 +280,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         }
         Err(err) => {
             if !args.json {
-                eprintln!("chock: the session {id} stopped: {err}");
-                eprintln!(
+                say_err!("chock: the session {id} stopped: {err}");
+                say_err!(
                     "chock: what it did so far: chock diff {id}; its log: chock sessions show {id}"
                 );
             }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use chock_daemon::{DaemonError, DaemonOptions, ServeOptions, paths, serve};
 
 use crate::exit::{self, Exit};
+use crate::say::{say, say_err};
 
 /// Arguments of `chock serve`.
 #[derive(Debug, clap::Args)]
@@ -51,12 +52,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         let mut term = signal(SignalKind::terminate()).context("waiting for SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("waiting for SIGINT")?;
         let server = serve(opts).await.map_err(|e| start_error(&e))?;
-        println!("{}", server.listening_line());
+        say!("{}", server.listening_line());
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}
         }
-        eprintln!("chock: stopping; a question still open stays unanswered in its session's log");
+        say_err!("chock: stopping; a question still open stays unanswered in its session's log");
         server.stop().await;
         anyhow::Ok(())
     });

@@ -6,7 +6,6 @@ mod replay_cmd;
 mod replay_fold;
 mod show;
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -15,6 +14,7 @@ use chock_log::{
 };
 
 use crate::exit::{self, Exit};
+use crate::say::{say, say_err};
 
 /// `chock sessions …`.
 #[derive(Debug, clap::Subcommand)]
@@ -125,10 +125,13 @@ fn fork(id: &str, turn: u32) -> anyhow::Result<ExitCode> {
         }
         other => anyhow::Error::new(other).context(format!("cannot fork session {id}")),
     })?;
-    println!("{}", forked.id);
-    eprintln!(
+    say!("{}", forked.id);
+    say_err!(
         "chock: session {} starts where turn {turn} of {} ended (its line {}); go on with `chock run --resume {} \"TASK\"`",
-        forked.id, forked.origin.session, forked.origin.seq, forked.id
+        forked.id,
+        forked.origin.session,
+        forked.origin.seq,
+        forked.id
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -137,39 +140,44 @@ fn list() -> anyhow::Result<ExitCode> {
     let root = root()?;
     let sessions = chock_log::list_sessions(&root)?;
     if sessions.is_empty() {
-        println!("no sessions in {}", root.display());
+        say!("no sessions in {}", root.display());
         return Ok(ExitCode::SUCCESS);
     }
     // The sessions the daemon owns, when one runs: their state as it says (`daemon:idle`).
     let owned = super::attach::daemon_states();
-    println!(
+    say!(
         "{:<23}  {:<11}  {:>6}  {:<20}  {:<16}  PROJECT",
-        "ID", "STATE", "EVENTS", "LAST EVENT", "LAST KIND"
+        "ID",
+        "STATE",
+        "EVENTS",
+        "LAST EVENT",
+        "LAST KIND"
     );
     for s in &sessions {
         let state = owned
             .as_ref()
             .and_then(|o| o.get(s.id.as_str()))
             .map_or_else(|| state(s), |d| format!("daemon:{d}"));
-        println!(
+        say!(
             "{:<23}  {:<11}  {:>6}  {:<20}  {:<16}  {}",
             s.id,
             state,
             s.events,
             s.last_ts.as_deref().map_or("-".to_owned(), short_time),
             s.last_kind.map_or("-", EventKind::as_str),
-            printable(s.project.as_deref().unwrap_or("-")),
+            s.project.as_deref().unwrap_or("-"),
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// live: a writer holds the lock; ended: its last event is session.end; interrupted: the
-/// writer is gone without saying goodbye (crashed or killed).
+/// live: a writer holds the lock; ended: it holds a session.end with no turn after it (an apply
+/// or adoption of its work may follow); interrupted: the writer is gone without saying goodbye
+/// (crashed or killed).
 fn state(s: &SessionSummary) -> String {
     match s.liveness {
         Liveness::Live { pid } => format!("live:{pid}"),
-        _ if s.last_kind == Some(EventKind::SessionEnd) => "ended".into(),
+        _ if s.ended => "ended".into(),
         Liveness::Stale { .. } => "interrupted".into(),
         Liveness::NoLock => "no-writer".into(),
     }
@@ -181,25 +189,7 @@ fn short_time(ts: &str) -> String {
     if let Some(dot) = t.find('.') {
         t.truncate(dot);
     }
-    printable(t.trim_end_matches('Z'))
-}
-
-/// `text` safe to print on a terminal: control characters (escape sequences, carriage returns,
-/// newlines) and the bidirectional overrides are shown escaped (`\u{1b}`). A log holds text
-/// the model, a command or a web page wrote, and a log is also read after being copied from
-/// another machine: printing it raw would let that text drive the reader's terminal (clear
-/// lines, rewrite what was shown, set the clipboard) or reorder what the reader sees.
-pub(crate) fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    t.trim_end_matches('Z').to_owned()
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -222,10 +212,9 @@ fn verify(id: &str, pubkey: Option<&Path>) -> anyhow::Result<ExitCode> {
     };
     let report = chock_log::verify_with(&dir, &VerifyOptions { trusted_key })?;
     // The report quotes bytes of the log and its seal (a kind, a session id, a seal format),
-    // which may come from another machine: each line is made printable.
-    let rendered = render_report(&report, local_public_key().as_deref());
-    for line in rendered.lines() {
-        println!("{}", printable(line));
+    // which may come from another machine: `say!` escapes each line.
+    for line in render_report(&report, local_public_key().as_deref()) {
+        say!("{line}");
     }
     Ok(ExitCode::from(if report.is_intact() {
         exit::OK
@@ -242,20 +231,17 @@ fn local_public_key() -> Option<String> {
 }
 
 fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn render_report(report: &VerifyReport, local_key: Option<&str>) -> String {
-    let mut out = String::new();
+fn render_report(report: &VerifyReport, local_key: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
     let verdict = if report.is_intact() {
         "intact"
     } else {
         "BROKEN"
     };
-    let _ = writeln!(out, "session {}: {verdict}", report.session_id);
+    out.push(format!("session {}: {verdict}", report.session_id));
     let head = report
         .head
         .as_ref()
@@ -266,13 +252,12 @@ fn render_report(report: &VerifyReport, local_key: Option<&str>) -> String {
                 &h.hash[..16.min(h.hash.len())]
             )
         });
-    let _ = writeln!(
-        out,
+    out.push(format!(
         "  {} lines, {} bytes, {head}",
         report.lines, report.bytes
-    );
+    ));
     for problem in &report.problems {
-        let _ = writeln!(out, "  {problem}");
+        out.push(format!("  {problem}"));
     }
     if let Some(torn) = &report.torn_tail {
         let why = if torn.missing_newline {
@@ -280,17 +265,15 @@ fn render_report(report: &VerifyReport, local_key: Option<&str>) -> String {
         } else {
             "not JSON"
         };
-        let _ = writeln!(
-            out,
-            "  torn tail: line {} ({} bytes at offset {}, {why}), left by a crash mid-write; every line before it was checked",
+        out.push(format!("  torn tail: line {} ({} bytes at offset {}, {why}), left by a crash mid-write; every line before it was checked",
             torn.line, torn.len, torn.offset
-        );
+        ));
     }
     match &report.seal {
         SealCheck::Unsealed => {
-            let _ = writeln!(
-                out,
+            out.push(
                 "  not sealed (the last line is only protected by a seal: `chock sessions seal`)"
+                    .to_owned(),
             );
         }
         SealCheck::Sealed {
@@ -306,14 +289,13 @@ fn render_report(report: &VerifyReport, local_key: Option<&str>) -> String {
                 }
                 KeyCheck::NotChecked => "a key not checked (pass --pubkey FILE)",
             };
-            let _ = writeln!(
-                out,
+            out.push(format!(
                 "  sealed at seq {seq}, {events_after} events after; signed by {whose} {}",
                 &public_key[..16.min(public_key.len())]
-            );
+            ));
         }
         SealCheck::Broken { reason } => {
-            let _ = writeln!(out, "  seal broken: {reason}");
+            out.push(format!("  seal broken: {reason}"));
         }
     }
     out
@@ -323,12 +305,14 @@ fn seal(id: &str) -> anyhow::Result<ExitCode> {
     let dir = find(id)?;
     let key = key_path()?;
     let seal = chock_log::seal(&dir, &key)?;
-    println!(
+    say!(
         "sealed session {} at seq {} (sha256 {})",
-        seal.session_id, seal.head_seq, seal.head_hash
+        seal.session_id,
+        seal.head_seq,
+        seal.head_hash
     );
-    println!("  seal: {}", dir.join(chock_log::SEAL_FILE).display());
-    println!(
+    say!("  seal: {}", dir.join(chock_log::SEAL_FILE).display());
+    say!(
         "  key:  {} (public key: {})",
         key.display(),
         chock_log::public_key_path(&key).display()
@@ -338,6 +322,7 @@ fn seal(id: &str) -> anyhow::Result<ExitCode> {
 
 fn pubkey() -> anyhow::Result<ExitCode> {
     let key = key_path()?;
-    print!("{}", chock_log::public_key_pem(&key)?);
+    // A PEM block of Chock's own making: its lines are lines.
+    crate::say::block(chock_log::public_key_pem(&key)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,7 @@
 //! `chock workspace list|rm|adopt`, and the helpers `diff`, `apply` and `undo` share: finding a
 //! session, asking the policy table, and logging into the session's own log before the act.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
@@ -16,6 +16,7 @@ use chock_protocol::log::WorkspaceAdopt;
 use chock_workspace::{Backing, Entry, Sensitive, Workspace, render_content, sensitive_path};
 
 use crate::exit::{BAD_INPUT, Exit, REFUSED};
+use crate::say::say;
 
 /// `chock workspace …`.
 #[derive(Debug, clap::Subcommand)]
@@ -52,7 +53,6 @@ pub fn run(cmd: WorkspaceCommand) -> anyhow::Result<ExitCode> {
 
 fn list() -> anyhow::Result<ExitCode> {
     let root = chock_log::sessions_root()?;
-    let mut out = std::io::stdout().lock();
     for item in chock_workspace::list(&root)? {
         let id = item
             .session_dir
@@ -69,13 +69,12 @@ fn list() -> anyhow::Result<ExitCode> {
                     Backing::Git { ref_name, .. } => format!("git {ref_name}"),
                     Backing::Overlay => "overlay".into(),
                 };
-                writeln!(out, "{id}  {live}  {backing}  {}", meta.project.display())?;
+                say!("{id}  {live}  {backing}  {}", meta.project.display());
             }
-            None => writeln!(
-                out,
+            None => say!(
                 "{id}  {live}  unreadable: {}",
                 item.problem.unwrap_or_default()
-            )?,
+            ),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -91,7 +90,7 @@ fn rm(session: &str) -> anyhow::Result<ExitCode> {
         .into());
     }
     chock_workspace::remove(&dir)?;
-    println!("removed the workspace of session {session}");
+    say!("removed the workspace of session {session}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -103,7 +102,7 @@ fn adopt(session: &str, include_policy: &[String]) -> anyhow::Result<ExitCode> {
         .map_err(super::apply::refusal)?;
     let total = plan.copies.len() + plan.dirs.len() + plan.deleted.len();
     if total == 0 {
-        println!("session {session} changed nothing; nothing to adopt");
+        say!("session {session} changed nothing; nothing to adopt");
         return Ok(ExitCode::SUCCESS);
     }
     let question = format!(
@@ -142,7 +141,7 @@ fn adopt(session: &str, include_policy: &[String]) -> anyhow::Result<ExitCode> {
         },
     )?;
     let counts = plan.commit()?;
-    println!(
+    say!(
         "adopted into {}: {} file(s), {} empty dir(s), {} deleted path(s) listed in {}",
         plan.dest.display(),
         counts.files,
@@ -281,7 +280,7 @@ pub(crate) fn confirm_policy_changes(
 ) -> anyhow::Result<()> {
     let action = Action::parse(act).map_err(|e| anyhow::anyhow!("{e}"))?;
     for change in changes {
-        let path = change.path.escape_debug().to_string();
+        let path = chock_protocol::text::line(change.path).to_string();
         let dir = match path.rsplit_once('/') {
             Some((dir, _)) => format!("{dir}/"),
             None => "the project".to_string(),

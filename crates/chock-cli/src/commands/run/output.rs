@@ -1,22 +1,11 @@
 //! How `chock run` shows a session: the model's words as they stream and one line per tool call for a
 //! person, one JSON object per event for a script (docs/json-events.md), and the closing summary.
 
-use std::io::Write;
 use std::sync::Mutex;
 
 use chock_agent::events::{AgentEvent, EventSink, Summary};
 
-use crate::commands::sessions::printable;
-
-/// Text the model, a command or a web page wrote, made safe for the person's terminal: each line as
-/// `chock sessions show` prints it (escape sequences, carriage returns and bidi overrides escaped), the
-/// newlines kept. Raw, it could drive the terminal or rewrite what the person saw of the session.
-fn terminal_text(text: &str) -> String {
-    text.split('\n')
-        .map(printable)
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+use crate::say::say;
 
 /// Prints events for a person: the model's words as they stream, one line per tool call and result.
 pub(crate) struct HumanSink {
@@ -25,17 +14,17 @@ pub(crate) struct HumanSink {
 }
 
 impl HumanSink {
+    /// One line of Chock's own, on a line of its own: `say!` escapes what it quotes (a tool's
+    /// input, a command's summary, a reason), a newline in it too.
     fn line(&self, text: &str) {
-        let mut out = std::io::stdout().lock();
         let mut start = self
             .at_line_start
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if !*start {
-            let _ = writeln!(out);
+            say!();
         }
-        let _ = writeln!(out, "{}", terminal_text(text));
-        let _ = out.flush();
+        say!("{text}");
         *start = true;
     }
 }
@@ -44,9 +33,8 @@ impl EventSink for HumanSink {
     fn emit(&self, event: &AgentEvent) {
         match event {
             AgentEvent::Text { text, .. } => {
-                let mut out = std::io::stdout().lock();
-                let _ = out.write_all(terminal_text(text).as_bytes());
-                let _ = out.flush();
+                // The model's words as they stream: its lines kept, everything else escaped.
+                crate::say::block(text);
                 if let Ok(mut start) = self.at_line_start.lock() {
                     *start = text.ends_with('\n');
                 }
@@ -77,11 +65,10 @@ impl EventSink for HumanSink {
                 self.line(&format!("  (model request failed: {reason}; attempt {attempt}, retrying in {wait_ms} ms)"));
             }
             AgentEvent::PlanUpdated { steps } => {
-                let lines: Vec<String> = steps
-                    .iter()
-                    .map(|s| format!("    [{}] {}", s.status, s.step))
-                    .collect();
-                self.line(&format!("  plan:\n{}", lines.join("\n")));
+                self.line("  plan:");
+                for s in steps {
+                    self.line(&format!("    [{}] {}", s.status, s.step));
+                }
             }
             AgentEvent::SessionEnded { .. } => {
                 let mut start = self
@@ -89,7 +76,7 @@ impl EventSink for HumanSink {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if !*start {
-                    println!();
+                    say!();
                     *start = true;
                 }
             }
@@ -106,11 +93,8 @@ pub(super) struct JsonSink;
 
 impl EventSink for JsonSink {
     fn emit(&self, event: &AgentEvent) {
-        if let Ok(line) = serde_json::to_string(event) {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
-        }
+        // An event that cannot be serialized is left out, as before: a script reads the rest.
+        let _ = crate::say::json(event);
     }
 }
 
@@ -119,15 +103,15 @@ pub(crate) fn print_summary(s: &Summary) {
     let allowed = d.allowed_by_table + d.allowed_by_person + d.allowed_by_reviewer;
     let refused = d.denied_by_table + d.denied_by_answer + d.unanswered;
     let cost = chock_protocol::live::cost_text(s.cost_usd);
-    println!();
-    println!("── session {} ──", s.session);
+    say!();
+    say!("── session {} ──", s.session);
     if let Some(title) = &s.title {
-        println!("title       {title}");
+        say!("title       {title}");
     }
-    println!("ended       {}", s.ended);
-    println!("turns       {}", s.turns);
-    println!("tool calls  {}", s.tool_calls);
-    println!(
+    say!("ended       {}", s.ended);
+    say!("turns       {}", s.turns);
+    say!("tool calls  {}", s.tool_calls);
+    say!(
         "decisions   {allowed} allowed (table {}, person {}, reviewer {}); {refused} refused (table {}, answered no {}, nobody answered {})",
         d.allowed_by_table,
         d.allowed_by_person,
@@ -136,9 +120,10 @@ pub(crate) fn print_summary(s: &Summary) {
         d.denied_by_answer,
         d.unanswered
     );
-    println!(
+    say!(
         "cost        {cost} ({} input, {} output tokens)",
-        s.input_tokens, s.output_tokens
+        s.input_tokens,
+        s.output_tokens
     );
     for child in &s.children {
         let cost = chock_protocol::live::cost_text(child.cost_usd);
@@ -146,29 +131,15 @@ pub(crate) fn print_summary(s: &Summary) {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        println!(
+        say!(
             "child       {} {ended}: {cost} ({} tokens)",
-            child.session, child.tokens
+            child.session,
+            child.tokens
         );
     }
-    println!(
+    say!(
         "review      {}   (then `{}` to take the work)",
-        s.review, s.take
+        s.review,
+        s.take
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::terminal_text;
-
-    #[test]
-    fn what_the_model_wrote_cannot_drive_the_terminal() {
-        let text = terminal_text("done\u{1b}]52;c;ZXZpbA==\u{7}\r\u{202e}\nnext line\n");
-        assert!(
-            !text.contains('\u{1b}') && !text.contains('\r') && !text.contains('\u{202e}'),
-            "{text:?}"
-        );
-        assert_eq!(text.lines().count(), 2, "newlines are kept: {text:?}");
-        assert!(text.ends_with("next line\n"), "{text:?}");
-    }
 }

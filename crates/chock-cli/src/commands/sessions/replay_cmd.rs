@@ -14,9 +14,10 @@ use chock_policy::{Policy, Presence, Sources};
 use chock_protocol::log::{RatchetChange, TableDecision};
 use serde::Serialize;
 
+use super::find;
 use super::replay::{ActLine, Counts, Judgement, RatchetLine, Recorded, Step, UnreadableLine};
-use super::{find, printable};
 use crate::exit::{self, Exit};
+use crate::say::say;
 
 /// What `replay` was asked.
 pub(super) struct ReplayArgs<'a> {
@@ -51,7 +52,7 @@ pub(super) fn run(args: &ReplayArgs<'_>) -> anyhow::Result<ExitCode> {
     let (steps, counts) = super::replay::replay(&events, policy);
     if args.json {
         for step in &steps {
-            println!("{}", serde_json::to_string(step)?);
+            crate::say::json(step)?;
         }
         let summary = SummaryLine {
             line: "summary",
@@ -60,20 +61,17 @@ pub(super) fn run(args: &ReplayArgs<'_>) -> anyhow::Result<ExitCode> {
             org,
             counts: &counts,
         };
-        println!("{}", serde_json::to_string(&summary)?);
+        crate::say::json(&summary)?;
     } else {
-        println!(
+        say!(
             "replay of session {session} under {} ({})",
-            printable(&args.policy.display().to_string()),
-            org.map_or("no org bundle".to_owned(), |o| format!(
-                "org bundle {}",
-                printable(&o)
-            ))
+            args.policy.display(),
+            org.map_or("no org bundle".to_owned(), |o| format!("org bundle {o}"))
         );
         for step in &steps {
-            println!("{}", render(step));
+            say!("{}", render(step));
         }
-        println!("{}", summary(&counts));
+        say!("{}", summary(&counts));
     }
     Ok(ExitCode::from(if counts.all_same() {
         exit::OK
@@ -144,14 +142,13 @@ fn recorded_text(r: &Recorded) -> String {
     }
 }
 
-/// One line of the text output, escaped for the terminal.
+/// One line of the text output (`say!` escapes it for the terminal).
 fn render(step: &Step) -> String {
-    let line = match step {
+    match step {
         Step::Act(act) => render_act(act),
         Step::Ratchet(r) => render_ratchet(r),
         Step::Unreadable(u) => render_unreadable(u),
-    };
-    printable(&line)
+    }
 }
 
 fn lead(seq: u64, call_id: Option<&str>) -> String {

@@ -10,7 +10,11 @@ use anyhow::Context as _;
 use chock_log::{Event, EventData, EventKind, PayloadError};
 use serde_json::{Map, Value};
 
-use super::{find, printable, short_time, truncate};
+use chock_protocol::text::{self, Layout};
+
+use super::{find, short_time, truncate};
+
+use crate::say::say;
 
 /// The longest a single value is shown (a model's reply, a command's output, a system prompt).
 const VALUE_MAX: usize = 80;
@@ -20,22 +24,25 @@ const RAW_MAX: usize = 240;
 pub(super) fn show(id: &str) -> anyhow::Result<ExitCode> {
     let dir = find(id)?;
     let events = chock_log::read_events(&dir).with_context(|| format!("reading session {id}"))?;
-    println!(
+    say!(
         "session {} ({})",
         dir.file_name().unwrap_or_default().to_string_lossy(),
         dir.display()
     );
-    println!(
+    say!(
         "{:>4}  {:<19}  {:<16}  {:<12}  SUMMARY",
-        "SEQ", "TIME (UTC)", "KIND", "CALL"
+        "SEQ",
+        "TIME (UTC)",
+        "KIND",
+        "CALL"
     );
     for event in &events {
-        println!(
+        say!(
             "{:>4}  {:<19}  {:<16}  {:<12}  {}",
             event.seq,
             short_time(&event.ts),
             event.kind.as_str(),
-            printable(event.call_id.as_deref().unwrap_or("-")),
+            event.call_id.as_deref().unwrap_or("-"),
             summary(event)
         );
     }
@@ -46,13 +53,13 @@ pub(super) fn show(id: &str) -> anyhow::Result<ExitCode> {
 fn trailer(dir: &Path) -> anyhow::Result<ExitCode> {
     let report = chock_log::verify(dir)?;
     if let Some(torn) = &report.torn_tail {
-        println!(
+        say!(
             "(line {} is torn, a write cut short by a crash, and is not shown)",
             torn.line
         );
     }
     if !report.is_intact() {
-        println!(
+        say!(
             "(this log does not verify: run `chock sessions verify {}`)",
             report.session_id
         );
@@ -94,8 +101,9 @@ pub(super) fn summary(event: &Event) -> String {
         Ok(payload) => typed(event, &payload),
         Err(err) => mismatch(event, &err),
     };
-    // Keys, values and the raw fallback: everything that reaches the terminal is escaped.
-    printable(&line)
+    // Keys, values and the raw fallback: everything that reaches the terminal is escaped (here, so
+    // a caller that measures the line measures what is shown).
+    text::escaped(&line, Layout::Line)
 }
 
 fn typed(event: &Event, payload: &EventData) -> String {
@@ -220,7 +228,6 @@ mod tests {
             summary(&extra),
             "about=text, text=t, (not in its type: \\u{1b}k=1)"
         );
-        assert_eq!(printable("plain text, ünïcode"), "plain text, ünïcode");
     }
 
     #[test]
