@@ -140,6 +140,60 @@ mod tests {
         assert!(text(dom).contains(&line), "dom.js lacks `{line}`");
     }
 
+    /// The review shows a path and a changed line as they are applied: a bidi override in
+    /// `harm\u{202e}txt.exe` or in a line is written as a visible escape, not obeyed (a changed
+    /// line could otherwise read differently from what is applied). The page's own functions
+    /// (`review.js`'s `diffLine` and `pathList`, through `dom.js`'s `shown`) run in node: a unit
+    /// check of the rendering, not the whole page (crates/chock-daemon/tests/browser.rs drives
+    /// that in chromium).
+    #[test]
+    fn the_review_shows_bidi_controls_in_paths_and_lines_escaped() {
+        if std::process::Command::new("node")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "node is missing: .ci/run installs it"
+            );
+            eprintln!("skipped: node is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join("package.json"), r#"{"type":"module"}"#).expect("write");
+        for name in ["/dom.js", "/review.js"] {
+            let asset = ASSETS.iter().find(|a| a.path == name).expect("embedded");
+            std::fs::write(dir.path().join(&name[1..]), text(asset)).expect("write");
+        }
+        let script = r#"
+import { diffLine, pathList } from "./review.js";
+process.stdout.write(JSON.stringify([
+  diffLine("+ok = \"\u202eeurt\" # admin\tx\r\u001b[2K"),
+  pathList(["harm\u202etxt.exe", "a\nb", "plain.txt"]),
+]));
+"#;
+        std::fs::write(dir.path().join("check.js"), script).expect("write");
+        let out = std::process::Command::new("node")
+            .arg("check.js")
+            .current_dir(dir.path())
+            .output()
+            .expect("node runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shown: Vec<String> = serde_json::from_slice(&out.stdout).expect("two strings");
+        assert_eq!(
+            shown,
+            [
+                "+ok = \"\\u{202e}eurt\" # admin\tx\\r\\u{1b}[2K\n",
+                "harm\\u{202e}txt.exe, a\\nb, plain.txt",
+            ]
+        );
+    }
+
     /// No asset parses a string as HTML or code, and the page has no inline script, style or
     /// handler: the policy would refuse them, and model text must never reach such a sink.
     #[test]

@@ -117,18 +117,26 @@ export function stateBadge(state) {
 }
 
 /**
- * Text from outside (a model, a command, a server) as it is shown where a person decides: every
- * control, bidi control and invisible character written as a visible `\u{…}` escape (newlines
- * kept), so `harmless\u{202e}txt.exe` cannot reorder itself. The class is chock-protocol's
- * `text::ESCAPED`; a test in crates/chock-daemon/src/ui.rs holds the two equal.
+ * Text from outside (a model, a command, a server, a workspace path) as it is shown: every
+ * control, bidi control and invisible character written as a visible `\u{…}` escape, so
+ * `harmless\u{202e}txt.exe` cannot reorder itself and a line reads as it is applied. `keep` names
+ * what the text may keep of its own layout (newlines by default; a diff line keeps its tabs too).
+ * The class is chock-protocol's `text::ESCAPED`; a test in crates/chock-daemon/src/ui.rs holds
+ * the two equal.
  */
 export const ESCAPED = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/gu;
 
-export function shown(text) {
+export function shown(text, keep = "\n") {
   return String(text ?? "").replace(ESCAPED, (c) => {
-    if (c === "\n") return c;
+    if (keep.includes(c)) return c;
+    if (c === "\n") return "\\n";
     if (c === "\t") return "\\t";
     if (c === "\r") return "\\r";
     return `\\u{${c.codePointAt(0).toString(16)}}`;
   });
+}
+
+/** A path as a line shows it: nothing kept (a newline in a name is shown as `\n`). */
+export function shownPath(path) {
+  return shown(path, "");
 }

@@ -4,10 +4,23 @@
 // nothing: `digest_mismatch`). An empty selection is never sent, because the protocol reads an
 // absent selection as "everything". The applies come from the log, each with its undo.
 
-import { h, put, short } from "./dom.js";
+import { h, put, short, shown, shownPath } from "./dom.js";
 
 function hunkHead(k) {
   return `@@ -${k.old_start},${k.old_len} +${k.new_start},${k.new_len} @@`;
+}
+
+/**
+ * One line of a hunk as the review shows it: its tabs kept, every other control, bidi control and
+ * invisible character escaped (`shown`), so the line reads as the bytes that are applied.
+ */
+export function diffLine(line) {
+  return `${shown(line, "\t")}\n`;
+}
+
+/** Paths as a list shows them, each escaped (`shownPath`): `harm\u{202e}txt.exe` stays in order. */
+export function pathList(paths) {
+  return paths.map(shownPath).join(", ");
 }
 
 function lineClass(line) {
@@ -97,12 +110,12 @@ export class Review {
   file(f) {
     const fileBox = h("input", {
       type: "checkbox", class: "pick-file", checked: !f.policy_file, disabled: f.policy_file,
-      dataset: { fileId: f.id }, aria: { label: `Select all of ${f.path}` },
+      dataset: { fileId: f.id }, aria: { label: `Select all of ${shownPath(f.path)}` },
     });
     const hunks = f.hunks.map((k, i) => {
       const box = h("input", {
         type: "checkbox", class: "pick-hunk", checked: !f.policy_file, disabled: f.policy_file,
-        dataset: { hunkId: k.id }, aria: { label: `Select hunk ${i + 1} of ${f.path}` },
+        dataset: { hunkId: k.id }, aria: { label: `Select hunk ${i + 1} of ${shownPath(f.path)}` },
       });
       box.addEventListener("change", () => this.changed());
       return {
@@ -110,7 +123,7 @@ export class Review {
         el: h("div", { class: "hunk", dataset: { hunk: k.id, index: i } },
           h("label", { class: "hunk-head" }, box, " ", h("code", {}, hunkHead(k))),
           h("pre", { class: "diff" }, k.lines.map((l) =>
-            h("span", { class: `dl ${lineClass(l)}` }, `${l}\n`)))),
+            h("span", { class: `dl ${lineClass(l)}` }, diffLine(l))))),
       };
     });
     fileBox.addEventListener("change", () => {
@@ -118,11 +131,11 @@ export class Review {
       this.changed();
     });
     this.boxes.push({ f, fileBox, hunks });
-    const renamed = f.old_path ? ` (from ${f.old_path})` : "";
+    const renamed = f.old_path ? ` (from ${shownPath(f.old_path)})` : "";
     return h("section", { class: "file", dataset: { file: f.id, path: f.path } },
       h("label", { class: "file-head" }, fileBox, " ",
         h("span", { class: `fstatus ${f.status}` }, f.status), " ",
-        h("strong", {}, f.path), renamed, " ",
+        h("strong", {}, shownPath(f.path)), renamed, " ",
         h("span", { class: "counts" }, `+${f.added} −${f.removed}`)),
       f.policy_file ? h("p", { class: "warn" },
         "This file configures Chock: it is never applied from here (`chock apply --include-policy` at a terminal).") : null,
@@ -179,7 +192,7 @@ export class Review {
       put(this.els.digest, short(s.digest, 16));
       this.els.digest.dataset.digest = s.digest;
       this.els.digest.title = s.digest;
-      put(this.els.patch, s.patch);
+      put(this.els.patch, shown(s.patch, "\n\t"));
     } else {
       put(this.els.selected, empty ? (this.diff ? "Nothing selected." : "") : "Taking the selection's digest…");
       put(this.els.digest, "—");
@@ -199,9 +212,9 @@ export class Review {
     try {
       const r = await this.conn.call("review.apply", { session, digest: s.digest, selection: s.selection });
       put(this.els.result, r.paths.length
-        ? `Applied to the project: ${r.paths.join(", ")} (apply ${r.apply_id}, digest ${short(r.digest, 16)})`
+        ? `Applied to the project: ${pathList(r.paths)} (apply ${r.apply_id}, digest ${short(r.digest, 16)})`
         : "Nothing written: the project already held the selection.",
-      r.already?.length ? ` Already there: ${r.already.join(", ")}.` : "");
+      r.already?.length ? ` Already there: ${pathList(r.already)}.` : "");
       if (r.apply_id) this.els.result.dataset.applyId = r.apply_id;
       this.status("Applied.", "ok");
     } catch (e) {
@@ -220,8 +233,8 @@ export class Review {
     this.status(`Undoing ${applyId}: the session's policy decides (a question may be waiting above)…`, "waiting");
     try {
       const r = await this.conn.call("review.undo", { apply_id: applyId });
-      put(this.els.result, `Undone: ${r.paths.join(", ") || "nothing to revert"} (apply ${applyId}).`,
-        r.kept_dirs?.length ? ` Kept directories holding other files: ${r.kept_dirs.join(", ")}.` : "");
+      put(this.els.result, `Undone: ${pathList(r.paths) || "nothing to revert"} (apply ${applyId}).`,
+        r.kept_dirs?.length ? ` Kept directories holding other files: ${pathList(r.kept_dirs)}.` : "");
       this.els.result.dataset.undoneId = applyId;
       this.status("Undone.", "ok");
     } catch (e) {
@@ -256,7 +269,7 @@ export class Review {
         : h("span", { class: "badge" }, `undone by ${undoneBy.get(a.apply_id) ?? "?"}`);
       if (undo.tagName === "BUTTON") undo.addEventListener("click", () => this.undo(a.apply_id, undo));
       return h("li", { dataset: { apply: a.apply_id, undone: !undoable.has(a.apply_id) } },
-        h("code", {}, a.apply_id), ` ${a.files.length} path(s): ${a.files.map((f) => f.path).join(", ")}`,
+        h("code", {}, a.apply_id), ` ${a.files.length} path(s): ${pathList(a.files.map((f) => f.path))}`,
         a.hunks.length ? ` · ${a.hunks.length} hunk(s)` : " · whole files",
         a.digest ? ` · digest ${short(a.digest, 12)}` : "", " ", undo);
     });
