@@ -131,11 +131,13 @@ impl<W: fmt::Write> fmt::Write for Escaping<W> {
 
 /// A JSON text (as serde_json writes it) with every [`ESCAPED`] character it left raw — DEL, the
 /// C1 controls, the bidi and invisible characters, all inside strings — written as a JSON `\uXXXX`
-/// escape. A JSON reader reads the same value; a terminal shown the line is not driven by it.
+/// escape. A JSON reader reads the same value; a terminal shown the line is not driven by it. A C0
+/// control in serde_json's output is its own layout (a pretty form's newlines): it escapes every
+/// one inside a string itself, so those are left.
 pub fn json_safe(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
-        if must_escape(c) {
+        if must_escape(c) && c > '\u{1f}' {
             // Every escaped character is in the basic plane: one `\uXXXX` names it.
             let _ = write!(out, "\\u{:04x}", u32::from(c));
         } else {
@@ -198,6 +200,13 @@ mod tests {
         let safe = json_safe(&serde_json::to_string(&value).expect("json"));
         assert!(!safe.chars().any(must_escape), "{safe}");
         let back: serde_json::Value = serde_json::from_str(&safe).expect("still json");
+        assert_eq!(back, value);
+        let pretty = json_safe(&serde_json::to_string_pretty(&value).expect("json"));
+        assert!(
+            !pretty.contains('\u{9b}') && pretty.contains("{\n"),
+            "{pretty}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&pretty).expect("still json");
         assert_eq!(back, value);
     }
 
