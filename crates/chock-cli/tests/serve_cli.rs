@@ -2,7 +2,8 @@
 //! processes: one line saying where it listens, a second daemon refused, a non-loopback address
 //! refused, a question answered at a terminal attached to the daemon, a daemon stopped by SIGTERM
 //! with a question open (unanswered, still listed after a restart), and a `[sandbox]` path that
-//! would hold the daemon's socket refused with the field named.
+//! would hold the daemon's socket refused with the field named; the model's title shown escaped
+//! through attach.
 
 mod run_support;
 
@@ -267,4 +268,37 @@ fn a_sandbox_path_that_would_hold_the_daemons_socket_is_refused_naming_the_field
 
 fn w_runtime_placeholder() -> String {
     "/RUNTIME-PLACEHOLDER".into()
+}
+
+/// `chock run --daemon` (attach's own printing) shows what the model wrote through the one
+/// escaper: a title that would write the clipboard (OSC 52), redraw its line and reverse what
+/// follows reaches the terminal escaped.
+#[test]
+fn run_daemon_shows_the_models_title_escaped() {
+    let w = World::with_git_project();
+    let provider = w.script(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "set_title"
+input = { title = "fix\u001B]52;c;ZXZpbA==\u0007\rall good\u202Etxt" }
+
+[[turn]]
+text = "done"
+"#,
+    );
+    let daemon = Daemon::start(&w, &[]);
+    let out = w.chock(&["run", "--daemon", "--provider", &provider, "title it"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let raw: Vec<char> = stdout
+        .chars()
+        .filter(|&c| chock_protocol::text::must_escape(c) && c != '\n')
+        .collect();
+    assert_eq!(raw, Vec::<char>::new(), "{stdout:?}");
+    assert!(
+        stdout.contains(r"set_title title=fix\u{1b}]52;c;ZXZpbA==\u{7}\rall good\u{202e}txt"),
+        "{stdout}"
+    );
+    assert_eq!(daemon.stop(), 0);
 }
