@@ -3,7 +3,7 @@
 // shows: the page subscribes from the last seq it has plus one, on opening a session and again
 // on every reconnect, so a dropped connection costs nothing.
 
-import { h, put, byId, money, when, basename, clip, short, stateBadge, providerName } from "./dom.js";
+import { h, put, byId, money, when, basename, clip, short, stateBadge, providerName, shownPath } from "./dom.js";
 import { Connection, redeemLoginLink } from "./rpc.js";
 import { SessionModel } from "./session.js";
 import { Timeline, renderPlan } from "./timeline.js";
@@ -58,7 +58,7 @@ window.addEventListener("unhandledrejection", (e) =>
 function label(id) {
   const m = models.get(id);
   const info = infos.get(id);
-  return clip(m?.title || info?.title || m?.task || short(id, 24), 48);
+  return clip(shownPath(m?.title || info?.title || m?.task || short(id, 24)), 48);
 }
 
 const approvals = new Approvals({
@@ -209,7 +209,7 @@ function item(id) {
     h("span", { class: "line1" }, h("span", { class: "name" }, label(id)), " ", stateBadge(info.state),
       waiting ? h("span", { class: "badge asks", title: "questions waiting" }, `${waiting} asks`) : null),
     h("span", { class: "line2" },
-      `${basename(info.project || m?.start?.project)} · ${providerName(info.provider || m?.start?.provider)} · ${money(cost)}`),
+      `${shownPath(basename(info.project || m?.start?.project))} · ${providerName(info.provider || m?.start?.provider)} · ${money(cost)}`),
     h("span", { class: "line3" }, info.last_kind ? `${info.last_kind} · ${when(info.last_ts)}` : short(id, 24))));
 }
 
@@ -252,13 +252,13 @@ function head() {
   if (!current) return;
   const m = model(current);
   const info = infos.get(current) || {};
-  put(byId("session-title"), m.title || info.title || clip(m.task || "", 120) || current);
+  put(byId("session-title"), shownPath(m.title || info.title || clip(m.task || "", 120) || current));
   const st = byId("session-state");
   st.className = `badge state-${info.state}`;
   st.dataset.state = info.state || "";
   put(st, info.state || "…");
   put(byId("session-id"), current);
-  put(byId("session-project"), m.start?.project || info.project || "");
+  put(byId("session-project"), shownPath(m.start?.project || info.project || ""));
   put(byId("session-provider"), `${m.start?.provider || info.provider || "?"} · ${m.start?.model || info.model || "?"}`);
   put(byId("session-cost"), money(m.lastSeq >= 0 ? m.costSoFar() : info.cost_usd));
   put(byId("session-turns"), String(m.turns));

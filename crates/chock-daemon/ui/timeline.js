@@ -3,7 +3,7 @@
 // as it prints, the result), with the model's text streaming in from live items until the log's
 // `model.response` replaces it with the reply as recorded.
 
-import { h, append, put, clip, shown, ANSWER_WORDS } from "./dom.js";
+import { h, append, put, clip, shown, shownPath, ANSWER_WORDS } from "./dom.js";
 
 /** A command's escape sequences (colours, cursor moves): shown as plain text without them. */
 // eslint-disable-next-line no-control-regex
@@ -108,9 +108,9 @@ export class Timeline {
         break;
       case "workspace.apply": {
         const undo = d.kind === "undo";
-        const paths = (d.files || []).map((f) => f.path).join(", ");
+        const paths = (d.files || []).map((f) => shownPath(f.path)).join(", ");
         const li = this.entry("apply", h("span", { class: "who" }, undo ? "Undid apply" : "Applied"), " ",
-          h("code", {}, undo ? d.undo_of ?? "" : d.apply_id), ` → ${d.project}: ${paths}`);
+          h("code", {}, undo ? d.undo_of ?? "" : d.apply_id), ` → ${shownPath(d.project)}: ${paths}`);
         li.dataset.applyRecord = d.apply_id;
         break;
       }
