@@ -190,7 +190,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                             command[0]
                         );
                         if let Some(hint) = host_location(&command[0]) {
-                            eprintln!("chock: {hint}");
+                            crate::say::err_block(format_args!("chock: {hint}"));
                         }
                     }
                     if r.decision == chock_policy::Decision::Deny {
@@ -207,7 +207,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                 }
                 CallOutcome::Ran { outcome, .. } => {
                     if let Some(note) = outcome.filter_note() {
-                        eprintln!("chock: {note}");
+                        say_err!("chock: {note}");
                     }
                     if outcome.status == ExitStatus::TimedOut {
                         say_err!(

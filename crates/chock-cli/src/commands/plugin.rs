@@ -133,7 +133,10 @@ fn show(
         };
         say!(
             "  tool {}: {} as `{}` ({}){offered}",
-            tool.name, verdict.decision, tool.action, verdict.decided_by
+            tool.name,
+            verdict.decision,
+            tool.action,
+            verdict.decided_by
         );
         if detail {
             say!("    {}", tool.description);
