@@ -13,9 +13,10 @@ use toml::Spanned;
 use crate::catalogue;
 use crate::decision::Decision;
 use crate::error::{ErrorKind, Located, PolicyError};
+use crate::host_paths::{Access, HostPaths, check_nesting, with_real};
 use crate::limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 use crate::pattern::Pattern;
-use crate::sandbox::{self, Access, PathContext, SandboxConfig};
+use crate::sandbox::{self, SandboxConfig};
 use crate::table::{Rule, RuleTable};
 
 #[derive(Debug, Deserialize)]
@@ -147,7 +148,7 @@ pub(crate) fn parse(
     file: &Path,
     text: &str,
     role: Role,
-    ctx: &PathContext,
+    ctx: &HostPaths,
 ) -> Result<ParsedFile, PolicyError> {
     let loc = Located { file, text };
     let raw: RawFile = toml::from_str(text).map_err(|err| {
@@ -249,7 +250,14 @@ pub(crate) fn parse(
                 ),
             ));
         }
-        parsed.mcp = mcp.get_ref().check(file).map_err(|e| {
+        let sandbox_paths = parsed.sandbox.declared();
+        let checked = mcp.get_ref().check_with(file, ctx).and_then(|defs| {
+            for def in &defs {
+                def.check_paths(file, ctx, &sandbox_paths)?;
+            }
+            Ok(defs)
+        });
+        parsed.mcp = checked.map_err(|e| {
             let at = text
                 .find(&format!("[mcp.servers.{}]", e.server))
                 .map_or(span.clone(), |at| at..at + e.server.len() + 14);
@@ -347,44 +355,26 @@ fn refuse_in_shipped(
     Ok(())
 }
 
-/// A declared path lying under another declared write path is refused. The agent can write there, so
-/// it could replace that path with a symlink to anywhere on the host (`~/.ssh`), and the next session
-/// would bind the link's target. `declared` holds each read/write entry's span in file order, which is
-/// the order of `sandbox.read` then `sandbox.write`.
+/// A declared path lying under another declared write path is refused ([`check_nesting`]).
+/// `spans` holds each read/write entry's span in the order of `sandbox.read` then `sandbox.write`.
 fn refuse_paths_under_write_paths(
     loc: &Located<'_>,
-    declared: &[(Range<usize>, Access)],
+    spans: &[Range<usize>],
     sandbox: &SandboxConfig,
 ) -> Result<(), PolicyError> {
-    let spans = declared
-        .iter()
-        .filter(|(_, access)| *access != Access::Forbid)
-        .map(|(span, _)| span);
-    let paths = sandbox.read.iter().chain(&sandbox.write);
-    for (path, span) in paths.zip(spans) {
-        if let Some(outer) = sandbox
-            .write
-            .iter()
-            .find(|w| path.starts_with(w) && path != *w)
-        {
-            return Err(loc.error(
-                span.clone(),
-                ErrorKind::SandboxPath(format!(
-                    "lies under the write path {}, where the agent could replace it with a link to \
-                     anywhere on the host; declare only the outer path",
-                    outer.display()
-                )),
-            ));
-        }
-    }
-    Ok(())
+    check_nesting(&sandbox.declared()).map_err(|(at, why)| {
+        loc.error(
+            spans.get(at).cloned().unwrap_or(0..0),
+            ErrorKind::SandboxPath(why),
+        )
+    })
 }
 
 fn parse_sandbox(
     loc: &Located<'_>,
     raw: RawSandbox,
     role: Role,
-    ctx: &PathContext,
+    ctx: &HostPaths,
     parsed: &mut ParsedFile,
 ) -> Result<(), PolicyError> {
     let wrong_layer = |list: &Spanned<Vec<Spanned<String>>>, why: &str| {
@@ -421,25 +411,27 @@ fn parse_sandbox(
             }
         }
     }
+    // `None`: an org bundle's `forbid` entry, only expanded and made absolute.
     let lists = [
-        (raw.read, Access::Read),
-        (raw.write, Access::Write),
-        (raw.forbid, Access::Forbid),
+        (raw.read, Some(Access::Read)),
+        (raw.write, Some(Access::Write)),
+        (raw.forbid, None),
     ];
     let mut declared = Vec::new();
     for (list, access) in lists {
         for item in list.map(Spanned::into_inner).unwrap_or_default() {
             let span = item.span();
-            declared.push((span.clone(), access));
             let bad = |why: String| loc.error(span.clone(), ErrorKind::SandboxPath(why));
-            let path = sandbox::expand(item.get_ref(), ctx.home.as_deref()).map_err(bad)?;
-            sandbox::check_path(&path, access, ctx)
-                .map_err(|why| loc.error(span.clone(), ErrorKind::SandboxPath(why)))?;
+            let path = ctx.expand(item.get_ref()).map_err(bad)?;
+            if let Some(access) = access {
+                ctx.check(&path, access).map_err(bad)?;
+                declared.push(span.clone());
+            }
             match access {
-                Access::Read => parsed.sandbox.read.push(path),
-                Access::Write => parsed.sandbox.write.push(path),
-                Access::Forbid => {
-                    for path in sandbox::with_real(path) {
+                Some(Access::Read) => parsed.sandbox.read.push(path),
+                Some(Access::Write) => parsed.sandbox.write.push(path),
+                None => {
+                    for path in with_real(path) {
                         parsed.forbidden.push((path, loc.place(span.start)));
                     }
                 }

@@ -11,6 +11,7 @@ pub mod catalogue;
 mod decision;
 mod error;
 mod file;
+mod host_paths;
 mod limits;
 pub mod mcp;
 mod pattern;
@@ -24,6 +25,7 @@ mod table;
 pub use action::{Action, ActionError, ExecClass, reverse_host};
 pub use decision::Decision;
 pub use error::{ErrorKind, PolicyError};
+pub use host_paths::{Access, DeclaredPath, HostPaths, binaries_dir, check_nesting};
 pub use limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 pub use pattern::{Pattern, Specificity};
 pub use plugins::{
@@ -34,7 +36,7 @@ pub use policy::{
     DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,
 };
 pub use ratchet::{Ratchet, RatchetError};
-pub use sandbox::SandboxConfig;
+pub use sandbox::{SandboxConfig, check_passed_env};
 pub use sources::{
     DEFAULT_ORG_BUNDLE, ORG_POLICY_ENV, PROJECT_FILE, Presence, Source, Sources,
     chock_dirs_from_env, org_bundle_path, project_file_path, read_source,

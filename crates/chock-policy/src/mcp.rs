@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::action::check_label;
+use crate::host_paths::{Access, DeclaredPath, HostPaths, check_nesting};
 use crate::sandbox::check_env_name;
 
 /// How long a server may take to start and answer `initialize` when the table does not say.
@@ -145,38 +146,110 @@ fn timeout(
     }
 }
 
-fn check_paths(
+/// Expands and checks one list of paths as written (`~/` expanded, absolute, no `..`, then the
+/// host path checker).
+fn expand_paths(
     paths: &[PathBuf],
     field: &str,
+    host: &HostPaths,
     err: &dyn Fn(&str, String) -> McpConfigError,
-) -> Result<(), McpConfigError> {
-    for path in paths {
-        if !path.is_absolute() {
-            return Err(err(
-                field,
-                format!("`{}` is not an absolute path", path.display()),
-            ));
-        }
-        if path.parent().is_none() {
-            return Err(err(field, "`/` is the whole machine".into()));
-        }
+) -> Result<Vec<PathBuf>, McpConfigError> {
+    paths
+        .iter()
+        .map(|path| {
+            let Some(raw) = path.to_str() else {
+                return Err(err(
+                    field,
+                    format!("`{}` is not valid UTF-8", path.display()),
+                ));
+            };
+            host.expand(raw)
+                .map_err(|why| err(field, format!("`{raw}` {why}")))
+        })
+        .collect()
+}
+
+impl ServerDef {
+    /// Its `read` and `cache` paths, for the host path checker.
+    pub fn declared(&self) -> Vec<DeclaredPath> {
+        let read = self.read.iter().map(|p| (p, Access::Read, "read"));
+        let cache = self.cache.iter().map(|p| (p, Access::Write, "cache"));
+        read.chain(cache)
+            .map(|(path, access, field)| DeclaredPath {
+                path: path.clone(),
+                access,
+                field: format!("mcp.servers.{}.{field}", self.name),
+            })
+            .collect()
     }
-    Ok(())
+
+    /// Checks its `read` and `cache` paths with `host` (the one checker `[sandbox]` paths go
+    /// through), and that none lies under a write path of `around` (the `[sandbox]` table, the
+    /// session's other servers) nor one of those under its cache. Run when its table is read and
+    /// again each time it starts: a cache swapped for a link between two sessions is refused.
+    pub fn check_paths(
+        &self,
+        file: &Path,
+        host: &HostPaths,
+        around: &[DeclaredPath],
+    ) -> Result<(), McpConfigError> {
+        let err = |field: &str, problem: String| McpConfigError {
+            file: file.to_path_buf(),
+            server: self.name.clone(),
+            field: field.to_string(),
+            problem,
+        };
+        let own = self.declared();
+        let short = |d: &DeclaredPath| d.field.rsplit('.').next().unwrap_or_default().to_string();
+        for d in &own {
+            host.check(&d.path, d.access)
+                .map_err(|why| err(&short(d), format!("`{}` {why}", d.path.display())))?;
+        }
+        let all: Vec<DeclaredPath> = own.iter().chain(around).cloned().collect();
+        check_nesting(&all).map_err(|(at, why)| match own.get(at) {
+            Some(d) => err(&short(d), format!("`{}` {why}", all[at].path.display())),
+            None => err(
+                "cache",
+                format!("`{}` ({}) {why}", all[at].path.display(), all[at].field),
+            ),
+        })
+    }
 }
 
 impl McpSection {
-    /// Checks every server table read from `file`.
+    /// Checks every server table read from `file`, its paths against this host
+    /// ([`HostPaths::for_host`]: config.toml, read before any project is known).
     pub fn check(&self, file: &Path) -> Result<Vec<ServerDef>, McpConfigError> {
+        self.check_with(file, &HostPaths::for_host())
+    }
+
+    /// Checks every server table read from `file`, its paths with `host`.
+    pub fn check_with(
+        &self,
+        file: &Path,
+        host: &HostPaths,
+    ) -> Result<Vec<ServerDef>, McpConfigError> {
         self.servers
             .iter()
-            .map(|(name, raw)| raw.check(file, name))
+            .map(|(name, raw)| raw.check_with(file, name, host))
             .collect()
     }
 }
 
 impl RawServer {
-    /// Checks one table named `name`, read from `file`.
+    /// Checks one table named `name`, read from `file`, its paths against this host
+    /// ([`HostPaths::for_host`]).
     pub fn check(&self, file: &Path, name: &str) -> Result<ServerDef, McpConfigError> {
+        self.check_with(file, name, &HostPaths::for_host())
+    }
+
+    /// Checks one table named `name`, read from `file`, its paths with `host`.
+    pub fn check_with(
+        &self,
+        file: &Path,
+        name: &str,
+        host: &HostPaths,
+    ) -> Result<ServerDef, McpConfigError> {
         let err = |field: &str, problem: String| McpConfigError {
             file: file.to_path_buf(),
             server: name.to_string(),
@@ -236,14 +309,12 @@ impl RawServer {
                 err("env", words)
             })?;
         }
-        check_paths(&self.read, "read", &err)?;
-        check_paths(&self.cache, "cache", &err)?;
-        Ok(ServerDef {
+        let def = ServerDef {
             name: name.to_string(),
             transport,
             env: self.env.clone(),
-            read: self.read.clone(),
-            cache: self.cache.clone(),
+            read: expand_paths(&self.read, "read", host, &err)?,
+            cache: expand_paths(&self.cache, "cache", host, &err)?,
             startup_timeout_secs: timeout(
                 self.startup_timeout_secs,
                 DEFAULT_STARTUP_TIMEOUT,
@@ -256,7 +327,9 @@ impl RawServer {
                 &err,
                 "call_timeout_secs",
             )?,
-        })
+        };
+        def.check_paths(file, host, &[])?;
+        Ok(def)
     }
 }
 

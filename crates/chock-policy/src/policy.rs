@@ -15,9 +15,10 @@ use crate::action::Action;
 use crate::decision::Decision;
 use crate::error::{ErrorKind, Located, PolicyError};
 use crate::file::{self, ParsedFile, Role};
+use crate::host_paths::{HostPaths, binaries_dir, with_real};
 use crate::limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 use crate::ratchet::{Ratchet, RatchetError};
-use crate::sandbox::{PathContext, SandboxConfig, with_real};
+use crate::sandbox::SandboxConfig;
 use crate::sources::{
     Presence, Source, Sources, chock_dirs_from_env, default_chock_dirs, org_bundle_path,
     project_file_path, read_source, refuse_foreign_link,
@@ -101,6 +102,7 @@ pub struct Policy {
     project_file: Option<PathBuf>,
     org_file: Option<PathBuf>,
     mcp_servers: Vec<crate::mcp::ServerDef>,
+    host_paths: HostPaths,
 }
 
 /// The shipped defaults, parsed once.
@@ -112,7 +114,7 @@ pub fn shipped_defaults() -> Result<&'static RuleTable, PolicyError> {
                 Path::new(SHIPPED_DEFAULTS_NAME),
                 SHIPPED_DEFAULTS,
                 Role::Shipped,
-                &PathContext::default(),
+                &HostPaths::default(),
             )
             .map(|parsed| parsed.rules)
         })
@@ -149,12 +151,13 @@ impl Policy {
         let defaults = shipped_defaults()?.clone();
         let mut chock_dirs = sources.chock_dirs.clone();
         chock_dirs.extend(sources.home.iter().flat_map(|h| default_chock_dirs(h)));
-        let mut ctx = PathContext {
+        let mut ctx = HostPaths {
             home: sources.home.clone(),
             project_dir: sources.project_dir.clone(),
             policy_files: Vec::new(),
             forbidden: Vec::new(),
             chock_dirs: chock_dirs.into_iter().flat_map(with_real).collect(),
+            binaries: binaries_dir().into_iter().collect(),
         };
         for source in [&sources.project, &sources.org].into_iter().flatten() {
             let absolute = source
@@ -209,6 +212,7 @@ impl Policy {
             project_file: sources.project.map(|s| s.path),
             org_file: sources.org.map(|s| s.path),
             mcp_servers: project.mcp,
+            host_paths: ctx,
         })
     }
 
@@ -216,6 +220,14 @@ impl Policy {
     /// of them starts before the person trusts its exact definition (chock-mcp).
     pub fn mcp_servers(&self) -> &[crate::mcp::ServerDef] {
         &self.mcp_servers
+    }
+
+    /// The checker every host path a table declares goes through, with this load's context
+    /// (the home, the project, the policy files, the org bundle's `forbid` list, Chock's own
+    /// directories and binaries): an MCP server's `read` and `cache` are checked with it again
+    /// each time the server starts.
+    pub fn host_paths(&self) -> &HostPaths {
+        &self.host_paths
     }
 
     /// Decides one action (see the module documentation for the order).

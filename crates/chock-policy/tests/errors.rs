@@ -192,13 +192,13 @@ fn bad_sandbox_paths_and_env_names() {
         ),
         (
             "[sandbox]\nread = [\"/opt/cache/bin\"]\nwrite = [\"/opt/cache\"]\n",
-            "chock.toml:2:9: sandbox path refused: lies under the write path /opt/cache, where the agent could \
-             replace it with a link to anywhere on the host; declare only the outer path: `/opt/cache/bin`",
+            "chock.toml:2:9: sandbox path refused: lies under the write path /opt/cache (sandbox.write), where a \
+             confined process could replace it with a link to anywhere on the host; declare only the outer path: `/opt/cache/bin`",
         ),
         (
             "[sandbox]\nwrite = [\"/opt/cache\", \"/opt/cache/inner\"]\n",
-            "chock.toml:2:24: sandbox path refused: lies under the write path /opt/cache, where the agent could \
-             replace it with a link to anywhere on the host; declare only the outer path: `/opt/cache/inner`",
+            "chock.toml:2:24: sandbox path refused: lies under the write path /opt/cache (sandbox.write), where a \
+             confined process could replace it with a link to anywhere on the host; declare only the outer path: `/opt/cache/inner`",
         ),
         (
             "[sandbox]\nforbid = [\"/srv\"]\n",

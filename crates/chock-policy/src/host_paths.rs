@@ -1,0 +1,283 @@
+//! The one checker for every host path a table declares for a confined process: `[sandbox]`
+//! read and write paths, an MCP server's `read` and `cache` (from chock.toml or config.toml), and
+//! any bind added later. Each is a hole in the sandbox, so each is held to the same rules against
+//! the same context ([`HostPaths`]): not the whole machine or home, nothing the sandbox builds
+//! itself, none of Chock's own directories (stored keys, the seal key, the logs), nothing the org
+//! bundle forbids, no policy file, no write path over the real project or Chock's binaries, no
+//! symlink as the declared path itself, no socket, and nothing under another declared write path
+//! (where a confined process could swap it for a link). The check runs when a table is loaded and
+//! again each time a process that binds the path starts; the sandbox then opens each path without
+//! following a symlink when it binds it (chock-sandbox), so one swapped in after the check fails
+//! the call instead of redirecting it.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Whether a declared path is bound read-only or read-write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Bound read-only.
+    Read,
+    /// Bound read-write: its contents outlive the call.
+    Write,
+}
+
+/// One path a table declares, with the field that declares it (`sandbox.write`,
+/// `mcp.servers.npm.cache`), for errors and for the nesting check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredPath {
+    /// The path, expanded and absolute.
+    pub path: PathBuf,
+    /// How it is bound.
+    pub access: Access,
+    /// The field declaring it.
+    pub field: String,
+}
+
+/// What a host path check needs to know about the host. Built once per policy load
+/// ([`crate::Policy::host_paths`]) so every table is checked against the same directories.
+#[derive(Debug, Clone, Default)]
+pub struct HostPaths {
+    /// `$HOME`, for `~/` and for refusing the whole home directory.
+    pub(crate) home: Option<PathBuf>,
+    /// The real project directory (absolute when known).
+    pub(crate) project_dir: Option<PathBuf>,
+    /// The policy files being loaded (the project's chock.toml, the org bundle).
+    pub(crate) policy_files: Vec<PathBuf>,
+    /// Paths the org bundle forbids, each with the `file:line` of its entry.
+    pub(crate) forbidden: Vec<(PathBuf, String)>,
+    /// Chock's own directories on the host (config, data, state): stored API keys, the seal key,
+    /// the session logs and the provider configuration. None of them may be seen from inside.
+    pub(crate) chock_dirs: Vec<PathBuf>,
+    /// The real directory of Chock's own binaries (`chock`, `chock-full`): readable (nothing in
+    /// it is secret), never writable, or one call could replace the program the person runs
+    /// next, unconfined.
+    pub(crate) binaries: Vec<PathBuf>,
+}
+
+/// `path` and, when it exists and differs, where it really leads: a host path given through a
+/// symlink (`$HOME` on a symlinked /home, a forbidden `~/.ssh` that links elsewhere) must be refused
+/// under either name.
+pub(crate) fn with_real(path: PathBuf) -> Vec<PathBuf> {
+    match path.canonicalize() {
+        Ok(real) if real != path => vec![path, real],
+        _ => vec![path],
+    }
+}
+
+/// The real directory of the running binary (`/proc/self/exe`'s, symlinks resolved): where
+/// `chock` and `chock-full` are installed side by side.
+pub fn binaries_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+    exe.parent().map(Path::to_path_buf)
+}
+
+/// Expands `~/`, requires an absolute path, and refuses `..` and `.` components.
+pub(crate) fn expand(raw: &str, home: Option<&Path>) -> Result<PathBuf, String> {
+    if raw == "~" {
+        return Err("is the whole home directory".into());
+    }
+    let path = if let Some(rest) = raw.strip_prefix("~/") {
+        let Some(home) = home else {
+            return Err("starts with `~/` but $HOME is not set".into());
+        };
+        home.join(rest)
+    } else if raw.starts_with('~') {
+        return Err("only `~/` is expanded (not `~user`)".into());
+    } else {
+        PathBuf::from(raw)
+    };
+    if !path.is_absolute() {
+        return Err("must be absolute or start with `~/`".into());
+    }
+    let mut clean = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::RootDir => {}
+            Component::CurDir | Component::ParentDir | Component::Prefix(_) => {
+                return Err("holds `.` or `..`: write the path it means".into());
+            }
+        }
+    }
+    Ok(clean)
+}
+
+impl HostPaths {
+    /// The context known without a project or an org bundle: `$HOME`, Chock's own directories
+    /// and its binaries. For tables read outside a policy load (config.toml's MCP servers): the
+    /// full check runs again, with the project and the org bundle, when the server starts.
+    pub fn for_host() -> HostPaths {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        let mut dirs = crate::sources::chock_dirs_from_env();
+        dirs.extend(
+            home.iter()
+                .flat_map(|h| crate::sources::default_chock_dirs(h)),
+        );
+        HostPaths {
+            home,
+            chock_dirs: dirs.into_iter().flat_map(with_real).collect(),
+            binaries: binaries_dir().into_iter().collect(),
+            ..HostPaths::default()
+        }
+    }
+
+    /// Expands a path as written (`~/` against this context's home).
+    pub fn expand(&self, raw: &str) -> Result<PathBuf, String> {
+        expand(raw, self.home.as_deref())
+    }
+
+    /// Checks one expanded path on its own; the error says why, without the path (the caller
+    /// names it with its field).
+    pub fn check(&self, path: &Path, access: Access) -> Result<(), String> {
+        self.check_lexical(path, access)?;
+        if let Ok(meta) = std::fs::symlink_metadata(path)
+            && meta.file_type().is_symlink()
+        {
+            let to = std::fs::read_link(path)
+                .map(|t| format!(" (to {})", t.display()))
+                .unwrap_or_default();
+            return Err(format!(
+                "is a symlink{to}: declare the path it leads to; a declared path is bound \
+                 without following links"
+            ));
+        }
+        // A parent may be a link (a home on a symlinked /home): check where it really leads too.
+        if let Ok(real) = path.canonicalize() {
+            if real != path {
+                self.check_lexical(&real, access)
+                    .map_err(|why| format!("leads to {} which {why}", real.display()))?;
+            }
+            if std::fs::metadata(&real).is_ok_and(|m| m.file_type().is_socket()) {
+                return Err(
+                    "is a socket: a socket would let the sandbox talk to a host process".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn check_lexical(&self, path: &Path, access: Access) -> Result<(), String> {
+        if path == Path::new("/") {
+            return Err("is the whole filesystem".into());
+        }
+        for system in ["/proc", "/sys", "/dev"] {
+            if path.starts_with(system) {
+                return Err(format!(
+                    "is under {system}, which the sandbox builds itself"
+                ));
+            }
+        }
+        if let Some(home) = &self.home {
+            for home in with_real(home.clone()) {
+                if home.starts_with(path) {
+                    return Err(format!(
+                        "is or contains the home directory {}",
+                        home.display()
+                    ));
+                }
+            }
+        }
+        for dir in &self.chock_dirs {
+            if overlaps(dir, path) {
+                return Err(format!(
+                    "overlaps Chock's own directory {} (stored keys, the seal key, session logs, \
+                     provider configuration, the daemon's socket), which nothing inside the \
+                     sandbox may see",
+                    dir.display()
+                ));
+            }
+        }
+        if access == Access::Write
+            && let Some(dir) = self.binaries.iter().find(|dir| overlaps(dir, path))
+        {
+            return Err(format!(
+                "overlaps {}, where Chock's own binaries are: a call could replace the program \
+                 you run next, outside any sandbox",
+                dir.display()
+            ));
+        }
+        for file in &self.policy_files {
+            if file == path {
+                return Err("is a policy file, which the sandbox binds read-only itself".into());
+            }
+            if access == Access::Write && file.starts_with(path) {
+                return Err(format!(
+                    "contains the policy file {}, which must stay read-only",
+                    file.display()
+                ));
+            }
+        }
+        if access == Access::Write
+            && let Some(project) = &self.project_dir
+            && overlaps(project, path)
+        {
+            return Err(format!(
+                "overlaps the real project {}, which is changed only through a reviewed apply",
+                project.display()
+            ));
+        }
+        for (forbidden, place) in &self.forbidden {
+            if overlaps(forbidden, path) {
+                return Err(format!(
+                    "overlaps {}, which the org bundle forbids at {place}",
+                    forbidden.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every declared path of one process (or one table) together: each on its own, then
+    /// none under another's write path. On failure, the index of the offending entry and why.
+    pub fn check_all(&self, declared: &[DeclaredPath]) -> Result<(), (usize, String)> {
+        for (i, d) in declared.iter().enumerate() {
+            self.check(&d.path, d.access).map_err(|why| (i, why))?;
+        }
+        check_nesting(declared)
+    }
+}
+
+/// Whether one path contains the other.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// A declared path lying under another declared write path is refused, by the names written and
+/// by where they really lead: a confined process can write there, so it could replace that path
+/// (or a directory above it) with a symlink to anywhere on the host (`~/.ssh`), and the next
+/// process would bind the link's target.
+pub fn check_nesting(declared: &[DeclaredPath]) -> Result<(), (usize, String)> {
+    let writes: Vec<(&DeclaredPath, Vec<PathBuf>)> = declared
+        .iter()
+        .filter(|d| d.access == Access::Write)
+        .map(|d| (d, with_real(d.path.clone())))
+        .collect();
+    for (i, d) in declared.iter().enumerate() {
+        for name in with_real(d.path.clone()) {
+            for (outer, outer_names) in &writes {
+                if outer_names
+                    .iter()
+                    .any(|w| name.starts_with(w) && name != *w)
+                {
+                    return Err((
+                        i,
+                        format!(
+                            "lies under the write path {} ({}), where a confined process could \
+                             replace it with a link to anywhere on the host; declare only the \
+                             outer path",
+                            outer.path.display(),
+                            outer.field
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

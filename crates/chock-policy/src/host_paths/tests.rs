@@ -1,0 +1,158 @@
+use super::*;
+
+fn ctx() -> HostPaths {
+    HostPaths {
+        home: Some(PathBuf::from("/home/u")),
+        project_dir: Some(PathBuf::from("/home/u/proj")),
+        policy_files: vec![
+            PathBuf::from("/home/u/proj/chock.toml"),
+            PathBuf::from("/etc/chock/org.toml"),
+        ],
+        forbidden: vec![(PathBuf::from("/srv/secret"), "org.toml:4".into())],
+        chock_dirs: vec![
+            PathBuf::from("/home/u/.config/chock"),
+            PathBuf::from("/home/u/.local/share/chock"),
+        ],
+        binaries: vec![PathBuf::from("/home/u/.cargo/bin")],
+    }
+}
+
+fn refused(raw: &str, access: Access) -> String {
+    let c = ctx();
+    match c.expand(raw) {
+        Err(why) => why,
+        Ok(path) => c.check(&path, access).expect_err(raw),
+    }
+}
+
+#[test]
+fn paths_that_would_open_the_sandbox_are_refused() {
+    assert!(refused("/", Access::Read).contains("whole filesystem"));
+    assert!(refused("~", Access::Read).contains("home"));
+    assert!(refused("~/", Access::Read).contains("home directory"));
+    assert!(refused("/home", Access::Read).contains("home directory"));
+    assert!(refused("/proc/self", Access::Read).contains("/proc"));
+    assert!(refused("/dev", Access::Read).contains("/dev"));
+    assert!(refused("/sys/fs/cgroup", Access::Write).contains("/sys"));
+    assert!(refused("~/proj/chock.toml", Access::Read).contains("policy file"));
+    assert!(refused("/etc/chock", Access::Write).contains("policy file"));
+    assert!(refused("~/proj/src", Access::Write).contains("real project"));
+    assert!(refused("/srv", Access::Read).contains("org bundle forbids at org.toml:4"));
+    assert!(refused("/srv/secret/x", Access::Read).contains("org bundle"));
+    assert!(refused("relative/dir", Access::Read).contains("absolute"));
+    assert!(refused("/usr/../etc", Access::Read).contains(".."));
+    assert!(refused("~root/x", Access::Read).contains("~/"));
+    assert!(refused("~/.local/share", Access::Read).contains("Chock's own directory"));
+    assert!(
+        refused("~/.local/share/chock/credentials", Access::Read)
+            .contains("/home/u/.local/share/chock")
+    );
+    assert!(refused("~/.config", Access::Write).contains("Chock's own directory"));
+}
+
+#[test]
+fn no_write_path_may_reach_chock_s_binaries_but_reading_them_is_harmless() {
+    assert!(refused("~/.cargo", Access::Write).contains("Chock's own binaries"));
+    assert!(refused("~/.cargo/bin", Access::Write).contains("/home/u/.cargo/bin"));
+    let c = ctx();
+    c.check(Path::new("/home/u/.cargo"), Access::Read).unwrap();
+    c.check(Path::new("/home/u/.cargo/registry"), Access::Write)
+        .unwrap();
+}
+
+#[test]
+fn the_running_binary_s_directory_is_found() {
+    let dir = binaries_dir().unwrap();
+    let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+    assert_eq!(exe.parent().unwrap(), dir);
+    assert!(HostPaths::for_host().binaries.contains(&dir));
+}
+
+#[test]
+fn a_home_behind_a_symlink_is_refused_under_its_real_name_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("data/u");
+    std::fs::create_dir_all(&real).unwrap();
+    let link = dir.path().join("home-u");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let ctx = HostPaths {
+        home: Some(link),
+        ..HostPaths::default()
+    };
+    let parent = real.parent().unwrap().canonicalize().unwrap();
+    let err = ctx.check(&parent, Access::Read).unwrap_err();
+    assert!(err.contains("home directory"), "{err}");
+}
+
+#[test]
+fn ordinary_paths_pass_and_tilde_expands() {
+    let c = ctx();
+    let path = c.expand("~/.cargo/registry").unwrap();
+    assert_eq!(path, PathBuf::from("/home/u/.cargo/registry"));
+    c.check(&path, Access::Read).unwrap();
+    c.check(Path::new("/home/u/proj/docs"), Access::Read)
+        .unwrap();
+    c.check(Path::new("/opt/toolchain"), Access::Write).unwrap();
+}
+
+#[test]
+fn a_declared_symlink_is_refused_and_a_linked_parent_is_checked_where_it_leads() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("root");
+    std::os::unix::fs::symlink("/", &link).unwrap();
+    let err = HostPaths::default().check(&link, Access::Read).unwrap_err();
+    assert!(err.contains("is a symlink (to /)"), "{err}");
+    // A directory under a linked parent: checked by its real name too.
+    let secret = dir.path().join("secret");
+    std::fs::create_dir_all(secret.join("keys")).unwrap();
+    let via = dir.path().join("via");
+    std::os::unix::fs::symlink(&secret, &via).unwrap();
+    let c = HostPaths {
+        forbidden: vec![(secret.canonicalize().unwrap(), "org.toml:2".into())],
+        ..HostPaths::default()
+    };
+    let err = c.check(&via.join("keys"), Access::Read).unwrap_err();
+    assert!(
+        err.contains("leads to") && err.contains("org.toml:2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_socket_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let err = HostPaths::default().check(&sock, Access::Read).unwrap_err();
+    assert!(err.contains("socket"), "{err}");
+}
+
+fn declared(path: &Path, access: Access, field: &str) -> DeclaredPath {
+    DeclaredPath {
+        path: path.to_path_buf(),
+        access,
+        field: field.into(),
+    }
+}
+
+#[test]
+fn a_path_under_another_table_s_write_path_is_refused_by_either_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let cargo = base.join("cargo");
+    std::fs::create_dir_all(cargo.join("npm")).unwrap();
+    let sandbox_write = declared(&cargo, Access::Write, "sandbox.write");
+    let cache = declared(&cargo.join("npm"), Access::Write, "mcp.servers.x.cache");
+    let (at, why) = check_nesting(&[sandbox_write.clone(), cache]).unwrap_err();
+    assert_eq!(at, 1);
+    assert!(why.contains("sandbox.write"), "{why}");
+    // The same directory reached through a link elsewhere: refused by where it leads.
+    let alias = base.join("alias");
+    std::os::unix::fs::symlink(&cargo, &alias).unwrap();
+    let read = declared(&alias.join("npm"), Access::Read, "mcp.servers.x.read");
+    let (at, _) = check_nesting(&[read, sandbox_write.clone()]).unwrap_err();
+    assert_eq!(at, 0);
+    // Side by side, or the same path twice, is fine.
+    let other = declared(&base.join("other"), Access::Write, "mcp.servers.x.cache");
+    check_nesting(&[sandbox_write.clone(), other, sandbox_write]).unwrap();
+}
