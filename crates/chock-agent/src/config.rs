@@ -427,6 +427,30 @@ url = "http://127.0.0.1:8888/search"
         }
     }
 
+    /// config.toml's servers go through the host path checker when the file is read (the full
+    /// check, with the project and the org bundle, runs again when a server starts).
+    #[test]
+    fn a_server_reading_chock_s_own_directory_is_refused_when_the_file_is_read() {
+        let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+            return;
+        };
+        let dir = PathBuf::from(home).join(".config/chock");
+        let text = format!(
+            "[mcp.servers.x]\ncommand = \"srv\"\nread = [\"{}\"]\n",
+            dir.display()
+        );
+        let err = Config::parse(&text, Path::new("config.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!(
+                "config.toml: mcp.servers.x.read: `{}` overlaps Chock's own directory",
+                dir.display()
+            )),
+            "{err}"
+        );
+    }
+
     #[test]
     fn a_key_in_key_env_is_refused_without_echoing_it() {
         let err =

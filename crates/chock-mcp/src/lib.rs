@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+mod declared;
 mod door;
 pub mod files;
 mod http;
@@ -92,6 +93,15 @@ pub enum McpError {
         /// The server.
         server: String,
         /// Why.
+        message: String,
+    },
+    /// The server's definition asks for a path or a variable no confined process may have
+    /// (`message` names the file, the field and the path or name).
+    #[error("MCP server `{server}` refused: {message}")]
+    Refused {
+        /// The server.
+        server: String,
+        /// Why, naming the file and field.
         message: String,
     },
     /// The server did not answer in time.
@@ -239,6 +249,12 @@ impl McpHub {
         let mut started = Vec::new();
         let mut failures = Vec::new();
         for configured in servers {
+            // Its paths and variables, checked again now (the host may have changed since its
+            // table was read): a refusal is logged and the server left out.
+            if let Err(e) = declared::check_logged(session, configured, servers) {
+                failures.push((configured.def.name.clone(), e));
+                continue;
+            }
             // `start` speaks to the server on the hub's runtime; this thread waits (it may be
             // inside another runtime, so it must not block on one itself).
             let result = std::thread::scope(|scope| {

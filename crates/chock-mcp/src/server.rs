@@ -264,7 +264,7 @@ fn service_options(
     }
     let mut extra_write: Vec<PathBuf> = vec![state];
     for cache in &def.cache {
-        std::fs::create_dir_all(cache).map_err(|e| McpError::Start {
+        crate::declared::make_cache(cache).map_err(|e| McpError::Start {
             server: def.name.clone(),
             message: format!("cannot make its cache {}: {e}", cache.display()),
         })?;

@@ -303,6 +303,12 @@ impl Session {
         )
     }
 
+    /// The variables the person's configuration keeps keys in ([`SessionOptions::withheld_env`]):
+    /// never passed to a confined process, whichever table names them.
+    pub fn withheld_env(&self) -> &[String] {
+        &self.withheld_env
+    }
+
     /// The real project.
     pub fn project(&self) -> &Path {
         &self.project

@@ -104,7 +104,13 @@ impl Session {
         }
         plan.extra_read.extend(opts.extra_read.iter().cloned());
         plan.extra_write.extend(opts.extra_write.iter().cloned());
-        for (name, value) in &opts.env {
+        // The same rule as `[sandbox] env`'s: a key variable never reaches the process (the
+        // caller refuses a table that names one; this keeps it out whatever the caller does).
+        for (name, value) in opts
+            .env
+            .iter()
+            .filter(|(n, _)| !self.withheld_env.contains(n))
+        {
             plan.env.retain(|(n, _)| n != name);
             plan.env.push((name.clone(), value.clone()));
         }
