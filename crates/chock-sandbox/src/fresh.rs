@@ -82,6 +82,7 @@ fn mount_target(op: &Op) -> Option<&CStr> {
     match op {
         Op::Tmpfs { target, .. }
         | Op::Bind { target, .. }
+        | Op::BindDeclared { target, .. }
         | Op::BindPolicy { target, .. }
         | Op::Overlay { target, .. }
         | Op::AttachOverlay { target, .. }

@@ -205,6 +205,48 @@ fn bind_policy(source: &CStr, target: &CStr, dev: u64, ino: u64) -> Result<(), i
     result
 }
 
+/// Binds a declared host path through a descriptor opened with `openat2(RESOLVE_NO_SYMLINKS)`:
+/// the host resolved every link on the path when it built the plan, so a link found on it now
+/// was put there since (by something that could write beside it) and fails the step with
+/// `ELOOP`; the bind then names the descriptor, never the path again.
+fn bind_declared(source: &CStr, target: &CStr) -> Result<(), i32> {
+    /// The kernel's `struct open_how` (libc's is non-exhaustive).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: u64::try_from(libc::O_PATH | libc::O_CLOEXEC).unwrap_or(0),
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: openat2 with a NUL-terminated path and a valid open_how of the size passed; the
+    // descriptor it returns is closed below.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            source.as_ptr(),
+            &raw const how,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    let Ok(fd) = libc::c_int::try_from(rc) else {
+        return Err(libc::EBADF);
+    };
+    if fd < 0 {
+        return Err(errno());
+    }
+    let mut buf = [0u8; 48];
+    let result = proc_fd_path(fd, &mut buf)
+        .and_then(|by_fd| mount(Some(by_fd), target, None, libc::MS_BIND, None));
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    result
+}
+
 /// Attaches a clone of the detached overlay mount `fd` (the session's one instance) at `target`:
 /// `open_tree(OPEN_TREE_CLONE)` makes a new mount of the same superblock, `move_mount` attaches it
 /// to this mount namespace. The same instance is cloned by every call, so all of them see one
@@ -298,6 +340,14 @@ pub(crate) fn apply(op: &Op) -> Result<(), i32> {
         } => {
             mount(Some(source), target, None, libc::MS_BIND, None)?;
             restrict(target, *readonly, *devices)
+        }
+        Op::BindDeclared {
+            source,
+            target,
+            readonly,
+        } => {
+            bind_declared(source, target)?;
+            restrict(target, *readonly, false)
         }
         Op::BindPolicy {
             source,

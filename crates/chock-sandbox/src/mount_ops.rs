@@ -36,6 +36,15 @@ pub(crate) enum Op {
         readonly: bool,
         devices: bool,
     },
+    /// A path a table declared (`[sandbox]` read or write, an MCP server's `read` or `cache`),
+    /// bound through a descriptor: `source` is the path the host resolved when it built the plan,
+    /// opened with `RESOLVE_NO_SYMLINKS`, so a symlink anywhere on it now was swapped in since and
+    /// fails the step (`ELOOP`) instead of redirecting the bind; the bind names the descriptor.
+    BindDeclared {
+        source: CString,
+        target: CString,
+        readonly: bool,
+    },
     /// The policy file, bound read-only over itself through a descriptor: `source` is opened
     /// without following a symlink, must still be the regular file `dev`/`ino` the host checked,
     /// and the bind names the descriptor (`/proc/self/fd/N`), never the path again.

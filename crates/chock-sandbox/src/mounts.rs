@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
-pub(crate) use crate::mount_ops::{Op, Step, cstr, old_root_path, under_old_root};
+pub(crate) use crate::mount_ops::{Op, Step, cstr, under_old_root};
 
 mod builder;
 use crate::plan::{Plan, WorkspaceMount};
@@ -24,6 +24,20 @@ pub(crate) use builder::Builder;
 fn canonical(what: &str, p: &Path) -> Result<PathBuf, SandboxError> {
     p.canonicalize()
         .map_err(|e| SandboxError::Plan(format!("{what} {}: {e}", p.display())))
+}
+
+/// A declared path's source: refused when the path is itself a symlink (the policy refuses one
+/// when it is loaded, so one now was swapped in since), else resolved, so its bind can then be
+/// opened without following any link (`Op::BindDeclared`).
+fn declared_source(what: &str, p: &Path) -> Result<PathBuf, SandboxError> {
+    if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(SandboxError::Plan(format!(
+            "{what} {} is a symlink: a declared path is never bound through a link (was it \
+             swapped since the policy was read?)",
+            p.display()
+        )));
+    }
+    canonical(what, p)
 }
 
 /// The mount steps for `plan`, in order. `shared_fd` is the descriptor of the session's overlay when
@@ -83,7 +97,7 @@ fn build_tree(
     let mut user: Vec<(PathBuf, UserMount)> = Vec::new();
     user.push((PathBuf::from("/tmp"), UserMount::Tmpfs { mode: 0o1777 }));
     for p in &plan.extra_read {
-        let c = canonical("extra read path", p)?;
+        let c = declared_source("extra read path", p)?;
         // A directory is shown through an overlay of its own (socket_mask.rs says why); a file
         // is bound, and checked for being a socket itself.
         let m = if c.is_dir() {
@@ -98,7 +112,7 @@ fn build_tree(
         user.push((c, m));
     }
     for p in &plan.extra_write {
-        let c = canonical("extra write path", p)?;
+        let c = declared_source("extra write path", p)?;
         user.push((
             c.clone(),
             UserMount::Bind {
@@ -248,6 +262,12 @@ fn build_tree(
                     kind: FreshKind::SharedOverlay,
                 });
             }
+            // A declared path (the only binds of this layer): through a descriptor.
+            UserMount::Bind {
+                source,
+                readonly,
+                layer: Layer::Filesystem,
+            } => b.bind_declared(&source, &target, readonly)?,
             UserMount::Bind {
                 source,
                 readonly,

@@ -22,12 +22,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Layer, SandboxError};
-use crate::mounts::{Builder, Op, cstr, old_root_path};
+use crate::mounts::{Builder, Op, cstr};
 
 /// The empty layer of a call built on its own: a directory of the fresh root under `/proc`, so the
 /// `/proc` mounted after it hides it. It is never removed: an overlay whose lower directory is
 /// gone lists as empty.
 const CALL_EMPTY_LAYER: &str = "/proc/.chock-empty-layer";
+
+/// Where a call built on its own binds each host directory it shows through a read overlay: under
+/// `/proc` too, hidden by it.
+const CALL_LAYERS: &str = "/proc/.chock-layers";
 
 /// Where a session sandbox's tree keeps what each call makes its read overlays from: a read-only
 /// bind of each host directory and the empty layer, in the tree's `/tmp` (each call covers it
@@ -54,35 +58,36 @@ impl Layers {
         target: &Path,
     ) -> Result<(), SandboxError> {
         let fs = Layer::Filesystem;
-        let (lower_layer, empty) = if self.session {
-            let dir = PathBuf::from(SESSION_LAYERS);
-            let bound = dir.join(self.count.to_string());
-            let empty = dir.join("empty");
-            if self.count == 0 {
-                b.mkdirs(&empty, fs)?;
-            }
-            b.mkdirs(&bound, fs)?;
-            b.push(
-                Op::Bind {
-                    source: crate::mounts::under_old_root(lower)?,
-                    target: cstr(bound.as_os_str().as_bytes())?,
-                    readonly: true,
-                    devices: false,
-                },
-                fs,
-                format!(
-                    "ro bind {} -> {} (a layer for each call)",
-                    lower.display(),
-                    bound.display()
-                ),
-            );
-            (bound, empty)
+        // The host directory is first bound, through a descriptor opened without following any
+        // link (`Op::BindDeclared`), where the overlay takes it as a layer: an overlay's
+        // `lowerdir` is a path the kernel would resolve again, links and all.
+        let (dir, empty) = if self.session {
+            (
+                PathBuf::from(SESSION_LAYERS),
+                PathBuf::from(SESSION_LAYERS).join("empty"),
+            )
         } else {
-            if self.count == 0 {
-                b.mkdirs(Path::new(CALL_EMPTY_LAYER), fs)?;
-            }
-            (old_root_path(lower), PathBuf::from(CALL_EMPTY_LAYER))
+            (PathBuf::from(CALL_LAYERS), PathBuf::from(CALL_EMPTY_LAYER))
         };
+        let bound = dir.join(self.count.to_string());
+        if self.count == 0 {
+            b.mkdirs(&empty, fs)?;
+        }
+        b.mkdirs(&bound, fs)?;
+        b.push(
+            Op::BindDeclared {
+                source: crate::mounts::under_old_root(lower)?,
+                target: cstr(bound.as_os_str().as_bytes())?,
+                readonly: true,
+            },
+            fs,
+            format!(
+                "ro bind {} -> {} (a layer)",
+                lower.display(),
+                bound.display()
+            ),
+        );
+        let lower_layer = bound;
         self.count += 1;
         b.mkdirs(target, fs)?;
         let op = Op::Overlay {

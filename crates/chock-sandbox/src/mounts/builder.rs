@@ -76,6 +76,28 @@ impl Builder {
         readonly: bool,
         layer: Layer,
     ) -> Result<(), SandboxError> {
+        self.bind_as(source, target, readonly, layer, Bound::ByPath)
+    }
+
+    /// A bind of a path a table declared: through a descriptor opened without following any
+    /// link ([`Op::BindDeclared`]).
+    pub(crate) fn bind_declared(
+        &mut self,
+        source: &Path,
+        target: &Path,
+        readonly: bool,
+    ) -> Result<(), SandboxError> {
+        self.bind_as(source, target, readonly, Layer::Filesystem, Bound::Declared)
+    }
+
+    fn bind_as(
+        &mut self,
+        source: &Path,
+        target: &Path,
+        readonly: bool,
+        layer: Layer,
+        how: Bound,
+    ) -> Result<(), SandboxError> {
         let is_dir = source.is_dir();
         self.mount_point(target, is_dir, layer)?;
         let label = match (readonly, source == target) {
@@ -84,11 +106,22 @@ impl Builder {
             (true, false) => format!("ro bind {} -> {}", source.display(), target.display()),
             (false, false) => format!("rw bind {} -> {}", source.display(), target.display()),
         };
-        let op = Op::Bind {
-            source: under_old_root(source)?,
-            target: cstr(target.as_os_str().as_bytes())?,
-            readonly,
-            devices: false,
+        let (source, target) = (
+            under_old_root(source)?,
+            cstr(target.as_os_str().as_bytes())?,
+        );
+        let op = match how {
+            Bound::ByPath => Op::Bind {
+                source,
+                target,
+                readonly,
+                devices: false,
+            },
+            Bound::Declared => Op::BindDeclared {
+                source,
+                target,
+                readonly,
+            },
         };
         self.push(op, layer, label);
         Ok(())
@@ -172,6 +205,15 @@ impl Builder {
             Ok(())
         }
     }
+}
+
+/// How a bind names its source.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// By its path (the base set, the workspace: the host's own files).
+    ByPath,
+    /// Through a descriptor opened without following links (a declared path).
+    Declared,
 }
 
 /// The largest host file [`Builder::copy_entry`] copies rather than binds.
