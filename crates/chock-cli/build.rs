@@ -19,12 +19,38 @@ const FLAG: &str = "-Wl,-z,pack-relative-relocs";
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    // A new build id whenever this crate's sources change (build_id.rs says what it is for).
+    println!("cargo:rerun-if-changed=src");
+    write_build_id();
     let var = |name: &str| std::env::var(name).unwrap_or_default();
     let native = var("TARGET") == var("HOST");
     let gnu_linux = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
     if native && gnu_linux && trial_link() {
         println!("cargo:rustc-link-arg-bins={FLAG}");
     }
+}
+
+/// Writes `$OUT_DIR/build-id`: 32 hex digits, new each time this script runs, which the `chock`
+/// and `chock-full` of one build both carry (src/build_id.rs). Not a secret and not a digest:
+/// it tells a `chock-full` of this build from any other (a stale one, one copied in).
+fn write_build_id() {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write(
+        std::env::var("CARGO_PKG_VERSION")
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(now);
+    hasher.write_u32(std::process::id());
+    let high = hasher.finish();
+    hasher.write_u64(high);
+    let id = format!("{high:016x}{:016x}", hasher.finish());
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("build-id");
+    std::fs::write(out, id).expect("write the build id");
 }
 
 /// Whether the system C compiler links a program with packed relocations and the result runs: an

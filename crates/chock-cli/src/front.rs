@@ -2,9 +2,11 @@
 //! every other command is handed to `chock-full`, the binary beside it that holds the whole tree
 //! (lib.rs says why). The hand-over is an `execve` with the same arguments (its `argv[0]` too, so
 //! usage and errors read as they would from one binary), environment and open files: nothing of
-//! `chock` is left by the time the command runs.
+//! `chock` is left by the time the command runs. It executes the very file it checked (opened
+//! once, executed through its descriptor), and only one of its own build (build_id.rs).
 
 use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,17 +56,35 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::FAILURE);
         }
     };
+    let cannot_start = |err: std::io::Error| {
+        say_err!(
+            "chock: cannot start {}: {err}; every command but `exec` is in {FULL_BINARY}, which \
+             `cargo install --path crates/chock-cli` installs beside `chock`",
+            full.display()
+        );
+        ExitCode::from(exit::FAILURE)
+    };
+    // Checked and executed as one open file: what is checked is what runs.
+    let file = match std::fs::File::open(&full) {
+        Ok(file) => file,
+        Err(err) => return cannot_start(err),
+    };
+    if let Err(why) = crate::build_id::check_full(&file) {
+        say_err!(
+            "chock: refusing to run {}: {why}; `chock` hands every command but `exec` to the \
+             {FULL_BINARY} built with it. Reinstall both together: `cargo install --path \
+             crates/chock-cli`",
+            full.display()
+        );
+        return ExitCode::from(exit::FAILURE);
+    }
     // Only returns when the exec failed.
-    let err = std::process::Command::new(&full)
+    let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let err = std::process::Command::new(by_fd)
         .arg0(arg0)
         .args(rest)
         .exec();
-    say_err!(
-        "chock: cannot start {}: {err}; every command but `exec` is in {FULL_BINARY}, which \
-         `cargo install --path crates/chock-cli` installs beside `chock`",
-        full.display()
-    );
-    ExitCode::from(exit::FAILURE)
+    cannot_start(err)
 }
 
 /// `chock-full` in the directory of this binary's real path (`/proc/self/exe`, so a symlink to

@@ -12,6 +12,7 @@
 //! machine, a third of a whole bubblewrap call (docs/sandbox.md, "The fourth pass"). The commands
 //! that are not `exec` run for seconds to hours and pay one more `execve` instead.
 
+pub mod build_id;
 mod cli;
 mod commands;
 mod exit;

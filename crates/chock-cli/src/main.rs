@@ -1,5 +1,14 @@
 //! `chock`: runs `chock exec` itself, and hands every other command to `chock-full` (lib.rs).
 
+/// This binary's role and build id, in the ELF section `chock` reads (chock_cli::build_id).
+// SAFETY: a section of its own, named by no other object: the static is placed there and
+// nowhere else, and nothing writes it.
+#[unsafe(link_section = "chock_build_id")]
+#[used]
+static BUILD_ID: [u8; 37] = chock_cli::build_id::FRONT;
+
 fn main() -> std::process::ExitCode {
+    // Referenced, so no linker drops its section.
+    std::hint::black_box(&BUILD_ID);
     chock_cli::front_main()
 }

@@ -88,3 +88,62 @@ fn a_link_to_chock_finds_chock_full_by_its_real_path_and_keeps_the_name_it_was_r
         text(&out.stderr)
     );
 }
+
+/// `chock` beside a `chock-full` that is not of its build: refused before it runs, exit 1, the
+/// message naming the file and how to reinstall. A confined call that could write the install
+/// directory (the policy refuses such a write path now) would otherwise have the person run its
+/// program, unconfined, at their next `chock sessions list`.
+#[test]
+fn a_chock_full_of_another_build_is_refused_before_it_runs() {
+    let w = World::new();
+    let dir = w.base.join("install");
+    let alone = chock_alone(&dir);
+    let full = dir.join("chock-full");
+    let marker = w.base.join("ran");
+    let install = |bytes: &[u8]| {
+        let _ = std::fs::remove_file(&full);
+        std::fs::write(&full, bytes).unwrap();
+        std::fs::set_permissions(&full, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    };
+    let real = std::fs::read(env!("CARGO_BIN_EXE_chock-full")).unwrap();
+    let at = real
+        .windows(5)
+        .position(|w| w == b"full:")
+        .expect("chock-full carries its build id");
+    let mut other_build = real.clone();
+    other_build[at + 5] = if other_build[at + 5] == b'0' {
+        b'1'
+    } else {
+        b'0'
+    };
+    let cases: [(&str, Vec<u8>); 3] = [
+        (
+            "it carries no Chock build id",
+            format!("#!/bin/sh\ntouch {}\n", marker.display()).into_bytes(),
+        ),
+        (
+            "it is not chock-full (another binary of Chock's)",
+            std::fs::read(CHOCK).unwrap(),
+        ),
+        ("it is from another build of Chock", other_build),
+    ];
+    for (why, bytes) in cases {
+        install(&bytes);
+        let out = run(&w, &alone, &["sessions", "list"]);
+        assert_eq!(out.status.code(), Some(1), "{why}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+        let expected = format!(
+            "chock: refusing to run {}: {why}; `chock` hands every command but `exec` to the \
+             chock-full built with it. Reinstall both together: `cargo install --path \
+             crates/chock-cli`\n",
+            full.display()
+        );
+        assert_eq!(text(&out.stderr), expected);
+    }
+    assert!(!marker.exists(), "the foreign chock-full ran");
+    // The real one, copied beside it, runs.
+    install(&real);
+    let out = run(&w, &alone, &["sessions", "list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
