@@ -250,33 +250,35 @@ fn overlaps(a: &Path, b: &Path) -> bool {
 /// (or a directory above it) with a symlink to anywhere on the host (`~/.ssh`), and the next
 /// process would bind the link's target.
 pub fn check_nesting(declared: &[DeclaredPath]) -> Result<(), (usize, String)> {
-    let writes: Vec<(&DeclaredPath, Vec<PathBuf>)> = declared
+    let writes: Vec<&DeclaredPath> = declared
         .iter()
         .filter(|d| d.access == Access::Write)
-        .map(|d| (d, with_real(d.path.clone())))
         .collect();
     for (i, d) in declared.iter().enumerate() {
-        for name in with_real(d.path.clone()) {
-            for (outer, outer_names) in &writes {
-                if outer_names
-                    .iter()
-                    .any(|w| name.starts_with(w) && name != *w)
-                {
-                    return Err((
-                        i,
-                        format!(
-                            "lies under the write path {} ({}), where a confined process could \
-                             replace it with a link to anywhere on the host; declare only the \
-                             outer path",
-                            outer.path.display(),
-                            outer.field
-                        ),
-                    ));
-                }
-            }
+        if let Some(why) = under_write_path(d, &writes) {
+            return Err((i, why));
         }
     }
     Ok(())
+}
+
+/// Why `d` lies under one of `writes` (strictly: a path is not under itself), if it does.
+pub fn under_write_path(d: &DeclaredPath, writes: &[&DeclaredPath]) -> Option<String> {
+    let names = with_real(d.path.clone());
+    writes.iter().find_map(|outer| {
+        let outer_names = with_real(outer.path.clone());
+        let nested = names
+            .iter()
+            .any(|name| outer_names.iter().any(|w| name.starts_with(w) && name != w));
+        nested.then(|| {
+            format!(
+                "lies under the write path {} ({}), where a confined process could replace it \
+                 with a link to anywhere on the host; declare only the outer path",
+                outer.path.display(),
+                outer.field
+            )
+        })
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::action::check_label;
-use crate::host_paths::{Access, DeclaredPath, HostPaths, check_nesting};
+use crate::host_paths::{Access, DeclaredPath, HostPaths, under_write_path};
 use crate::sandbox::check_env_name;
 
 /// How long a server may take to start and answer `initialize` when the table does not say.
@@ -205,14 +205,32 @@ impl ServerDef {
             host.check(&d.path, d.access)
                 .map_err(|why| err(&short(d), format!("`{}` {why}", d.path.display())))?;
         }
-        let all: Vec<DeclaredPath> = own.iter().chain(around).cloned().collect();
-        check_nesting(&all).map_err(|(at, why)| match own.get(at) {
-            Some(d) => err(&short(d), format!("`{}` {why}", all[at].path.display())),
-            None => err(
-                "cache",
-                format!("`{}` ({}) {why}", all[at].path.display(), all[at].field),
-            ),
-        })
+        // Only what involves this server: its paths under any write path, and another table's
+        // path under its cache (what lies between other tables is theirs to answer for).
+        let writes = |from: &[DeclaredPath]| -> Vec<DeclaredPath> {
+            from.iter()
+                .filter(|d| d.access == Access::Write)
+                .cloned()
+                .collect()
+        };
+        let (own_writes, all_writes) = (
+            writes(&own),
+            writes(&[own.clone(), around.to_vec()].concat()),
+        );
+        for d in &own {
+            if let Some(why) = under_write_path(d, &all_writes.iter().collect::<Vec<_>>()) {
+                return Err(err(&short(d), format!("`{}` {why}", d.path.display())));
+            }
+        }
+        for a in around {
+            if let Some(why) = under_write_path(a, &own_writes.iter().collect::<Vec<_>>()) {
+                return Err(err(
+                    "cache",
+                    format!("`{}` ({}) {why}", a.path.display(), a.field),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

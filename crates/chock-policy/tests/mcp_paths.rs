@@ -154,3 +154,39 @@ fn no_declared_write_path_may_reach_chock_s_binaries() {
     )
     .unwrap();
 }
+
+#[test]
+fn a_server_answers_only_for_nesting_it_is_part_of() {
+    use chock_policy::{Access, DeclaredPath};
+    let declared = |path: &str, access, field: &str| DeclaredPath {
+        path: PathBuf::from(path),
+        access,
+        field: field.into(),
+    };
+    let policy = load(
+        Some(
+            "[mcp.servers.x]\ncommand = \"srv\"\nread = [\"/opt/x\"]\ncache = [\"/opt/x-cache\"]\n",
+        ),
+        None,
+    )
+    .unwrap();
+    let def = &policy.mcp_servers()[0];
+    // Another server's cache under `[sandbox] write`: not this server's to answer for.
+    let around = [
+        declared("/opt/shared", Access::Write, "sandbox.write"),
+        declared("/opt/shared/y", Access::Write, "mcp.servers.y.cache"),
+    ];
+    def.check_paths(Path::new("chock.toml"), policy.host_paths(), &around)
+        .unwrap();
+    // Another server's path under this one's cache is.
+    let around = [declared(
+        "/opt/x-cache/bin",
+        Access::Read,
+        "mcp.servers.y.read",
+    )];
+    let err = def
+        .check_paths(Path::new("chock.toml"), policy.host_paths(), &around)
+        .unwrap_err();
+    assert_eq!(err.field, "cache");
+    assert!(err.problem.contains("`/opt/x-cache/bin` (mcp.servers.y.read) lies under the write path /opt/x-cache (mcp.servers.x.cache)"), "{err}");
+}
