@@ -271,6 +271,31 @@ fn a_malformed_policy_is_bad_input() {
     assert!(text(&out.stderr).contains("chock.toml"));
 }
 
+/// A write path over the directory Chock's binaries are in (`~/.cargo` over `~/.cargo/bin`) is
+/// refused when the policy is read: one call could otherwise replace `chock-full`, which the
+/// person's next command runs unconfined. Reading it stays allowed.
+#[test]
+fn a_write_path_over_chock_s_own_binaries_is_refused() {
+    let w = World::new();
+    let bin = Path::new(CHOCK).canonicalize().unwrap();
+    let install = bin.parent().unwrap().parent().unwrap();
+    w.policy(&format!("[sandbox]\nwrite = [\"{}\"]\n", install.display()));
+    let out = w.exec(&["/bin/true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("chock.toml:2:")
+            && stderr.contains(&format!(
+                "overlaps {}, where Chock's own binaries are",
+                bin.parent().unwrap().display()
+            )),
+        "{stderr}"
+    );
+    w.policy(&format!("[sandbox]\nread = [\"{}\"]\n", install.display()));
+    let out = w.exec(&["/bin/true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
 #[test]
 fn verbose_lists_every_bind() {
     let w = World::new();
