@@ -88,6 +88,25 @@ fn a_bad_server_table_names_the_file_and_field() {
     w.settings().bind(|| insta::assert_snapshot!(text));
 }
 
+/// A server's `env` naming a variable the configuration keeps a key in is refused when it would
+/// start (`chock mcp test` too), as `[sandbox] env` withholds it: the key never reaches it.
+#[test]
+fn a_server_naming_a_configured_key_variable_is_refused_at_start() {
+    let w = World::new();
+    w.config_toml(
+        "[providers.mine]\nkind = \"anthropic\"\nkey_env = \"MY_PROVIDER_KEY\"\n\
+         [mcp.servers.leaky]\ncommand = \"/bin/cat\"\nenv = [\"MY_PROVIDER_KEY\"]\n",
+    );
+    let out = w.chock(&["mcp", "test", "leaky"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("MCP server `leaky` refused: ")
+            && stderr.contains("config.toml: mcp.servers.leaky.env: `MY_PROVIDER_KEY` holds a key your configuration names"),
+        "{stderr}"
+    );
+}
+
 /// server-everything's streamable HTTP transport on a free loopback port, killed when dropped.
 struct EverythingHttp {
     child: std::process::Child,

@@ -188,11 +188,15 @@ fn files_of(server: &Configured) -> Result<Option<chock_mcp::ProjectFiles>, choc
     }
 }
 
-/// A scratch session over `project` (its workspace is removed when it closes).
+/// A scratch session over `project` (its workspace is removed when it closes), withholding the
+/// key variables of the person's configuration as a run's session does: a server's `env` naming
+/// one is refused here too.
 fn scratch(project: &Path) -> anyhow::Result<Session> {
+    let config = Config::load().map_err(bad_input)?;
     Session::open(
         project,
         SessionOptions {
+            withheld_env: config.key_env_names(),
             header: chock_log::SessionHeader {
                 command: Some("mcp".into()),
                 ..Default::default()
