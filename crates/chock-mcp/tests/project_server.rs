@@ -186,3 +186,85 @@ fn a_trusted_project_server_runs_the_real_project_and_a_changed_file_is_refused(
         "{words}"
     );
 }
+
+/// A trusted `srv.py` that, like a `uvx` or `npx` server running from its cache, imports what a
+/// host directory holds: `helper.py` there, else its own version.
+fn importing_server(shared: &std::path::Path) -> String {
+    SERVER.replace(
+        "VERSION = \"the real v1\"\n",
+        &format!(
+            "import sys\nsys.path.insert(0, {:?})\ntry:\n    from helper import VERSION\n\
+             except ImportError:\n    VERSION = \"the real v1\"\n",
+            shared.display().to_string()
+        ),
+    )
+}
+
+#[test]
+fn a_trusted_server_sees_no_place_the_agents_commands_write() {
+    let Some(python) = python() else {
+        return;
+    };
+    // The project lets the agent's commands write a host directory (a package cache, say).
+    let shared = tempfile::tempdir().unwrap();
+    let shared = shared.path().canonicalize().unwrap();
+    let sandbox = format!("[sandbox]\nwrite = [\"{}\"]\n", shared.display());
+    let world = World::new(&format!("{sandbox}{}", policy(&python)));
+    std::fs::write(
+        world.project.path().join("srv.py"),
+        importing_server(&shared),
+    )
+    .unwrap();
+    let pipeline = world.pipeline(None);
+    let hub = world.start(&world.project_servers(), &pipeline, true, None);
+    let said = call(&hub, &world, "which", &json!({}));
+    assert!(said.starts_with("the real v1 in "), "{said}");
+    drop(hub);
+
+    // The agent plants a module there; the file lands on the host.
+    let planted = shared.join("helper.py");
+    agent(
+        &world,
+        &format!("echo 'VERSION = \"the agent v1\"' > {}", planted.display()),
+    );
+    assert!(
+        std::fs::read_to_string(&planted)
+            .unwrap()
+            .contains("the agent v1")
+    );
+
+    // The trusted server's next start runs what the person trusted: the agent's write path is
+    // not in its sandbox.
+    let hub = world.start(&world.project_servers(), &pipeline, false, None);
+    let said = call(&hub, &world, "which", &json!({}));
+    assert!(said.starts_with("the real v1 in "), "{said}");
+    drop(hub);
+
+    // A server whose own cache is (inside) a place the agent writes does not start, and says why.
+    let cached = format!(
+        "{sandbox}{}",
+        policy(&python).replace(
+            "startup_timeout_secs",
+            &format!(
+                "cache = [\"{}\"]\nstartup_timeout_secs",
+                shared.join("npx").display()
+            )
+        )
+    );
+    let world = World::new(&cached);
+    std::fs::write(
+        world.project.path().join("srv.py"),
+        importing_server(&shared),
+    )
+    .unwrap();
+    let pipeline = world.pipeline(None);
+    let hub = world.start(&world.project_servers(), &pipeline, true, None);
+    assert!(hub.servers().is_empty());
+    let words = hub.failures()[0].1.to_string();
+    assert!(
+        words.contains("[sandbox] write")
+            && words.contains(&shared.display().to_string())
+            && words.contains("its write path"),
+        "{words}"
+    );
+}

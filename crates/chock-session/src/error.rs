@@ -32,6 +32,18 @@ pub enum SessionError {
     /// A session opened for one call (`Calls::One`, `chock exec`) was asked for a second one.
     #[error("this session was opened for one call and has made it")]
     OneCallMade,
+    /// A service (an MCP server) would see a place the agent's commands write: what it runs could
+    /// be the agent's.
+    #[error(
+        "{seen} holds or lies inside `[sandbox] write` path {}, which the agent's commands write: a server must not see it (what it runs could be the agent's); keep the server's read and cache paths apart from the agent's write paths",
+        write.display()
+    )]
+    ServiceSeesAgentWrites {
+        /// The place the service would see, in words.
+        seen: String,
+        /// The agent's write path.
+        write: PathBuf,
+    },
     /// A session's log cannot be taken up again (resume).
     #[error("the session cannot be resumed: {0}")]
     Resume(String),

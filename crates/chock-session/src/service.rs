@@ -10,6 +10,11 @@
 //! agent last wrote in its throwaway copy (which it does not see at all). It writes nothing of
 //! the project; its own places are the caller's `extra_write` (its state directory, its caches).
 //!
+//! Nor does it see any other place the agent's commands write: the `[sandbox] write` paths are
+//! not in its sandbox, and it does not start when a place it does see (the project, its `read`
+//! and `cache` paths, its state, the system directories) contains one or lies inside one (an
+//! `npx` cache the agent's `npm install` also writes would run the agent's package).
+//!
 //! Its network is the caller's to decide *before* it starts (chock-mcp settles
 //! `mcp.<server>.network`): without that it gets no network at all, not even the egress proxy a
 //! command would get; with it, each connection is then settled by the pipeline like a command's
@@ -33,8 +38,8 @@ pub struct ServiceOptions {
     pub call_id: String,
     /// Host paths it may read besides the policy's `[sandbox] read`.
     pub extra_read: Vec<PathBuf>,
-    /// Host paths it may write besides the policy's `[sandbox] write` (its state directory, its
-    /// declared caches).
+    /// Host paths it may write (its state directory, its declared caches): the policy's
+    /// `[sandbox] write` paths are the agent's, and not in a service's sandbox.
     pub extra_write: Vec<PathBuf>,
     /// Variables set in its environment after the allowlist (`XDG_STATE_HOME`, names the
     /// configuration passes, with their host values).
@@ -102,8 +107,9 @@ impl Session {
             plan.env
                 .retain(|(name, _)| !PROXY_VARIABLES.contains(&name.as_str()));
         }
+        // The agent's commands write the `[sandbox] write` paths: none of them is the service's.
+        plan.extra_write.clone_from(&opts.extra_write);
         plan.extra_read.extend(opts.extra_read.iter().cloned());
-        plan.extra_write.extend(opts.extra_write.iter().cloned());
         // The same rule as `[sandbox] env`'s: a key variable never reaches the process (the
         // caller refuses a table that names one; this keeps it out whatever the caller does).
         for (name, value) in opts
@@ -131,6 +137,7 @@ impl Session {
             )));
         }
         let plan = self.service_plan(argv, opts);
+        agent_writes_unseen(&plan, &self.policy.sandbox().write)?;
         // Its plan shares no overlay: the workspace is not in its sandbox.
         let mut child =
             chock_sandbox::spawn_in_session(&plan, StdioMode::Duplex, None, &self.sockets)?;
@@ -152,4 +159,56 @@ impl Session {
     pub fn dir(&self) -> &std::path::Path {
         self.log.dir()
     }
+}
+
+/// Host directories every sandbox shows read-only (chock-sandbox's base set).
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Refuses a service plan that would see a place the agent's commands write (`agent_writes`,
+/// the `[sandbox] write` paths): a place it sees that contains one of them or lies inside one.
+/// Compared as written and with symlinks resolved.
+fn agent_writes_unseen(plan: &Plan, agent_writes: &[PathBuf]) -> Result<(), SessionError> {
+    let both = |p: &PathBuf| -> Vec<PathBuf> {
+        let mut out = vec![p.clone()];
+        if let Ok(real) = p.canonicalize() {
+            out.push(real);
+        }
+        out
+    };
+    let mut seen: Vec<(&str, PathBuf)> = Vec::new();
+    if let WorkspaceMount::ReadOnly { source } = &plan.workspace {
+        seen.extend(both(source).into_iter().map(|p| ("the project", p)));
+    }
+    seen.extend(
+        both(&plan.project_path)
+            .into_iter()
+            .map(|p| ("the project", p)),
+    );
+    for p in &plan.extra_read {
+        seen.extend(both(p).into_iter().map(|p| ("its read path", p)));
+    }
+    for p in &plan.extra_write {
+        seen.extend(both(p).into_iter().map(|p| ("its write path", p)));
+    }
+    seen.extend(
+        SYSTEM_DIRS
+            .iter()
+            .map(|d| ("a system directory", PathBuf::from(d))),
+    );
+    for write in agent_writes {
+        for w in both(write) {
+            let clash = seen
+                .iter()
+                .find(|(_, p)| w.starts_with(p) || p.starts_with(&w));
+            if let Some((what, p)) = clash {
+                return Err(SessionError::ServiceSeesAgentWrites {
+                    seen: format!("{what} {}", p.display()),
+                    write: write.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
