@@ -391,6 +391,11 @@ pub(crate) fn store(
         },
     );
     store.limiter(|state| &mut state.memory);
+    // What the host copies out of the plugin in one go (a result it returns, the arguments of one
+    // import it calls) counts against the same cap: the canonical ABI lets every entry of a list
+    // point at the same bytes, so a list within the cap could otherwise make the host copy it
+    // many times over (wasmtime's own default is 128 MiB whatever the cap).
+    store.set_hostcall_fuel(usize::try_from(limits.memory).unwrap_or(usize::MAX));
     store.set_fuel(limits.fuel)?;
     // One tick more than the timeout holds: the ticker's first tick may come at once, so the
     // deadline is never reached before the timeout has passed (and at most one tick after).

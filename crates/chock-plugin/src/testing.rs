@@ -1,4 +1,4 @@
-//! Building the repository's example and hostile plugins (`plugins/`) for `wasm32-wasip2`, for the
+//! Building the repository's example and hostile plugins (hostile, alias) (`plugins/`) for `wasm32-wasip2`, for the
 //! tests of this crate and of the CLI. Without the target the build is an error in CI (`CI=true`)
 //! and a skip elsewhere, so a missing target can never pass CI silently.
 
@@ -12,6 +12,8 @@ pub struct Built {
     pub example: PathBuf,
     /// `chock_plugin_hostile.wasm`.
     pub hostile: PathBuf,
+    /// `chock_plugin_alias.wasm`: a tool list whose descriptions all share one MiB.
+    pub alias: PathBuf,
 }
 
 /// The repository root (two levels above this crate).
@@ -75,5 +77,6 @@ pub fn build_plugins(target_dir: &Path) -> Option<Built> {
     Some(Built {
         example: out.join("chock_plugin_example.wasm"),
         hostile: out.join("chock_plugin_hostile.wasm"),
+        alias: out.join("chock_plugin_alias.wasm"),
     })
 }
