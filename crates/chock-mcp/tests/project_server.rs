@@ -240,15 +240,13 @@ fn a_trusted_server_sees_no_place_the_agents_commands_write() {
     assert!(said.starts_with("the real v1 in "), "{said}");
     drop(hub);
 
-    // A server whose own cache is (inside) a place the agent writes does not start, and says why.
+    // A server whose own cache is a place the agent writes does not start, and says why (a cache
+    // strictly inside one is refused sooner, when chock.toml is read: the one checker's nesting).
     let cached = format!(
         "{sandbox}{}",
         policy(&python).replace(
             "startup_timeout_secs",
-            &format!(
-                "cache = [\"{}\"]\nstartup_timeout_secs",
-                shared.join("npx").display()
-            )
+            &format!("cache = [\"{}\"]\nstartup_timeout_secs", shared.display())
         )
     );
     let world = World::new(&cached);

@@ -281,5 +281,25 @@ pub fn under_write_path(d: &DeclaredPath, writes: &[&DeclaredPath]) -> Option<St
     })
 }
 
+/// The first place a confined process sees (`seen`: each with its words, "the project", "its read
+/// path") that contains one of `writes` or lies inside one, compared by the names written and by
+/// where they really lead: the words and path of that place, and the write path. A process given a
+/// view of what another process writes runs what that one left there (an MCP server's `npx`
+/// cache that the agent's `npm install` also writes).
+pub fn sees_a_write_path<'a>(
+    seen: &'a [(&'a str, PathBuf)],
+    writes: &'a [PathBuf],
+) -> Option<(&'a str, &'a Path, &'a Path)> {
+    writes.iter().find_map(|write| {
+        let write_names = with_real(write.clone());
+        seen.iter().find_map(|(what, place)| {
+            let clash = with_real(place.clone())
+                .iter()
+                .any(|p| write_names.iter().any(|w| overlaps(p, w)));
+            clash.then_some((*what, place.as_path(), write.as_path()))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests;

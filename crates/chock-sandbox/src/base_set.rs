@@ -12,6 +12,12 @@ use crate::plan::Plan;
 /// (a merged-/usr system links /bin to usr/bin).
 const SYSTEM_DIRS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
+/// Every host directory the base set shows a call read-only (whole, or entries of it): what a
+/// confined process sees of the host besides its plan's own paths.
+pub const BASE_HOST_DIRS: &[&str] = &[
+    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
 /// The /etc entries programs and toolchains need: the loader cache, certificates, alternatives,
 /// names for ids, host name lookup, time zone, terminal descriptions. Nothing with secrets
 /// (shadow, ssh keys) and nothing about the host's network (resolv.conf: a call has no DNS).
@@ -334,4 +340,16 @@ fn masked_proc_entries() -> (Vec<String>, Vec<String>) {
         }
     }
     (files, dirs)
+}
+
+#[cfg(test)]
+mod host_dirs_tests {
+    use super::{BASE_HOST_DIRS, SYSTEM_DIRS};
+
+    #[test]
+    fn every_bound_system_directory_is_named_among_the_base_sets_host_directories() {
+        for dir in SYSTEM_DIRS.iter().chain(&["/usr", "/etc"]) {
+            assert!(BASE_HOST_DIRS.contains(dir), "{dir}");
+        }
+    }
 }

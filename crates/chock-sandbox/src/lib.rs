@@ -6,6 +6,7 @@
 //! See docs/sandbox.md for each layer and what it does and does not stop.
 
 mod base_set;
+pub use base_set::BASE_HOST_DIRS;
 mod call_io;
 mod caps;
 mod cgroup;

@@ -161,54 +161,31 @@ impl Session {
     }
 }
 
-/// Host directories every sandbox shows read-only (chock-sandbox's base set).
-const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-];
-
 /// Refuses a service plan that would see a place the agent's commands write (`agent_writes`,
-/// the `[sandbox] write` paths): a place it sees that contains one of them or lies inside one.
-/// Compared as written and with symlinks resolved.
+/// the `[sandbox] write` paths): the project, its read and write paths or the sandbox's base set
+/// containing one of them or lying inside one (the one host path checker's rule).
 fn agent_writes_unseen(plan: &Plan, agent_writes: &[PathBuf]) -> Result<(), SessionError> {
-    let both = |p: &PathBuf| -> Vec<PathBuf> {
-        let mut out = vec![p.clone()];
-        if let Ok(real) = p.canonicalize() {
-            out.push(real);
-        }
-        out
-    };
     let mut seen: Vec<(&str, PathBuf)> = Vec::new();
     if let WorkspaceMount::ReadOnly { source } = &plan.workspace {
-        seen.extend(both(source).into_iter().map(|p| ("the project", p)));
+        seen.push(("the project", source.clone()));
     }
+    seen.push(("the project", plan.project_path.clone()));
+    seen.extend(plan.extra_read.iter().map(|p| ("its read path", p.clone())));
     seen.extend(
-        both(&plan.project_path)
-            .into_iter()
-            .map(|p| ("the project", p)),
+        plan.extra_write
+            .iter()
+            .map(|p| ("its write path", p.clone())),
     );
-    for p in &plan.extra_read {
-        seen.extend(both(p).into_iter().map(|p| ("its read path", p)));
-    }
-    for p in &plan.extra_write {
-        seen.extend(both(p).into_iter().map(|p| ("its write path", p)));
-    }
     seen.extend(
-        SYSTEM_DIRS
+        chock_sandbox::BASE_HOST_DIRS
             .iter()
             .map(|d| ("a system directory", PathBuf::from(d))),
     );
-    for write in agent_writes {
-        for w in both(write) {
-            let clash = seen
-                .iter()
-                .find(|(_, p)| w.starts_with(p) || p.starts_with(&w));
-            if let Some((what, p)) = clash {
-                return Err(SessionError::ServiceSeesAgentWrites {
-                    seen: format!("{what} {}", p.display()),
-                    write: write.clone(),
-                });
-            }
-        }
+    match chock_policy::sees_a_write_path(&seen, agent_writes) {
+        Some((what, place, write)) => Err(SessionError::ServiceSeesAgentWrites {
+            seen: format!("{what} {}", place.display()),
+            write: write.to_path_buf(),
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
