@@ -28,7 +28,7 @@ pub use id::{SessionId, data_root, default_seal_key_path, sessions_root};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
 pub use lineage::{MAX_FORK_DEPTH, fork_origin, line_hash, read_lineage, read_lineage_at};
 pub use lock::{LOCK_FILE, Liveness, is_live};
-pub use read::{SessionSummary, find_session, list_sessions, read_events};
+pub use read::{SessionSummary, find_session, list_sessions, read_events, view_of};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
 pub use seal::{
     SEAL_FILE, SEAL_FORMAT, Seal, load_or_create_key, public_key_path, public_key_pem,

@@ -51,6 +51,16 @@ impl Event {
     pub fn payload(&self) -> Result<chock_protocol::EventData, chock_protocol::PayloadError> {
         chock_protocol::EventData::parse(self.kind, &self.data)
     }
+
+    /// Where the event sits in its log, as the session's view folds it.
+    pub fn at(&self) -> chock_protocol::view::At<'_> {
+        chock_protocol::view::At {
+            seq: self.seq,
+            ts: &self.ts,
+            kind: self.kind,
+            call_id: self.call_id.as_deref(),
+        }
+    }
 }
 
 /// Serialises one line (with its trailing `\n`) in the fixed field order

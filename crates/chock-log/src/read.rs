@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use crate::line::{Event, LOG_FILE, split_lines};
 use crate::lock::{Liveness, is_live};
-use crate::{EventKind, LogError, SessionId};
+use chock_protocol::view::SessionView;
+
+use crate::{LogError, SessionId};
 
 /// Every complete event of the session in `dir`, in file order.
 ///
@@ -63,27 +65,19 @@ pub fn find_session(root: &Path, query: &str) -> Result<PathBuf, LogError> {
     }
 }
 
-/// One row of `chock sessions list`.
+/// One session under the sessions root: its log folded into the session's view, and whether a
+/// writer holds it now (which the log cannot tell).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionSummary {
     /// The session id.
     pub id: SessionId,
     /// Its directory.
     pub dir: PathBuf,
-    /// How many complete events it holds.
-    pub events: usize,
-    /// `ts` of the last event, if any.
-    pub last_ts: Option<String>,
-    /// The kind of the last event, if readable.
-    pub last_kind: Option<EventKind>,
-    /// Whether the session ended: it holds a `session.end` with no turn, model call or tool call
-    /// after it. What may follow an end without undoing it (an apply or an adoption of its
-    /// work, with the question asked for it) does not make it look interrupted.
-    pub ended: bool,
+    /// Its complete events folded ([`chock_protocol::view::SessionView`]); empty when the log
+    /// cannot be read.
+    pub view: SessionView,
     /// Whether a writer holds it now.
     pub liveness: Liveness,
-    /// The project named in `session.start`, if any.
-    pub project: Option<String>,
 }
 
 /// Every session under `root`, oldest first (ids sort by time). A directory whose name is not
@@ -94,40 +88,24 @@ pub fn list_sessions(root: &Path) -> Result<Vec<SessionSummary>, LogError> {
         let dir = root.join(id.as_str());
         let events = read_events(&dir).unwrap_or_default();
         let liveness = is_live(&dir)?;
-        let project = events
-            .first()
-            .and_then(|e| e.data.get("project"))
-            .and_then(|p| p.as_str())
-            .map(str::to_owned);
         out.push(SessionSummary {
-            last_ts: events.last().map(|e| e.ts.clone()),
-            last_kind: events.last().map(|e| e.kind),
-            ended: ended(&events),
-            events: events.len(),
+            view: view_of(&events),
             id,
             dir,
             liveness,
-            project,
         });
     }
     Ok(out)
 }
 
-/// See [`SessionSummary::ended`]: the last `session.end` counts unless the session went on working
-/// after it (a resumed session that has not ended again).
-fn ended(events: &[Event]) -> bool {
-    let mut ended = false;
-    for e in events {
-        match e.kind {
-            EventKind::SessionEnd => ended = true,
-            EventKind::SessionStart
-            | EventKind::TurnStart
-            | EventKind::ModelRequest
-            | EventKind::ToolCall => ended = false,
-            _ => {}
-        }
+/// The session's view of `events`: the one fold every reader of a session's history uses. An
+/// event whose data does not fit its kind's type counts as the last event and nothing more.
+pub fn view_of(events: &[Event]) -> SessionView {
+    let mut view = SessionView::default();
+    for event in events {
+        view.apply(event.at(), event.payload().ok().as_ref());
     }
-    ended
+    view
 }
 
 fn session_ids(root: &Path) -> Result<Vec<SessionId>, LogError> {

@@ -10,6 +10,7 @@
 //!   daemon's notifications): a turn and each item in it.
 //! - [`ops`]: what a client sends to a running session (input, interrupt, an answer to a
 //!   question, a narrowing, end).
+//! - [`view`]: the one fold of a session's log events into what every front end shows of it.
 //! - [`rpc`]: the daemon's wire protocol (`chock serve`): JSON-RPC frames, its methods and
 //!   notifications; docs/daemon.md's method reference is generated from them.
 //!
@@ -25,9 +26,14 @@ pub mod ops;
 pub mod rpc;
 pub mod schema;
 pub mod text;
+pub mod view;
 
 pub use kind::{Durability, EventKind, UnknownKind};
 pub use log::{EventData, Payload, PayloadError};
+
+/// The tool the model names its session with: the session's title is its last call's `title`
+/// ([`view::SessionView::title`]). The agent's tool registers under this name.
+pub const TITLE_TOOL: &str = "set_title";
 
 /// The version of the client-facing protocol ([`live`] and [`ops`]). A change that removes or
 /// renames a field, or changes its meaning, bumps it; adding an optional field does not.

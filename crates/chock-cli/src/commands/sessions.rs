@@ -162,10 +162,10 @@ fn list() -> anyhow::Result<ExitCode> {
             "{:<23}  {:<11}  {:>6}  {:<20}  {:<16}  {}",
             s.id,
             state,
-            s.events,
-            s.last_ts.as_deref().map_or("-".to_owned(), short_time),
-            s.last_kind.map_or("-", EventKind::as_str),
-            s.project.as_deref().unwrap_or("-"),
+            s.view.events,
+            s.view.last_ts.as_deref().map_or("-".to_owned(), short_time),
+            s.view.last_kind.map_or("-", EventKind::as_str),
+            s.view.project().unwrap_or("-"),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -177,7 +177,7 @@ fn list() -> anyhow::Result<ExitCode> {
 fn state(s: &SessionSummary) -> String {
     match s.liveness {
         Liveness::Live { pid } => format!("live:{pid}"),
-        _ if s.ended => "ended".into(),
+        _ if s.view.ended() => "ended".into(),
         Liveness::Stale { .. } => "interrupted".into(),
         Liveness::NoLock => "no-writer".into(),
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
 use chock_decide::{Answer, AnswerError, ApprovalBroker};
-use chock_log::{EventData, Liveness};
+use chock_log::Liveness;
 use chock_protocol::rpc::{
     Approval, Call, DropReason, ErrorKind, Pending, RpcError, SessionInfo, SessionList,
     SessionState, Started,
@@ -194,60 +194,22 @@ impl Daemon {
             .map(|s| {
                 let id = s.id.to_string();
                 let live = self.owned_session(&id);
-                let events = chock_log::read_events(&s.dir).unwrap_or_default();
+                let view = &s.view;
                 let mut info = SessionInfo {
                     session: id.clone(),
                     state: SessionState::Stopped,
                     owned: owned.contains(&id) || live.is_some(),
-                    project: s.project.clone(),
-                    provider: None,
-                    model: None,
-                    title: None,
-                    cost_usd: None,
-                    last_seq: events.last().map(|e| e.seq),
-                    last_kind: s.last_kind.map(|k| k.as_str().to_string()),
-                    last_ts: s.last_ts.clone(),
-                    pending: 0,
+                    project: view.project().map(str::to_string),
+                    provider: view.start.as_ref().and_then(|st| st.provider.clone()),
+                    model: view.start.as_ref().and_then(|st| st.model.clone()),
+                    title: view.title.clone(),
+                    cost_usd: view.cost_usd(),
+                    last_seq: view.last_seq,
+                    last_kind: view.last_kind.map(|k| k.as_str().to_string()),
+                    last_ts: view.last_ts.clone(),
+                    pending: u32::try_from(view.questions.len()).unwrap_or(u32::MAX),
                 };
-                let mut ended = false;
-                let mut cost = Some(0.0);
-                let mut any_cost = false;
-                let mut asked = std::collections::HashSet::new();
-                for event in &events {
-                    match event.payload() {
-                        Ok(EventData::SessionStart(start)) => {
-                            info.provider = start.provider;
-                            info.model = start.model;
-                        }
-                        Ok(EventData::ModelResponse(r)) => {
-                            any_cost = true;
-                            cost = match (cost, r.cost_usd) {
-                                (Some(a), Some(b)) => Some(a + b),
-                                _ => None,
-                            };
-                        }
-                        Ok(EventData::ToolCall(c)) if c.tool == "set_title" => {
-                            if let Some(t) = c.input.as_ref().and_then(|i| i.get("title")) {
-                                info.title = t.as_str().map(str::to_string);
-                            }
-                        }
-                        Ok(EventData::ApprovalAsk(a)) => {
-                            if let Some(q) = a.question {
-                                asked.insert(q);
-                            }
-                        }
-                        Ok(EventData::ApprovalAnswer(a)) => {
-                            if let Some(q) = a.question {
-                                asked.remove(&q);
-                            }
-                        }
-                        Ok(EventData::SessionEnd(_)) => ended = true,
-                        _ => {}
-                    }
-                }
-                info.cost_usd = if any_cost { cost } else { None };
-                info.pending = u32::try_from(asked.len()).unwrap_or(u32::MAX);
-                info.state = match (&live, ended, s.liveness) {
+                info.state = match (&live, view.ended(), s.liveness) {
                     (Some(live), _, _) => live.state(),
                     (None, true, _) => SessionState::Ended,
                     (None, false, Liveness::Live { .. }) => SessionState::Elsewhere,

@@ -44,7 +44,7 @@ pub async fn list_sessions() -> Result<SessionsView, TuiError> {
         .into_iter()
         .map(|s| {
             let id = s.id.to_string();
-            let ended = s.ended;
+            let ended = s.view.ended();
             let at = match (states.as_ref().and_then(|d| d.get(&id)), ended, s.liveness) {
                 (Some(state), _, _) => Where::Daemon(*state),
                 (None, true, _) => Where::Ended,
@@ -55,8 +55,8 @@ pub async fn list_sessions() -> Result<SessionsView, TuiError> {
                 id,
                 dir: s.dir,
                 at,
-                project: s.project,
-                last_ts: s.last_ts,
+                project: s.view.project().map(str::to_string),
+                last_ts: s.view.last_ts,
             }
         })
         .collect();

@@ -166,7 +166,7 @@ impl Tool for SetTitle {
     type Input = TitleInput;
 
     fn name(&self) -> &str {
-        "set_title"
+        chock_protocol::TITLE_TOOL
     }
 
     fn description(&self) -> &str {
