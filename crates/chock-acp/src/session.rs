@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use chock_agent::agent::TaskEnd;
 use chock_agent::runtime::{BuildError, Interrupter, SessionBuilder, SessionRuntime};
 use chock_log::EventData;
-use chock_protocol::log::{EndReason, Note};
+use chock_protocol::log::Note;
 use tokio::sync::Mutex;
 
 use crate::Options;
@@ -317,7 +317,7 @@ impl AcpSession {
     pub(crate) async fn end(&self) {
         let runtime = self.runtime.lock().await.take();
         if let Some(runtime) = runtime {
-            let _ = runtime.end(EndReason::Done).await;
+            let _ = runtime.close().await;
         }
     }
 }

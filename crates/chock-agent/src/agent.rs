@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use chock_log::{Log, LogError};
+use chock_protocol::live::Ended;
 use chock_protocol::log::{EndReason, Note, SessionEnd, TurnEnd, TurnEndReason, TurnStart};
 use chock_provider::{Message, PriceTable, Provider, Role, StopReason};
 use serde_json::Value;
@@ -95,17 +96,26 @@ pub enum TaskEnd {
 }
 
 impl TaskEnd {
-    /// The word the summary's `ended` carries.
-    pub fn as_str(self) -> &'static str {
+    /// What the summary's `ended` says of a task that ended so.
+    pub fn ended(self) -> Ended {
         match self {
-            TaskEnd::Done => "done",
-            TaskEnd::MaxTokens => "max_tokens",
-            TaskEnd::Refusal => "refusal",
-            TaskEnd::MaxTurns => "max_turns",
-            TaskEnd::Interrupted => "interrupted",
-            TaskEnd::OutOfBudget => "out_of_budget",
+            TaskEnd::Done => Ended::Done,
+            TaskEnd::MaxTokens => Ended::MaxTokens,
+            TaskEnd::Refusal => Ended::Refusal,
+            TaskEnd::MaxTurns => Ended::MaxTurns,
+            TaskEnd::Interrupted => Ended::Interrupted,
+            TaskEnd::OutOfBudget => Ended::OutOfBudget,
         }
     }
+}
+
+/// The one rule for how a session ends once its last task ended as `last` (None: it ran no
+/// task): the reason its `session.end` is logged under. Every front end ends a session through
+/// it ([`crate::runtime::SessionRuntime::close`]), so a session stopped by its budget ends
+/// `out_of_budget` whoever ran it, never `done`.
+pub fn end_reason(last: Option<TaskEnd>) -> EndReason {
+    last.and_then(|end| end.ended().reason())
+        .unwrap_or(EndReason::Done)
 }
 
 impl std::fmt::Debug for Agent {
@@ -239,15 +249,12 @@ impl Agent {
             .task(&mut conversation, task, &mut interrupted, &mut summary)
             .await;
         let reason = match &outcome {
-            Ok(TaskEnd::Interrupted) => EndReason::Interrupted,
-            Ok(TaskEnd::MaxTurns) => EndReason::MaxTurns,
-            Ok(TaskEnd::OutOfBudget) => EndReason::OutOfBudget,
-            Ok(_) => EndReason::Done,
+            Ok(end) => end_reason(Some(*end)),
             Err(_) => EndReason::Error,
         };
         summary.ended = match &outcome {
-            Ok(ended) => ended.as_str().to_string(),
-            Err(err) => format!("error: {err}"),
+            Ok(end) => end.ended(),
+            Err(err) => Ended::Error(err.to_string()),
         };
         let error = outcome.as_ref().err().map(ToString::to_string);
         let end = self.finish(&mut summary, reason, error).await;

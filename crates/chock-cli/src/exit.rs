@@ -34,6 +34,14 @@ pub const NOT_EXECUTABLE: u8 = 126;
 /// `exec`: the program was not found inside the sandbox (as a shell says it).
 pub const NOT_FOUND: u8 = 127;
 
+/// The status of `run` and `attach` for a session that ended `ended` (the one mapping; a Ctrl-C
+/// of `run` is 130 before it): 0 when it ended `done` (or, with no agent loop, `closed`), 1 for
+/// every other ending — `out_of_budget`, `max_turns`, `max_tokens`, `refusal`, `interrupted` by a
+/// client, `error: …`.
+pub fn of_session(ended: &chock_protocol::live::Ended) -> u8 {
+    if ended.is_success() { OK } else { FAILURE }
+}
+
 /// An error that already knows its exit status, for errors raised deliberately by a command.
 #[derive(Debug)]
 pub struct Exit {

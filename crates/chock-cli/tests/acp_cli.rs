@@ -502,3 +502,30 @@ fn agent_review_in_an_editor_session_is_the_reviewer_models_verdict_on_the_promp
     );
     w.assert_log_verifies();
 }
+
+/// A session stopped by its budget ends `out_of_budget` when the editor closes it, as through
+/// every other front end (not `done`); its prompt stops with ACP's nearest word, `max_tokens`.
+#[test]
+fn a_session_stopped_by_its_budget_ends_out_of_budget_when_the_editor_closes() {
+    let w = World::with_git_project_and_policy(Some("[budget]\ntokens = 1\n"));
+    let provider = w.script("[[turn]]\ntext = \"never asked\"\n");
+    let mut ed = Editor::start(&w, &["--provider", &provider]);
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let id = ed.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "spend"}]}),
+    );
+    let response = ed.until_response(id, no_requests);
+    assert_eq!(response["result"]["stopReason"], "max_tokens", "{response}");
+    let (status, _, _) = ed.close();
+    assert_eq!(status, Some(0));
+    let events = w.events();
+    assert!(!events.iter().any(|(k, _, _)| k == "model.request"));
+    let end = events
+        .iter()
+        .find(|(k, _, _)| k == "session.end")
+        .expect("the session ended");
+    assert_eq!(end.2["reason"], "out_of_budget", "{end:?}");
+    assert_eq!(end.2["summary"]["ended"], "out_of_budget", "{end:?}");
+}

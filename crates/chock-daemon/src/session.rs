@@ -5,12 +5,11 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::runtime::{Interrupter, SessionRuntime};
 use chock_decide::{Client, Notice as BrokerNotice, Pipeline, Role};
 use chock_log::Log;
-use chock_protocol::log::{Asked, EndReason};
+use chock_protocol::log::Asked;
 use chock_protocol::rpc::{
     Approval, ErrorKind, Notice, Resolved, RpcError, SessionState, StateChange,
 };
@@ -241,12 +240,10 @@ impl OwnedSession {
 }
 
 async fn actor(mut runtime: SessionRuntime, mut rx: mpsc::Receiver<Cmd>, me: Arc<OwnedSession>) {
-    let mut last = None;
     while let Some(cmd) = rx.recv().await {
         match cmd {
             Cmd::Input(text) => match runtime.submit(&text).await {
-                Ok(end) => {
-                    last = Some(end);
+                Ok(_) => {
                     me.set_state(SessionState::Idle);
                 }
                 Err(_) => {
@@ -256,12 +253,7 @@ async fn actor(mut runtime: SessionRuntime, mut rx: mpsc::Receiver<Cmd>, me: Arc
                 }
             },
             Cmd::End(reply) => {
-                let reason = match last {
-                    Some(TaskEnd::Interrupted) => EndReason::Interrupted,
-                    Some(TaskEnd::MaxTurns) => EndReason::MaxTurns,
-                    _ => EndReason::Done,
-                };
-                let outcome = runtime.end(reason).await.map(|_| ()).map_err(|e| {
+                let outcome = runtime.close().await.map(|_| ()).map_err(|e| {
                     RpcError::new(ErrorKind::Internal, format!("ending the session: {e}"))
                 });
                 me.finish();

@@ -9,6 +9,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod ended;
+
+pub use ended::Ended;
+
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -192,8 +196,8 @@ fn pending() -> String {
 pub struct Summary {
     /// The session's name.
     pub session: String,
-    /// Why it ended (`done`, `max_turns`, `error: …`).
-    pub ended: String,
+    /// Why it ended (`done`, `max_turns`, `out_of_budget`, `error: …`; see [`Ended`]).
+    pub ended: Ended,
     /// Turns taken.
     pub turns: u32,
     /// Tool calls made.

@@ -19,11 +19,12 @@ pub use builder::{BuildError, Chosen, SessionBuilder};
 pub use ops::{OpError, Operated};
 
 use chock_log::{Event, Log};
+use chock_protocol::live::Ended;
 use chock_protocol::log::{EndReason, SessionEnd};
 use chock_provider::Message;
 use tokio::sync::watch;
 
-use crate::agent::{Agent, AgentError, TaskEnd};
+use crate::agent::{Agent, AgentError, TaskEnd, end_reason};
 use crate::approval_reviewer::ReviewContext;
 use crate::booking::OffTurnTally;
 use crate::events::Summary;
@@ -50,6 +51,8 @@ pub struct SessionRuntime {
     interrupts: std::sync::Arc<watch::Sender<u64>>,
     interrupted: watch::Receiver<u64>,
     ended: bool,
+    /// How the last task ended: what [`SessionRuntime::close`] ends the session as.
+    last_task: Option<TaskEnd>,
     /// What the reviewer model is told the agent was asked.
     review: ReviewContext,
     /// What the calls outside the turns spent, for the summary.
@@ -78,6 +81,7 @@ impl SessionRuntime {
             interrupts: std::sync::Arc::new(sender),
             interrupted,
             ended: false,
+            last_task: None,
             review,
             off_turn,
         }
@@ -178,11 +182,12 @@ impl SessionRuntime {
         self.off_turn.take_into(&mut self.summary);
         match outcome {
             Ok(end) => {
-                self.summary.ended = end.as_str().to_string();
+                self.last_task = Some(end);
+                self.summary.ended = end.ended();
                 Ok(end)
             }
             Err(err) => {
-                self.summary.ended = format!("error: {err}");
+                self.summary.ended = Ended::Error(err.to_string());
                 self.ended = true;
                 let _ = self
                     .agent
@@ -193,21 +198,41 @@ impl SessionRuntime {
         }
     }
 
-    /// Ends the session: background commands are waited for, the workspace checkpointed, and
-    /// `session.end` written with `reason`. Returns the totals.
+    /// Ends the session as its last task ended ([`crate::agent::end_reason`], the one rule every
+    /// front end ends a session by): a session stopped by its budget ends `out_of_budget`, by its
+    /// turn limit `max_turns`, by an interrupt `interrupted`, else `done`. Background commands are
+    /// waited for, the workspace checkpointed, and `session.end` written. Returns the totals.
+    pub async fn close(self) -> Result<Summary, AgentError> {
+        let reason = end_reason(self.last_task);
+        self.end(reason).await
+    }
+
+    /// Ends the session with `reason` (a caller that knows better than the last task, e.g. an
+    /// interrupt it ends on): background commands are waited for, the workspace checkpointed,
+    /// and `session.end` written. Returns the totals.
     pub async fn end(mut self, reason: EndReason) -> Result<Summary, AgentError> {
+        let mut summary = self.closing(reason);
+        self.agent.finish(&mut summary, reason, None).await?;
+        Ok(summary)
+    }
+
+    /// Marks the session ended and returns the summary its `session.end` carries: the last
+    /// task's ending, or — when it ran none — `reason`'s.
+    fn closing(&mut self, reason: EndReason) -> Summary {
         self.ended = true;
-        if self.summary.ended.is_empty() {
+        if self.summary.ended == Ended::Open {
             self.summary.ended = match reason {
-                EndReason::Interrupted => "interrupted".into(),
-                _ => "done".into(),
+                EndReason::Done => Ended::Done,
+                EndReason::MaxTurns => Ended::MaxTurns,
+                EndReason::OutOfBudget => Ended::OutOfBudget,
+                EndReason::Interrupted => Ended::Interrupted,
+                EndReason::Closed => Ended::Closed,
+                EndReason::Error => Ended::Error("the session ended with an error".into()),
             };
         }
         // A call made since the last task (a reviewer's, about an apply) counts too.
         self.off_turn.take_into(&mut self.summary);
-        let mut summary = self.summary.clone();
-        self.agent.finish(&mut summary, reason, None).await?;
-        Ok(summary)
+        self.summary.clone()
     }
 }
 

@@ -2,7 +2,7 @@
 //! client (the daemon, a terminal interface, an editor) sends, in one typed entry point.
 
 use chock_decide::{Answer, AnswerError, Client};
-use chock_protocol::log::{EndReason, Note, RatchetChange};
+use chock_protocol::log::{Note, RatchetChange};
 use chock_protocol::ops::Op;
 
 use super::SessionRuntime;
@@ -123,15 +123,9 @@ impl SessionRuntime {
                 Ok(Operated::Restricted)
             }
             Op::End => {
-                self.ended = true;
-                self.off_turn.take_into(&mut self.summary);
-                let mut summary = self.summary.clone();
-                if summary.ended.is_empty() {
-                    summary.ended = "done".into();
-                }
-                self.agent
-                    .finish(&mut summary, EndReason::Done, None)
-                    .await?;
+                let reason = crate::agent::end_reason(self.last_task);
+                let mut summary = self.closing(reason);
+                self.agent.finish(&mut summary, reason, None).await?;
                 Ok(Operated::Ended(summary))
             }
         }

@@ -285,11 +285,7 @@ async fn attach(
                     Ok(Notice::SessionLive(live)) if live.session == id => {
                         if let AgentEvent::SessionEnded { summary } = &live.event {
                             print_summary(summary);
-                            return Ok(if summary.ended == "done" {
-                                ExitCode::SUCCESS
-                            } else {
-                                ExitCode::from(exit::FAILURE)
-                            });
+                            return Ok(ExitCode::from(exit::of_session(&summary.ended)));
                         }
                         sink.emit(&live.event);
                     }

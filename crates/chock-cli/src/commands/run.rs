@@ -14,7 +14,7 @@ use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::config::Config;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::runtime::{BuildError, SessionBuilder};
-use chock_protocol::log::{BudgetAmount, EndReason};
+use chock_protocol::log::BudgetAmount;
 
 use crate::exit::{self, Exit};
 use crate::say::{say, say_err};
@@ -250,14 +250,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         });
         let outcome = session.submit(&task).await;
         watch.abort();
-        let reason = match &outcome {
-            Ok(TaskEnd::Interrupted) => EndReason::Interrupted,
-            Ok(TaskEnd::MaxTurns) => EndReason::MaxTurns,
-            Ok(TaskEnd::OutOfBudget) => EndReason::OutOfBudget,
-            _ => EndReason::Done,
-        };
         match outcome {
-            Ok(end) => session.end(reason).await.map(|summary| (end, summary)),
+            Ok(end) => session.close().await.map(|summary| (end, summary)),
             Err(err) => Err(err),
         }
     });
@@ -272,11 +266,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             if !args.json {
                 print_summary(&summary);
             }
-            Ok(if summary.ended == "done" {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(exit::FAILURE)
-            })
+            Ok(ExitCode::from(exit::of_session(&summary.ended)))
         }
         Err(err) => {
             if !args.json {

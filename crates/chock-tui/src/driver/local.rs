@@ -6,13 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use chock_agent::agent::TaskEnd;
 use chock_agent::config::Config;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::runtime::{SessionBuilder, SessionRuntime};
 use chock_daemon::review;
 use chock_decide::{Answer, Notice, QuestionKind, Role};
-use chock_protocol::log::EndReason;
 use chock_protocol::rpc::{ErrorKind, RpcError, Selection};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
@@ -119,12 +117,10 @@ pub fn spawn(runtime: SessionRuntime, feed: UnboundedSender<Feed>) -> UnboundedS
     let actor_feed = feed.clone();
     tokio::spawn(async move {
         let mut runtime = runtime;
-        let mut last = None;
         while let Some(cmd) = actor_rx.recv().await {
             match cmd {
                 Cmd::Input(text) => match runtime.submit(&text).await {
                     Ok(end) => {
-                        last = Some(end);
                         let _ = actor_feed.send(Feed::TaskEnded(TaskOutcome::Ended(end)));
                     }
                     Err(err) => {
@@ -135,12 +131,7 @@ pub fn spawn(runtime: SessionRuntime, feed: UnboundedSender<Feed>) -> UnboundedS
                     }
                 },
                 Cmd::End => {
-                    let reason = match last {
-                        Some(TaskEnd::Interrupted) => EndReason::Interrupted,
-                        Some(TaskEnd::MaxTurns) => EndReason::MaxTurns,
-                        _ => EndReason::Done,
-                    };
-                    let summary = match runtime.end(reason).await {
+                    let summary = match runtime.close().await {
                         Ok(summary) => Some(summary),
                         Err(err) => {
                             let _ =

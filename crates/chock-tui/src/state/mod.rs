@@ -441,7 +441,7 @@ impl App {
             }
             TaskOutcome::Ended(end) => format!(
                 "── task ended ({}); type a follow-up, /diff to review, Ctrl-C to leave",
-                end.as_str()
+                end.ended()
             ),
             TaskOutcome::Idle => {
                 "── task ended; type a follow-up, /diff to review, Ctrl-C to leave".to_string()
