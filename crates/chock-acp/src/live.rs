@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use chock_agent::events::{AgentEvent, EventSink};
-use chock_protocol::live::{ItemKind, PlanStep};
+use chock_protocol::live::{ItemKind, PlanStep, StepStatus};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -275,10 +275,10 @@ fn plan_entry(step: &PlanStep) -> PlanEntry {
     PlanEntry {
         content: visible(&step.step),
         priority: PlanEntryPriority::Medium,
-        status: match step.status.as_str() {
-            "in_progress" => PlanEntryStatus::InProgress,
-            "done" | "completed" => PlanEntryStatus::Completed,
-            _ => PlanEntryStatus::Pending,
+        status: match step.status {
+            StepStatus::InProgress => PlanEntryStatus::InProgress,
+            StepStatus::Done => PlanEntryStatus::Completed,
+            StepStatus::Pending => PlanEntryStatus::Pending,
         },
     }
 }

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use chock_log::{Log, LogError};
-use chock_protocol::log::{ModelRequest, ModelResponse, OFF_TURN, Usage};
+use chock_protocol::log::{ModelRequest, ModelResponse, OFF_TURN, StopReason as Stop, Usage};
 use chock_provider::{PriceTable, Provider, ProviderError, Request, Response, StopReason};
 use serde_json::Value;
 
@@ -18,7 +18,7 @@ pub(crate) struct Booked {
     /// Its price (None: the model has no price).
     pub(crate) cost: Option<f64>,
     /// Why the reply stopped, as the provider named it.
-    pub(crate) stop_reason: String,
+    pub(crate) stop_reason: Stop,
 }
 
 /// Prices `response` (a reply to a request for model `asked`), charges it to `budget` and writes
@@ -48,11 +48,13 @@ pub(crate) fn book_reply(
         cost,
     );
     let stop_reason = match &response.stop_reason {
-        StopReason::Other(s) => s.clone(),
-        other => serde_json::to_value(other)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        StopReason::EndTurn => Stop::EndTurn,
+        StopReason::ToolUse => Stop::ToolUse,
+        StopReason::MaxTokens => Stop::MaxTokens,
+        StopReason::StopSequence => Stop::StopSequence,
+        StopReason::Refusal => Stop::Refusal,
+        StopReason::PauseTurn => Stop::PauseTurn,
+        StopReason::Other(s) => Stop::Other(s.clone()),
     };
     log.record(
         None,

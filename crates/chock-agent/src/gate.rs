@@ -100,7 +100,7 @@ impl Observer for Tally {
             question: question.id.clone(),
             call_id: question.call_id.clone().unwrap_or_default(),
             action: question.action.clone().unwrap_or_default(),
-            decision: decision.as_str().to_string(),
+            decision: chock_decide::table_decision(decision),
             decided_by: question.decided_by.clone().unwrap_or_default(),
         });
     }
@@ -138,7 +138,7 @@ impl Observer for Tally {
             call_id: call_id.unwrap_or_default().to_string(),
             action: settled.action.clone().unwrap_or_default(),
             allowed: settled.allowed(),
-            decision: settled.decision.as_str().to_string(),
+            decision: chock_decide::table_decision(settled.decision),
             decided_by: settled.decided_by(),
         });
     }

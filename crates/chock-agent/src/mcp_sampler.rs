@@ -56,7 +56,7 @@ impl ModelSampler {
         Ok(SampleReply {
             text,
             model: response.model,
-            stop_reason: if stop_reason == "max_tokens" {
+            stop_reason: if stop_reason == chock_protocol::log::StopReason::MaxTokens {
                 "maxTokens".into()
             } else {
                 "endTurn".into()

@@ -99,7 +99,7 @@ pub enum AgentEvent {
         /// This reply's price in US dollars (null when the model's price is unknown).
         cost_usd: Option<f64>,
         /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, …).
-        stop_reason: String,
+        stop_reason: crate::log::StopReason,
     },
     /// The model called a tool.
     ToolCall {
@@ -120,7 +120,7 @@ pub enum AgentEvent {
         /// The act.
         action: String,
         /// What the table said (`ask`, `agent_review`, `agent_then_human`).
-        decision: String,
+        decision: crate::log::TableDecision,
         /// Which rule said it.
         decided_by: String,
     },
@@ -133,7 +133,7 @@ pub enum AgentEvent {
         /// Whether it runs.
         allowed: bool,
         /// The table's decision.
-        decision: String,
+        decision: crate::log::TableDecision,
         /// Which rule, person or reviewer decided.
         decided_by: String,
     },
@@ -183,12 +183,38 @@ pub struct PlanStep {
     /// What to do.
     pub step: String,
     /// `pending`, `in_progress` or `done`.
-    #[serde(default = "pending")]
-    pub status: String,
+    #[serde(default)]
+    pub status: StepStatus,
 }
 
-fn pending() -> String {
-    "pending".to_string()
+/// A step's status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not started.
+    #[default]
+    Pending,
+    /// Being done now.
+    InProgress,
+    /// Done.
+    Done,
+}
+
+impl StepStatus {
+    /// The wire word (`pending`, `in_progress`, `done`), for a client that prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepStatus::Pending => "pending",
+            StepStatus::InProgress => "in_progress",
+            StepStatus::Done => "done",
+        }
+    }
+}
+
+impl std::fmt::Display for StepStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The session's totals, shown at the end.

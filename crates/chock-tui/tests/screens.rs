@@ -83,11 +83,11 @@ fn streaming() {
             steps: vec![
                 PlanStep {
                     step: "read the parser".into(),
-                    status: "done".into(),
+                    status: chock_protocol::live::StepStatus::Done,
                 },
                 PlanStep {
                     step: "write the test".into(),
-                    status: "in_progress".into(),
+                    status: chock_protocol::live::StepStatus::InProgress,
                 },
             ],
         },
@@ -101,7 +101,7 @@ fn streaming() {
             cache_read_tokens: 0,
             cache_write_tokens: 0,
             cost_usd: Some(0.0123),
-            stop_reason: "tool_use".into(),
+            stop_reason: chock_protocol::log::StopReason::ToolUse,
         },
     );
     live(
@@ -131,7 +131,7 @@ fn a_tool_call_with_its_decision_result_and_live_output() {
             call_id: "play_1_1".into(),
             action: "exec.cargo.test".into(),
             allowed: true,
-            decision: "ask".into(),
+            decision: chock_protocol::log::TableDecision::Ask,
             decided_by: "tui (yes once)".into(),
         },
     );

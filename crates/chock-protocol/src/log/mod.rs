@@ -11,12 +11,14 @@ mod mcp;
 mod net;
 mod plugin;
 mod session;
+mod stop;
 
 pub use acts::*;
 pub use mcp::*;
 pub use net::*;
 pub use plugin::*;
 pub use session::*;
+pub use stop::StopReason;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -168,7 +168,7 @@ pub struct ModelResponse {
     /// Its price in US dollars (null when the model's price is unknown).
     pub cost_usd: Option<f64>,
     /// Why the model stopped (`end_turn`, `tool_use`, `max_tokens`, …).
-    pub stop_reason: String,
+    pub stop_reason: super::StopReason,
     /// The reply's content blocks, in chock's provider-neutral form.
     pub content: Value,
 }

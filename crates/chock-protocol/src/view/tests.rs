@@ -23,7 +23,7 @@ fn response(cost: Option<f64>) -> EventData {
             ..Usage::default()
         },
         cost_usd: cost,
-        stop_reason: "end_turn".into(),
+        stop_reason: crate::log::StopReason::EndTurn,
         content: json!([]),
     })
 }

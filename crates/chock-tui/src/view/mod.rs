@@ -15,6 +15,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line as TextLine, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
+use chock_protocol::live::StepStatus;
 use chock_protocol::log::AnswerKind;
 
 use crate::feed::Asked;
@@ -257,12 +258,16 @@ fn draw_status(frame: &mut Frame<'_>, area: Rect, app: &App) {
     if let Some((kind, text)) = &app.status {
         spans.push(Span::styled(format!(" · {text}"), style(*kind)));
     } else if !app.plan.is_empty() {
-        let done = app.plan.iter().filter(|s| s.status == "done").count();
+        let done = app
+            .plan
+            .iter()
+            .filter(|s| s.status == StepStatus::Done)
+            .count();
         let current = app
             .plan
             .iter()
-            .find(|s| s.status == "in_progress")
-            .or_else(|| app.plan.iter().find(|s| s.status != "done"));
+            .find(|s| s.status == StepStatus::InProgress)
+            .or_else(|| app.plan.iter().find(|s| s.status != StepStatus::Done));
         let step = current.map_or("all done".to_string(), |s| clean(&s.step));
         spans.push(Span::styled(
             format!(" · plan {done}/{}: {step}", app.plan.len()),

@@ -15,28 +15,7 @@ use crate::prompt::{GUIDANCE, guidance};
 use crate::tools::ToolOutput;
 use crate::tools::tool::{Access, Effect, Tool, ToolContext};
 
-/// A step's status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    /// Not started.
-    #[default]
-    Pending,
-    /// Being done now.
-    InProgress,
-    /// Done.
-    Done,
-}
-
-impl StepStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            StepStatus::Pending => "pending",
-            StepStatus::InProgress => "in_progress",
-            StepStatus::Done => "done",
-        }
-    }
-}
+pub use chock_protocol::live::StepStatus;
 
 /// One step.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -142,7 +121,7 @@ impl Tool for UpdatePlan {
             .into_iter()
             .map(|s| PlanStep {
                 step: s.step,
-                status: s.status.as_str().to_string(),
+                status: s.status,
             })
             .collect();
         *cx.state.plan.lock().unwrap_or_else(PoisonError::into_inner) = steps.clone();
