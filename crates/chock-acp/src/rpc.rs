@@ -6,22 +6,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use chock_protocol::rpc::frame;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-/// JSON-RPC's and ACP's error codes.
+/// JSON-RPC's and ACP's error codes (the spec's come from the protocol crate's one frame module).
 pub mod code {
-    /// The line is not JSON.
-    pub const PARSE_ERROR: i64 = -32700;
-    /// The frame is not a JSON-RPC 2.0 request, or comes out of order.
-    pub const INVALID_REQUEST: i64 = -32600;
-    /// No such method.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// The params do not fit the method.
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// Chock failed.
-    pub const INTERNAL_ERROR: i64 = -32603;
+    pub use chock_protocol::rpc::frame::code::*;
     /// ACP: the agent needs credentials first.
     pub const AUTH_REQUIRED: i64 = -32000;
     /// ACP: the resource (a session) does not exist.
@@ -55,94 +47,12 @@ impl RpcError {
 }
 
 /// One frame read from the client.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
-    /// A call that wants a response.
-    Request {
-        /// Its id, echoed in the response.
-        id: Value,
-        /// The method.
-        method: String,
-        /// Its params (`null` when absent).
-        params: Value,
-    },
-    /// A call that wants none.
-    Notification {
-        /// The method.
-        method: String,
-        /// Its params.
-        params: Value,
-    },
-    /// The response to one of Chock's requests.
-    Response {
-        /// The id Chock gave the request.
-        id: Value,
-        /// The result, or the client's error.
-        outcome: Result<Value, RpcError>,
-    },
-}
+pub type Incoming = frame::Incoming;
 
-/// Reads one line as a frame; a line that is no frame is the error to send back (with the id
-/// when one could be read).
+/// Reads one line as a frame ([`frame::parse`], shared with the daemon); a line that is no frame
+/// is the error to send back (with the id when one could be read).
 pub fn parse(line: &str) -> Result<Incoming, (Value, RpcError)> {
-    let value: Value = serde_json::from_str(line).map_err(|e| {
-        (
-            Value::Null,
-            RpcError::new(code::PARSE_ERROR, format!("the line is not JSON: {e}")),
-        )
-    })?;
-    let Value::Object(mut frame) = value else {
-        return Err((
-            Value::Null,
-            RpcError::new(
-                code::INVALID_REQUEST,
-                "a frame must be a JSON object (batches are not part of ACP)",
-            ),
-        ));
-    };
-    let id = frame.remove("id");
-    if frame.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Err((
-            id.unwrap_or(Value::Null),
-            RpcError::new(
-                code::INVALID_REQUEST,
-                "the frame's `jsonrpc` must be \"2.0\"",
-            ),
-        ));
-    }
-    let params = frame.remove("params").unwrap_or(Value::Null);
-    match (frame.remove("method"), id) {
-        (Some(Value::String(method)), Some(id)) => Ok(Incoming::Request { id, method, params }),
-        (Some(Value::String(method)), None) => Ok(Incoming::Notification { method, params }),
-        (Some(_), id) => Err((
-            id.unwrap_or(Value::Null),
-            RpcError::new(
-                code::INVALID_REQUEST,
-                "the frame's `method` must be a string",
-            ),
-        )),
-        (None, Some(id)) => {
-            let outcome = match (frame.remove("result"), frame.remove("error")) {
-                (_, Some(error)) => Err(RpcError::new(
-                    error.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    error
-                        .get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("the client's error has no message"),
-                )),
-                (Some(result), None) => Ok(result),
-                (None, None) => Ok(Value::Null),
-            };
-            Ok(Incoming::Response { id, outcome })
-        }
-        (None, None) => Err((
-            Value::Null,
-            RpcError::new(
-                code::INVALID_REQUEST,
-                "the frame has neither `method` nor `id`",
-            ),
-        )),
-    }
+    frame::parse(line).map_err(|e| (e.id, RpcError::new(e.code, e.message)))
 }
 
 /// Why a request Chock sent got no result.
@@ -193,15 +103,13 @@ impl Peer {
     /// A notification.
     pub fn notify(&self, method: &str, params: impl Serialize) {
         let params = serde_json::to_value(params).unwrap_or(Value::Null);
-        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+        self.send(frame::notification(method, params));
     }
 
     /// The response to request `id`.
     pub fn respond(&self, id: &Value, outcome: Result<Value, RpcError>) {
-        self.send(match outcome {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
-        });
+        let outcome = outcome.map_err(|e| serde_json::to_value(e).unwrap_or(Value::Null));
+        self.send(frame::response(id, outcome));
     }
 
     /// Sends a request to the client and waits for its result.
@@ -214,7 +122,7 @@ impl Peer {
         let (tx, rx) = oneshot::channel();
         lock(&self.waiting).insert(n, tx);
         let params = serde_json::to_value(params).unwrap_or(Value::Null);
-        self.send(json!({"jsonrpc": "2.0", "id": n, "method": method, "params": params}));
+        self.send(frame::request(&Value::from(n), method, params));
         match rx.await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(error)) => Err(RequestError::Remote(error)),
@@ -240,6 +148,8 @@ impl Peer {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -254,7 +164,7 @@ mod tests {
         ));
         assert!(matches!(
             parse(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no"}}"#),
-            Ok(Incoming::Response { outcome: Err(e), .. }) if e.code == -32601
+            Ok(Incoming::Response { outcome: Err((code, _)), .. }) if code == -32601
         ));
     }
 

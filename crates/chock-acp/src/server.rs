@@ -338,6 +338,7 @@ where
         match rpc::parse(&line) {
             Err((id, error)) => peer.respond(&id, Err(error)),
             Ok(Incoming::Response { id, outcome }) => {
+                let outcome = outcome.map_err(|(code, message)| rpc::RpcError::new(code, message));
                 if !peer.resolve(&id, outcome) {
                     eprintln!("chock acp: a response to request {id}, which nothing waits for");
                 }

@@ -186,7 +186,8 @@ fn line_frame(session: &str, line: &[u8]) -> Option<(u64, Frame)> {
     // The line is a log event exactly as `LogEvent` describes it: it goes out as written, so the
     // client can check the chain against the bytes the hash was taken of.
     let frame = format!(
-        "{{\"jsonrpc\":\"2.0\",\"method\":\"session.event\",\"params\":{{\"session\":{},\"event\":{line}}}}}",
+        "{{\"jsonrpc\":\"{}\",\"method\":\"session.event\",\"params\":{{\"session\":{},\"event\":{line}}}}}",
+        chock_protocol::rpc::JSONRPC,
         serde_json::Value::String(session.to_string())
     );
     Some((seq, Arc::from(frame)))

@@ -44,11 +44,11 @@ impl ErrorKind {
     /// The JSON-RPC `code`: the spec's for its own errors, -32000 and below for the daemon's.
     pub fn code(self) -> i64 {
         match self {
-            ErrorKind::ParseError => -32700,
-            ErrorKind::InvalidRequest => -32600,
-            ErrorKind::MethodNotFound => -32601,
-            ErrorKind::InvalidParams => -32602,
-            ErrorKind::Internal => -32603,
+            ErrorKind::ParseError => super::frame::code::PARSE_ERROR,
+            ErrorKind::InvalidRequest => super::frame::code::INVALID_REQUEST,
+            ErrorKind::MethodNotFound => super::frame::code::METHOD_NOT_FOUND,
+            ErrorKind::InvalidParams => super::frame::code::INVALID_PARAMS,
+            ErrorKind::Internal => super::frame::code::INTERNAL_ERROR,
             ErrorKind::UnknownSession => -32001,
             ErrorKind::NotRunning => -32002,
             ErrorKind::Busy => -32003,

@@ -15,6 +15,7 @@
 
 pub mod doc;
 mod errors;
+pub mod frame;
 mod methods;
 mod notify;
 mod review;
