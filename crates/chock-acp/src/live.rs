@@ -8,13 +8,12 @@
 //! can redraw a terminal client or disguise what a question asks.
 
 use std::collections::HashMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use chock_agent::events::{AgentEvent, EventSink};
-use chock_protocol::live::{ItemKind, PlanStep, StepStatus};
-use serde_json::Value;
+use chock_protocol::live::{ItemKind, PlanStep, StepStatus, ToolDisplay};
 use tokio::sync::watch;
 
 use crate::rpc::Peer;
@@ -160,7 +159,9 @@ impl Shared {
                 call_id,
                 tool,
                 input,
+                display,
             } => {
+                let shown = display.clone().unwrap_or_else(|| ToolDisplay::named(tool));
                 lock(&self.calls).insert(
                     call_id.clone(),
                     Call {
@@ -170,11 +171,11 @@ impl Shared {
                 );
                 SessionUpdate::ToolCall(ToolCall {
                     tool_call_id: call_id.clone(),
-                    title: visible(&title(tool, input)),
-                    kind: kind(tool),
+                    title: visible(&shown.title),
+                    kind: kind(shown.kind),
                     status: ToolCallStatus::Pending,
                     content: Vec::new(),
-                    locations: locations(&self.project, tool, input),
+                    locations: locations(&self.project, &shown),
                     raw_input: Some(input.clone()),
                 })
             }
@@ -283,70 +284,31 @@ fn plan_entry(step: &PlanStep) -> PlanEntry {
     }
 }
 
-fn field<'a>(input: &'a Value, name: &str) -> &'a str {
-    input.get(name).and_then(Value::as_str).unwrap_or("")
-}
-
-/// One line of at most 160 characters.
-fn one_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or("");
-    let mut out: String = line.chars().take(160).collect();
-    if out.len() < line.len() || text.lines().nth(1).is_some() {
-        out.push('…');
-    }
-    out
-}
-
-/// What a tool call does, for people.
-pub(crate) fn title(tool: &str, input: &Value) -> String {
-    let f = |name| one_line(field(input, name));
-    match tool {
-        "run_command" => format!("Run `{}`", f("command")),
-        "read_file" => format!("Read {}", f("path")),
-        "write_file" => format!("Write {} (in the sandbox copy)", f("path")),
-        "edit_file" => format!("Edit {} (in the sandbox copy)", f("path")),
-        "list" => format!("List {}", f("path")),
-        "glob" => format!("Find files matching {}", f("pattern")),
-        "grep" => format!("Search for {}", f("pattern")),
-        "fetch_url" => format!("Fetch {}", f("url")),
-        "web_search" => format!("Search the web for {}", f("query")),
-        "update_plan" => "Update the plan".to_string(),
-        "set_title" => format!("Title: {}", f("title")),
-        "ask_user" => format!("Ask: {}", f("question")),
-        "read_output" => format!("Read the output of {}", f("handle")),
-        other => other.to_string(),
+/// ACP's icon for a call of `kind` (the tool describes its call; nothing here knows tool names).
+pub(crate) fn kind(kind: chock_protocol::live::ToolKind) -> ToolKind {
+    use chock_protocol::live::ToolKind as K;
+    match kind {
+        K::Read => ToolKind::Read,
+        K::Edit => ToolKind::Edit,
+        K::Search => ToolKind::Search,
+        K::Execute => ToolKind::Execute,
+        K::Fetch => ToolKind::Fetch,
+        K::Think => ToolKind::Think,
+        K::Other => ToolKind::Other,
     }
 }
 
-/// A tool's kind, for the editor's icon.
-pub(crate) fn kind(tool: &str) -> ToolKind {
-    match tool {
-        "read_file" | "list" | "read_output" | "read_guidance" => ToolKind::Read,
-        "write_file" | "edit_file" => ToolKind::Edit,
-        "glob" | "grep" => ToolKind::Search,
-        "run_command" => ToolKind::Execute,
-        "fetch_url" | "web_search" => ToolKind::Fetch,
-        "update_plan" => ToolKind::Think,
-        _ => ToolKind::Other,
-    }
-}
-
-/// The real file a read names (writes land in the sandbox copy, so the editor is not sent to
-/// the project's file, which they have not changed).
-fn locations(project: &Path, tool: &str, input: &Value) -> Vec<ToolCallLocation> {
-    if !matches!(tool, "read_file" | "list") {
-        return Vec::new();
-    }
-    let rel = Path::new(field(input, "path"));
-    let inside = rel
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-    if !inside {
-        return Vec::new();
-    }
-    vec![ToolCallLocation {
-        path: project.join(rel),
-    }]
+/// The real files a call reads, as its tool names them (relative to the project, inside it):
+/// writes land in the sandbox copy, so the editor is not sent to the project's file, which they
+/// have not changed.
+fn locations(project: &Path, shown: &ToolDisplay) -> Vec<ToolCallLocation> {
+    shown
+        .locations
+        .iter()
+        .map(|rel| ToolCallLocation {
+            path: project.join(rel),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -369,25 +331,15 @@ mod tests {
     }
 
     #[test]
-    fn only_reads_inside_the_project_name_a_location() {
-        let p = Path::new("/p");
-        let read = serde_json::json!({"path": "src/a.rs"});
+    fn a_calls_locations_are_its_tools_paths_under_the_project() {
+        let shown = ToolDisplay::new("Read src/a.rs", chock_protocol::live::ToolKind::Read)
+            .reading("src/a.rs");
         assert_eq!(
-            locations(p, "read_file", &read),
+            locations(Path::new("/p"), &shown),
             vec![ToolCallLocation {
                 path: "/p/src/a.rs".into()
             }]
         );
-        assert!(locations(p, "write_file", &read).is_empty());
-        let out = serde_json::json!({"path": "../etc/passwd"});
-        assert!(locations(p, "read_file", &out).is_empty());
-        let abs = serde_json::json!({"path": "/etc/passwd"});
-        assert!(locations(p, "read_file", &abs).is_empty());
-    }
-
-    #[test]
-    fn a_command_title_is_one_line() {
-        let input = serde_json::json!({"command": "echo a\necho b"});
-        assert_eq!(title("run_command", &input), "Run `echo a…`");
+        assert_eq!(kind(shown.kind), ToolKind::Read);
     }
 }

@@ -8,7 +8,10 @@ use std::path::Path;
 use chock_agent::runtime::resume::{ResumeError, rebuild};
 use chock_provider::{Block, Role};
 
-use crate::live::{Shared, kind, title, visible};
+use chock_protocol::live::ToolDisplay;
+use serde_json::Value;
+
+use crate::live::{Shared, kind, visible};
 use crate::schema::{
     ContentBlock, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
 };
@@ -25,7 +28,12 @@ pub(crate) enum ReplayError {
 }
 
 /// Sends the conversation of the session in `dir`.
-pub(crate) fn replay(shared: &Shared, dir: &Path) -> Result<(), ReplayError> {
+/// `display` describes an earlier tool call as its tool does (the session's registry).
+pub(crate) fn replay(
+    shared: &Shared,
+    dir: &Path,
+    display: impl Fn(&str, &Value) -> ToolDisplay,
+) -> Result<(), ReplayError> {
     let events = chock_log::read_events(dir)?;
     for message in rebuild(&events)?.messages {
         for block in message.content {
@@ -41,15 +49,18 @@ pub(crate) fn replay(shared: &Shared, dir: &Path) -> Result<(), ReplayError> {
                         content: ContentBlock::text(visible(&thinking)),
                     }
                 }
-                (_, Block::ToolUse { id, name, input }) => SessionUpdate::ToolCall(ToolCall {
-                    tool_call_id: id,
-                    title: visible(&title(&name, &input)),
-                    kind: kind(&name),
-                    status: ToolCallStatus::Pending,
-                    content: Vec::new(),
-                    locations: Vec::new(),
-                    raw_input: Some(input),
-                }),
+                (_, Block::ToolUse { id, name, input }) => {
+                    let shown = display(&name, &input);
+                    SessionUpdate::ToolCall(ToolCall {
+                        tool_call_id: id,
+                        title: visible(&shown.title),
+                        kind: kind(shown.kind),
+                        status: ToolCallStatus::Pending,
+                        content: Vec::new(),
+                        locations: Vec::new(),
+                        raw_input: Some(input),
+                    })
+                }
                 (
                     _,
                     Block::ToolResult {

@@ -212,6 +212,11 @@ impl AcpSession {
                 chock_protocol::text::line(note)
             );
         }
+        if method == "session/load" {
+            let dir = runtime.log().dir().to_path_buf();
+            crate::replay::replay(&shared, &dir, |tool, input| runtime.display(tool, input))
+                .map_err(|e| internal(method, e))?;
+        }
         let session = Arc::new(AcpSession {
             interrupter: runtime.interrupter(),
             dir: runtime.log().dir().to_path_buf(),
@@ -219,10 +224,6 @@ impl AcpSession {
             shared,
             offers: AtomicU32::new(0),
         });
-        if method == "session/load" {
-            crate::replay::replay(&session.shared, &session.dir)
-                .map_err(|e| internal(method, e))?;
-        }
         Ok((session, note))
     }
 

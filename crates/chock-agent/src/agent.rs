@@ -239,6 +239,15 @@ impl Agent {
         }
     }
 
+    /// How a call of `tool` with `input` is shown, as the session's tool describes it (a tool the
+    /// session does not hold: its name).
+    pub fn display(&self, tool: &str, input: &Value) -> chock_protocol::live::ToolDisplay {
+        self.toolbox
+            .registry()
+            .display(tool, input)
+            .unwrap_or_else(|| chock_protocol::live::ToolDisplay::named(tool))
+    }
+
     /// Runs `task` to the end as a session of one task and returns the summary. `session.end` is
     /// written whatever happens.
     pub async fn run(&mut self, task: &str) -> Result<Summary, AgentError> {

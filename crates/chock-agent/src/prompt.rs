@@ -129,20 +129,6 @@ mod tests {
         assert!(!prompt.contains("SECRET-ROOT-TEXT"), "paths, not contents");
     }
 
-    /// Every tool offered to a model can be exercised by a recording (`demo`, `script:FILE`), so each
-    /// has an offline end-to-end path.
-    #[test]
-    fn the_offline_player_knows_every_tool() {
-        let known: Vec<&str> = chock_provider::Recording::known_tools().collect();
-        for spec in tool_specs() {
-            assert!(
-                known.contains(&spec.name.as_str()),
-                "{} is offered to the model but a recording cannot call it",
-                spec.name
-            );
-        }
-    }
-
     #[test]
     fn every_guidance_topic_reads_and_tools_have_object_schemas() {
         for (topic, text) in GUIDANCE {

@@ -9,8 +9,10 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod display;
 mod ended;
 
+pub use display::{ToolDisplay, ToolKind, input_field};
 pub use ended::Ended;
 
 /// One thing that happened.
@@ -109,6 +111,10 @@ pub enum AgentEvent {
         tool: String,
         /// Its input as the model sent it.
         input: serde_json::Value,
+        /// How the call is shown, as its tool describes it (absent: a tool this session does not
+        /// know, shown by its name).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        display: Option<ToolDisplay>,
     },
     /// A person or reviewer is being asked about an act.
     ApprovalAsked {

@@ -24,7 +24,7 @@ mod wire_json;
 
 pub use config::{ProviderConfig, WireFormat, connect};
 pub use error::{ProviderError, StreamFault};
-pub use player::{Player, Recording};
+pub use player::{Player, Recording, ToolShape};
 pub use price::{Cost, Price, PriceTable, price};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper};
 pub use types::{

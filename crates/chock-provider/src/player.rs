@@ -84,34 +84,14 @@ fn empty_object() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
-/// The agent's tools and the input fields each requires, to catch a typo when a recording is loaded.
-const TOOLS: &[(&str, &[&str])] = &[
-    ("read_file", &["path"]),
-    ("write_file", &["path", "content"]),
-    ("edit_file", &["path", "old", "new"]),
-    ("list", &["path"]),
-    ("glob", &["pattern"]),
-    ("grep", &["pattern"]),
-    ("run_command", &["command"]),
-    ("update_plan", &["steps"]),
-    ("ask_user", &["question"]),
-    ("set_title", &["title"]),
-    ("restrict_self", &["action", "decision"]),
-    ("request_action", &["action", "reason"]),
-    ("read_guidance", &["topic"]),
-    ("read_output", &["handle"]),
-    ("fetch_url", &["url"]),
-    ("web_search", &["query"]),
-    ("memory_read", &[]),
-    ("memory_write", &["name", "text"]),
-];
-
-impl Recording {
-    /// The tool names a recording may call (the agent's tools): the agent's tests check that every
-    /// tool it offers a model is one a recording can exercise offline.
-    pub fn known_tools() -> impl Iterator<Item = &'static str> {
-        TOOLS.iter().map(|(name, _)| *name)
-    }
+/// A tool a recording may call: its name and the input fields it requires, as the session's tool
+/// registry says (the agent passes its own; this crate keeps no list of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolShape {
+    /// The tool's name.
+    pub name: String,
+    /// The input fields it requires.
+    pub required: Vec<String>,
 }
 
 impl Recording {
@@ -134,25 +114,8 @@ impl Recording {
             }
             for (c, call) in turn.calls.iter().enumerate() {
                 let at = format!("turn {}, call {} (`{}`)", t + 1, c + 1, call.tool);
-                let Some(input) = call.input.as_object() else {
+                if !call.input.is_object() {
                     return Err(error(format!("{at}: `input` must be a table")));
-                };
-                // A tool the recording declares beyond the built-ins (an MCP server's, a plugin's)
-                // is checked when played, against the tools the session offers.
-                if recording.tools.contains(&call.tool) {
-                    continue;
-                }
-                let Some((_, required)) = TOOLS.iter().find(|(name, _)| *name == call.tool) else {
-                    let known: Vec<&str> = TOOLS.iter().map(|(n, _)| *n).collect();
-                    return Err(error(format!(
-                        "{at}: unknown tool; known tools: {} (declare another in `tools = [...]`)",
-                        known.join(", ")
-                    )));
-                };
-                if let Some(missing) = required.iter().find(|field| !input.contains_key(**field)) {
-                    return Err(error(format!(
-                        "{at}: `input` lacks the required field `{missing}`"
-                    )));
                 }
             }
         }
@@ -163,24 +126,65 @@ impl Recording {
         }
         Ok(recording)
     }
+
+    /// Checks every call against `tools` (the session's tool registry): a tool it does not hold,
+    /// or an input that lacks a field the tool requires, is refused naming the turn and call; `file`
+    /// names the recording. A tool the recording declares (`tools = [...]`: an MCP server's, a
+    /// plugin's) is checked when played, against the tools the session offers.
+    pub fn check_tools(&self, file: &Path, tools: &[ToolShape]) -> Result<(), ProviderError> {
+        let error = |message: String| ProviderError::Recording {
+            file: file.to_owned(),
+            message,
+        };
+        for (t, turn) in self.turns.iter().enumerate() {
+            for (c, call) in turn.calls.iter().enumerate() {
+                if self.tools.contains(&call.tool) {
+                    continue;
+                }
+                let at = format!("turn {}, call {} (`{}`)", t + 1, c + 1, call.tool);
+                let Some(shape) = tools.iter().find(|s| s.name == call.tool) else {
+                    let known: Vec<&str> = tools.iter().map(|s| s.name.as_str()).collect();
+                    return Err(error(format!(
+                        "{at}: unknown tool; known tools: {} (declare another in `tools = [...]`)",
+                        known.join(", ")
+                    )));
+                };
+                let input = call.input.as_object();
+                if let Some(missing) = shape
+                    .required
+                    .iter()
+                    .find(|field| !input.is_some_and(|i| i.contains_key(field.as_str())))
+                {
+                    return Err(error(format!(
+                        "{at}: `input` lacks the required field `{missing}`"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Plays a recording as a `Provider`.
 #[derive(Debug, Clone)]
 pub struct Player {
     name: String,
+    /// The recording's file (`<built-in demo>` for the demo), named in its errors.
+    file: PathBuf,
     recording: Recording,
 }
 
 impl Player {
     /// The built-in demo recording.
     pub fn demo() -> Player {
-        let recording = Recording::parse(DEMO, Path::new("<built-in demo>")).unwrap_or_else(|e| {
+        let file = PathBuf::from("<built-in demo>");
+        let recording = Recording::parse(DEMO, &file).unwrap_or_else(|e| {
             // The demo is checked by this crate's tests; a broken one is a build defect, not user input.
             panic!("the built-in demo recording is invalid: {e}")
         });
         Player {
             name: "demo".to_owned(),
+            file,
             recording,
         }
     }
@@ -193,6 +197,7 @@ impl Player {
         })?;
         Ok(Player {
             name: "script".to_owned(),
+            file: path.to_owned(),
             recording: Recording::parse(&text, path)?,
         })
     }
@@ -204,6 +209,12 @@ impl Player {
         }
         let file = spec.strip_prefix("script:")?;
         Some(Player::from_file(&PathBuf::from(file)))
+    }
+
+    /// [`Recording::check_tools`] for this player's recording: every call is of a tool in
+    /// `tools` (the session's registry) with the fields it requires.
+    pub fn check_tools(&self, tools: &[ToolShape]) -> Result<(), ProviderError> {
+        self.recording.check_tools(&self.file, tools)
     }
 
     /// The recording being played.

@@ -123,6 +123,7 @@ fn a_tool_call_with_its_decision_result_and_live_output() {
             call_id: "play_1_1".into(),
             tool: "run_command".into(),
             input: serde_json::json!({"command": "cargo test"}),
+            display: None,
         },
     );
     live(

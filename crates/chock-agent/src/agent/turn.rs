@@ -180,6 +180,7 @@ impl Agent {
                 call_id: id.clone(),
                 tool: name.clone(),
                 input: input.clone(),
+                display: self.toolbox.registry().display(&name, &input),
             });
             let running = self.host.session().running().clone();
             let output: ToolOutput = {

@@ -44,6 +44,10 @@ pub(super) fn choose_provider(
         .ok_or(BuildError::NoProvider)?;
     if let Some(player) = Player::from_spec(&name) {
         let player = player.map_err(|e| BuildError::Recording(e.to_string()))?;
+        // The recording's calls are checked against the session's own tools, not a list of its own.
+        player
+            .check_tools(&crate::tools::Registry::builtin().shapes())
+            .map_err(|e| BuildError::Recording(e.to_string()))?;
         let model = model
             .or_else(|| player.recording().model.clone())
             .unwrap_or_else(|| "offline".to_string());
@@ -144,4 +148,45 @@ pub(super) fn prices(config: &Config) -> PriceTable {
             },
         )
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config::parse("", std::path::Path::new("config.toml")).unwrap()
+    }
+
+    fn chosen(recording: &str) -> Result<Chosen, BuildError> {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("r.toml");
+        std::fs::write(&file, recording).unwrap();
+        choose_provider(&config(), Some(format!("script:{}", file.display())), None)
+    }
+
+    #[test]
+    fn a_recording_is_checked_against_the_sessions_own_tools() {
+        assert!(choose_provider(&config(), Some("demo".into()), None).is_ok());
+        for (recording, says) in [
+            (
+                "[[turn]]\n[[turn.call]]\ntool = \"read_fiel\"\ninput = { path = \"a\" }\n[[turn]]\ntext = \"x\"\n",
+                "turn 1, call 1 (`read_fiel`): unknown tool; known tools: read_file,",
+            ),
+            (
+                "[[turn]]\n[[turn.call]]\ntool = \"edit_file\"\ninput = { path = \"a\", old = \"x\" }\n[[turn]]\ntext = \"x\"\n",
+                "lacks the required field `new`",
+            ),
+        ] {
+            let Err(err) = chosen(recording) else {
+                panic!("{says}: accepted");
+            };
+            assert!(err.to_string().contains(says), "{says}: {err}");
+        }
+        let declared = "tools = [\"mcp_thing\"]\n[[turn]]\n[[turn.call]]\ntool = \"mcp_thing\"\n[[turn]]\ntext = \"x\"\n";
+        assert!(
+            chosen(declared).is_ok(),
+            "a declared tool is checked when played"
+        );
+    }
 }

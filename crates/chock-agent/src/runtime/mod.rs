@@ -150,6 +150,16 @@ impl SessionRuntime {
         self.agent.budget()
     }
 
+    /// How a call of `tool` with `input` is shown, as the session's tool describes it: what a
+    /// client replaying the conversation titles an earlier call with.
+    pub fn display(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> chock_protocol::live::ToolDisplay {
+        self.agent.display(tool, input)
+    }
+
     /// The totals so far.
     pub fn summary(&self) -> &Summary {
         &self.summary

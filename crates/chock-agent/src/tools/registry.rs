@@ -156,6 +156,35 @@ impl Registry {
         self.by_name.get(name).map(|&i| &self.entries[i].tool)
     }
 
+    /// How a call of `name` with `input` is shown, as the tool describes it ([`DynTool::display`]);
+    /// None for a tool this registry does not hold.
+    pub fn display(&self, name: &str, input: &Value) -> Option<chock_protocol::live::ToolDisplay> {
+        self.get(name).map(|tool| tool.display(input))
+    }
+
+    /// Each tool's name and the input fields its schema requires: what a recording's calls are
+    /// checked against when it is loaded ([`chock_provider::Recording::check_tools`]).
+    pub fn shapes(&self) -> Vec<chock_provider::ToolShape> {
+        self.entries
+            .iter()
+            .map(|e| chock_provider::ToolShape {
+                name: e.spec.name.clone(),
+                required: e
+                    .spec
+                    .input_schema
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| {
+                        r.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
     /// What the model is offered: every tool's name, description and input schema, in order.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.entries.iter().map(|e| e.spec.clone()).collect()

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use chock_log::LogError;
 use chock_policy::{Action, ActionError};
+use chock_protocol::live::ToolDisplay;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -167,6 +168,14 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// How a call with `input` (as the model sent it, parsed or not) is shown: clients use this,
+    /// never the tool's name, to title a call, pick its icon and find the file it reads. By
+    /// default: the name, kind other.
+    fn display(&self, input: &Value) -> ToolDisplay {
+        let _ = input;
+        ToolDisplay::named(self.name())
+    }
+
     /// Does the work, once every act of [`Tool::access`] was allowed.
     fn run<'a>(
         &'a self,
@@ -205,6 +214,12 @@ pub trait DynTool: Send + Sync {
     /// [`Tool::fixed_act`]: the act every call is decided as, if the input does not change it.
     fn fixed_act(&self) -> Option<Action> {
         None
+    }
+
+    /// [`Tool::display`]: how a call with `input` is shown.
+    fn display(&self, input: &Value) -> ToolDisplay {
+        let _ = input;
+        ToolDisplay::named(self.name())
     }
 
     /// Parses `input` into a call.
@@ -249,6 +264,10 @@ impl<T: Tool> DynTool for T {
 
     fn fixed_act(&self) -> Option<Action> {
         Tool::fixed_act(self)
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        Tool::display(self, input)
     }
 
     fn prepare(&self, input: &Value) -> Result<Box<dyn Prepared + '_>, serde_json::Error> {

@@ -4,6 +4,8 @@
 
 use chock_log::LogError;
 use chock_policy::ActionError;
+use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
+use serde_json::Value;
 
 use crate::tools::ToolOutput;
 use crate::tools::commands::{ReadOutputInput, RunInput};
@@ -18,6 +20,13 @@ impl Tool for RunCommand {
 
     fn name(&self) -> &str {
         "run_command"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Run `{}`", input_field(input, "command")),
+            ToolKind::Execute,
+        )
     }
 
     fn description(&self) -> &str {
@@ -52,6 +61,13 @@ impl Tool for ReadOutput {
 
     fn name(&self) -> &str {
         "read_output"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Read the output of {}", input_field(input, "handle")),
+            ToolKind::Read,
+        )
     }
 
     fn description(&self) -> &str {

@@ -6,6 +6,8 @@ use std::sync::PoisonError;
 
 use chock_log::LogError;
 use chock_policy::{Action, ActionError};
+use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
+use serde_json::Value;
 
 use crate::prompt::agents_md_for;
 use crate::tools::ToolOutput;
@@ -79,6 +81,14 @@ impl Tool for ReadFile {
         "read_file"
     }
 
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Read {}", input_field(input, "path")),
+            ToolKind::Read,
+        )
+        .reading(&input_field(input, "path"))
+    }
+
     fn description(&self) -> &str {
         "Read a text file. Shows numbered lines and the whole file's file_hash. Decided as fs.read."
     }
@@ -110,6 +120,13 @@ impl Tool for WriteFile {
 
     fn name(&self) -> &str {
         "write_file"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Write {} (in the sandbox copy)", input_field(input, "path")),
+            ToolKind::Edit,
+        )
     }
 
     fn description(&self) -> &str {
@@ -149,6 +166,13 @@ impl Tool for EditFile {
         "edit_file"
     }
 
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Edit {} (in the sandbox copy)", input_field(input, "path")),
+            ToolKind::Edit,
+        )
+    }
+
     fn description(&self) -> &str {
         "Replace one exact, unique piece of text in a file. The lines replaced must have been shown to you \
 by read_file or grep in the file's current version; pass file_hash to be sure the file has not changed. \
@@ -183,6 +207,14 @@ impl Tool for List {
 
     fn name(&self) -> &str {
         "list"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("List {}", input_field(input, "path")),
+            ToolKind::Read,
+        )
+        .reading(&input_field(input, "path"))
     }
 
     fn description(&self) -> &str {
@@ -221,6 +253,13 @@ impl Tool for Glob {
         "glob"
     }
 
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Find files matching {}", input_field(input, "pattern")),
+            ToolKind::Search,
+        )
+    }
+
     fn description(&self) -> &str {
         "Find files whose project-relative path matches a glob such as **/*.rs. Decided as fs.read."
     }
@@ -251,6 +290,13 @@ impl Tool for Grep {
 
     fn name(&self) -> &str {
         "grep"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Search for {}", input_field(input, "pattern")),
+            ToolKind::Search,
+        )
     }
 
     fn description(&self) -> &str {

@@ -4,6 +4,8 @@
 
 use chock_log::LogError;
 use chock_policy::ActionError;
+use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
+use serde_json::Value;
 
 use crate::tools::ToolOutput;
 use crate::tools::tool::{Access, Effect, Tool, ToolContext};
@@ -18,6 +20,13 @@ impl Tool for FetchUrl {
 
     fn name(&self) -> &str {
         "fetch_url"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Fetch {}", input_field(input, "url")),
+            ToolKind::Fetch,
+        )
     }
 
     fn description(&self) -> &str {
@@ -53,6 +62,13 @@ impl Tool for WebSearch {
 
     fn name(&self) -> &str {
         "web_search"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Search the web for {}", input_field(input, "query")),
+            ToolKind::Fetch,
+        )
     }
 
     fn description(&self) -> &str {

@@ -7,8 +7,10 @@ use std::sync::PoisonError;
 
 use chock_log::LogError;
 use chock_policy::{ActionError, Decision};
+use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::events::{AgentEvent, PlanStep};
 use crate::prompt::{GUIDANCE, guidance};
@@ -97,6 +99,10 @@ impl Tool for UpdatePlan {
         "update_plan"
     }
 
+    fn display(&self, _input: &Value) -> ToolDisplay {
+        ToolDisplay::new("Update the plan", ToolKind::Think)
+    }
+
     fn description(&self) -> &str {
         "Replace your plan: an ordered list of steps with status pending, in_progress or done."
     }
@@ -148,6 +154,13 @@ impl Tool for SetTitle {
         chock_protocol::TITLE_TOOL
     }
 
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Title: {}", input_field(input, "title")),
+            ToolKind::Other,
+        )
+    }
+
     fn description(&self) -> &str {
         "Give this session a short title."
     }
@@ -188,6 +201,13 @@ impl Tool for ReadGuidance {
 
     fn name(&self) -> &str {
         "read_guidance"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Read guidance on {}", input_field(input, "topic")),
+            ToolKind::Read,
+        )
     }
 
     fn description(&self) -> &str {
@@ -233,6 +253,13 @@ impl Tool for AskUser {
 
     fn name(&self) -> &str {
         "ask_user"
+    }
+
+    fn display(&self, input: &Value) -> ToolDisplay {
+        ToolDisplay::new(
+            format!("Ask: {}", input_field(input, "question")),
+            ToolKind::Other,
+        )
     }
 
     fn description(&self) -> &str {

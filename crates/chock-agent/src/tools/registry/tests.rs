@@ -270,3 +270,48 @@ fn a_tool_registered_at_run_time_is_offered_with_its_derived_schema() {
             .is_err()
     );
 }
+
+#[test]
+fn each_tool_describes_its_own_calls_and_only_reads_inside_the_project_name_a_location() {
+    use chock_protocol::live::ToolKind;
+    let registry = Registry::builtin();
+    let shown = |tool: &str, input: Value| registry.display(tool, &input).unwrap();
+    let read = shown("read_file", json!({"path": "src/a.rs"}));
+    assert_eq!(
+        (read.title.as_str(), read.kind, read.locations.as_slice()),
+        (
+            "Read src/a.rs",
+            ToolKind::Read,
+            ["src/a.rs".to_string()].as_slice()
+        )
+    );
+    let write = shown("write_file", json!({"path": "src/a.rs", "content": ""}));
+    assert_eq!(write.kind, ToolKind::Edit);
+    assert!(write.locations.is_empty(), "a write lands in the copy");
+    assert!(
+        shown("read_file", json!({"path": "../etc/passwd"}))
+            .locations
+            .is_empty()
+    );
+    assert!(shown("list", json!({"path": "/etc"})).locations.is_empty());
+    let run = shown("run_command", json!({"command": "echo a\necho b"}));
+    assert_eq!(
+        (run.title.as_str(), run.kind),
+        ("Run `echo a…`", ToolKind::Execute)
+    );
+    assert_eq!(
+        shown("fetch_url", json!({"url": "https://x"})).kind,
+        ToolKind::Fetch
+    );
+    assert_eq!(
+        shown("grep", json!({"pattern": "fn"})).kind,
+        ToolKind::Search
+    );
+    assert_eq!(
+        shown("update_plan", json!({"steps": []})).kind,
+        ToolKind::Think
+    );
+    // A tool that says nothing more of itself is shown by its name.
+    assert_eq!(shown("memory_read", json!({})).title, "memory_read");
+    assert!(registry.display("no_such_tool", &json!({})).is_none());
+}
