@@ -3,7 +3,7 @@
 //! refused, a question answered at a terminal attached to the daemon, a daemon stopped by SIGTERM
 //! with a question open (unanswered, still listed after a restart), and a `[sandbox]` path that
 //! would hold the daemon's socket refused with the field named; the model's title shown escaped
-//! through attach.
+//! through attach; a session stopped by its budget ends `out_of_budget` through attach (exit 1).
 
 mod run_support;
 
@@ -300,5 +300,50 @@ text = "done"
         stdout.contains(r"set_title title=fix\u{1b}]52;c;ZXZpbA==\u{7}\rall good\u{202e}txt"),
         "{stdout}"
     );
+    assert_eq!(daemon.stop(), 0);
+}
+
+/// A session stopped by its budget ends `out_of_budget` through `chock attach` as through every
+/// front end: the summary says so and attach exits 1 (the one mapping from how a session ended),
+/// not 0 as for `done`.
+#[test]
+fn a_session_stopped_by_its_budget_ends_out_of_budget_through_attach() {
+    let w = World::with_git_project_and_policy(Some("[budget]\ntokens = 1\n"));
+    let provider = w.script("[[turn]]\ntext = \"never asked\"\n");
+    let daemon = Daemon::start(&w, &[]);
+    let run = w.chock(&["run", "--daemon", "--provider", &provider, "spend"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let session = w.session_id();
+    let attach = w
+        .command(&["attach", &session])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let attach subscribe before the session ends (ending it first is a different, refused case).
+    std::thread::sleep(Duration::from_millis(1500));
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&socket(&w)).await.unwrap();
+        let _: chock_protocol::rpc::Done = client
+            .call(&Call::SessionsEnd(chock_protocol::rpc::SessionParams {
+                session: session.clone(),
+            }))
+            .await
+            .unwrap();
+    });
+    let out = attach.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("ended       out_of_budget"),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let end = log_kinds(&w)
+        .into_iter()
+        .find(|(k, _)| k == "session.end")
+        .expect("the session ended");
+    assert_eq!(end.1["reason"], "out_of_budget", "{end:?}");
     assert_eq!(daemon.stop(), 0);
 }
