@@ -1,0 +1,321 @@
+//! A started call, on the host: reading the child's setup report, waiting with a timeout,
+//! killing the whole tree (the entry points that start one are in `spawn.rs`).
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::child::prepared::Prepared;
+use crate::host::call_io::{CallIo, Setup};
+use crate::host::cgroup::Cgroup;
+use crate::host::plumbing::{SetupReport, host_pid_of, poll_any_readable, poll_readable};
+use crate::host::shared_overlay::OverlayLease;
+use crate::wire::error::{Layer, SandboxError};
+use crate::wire::outcome::{ExitStatus, LimitsReport, Outcome};
+use crate::wire::plan::Plan;
+
+/// What a call leaves to be cleaned up after its init exited: the setup process to reap, then its
+/// cgroup and its hold on the shared overlay.
+type Leftovers = (Setup, Option<Cgroup>, Option<OverlayLease>);
+
+/// A running confined call. Dropping it kills the call.
+#[derive(Debug)]
+pub struct SandboxChild {
+    setup: Setup,
+    init_pid: u32,
+    init_pidfd: OwnedFd,
+    status_r: OwnedFd,
+    lifeline: Option<OwnedFd>,
+    stdin: Option<File>,
+    stdout: Option<File>,
+    stderr: Option<File>,
+    proxy: Option<TcpListener>,
+    cgroup: Option<Cgroup>,
+    /// The call's hold on the session's shared overlay: released once the setup process is
+    /// reaped, when the call's mount namespace (and its clone of the overlay) is gone.
+    overlay: Option<OverlayLease>,
+    limits: LimitsReport,
+    started: Instant,
+    timeout: Option<Duration>,
+    finished: Option<Outcome>,
+    killed: bool,
+    /// The host's watch over the call's seccomp filter: which forbidden call killed a process.
+    seccomp: crate::host::seccomp_watch::Watch,
+}
+
+impl CallIo {
+    /// After the setup process was started: reads its report and hands back the running call,
+    /// or kills it and returns the first layer that failed.
+    pub(crate) fn finish(
+        self,
+        mut setup: Setup,
+        prepared: &Prepared,
+        plan: &Plan,
+        started: Instant,
+        (cgroup, overlay, mut limits): (Option<Cgroup>, Option<OverlayLease>, LimitsReport),
+    ) -> Result<SandboxChild, SandboxError> {
+        let CallIo {
+            chan,
+            chan_child,
+            status_r,
+            status_w,
+            lifeline_r,
+            lifeline_w,
+            child_ends,
+            stdin,
+            stdout,
+            stderr,
+            ..
+        } = self;
+        drop((chan_child, status_w, lifeline_r, child_ends));
+        let report = SetupReport::read(chan.as_raw_fd(), prepared, plan, started);
+        let report = match report {
+            Ok(mut r) => {
+                if let Setup::Session { pidfd, .. } = &mut setup {
+                    *pidfd = r.setup_pidfd.take();
+                }
+                Ok(r)
+            }
+            Err(e) => Err(e),
+        };
+        match report {
+            Ok(SetupReport {
+                init_pidfd: Some(init_pidfd),
+                init_pid,
+                proxy,
+                cgroup_not_joined,
+                seccomp_listener,
+                ..
+            }) => {
+                // The filter's watch: without it the kill rows would answer ENOSYS, and nobody
+                // would say which call was forbidden; the call does not run without it.
+                let watch = seccomp_listener
+                    .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EBADF))
+                    .and_then(|l| crate::host::seccomp_watch::Watch::start(l, &init_pidfd));
+                let seccomp = match watch {
+                    Ok(w) => w,
+                    Err(e) => {
+                        drop(lifeline_w);
+                        setup.kill();
+                        setup.reap();
+                        if let Some(cg) = &cgroup {
+                            cg.kill();
+                            cg.remove();
+                        }
+                        return Err(SandboxError::Layer {
+                            layer: Layer::Seccomp,
+                            reason: format!("the filter's listener was not handed over: {e}"),
+                            hint: "run `chock doctor` to see which layers this machine supports"
+                                .into(),
+                        });
+                    }
+                };
+                if let Some(e) = cgroup_not_joined {
+                    limits.memory_max_bytes = None;
+                    limits.pids_max = None;
+                    limits.cpu_max_percent = None;
+                    limits.cgroup_note = format!(
+                        "could not join the call's cgroup: {}",
+                        std::io::Error::from_raw_os_error(e)
+                    );
+                }
+                let init_pid = match setup {
+                    Setup::Child(_) | Setup::Gone => init_pid,
+                    Setup::Session { .. } => host_pid_of(init_pidfd.as_raw_fd()).unwrap_or(0),
+                };
+                Ok(SandboxChild {
+                    setup,
+                    init_pid,
+                    init_pidfd,
+                    status_r,
+                    lifeline: Some(lifeline_w),
+                    stdin,
+                    stdout,
+                    stderr,
+                    proxy,
+                    cgroup,
+                    overlay,
+                    limits,
+                    started,
+                    timeout: plan.timeout,
+                    finished: None,
+                    killed: false,
+                    seccomp,
+                })
+            }
+            other => {
+                drop(lifeline_w);
+                setup.kill();
+                setup.reap();
+                if let Some(cg) = &cgroup {
+                    cg.kill();
+                    cg.remove();
+                }
+                Err(other.err().unwrap_or_else(|| SandboxError::Layer {
+                    layer: Layer::Lifetime,
+                    reason: match setup {
+                        Setup::Child(_) | Setup::Gone => "the sandbox's setup process ended without starting the call's init".into(),
+                        Setup::Session { .. } => "the session's sandbox ended without starting the call's init (the session init is gone; the next call builds a new one)".into(),
+                    },
+                    hint: "run `chock doctor` to see which layer this machine lacks".into(),
+                }))
+            }
+        }
+    }
+}
+
+impl SandboxChild {
+    /// The host pid of the call's init (pid 1 of its pid namespace).
+    pub fn pid(&self) -> u32 {
+        self.init_pid
+    }
+
+    /// The command's stdout, in [`StdioMode::Piped`] (once). Read it on another thread than the
+    /// one calling [`SandboxChild::wait`]: `wait` enforces the timeout, and the stream ends only when
+    /// every process of the call is gone.
+    pub fn take_stdout(&mut self) -> Option<File> {
+        self.stdout.take()
+    }
+
+    /// The command's stdin, in [`StdioMode::Duplex`] (once). Dropping it closes the command's
+    /// standard input.
+    pub fn take_stdin(&mut self) -> Option<File> {
+        self.stdin.take()
+    }
+
+    /// The command's stderr, in [`StdioMode::Piped`] (once).
+    pub fn take_stderr(&mut self) -> Option<File> {
+        self.stderr.take()
+    }
+
+    /// The listener made inside the call's network namespace for [`crate::NetworkPlan::Proxy`]
+    /// (once): the host broker accepts on it.
+    pub fn proxy_listener(&mut self) -> Option<TcpListener> {
+        self.proxy.take()
+    }
+
+    /// Which limits are on for this call.
+    pub fn limits(&self) -> &LimitsReport {
+        &self.limits
+    }
+
+    /// Waits for the call to end (or its timeout), then makes sure every process it started is
+    /// gone: the init's death takes the whole pid namespace with it, and the cgroup (if any) is
+    /// killed as well.
+    pub fn wait(&mut self) -> Result<Outcome, SandboxError> {
+        if let Some(done) = &self.finished {
+            return Ok(done.clone());
+        }
+        let deadline = self.timeout.map(|t| self.started + t);
+        // The init writes the command's status once every other process of the call is gone
+        // (init.rs): that, or the init's own end (killed before it could write), is the call's.
+        let ended = poll_any_readable(
+            [self.status_r.as_raw_fd(), self.init_pidfd.as_raw_fd()],
+            deadline,
+        );
+        if !ended {
+            self.signal_init();
+            poll_readable(self.init_pidfd.as_raw_fd(), None);
+        }
+        // Every process of the call is gone once its init has written the status or exited (the
+        // pid namespace dies with it). What remains is Chock's own setup process while the kernel
+        // tears the call's mount namespace down (an overlay syncs its upper filesystem there:
+        // 10-15 ms): reap it, and only then remove the cgroup it sits in, on a thread of their
+        // own, so `wait` returns now.
+        // The shared overlay's lease goes last: the call's clone of it is gone with the setup.
+        let setup = std::mem::replace(&mut self.setup, Setup::Gone);
+        let leftovers = Arc::new(Mutex::new(Some((
+            setup,
+            self.cgroup.take(),
+            self.overlay.take(),
+        ))));
+        let cleanup = |leftovers: &Mutex<Option<Leftovers>>| {
+            let taken = leftovers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some((setup, cgroup, overlay)) = taken {
+                setup.reap();
+                if let Some(cg) = cgroup {
+                    cg.kill();
+                    cg.remove();
+                }
+                drop(overlay);
+            }
+        };
+        let theirs = Arc::clone(&leftovers);
+        if std::thread::Builder::new()
+            .name("chock-reap".into())
+            .spawn(move || cleanup(&theirs))
+            .is_err()
+        {
+            cleanup(&leftovers);
+        }
+        let mut buf = [0u8; 4];
+        // SAFETY: reading into a 4-byte buffer from our own pipe.
+        let n = unsafe { libc::read(self.status_r.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
+        let status = if !ended {
+            ExitStatus::TimedOut
+        } else if n == 4 {
+            let ws = i32::from_ne_bytes(buf);
+            if libc::WIFEXITED(ws) {
+                ExitStatus::Exited(libc::WEXITSTATUS(ws))
+            } else {
+                ExitStatus::Signaled(libc::WTERMSIG(ws))
+            }
+        } else {
+            // The init died without reporting: it was killed (by `kill`, or from outside).
+            ExitStatus::Signaled(libc::SIGKILL)
+        };
+        let outcome = Outcome {
+            status,
+            limits: self.limits.clone(),
+            duration: self.started.elapsed(),
+            forbidden_call: self.seccomp.killed(),
+        };
+        self.lifeline = None;
+        self.finished = Some(outcome.clone());
+        Ok(outcome)
+    }
+
+    fn signal_init(&mut self) {
+        // SAFETY: signal through our pidfd of the init; the kernel refuses if it already exited.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.init_pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        };
+        if let Some(cg) = &self.cgroup {
+            cg.kill();
+        }
+        self.killed = true;
+    }
+
+    /// Kills every process of the call now. [`SandboxChild::wait`] then reports `Signaled(9)`.
+    pub fn kill(&mut self) -> Result<(), SandboxError> {
+        if self.finished.is_none() {
+            self.signal_init();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SandboxChild {
+    fn drop(&mut self) {
+        if self.finished.is_none() {
+            self.signal_init();
+            poll_readable(self.init_pidfd.as_raw_fd(), None);
+            self.setup.reap();
+            if let Some(cg) = &self.cgroup {
+                cg.kill();
+                cg.remove();
+            }
+        }
+    }
+}
