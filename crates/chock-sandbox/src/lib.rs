@@ -9,6 +9,7 @@
 // `host` in the Chock process, `child` after fork in the call's processes, `wire` the definitions
 // both read. `child` and `wire` never use `host`, and `wire` uses neither (`layering` checks it).
 mod child;
+pub mod confine;
 mod host;
 #[cfg(test)]
 mod layering;
@@ -21,6 +22,8 @@ pub use host::doctor;
 pub use child::landlock_rules::{
     MINIMUM_ABI as LANDLOCK_MINIMUM_ABI, features as landlock_features, kernel_abi as landlock_abi,
 };
+pub use confine::{BoxFuture, CallHandle, Confiner, Kill, Killer, PreparedCall};
+pub use host::local::LocalConfiner;
 pub use host::own_overlay::in_memory_supported;
 pub use host::ready::{Gate, GateKey, ReadyCall, gate};
 pub use host::shared_overlay::{OverlayLease, SharedOverlay};

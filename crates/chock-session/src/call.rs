@@ -145,7 +145,7 @@ impl Session {
             .timeout
             .or(Some(Duration::from_secs(limits.timeout_secs)));
         let mut plan = Plan::builder(argv.to_vec(), self.workspace.mount(), self.project.clone())
-            .shared_overlay(self.overlay.is_some())
+            .shared_overlay(self.confiner.overlay().is_some())
             .own_overlay(self.own_overlay)
             .cwd(cwd)
             .policy_file(self.policy.project_file().map(PathBuf::from))
@@ -194,7 +194,7 @@ impl Session {
     /// Makes `plan` ready to start in this session's sandbox (chock-sandbox's ready.rs): nothing
     /// of it runs until [`chock_sandbox::ReadyCall::start`].
     fn ready<'a>(&'a self, plan: &'a Plan) -> Result<chock_sandbox::ReadyCall<'a>, SandboxError> {
-        chock_sandbox::ready_in_session(plan, self.overlay.as_ref(), &self.sockets)
+        self.confiner.ready(plan)
     }
 
     fn classify(&self, plan: &Plan) -> crate::classify::Classified {
@@ -369,7 +369,10 @@ impl Session {
             }
         };
         // Registered while it runs, so an interrupt can end it (and its whole process tree).
-        let _running = self.running.register(&call_id, child.pid());
+        let _running = child
+            .killer()
+            .ok()
+            .and_then(|killer| self.running.register(&call_id, killer));
         // The egress proxy (when the plan has one) is served for as long as the command runs; if it
         // cannot be served the call fails (dropping the child kills it).
         let served = child
@@ -457,7 +460,7 @@ impl Session {
         if plan.extra_read.is_empty() && plan.extra_write.is_empty() {
             return;
         }
-        let Some(why) = self.sockets.degraded() else {
+        let Some(why) = self.confiner.sockets().degraded() else {
             return;
         };
         if !self

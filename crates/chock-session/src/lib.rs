@@ -83,13 +83,13 @@ pub struct Session {
     live_policy: Arc<RwLock<Policy>>,
     log: Log,
     workspace: Workspace,
-    /// The one overlay instance the session's calls share (chock-sandbox makes it when a call needs
-    /// it and unmounts it when no call holds it), for an overlay workspace.
-    overlay: Option<chock_sandbox::SharedOverlay>,
-    /// The host sockets under the policy's declared `[sandbox]` paths, walked at the first call and
-    /// kept current by inotify, so a call does not walk a toolchain tree to find the sockets to
-    /// mask, and a socket bound between two calls is masked in the next one.
-    sockets: Arc<chock_sandbox::SocketIndex>,
+    /// What confines the session's calls (chock-sandbox's execution seam), holding what they
+    /// share: the one overlay instance the calls share (made when a call needs it and unmounted
+    /// when no call holds it), for an overlay workspace; the host sockets under the policy's
+    /// declared `[sandbox]` paths, walked at the first call and kept current by inotify, so a
+    /// call does not walk a toolchain tree to find the sockets to mask, and a socket bound
+    /// between two calls is masked in the next one; and the session init its calls fork from.
+    confiner: chock_sandbox::LocalConfiner,
     /// Whether the log already says the socket index walks every call (see
     /// [`chock_protocol::log::Note::SocketIndexDegraded`]).
     sockets_degraded_noted: std::sync::atomic::AtomicBool,
@@ -233,8 +233,10 @@ impl Session {
             policy,
             log,
             workspace,
-            overlay,
-            sockets: Arc::new(chock_sandbox::SocketIndex::new()),
+            confiner: chock_sandbox::LocalConfiner::new(
+                overlay,
+                Arc::new(chock_sandbox::SocketIndex::new()),
+            ),
             sockets_degraded_noted: std::sync::atomic::AtomicBool::new(false),
             next_call: AtomicU64::new(next_call),
             withheld_env,
@@ -256,7 +258,7 @@ impl Session {
         if plan.extra_read.is_empty() && plan.extra_write.is_empty() {
             return;
         }
-        let index = Arc::clone(&self.sockets);
+        let index = Arc::clone(self.confiner.sockets());
         // No thread: the first call walks, as before.
         let _ = std::thread::Builder::new()
             .name("chock-socket-index".into())
@@ -331,6 +333,13 @@ impl Session {
             Ok(policy) => policy.decide(action),
             Err(poisoned) => poisoned.into_inner().decide(action),
         }
+    }
+
+    /// What confines the session's calls, as the execution seam: a call prepared and started
+    /// through it runs in this session's sandbox (its shared overlay, socket index and session
+    /// init).
+    pub fn confiner(&self) -> Arc<dyn chock_sandbox::Confiner> {
+        Arc::new(self.confiner.clone())
     }
 
     /// The confined calls running now: [`RunningCalls::kill`] ends one with its whole process

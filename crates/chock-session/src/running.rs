@@ -1,13 +1,16 @@
 //! The session's confined calls that are running now, so that an interrupt can end them.
 //!
-//! Each call registers its init (pid 1 of the call's pid namespace) by a pidfd taken while the
-//! init is alive: a signal through it reaches exactly that process or nobody (no pid reuse), and
-//! the init's death takes every process of the call with it.
+//! Each confined call registers the [`Killer`] its confiner gave it (never a pid: the local
+//! sandbox's kills its init, pid 1 of the call's pid namespace, through a pidfd, and the init's
+//! death takes every process of the call with it). A host process that is not a confined call
+//! (a child `chock` session) registers by a pidfd taken while it is alive: a signal through it
+//! reaches exactly that process or nobody (no pid reuse).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 
+use chock_sandbox::Killer;
 use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
 
 /// Separates a call id from the part of it a process is (`register_interruptible_part`).
@@ -22,11 +25,30 @@ pub struct RunningCalls {
 /// What is known of one call.
 #[derive(Debug)]
 enum Entry {
-    /// Its init is running; the pidfd reaches it, with the signal that ends it.
-    Running(OwnedFd, Signal),
+    /// It is running; what ends it.
+    Running(Ender),
     /// It was killed before its init was registered (an interrupt during its decision or its
     /// spawn): it is killed the moment it registers, so no interrupt is lost to that window.
     Doomed,
+}
+
+/// How a running call is ended.
+#[derive(Debug)]
+enum Ender {
+    /// A confined call: its confiner's killer.
+    Confined(Killer),
+    /// A host process: a pidfd of it, with the signal that ends it.
+    Process(OwnedFd, Signal),
+}
+
+impl Ender {
+    /// Ends it; whether it was running.
+    fn end(&self) -> bool {
+        match self {
+            Ender::Confined(killer) => killer.kill(),
+            Ender::Process(fd, signal) => pidfd_send_signal(fd, *signal).is_ok(),
+        }
+    }
 }
 
 /// A running call's registration; the call is forgotten when this is dropped.
@@ -49,10 +71,9 @@ impl RunningCalls {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Registers the call `call_id` whose init has host pid `init_pid`. A call whose init is
-    /// already gone cannot be registered and needs no interrupt.
-    pub fn register(&self, call_id: &str, init_pid: u32) -> Option<Registered> {
-        self.register_with(call_id, init_pid, Signal::KILL)
+    /// Registers the confined call `call_id`, ended by `killer` (its whole process tree).
+    pub fn register(&self, call_id: &str, killer: Killer) -> Option<Registered> {
+        Some(self.insert(call_id, call_id, Ender::Confined(killer)))
     }
 
     /// Registers a process that ends its own tree when interrupted (a child `chock` session,
@@ -74,31 +95,37 @@ impl RunningCalls {
         self.register_keyed(call_id, &format!("{call_id}{PART}{part}"), pid, Signal::INT)
     }
 
-    fn register_with(&self, call_id: &str, init_pid: u32, signal: Signal) -> Option<Registered> {
-        self.register_keyed(call_id, call_id, init_pid, signal)
+    fn register_with(&self, call_id: &str, pid: u32, signal: Signal) -> Option<Registered> {
+        self.register_keyed(call_id, call_id, pid, signal)
     }
 
     fn register_keyed(
         &self,
         call_id: &str,
         key: &str,
-        init_pid: u32,
+        pid: u32,
         signal: Signal,
     ) -> Option<Registered> {
-        let pid = Pid::from_raw(i32::try_from(init_pid).ok()?)?;
+        let pid = Pid::from_raw(i32::try_from(pid).ok()?)?;
         let fd = pidfd_open(pid, PidfdFlags::empty()).ok()?;
+        Some(self.insert(call_id, key, Ender::Process(fd, signal)))
+    }
+
+    /// Records `ender` under `key` (of the call `call_id`), ending it at once when the call was
+    /// killed before it registered.
+    fn insert(&self, call_id: &str, key: &str, ender: Ender) -> Registered {
         let mut calls = self.lock();
         if matches!(calls.get(call_id), Some(Entry::Doomed))
             || matches!(calls.get(key), Some(Entry::Doomed))
         {
-            let _ = pidfd_send_signal(&fd, signal);
+            ender.end();
         }
-        calls.insert(key.to_string(), Entry::Running(fd, signal));
+        calls.insert(key.to_string(), Entry::Running(ender));
         drop(calls);
-        Some(Registered {
+        Registered {
             calls: self.clone(),
             call_id: key.to_string(),
-        })
+        }
     }
 
     /// Kills the call `call_id` (its whole process tree); whether it was running. A call that has
@@ -108,8 +135,8 @@ impl RunningCalls {
         let prefix = format!("{call_id}{PART}");
         let mut parts = false;
         for (key, entry) in calls.iter() {
-            if let (true, Entry::Running(fd, signal)) = (key.starts_with(&prefix), entry) {
-                parts |= pidfd_send_signal(fd, *signal).is_ok();
+            if let (true, Entry::Running(ender)) = (key.starts_with(&prefix), entry) {
+                parts |= ender.end();
             }
         }
         if parts {
@@ -118,7 +145,7 @@ impl RunningCalls {
             return true;
         }
         match calls.get(call_id) {
-            Some(Entry::Running(fd, signal)) => pidfd_send_signal(fd, *signal).is_ok(),
+            Some(Entry::Running(ender)) => ender.end(),
             Some(Entry::Doomed) => false,
             None => {
                 calls.insert(call_id.to_string(), Entry::Doomed);
@@ -154,7 +181,27 @@ mod tests {
     use std::os::unix::process::ExitStatusExt;
     use std::process::Command;
 
+    use std::os::fd::OwnedFd;
+
+    use chock_sandbox::{Kill, Killer};
+    use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+
     use super::RunningCalls;
+
+    /// A killer of a plain host process, standing in for a confiner's.
+    #[derive(Debug)]
+    struct Pidfd(OwnedFd);
+
+    impl Kill for Pidfd {
+        fn kill(&self) -> bool {
+            pidfd_send_signal(&self.0, Signal::KILL).is_ok()
+        }
+    }
+
+    fn killer_of(child: &std::process::Child) -> Killer {
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+        Killer::new(Pidfd(pidfd_open(pid, PidfdFlags::empty()).unwrap()))
+    }
 
     /// An interrupt that lands while a call is still being decided or spawned is not lost: the
     /// call is killed as soon as its init registers.
@@ -164,7 +211,7 @@ mod tests {
         assert!(!calls.kill("c1"), "nothing is running yet");
         assert!(calls.ids().is_empty(), "a doomed call is not a running one");
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-        let registered = calls.register("c1", child.id()).unwrap();
+        let registered = calls.register("c1", killer_of(&child)).unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.signal(), Some(libc_sigkill()), "{status:?}");
         drop(registered);
@@ -178,7 +225,7 @@ mod tests {
         calls.kill("c1");
         calls.forget("c1");
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-        let registered = calls.register("c1", child.id()).unwrap();
+        let registered = calls.register("c1", killer_of(&child)).unwrap();
         assert_eq!(calls.ids(), ["c1"]);
         assert!(child.try_wait().unwrap().is_none(), "not killed");
         assert!(calls.kill("c1"));

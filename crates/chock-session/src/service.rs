@@ -63,11 +63,6 @@ pub struct Service {
 }
 
 impl Service {
-    /// The host pid of its init.
-    pub fn pid(&self) -> u32 {
-        self.child.pid()
-    }
-
     /// Ends it (its whole process tree) and stops its proxy.
     pub fn stop(mut self) {
         let _ = self.child.kill();
@@ -139,8 +134,9 @@ impl Session {
         let plan = self.service_plan(argv, opts);
         agent_writes_unseen(&plan, &self.policy.sandbox().write)?;
         // Its plan shares no overlay: the workspace is not in its sandbox.
-        let mut child =
-            chock_sandbox::spawn_in_session(&plan, StdioMode::Duplex, None, &self.sockets)?;
+        let mut child = self
+            .confiner
+            .start_blocking(&plan, StdioMode::Duplex, None)?;
         let proxy = child
             .proxy_listener()
             .map(|listener| crate::egress::serve(pipeline, &self.log, &opts.call_id, listener))

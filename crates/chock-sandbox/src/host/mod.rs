@@ -8,6 +8,7 @@ pub(crate) mod cgroup;
 pub mod doctor;
 pub(crate) mod fresh_steps;
 pub(crate) mod hints;
+pub(crate) mod local;
 pub(crate) mod mounts;
 pub(crate) mod own_overlay;
 pub(crate) mod plumbing;

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::child::prepared::Prepared;
+use crate::confine::Killer;
 use crate::host::call_io::{CallIo, Setup};
 use crate::host::cgroup::Cgroup;
 use crate::host::plumbing::{SetupReport, host_pid_of, poll_any_readable, poll_readable};
@@ -219,6 +220,69 @@ impl SandboxChild {
             self.signal_init();
             poll_readable(self.init_pidfd.as_raw_fd(), None);
         }
+        Ok(self.conclude(ended))
+    }
+
+    /// As [`SandboxChild::wait`], without holding a thread: the status pipe and the init's pidfd
+    /// are waited on through the tokio runtime's reactor (`AsyncFd`), the timeout by its timer.
+    /// Must be polled inside a tokio runtime with I/O and time enabled.
+    pub async fn wait_async(&mut self) -> Result<Outcome, SandboxError> {
+        if let Some(done) = &self.finished {
+            return Ok(done.clone());
+        }
+        let io = |e: std::io::Error| SandboxError::host("wait for the call", e);
+        let watch = |fd: std::os::fd::RawFd| {
+            // SAFETY: `fd` is the status pipe's read end or the init's pidfd, owned by this
+            // `SandboxChild`, which this method borrows mutably: neither is closed or replaced
+            // before the `AsyncFd` is dropped, at the end of this method.
+            unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    Watched(fd),
+                    tokio::io::Interest::READABLE,
+                )
+            }
+            .map_err(|e| io(e.into_parts().1))
+        };
+        let status = watch(self.status_r.as_raw_fd())?;
+        let init = watch(self.init_pidfd.as_raw_fd())?;
+        let either = async {
+            tokio::select! {
+                r = status.readable() => r.map(drop),
+                r = init.readable() => r.map(drop),
+            }
+        };
+        let ended = match self.timeout {
+            Some(t) => {
+                let deadline = tokio::time::Instant::from_std(self.started + t);
+                match tokio::time::timeout_at(deadline, either).await {
+                    Ok(r) => r.map(|()| true).map_err(io)?,
+                    Err(_) => false,
+                }
+            }
+            None => either.await.map(|()| true).map_err(io)?,
+        };
+        if !ended {
+            self.signal_init();
+            drop(init.readable().await.map_err(io)?);
+        }
+        drop((status, init));
+        Ok(self.conclude(ended))
+    }
+
+    /// A handle that kills the call from anywhere (another task, an interrupt), through a
+    /// duplicate of the init's pidfd: never a pid, which the kernel may have given to another
+    /// process by then.
+    pub fn killer(&self) -> Result<Killer, SandboxError> {
+        let pidfd = self
+            .init_pidfd
+            .try_clone()
+            .map_err(|e| SandboxError::host("duplicate the init's pidfd", e))?;
+        Ok(Killer::new(PidfdKill(pidfd)))
+    }
+
+    /// The end of a wait, once the init wrote the status or exited (`ended`), or was killed at
+    /// the timeout: the cleanup handed to a thread, the status read, the outcome kept.
+    fn conclude(&mut self, ended: bool) -> Outcome {
         // Every process of the call is gone once its init has written the status or exited (the
         // pid namespace dies with it). What remains is Chock's own setup process while the kernel
         // tears the call's mount namespace down (an overlay syncs its upper filesystem there:
@@ -277,7 +341,7 @@ impl SandboxChild {
         };
         self.lifeline = None;
         self.finished = Some(outcome.clone());
-        Ok(outcome)
+        outcome
     }
 
     fn signal_init(&mut self) {
@@ -317,5 +381,36 @@ impl Drop for SandboxChild {
                 cg.remove();
             }
         }
+    }
+}
+
+/// A raw descriptor the reactor watches while its owner (the [`SandboxChild`]) keeps it open: the
+/// `AsyncFd` is dropped, and the descriptor deregistered, before the owner can close it.
+struct Watched(std::os::fd::RawFd);
+
+impl AsRawFd for Watched {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0
+    }
+}
+
+/// The local kill of a running call ([`SandboxChild::killer`]): SIGKILL through a pidfd of its
+/// init, pid 1 of its pid namespace, whose death ends every process of the call.
+#[derive(Debug)]
+struct PidfdKill(OwnedFd);
+
+impl crate::confine::Kill for PidfdKill {
+    fn kill(&self) -> bool {
+        // SAFETY: signal through a pidfd we hold; the kernel refuses if the process exited.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        };
+        rc == 0
     }
 }

@@ -1,0 +1,123 @@
+//! The execution seam: what a session asks of whatever confines its calls, and nothing about how.
+//!
+//! A session prepares a call from its [`Plan`] ([`Confiner::prepare`]: checked, and serialisable
+//! as it stands, [`PreparedCall::to_wire`]), starts it with its standard streams
+//! ([`Confiner::start`]), and gets a [`CallHandle`]: the command's streams, the endpoint its
+//! egress reaches the host on, a wait for its [`Outcome`], and a [`Killer`]. No host pid crosses
+//! the seam: a call confined somewhere else (a microVM guest, docs/architecture.md, "The execution
+//! seam") has none the host could signal. Every method is async and none blocks the caller's
+//! thread; the one blocking kernel step of the local implementation (the fork and the setup's
+//! report) runs in one place, on tokio's blocking pool (`host/local.rs`).
+//!
+//! [`crate::LocalConfiner`] is the first implementation: the in-process sandbox, holding the
+//! session's shared overlay, socket index and session init behind it.
+
+use std::fs::File;
+use std::future::Future;
+use std::net::TcpListener;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::host::call_io::StdioMode;
+use crate::host::ready::Gate;
+use crate::wire::error::SandboxError;
+use crate::wire::outcome::Outcome;
+use crate::wire::plan::Plan;
+
+/// A boxed future, so that [`Confiner`] and [`CallHandle`] can be used as trait objects (a
+/// session holds an `Arc<dyn Confiner>`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What confines a session's calls (see the module).
+pub trait Confiner: Send + Sync + std::fmt::Debug {
+    /// Checks `plan` and makes it ready to start. Nothing of the call exists yet: a prepared call
+    /// that is never started leaves nothing behind.
+    fn prepare(&self, plan: Plan) -> BoxFuture<'_, Result<PreparedCall, SandboxError>>;
+
+    /// Starts `call` with its standard streams as `stdio` says. With a `gate`, the call is built
+    /// up to its command's start and waits there until the gate's key is opened
+    /// ([`crate::GateKey::open`]: the call's decision is durable, rule 3); a key dropped unopened
+    /// ends it before anything ran, and this returns the error. Resolves once the command is
+    /// executing, or with the first layer that could not be applied (rule 1).
+    fn start(
+        &self,
+        call: PreparedCall,
+        stdio: StdioMode,
+        gate: Option<Gate>,
+    ) -> BoxFuture<'_, Result<Box<dyn CallHandle>, SandboxError>>;
+}
+
+/// A started call, whoever confines it. Dropping it kills the call.
+pub trait CallHandle: Send + std::fmt::Debug {
+    /// Waits for the call to end or reach its plan's timeout (then it is killed); every process
+    /// of the call is gone when this resolves.
+    fn wait(&mut self) -> BoxFuture<'_, Result<Outcome, SandboxError>>;
+    /// The command's stdin, in [`StdioMode::Duplex`] (once).
+    fn take_stdin(&mut self) -> Option<File>;
+    /// The command's stdout, in [`StdioMode::Piped`] or `Duplex` (once). It ends when every
+    /// process of the call is gone, so read it beside [`CallHandle::wait`], not before.
+    fn take_stdout(&mut self) -> Option<File>;
+    /// The command's stderr, as [`CallHandle::take_stdout`].
+    fn take_stderr(&mut self) -> Option<File>;
+    /// The endpoint the call's egress reaches the host on, for a plan with
+    /// [`crate::NetworkPlan::Proxy`] (once): the host's broker serves the proxy on it.
+    fn take_egress(&mut self) -> Option<TcpListener>;
+    /// A handle that kills the call from elsewhere (an interrupt, another task).
+    fn killer(&self) -> Result<Killer, SandboxError>;
+}
+
+/// A plan checked by a [`Confiner`] and ready to be started by it.
+#[derive(Debug, Clone)]
+pub struct PreparedCall {
+    plan: Plan,
+}
+
+impl PreparedCall {
+    /// A call of `plan`, once it was checked ([`Plan::validate`]).
+    pub fn new(plan: Plan) -> Result<PreparedCall, SandboxError> {
+        plan.validate()?;
+        Ok(PreparedCall { plan })
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The call as bytes, for a confiner in another process (a microVM guest's agent) that runs
+    /// the same driver: the plan is the whole of it, plain data naming nothing of this process.
+    pub fn to_wire(&self) -> Result<Vec<u8>, SandboxError> {
+        serde_json::to_vec(&self.plan)
+            .map_err(|e| SandboxError::Plan(format!("the plan cannot be serialised: {e}")))
+    }
+
+    /// The call [`PreparedCall::to_wire`] wrote, checked again (the bytes crossed a boundary).
+    pub fn from_wire(bytes: &[u8]) -> Result<PreparedCall, SandboxError> {
+        let plan = serde_json::from_slice(bytes)
+            .map_err(|e| SandboxError::Plan(format!("a serialised plan does not parse: {e}")))?;
+        PreparedCall::new(plan)
+    }
+}
+
+/// How a [`Killer`] kills its call: one implementation per confiner.
+pub trait Kill: Send + Sync + std::fmt::Debug {
+    /// Kills every process of the call; true when the call was still running.
+    fn kill(&self) -> bool;
+}
+
+/// Kills a running call from anywhere ([`CallHandle::killer`]); cheap to clone. Killing a call
+/// that ended already does nothing.
+#[derive(Debug, Clone)]
+pub struct Killer(Arc<dyn Kill>);
+
+impl Killer {
+    /// A killer that kills through `how`.
+    pub fn new(how: impl Kill + 'static) -> Killer {
+        Killer(Arc::new(how))
+    }
+
+    /// Kills the call; true when it was still running.
+    pub fn kill(&self) -> bool {
+        self.0.kill()
+    }
+}
