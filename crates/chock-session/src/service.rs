@@ -63,6 +63,12 @@ pub struct Service {
 }
 
 impl Service {
+    /// The host pid of its init, for the log's `mcp.server` record only: it is never signalled
+    /// (the service is ended through its confiner's handle).
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
     /// Ends it (its whole process tree) and stops its proxy.
     pub fn stop(mut self) {
         let _ = self.child.kill();
