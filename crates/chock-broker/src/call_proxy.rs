@@ -1,11 +1,13 @@
 //! The egress proxy of one confined call, for synchronous callers: chock-session runs a call on
-//! threads, so this owns a small tokio runtime that serves the proxy while the command runs.
+//! a thread. Inside a multi-thread tokio runtime (the agent's session: the call runs on its
+//! blocking pool) the proxy is served on that runtime; only a caller with none (`chock exec`)
+//! gets a small runtime of the proxy's own, once per call.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chock_log::Log;
-use tokio::runtime::Runtime;
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use crate::error::BrokerError;
 use crate::gate::Gate;
@@ -28,8 +30,17 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
 /// A proxy serving one call's listener until [`CallProxy::stop`] (or drop).
 #[derive(Debug)]
 pub struct CallProxy {
-    runtime: Option<Runtime>,
+    runtime: Option<Served>,
     handle: Option<ProxyHandle>,
+}
+
+/// Which runtime serves the proxy.
+#[derive(Debug)]
+enum Served {
+    /// The caller's own (a multi-thread runtime it runs in).
+    Callers(Handle),
+    /// One made for this proxy: the caller runs in no runtime.
+    Own(Runtime),
 }
 
 impl CallProxy {
@@ -41,14 +52,24 @@ impl CallProxy {
         call_id: &str,
         listener: std::net::TcpListener,
     ) -> Result<CallProxy, BrokerError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("chock-egress")
-            .enable_all()
-            .build()
-            .map_err(|e| BrokerError::Runtime(e.to_string()))?;
+        // A current-thread runtime is left alone: `stop` waits for the shutdown, which such a
+        // runtime could only run on the thread that waits.
+        let runtime = match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => Served::Callers(h),
+            _ => Served::Own(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("chock-egress")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| BrokerError::Runtime(e.to_string()))?,
+            ),
+        };
         let handle = {
-            let _inside = runtime.enter();
+            let _inside = match &runtime {
+                Served::Callers(h) => h.enter(),
+                Served::Own(rt) => rt.enter(),
+            };
             Broker::new(gate, log, config)?
                 .for_call(call_id)
                 .serve_proxy(listener)?
@@ -65,9 +86,23 @@ impl CallProxy {
     }
 
     fn shut(&mut self) {
-        if let (Some(runtime), Some(handle)) = (self.runtime.take(), self.handle.take()) {
-            runtime.block_on(handle.shutdown());
-            runtime.shutdown_timeout(Duration::from_secs(1));
+        match (self.runtime.take(), self.handle.take()) {
+            (Some(Served::Own(runtime)), Some(handle)) => {
+                runtime.block_on(handle.shutdown());
+                runtime.shutdown_timeout(Duration::from_secs(1));
+            }
+            (Some(Served::Callers(runtime)), Some(handle)) => {
+                // The shutdown runs on the caller's runtime; this thread (the call's, on its
+                // blocking pool) waits for it, so the connections' close records come before
+                // the call's result, as with a runtime of the proxy's own.
+                let (done, ended) = std::sync::mpsc::channel();
+                runtime.spawn(async move {
+                    handle.shutdown().await;
+                    let _ = done.send(());
+                });
+                let _ = ended.recv();
+            }
+            _ => {}
         }
     }
 }

@@ -191,6 +191,36 @@ async fn garbage_gets_400() {
 /// The synchronous wrapper chock-session uses: its own runtime, an IP-literal target (no DNS), stop.
 #[test]
 fn a_call_proxy_serves_from_synchronous_code_until_stopped() {
+    let _one = ONE_PROXY_TEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    assert!(serve_one_connection_and_stop() > 0, "no runtime of its own");
+}
+
+/// The proxy tests that count threads run one at a time (the test harness runs tests at once).
+static ONE_PROXY_TEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Inside the caller's multi-thread runtime (the agent's: a call runs on its blocking pool), the
+/// proxy is served on that runtime: no runtime of its own, no `chock-egress` thread.
+#[test]
+fn a_call_proxy_in_a_runtime_serves_on_it() {
+    let _one = ONE_PROXY_TEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let egress = runtime
+        .block_on(async { tokio::task::spawn_blocking(serve_one_connection_and_stop).await })
+        .expect("the call's thread");
+    assert_eq!(egress, 0, "threads of a runtime of the proxy's own");
+}
+
+/// Serves one CONNECT through a `CallProxy`, stops it, and checks the log; returns how many
+/// `chock-egress` threads ran while it served.
+fn serve_one_connection_and_stop() -> usize {
     use std::io::{Read, Write};
     let upstream = std::net::TcpListener::bind("127.0.0.1:0").expect("bind upstream");
     let port = upstream.local_addr().expect("addr").port();
@@ -227,6 +257,7 @@ fn a_call_proxy_serves_from_synchronous_code_until_stopped() {
     client.read_exact(&mut back).expect("echo");
     assert_eq!(&back, b"hello");
     drop(client);
+    let egress = egress_threads();
     proxy.stop();
 
     assert!(
@@ -247,6 +278,16 @@ fn a_call_proxy_serves_from_synchronous_code_until_stopped() {
         events.last().map(|e| e.data["phase"].clone()),
         Some(json!("close"))
     );
+    egress
+}
+
+/// The threads of this process named `chock-egress`.
+fn egress_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("tasks")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "chock-egress")
+        .count()
 }
 
 #[test]
