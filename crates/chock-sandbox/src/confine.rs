@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::host::call_io::StdioMode;
-use crate::host::ready::Gate;
+use crate::host::gate::Gate;
 use crate::wire::error::SandboxError;
 use crate::wire::outcome::Outcome;
 use crate::wire::plan::Plan;

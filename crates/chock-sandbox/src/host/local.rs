@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use crate::confine::{BoxFuture, CallHandle, Confiner, Killer, PreparedCall};
 use crate::host::call_io::StdioMode;
-use crate::host::ready::{Gate, ReadyCall};
+use crate::host::gate::Gate;
+use crate::host::ready::ReadyCall;
 use crate::host::running::SandboxChild;
 use crate::host::shared_overlay::SharedOverlay;
 use crate::host::socket_index::SocketIndex;

@@ -7,6 +7,7 @@ pub(crate) mod call_io;
 pub(crate) mod cgroup;
 pub mod doctor;
 pub(crate) mod fresh_steps;
+pub(crate) mod gate;
 pub(crate) mod hints;
 pub(crate) mod local;
 pub(crate) mod mounts;

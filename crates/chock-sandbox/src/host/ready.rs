@@ -20,6 +20,7 @@ use crate::child::prepared::Prepared;
 use crate::host::call_io::StdioMode;
 use crate::host::call_io::{CallIo, Setup};
 use crate::host::cgroup::{self, Cgroup};
+use crate::host::gate::Gate;
 use crate::host::hints;
 use crate::host::plumbing::compiled_seccomp;
 use crate::host::prepare;
@@ -84,30 +85,6 @@ impl Drop for BuiltSetup {
         let setup = Setup::Child(self.0);
         setup.kill();
         setup.reap();
-    }
-}
-
-/// The gate a built call's init waits at before it starts the command ([`ReadyCall::build`]):
-/// the read end of a pipe whose write end is the [`GateKey`].
-#[derive(Debug)]
-pub struct Gate(OwnedFd);
-
-/// What lets a built call's command start: opened once the call's decision is durable (rule 3),
-/// dropped unopened when it was refused (the init then ends without starting anything).
-#[derive(Debug)]
-pub struct GateKey(OwnedFd);
-
-/// A new gate and its key.
-pub fn gate() -> Result<(Gate, GateKey), SandboxError> {
-    let (r, w) = crate::host::plumbing::pipe()?;
-    Ok((Gate(r), GateKey(w)))
-}
-
-impl GateKey {
-    /// Lets the command start: one byte through the gate. A write that fails means the init is
-    /// gone already (a layer failed, or the call was dropped): the start's report says why.
-    pub fn open(self) {
-        let _ = crate::child::sys::write_all(self.0.as_raw_fd(), b"g");
     }
 }
 
@@ -228,7 +205,7 @@ pub fn ready<'a>(
 impl ReadyCall<'_> {
     /// Builds a per-call sandbox now, up to its command's start: the namespaces, the mount tree
     /// and every other layer, while the caller makes the call's decision durable. The command
-    /// starts only once `gate`'s key is opened ([`GateKey::open`]; the init waits at the gate
+    /// starts only once `gate`'s key is opened ([`crate::GateKey::open`]; the init waits at the gate
     /// until then, and starts nothing if the key is dropped instead), so the key may be opened
     /// as soon as the decision is durable, before this returns; [`ReadyCall::start`] then hands
     /// back the running call. A ready call dropped unstarted kills what was built. A call of a

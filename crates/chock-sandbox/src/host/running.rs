@@ -173,20 +173,20 @@ impl SandboxChild {
         self.init_pid
     }
 
-    /// The command's stdout, in [`StdioMode::Piped`] (once). Read it on another thread than the
+    /// The command's stdout, in [`crate::StdioMode::Piped`] (once). Read it on another thread than the
     /// one calling [`SandboxChild::wait`]: `wait` enforces the timeout, and the stream ends only when
     /// every process of the call is gone.
     pub fn take_stdout(&mut self) -> Option<File> {
         self.stdout.take()
     }
 
-    /// The command's stdin, in [`StdioMode::Duplex`] (once). Dropping it closes the command's
+    /// The command's stdin, in [`crate::StdioMode::Duplex`] (once). Dropping it closes the command's
     /// standard input.
     pub fn take_stdin(&mut self) -> Option<File> {
         self.stdin.take()
     }
 
-    /// The command's stderr, in [`StdioMode::Piped`] (once).
+    /// The command's stderr, in [`crate::StdioMode::Piped`] (once).
     pub fn take_stderr(&mut self) -> Option<File> {
         self.stderr.take()
     }
