@@ -85,6 +85,19 @@ impl CallProxy {
         self.shut();
     }
 
+    /// As [`CallProxy::stop`], awaited: for a caller on a runtime (the session's call awaited
+    /// end to end), which must not wait for the shutdown on one of its own threads.
+    pub async fn shutdown(mut self) {
+        match (self.runtime.take(), self.handle.take()) {
+            (Some(Served::Callers(_)), Some(handle)) => handle.shutdown().await,
+            (Some(Served::Own(runtime)), Some(handle)) => {
+                handle.shutdown().await;
+                runtime.shutdown_background();
+            }
+            _ => {}
+        }
+    }
+
     fn shut(&mut self) {
         match (self.runtime.take(), self.handle.take()) {
             (Some(Served::Own(runtime)), Some(handle)) => {

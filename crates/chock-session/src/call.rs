@@ -78,7 +78,7 @@ pub struct CallResult {
 }
 
 /// Who refused and why, in words, for [`CallOutcome::Refused`].
-fn refused_words(settled: &Settled) -> (String, String) {
+pub(crate) fn refused_words(settled: &Settled) -> (String, String) {
     match &settled.outcome {
         Settlement::Refused {
             by: RefusedBy::Table,
@@ -106,7 +106,7 @@ fn refused_words(settled: &Settled) -> (String, String) {
     }
 }
 
-fn command_status(status: ExitStatus) -> CommandStatus {
+pub(crate) fn command_status(status: ExitStatus) -> CommandStatus {
     match status {
         ExitStatus::Exited(code) => CommandStatus::Exited(code),
         ExitStatus::Signaled(signal) => CommandStatus::Signaled(signal),
@@ -133,7 +133,7 @@ impl Session {
         self.plan_asking(argv, opts, opts.ask_connections)
     }
 
-    fn plan_asking(&self, argv: &[String], opts: &CallOptions, can_ask: bool) -> Plan {
+    pub(crate) fn plan_asking(&self, argv: &[String], opts: &CallOptions, can_ask: bool) -> Plan {
         let sandbox = self.policy.sandbox();
         let limits = self.policy.limits();
         let cwd = match &opts.cwd {
@@ -197,7 +197,7 @@ impl Session {
         self.confiner.ready(plan)
     }
 
-    fn classify(&self, plan: &Plan) -> crate::classify::Classified {
+    pub(crate) fn classify(&self, plan: &Plan) -> crate::classify::Classified {
         let layers: Vec<PathBuf> = match &plan.workspace {
             WorkspaceMount::Overlay { upper, .. } => vec![upper.clone()],
             WorkspaceMount::Bind { source } => vec![source.clone()],
@@ -456,7 +456,7 @@ impl Session {
 impl Session {
     /// Writes, once per session, that the socket index fell back to a walk per call (it only
     /// matters to a call with declared paths).
-    fn note_socket_walks(&self, plan: &Plan) {
+    pub(crate) fn note_socket_walks(&self, plan: &Plan) {
         if plan.extra_read.is_empty() && plan.extra_write.is_empty() {
             return;
         }

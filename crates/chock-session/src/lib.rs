@@ -5,6 +5,7 @@
 
 mod approve;
 mod call;
+mod call_async;
 mod call_output;
 mod classify;
 mod egress;

@@ -222,8 +222,12 @@ impl Commands {
             .decider
             .pipeline()
             .with_observer(Arc::new(Started(Mutex::new(Some(settled_tx)))));
-        let task =
-            tokio::task::spawn_blocking(move || session.confined_call(&argv, &options, &pipeline));
+        // Awaited end to end: the decision, the start through the session's confiner, the wait.
+        let task = tokio::spawn(async move {
+            session
+                .confined_call_async(&argv, &options, &pipeline)
+                .await
+        });
         // A background command is only "started" once the session has let it run; a refusal (or a
         // failure before the decision) is answered like a foreground call.
         if !input.background || settled_rx.await != Ok(true) {

@@ -1,0 +1,270 @@
+//! The confined call awaited end to end (docs/architecture.md, "The execution seam"): the same
+//! record as [`Session::confined_call`] — `tool.call`, the decision, the run, `command.result` —
+//! with the decision settled through the pipeline's async `settle`, the call prepared, started and
+//! waited on through the session's confiner (`Arc<dyn Confiner>`), and the egress proxy served on
+//! the caller's runtime. Nothing here blocks on a runtime; the confiner's own blocking kernel
+//! step (the fork) runs on the runtime's blocking pool inside it.
+
+use std::io::Write;
+use std::time::Instant;
+
+use chock_decide::Settled;
+use chock_policy::Decision;
+use chock_protocol::log::{CommandResult, ToolCall};
+use chock_sandbox::{CallHandle, GateKey, Plan, SandboxError, StdioMode};
+
+use crate::approve::Deciding;
+use crate::call::{command_status, refused_words};
+use crate::call_output::{Output, SinkWriter, Stream, StreamSink, pump};
+use crate::classify::Classified;
+use crate::{CallOptions, CallOutcome, CallResult, Session, SessionError};
+
+/// What the decision of one call needs.
+struct ToDecide<'a> {
+    call_id: &'a str,
+    argv: &'a [String],
+    plan: &'a Plan,
+    classified: &'a Classified,
+    action: &'a str,
+    table: Decision,
+    pipeline: &'a chock_decide::Pipeline,
+}
+
+impl Session {
+    /// As [`Session::confined_call`], awaited (see the module): for a caller on a tokio runtime
+    /// (the agent's run_command). A session whose calls take turns ([`crate::Calls::InTurn`],
+    /// [`crate::Calls::One`]) makes its calls with [`Session::confined_call`].
+    pub async fn confined_call_async(
+        &self,
+        argv: &[String],
+        opts: &CallOptions,
+        deciding: &dyn Deciding,
+    ) -> Result<CallResult, SessionError> {
+        if argv.is_empty() {
+            return Err(SessionError::Sandbox(SandboxError::Plan(
+                "no command given".into(),
+            )));
+        }
+        if self.calls != crate::Calls::Overlapping {
+            return Err(SessionError::Sandbox(SandboxError::Plan(
+                "a session whose calls take turns makes them with confined_call".into(),
+            )));
+        }
+        // As in `confined_call`: the workspace's background git waits while the call is worked on.
+        let _pause = self.workspace.pause_background();
+        let pipeline = deciding.pipeline_for(self);
+        let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
+        let can_ask = opts.ask_connections && pipeline.broker().can_ask();
+        let plan = self.plan_asking(argv, opts, can_ask);
+        let classified = self.classify(&plan);
+        let action = classified.action.as_str().to_string();
+        let table = self.decide(&classified.action).decision;
+        let confiner = self.confiner();
+        let how = ToDecide {
+            call_id: &call_id,
+            argv,
+            plan: &plan,
+            classified: &classified,
+            action: &action,
+            table,
+            pipeline: &pipeline,
+        };
+        // A call the table allows outright is started at once, gated: built up to its command's
+        // start while its `tool.call` and `decision` are written and synced, its command started
+        // once the decision is durable. One that asks may wait on a person, and one the table
+        // denies never runs.
+        let (settled, early) = if table == Decision::Allow {
+            let (gate, key) = chock_sandbox::gate()?;
+            let starting = async {
+                let call = confiner.prepare(plan.clone()).await?;
+                confiner.start(call, StdioMode::Piped, Some(gate)).await
+            };
+            let (settled, started) = tokio::join!(self.settle_async(&how, Some(key)), starting);
+            (settled?, Some(started))
+        } else {
+            (self.settle_async(&how, None).await?, None)
+        };
+        if !settled.allowed() {
+            // A call started early was never let through its gate: its start failed and nothing
+            // of it is left.
+            drop(early);
+            let (by, reason) = refused_words(&settled);
+            self.log.record(
+                Some(&call_id),
+                CommandResult::Refused {
+                    by: by.clone(),
+                    reason: reason.clone(),
+                },
+            )?;
+            return Ok(CallResult {
+                call_id,
+                action,
+                decision: settled.decision,
+                decided_by: settled.rule.clone(),
+                settled,
+                outcome: CallOutcome::Refused { by, reason },
+            });
+        }
+        let started = match early {
+            Some(started) => started,
+            None => match confiner.prepare(plan.clone()).await {
+                Ok(call) => confiner.start(call, StdioMode::Piped, None).await,
+                Err(e) => Err(e),
+            },
+        };
+        self.note_socket_walks(&plan);
+        self.run_async(call_id, action, settled, started, opts, &pipeline)
+            .await
+    }
+
+    /// The call's `tool.call`, then its decision (the table, then whoever must answer: durable
+    /// before it returns); `key` is opened the moment an allowing decision is durable.
+    async fn settle_async(
+        &self,
+        how: &ToDecide<'_>,
+        key: Option<GateKey>,
+    ) -> Result<Settled, SessionError> {
+        self.log.record(
+            Some(how.call_id),
+            ToolCall {
+                tool: "exec".to_string(),
+                input: None,
+                argv: Some(how.argv.to_vec()),
+                cwd: Some(how.plan.cwd.display().to_string()),
+                action: Some(how.action.to_string()),
+                resolved: how
+                    .classified
+                    .resolved
+                    .as_ref()
+                    .map(|p| p.display().to_string()),
+            },
+        )?;
+        let detail = format!("run `{}` in the sandbox", how.argv.join(" "));
+        // Only a question waits on a person; the table's own answer is at once.
+        let _asking = (how.table == Decision::Ask).then(|| self.workspace.lend_background());
+        let settled = how
+            .pipeline
+            .settle(Some(how.call_id), &how.classified.action, &detail)
+            .await?;
+        if let Some(key) = key.filter(|_| settled.allowed()) {
+            key.open();
+        }
+        Ok(settled)
+    }
+
+    async fn run_async(
+        &self,
+        call_id: String,
+        action: String,
+        settled: Settled,
+        started: Result<Box<dyn CallHandle>, SandboxError>,
+        opts: &CallOptions,
+        pipeline: &chock_decide::Pipeline,
+    ) -> Result<CallResult, SessionError> {
+        let began = Instant::now();
+        let mut call = match started {
+            Ok(call) => call,
+            Err(e) => {
+                let (kind, layer) = match &e {
+                    SandboxError::Layer { layer, .. } => ("layer", Some(layer.name())),
+                    SandboxError::Exec { .. } => ("exec", None),
+                    SandboxError::Plan(_) => ("plan", None),
+                    SandboxError::Host { .. } => ("host", None),
+                };
+                self.log.record(
+                    Some(&call_id),
+                    CommandResult::Failed {
+                        error: kind.to_string(),
+                        layer: layer.map(str::to_string),
+                        message: e.to_string(),
+                    },
+                )?;
+                return Err(e.into());
+            }
+        };
+        // Registered while it runs, so an interrupt can end it (and its whole process tree).
+        let _running = call
+            .killer()
+            .ok()
+            .and_then(|killer| self.running.register(&call_id, killer));
+        let served = call
+            .take_egress()
+            .map(|listener| crate::egress::serve(pipeline, &self.log, &call_id, listener))
+            .transpose();
+        let proxy = match served {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                self.log.record(
+                    Some(&call_id),
+                    CommandResult::Failed {
+                        error: "proxy".to_string(),
+                        layer: None,
+                        message: e.to_string(),
+                    },
+                )?;
+                return Err(e);
+            }
+        };
+        let limit = opts.capture_limit;
+        // Both streams are read on the runtime's blocking pool while the call is awaited: the
+        // wait enforces the timeout, and the call's end is what ends the streams.
+        let pump_on = |f: Option<std::fs::File>, stream: Stream| {
+            let output = opts.output.clone();
+            f.map(|f| {
+                tokio::task::spawn_blocking(move || {
+                    let sink: Option<Box<dyn Write + Send>> = match (output, stream) {
+                        (Output::Capture, _) => None,
+                        (Output::Stream, Stream::Stdout) => Some(Box::new(std::io::stdout())),
+                        (Output::Stream, Stream::Stderr) => Some(Box::new(std::io::stderr())),
+                        (Output::StreamTo(StreamSink(sink)), stream) => {
+                            Some(Box::new(SinkWriter { sink, stream }))
+                        }
+                    };
+                    pump(f, limit, sink)
+                })
+            })
+        };
+        let out_task = pump_on(call.take_stdout(), Stream::Stdout);
+        let err_task = pump_on(call.take_stderr(), Stream::Stderr);
+        let waited = call.wait().await;
+        let joined = |t: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
+            match t {
+                Some(t) => t.await.unwrap_or_default(),
+                None => Default::default(),
+            }
+        };
+        let (stdout, out_trunc) = joined(out_task).await;
+        let (stderr, err_trunc) = joined(err_task).await;
+        if let Some(proxy) = proxy {
+            proxy.shutdown().await;
+        }
+        let outcome = waited?;
+        let checkpoint = self.workspace.checkpoint(&call_id).ok().flatten();
+        self.log.record(
+            Some(&call_id),
+            CommandResult::Ran {
+                status: command_status(outcome.status),
+                exit_code: outcome.status.code(),
+                limits: serde_json::to_value(&outcome.limits).unwrap_or_default(),
+                duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                stdout_bytes: stdout.len(),
+                stderr_bytes: stderr.len(),
+                truncated: out_trunc || err_trunc,
+                checkpoint,
+            },
+        )?;
+        Ok(CallResult {
+            call_id,
+            action,
+            decision: settled.decision,
+            decided_by: settled.rule.clone(),
+            settled,
+            outcome: CallOutcome::Ran {
+                outcome,
+                stdout,
+                stderr,
+                truncated: out_trunc || err_trunc,
+            },
+        })
+    }
+}
