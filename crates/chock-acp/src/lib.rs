@@ -6,13 +6,13 @@
 //! prompt and streams the live events as `session/update`s ([`live`]); `session/cancel`
 //! interrupts the turn; the decision pipeline's questions become `session/request_permission`
 //! with yes once / yes for this session / no, and a question the editor does not answer is a
-//! refusal ([`permission`]).
+//! refusal (`permission`).
 //!
 //! The editor is never used to act. Chock advertises no use of the client's `fs/*` or
 //! `terminal/*` methods and never calls them, whatever the client offers: commands run in
 //! Chock's sandbox and files are written in the session's throwaway copy. At the end of a turn
 //! that changed files the editor is shown the diff and asked whether to apply it; a yes is the
-//! `workspace.apply` act, digest-pinned, decided and logged like any other ([`apply`]).
+//! `workspace.apply` act, digest-pinned, decided and logged like any other (`apply`).
 //!
 //! The wire types are a small hand-written [`schema`] pinned to ACP protocol version 1; see
 //! docs/editors.md for what maps to what.

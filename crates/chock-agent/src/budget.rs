@@ -260,7 +260,7 @@ impl Budget {
 
     /// Books the reply of a call of `turn`, as the log names it: a turn's
     /// ([`Budget::charge`]), or one outside the turns ([`chock_protocol::log::OFF_TURN`],
-    /// [`Budget::charge_aside`]).
+    /// `Budget::charge_aside`).
     pub fn book(&self, turn: u32, input_tokens: u64, output_tokens: u64, usd: Option<f64>) {
         if turn == chock_protocol::log::OFF_TURN {
             self.charge_aside(input_tokens, output_tokens, usd);

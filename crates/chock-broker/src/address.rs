@@ -185,7 +185,7 @@ impl AddressPolicy {
 /// Classify an address, unwrapping IPv4 carried in IPv6. Returns the address judged and its class.
 ///
 /// The well-known NAT64 prefix 64:ff9b::/96 carries the IPv4 address in its last 32 bits; for the
-/// local-use prefix see [`classify_local_nat64`].
+/// local-use prefix see `classify_local_nat64`.
 pub fn classify(address: IpAddr) -> (IpAddr, AddressClass) {
     match address {
         IpAddr::V4(v4) => (address, classify_v4(v4)),

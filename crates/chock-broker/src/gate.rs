@@ -57,7 +57,7 @@ impl GateAnswer {
 }
 
 /// What the host asks before an act leaves. `detail` says what exactly would happen ("fetch
-/// https://example.com/a"), for a person answering.
+/// <https://example.com/a>"), for a person answering.
 pub trait Gate: Send + Sync {
     /// Decide `action`. An answer nobody gives must come back as a refusal, never as a wait forever.
     fn decide<'a>(&'a self, action: &'a Action, detail: &'a str) -> GateFuture<'a>;

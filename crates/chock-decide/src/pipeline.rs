@@ -333,7 +333,7 @@ impl Pipeline {
         Ok(by.zip(text))
     }
 
-    /// The [`Gate`] the network broker asks for the call `call_id`: every act it names is settled
+    /// The broker's `Gate` the network broker asks for the call `call_id`: every act it names is settled
     /// here (logged under that call).
     pub fn gate(&self, call_id: &str) -> PipelineGate {
         PipelineGate {

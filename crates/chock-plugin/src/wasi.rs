@@ -1,6 +1,6 @@
 //! The WASI a plugin gets: what Rust's standard library links for `wasm32-wasip2`, implemented
 //! here by Chock rather than by wasmtime-wasi. This module holds the stdio surface (streams,
-//! stdin/stdout/stderr, the terminal queries, the environment, `exit`); [`crate::wasi_clock`] the
+//! stdin/stdout/stderr, the terminal queries, the environment, `exit`); `crate::wasi_clock` the
 //! pollables, clocks and random numbers. Standard input is empty and closed; standard output and
 //! error become lines of the call's log (capped); the environment and the arguments are empty;
 //! there is no working directory; `exit` ends the call as a trap.

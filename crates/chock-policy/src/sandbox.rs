@@ -90,7 +90,7 @@ pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
 }
 
 /// The one rule for an environment name some table passes to a confined process (`[sandbox] env`,
-/// an MCP server's `env`): [`check_env_name`]'s, and none of `withheld`, the variables the
+/// an MCP server's `env`): `check_env_name`'s, and none of `withheld`, the variables the
 /// person's configuration keeps keys in (each provider's `key_env`, the search backend's), which
 /// only the session knows.
 pub fn check_passed_env(name: &str, withheld: &[String]) -> Result<(), String> {

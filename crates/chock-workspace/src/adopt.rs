@@ -115,7 +115,7 @@ impl AdoptPlan {
     /// Copies the files, makes the directories and writes the `deleted` list. Files are created
     /// with `O_EXCL`, so a destination that appeared since the plan is still never overwritten,
     /// and every directory on the way is reached without following a symlink (see
-    /// [`crate::beneath`]), so a `.chock-adopted` that is a link leads nowhere.
+    /// `crate::beneath`), so a `.chock-adopted` that is a link leads nowhere.
     pub fn commit(&self) -> Result<AdoptCounts> {
         let root = open_root(&self.project)?;
         let base = format!("{ADOPTED_DIR}/{}", self.session);

@@ -139,7 +139,7 @@ impl Background {
 }
 
 /// While it lives, the workspace's background work (its git base) is paused, or, for a
-/// [`BackgroundPause::lend`] guard, runs whatever pauses are held. A tool call holds a pause while
+/// `BackgroundPause::lend` guard, runs whatever pauses are held. A tool call holds a pause while
 /// it is worked on, and lends the time a person takes to answer its question. Several may live at
 /// once; the work is paused while any pause and no lend lives, and never again once someone
 /// needs its result.

@@ -270,7 +270,7 @@ impl Workspace {
     }
 
     /// Pauses the git base this process is still writing, until the returned guard is dropped
-    /// (see [`crate::background`]): the session holds it while it works, not while it waits.
+    /// (see `crate::background`): the session holds it while it works, not while it waits.
     /// Nothing to pause is not an error: the guard is then empty.
     pub fn pause_background(&self) -> BackgroundPause {
         BackgroundPause::hold(self.background())
@@ -416,7 +416,7 @@ fn names_below(
 impl Drop for Workspace {
     /// A base still being written is waited for if the session changed anything (its changes must
     /// be measured against the state before they were made), and abandoned if it changed nothing
-    /// (see [`crate::base`]): a session that made no change ends without a `git add -A`'s wait.
+    /// (see `crate::base`): a session that made no change ends without a `git add -A`'s wait.
     fn drop(&mut self) {
         let job = self
             .base_job

@@ -1,6 +1,6 @@
 //! The file tools: read_file, write_file, edit_file, list, glob, grep — plain data operations on the
 //! workspace view, decided as `fs.read` (read_file, list, glob, grep) and `fs.write` (write_file, edit_file).
-//! list, glob and grep live in [`search`].
+//! list, glob and grep live in `search`.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

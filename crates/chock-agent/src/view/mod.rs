@@ -13,7 +13,7 @@
 //! Every path the model gives is mapped to a path relative to the workspace root. `..` that climbs out,
 //! an absolute path outside the project path, and a symlink whose target leaves the workspace are refused
 //! before anything is read. The view's own look at each path and the host's
-//! acts (read, list, write) walk each layer by descriptor ([`chock_beneath`], through [`beneath`]),
+//! acts (read, list, write) walk each layer by descriptor ([`chock_beneath`], through `beneath`),
 //! never following a symlink: a component a background command swaps for a symlink after the check
 //! stops the look or the act instead of redirecting it out of the layer.
 

@@ -18,7 +18,7 @@ pub struct Ruling {
     pub scope: AllowScope,
     /// The policy file the question is about, named in the ask and the answer.
     pub policy_file: Option<String>,
-    /// Lines shown with the question ([`Question::context`]).
+    /// Lines shown with the question (`Question::context`).
     pub context: Vec<String>,
 }
 

@@ -1,7 +1,7 @@
 //! JSON-RPC 2.0 frames as JSON values: the one place a frame is built and read, for every server
 //! Chock has. The daemon's typed frames ([`super::Request`], [`super::Response`],
 //! [`super::Notification`]) and `chock acp`'s untyped ones (ACP's methods are not the daemon's)
-//! both carry [`JSONRPC`](super::JSONRPC) and the spec's codes ([`code`]) from here.
+//! both carry [`JSONRPC`] and the spec's codes ([`code`]) from here.
 
 use serde_json::{Map, Value};
 

@@ -3,7 +3,7 @@
 //! namespaces).
 //!
 //! The sequence: make every mount private; mount a tmpfs on /tmp and pivot into it, so the old root
-//! sits at /oldroot and every source is reached as /oldroot/<path> (no source can be shadowed by the
+//! sits at /oldroot and every source is reached as `/oldroot/<path>` (no source can be shadowed by the
 //! new tree); build the tree; mount a fresh /proc while the old one is still attached (the kernel only
 //! lets a user namespace mount procfs where one is already fully visible); detach /oldroot; make the
 //! new root read-only.

@@ -91,7 +91,7 @@ fn dword(
 }
 
 /// Compiles [`RULES`] for `arch` into the BPF programs to install, in order: one program, the
-/// per-answer programs of [`per_answer`] chained (see [`chain`]).
+/// per-answer programs of `per_answer` chained (see `chain`).
 pub fn compile(arch: Arch) -> Result<Vec<BpfProgram>, String> {
     Ok(vec![chain(per_answer(arch)?)?])
 }
