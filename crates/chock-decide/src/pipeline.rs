@@ -333,8 +333,8 @@ impl Pipeline {
         Ok(by.zip(text))
     }
 
-    /// The broker's `Gate` the network broker asks for the call `call_id`: every act it names is settled
-    /// here (logged under that call).
+    /// The `Gate` the network broker asks for the call `call_id`: every act it names is
+    /// settled here (logged under that call).
     pub fn gate(&self, call_id: &str) -> PipelineGate {
         PipelineGate {
             pipeline: self.clone(),

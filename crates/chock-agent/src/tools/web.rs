@@ -1,8 +1,9 @@
 //! fetch_url and web_search: the network reached from the host, through chock-broker, never from the
 //! sandbox. The broker decides `net.fetch.<reversed host>` (for the URL and every redirect) and
-//! `web.search` by asking its [`Gate`]; here that gate is the agent's [`CallGate`](crate::gate::CallGate), so the table, a
-//! person or a reviewer answer exactly as for any other act, and each decision is logged (as a
-//! `decision` event under the tool call's id) before the broker connects.
+//! `web.search` by asking its [`Gate`]; here that gate is the agent's
+//! [`CallGate`](crate::gate::CallGate), so the table, a person or a reviewer answer exactly as for
+//! any other act, and each decision is logged (as a `decision` event under the tool call's id)
+//! before the broker connects.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
