@@ -358,7 +358,7 @@ async fn every_builtin_tool_still_works_through_the_registry() {
 /// under `src/` names `src/AGENTS.md` after its own output, later ones do not repeat it, and
 /// reading the notes themselves counts as being pointed to them.
 #[tokio::test]
-async fn a_subdirectorys_agents_md_is_named_once_when_the_model_first_works_there() {
+async fn the_agents_md_of_a_subdirectory_is_named_once_when_the_model_first_works_there() {
     let mut e = env("");
     let project = e._tmp.path().canonicalize().unwrap().join("project");
     std::fs::create_dir_all(project.join("docs")).unwrap();

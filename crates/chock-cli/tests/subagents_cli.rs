@@ -665,7 +665,7 @@ fn orphan_script(tag: &str, step: usize, _body: &Value) -> Step {
 }
 
 #[test]
-fn a_parent_killed_while_its_child_runs_records_the_childs_end_when_resumed() {
+fn a_parent_killed_while_its_child_runs_records_the_end_of_the_child_when_resumed() {
     let w = World::new();
     let (port, _seen) = tree_server(w.sessions_root(), Arc::new(orphan_script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
