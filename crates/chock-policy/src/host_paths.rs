@@ -65,6 +65,47 @@ pub(crate) fn with_real(path: PathBuf) -> Vec<PathBuf> {
     }
 }
 
+/// Where every symlink met while resolving `path` lies (each link's own location, its parent
+/// already resolved), in the order met. A path whose resolution passes through a directory a
+/// confined process can write is that process's to redirect, even when the link it put there
+/// leads out again and neither the name written nor the final real path shows it.
+pub(crate) fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
+    /// As the kernel's limit on links followed in one resolution.
+    const MAX_LINKS: usize = 40;
+    let mut met = Vec::new();
+    let mut at = PathBuf::from("/");
+    let mut rest: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .map(|c| c.as_os_str().to_os_string())
+        .collect();
+    while let Some(part) = rest.pop() {
+        match Path::new(&part).components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                at.pop();
+            }
+            Some(Component::Normal(_)) => {
+                let next = at.join(&part);
+                match std::fs::read_link(&next) {
+                    Ok(target) if met.len() < MAX_LINKS => {
+                        met.push(next);
+                        rest.extend(
+                            target
+                                .components()
+                                .rev()
+                                .map(|c| c.as_os_str().to_os_string()),
+                        );
+                    }
+                    _ => at = next,
+                }
+            }
+            _ => {}
+        }
+    }
+    met
+}
+
 /// The real directory of the running binary (`/proc/self/exe`'s, symlinks resolved): where
 /// `chock` and `chock-full` are installed side by side.
 pub fn binaries_dir() -> Option<PathBuf> {
@@ -246,7 +287,8 @@ fn overlaps(a: &Path, b: &Path) -> bool {
 }
 
 /// A declared path lying under another declared write path is refused, by the names written and
-/// by where they really lead: a confined process can write there, so it could replace that path
+/// by where they really lead, and by every link met on the way there (`links_on_the_way`): a
+/// confined process can write there, so it could replace that path
 /// (or a directory above it) with a symlink to anywhere on the host (`~/.ssh`), and the next
 /// process would bind the link's target.
 pub fn check_nesting(declared: &[DeclaredPath]) -> Result<(), (usize, String)> {
@@ -265,10 +307,12 @@ pub fn check_nesting(declared: &[DeclaredPath]) -> Result<(), (usize, String)> {
 /// Why `d` lies under one of `writes` (strictly: a path is not under itself), if it does.
 pub fn under_write_path(d: &DeclaredPath, writes: &[&DeclaredPath]) -> Option<String> {
     let names = with_real(d.path.clone());
+    let links = links_on_the_way(&d.path);
     writes.iter().find_map(|outer| {
         let outer_names = with_real(outer.path.clone());
         let nested = names
             .iter()
+            .chain(&links)
             .any(|name| outer_names.iter().any(|w| name.starts_with(w) && name != w));
         nested.then(|| {
             format!(
@@ -293,9 +337,13 @@ pub fn sees_a_write_path<'a>(
     writes.iter().find_map(|write| {
         let write_names = with_real(write.clone());
         seen.iter().find_map(|(what, place)| {
+            let through = links_on_the_way(place);
             let clash = with_real(place.clone())
                 .iter()
-                .any(|p| write_names.iter().any(|w| overlaps(p, w)));
+                .any(|p| write_names.iter().any(|w| overlaps(p, w)))
+                || through
+                    .iter()
+                    .any(|l| write_names.iter().any(|w| l.starts_with(w) && l != w));
             clash.then_some((*what, place.as_path(), write.as_path()))
         })
     })

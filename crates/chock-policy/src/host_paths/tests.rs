@@ -156,3 +156,36 @@ fn a_path_under_another_table_s_write_path_is_refused_by_either_name() {
     let other = declared(&base.join("other"), Access::Write, "mcp.servers.x.cache");
     check_nesting(&[sandbox_write.clone(), other, sandbox_write]).unwrap();
 }
+
+/// A confined process that can write in `w` replaces a directory there, one a host link leads
+/// through, with a link out of it: the declared path then resolves outside `w`, so neither its
+/// name nor its final real path lies under `w`, yet where it leads is the process's choice. The
+/// links met on the way are compared too.
+#[test]
+fn a_path_resolved_through_a_link_inside_a_write_path_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let w = base.join("w");
+    std::fs::create_dir_all(&w).unwrap();
+    let elsewhere = base.join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("data")).unwrap();
+    // The host's link into the write path (a tool's `current` link, say) ...
+    let link = base.join("tool");
+    std::os::unix::fs::symlink(w.join("v1"), &link).unwrap();
+    // ... and, in the write path, what the confined process swapped in.
+    std::os::unix::fs::symlink(&elsewhere, w.join("v1")).unwrap();
+    let write = declared(&w, Access::Write, "sandbox.write");
+    let read = declared(&link.join("data"), Access::Read, "mcp.servers.x.read");
+    assert_eq!(
+        std::fs::canonicalize(&read.path).unwrap(),
+        elsewhere.join("data")
+    );
+    let (at, why) = check_nesting(&[write.clone(), read.clone()]).unwrap_err();
+    assert_eq!(at, 1);
+    assert!(why.contains("sandbox.write"), "{why}");
+    let seen = [("its read path", read.path.clone())];
+    assert!(sees_a_write_path(&seen, std::slice::from_ref(&w)).is_some());
+    // Reached without passing through the write path: fine.
+    let direct = declared(&elsewhere.join("data"), Access::Read, "mcp.servers.x.read");
+    check_nesting(&[write, direct]).unwrap();
+}
