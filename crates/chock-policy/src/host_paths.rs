@@ -66,7 +66,8 @@ pub(crate) fn with_real(path: PathBuf) -> Vec<PathBuf> {
 }
 
 /// Where every symlink met while resolving `path` lies (each link's own location, its parent
-/// already resolved), in the order met. A path whose resolution passes through a directory a
+/// already resolved), in the order met, then where the resolution ends (a path whose last
+/// components do not exist yet ends below the last one that does). A path whose resolution passes through a directory a
 /// confined process can write is that process's to redirect, even when the link it put there
 /// leads out again and neither the name written nor the final real path shows it.
 pub(crate) fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
@@ -103,6 +104,9 @@ pub(crate) fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
             _ => {}
         }
     }
+    // Where it leads, found so far even when its end does not exist yet (then `canonicalize`
+    // says nothing, and a confined process may be the one to make it).
+    met.push(at);
     met
 }
 

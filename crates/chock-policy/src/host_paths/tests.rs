@@ -185,6 +185,16 @@ fn a_path_resolved_through_a_link_inside_a_write_path_is_refused() {
     assert!(why.contains("sandbox.write"), "{why}");
     let seen = [("its read path", read.path.clone())];
     assert!(sees_a_write_path(&seen, std::slice::from_ref(&w)).is_some());
+    // Not made yet, behind a host link into the write path: the confined process would make it.
+    let later = declared(
+        &base.join("later").join("data"),
+        Access::Read,
+        "sandbox.read",
+    );
+    std::os::unix::fs::symlink(w.join("v2"), base.join("later")).unwrap();
+    assert!(std::fs::canonicalize(&later.path).is_err());
+    let (at, _) = check_nesting(&[write.clone(), later]).unwrap_err();
+    assert_eq!(at, 1);
     // Reached without passing through the write path: fine.
     let direct = declared(&elsewhere.join("data"), Access::Read, "mcp.servers.x.read");
     check_nesting(&[write, direct]).unwrap();
