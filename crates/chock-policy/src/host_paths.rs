@@ -117,6 +117,46 @@ pub fn binaries_dir() -> Option<PathBuf> {
     exe.parent().map(Path::to_path_buf)
 }
 
+/// Every directory no declared write path may overlap because of Chock's own binaries: the real
+/// one ([`binaries_dir`]) and the one the person ran `chock` from (its `argv[0]`, which `chock`
+/// hands on to `chock-full`: found on `$PATH` as a shell finds it, or a path), under both its
+/// names. Run through a link (`~/.local/bin/chock`), that directory holds the link, and a call
+/// that could write there would swap in a program the person runs next, unconfined.
+pub fn binaries_dirs() -> Vec<PathBuf> {
+    let arg0 = std::env::args_os().next().unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    binaries_dirs_for(&arg0, std::env::var_os("PATH").as_deref(), &cwd)
+}
+
+/// [`binaries_dirs`] for a given `argv[0]`, `$PATH` and working directory.
+pub(crate) fn binaries_dirs_for(
+    arg0: &std::ffi::OsStr,
+    path_var: Option<&std::ffi::OsStr>,
+    cwd: &Path,
+) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut dirs: Vec<PathBuf> = binaries_dir().into_iter().collect();
+    let ran = if arg0.as_bytes().contains(&b'/') {
+        Some(cwd.join(arg0))
+    } else if arg0.is_empty() {
+        None
+    } else {
+        path_var.and_then(|p| {
+            std::env::split_paths(p)
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join(arg0))
+                .find(|f| f.is_file())
+        })
+    };
+    let from = ran.and_then(|f| f.parent().map(Path::to_path_buf));
+    for dir in from.into_iter().flat_map(with_real) {
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    dirs
+}
+
 /// Expands `~/`, requires an absolute path, and refuses `..` and `.` components.
 pub(crate) fn expand(raw: &str, home: Option<&Path>) -> Result<PathBuf, String> {
     if raw == "~" {
@@ -164,7 +204,7 @@ impl HostPaths {
         HostPaths {
             home,
             chock_dirs: dirs.into_iter().flat_map(with_real).collect(),
-            binaries: binaries_dir().into_iter().collect(),
+            binaries: binaries_dirs(),
             ..HostPaths::default()
         }
     }

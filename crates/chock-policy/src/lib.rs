@@ -26,7 +26,7 @@ pub use action::{Action, ActionError, ExecClass, reverse_host};
 pub use decision::Decision;
 pub use error::{ErrorKind, PolicyError};
 pub use host_paths::{
-    Access, DeclaredPath, HostPaths, binaries_dir, check_nesting, sees_a_write_path,
+    Access, DeclaredPath, HostPaths, binaries_dir, binaries_dirs, check_nesting, sees_a_write_path,
     under_write_path,
 };
 pub use limits::{BudgetConfig, LimitsConfig, SubagentsConfig};

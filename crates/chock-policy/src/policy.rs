@@ -15,7 +15,7 @@ use crate::action::Action;
 use crate::decision::Decision;
 use crate::error::{ErrorKind, Located, PolicyError};
 use crate::file::{self, ParsedFile, Role};
-use crate::host_paths::{HostPaths, binaries_dir, with_real};
+use crate::host_paths::{HostPaths, binaries_dirs, with_real};
 use crate::limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 use crate::ratchet::{Ratchet, RatchetError};
 use crate::sandbox::SandboxConfig;
@@ -157,7 +157,7 @@ impl Policy {
             policy_files: Vec::new(),
             forbidden: Vec::new(),
             chock_dirs: chock_dirs.into_iter().flat_map(with_real).collect(),
-            binaries: binaries_dir().into_iter().collect(),
+            binaries: binaries_dirs(),
         };
         for source in [&sources.project, &sources.org].into_iter().flatten() {
             let absolute = source

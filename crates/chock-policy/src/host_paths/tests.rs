@@ -199,3 +199,38 @@ fn a_path_resolved_through_a_link_inside_a_write_path_is_refused() {
     let direct = declared(&elsewhere.join("data"), Access::Read, "mcp.servers.x.read");
     check_nesting(&[write, direct]).unwrap();
 }
+
+/// `chock` run through a link (`~/.local/bin/chock` -> the installed binary): a call that can
+/// write the link's directory replaces the link with a program of its own, which the person runs
+/// next, unconfined. The directory the person runs it from is refused as a write path too.
+#[test]
+fn the_directory_chock_is_run_from_through_a_link_is_no_write_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let bin = base.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+    std::os::unix::fs::symlink(&exe, bin.join("chock")).unwrap();
+    let path_var = std::ffi::OsString::from(format!("/nonexistent:{}", bin.display()));
+    for arg0 in [
+        std::ffi::OsString::from("chock"),
+        bin.join("chock").into_os_string(),
+    ] {
+        let dirs = binaries_dirs_for(&arg0, Some(&path_var), &base);
+        assert!(
+            dirs.contains(&exe.parent().unwrap().to_path_buf()),
+            "{dirs:?}"
+        );
+        assert!(dirs.contains(&bin), "{arg0:?}: {dirs:?}");
+        let c = HostPaths {
+            binaries: dirs,
+            ..HostPaths::default()
+        };
+        let err = c.check(&bin, Access::Write).unwrap_err();
+        assert!(err.contains("Chock's own binaries"), "{err}");
+        c.check(&bin, Access::Read).unwrap();
+    }
+    // Relative to the working directory.
+    let dirs = binaries_dirs_for(std::ffi::OsStr::new("bin/chock"), None, &base);
+    assert!(dirs.contains(&bin), "{dirs:?}");
+}
