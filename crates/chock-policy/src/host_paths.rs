@@ -235,10 +235,46 @@ impl HostPaths {
                 self.check_lexical(&real, access)
                     .map_err(|why| format!("leads to {} which {why}", real.display()))?;
             }
+            self.check_identity(&real)?;
             if std::fs::metadata(&real).is_ok_and(|m| m.file_type().is_socket()) {
                 return Err(
                     "is a socket: a socket would let the sandbox talk to a host process".into(),
                 );
+            }
+        }
+        Ok(())
+    }
+
+    /// The org bundle's `forbid` list and Chock's own directories compared by identity (device
+    /// and inode of the path and of each directory above it), not only by name: a host bind
+    /// mount (`/mnt/home` showing `/home`) or a case-folding directory names the same directory
+    /// under a path no name comparison matches, and the bind would show it all the same.
+    fn check_identity(&self, real: &Path) -> Result<(), String> {
+        let declared = identities(real);
+        let Some(&own) = declared.first() else {
+            return Ok(());
+        };
+        let protected = self
+            .forbidden
+            .iter()
+            .map(|(p, place)| (p, format!("which the org bundle forbids at {place}")))
+            .chain(self.chock_dirs.iter().map(|p| {
+                (
+                    p,
+                    "Chock's own directory, which nothing inside the sandbox may see".to_string(),
+                )
+            }));
+        for (path, why) in protected {
+            let theirs = identities(path);
+            let Some(&top) = theirs.first() else {
+                continue;
+            };
+            // Inside the protected directory, or containing it, under whatever name.
+            if declared.contains(&top) || theirs.contains(&own) {
+                return Err(format!(
+                    "is or overlaps {} under another name (a bind mount or a case-folding                      directory), {why}",
+                    path.display()
+                ));
             }
         }
         Ok(())
@@ -323,6 +359,23 @@ impl HostPaths {
         }
         check_nesting(declared)
     }
+}
+
+/// The (device, inode) of `path` and of every directory above it, the path's own first; empty
+/// when it does not exist.
+fn identities(path: &Path) -> Vec<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(own) = std::fs::metadata(path) else {
+        return Vec::new();
+    };
+    let mut ids = vec![(own.dev(), own.ino())];
+    ids.extend(
+        path.ancestors()
+            .skip(1)
+            .filter_map(|a| std::fs::metadata(a).ok())
+            .map(|m| (m.dev(), m.ino())),
+    );
+    ids
 }
 
 /// Whether one path contains the other.

@@ -234,3 +234,52 @@ fn the_directory_chock_is_run_from_through_a_link_is_no_write_path() {
     let dirs = binaries_dirs_for(std::ffi::OsStr::new("bin/chock"), None, &base);
     assert!(dirs.contains(&bin), "{dirs:?}");
 }
+
+/// A host bind mount shows a forbidden directory under another path, which no name comparison
+/// (written or resolved: a bind mount is no link) matches. The test runs itself again in a user
+/// and mount namespace of its own (`unshare -rm`), where it may bind mount as root or not.
+#[test]
+fn a_forbidden_directory_under_another_name_is_refused() {
+    const INNER: &str = "CHOCK_POLICY_TEST_BIND_BASE";
+    if let Some(base) = std::env::var_os(INNER) {
+        let base = PathBuf::from(base);
+        let (secret, alias) = (base.join("secret"), base.join("alias"));
+        let status = std::process::Command::new("mount")
+            .args(["--bind"])
+            .arg(&secret)
+            .arg(&alias)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount --bind: {status}");
+        let c = HostPaths {
+            forbidden: vec![(secret.clone(), "org.toml:3".into())],
+            ..HostPaths::default()
+        };
+        for path in [alias.clone(), alias.join("keys")] {
+            let err = c.check(&path, Access::Read).unwrap_err();
+            assert!(err.contains("org.toml:3"), "{err}");
+        }
+        // A path beside it is fine.
+        c.check(&base.join("other"), Access::Read).unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    for d in ["secret/keys", "alias", "other"] {
+        std::fs::create_dir_all(base.join(d)).unwrap();
+    }
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "host_paths::tests::a_forbidden_directory_under_another_name_is_refused",
+            "--nocapture",
+        ])
+        .env(INNER, &base)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && text.contains("1 passed"), "{text}");
+}
