@@ -235,7 +235,7 @@ impl HostPaths {
                 self.check_lexical(&real, access)
                     .map_err(|why| format!("leads to {} which {why}", real.display()))?;
             }
-            self.check_identity(&real)?;
+            self.check_identity(&real, access)?;
             if std::fs::metadata(&real).is_ok_and(|m| m.file_type().is_socket()) {
                 return Err(
                     "is a socket: a socket would let the sandbox talk to a host process".into(),
@@ -249,7 +249,7 @@ impl HostPaths {
     /// and inode of the path and of each directory above it), not only by name: a host bind
     /// mount (`/mnt/home` showing `/home`) or a case-folding directory names the same directory
     /// under a path no name comparison matches, and the bind would show it all the same.
-    fn check_identity(&self, real: &Path) -> Result<(), String> {
+    fn check_identity(&self, real: &Path, access: Access) -> Result<(), String> {
         let declared = identities(real);
         let Some(&own) = declared.first() else {
             return Ok(());
@@ -264,6 +264,28 @@ impl HostPaths {
                     "Chock's own directory, which nothing inside the sandbox may see".to_string(),
                 )
             }));
+        // Written: nor the real project, Chock's binaries or a policy file.
+        let written = (access == Access::Write).then(|| {
+            self.project_dir
+                .iter()
+                .map(|p| {
+                    (
+                        p,
+                        "the real project, changed only through a reviewed apply".into(),
+                    )
+                })
+                .chain(
+                    self.binaries
+                        .iter()
+                        .map(|p| (p, "where Chock's own binaries are".to_string())),
+                )
+                .chain(
+                    self.policy_files
+                        .iter()
+                        .map(|p| (p, "a policy file, which must stay read-only".to_string())),
+                )
+        });
+        let protected = protected.chain(written.into_iter().flatten());
         for (path, why) in protected {
             let theirs = identities(path);
             let Some(&top) = theirs.first() else {

@@ -261,6 +261,14 @@ fn a_forbidden_directory_under_another_name_is_refused() {
         }
         // A path beside it is fine.
         c.check(&base.join("other"), Access::Read).unwrap();
+        // The real project under another name: readable, never a write path.
+        let c = HostPaths {
+            project_dir: Some(secret.clone()),
+            ..HostPaths::default()
+        };
+        c.check(&alias, Access::Read).unwrap();
+        let err = c.check(&alias, Access::Write).unwrap_err();
+        assert!(err.contains("the real project"), "{err}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
