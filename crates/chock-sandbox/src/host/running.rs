@@ -98,13 +98,7 @@ impl CallIo {
                 let seccomp = match watch {
                     Ok(w) => w,
                     Err(e) => {
-                        drop(lifeline_w);
-                        setup.kill();
-                        setup.reap();
-                        if let Some(cg) = &cgroup {
-                            cg.kill();
-                            cg.remove();
-                        }
+                        abandon(lifeline_w, &setup, cgroup.as_ref());
                         return Err(SandboxError::Layer {
                             layer: Layer::Seccomp,
                             reason: format!("the filter's listener was not handed over: {e}"),
@@ -147,13 +141,7 @@ impl CallIo {
                 })
             }
             other => {
-                drop(lifeline_w);
-                setup.kill();
-                setup.reap();
-                if let Some(cg) = &cgroup {
-                    cg.kill();
-                    cg.remove();
-                }
+                abandon(lifeline_w, &setup, cgroup.as_ref());
                 Err(other.err().unwrap_or_else(|| SandboxError::Layer {
                     layer: Layer::Lifetime,
                     reason: match setup {
@@ -164,6 +152,18 @@ impl CallIo {
                 }))
             }
         }
+    }
+}
+
+/// Ends a call that will not run: its lifeline closed (so an init that started ends), its setup
+/// killed and reaped, and every process of its cgroup killed before the cgroup is removed.
+fn abandon(lifeline: OwnedFd, setup: &Setup, cgroup: Option<&Cgroup>) {
+    drop(lifeline);
+    setup.kill();
+    setup.reap();
+    if let Some(cg) = cgroup {
+        cg.kill();
+        cg.remove();
     }
 }
 
