@@ -1,6 +1,5 @@
 //! The confined call: classify → decide → log the decision (durable) → sandbox → log the result.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,8 @@ use chock_sandbox::{
 };
 
 use crate::approve::Deciding;
-use crate::call_output::{Output, SinkWriter, Stream, StreamSink, pump};
+use crate::call_end::output_sink;
+use crate::call_output::{Output, Stream, pump};
 use crate::classify::ExecContext;
 use crate::{Session, SessionError};
 
@@ -350,23 +350,7 @@ impl Session {
         let spawned = ready.and_then(|r| r.start(StdioMode::Piped));
         let mut child = match spawned {
             Ok(c) => c,
-            Err(e) => {
-                let (kind, layer) = match &e {
-                    SandboxError::Layer { layer, .. } => ("layer", Some(layer.name())),
-                    SandboxError::Exec { .. } => ("exec", None),
-                    SandboxError::Plan(_) => ("plan", None),
-                    SandboxError::Host { .. } => ("host", None),
-                };
-                self.log.record(
-                    Some(&call_id),
-                    CommandResult::Failed {
-                        error: kind.to_string(),
-                        layer: layer.map(str::to_string),
-                        message: e.to_string(),
-                    },
-                )?;
-                return Err(e.into());
-            }
+            Err(e) => return Err(self.start_failed(&call_id, e)?),
         };
         // Registered while it runs, so an interrupt can end it (and its whole process tree).
         let _running = child
@@ -381,17 +365,7 @@ impl Session {
             .transpose();
         let proxy = match served {
             Ok(proxy) => proxy,
-            Err(e) => {
-                self.log.record(
-                    Some(&call_id),
-                    CommandResult::Failed {
-                        error: "proxy".to_string(),
-                        layer: None,
-                        message: e.to_string(),
-                    },
-                )?;
-                return Err(e);
-            }
+            Err(e) => return Err(self.proxy_failed(&call_id, e)?),
         };
         let out = child.take_stdout();
         let err = child.take_stderr();
@@ -400,19 +374,7 @@ impl Session {
         // timeout, and killing the call is what ends the streams.
         let pump_on = |f: Option<std::fs::File>, stream: Stream| {
             let output = opts.output.clone();
-            f.map(|f| {
-                std::thread::spawn(move || {
-                    let sink: Option<Box<dyn Write + Send>> = match (output, stream) {
-                        (Output::Capture, _) => None,
-                        (Output::Stream, Stream::Stdout) => Some(Box::new(std::io::stdout())),
-                        (Output::Stream, Stream::Stderr) => Some(Box::new(std::io::stderr())),
-                        (Output::StreamTo(StreamSink(sink)), stream) => {
-                            Some(Box::new(SinkWriter { sink, stream }))
-                        }
-                    };
-                    pump(f, limit, sink)
-                })
-            })
+            f.map(|f| std::thread::spawn(move || pump(f, limit, output_sink(output, stream))))
         };
         let out_thread = pump_on(out, Stream::Stdout);
         let err_thread = pump_on(err, Stream::Stderr);
@@ -422,34 +384,14 @@ impl Session {
         if let Some(proxy) = proxy {
             proxy.stop();
         }
-        let outcome = waited?;
-        let checkpoint = self.workspace.checkpoint(&call_id).ok().flatten();
-        self.log.record(
-            Some(&call_id),
-            CommandResult::Ran {
-                status: command_status(outcome.status),
-                exit_code: outcome.status.code(),
-                limits: serde_json::to_value(&outcome.limits).unwrap_or_default(),
-                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                stdout_bytes: stdout.len(),
-                stderr_bytes: stderr.len(),
-                truncated: out_trunc || err_trunc,
-                checkpoint,
-            },
-        )?;
-        Ok(CallResult {
+        self.ran(
             call_id,
             action,
-            decision: settled.decision,
-            decided_by: settled.rule.clone(),
             settled,
-            outcome: CallOutcome::Ran {
-                outcome,
-                stdout,
-                stderr,
-                truncated: out_trunc || err_trunc,
-            },
-        })
+            waited?,
+            (stdout, stderr, out_trunc || err_trunc),
+            started,
+        )
     }
 }
 

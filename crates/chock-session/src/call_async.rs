@@ -5,7 +5,6 @@
 //! the caller's runtime. Nothing here blocks on a runtime; the confiner's own blocking kernel
 //! step (the fork) runs on the runtime's blocking pool inside it.
 
-use std::io::Write;
 use std::time::Instant;
 
 use chock_decide::Settled;
@@ -14,8 +13,9 @@ use chock_protocol::log::{CommandResult, ToolCall};
 use chock_sandbox::{CallHandle, GateKey, Plan, SandboxError, StdioMode};
 
 use crate::approve::Deciding;
-use crate::call::{command_status, refused_words};
-use crate::call_output::{Output, SinkWriter, Stream, StreamSink, pump};
+use crate::call::refused_words;
+use crate::call_end::output_sink;
+use crate::call_output::{Stream, pump};
 use crate::classify::Classified;
 use crate::{CallOptions, CallOutcome, CallResult, Session, SessionError};
 
@@ -164,23 +164,7 @@ impl Session {
         let began = Instant::now();
         let mut call = match started {
             Ok(call) => call,
-            Err(e) => {
-                let (kind, layer) = match &e {
-                    SandboxError::Layer { layer, .. } => ("layer", Some(layer.name())),
-                    SandboxError::Exec { .. } => ("exec", None),
-                    SandboxError::Plan(_) => ("plan", None),
-                    SandboxError::Host { .. } => ("host", None),
-                };
-                self.log.record(
-                    Some(&call_id),
-                    CommandResult::Failed {
-                        error: kind.to_string(),
-                        layer: layer.map(str::to_string),
-                        message: e.to_string(),
-                    },
-                )?;
-                return Err(e.into());
-            }
+            Err(e) => return Err(self.start_failed(&call_id, e)?),
         };
         // Registered while it runs, so an interrupt can end it (and its whole process tree).
         let _running = call
@@ -193,17 +177,7 @@ impl Session {
             .transpose();
         let proxy = match served {
             Ok(proxy) => proxy,
-            Err(e) => {
-                self.log.record(
-                    Some(&call_id),
-                    CommandResult::Failed {
-                        error: "proxy".to_string(),
-                        layer: None,
-                        message: e.to_string(),
-                    },
-                )?;
-                return Err(e);
-            }
+            Err(e) => return Err(self.proxy_failed(&call_id, e)?),
         };
         let limit = opts.capture_limit;
         // Both streams are read on the runtime's blocking pool while the call is awaited: the
@@ -211,17 +185,7 @@ impl Session {
         let pump_on = |f: Option<std::fs::File>, stream: Stream| {
             let output = opts.output.clone();
             f.map(|f| {
-                tokio::task::spawn_blocking(move || {
-                    let sink: Option<Box<dyn Write + Send>> = match (output, stream) {
-                        (Output::Capture, _) => None,
-                        (Output::Stream, Stream::Stdout) => Some(Box::new(std::io::stdout())),
-                        (Output::Stream, Stream::Stderr) => Some(Box::new(std::io::stderr())),
-                        (Output::StreamTo(StreamSink(sink)), stream) => {
-                            Some(Box::new(SinkWriter { sink, stream }))
-                        }
-                    };
-                    pump(f, limit, sink)
-                })
+                tokio::task::spawn_blocking(move || pump(f, limit, output_sink(output, stream)))
             })
         };
         let out_task = pump_on(call.take_stdout(), Stream::Stdout);
@@ -238,33 +202,13 @@ impl Session {
         if let Some(proxy) = proxy {
             proxy.shutdown().await;
         }
-        let outcome = waited?;
-        let checkpoint = self.workspace.checkpoint(&call_id).ok().flatten();
-        self.log.record(
-            Some(&call_id),
-            CommandResult::Ran {
-                status: command_status(outcome.status),
-                exit_code: outcome.status.code(),
-                limits: serde_json::to_value(&outcome.limits).unwrap_or_default(),
-                duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-                stdout_bytes: stdout.len(),
-                stderr_bytes: stderr.len(),
-                truncated: out_trunc || err_trunc,
-                checkpoint,
-            },
-        )?;
-        Ok(CallResult {
+        self.ran(
             call_id,
             action,
-            decision: settled.decision,
-            decided_by: settled.rule.clone(),
             settled,
-            outcome: CallOutcome::Ran {
-                outcome,
-                stdout,
-                stderr,
-                truncated: out_trunc || err_trunc,
-            },
-        })
+            waited?,
+            (stdout, stderr, out_trunc || err_trunc),
+            began,
+        )
     }
 }

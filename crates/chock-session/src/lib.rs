@@ -6,6 +6,7 @@
 mod approve;
 mod call;
 mod call_async;
+mod call_end;
 mod call_output;
 mod classify;
 mod egress;
