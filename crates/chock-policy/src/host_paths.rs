@@ -196,14 +196,20 @@ impl HostPaths {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
-        let mut dirs = crate::sources::chock_dirs_from_env();
-        dirs.extend(
+        HostPaths::with_own(home, crate::sources::chock_dirs_from_env())
+    }
+
+    /// The context of a `home` and the Chock directories its environment names (`chock_dirs`):
+    /// those and the default ones under `home`, each under both its names, and the binaries'
+    /// directories. The project, policy files and forbid list are the caller's to add.
+    pub(crate) fn with_own(home: Option<PathBuf>, mut chock_dirs: Vec<PathBuf>) -> HostPaths {
+        chock_dirs.extend(
             home.iter()
                 .flat_map(|h| crate::sources::default_chock_dirs(h)),
         );
         HostPaths {
             home,
-            chock_dirs: dirs.into_iter().flat_map(with_real).collect(),
+            chock_dirs: chock_dirs.into_iter().flat_map(with_real).collect(),
             binaries: binaries_dirs(),
             ..HostPaths::default()
         }

@@ -15,13 +15,13 @@ use crate::action::Action;
 use crate::decision::Decision;
 use crate::error::{ErrorKind, Located, PolicyError};
 use crate::file::{self, ParsedFile, Role};
-use crate::host_paths::{HostPaths, binaries_dirs, with_real};
+use crate::host_paths::HostPaths;
 use crate::limits::{BudgetConfig, LimitsConfig, SubagentsConfig};
 use crate::ratchet::{Ratchet, RatchetError};
 use crate::sandbox::SandboxConfig;
 use crate::sources::{
-    Presence, Source, Sources, chock_dirs_from_env, default_chock_dirs, org_bundle_path,
-    project_file_path, read_source, refuse_foreign_link,
+    Presence, Source, Sources, chock_dirs_from_env, org_bundle_path, project_file_path,
+    read_source, refuse_foreign_link,
 };
 use crate::table::{Rule, RuleTable};
 
@@ -149,16 +149,8 @@ impl Policy {
     /// Checks and combines the given sources. Every load error is a [`PolicyError`].
     pub fn from_sources(sources: Sources) -> Result<Policy, PolicyError> {
         let defaults = shipped_defaults()?.clone();
-        let mut chock_dirs = sources.chock_dirs.clone();
-        chock_dirs.extend(sources.home.iter().flat_map(|h| default_chock_dirs(h)));
-        let mut ctx = HostPaths {
-            home: sources.home.clone(),
-            project_dir: sources.project_dir.clone(),
-            policy_files: Vec::new(),
-            forbidden: Vec::new(),
-            chock_dirs: chock_dirs.into_iter().flat_map(with_real).collect(),
-            binaries: binaries_dirs(),
-        };
+        let mut ctx = HostPaths::with_own(sources.home.clone(), sources.chock_dirs.clone());
+        ctx.project_dir.clone_from(&sources.project_dir);
         for source in [&sources.project, &sources.org].into_iter().flatten() {
             let absolute = source
                 .path
