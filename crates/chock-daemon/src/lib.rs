@@ -25,7 +25,6 @@ mod hub;
 pub mod paths;
 pub mod peer;
 mod pending;
-pub mod review;
 mod server;
 mod session;
 mod ui;

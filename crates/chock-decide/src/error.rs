@@ -13,6 +13,20 @@ pub enum DecideError {
     Runtime(#[source] std::io::Error),
 }
 
+/// Why a narrowing of the session's policy was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RestrictError {
+    /// The pattern is malformed, or the decision would widen.
+    #[error(transparent)]
+    Ratchet(chock_policy::RatchetError),
+    /// The live policy's lock was poisoned by a panic.
+    #[error("the session's policy is unavailable")]
+    Unavailable,
+    /// The narrowing was made but could not be logged.
+    #[error(transparent)]
+    Log(#[from] chock_log::LogError),
+}
+
 /// Why a push-style answer was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AnswerError {

@@ -24,7 +24,7 @@ pub use broker::{
     Answer, AnswerFuture, Answerer, ApprovalBroker, Client, Nobody, Notice, Question, QuestionKind,
     Reply, Resolution, ReviewerVerdict, Role,
 };
-pub use error::{AnswerError, DecideError};
+pub use error::{AnswerError, DecideError, RestrictError};
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
 pub use pipeline::{
     Harness, Observer, Pipeline, PipelineGate, Ruling, block_on, policy_decision, table_decision,

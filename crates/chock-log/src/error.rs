@@ -62,6 +62,12 @@ pub enum LogError {
         /// What went wrong first.
         reason: String,
     },
+    /// A second [`crate::Log::tap`] on one log: one follower in-process owns the tap and fans out.
+    #[error("log {} is already followed in this process", path.display())]
+    TapTaken {
+        /// The log file.
+        path: PathBuf,
+    },
     /// A line of `log.jsonl` is not a well-formed event.
     #[error("{}:{line}: {reason}", path.display())]
     BadLine {

@@ -88,6 +88,16 @@ struct Shared {
     /// The thread that syncs grouped lines when no durable event comes soon enough: started on
     /// the first grouped line, so a log that only ever writes durable events has none.
     flusher: OnceLock<Option<Thread>>,
+    /// Who is told of each line as it is written ([`Log::tap`]): at most one.
+    tap: OnceLock<Arc<dyn LineTap>>,
+}
+
+/// Told of each line the moment it is written, in chain order, with the writer's lock held: the
+/// in-process way to follow a session as it happens (a session runtime's subscribers), where a
+/// reader in another process tails the file. It must not block and must not write to the log.
+pub trait LineTap: Send + Sync + std::fmt::Debug {
+    /// Line `seq` (its JSON text, no newline) is in the file now.
+    fn line(&self, seq: u64, line: &str);
 }
 
 #[derive(Debug)]
@@ -193,6 +203,10 @@ impl Log {
             state.unsynced += 1;
         }
         state.chain(seq, &line);
+        if let Some(tap) = self.shared.tap.get() {
+            let text = std::str::from_utf8(&line).unwrap_or_default();
+            tap.line(seq, text.trim_end_matches('\n'));
+        }
         if !durable && state.unsynced_since.is_none() {
             state.unsynced_since = Some(Instant::now());
             drop(state);
@@ -248,6 +262,22 @@ impl Log {
     /// The session id.
     pub fn id(&self) -> &SessionId {
         &self.shared.id
+    }
+
+    /// Installs `tap`, told of every line written from now on, and returns the seq of the last
+    /// line already in the file (None: the log holds no line yet), which a follower reads from the
+    /// file instead. Once a new session's files are made, so that line is readable when this
+    /// returns. A log takes one tap: a second is refused ([`LogError::TapTaken`]).
+    pub fn tap(&self, tap: Arc<dyn LineTap>) -> Result<Option<u64>, LogError> {
+        let path = &self.shared.path;
+        let mut state = self.state();
+        state.usable(path)?;
+        state.settle(path)?;
+        self.shared
+            .tap
+            .set(tap)
+            .map_err(|_| LogError::TapTaken { path: path.clone() })?;
+        Ok(state.next_seq.checked_sub(1))
     }
 
     /// The seq the next event will get and the hash it will chain from.

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::log::{AnswerKind, TableDecision};
+use crate::rpc::Selection;
 
 /// One operation, as a client sends it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -36,6 +37,27 @@ pub enum Op {
         pattern: String,
         /// A decision at least as strict as the table's for it.
         decision: TableDecision,
+    },
+    /// Apply the selected files and hunks of the workspace to the real project, pinned to the
+    /// digest of the diff the person reviewed: decided as `workspace.apply` and logged before
+    /// anything is written.
+    Apply {
+        /// What to apply (empty: everything).
+        #[serde(default)]
+        selection: Selection,
+        /// The digest `review.diff` returned for that selection.
+        digest: String,
+    },
+    /// Revert an earlier apply of this session, decided and logged as the apply was.
+    Undo {
+        /// The apply's id.
+        apply_id: String,
+    },
+    /// Make a new session beside this one, starting after turn `turn` of it (left closed: resume
+    /// it to go on).
+    Fork {
+        /// The turn to fork after.
+        turn: u32,
     },
     /// End the session after the current turn (or now, when idle).
     End,

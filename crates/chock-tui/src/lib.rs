@@ -3,7 +3,7 @@
 //! It is one more client of the runtime, like the daemon's browser UI: it submits tasks and
 //! follow-ups, interrupts, answers questions by id through an attached [`chock_decide::Client`],
 //! and reviews, applies and undoes through the same functions the daemon uses
-//! ([`chock_daemon::review`]), so an apply here is decided and logged exactly as anywhere else.
+//! ([`chock_runtime::review`]), so an apply here is decided and logged exactly as anywhere else.
 //! A session the daemon runs is driven through its client instead ([`driver::daemon`]).
 //!
 //! What it draws:

@@ -16,7 +16,6 @@ mod ops;
 pub mod resume;
 
 pub use builder::{BuildError, Chosen, SessionBuilder};
-pub use ops::{OpError, Operated};
 
 use chock_log::{Event, Log};
 use chock_protocol::live::Ended;

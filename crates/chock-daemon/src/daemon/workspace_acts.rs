@@ -10,8 +10,8 @@ use chock_log::Log;
 use chock_protocol::rpc::{Applied, ErrorKind, ReviewDiff, RpcError, Verified};
 
 use super::{Daemon, internal, lock};
-use crate::review;
 use crate::session::forward_questions;
+use chock_runtime::review;
 
 impl Daemon {
     pub(super) async fn diff(

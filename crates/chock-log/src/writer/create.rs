@@ -121,6 +121,7 @@ impl Log {
             path,
             state: Mutex::new(state),
             flusher: OnceLock::new(),
+            tap: OnceLock::new(),
         });
         if durable {
             log.sync()?;

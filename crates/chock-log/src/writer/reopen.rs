@@ -71,6 +71,7 @@ impl Log {
             path,
             state: Mutex::new(state),
             flusher: OnceLock::new(),
+            tap: OnceLock::new(),
         });
         if let Some(torn) = report.torn_tail {
             log.record(

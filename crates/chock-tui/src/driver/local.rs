@@ -1,6 +1,6 @@
 //! A session in this process: the runtime in a task of its own (the actor takes tasks and the
 //! end one at a time), a push-style answerer attached to its broker (`tui`), and the review calls
-//! through [`chock_daemon::review`] with the session's own pipeline and log — the same apply the
+//! through [`chock_runtime::review`] with the session's own pipeline and log — the same apply the
 //! daemon makes, decided by `workspace.apply` and logged before anything is written.
 
 use std::path::{Path, PathBuf};
@@ -9,9 +9,9 @@ use std::sync::Arc;
 use chock_agent::config::Config;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_agent::runtime::{SessionBuilder, SessionRuntime};
-use chock_daemon::review;
 use chock_decide::{Answer, Notice, QuestionKind, Role};
 use chock_protocol::rpc::{ErrorKind, RpcError, Selection};
+use chock_runtime::review;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::TuiError;

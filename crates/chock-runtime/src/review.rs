@@ -3,11 +3,12 @@
 //! session's own while it runs) and recorded in the session's log before anything is written:
 //! the same planning, question and record as `chock apply`, with no terminal.
 //!
-//! Public because it is the one apply with no terminal of its own: the terminal interface
-//! (`chock-tui`) diffs, applies and undoes through it with a session's own pipeline, as the
-//! daemon does, so there is no second path that could decide or log differently.
+//! The one apply with no terminal of its own: a running session's handle applies and undoes
+//! through it with the session's own pipeline ([`chock_protocol::ops::Op::Apply`]), and the
+//! daemon through it with a pipeline over an ended session's log, so there is no second path
+//! that could decide or log differently.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chock_decide::{Pipeline, Ruling};
 use chock_log::Log;
@@ -211,5 +212,62 @@ pub fn verify(session: &str, dir: &Path) -> Result<Verified, RpcError> {
         torn_tail: report.torn_tail.is_some(),
         seal,
         events_after_seal,
+    })
+}
+
+fn internal(e: &impl std::fmt::Display) -> RpcError {
+    RpcError::new(ErrorKind::Internal, e.to_string())
+}
+
+/// The apply of `selection` of the session in `dir`, pinned to `digest`: planned, then settled,
+/// logged and written by [`carry_out`] through `pipeline`.
+pub async fn apply(
+    pipeline: &Pipeline,
+    log: &Log,
+    dir: PathBuf,
+    selection: Selection,
+    digest: String,
+) -> Result<Applied, RpcError> {
+    let plan = tokio::task::spawn_blocking(move || plan_apply(&dir, &selection, &digest))
+        .await
+        .map_err(|e| internal(&e))??;
+    carry_out(plan, pipeline, log, "apply").await
+}
+
+/// The undo of `apply_id` (an apply of a session under `sessions_root`), settled and logged as
+/// the apply was.
+pub async fn undo(
+    pipeline: &Pipeline,
+    log: &Log,
+    sessions_root: PathBuf,
+    apply_id: String,
+) -> Result<Applied, RpcError> {
+    let plan =
+        tokio::task::spawn_blocking(move || chock_workspace::plan_undo(&sessions_root, &apply_id))
+            .await
+            .map_err(|e| internal(&e))?
+            .map_err(|e| workspace_error(&e))?;
+    carry_out(plan, pipeline, log, "undo").await
+}
+
+/// `sessions.fork`: a new session beside the one in `dir`, starting after its turn `turn`, left
+/// closed.
+pub async fn fork(dir: PathBuf, turn: u32) -> Result<chock_protocol::rpc::ForkMade, RpcError> {
+    let header = chock_log::SessionHeader {
+        command: Some("fork".into()),
+        ..Default::default()
+    };
+    let forked = tokio::task::spawn_blocking(move || chock_session::fork(&dir, turn, header))
+        .await
+        .map_err(|e| internal(&e))?
+        .map_err(|e| match e {
+            chock_session::SessionError::Fork(refusal) => {
+                RpcError::new(ErrorKind::BadInput, format!("cannot fork: {refusal}"))
+            }
+            other => internal(&format!("cannot fork: {other}")),
+        })?;
+    Ok(chock_protocol::rpc::ForkMade {
+        session: forked.id.to_string(),
+        origin: forked.origin,
     })
 }

@@ -1,0 +1,362 @@
+//! The handle of a running session: what every front end holds. [`SessionHandle::send`] is the
+//! only way to act on the session; [`SessionHandle::subscribe`] follows it from any seq;
+//! [`SessionHandle::snapshot`] looks at it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chock_agent::events::Summary;
+use chock_agent::runtime::Interrupter;
+use chock_decide::{Answer, AnswerError, Client, Pipeline, RestrictError};
+use chock_log::Log;
+use chock_protocol::ops::Op;
+use chock_protocol::rpc::{Applied, ErrorKind, ForkMade, RpcError, SessionState};
+use chock_protocol::view::SessionView;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::actor::Command;
+use crate::feed::Feed;
+use crate::review;
+use crate::subscription::Subscription;
+
+/// What an operation did.
+#[derive(Debug, Clone, PartialEq)]
+// A return value, never stored in bulk: boxing the summary would only cost its callers a deref.
+#[allow(clippy::large_enum_variant)]
+pub enum Reply {
+    /// The input was taken: the session works on it (its end comes as
+    /// [`crate::Item::TaskEnded`]).
+    Accepted,
+    /// The current turn was told to stop (nothing happens when idle).
+    Interrupted,
+    /// The answer was taken (the first valid answer wins; the question is resolved).
+    Answered,
+    /// The policy was narrowed.
+    Restricted,
+    /// The apply or undo was decided, logged and written.
+    Applied(Applied),
+    /// The fork was made.
+    Forked(ForkMade),
+    /// The session ended.
+    Ended(Summary),
+}
+
+/// Why an operation was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// A task runs: a new input waits until it ends (or interrupt it).
+    #[error("session {session} is working on a task: interrupt it or wait until it is idle")]
+    Busy {
+        /// The session.
+        session: String,
+    },
+    /// The session has ended.
+    #[error("session {session} has ended")]
+    Ended {
+        /// The session.
+        session: String,
+    },
+    /// An answer that does not fit (unknown or answered question, wrong kind of answer).
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+    /// A narrowing the policy refuses (a bad pattern, or one that would widen).
+    #[error("restrict {pattern}: {source}")]
+    Restrict {
+        /// The pattern asked for.
+        pattern: String,
+        /// Why not.
+        source: RestrictError,
+    },
+    /// An apply, undo or fork that was refused or failed.
+    #[error("{}", .0.message)]
+    Review(RpcError),
+    /// Ending the session failed (its log could not be finished).
+    #[error("ending session {session}: {reason}")]
+    Ending {
+        /// The session.
+        session: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl OpError {
+    /// The protocol's typed error for this refusal.
+    pub fn to_rpc(&self) -> RpcError {
+        let kind = match self {
+            OpError::Busy { .. } => ErrorKind::Busy,
+            OpError::Ended { .. } => ErrorKind::NotRunning,
+            OpError::Answer(_) | OpError::Restrict { .. } => ErrorKind::BadInput,
+            OpError::Review(e) => return e.clone(),
+            OpError::Ending { .. } => ErrorKind::Internal,
+        };
+        RpcError::new(kind, self.to_string())
+    }
+}
+
+/// What the handles of one session share.
+pub(crate) struct Shared {
+    pub(crate) id: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) project: PathBuf,
+    pub(crate) provider: String,
+    pub(crate) model: String,
+    pub(crate) feed: Arc<Feed>,
+    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) log: Log,
+    pub(crate) interrupter: Interrupter,
+    pub(crate) actor: Mutex<Option<JoinHandle<()>>>,
+    /// The conversation the session started with (a resumed one's, rebuilt from its log).
+    pub(crate) earlier: Vec<chock_provider::Message>,
+}
+
+/// A running session. Cheap to clone; every clone acts on the same session.
+#[derive(Clone)]
+pub struct SessionHandle {
+    pub(crate) shared: Arc<Shared>,
+    /// Who answers questions through this handle (logged as `by`).
+    by: Arc<str>,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("session", &self.shared.id)
+            .field("by", &self.by)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A session as it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// Its log folded: title, cost, turns, open questions, how it ended.
+    pub view: SessionView,
+    /// Working, idle or ended.
+    pub state: SessionState,
+    /// The seq of its last log line.
+    pub head: Option<u64>,
+}
+
+impl SessionHandle {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        SessionHandle {
+            shared,
+            by: Arc::from("client"),
+        }
+    }
+
+    /// This handle, answering as `name` (`browser`, `tui`, an editor's name): the log's
+    /// `approval.answer` names who answered.
+    pub fn named(&self, name: &str) -> SessionHandle {
+        SessionHandle {
+            shared: Arc::clone(&self.shared),
+            by: Arc::from(name),
+        }
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// Its directory (holding `log.jsonl` and the workspace).
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The project it works on.
+    pub fn project(&self) -> &Path {
+        &self.shared.project
+    }
+
+    /// The provider it asks.
+    pub fn provider(&self) -> &str {
+        &self.shared.provider
+    }
+
+    /// The model it asks.
+    pub fn model(&self) -> &str {
+        &self.shared.model
+    }
+
+    /// The conversation it started with: a resumed session's earlier turns (a new one has none).
+    pub fn earlier(&self) -> &[chock_provider::Message] {
+        &self.shared.earlier
+    }
+
+    /// Working, idle or ended.
+    pub fn state(&self) -> SessionState {
+        self.shared.feed.state()
+    }
+
+    /// The session as it stands.
+    pub fn snapshot(&self) -> Snapshot {
+        let (view, state, head) = self.shared.feed.snapshot();
+        Snapshot { view, state, head }
+    }
+
+    /// Its items from log seq `from` on: the lines already written (read once from the file),
+    /// then everything as it happens, in order, with no gap and no repeat.
+    pub fn subscribe(&self, from: u64) -> Subscription {
+        self.shared.feed.subscribe(from)
+    }
+
+    /// Its items from now on (no earlier line).
+    pub fn subscribe_live(&self) -> Subscription {
+        self.shared.feed.subscribe(u64::MAX)
+    }
+
+    /// Attaches a push-style answerer named `name`: while the returned [`Client`] lives,
+    /// questions for people wait for it too (the first valid answer wins).
+    pub fn attach(&self, name: &str) -> Client {
+        self.shared.pipeline.broker().attach(name)
+    }
+
+    /// The questions asked and resolved, as the broker tells them (for a client that shows them
+    /// with the answers they take).
+    pub fn questions(&self) -> tokio::sync::broadcast::Receiver<chock_decide::Notice> {
+        self.shared.pipeline.broker().subscribe()
+    }
+
+    /// The session's decision pipeline: for a client that settles an act of its own in the
+    /// session's name (it is decided, asked and logged as the session's own acts are).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.shared.pipeline
+    }
+
+    /// Acts on the session: the only way to. A task or follow-up is taken at once (its end comes
+    /// to subscribers); an interrupt, an answer, a narrowing, an apply, an undo and a fork are
+    /// answered even while a task runs; the end waits for the running task, interrupted first.
+    pub async fn send(&self, op: Op) -> Result<Reply, OpError> {
+        let shared = &self.shared;
+        if self.state() == SessionState::Ended && !matches!(op, Op::Fork { .. }) {
+            return Err(self.ended());
+        }
+        match op {
+            Op::UserInput { text } => {
+                shared.feed.start_working().map_err(|state| match state {
+                    SessionState::Working => OpError::Busy {
+                        session: shared.id.clone(),
+                    },
+                    _ => self.ended(),
+                })?;
+                shared
+                    .commands
+                    .send(Command::Input(text))
+                    .map_err(|_| self.ended())?;
+                Ok(Reply::Accepted)
+            }
+            Op::Interrupt => {
+                shared.interrupter.interrupt();
+                Ok(Reply::Interrupted)
+            }
+            Op::Answer {
+                question,
+                answer,
+                reasons,
+                reply,
+            } => {
+                let answer = Answer::from_kind(answer, reasons, reply)?;
+                shared
+                    .pipeline
+                    .broker()
+                    .answer(&question, &self.by, answer)?;
+                Ok(Reply::Answered)
+            }
+            Op::Restrict { pattern, decision } => {
+                let decision = chock_decide::policy_decision(decision);
+                shared
+                    .pipeline
+                    .restrict(&pattern, decision)
+                    .map_err(|source| OpError::Restrict { pattern, source })?;
+                Ok(Reply::Restricted)
+            }
+            Op::Apply { selection, digest } => review::apply(
+                &shared.pipeline,
+                &shared.log,
+                shared.dir.clone(),
+                selection,
+                digest,
+            )
+            .await
+            .map(Reply::Applied)
+            .map_err(OpError::Review),
+            Op::Undo { apply_id } => {
+                let root = shared.dir.parent().unwrap_or(&shared.dir).to_path_buf();
+                review::undo(&shared.pipeline, &shared.log, root, apply_id)
+                    .await
+                    .map(Reply::Applied)
+                    .map_err(OpError::Review)
+            }
+            Op::Fork { turn } => review::fork(shared.dir.clone(), turn)
+                .await
+                .map(Reply::Forked)
+                .map_err(OpError::Review),
+            Op::End => {
+                if self.state() == SessionState::Working {
+                    shared.interrupter.interrupt();
+                }
+                let (tx, rx) = oneshot::channel();
+                shared
+                    .commands
+                    .send(Command::End(tx))
+                    .map_err(|_| self.ended())?;
+                match rx.await {
+                    Ok(Ok(summary)) => Ok(Reply::Ended(summary)),
+                    Ok(Err(reason)) => Err(OpError::Ending {
+                        session: shared.id.clone(),
+                        reason,
+                    }),
+                    Err(_) => Err(self.ended()),
+                }
+            }
+        }
+    }
+
+    fn ended(&self) -> OpError {
+        OpError::Ended {
+            session: self.shared.id.clone(),
+        }
+    }
+
+    /// Waits until the session has ended (by any way: an end, an error, an abandon).
+    pub async fn closed(&self) {
+        let actor = self
+            .shared
+            .actor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match actor {
+            Some(actor) => {
+                let _ = actor.await;
+            }
+            None => {
+                let mut sub = self.subscribe_live();
+                while sub.next().await.is_some() {}
+            }
+        }
+    }
+
+    /// Stops the session where it is without answering anything (a stopping daemon): its open
+    /// questions stay open in the log for whoever resumes it, and dropping the runtime writes
+    /// `session.end` as interrupted.
+    pub async fn abandon(&self) {
+        self.shared.pipeline.broker().keep_questions_open();
+        let actor = self
+            .shared
+            .actor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(actor) = actor {
+            actor.abort();
+            let _ = actor.await;
+        }
+        self.shared.feed.ended();
+        let _ = self.shared.log.sync();
+    }
+}

@@ -1,0 +1,109 @@
+//! A running session as an actor, and the handle every front end holds.
+//!
+//! [`start`] builds (or resumes) a session and gives a [`SessionHandle`]. The session's one task
+//! loop runs in a task of its own (the actor); the handle is the only way to act on it
+//! ([`SessionHandle::send`] takes the protocol's [`Op`]), to follow it
+//! ([`SessionHandle::subscribe`]: its log lines from any seq, then the live items, in order) and
+//! to look at it ([`SessionHandle::snapshot`]). The CLI's `run`, the terminal interface, ACP and
+//! the daemon are clients of this handle, so a session behaves the same whichever of them holds
+//! it: one end rule, one apply and undo ([`review`]), one `session_started`.
+//!
+//! The handle learns of the session from the session itself — the log writer's tap and the
+//! runtime's event sink — never by reading back the file it writes, except once for a
+//! subscription's catch-up.
+#![forbid(unsafe_code)]
+
+mod actor;
+mod feed;
+mod handle;
+mod item;
+pub mod review;
+mod subscription;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use chock_agent::events::{AgentEvent, EventSink};
+use chock_agent::runtime::{BuildError, SessionBuilder};
+pub use chock_protocol::ops::Op;
+use tokio::sync::mpsc;
+
+pub use feed::Observer;
+pub use handle::{OpError, Reply, SessionHandle, Snapshot};
+pub use item::{Item, Logged, TaskOutcome};
+pub use subscription::Subscription;
+
+/// Which session to start.
+#[derive(Debug, Clone)]
+pub enum Opening {
+    /// A new one.
+    New,
+    /// The ended or crashed session in this directory, going on from its log.
+    Resume(PathBuf),
+}
+
+/// Why a session could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Building it failed (configuration, credentials, the workspace, the sandbox's checks).
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// Its log could not be followed.
+    #[error("following the session's log: {0}")]
+    Log(#[from] chock_log::LogError),
+    /// The thread building it panicked.
+    #[error("building the session: {0}")]
+    Panicked(String),
+}
+
+/// Builds (or resumes) a session from `builder` and starts its actor; `observer`, if any, sees
+/// every item synchronously from the first (a terminal renderer). The builder's own event sink is
+/// replaced: the session's items reach clients through the handle. The session is idle: send it
+/// [`Op::UserInput`]. Blocks a worker thread while the workspace is made.
+pub async fn start(
+    builder: SessionBuilder,
+    opening: Opening,
+    observer: Option<Arc<dyn Observer>>,
+) -> Result<SessionHandle, StartError> {
+    let feed = Arc::new(feed::Feed::default());
+    if let Some(observer) = observer {
+        feed.observe(observer);
+    }
+    let builder = builder.sink(Arc::new(feed::FeedSink(Arc::clone(&feed))));
+    let runtime = tokio::task::spawn_blocking(move || match opening {
+        Opening::New => builder.build(),
+        Opening::Resume(dir) => builder.resume(&dir),
+    })
+    .await
+    .map_err(|e| StartError::Panicked(e.to_string()))??;
+    feed.bind(runtime.log())?;
+    let (commands, received) = mpsc::unbounded_channel();
+    let shared = Arc::new(handle::Shared {
+        id: runtime.id().to_string(),
+        dir: runtime.log().dir().to_path_buf(),
+        project: runtime.project().to_path_buf(),
+        provider: runtime.chosen().name.clone(),
+        model: runtime.chosen().model.clone(),
+        feed: Arc::clone(&feed),
+        commands,
+        pipeline: runtime.pipeline(),
+        log: runtime.log().clone(),
+        interrupter: runtime.interrupter(),
+        actor: Mutex::new(None),
+        earlier: runtime.conversation().to_vec(),
+    });
+    // The one `session_started`, whichever front end started the session.
+    feed::FeedSink(Arc::clone(&feed)).emit(&AgentEvent::SessionStarted {
+        session: shared.id.clone(),
+        log_dir: shared.dir.display().to_string(),
+        project: shared.project.display().to_string(),
+        provider: shared.provider.clone(),
+        model: shared.model.clone(),
+    });
+    let actor = tokio::spawn(actor::run(runtime, received, feed));
+    *shared
+        .actor
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(actor);
+    Ok(SessionHandle::new(shared))
+}

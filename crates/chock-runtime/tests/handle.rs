@@ -1,0 +1,357 @@
+//! A session through its handle: operations by `send` only (input, an answer by question id, a
+//! narrowing, an apply pinned to a digest, end), a second input refused while one runs, and
+//! subscriptions from any seq that see every line once, in order, then the live stream.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chock_agent::config::Config;
+use chock_agent::runtime::SessionBuilder;
+use chock_log::{EventData, read_events};
+use chock_protocol::live::{AgentEvent, Ended};
+use chock_protocol::log::{AnswerKind, TableDecision};
+use chock_protocol::rpc::{Selection, SessionState};
+use chock_runtime::{Item, Op, OpError, Opening, Reply, Subscription, TaskOutcome};
+
+/// A project (a git repository with one file), a sessions root, and recordings.
+struct Env {
+    _tmp: tempfile::TempDir,
+    project: PathBuf,
+    sessions: PathBuf,
+    dir: PathBuf,
+}
+
+impl Env {
+    fn new(policy: &str) -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::write(project.join("README.md"), "hello\n").unwrap();
+        std::fs::write(project.join("chock.toml"), policy).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(&project)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        git(&["add", "-A"]);
+        git(&["commit", "-qm", "init"]);
+        Env {
+            sessions: tmp.path().join("sessions"),
+            dir: tmp.path().to_path_buf(),
+            project,
+            _tmp: tmp,
+        }
+    }
+
+    fn builder(&self, recording: &str) -> SessionBuilder {
+        let path = self.dir.join("recording.toml");
+        std::fs::write(&path, recording).unwrap();
+        SessionBuilder::new(Config::parse("", Path::new("config.toml")).unwrap())
+            .provider(Some(format!("script:{}", path.display())))
+            .project(Some(self.project.clone()))
+            .sessions_root(Some(self.sessions.clone()))
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn next(sub: &mut Subscription) -> Item {
+    tokio::time::timeout(Duration::from_secs(60), sub.next())
+        .await
+        .expect("an item within 60 s")
+        .expect("the subscription goes on")
+}
+
+/// Waits on `sub` for the end of the running task.
+async fn task_end(sub: &mut Subscription) -> TaskOutcome {
+    loop {
+        if let Item::TaskEnded(outcome) = next(sub).await {
+            return outcome;
+        }
+    }
+}
+
+/// Every item left in `sub` until it ends (the session has ended).
+async fn drain(sub: &mut Subscription) -> Vec<Item> {
+    let mut items = Vec::new();
+    while let Some(item) = tokio::time::timeout(Duration::from_secs(60), sub.next())
+        .await
+        .expect("the subscription ends within 60 s")
+    {
+        items.push(item);
+    }
+    items
+}
+
+fn seqs(items: &[Item]) -> Vec<u64> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Logged(l) => Some(l.seq),
+            _ => None,
+        })
+        .collect()
+}
+
+const ASKED_THEN_REFUSED: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo asked-and-allowed" }
+expect = { contains = "asked-and-allowed" }
+
+[[turn]]
+text = "first done"
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo never" }
+expect = { is_error = true }
+
+[[turn]]
+text = "second done"
+"#;
+
+/// The protocol's operations drive a session through the handle alone: input, an answer from a
+/// client by question id (an unknown id refused), a narrowing that refuses the next call with
+/// nobody asked, and the end; nothing is taken once it has ended.
+#[test]
+fn the_protocols_operations_drive_a_session_through_its_handle() {
+    let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"ask\"\n");
+    let rt = runtime();
+    rt.block_on(async {
+        let session = chock_runtime::start(env.builder(ASKED_THEN_REFUSED), Opening::New, None)
+            .await
+            .unwrap();
+        let browser = session.named("browser");
+        let _attached = browser.attach("browser");
+        let mut sub = session.subscribe_live();
+        assert_eq!(
+            session
+                .send(Op::UserInput { text: "go".into() })
+                .await
+                .unwrap(),
+            Reply::Accepted
+        );
+        let question = loop {
+            if let Item::Live { event, .. } = next(&mut sub).await
+                && let AgentEvent::ApprovalAsked { question, .. } = &*event
+            {
+                break question.clone();
+            }
+        };
+        let busy = session
+            .send(Op::UserInput {
+                text: "more".into(),
+            })
+            .await;
+        assert!(matches!(busy, Err(OpError::Busy { .. })), "{busy:?}");
+        let answered = browser
+            .send(Op::Answer {
+                question,
+                answer: AnswerKind::AllowOnce,
+                reasons: None,
+                reply: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(answered, Reply::Answered);
+        assert_eq!(task_end(&mut sub).await, TaskOutcome::Ended(Ended::Done));
+        assert_eq!(session.state(), SessionState::Idle);
+        let unknown = session
+            .send(Op::Answer {
+                question: "q-999".into(),
+                answer: AnswerKind::AllowOnce,
+                reasons: None,
+                reply: None,
+            })
+            .await;
+        assert!(matches!(unknown, Err(OpError::Answer(_))), "{unknown:?}");
+        let widening = session
+            .send(Op::Restrict {
+                pattern: "exec.*".into(),
+                decision: TableDecision::Allow,
+            })
+            .await;
+        assert!(
+            matches!(widening, Err(OpError::Restrict { .. })),
+            "{widening:?}"
+        );
+        let narrowed = session
+            .send(Op::Restrict {
+                pattern: "exec.*".into(),
+                decision: TableDecision::Deny,
+            })
+            .await
+            .unwrap();
+        assert_eq!(narrowed, Reply::Restricted);
+        session
+            .send(Op::UserInput {
+                text: "again".into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(task_end(&mut sub).await, TaskOutcome::Ended(Ended::Done));
+        let Reply::Ended(summary) = session.send(Op::End).await.unwrap() else {
+            panic!("not ended")
+        };
+        assert_eq!(summary.ended, Ended::Done);
+        let after = session.send(Op::Interrupt).await;
+        assert!(matches!(after, Err(OpError::Ended { .. })), "{after:?}");
+        let rest = drain(&mut sub).await;
+        assert_eq!(rest.last(), Some(&Item::State(SessionState::Ended)));
+    });
+    let dir = std::fs::read_dir(&env.sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let events: Vec<EventData> = read_events(&dir)
+        .unwrap()
+        .iter()
+        .map(|e| e.payload().unwrap())
+        .collect();
+    let answers: Vec<Option<String>> = events
+        .iter()
+        .filter_map(|d| match d {
+            EventData::ApprovalAnswer(a) => Some(a.by.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, vec![Some("browser".to_string())]);
+    let allowed: Vec<bool> = events
+        .iter()
+        .filter_map(|d| match d {
+            EventData::Decision(d) => Some(d.allowed),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(allowed, vec![true, false]);
+}
+
+const WRITES_A_FILE: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "write_file"
+input = { path = "made.txt", content = "made in the workspace\n" }
+
+[[turn]]
+text = "written"
+"#;
+
+/// Subscriptions joined before, during and after the work see the same lines — every seq once,
+/// in order, from where each asked — and end when the session does.
+#[test]
+fn subscriptions_from_any_seq_see_every_line_once_in_order() {
+    let env = Env::new("");
+    let rt = runtime();
+    rt.block_on(async {
+        let session = chock_runtime::start(env.builder(WRITES_A_FILE), Opening::New, None)
+            .await
+            .unwrap();
+        let mut before = session.subscribe(0);
+        session
+            .send(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        let mut during = session.subscribe(0);
+        let mut from_three = session.subscribe(3);
+        assert!(matches!(
+            task_end(&mut before).await,
+            TaskOutcome::Ended(Ended::Done)
+        ));
+        let mut after = session.subscribe(0);
+        session.send(Op::End).await.unwrap();
+        let mut all = Vec::new();
+        for sub in [&mut before, &mut during, &mut from_three, &mut after] {
+            all.push(seqs(&drain(sub).await));
+        }
+        let head = session.snapshot().head.unwrap();
+        let everything: Vec<u64> = (0..=head).collect();
+        // `before` gave its items up to the task's end already; the rest follow in its drain.
+        assert_eq!(all[1], everything, "joined during the task");
+        assert_eq!(all[2], (3..=head).collect::<Vec<u64>>(), "from seq 3");
+        assert_eq!(all[3], everything, "joined after the task");
+        assert!(all[0].windows(2).all(|w| w[1] == w[0] + 1), "{:?}", all[0]);
+        assert_eq!(session.snapshot().state, SessionState::Ended);
+        assert!(session.snapshot().view.ended());
+    });
+}
+
+/// An apply through the handle, pinned to the digest of the diff shown: decided as
+/// `workspace.apply` and logged before the project changes; a stale digest is refused and
+/// writes nothing.
+#[test]
+fn an_apply_through_the_handle_is_decided_logged_and_written() {
+    let env = Env::new("[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n");
+    let rt = runtime();
+    rt.block_on(async {
+        let session = chock_runtime::start(env.builder(WRITES_A_FILE), Opening::New, None)
+            .await
+            .unwrap();
+        let mut sub = session.subscribe_live();
+        session
+            .send(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        task_end(&mut sub).await;
+        let stale = session
+            .send(Op::Apply {
+                selection: Selection::default(),
+                digest: "0".repeat(64),
+            })
+            .await;
+        assert!(matches!(stale, Err(OpError::Review(_))), "{stale:?}");
+        assert!(!env.project.join("made.txt").exists());
+        let shown = chock_runtime::review::diff(session.id(), session.dir(), &Selection::default())
+            .unwrap();
+        let Reply::Applied(applied) = session
+            .send(Op::Apply {
+                selection: Selection::default(),
+                digest: shown.digest.clone(),
+            })
+            .await
+            .unwrap()
+        else {
+            panic!("not applied")
+        };
+        assert_eq!(applied.paths, vec!["made.txt".to_string()]);
+        assert_eq!(
+            std::fs::read_to_string(env.project.join("made.txt")).unwrap(),
+            "made in the workspace\n"
+        );
+        let Reply::Applied(undone) = session
+            .send(Op::Undo {
+                apply_id: applied.apply_id.clone().unwrap(),
+            })
+            .await
+            .unwrap()
+        else {
+            panic!("not undone")
+        };
+        assert_eq!(undone.paths, vec!["made.txt".to_string()]);
+        assert!(!env.project.join("made.txt").exists());
+        session.send(Op::End).await.unwrap();
+        let kinds: Vec<String> = read_events(session.dir())
+            .unwrap()
+            .iter()
+            .map(|e| e.kind.as_str().to_string())
+            .collect();
+        let decision = kinds.iter().rposition(|k| k == "decision").unwrap();
+        let apply = kinds.iter().rposition(|k| k == "workspace.apply").unwrap();
+        assert!(decision < apply, "{kinds:?}");
+    });
+}
