@@ -12,6 +12,9 @@ pub enum TuiError {
     /// The session could not be made or resumed.
     #[error(transparent)]
     Build(#[from] chock_agent::runtime::BuildError),
+    /// The session could not be started.
+    #[error(transparent)]
+    Start(#[from] chock_runtime::StartError),
     /// The daemon could not be reached or refused.
     #[error(transparent)]
     Daemon(#[from] chock_daemon::client::ClientError),

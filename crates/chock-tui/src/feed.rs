@@ -2,8 +2,8 @@
 //! come back. The two drivers (an in-process session, a daemon's session) speak these same types,
 //! so the screens never know which one they show.
 
-use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, Summary};
+use chock_protocol::live::Ended;
 use chock_protocol::log::AnswerKind;
 use chock_protocol::rpc::{Applied, ReviewDiff, RpcError, Selection};
 
@@ -75,7 +75,7 @@ impl Asked {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskOutcome {
     /// The runtime said how.
-    Ended(TaskEnd),
+    Ended(Ended),
     /// The daemon's session went idle (it does not say why).
     Idle,
     /// The loop failed; the session has ended.

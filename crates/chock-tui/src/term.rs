@@ -6,7 +6,7 @@
 //! the scrollback is the transcript.
 
 use std::io::Stdout;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event, EventStream};
@@ -17,6 +17,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::Widget;
 use ratatui::{Terminal, TerminalOptions, Viewport};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use chock_runtime::Opening;
 
 use crate::TuiError;
 use crate::backend::Kept;
@@ -258,15 +260,12 @@ impl Ui {
             Effect::Quit => self.app.quit = true,
             Effect::Send(cmd) => self.send(cmd),
             Effect::Start(task) => {
-                let (opts, feed) = (self.opts.clone(), self.feed_tx.clone());
-                let built = tokio::task::spawn_blocking(move || {
-                    local::build(&opts, Some(&task), None, &feed).map(|r| (r, task))
-                })
-                .await
-                .map_err(|e| TuiError::Terminal(std::io::Error::other(e)))?;
-                match built {
-                    Ok((runtime, task)) => {
-                        let driver = local::spawn(runtime, self.feed_tx.clone());
+                let started = match local::builder(&self.opts, Some(&task)) {
+                    Ok(builder) => local::start(builder, Opening::New, self.feed_tx.clone()).await,
+                    Err(e) => Err(e),
+                };
+                match started {
+                    Ok(driver) => {
                         let _ = driver.send(Cmd::Input(task));
                         self.driver = Some(driver);
                     }
@@ -343,6 +342,12 @@ impl Ui {
         let _ = tokio::time::timeout(Duration::from_secs(60), wait).await;
     }
 
+    /// Resumes the session in `dir` here and drives it.
+    async fn resume(&self, dir: PathBuf) -> Result<UnboundedSender<Cmd>, TuiError> {
+        let builder = local::builder(&self.opts, None)?;
+        local::start(builder, Opening::Resume(dir), self.feed_tx.clone()).await
+    }
+
     /// Leaves the session driven now and takes `target` instead.
     async fn take(&mut self, target: Target, feeds: &mut UnboundedReceiver<Feed>) {
         self.end(feeds).await;
@@ -355,44 +360,35 @@ impl Ui {
         self.app = fresh;
         match target {
             Target::Resume(dir) => {
-                let (opts, feed) = (self.opts.clone(), self.feed_tx.clone());
                 let shown = dir.display().to_string();
-                let built = tokio::task::spawn_blocking(move || {
-                    local::build(&opts, None, Some(&dir), &feed)
-                })
-                .await;
-                match built {
-                    Ok(Ok(runtime)) => {
+                match self.resume(dir).await {
+                    Ok(driver) => {
                         self.app.say(Kind::Note, &format!("chock: resumed {shown}"));
-                        self.driver = Some(local::spawn(runtime, self.feed_tx.clone()));
+                        self.driver = Some(driver);
                     }
-                    Ok(Err(e)) => self.app.apply(Feed::Failed(e.to_string())),
                     Err(e) => self.app.apply(Feed::Failed(e.to_string())),
                 }
             }
             Target::Fork { dir, turn } => {
-                let (opts, feed) = (self.opts.clone(), self.feed_tx.clone());
-                let built = tokio::task::spawn_blocking(move || {
-                    let forked =
-                        chock_session::fork(&dir, turn, chock_log::SessionHeader::default())
-                            .map_err(|e| format!("cannot fork: {e}"))?;
-                    local::build(&opts, None, Some(&forked.dir), &feed)
-                        .map(|runtime| (forked, runtime))
-                        .map_err(|e| e.to_string())
-                })
-                .await;
-                match built {
-                    Ok(Ok((forked, runtime))) => {
+                let root = dir.parent().map(Path::to_path_buf).unwrap_or_default();
+                let forked = match chock_runtime::review::fork(dir, turn).await {
+                    Ok(forked) => forked,
+                    Err(e) => {
+                        self.app.apply(Feed::Failed(e.message));
+                        return;
+                    }
+                };
+                match self.resume(root.join(&forked.session)).await {
+                    Ok(driver) => {
                         self.app.say(
                             Kind::Note,
                             &format!(
                                 "chock: forked {} at the end of turn {turn} as {}: its files, ratchet and conversation are that turn's",
-                                forked.origin.session, forked.id
+                                forked.origin.session, forked.session
                             ),
                         );
-                        self.driver = Some(local::spawn(runtime, self.feed_tx.clone()));
+                        self.driver = Some(driver);
                     }
-                    Ok(Err(e)) => self.app.apply(Feed::Failed(e)),
                     Err(e) => self.app.apply(Feed::Failed(e.to_string())),
                 }
             }

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use chock_agent::agent::TaskEnd;
 use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
 use chock_protocol::live::Ended;
-use chock_tui::driver::local::spawn;
+use chock_runtime::Opening;
+use chock_tui::driver::local::start;
 use chock_tui::feed::{Cmd, Feed, TaskOutcome};
 use tokio::sync::mpsc::unbounded_channel;
 
@@ -36,25 +36,22 @@ fn a_session_stopped_by_its_budget_ends_out_of_budget_when_the_person_leaves() {
     let script = tmp.path().join("one.toml");
     std::fs::write(&script, "[[turn]]\ntext = \"never asked\"\n").unwrap();
     let config = Config::parse("", Path::new("config.toml")).unwrap();
-    let runtime = SessionBuilder::new(config)
+    let builder = SessionBuilder::new(config)
         .provider(Some(format!("script:{}", script.display())))
         .project(Some(project))
-        .sessions_root(Some(sessions))
-        .build()
-        .unwrap();
-    let dir = runtime.log().dir().to_path_buf();
+        .sessions_root(Some(sessions.clone()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     let summary = rt.block_on(async move {
         let (feed, mut fed) = unbounded_channel();
-        let to = spawn(runtime, feed);
+        let to = start(builder, Opening::New, feed).await.unwrap();
         to.send(Cmd::Input("spend".into())).unwrap();
         loop {
             match fed.recv().await.expect("the driver goes on") {
                 Feed::TaskEnded(TaskOutcome::Ended(end)) => {
-                    assert_eq!(end, TaskEnd::OutOfBudget);
+                    assert_eq!(end, Ended::OutOfBudget);
                     break;
                 }
                 Feed::TaskEnded(other) => panic!("the task ended so: {other:?}"),
@@ -69,6 +66,12 @@ fn a_session_stopped_by_its_budget_ends_out_of_budget_when_the_person_leaves() {
         }
     });
     assert_eq!(summary.ended, Ended::OutOfBudget);
+    let dir = std::fs::read_dir(&sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let events = chock_log::read_events(&dir).unwrap();
     let view = chock_log::view_of(&events);
     assert_eq!(

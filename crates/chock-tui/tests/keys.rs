@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use chock_agent::agent::TaskEnd;
+use chock_protocol::live::Ended;
 use chock_protocol::log::AnswerKind;
 use chock_tui::feed::{Asked, Cmd, Feed, TaskOutcome};
 use chock_tui::keys::{Effect, on_key, on_key_at};
@@ -38,7 +38,7 @@ fn the_first_task_makes_the_session_and_a_follow_up_goes_to_it() {
         Effect::None,
         "not while a task runs"
     );
-    app.apply(Feed::TaskEnded(TaskOutcome::Ended(TaskEnd::Done)));
+    app.apply(Feed::TaskEnded(TaskOutcome::Ended(Ended::Done)));
     app.input.clear();
     assert_eq!(
         typed(&mut app, "more"),
@@ -51,7 +51,7 @@ fn ctrl_c_interrupts_then_leaves() {
     let mut app = App::new();
     typed(&mut app, "fix it");
     assert_eq!(on_key(&mut app, ctrl_c()), Effect::Send(Cmd::Interrupt));
-    app.apply(Feed::TaskEnded(TaskOutcome::Ended(TaskEnd::Interrupted)));
+    app.apply(Feed::TaskEnded(TaskOutcome::Ended(Ended::Interrupted)));
     assert_eq!(on_key(&mut app, ctrl_c()), Effect::Quit);
     // Idle with something typed: Ctrl-C clears it first.
     let mut idle = App::new();

@@ -4,8 +4,8 @@
 //! list. The main screen is drawn as the loop draws it: an inline viewport with the transcript
 //! inserted above it.
 
-use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, PlanStep};
+use chock_protocol::live::Ended;
 use chock_protocol::live::ItemKind;
 use chock_protocol::rpc::{DiffFile, DiffHunk, FileStatus, ReviewDiff, SessionState};
 use chock_tui::feed::{Asked, Feed, Review, TaskOutcome};
@@ -178,7 +178,7 @@ fn a_tool_call_with_its_decision_result_and_live_output() {
             summary: "exit 0\nrunning 3 tests".into(),
         },
     );
-    app.apply(Feed::TaskEnded(TaskOutcome::Ended(TaskEnd::Done)));
+    app.apply(Feed::TaskEnded(TaskOutcome::Ended(Ended::Done)));
     draw_once(&mut shown, &mut app).unwrap();
     insta::assert_snapshot!("tool_call_done", shown.backend());
 }

@@ -15,9 +15,8 @@ pub use question::ARM_DELAY;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use chock_agent::agent::TaskEnd;
 use chock_agent::events::{AgentEvent, PlanStep, Summary};
-use chock_protocol::live::ItemKind;
+use chock_protocol::live::{Ended, ItemKind};
 use chock_protocol::log::AnswerKind;
 
 use crate::feed::{Asked, Feed, TaskOutcome};
@@ -435,14 +434,13 @@ impl App {
         self.flush_live();
         self.questions.clear();
         let text = match outcome {
-            TaskOutcome::Ended(TaskEnd::Interrupted) => {
+            TaskOutcome::Ended(Ended::Interrupted) => {
                 "── interrupted: the turn was stopped; type a follow-up, or Ctrl-C again to leave"
                     .to_string()
             }
-            TaskOutcome::Ended(end) => format!(
-                "── task ended ({}); type a follow-up, /diff to review, Ctrl-C to leave",
-                end.ended()
-            ),
+            TaskOutcome::Ended(end) => {
+                format!("── task ended ({end}); type a follow-up, /diff to review, Ctrl-C to leave")
+            }
             TaskOutcome::Idle => {
                 "── task ended; type a follow-up, /diff to review, Ctrl-C to leave".to_string()
             }
@@ -457,7 +455,7 @@ impl App {
             TaskOutcome::Failed(_) => Phase::Ended,
             _ => Phase::Idle,
         };
-        if !matches!(outcome, TaskOutcome::Ended(TaskEnd::Interrupted)) {
+        if !matches!(outcome, TaskOutcome::Ended(Ended::Interrupted)) {
             self.interrupt_armed = false;
         }
     }
