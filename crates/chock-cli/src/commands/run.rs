@@ -1,7 +1,7 @@
-//! `chock run`: the agent on a task. A thin client of the session runtime
-//! (`chock_agent::runtime`): read the task and the configuration, hand them to the builder with
-//! the answerers and the event sink, submit the task, render events and the summary. Choosing the
-//! provider, the keys' redaction, deciding and acting all live in the library.
+//! `chock run`: the agent on a task. A thin client of the session's handle (`chock-runtime`): read
+//! the task and the configuration, hand them to the builder with the answerers, start the
+//! session, send the task, render its items and the summary. Choosing the provider, the keys'
+//! redaction, deciding, acting and the one end rule all live in the libraries.
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -9,12 +9,13 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use chock_agent::agent::TaskEnd;
 use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::config::Config;
-use chock_agent::events::{AgentEvent, EventSink};
+use chock_agent::events::EventSink;
 use chock_agent::runtime::{BuildError, SessionBuilder};
+use chock_protocol::live::Ended;
 use chock_protocol::log::BudgetAmount;
+use chock_runtime::{Item, Observer, Op, Opening, Reply, StartError, TaskOutcome};
 
 use crate::exit::{self, Exit};
 use crate::say::{say, say_err};
@@ -182,7 +183,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .model(args.model.clone())
         .project(args.project.clone())
         .max_turns(args.max_turns)
-        .sink(Arc::clone(&sink))
         .reviewer_for(&task);
     if let Some(budget) = args.budget {
         builder = builder.budget(budget);
@@ -201,62 +201,68 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     {
         builder = builder.person(Arc::new(terminal));
     }
-    let mut session = match &args.resume {
+    let opening = match &args.resume {
         Some(query) => {
             let root =
                 chock_log::sessions_root().map_err(|e| Exit::new(exit::FAILURE, e.to_string()))?;
             let dir = chock_log::find_session(&root, query)
                 .map_err(|e| Exit::new(exit::BAD_INPUT, e.to_string()))?;
-            builder.resume(&dir)
+            Opening::Resume(dir)
         }
-        None => builder.build(),
-    }
-    .map_err(|e| build_error(&e))?;
-    let id = session.id().to_string();
-    if args.json {
-        sink.emit(&AgentEvent::SessionStarted {
-            session: id.clone(),
-            log_dir: session.log().dir().display().to_string(),
-            project: session.project().display().to_string(),
-            provider: session.chosen().name.clone(),
-            model: session.chosen().model.clone(),
-        });
-    } else {
-        say!(
-            "chock: session {id} (provider {}, model {})",
-            session.chosen().name,
-            session.chosen().model
-        );
-        if args.verbose {
-            say!(
-                "chock: log {}",
-                session.log().dir().join(chock_log::LOG_FILE).display()
-            );
-        }
-    }
+        None => Opening::New,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    // The renderer sees every item on the thread that made it, so what it printed is on the
+    // screen before a terminal question asked on that thread.
+    let render: Arc<dyn Observer> = Arc::new(Render(Arc::clone(&sink)));
+    let session = runtime
+        .block_on(chock_runtime::start(builder, opening, Some(render)))
+        .map_err(|e| start_error(&e))?;
+    let id = session.id().to_string();
+    if !args.json {
+        say!(
+            "chock: session {id} (provider {}, model {})",
+            session.provider(),
+            session.model()
+        );
+        if args.verbose {
+            say!(
+                "chock: log {}",
+                session.dir().join(chock_log::LOG_FILE).display()
+            );
+        }
+    }
     // Ctrl-C interrupts the turn: the model stream stops, a running command's process tree is
     // killed, the log says so, and the session ends as a record whose work so far stays
     // reviewable.
-    let interrupter = session.interrupter();
     let outcome = runtime.block_on(async {
+        let interrupter = session.clone();
         let watch = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                interrupter.interrupt();
+                let _ = interrupter.send(Op::Interrupt).await;
             }
         });
-        let outcome = session.submit(&task).await;
+        let mut items = session.subscribe_live();
+        let sent = session.send(Op::UserInput { text: task }).await;
+        let outcome = match sent {
+            Ok(_) => task_outcome(&mut items).await,
+            Err(e) => TaskOutcome::Failed(e.to_string()),
+        };
         watch.abort();
         match outcome {
-            Ok(end) => session.close().await.map(|summary| (end, summary)),
-            Err(err) => Err(err),
+            TaskOutcome::Ended(end) => match session.send(Op::End).await {
+                Ok(Reply::Ended(summary)) => Ok((end, summary)),
+                Ok(other) => Err(format!("the end was answered {other:?}")),
+                Err(e) => Err(e.to_string()),
+            },
+            TaskOutcome::Failed(why) => Err(why),
         }
     });
     match outcome {
-        Ok((TaskEnd::Interrupted, _)) => {
+        Ok((Ended::Interrupted, _)) => {
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             say_err!();
             say_err!("chock: interrupted; what the session did so far: chock diff {id}");
@@ -275,7 +281,35 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                     "chock: what it did so far: chock diff {id}; its log: chock sessions show {id}"
                 );
             }
-            Err(Exit::new(exit::FAILURE, err.to_string()).into())
+            Err(Exit::new(exit::FAILURE, err).into())
         }
+    }
+}
+
+/// Waits on `items` for the end of the task running now.
+async fn task_outcome(items: &mut chock_runtime::Subscription) -> TaskOutcome {
+    while let Some(item) = items.next().await {
+        if let Item::TaskEnded(outcome) = item {
+            return outcome;
+        }
+    }
+    TaskOutcome::Failed("the session ended without saying how its task went".into())
+}
+
+/// The terminal or JSON renderer, as an observer of the session's items.
+struct Render(Arc<dyn EventSink>);
+
+impl Observer for Render {
+    fn item(&self, item: &Item) {
+        if let Item::Live { event, .. } = item {
+            self.0.emit(event);
+        }
+    }
+}
+
+fn start_error(err: &StartError) -> Exit {
+    match err {
+        StartError::Build(e) => build_error(e),
+        other => Exit::new(exit::FAILURE, other.to_string()),
     }
 }
