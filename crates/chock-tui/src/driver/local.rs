@@ -162,18 +162,20 @@ fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
     let mut items = handle.subscribe_live();
     tokio::spawn(async move {
         while let Some(item) = items.next().await {
-            let sent = match item {
-                Item::Live { event, .. } => feed.send(Feed::Live(Box::new((*event).clone()))),
+            let fed: &[Feed] = &match item {
+                Item::Live { event, .. } => vec![Feed::Live(Box::new((*event).clone()))],
                 Item::TaskEnded(chock_runtime::TaskOutcome::Ended(end)) => {
-                    feed.send(Feed::TaskEnded(TaskOutcome::Ended(end)))
+                    vec![Feed::TaskEnded(TaskOutcome::Ended(end))]
                 }
-                Item::TaskEnded(chock_runtime::TaskOutcome::Failed(why)) => feed
-                    .send(Feed::TaskEnded(TaskOutcome::Failed(why)))
-                    .and_then(|()| feed.send(Feed::Ended(None))),
-                Item::Logged(_) | Item::State(_) => Ok(()),
+                Item::TaskEnded(chock_runtime::TaskOutcome::Failed(why)) => {
+                    vec![Feed::TaskEnded(TaskOutcome::Failed(why)), Feed::Ended(None)]
+                }
+                Item::Logged(_) | Item::State(_) => Vec::new(),
             };
-            if sent.is_err() {
-                return;
+            for one in fed {
+                if feed.send(one.clone()).is_err() {
+                    return;
+                }
             }
         }
     });
