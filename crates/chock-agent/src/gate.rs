@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use chock_broker::{AllowScope, Gate, GateFuture};
+use chock_decide::{AllowScope, Gate, GateFuture};
 use chock_decide::{Count, DecideError, Harness, Observer, Pipeline, Question};
 use chock_log::{Log, LogError};
 use chock_policy::{Action, Decision, Policy};
@@ -29,7 +29,7 @@ pub struct Settled {
     /// Which rule said it (DecidedBy's Display), and who answered if anyone was asked.
     pub decided_by: String,
     /// Whether the deciding row reaches exactly-named hosts on private addresses too
-    /// ([`chock_broker::scope_of`] is `ExactHost`), for the network broker's address rules.
+    /// ([`chock_decide::scope_of`] is `ExactHost`), for the network broker's address rules.
     pub exact_rule: bool,
     /// The refusal in words the model can read (empty when allowed).
     pub refusal: String,

@@ -361,7 +361,7 @@ async fn fetch_url_with_no_rule_and_nobody_to_ask_is_refused_before_any_connecti
 #[tokio::test]
 async fn the_call_gate_puts_an_act_to_the_person_and_logs_ask_answer_decision() {
     use chock_agent::gate::CallGate;
-    use chock_broker::{Gate, GateAnswer};
+    use chock_decide::{Gate, GateAnswer};
 
     let rule = "[[rule]]\naction = \"net.connect.1.0.0.127.8080\"\ndecision = \"ask\"\n";
     let act = action("net.connect.1.0.0.127.8080");

@@ -12,7 +12,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::gate::AllowScope;
+use chock_decide::AllowScope;
 
 /// What an address is, as far as the broker cares. Each class names its range in `Display`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

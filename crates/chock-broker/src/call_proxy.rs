@@ -10,9 +10,9 @@ use chock_log::Log;
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 use crate::error::BrokerError;
-use crate::gate::Gate;
 use crate::proxy::ProxyHandle;
 use crate::{Broker, BrokerConfig};
+use chock_decide::Gate;
 
 /// The variables a command reads to find the proxy. Both spellings, because curl reads only the
 /// lower-case `http_proxy` and some tools only the upper-case ones.

@@ -17,8 +17,8 @@ use tokio::net::TcpStream;
 use crate::address::AddressPolicy;
 use crate::error::BrokerError;
 use crate::events::{Door, NetLog};
-use crate::gate::{Gate, GateAnswer};
 use crate::resolve::NameResolver;
+use chock_decide::{Gate, GateAnswer};
 
 /// A TCP connection opened by the broker to an address it checked. The stream is connected to
 /// `address` itself; nothing resolves the name again.

@@ -14,7 +14,6 @@ mod door;
 mod error;
 mod events;
 mod fetch;
-mod gate;
 mod html;
 mod proxy;
 mod resolve;
@@ -22,6 +21,8 @@ mod search;
 mod stream;
 
 use std::sync::Arc;
+
+use chock_decide::Gate;
 use std::time::Duration;
 
 use chock_log::Log;
@@ -34,9 +35,6 @@ pub use door::{ByteCounts, Counted, PinnedConnection};
 pub use error::BrokerError;
 pub use events::Door;
 pub use fetch::{FetchLimits, FetchedPage};
-pub use gate::{
-    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, commands_may_connect, scope_of,
-};
 pub use html::{decode_entities, html_to_text};
 pub use proxy::ProxyHandle;
 pub use resolve::{NameResolver, Nameservers};

@@ -12,8 +12,8 @@ use url::Url;
 use crate::Broker;
 use crate::error::BrokerError;
 use crate::events::Door;
-use crate::gate::GateAnswer;
 use crate::html::html_to_text;
+use chock_decide::GateAnswer;
 
 /// Which search backend the agent's configuration names.
 ///

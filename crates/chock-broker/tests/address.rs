@@ -2,7 +2,8 @@
 
 use std::net::IpAddr;
 
-use chock_broker::{AddressClass as C, AddressPolicy, AllowScope, classify};
+use chock_broker::{AddressClass as C, AddressPolicy, classify};
+use chock_decide::AllowScope;
 
 /// (address, class, the IPv4 address judged if unwrapped, reachable by a wildcard rule, by an exact rule)
 const TABLE: &[(&str, C, Option<&str>, bool, bool)] = &[

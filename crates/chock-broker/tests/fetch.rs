@@ -5,7 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use chock_broker::{BrokerConfig, BrokerError, FetchLimits, RuleGate};
+use chock_broker::{BrokerConfig, BrokerError, FetchLimits};
+use chock_decide::RuleGate;
 use hickory_resolver::proto::rr::RecordType;
 use serde_json::json;
 use support::{Dns, Http, Reply, allowing, net_events, new_broker, new_log, site_servers};

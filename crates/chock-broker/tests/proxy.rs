@@ -2,7 +2,8 @@
 
 mod support;
 
-use chock_broker::{BrokerConfig, RuleGate};
+use chock_broker::BrokerConfig;
+use chock_decide::RuleGate;
 use serde_json::json;
 use support::{Dns, Reply, net_events, new_broker, new_log, site_servers};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

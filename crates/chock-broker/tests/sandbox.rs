@@ -5,7 +5,8 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use chock_broker::{BrokerConfig, CallProxy, RuleGate, proxy_env};
+use chock_broker::{BrokerConfig, CallProxy, proxy_env};
+use chock_decide::RuleGate;
 use chock_sandbox::{NetworkPlan, Plan, StdioMode, WorkspaceMount};
 
 /// A tiny HTTP server on the host's loopback answering every request with `body`, on its own thread.

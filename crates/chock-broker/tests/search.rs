@@ -2,7 +2,8 @@
 
 mod support;
 
-use chock_broker::{BrokerConfig, BrokerError, RuleGate, SearchConfig, SearchHit};
+use chock_broker::{BrokerConfig, BrokerError, SearchConfig, SearchHit};
+use chock_decide::RuleGate;
 use support::{Dns, Http, Reply, net_events, new_broker, new_log};
 
 const SEARXNG: &str = r#"{"query":"rust sandbox","results":[

@@ -5,7 +5,8 @@ mod support;
 
 use std::sync::Arc;
 
-use chock_broker::{BrokerConfig, BrokerError, RuleGate};
+use chock_broker::{BrokerConfig, BrokerError};
+use chock_decide::RuleGate;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use support::{Dns, allowing, new_broker, new_log};

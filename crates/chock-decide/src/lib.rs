@@ -17,6 +17,7 @@
 
 pub mod broker;
 mod error;
+pub mod gate;
 mod outcome;
 mod pipeline;
 
@@ -25,6 +26,9 @@ pub use broker::{
     Reply, Resolution, ReviewerVerdict, Role,
 };
 pub use error::{AnswerError, DecideError, RestrictError};
+pub use gate::{
+    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, commands_may_connect, scope_of,
+};
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
 pub use pipeline::{
     Harness, Observer, Pipeline, PipelineGate, Ruling, block_on, policy_decision, table_decision,

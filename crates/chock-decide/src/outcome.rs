@@ -1,7 +1,7 @@
 //! What the pipeline settled about one act: typed, so every caller branches on the outcome and
 //! every text (the log's `decided_by`, the model's refusal) is derived from it, never the reverse.
 
-use chock_broker::AllowScope;
+use crate::AllowScope;
 use chock_policy::Decision;
 use serde::Serialize;
 
@@ -63,7 +63,7 @@ pub enum Outcome {
     Allowed {
         /// Who allowed it.
         by: AllowedBy,
-        /// How far an allow of a network act reaches ([`chock_broker::scope_of`] of the row).
+        /// How far an allow of a network act reaches ([`crate::scope_of`] of the row).
         scope: AllowScope,
     },
     /// It does not.

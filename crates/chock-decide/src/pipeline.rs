@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 
-use chock_broker::AllowScope;
+use crate::AllowScope;
 use chock_log::Log;
 use chock_policy::{Action, Decision, Policy, Verdict};
 use chock_protocol::log::{self as record, AnswerKind, Asked};

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chock_broker::{AllowScope, GateAnswer, TableGate, commands_may_connect};
+use chock_decide::{AllowScope, GateAnswer, TableGate, commands_may_connect};
 use chock_policy::{Action, Policy, Source, Sources};
 
 fn policy(text: &str) -> Arc<Policy> {
@@ -95,7 +95,7 @@ fn a_live_gate_sees_the_ratchet_narrow() {
 /// `agent_review` (a ratchet row); approving that act must still reach public addresses only.
 #[test]
 fn only_a_project_or_org_row_naming_the_host_gives_exact_host_reach() {
-    use chock_broker::scope_of;
+    use chock_decide::scope_of;
     use chock_policy::Decision;
     let action = Action::net_connect("site.test", 443).expect("action");
     let mut wildcard =

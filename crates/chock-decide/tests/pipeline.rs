@@ -177,7 +177,7 @@ async fn allowed_and_refused_by_a_person_are_logged_ask_answer_decision() {
                 name: "person".into()
             },
             // A project row naming the act exactly keeps its reach when a person allows it.
-            scope: chock_broker::AllowScope::ExactHost,
+            scope: chock_decide::AllowScope::ExactHost,
         }
     );
     assert_eq!(settled.questions, ["q-1"]);

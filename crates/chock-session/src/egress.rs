@@ -12,8 +12,9 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use chock_broker::{BrokerConfig, CallProxy, PROXY_VARIABLES, commands_may_connect, proxy_env};
+use chock_broker::{BrokerConfig, CallProxy, PROXY_VARIABLES, proxy_env};
 use chock_decide::Pipeline;
+use chock_decide::commands_may_connect;
 use chock_log::Log;
 use chock_policy::{Decision, Pattern, Policy};
 use chock_sandbox::{NetworkPlan, Plan};

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use chock_broker::{AllowScope, Broker, BrokerConfig, Gate, GateAnswer, GateFuture};
+use chock_broker::{Broker, BrokerConfig};
+use chock_decide::{AllowScope, Gate, GateAnswer, GateFuture};
 use chock_log::LogError;
 use chock_policy::{Action, Decision};
 use schemars::JsonSchema;

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use chock_broker::{Broker, BrokerConfig, Gate, Nameservers};
+use chock_broker::{Broker, BrokerConfig, Nameservers};
+use chock_decide::Gate;
 use chock_log::{Event, Log, SessionHeader};
 use hickory_resolver::proto::op::{Message, MessageType, ResponseCode};
 use hickory_resolver::proto::rr::rdata::{A, AAAA};
@@ -288,7 +289,7 @@ pub fn new_broker(gate: impl Gate + 'static, log: &Log, dns: &Dns, config: Broke
 /// A broker resolving through `dns` with the default config and one rule allowing `action`.
 pub fn allowing(action: &str, log: &Log, dns: &Dns) -> Broker {
     new_broker(
-        chock_broker::RuleGate::new().allow(action),
+        chock_decide::RuleGate::new().allow(action),
         log,
         dns,
         BrokerConfig::default(),

@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use chock_agent::approval_terminal::TerminalAnswerer;
-use chock_broker::AllowScope;
+use chock_decide::AllowScope;
 use chock_decide::{ApprovalBroker, Outcome, Pipeline, RefusedBy, Role, Ruling, Settled};
 use chock_log::{Liveness, Log};
 use chock_policy::{Action, Decision, Policy};

@@ -1,7 +1,7 @@
 //! The pipeline as the network broker's one gate: every outbound act of a call decided, asked and
 //! logged the way its command was.
 
-use chock_broker::{Gate, GateAnswer, GateFuture};
+use crate::{Gate, GateAnswer, GateFuture};
 use chock_policy::Action;
 
 use super::Pipeline;

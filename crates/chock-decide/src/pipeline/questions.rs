@@ -2,7 +2,7 @@
 //! question given up and logged as nobody answering ([`Unanswered`]); and where a reopened
 //! session's question numbers go on from.
 
-use chock_broker::AllowScope;
+use crate::AllowScope;
 use chock_log::{EventKind, Log};
 use chock_protocol::log::{self as record, AnswerKind};
 

@@ -2,7 +2,7 @@
 //! confirmation is always a person's), a harness decision with no row; and the table's decision
 //! in the log's words and back.
 
-use chock_broker::{AllowScope, scope_of};
+use crate::{AllowScope, scope_of};
 use chock_policy::{Action, Decision, Verdict};
 use chock_protocol::log::TableDecision;
 
