@@ -2,6 +2,7 @@
 //! only way to act on the session; [`SessionHandle::subscribe`] follows it from any seq;
 //! [`SessionHandle::snapshot`] looks at it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -9,6 +10,7 @@ use chock_agent::events::Summary;
 use chock_agent::runtime::Interrupter;
 use chock_decide::{Answer, AnswerError, Client, Pipeline, RestrictError};
 use chock_log::Log;
+use chock_protocol::live::ToolDisplay;
 use chock_protocol::ops::Op;
 use chock_protocol::rpc::{Applied, ErrorKind, ForkMade, RpcError, SessionState};
 use chock_protocol::view::SessionView;
@@ -110,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) actor: Mutex<Option<JoinHandle<()>>>,
     /// The conversation the session started with (a resumed one's, rebuilt from its log).
     pub(crate) earlier: Vec<chock_provider::Message>,
+    /// How each tool call of `earlier` is shown, by call id.
+    pub(crate) earlier_calls: HashMap<String, ToolDisplay>,
 }
 
 /// A running session. Cheap to clone; every clone acts on the same session.
@@ -118,6 +122,9 @@ pub struct SessionHandle {
     pub(crate) shared: Arc<Shared>,
     /// Who answers questions through this handle (logged as `by`).
     by: Arc<str>,
+    /// Whether an apply sent through this handle is put to a person even when the table allows
+    /// it ([`SessionHandle::confirming_applies`]).
+    confirm: review::Confirm,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -145,6 +152,7 @@ impl SessionHandle {
         SessionHandle {
             shared,
             by: Arc::from("client"),
+            confirm: review::Confirm::Table,
         }
     }
 
@@ -154,6 +162,19 @@ impl SessionHandle {
         SessionHandle {
             shared: Arc::clone(&self.shared),
             by: Arc::from(name),
+            confirm: self.confirm,
+        }
+    }
+
+    /// This handle, putting every apply it sends to a person even when the table allows it: for
+    /// a front end that offers an apply nobody asked for (an editor, at the end of each turn), so
+    /// the project is never written just because the table would let it. A table's `deny` or a
+    /// reviewer still stands.
+    pub fn confirming_applies(&self) -> SessionHandle {
+        SessionHandle {
+            shared: Arc::clone(&self.shared),
+            by: Arc::clone(&self.by),
+            confirm: review::Confirm::Person,
         }
     }
 
@@ -185,6 +206,12 @@ impl SessionHandle {
     /// The conversation it started with: a resumed session's earlier turns (a new one has none).
     pub fn earlier(&self) -> &[chock_provider::Message] {
         &self.shared.earlier
+    }
+
+    /// How the earlier tool call `call_id` (one of [`SessionHandle::earlier`]'s) is shown, as
+    /// the session's tool describes it: for a client replaying the conversation.
+    pub fn earlier_call(&self, call_id: &str) -> Option<&ToolDisplay> {
+        self.shared.earlier_calls.get(call_id)
     }
 
     /// Working, idle or ended.
@@ -274,12 +301,13 @@ impl SessionHandle {
                     .map_err(|source| OpError::Restrict { pattern, source })?;
                 Ok(Reply::Restricted)
             }
-            Op::Apply { selection, digest } => review::apply(
+            Op::Apply { selection, digest } => review::apply_as(
                 &shared.pipeline,
                 &shared.log,
                 shared.dir.clone(),
                 selection,
                 digest,
+                self.confirm,
             )
             .await
             .map(Reply::Applied)

@@ -20,11 +20,14 @@ mod item;
 pub mod review;
 mod subscription;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use chock_agent::events::{AgentEvent, EventSink};
-use chock_agent::runtime::{BuildError, SessionBuilder};
+/// What a front end builds a session from (a front end needs no other crate to start one).
+pub use chock_agent::config::Config;
+pub use chock_agent::runtime::{BuildError, SessionBuilder};
 pub use chock_protocol::ops::Op;
 use tokio::sync::mpsc;
 
@@ -77,6 +80,19 @@ pub async fn start(
     .await
     .map_err(|e| StartError::Panicked(e.to_string()))??;
     feed.bind(runtime.log())?;
+    let earlier = runtime.conversation().to_vec();
+    // How the earlier calls are shown, as the session's own tools describe them (the tools live
+    // in the actor from now on).
+    let earlier_calls: HashMap<String, chock_protocol::live::ToolDisplay> = earlier
+        .iter()
+        .flat_map(|message| &message.content)
+        .filter_map(|block| match block {
+            chock_provider::Block::ToolUse { id, name, input } => {
+                Some((id.clone(), runtime.display(name, input)))
+            }
+            _ => None,
+        })
+        .collect();
     let (commands, received) = mpsc::unbounded_channel();
     let shared = Arc::new(handle::Shared {
         id: runtime.id().to_string(),
@@ -90,7 +106,8 @@ pub async fn start(
         log: runtime.log().clone(),
         interrupter: runtime.interrupter(),
         actor: Mutex::new(None),
-        earlier: runtime.conversation().to_vec(),
+        earlier,
+        earlier_calls,
     });
     // The one `session_started`, whichever front end started the session.
     feed::FeedSink(Arc::clone(&feed)).emit(&AgentEvent::SessionStarted {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use chock_decide::{Pipeline, Ruling};
 use chock_log::Log;
-use chock_policy::Action;
+use chock_policy::{Action, Decision};
 use chock_protocol::log::Note;
 use chock_protocol::rpc::{
     Applied, DiffFile, DiffHunk, ErrorKind, FileStatus, ReviewDiff, RpcError, SealState, Selection,
@@ -124,6 +124,16 @@ pub fn plan_apply(dir: &Path, sel: &Selection, digest: &str) -> Result<ApplyPlan
     .map_err(|e| workspace_error(&e))
 }
 
+/// Who must say yes to an apply besides the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// The table's word stands: its `allow` applies with no question.
+    Table,
+    /// A table's `allow` is put to a person all the same (an apply nobody asked for, offered by
+    /// an editor at a turn's end); its `deny` and a reviewer still stand.
+    Person,
+}
+
 /// Settles `plan` as a `workspace.apply` act through `pipeline` (the question names every path
 /// and the digest), records it in `log`, and writes it.
 pub async fn carry_out(
@@ -131,6 +141,17 @@ pub async fn carry_out(
     pipeline: &Pipeline,
     log: &Log,
     verb: &str,
+) -> Result<Applied, RpcError> {
+    carry_out_as(plan, pipeline, log, verb, Confirm::Table).await
+}
+
+/// [`carry_out`], with a table's `allow` put to a person when `confirm` says so.
+async fn carry_out_as(
+    plan: ApplyPlan,
+    pipeline: &Pipeline,
+    log: &Log,
+    verb: &str,
+    confirm: Confirm,
 ) -> Result<Applied, RpcError> {
     if plan.is_empty() {
         return Ok(Applied {
@@ -144,10 +165,17 @@ pub async fn carry_out(
     let question = plan.question(verb);
     let action = Action::parse("workspace.apply")
         .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
-    let ruling = Ruling {
+    let mut ruling = Ruling {
         context: plan.summary().lines().map(str::to_string).collect(),
         ..Ruling::of(&pipeline.verdict(&action), &action)
     };
+    if confirm == Confirm::Person && ruling.decision == Decision::Allow {
+        ruling.decision = Decision::Ask;
+        ruling.rule = format!(
+            "{}; an apply offered unasked is still put to the person",
+            ruling.rule
+        );
+    }
     let settled = pipeline
         .settle_ruled(None, &action, &question, ruling)
         .await
@@ -228,10 +256,22 @@ pub async fn apply(
     selection: Selection,
     digest: String,
 ) -> Result<Applied, RpcError> {
+    apply_as(pipeline, log, dir, selection, digest, Confirm::Table).await
+}
+
+/// [`apply`], with a table's `allow` put to a person when `confirm` says so.
+pub(crate) async fn apply_as(
+    pipeline: &Pipeline,
+    log: &Log,
+    dir: PathBuf,
+    selection: Selection,
+    digest: String,
+    confirm: Confirm,
+) -> Result<Applied, RpcError> {
     let plan = tokio::task::spawn_blocking(move || plan_apply(&dir, &selection, &digest))
         .await
         .map_err(|e| internal(&e))??;
-    carry_out(plan, pipeline, log, "apply").await
+    carry_out_as(plan, pipeline, log, "apply", confirm).await
 }
 
 /// The undo of `apply_id` (an apply of a session under `sessions_root`), settled and logged as
