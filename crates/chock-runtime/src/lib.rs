@@ -24,9 +24,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use chock_agent::events::{AgentEvent, EventSink};
-/// What a front end builds a session from (a front end needs no other crate to start one).
 pub use chock_agent::config::Config;
+use chock_agent::events::{AgentEvent, EventSink};
 pub use chock_agent::runtime::{BuildError, SessionBuilder};
 pub use chock_protocol::ops::Op;
 use tokio::sync::mpsc;
