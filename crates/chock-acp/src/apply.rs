@@ -2,24 +2,23 @@
 //! files to the project", every file's change and the digest) and asked, through the session's
 //! own decision pipeline, whether to write it into the real project.
 //!
-//! The apply is the same act `chock apply --expect DIGEST` and the daemon's `review.apply` carry
-//! out: chock-workspace plans it pinned to the digest of exactly what was shown (a session that
-//! changed since is refused before anything is decided), the `workspace.apply` act is settled and
-//! logged, the plan's record is logged, and only then is anything written. The table's word
-//! stands when it says deny or asks a reviewer; when it says allow, the editor is still asked —
-//! an apply is never made at every turn's end just because the table would let it.
+//! The apply is not carried out here: it is the session's one apply, [`Op::Apply`] through the
+//! session's handle, pinned to the digest of exactly what the editor was shown — the same act
+//! the daemon's `review.apply` and the terminal carry out (`chock_runtime::review`). The
+//! runtime plans it against that digest (a session or project that changed since is refused
+//! before anything is decided), settles the `workspace.apply` act through the session's own
+//! pipeline, logs the decision and the plan's record, and only then writes. The handle is
+//! [`SessionHandle::confirming_applies`]: the table's word stands when it says deny or asks a
+//! reviewer; when it says allow, the editor is still asked — an apply is never made at every
+//! turn's end just because the table would let it.
 //! A change to Chock's own policy (`chock.toml`) is never applied from an editor: it stays for
 //! `chock apply --include-policy`.
 
 use std::path::Path;
 
-use chock_decide::{Pipeline, Ruling};
-use chock_log::Log;
-use chock_policy::{Action, Decision};
-use chock_protocol::log::Note;
-use chock_workspace::{
-    ApplyOptions, ApplyPlan, Backing, Entry, FileChange, Selection, Workspace, WorkspaceError,
-};
+use chock_protocol::rpc::{Applied, ErrorKind, Selection};
+use chock_runtime::{Op, OpError, Reply, SessionHandle};
+use chock_workspace::{Backing, Entry, FileChange, Workspace, WorkspaceError};
 
 use crate::live::{Shared, visible};
 use crate::schema::{ToolCall, ToolCallContent, ToolCallStatus, ToolKind};
@@ -48,11 +47,25 @@ pub(crate) enum Offered {
     },
 }
 
-/// What was planned, with what the editor is shown.
+/// What is offered, with what the editor is shown.
 struct Planned {
-    plan: ApplyPlan,
+    /// Every change but those to Chock's own policy.
+    selection: Selection,
+    /// The digest of exactly that selection, as it was read for `content`.
     digest: String,
+    /// How many files the apply writes.
+    files: usize,
     content: Vec<ToolCallContent>,
+}
+
+/// Why nothing is offered.
+enum NoOffer {
+    /// Nothing to apply.
+    Nothing,
+    /// The project has no git.
+    NotGit,
+    /// Reading or planning failed.
+    Failed(String),
 }
 
 fn text_of(entry: Option<&Entry>) -> Option<String> {
@@ -85,32 +98,40 @@ fn shown(project: &Path, file: &FileChange) -> ToolCallContent {
     }
 }
 
-fn plan(dir: &Path) -> Result<Option<Planned>, WorkspaceError> {
-    let ws = Workspace::open(dir)?;
+fn failed(e: impl std::fmt::Display) -> NoOffer {
+    NoOffer::Failed(e.to_string())
+}
+
+/// The workspace's changes read once: what the editor is shown (whole files, which the
+/// protocol's `review.diff` does not carry) and the digest of exactly that selection (taken as
+/// `review.diff` takes it), then the runtime's own plan of the apply pinned to it, for which
+/// files it writes.
+fn plan(session: &str, dir: &Path) -> Result<Planned, NoOffer> {
+    let ws = Workspace::open(dir).map_err(failed)?;
     if !matches!(ws.backing(), Backing::Git { .. }) {
-        return Err(WorkspaceError::WrongBacking(String::new()));
+        return Err(NoOffer::NotGit);
     }
-    let diff = ws.diff()?;
+    let diff = ws.diff().map_err(failed)?;
     let (kept, offered): (Vec<&FileChange>, Vec<&FileChange>) =
         diff.files.iter().partition(|f| f.sensitive().is_some());
     let kept_back: Vec<String> = kept.iter().map(|f| f.path.clone()).collect();
     if offered.is_empty() {
-        return Ok(None);
+        return Err(NoOffer::Nothing);
     }
     let selection = Selection {
         files: offered.iter().map(|f| f.id.clone()).collect(),
         hunks: Vec::new(),
     };
-    let digest = diff.digest(&selection)?;
-    let plan = ws.plan_apply_with(
-        &selection,
-        &ApplyOptions {
-            expect: Some(digest.clone()),
-            include_policy: Vec::new(),
-        },
-    )?;
+    let digest = diff
+        .digest(&chock_workspace::Selection {
+            files: selection.files.clone(),
+            hunks: Vec::new(),
+        })
+        .map_err(|e: WorkspaceError| failed(e))?;
+    let plan = chock_runtime::review::plan_apply(dir, &selection, &digest)
+        .map_err(|e| NoOffer::Failed(e.message))?;
     if plan.is_empty() {
-        return Ok(None);
+        return Err(NoOffer::Nothing);
     }
     let writing: std::collections::BTreeSet<&str> =
         plan.ops.iter().map(|op| op.path.as_str()).collect();
@@ -125,41 +146,36 @@ fn plan(dir: &Path) -> Result<Option<Planned>, WorkspaceError> {
     )));
     if !kept_back.is_empty() {
         content.push(ToolCallContent::text(visible(&format!(
-            "not offered here (Chock's own policy; use `chock apply {} --include-policy PATH`): {}",
-            ws.session(),
+            "not offered here (Chock's own policy; use `chock apply {session} --include-policy PATH`): {}",
             kept_back.join(", ")
         ))));
     }
-    Ok(Some(Planned {
-        plan,
+    Ok(Planned {
+        selection,
         digest,
+        files: plan.ops.len(),
         content,
-    }))
+    })
 }
 
-/// The `n`th offer of session `session` (in `dir`, logging to `log`, deciding through
-/// `pipeline`): shown, settled, and written when allowed.
-pub(crate) async fn offer(
-    shared: &Shared,
-    pipeline: &Pipeline,
-    log: &Log,
-    dir: &Path,
-    n: u32,
-) -> Offered {
-    let at = dir.to_path_buf();
-    let planned = match tokio::task::spawn_blocking(move || plan(&at)).await {
-        Ok(Ok(Some(planned))) => planned,
-        Ok(Ok(None)) => return Offered::Nothing,
-        Ok(Err(WorkspaceError::WrongBacking(_))) => return Offered::NotGit,
-        Ok(Err(e)) => return Offered::Failed { why: e.to_string() },
+/// The `n`th offer of the session `handle` holds: shown, then applied through the handle when
+/// the editor allows it.
+pub(crate) async fn offer(shared: &Shared, handle: &SessionHandle, n: u32) -> Offered {
+    let session = handle.id().to_string();
+    let dir = handle.dir().to_path_buf();
+    let planned = match tokio::task::spawn_blocking(move || plan(&session, &dir)).await {
+        Ok(Ok(planned)) => planned,
+        Ok(Err(NoOffer::Nothing)) => return Offered::Nothing,
+        Ok(Err(NoOffer::NotGit)) => return Offered::NotGit,
+        Ok(Err(NoOffer::Failed(why))) => return Offered::Failed { why },
         Err(e) => return Offered::Failed { why: e.to_string() },
     };
     let Planned {
-        plan,
+        selection,
         digest,
+        files,
         content,
     } = planned;
-    let files = plan.ops.len();
     let id = format!("apply-{n}");
     shared.start_call(ToolCall {
         tool_call_id: id.clone(),
@@ -173,12 +189,30 @@ pub(crate) async fn offer(
         locations: Vec::new(),
         raw_input: None,
     });
-    let outcome = settle_and_write(shared, pipeline, log, plan, &id).await;
+    // The question the apply asks is about this tool call.
+    if let Ok(mut offer) = shared.offer.lock() {
+        *offer = Some(id.clone());
+    }
+    let applied = handle
+        .send(Op::Apply {
+            selection,
+            digest: digest.clone(),
+        })
+        .await;
+    if let Ok(mut offer) = shared.offer.lock() {
+        *offer = None;
+    }
+    let outcome = outcome(applied);
     match &outcome {
         Offered::Applied { apply_id } => shared.end_call(
             &id,
             true,
             &format!("applied as {apply_id} (revert with `chock undo {apply_id}`)"),
+        ),
+        Offered::Nothing => shared.end_call(
+            &id,
+            true,
+            "nothing written: the project holds these changes already",
         ),
         Offered::Refused { why } | Offered::Failed { why } => shared.end_call(
             &id,
@@ -189,69 +223,25 @@ pub(crate) async fn offer(
                 shared.id().unwrap_or("SESSION"),
             ),
         ),
-        Offered::Nothing | Offered::NotGit => {}
+        Offered::NotGit => {}
     }
     outcome
 }
 
-async fn settle_and_write(
-    shared: &Shared,
-    pipeline: &Pipeline,
-    log: &Log,
-    plan: ApplyPlan,
-    id: &str,
-) -> Offered {
-    let question = plan.question("apply");
-    let action = match Action::parse("workspace.apply") {
-        Ok(action) => action,
-        Err(e) => return Offered::Failed { why: e.to_string() },
-    };
-    let mut ruling = Ruling {
-        context: plan.summary().lines().map(str::to_string).collect(),
-        ..Ruling::of(&pipeline.verdict(&action), &action)
-    };
-    if ruling.decision == Decision::Allow {
-        ruling.decision = Decision::Ask;
-        ruling.rule = format!(
-            "{}; an editor's apply is still put to the person",
-            ruling.rule
-        );
-    }
-    if let Ok(mut offer) = shared.offer.lock() {
-        *offer = Some(id.to_string());
-    }
-    let settled = pipeline
-        .settle_ruled(None, &action, &question, ruling)
-        .await;
-    if let Ok(mut offer) = shared.offer.lock() {
-        *offer = None;
-    }
-    let settled = match settled {
-        Ok(settled) => settled,
-        Err(e) => return Offered::Failed { why: e.to_string() },
-    };
-    if let Some(why) = settled.refusal() {
-        return Offered::Refused { why };
-    }
-    if let Err(e) = log.record(None, plan.event()) {
-        return Offered::Failed { why: e.to_string() };
-    }
-    let apply_id = plan.apply_id.clone();
-    let digest = plan.digest().map(str::to_string);
-    match tokio::task::spawn_blocking(move || plan.commit()).await {
-        Ok(Ok(_)) => Offered::Applied { apply_id },
-        Ok(Err(e)) => {
-            let _ = log.record(
-                None,
-                Note::ApplyFailed {
-                    apply_id: Some(apply_id.clone()),
-                    digest,
-                    failed: e.to_string(),
-                },
-            );
-            Offered::Failed {
-                why: format!("{e}; if it wrote anything, `chock undo {apply_id}` reverts it"),
-            }
+/// What the handle's apply came to, for the editor.
+fn outcome(applied: Result<Reply, OpError>) -> Offered {
+    match applied {
+        Ok(Reply::Applied(Applied {
+            apply_id: Some(apply_id),
+            ..
+        })) => Offered::Applied { apply_id },
+        // The project came to hold the changes between the offer and the apply.
+        Ok(Reply::Applied(Applied { apply_id: None, .. })) => Offered::Nothing,
+        Ok(other) => Offered::Failed {
+            why: format!("the session answered the apply with {other:?}"),
+        },
+        Err(OpError::Review(e)) if e.kind() == ErrorKind::Refused => {
+            Offered::Refused { why: e.message }
         }
         Err(e) => Offered::Failed { why: e.to_string() },
     }

@@ -1,9 +1,9 @@
 //! `chock acp`: Chock as an agent for editors, speaking the Agent Client Protocol (ACP: JSON-RPC
 //! 2.0 over stdio, one frame a line — what Zed, JetBrains and Neovim plugins drive agents with).
 //!
-//! It is a client of the session runtime, like the daemon and the terminal: `session/new` and
-//! `session/load` build or resume a session with `SessionBuilder`; `session/prompt` submits the
-//! prompt and streams the live events as `session/update`s ([`live`]); `session/cancel`
+//! It is a client of the session's handle (`chock_runtime`), like the daemon and the terminal:
+//! `session/new` and `session/load` start or resume a session; `session/prompt` sends the prompt
+//! as an operation and streams the live items as `session/update`s ([`live`]); `session/cancel`
 //! interrupts the turn; the decision pipeline's questions become `session/request_permission`
 //! with yes once / yes for this session / no, and a question the editor does not answer is a
 //! refusal (`permission`).
@@ -36,7 +36,7 @@ pub use server::serve;
 #[derive(Debug, Clone)]
 pub struct Options {
     /// config.toml, as loaded.
-    pub config: chock_agent::config::Config,
+    pub config: chock_runtime::Config,
     /// The provider (`--provider`; `session/new`'s `_meta.chock.provider` wins; default:
     /// config.toml's `default_provider`).
     pub provider: Option<String>,

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use chock_agent::events::{AgentEvent, EventSink};
-use chock_protocol::live::{ItemKind, PlanStep, StepStatus, ToolDisplay};
+use chock_protocol::live::{AgentEvent, ItemKind, PlanStep, StepStatus, ToolDisplay};
+use chock_runtime::{Item, Observer};
 use tokio::sync::watch;
 
 use crate::rpc::Peer;
@@ -250,13 +250,23 @@ impl Shared {
     }
 }
 
-/// The event sink a session is built with: its updates go to the editor.
+/// The session's live items as the editor's updates: an [`Observer`] of the session's handle,
+/// not a subscription. An observer sees each item synchronously, on the thread that made it,
+/// so an update is in the connection's one queue before anything that follows it on that
+/// thread — above all the `session/request_permission` the answerer sends when the decision
+/// pipeline asks about the call: the editor has the `tool_call` before the question about it,
+/// and the answerer finds the call it knows ([`Shared::knows_call`]). A subscription is read by
+/// another task, which could lag behind the question. The prompt's response, sent once its
+/// subscription gives the task's end, comes after every update: those were queued before the
+/// end was.
 #[derive(Debug)]
-pub(crate) struct Sink(pub(crate) std::sync::Arc<Shared>);
+pub(crate) struct Updates(pub(crate) std::sync::Arc<Shared>);
 
-impl EventSink for Sink {
-    fn emit(&self, event: &AgentEvent) {
-        if let Some(update) = self.0.update_for(event) {
+impl Observer for Updates {
+    fn item(&self, item: &Item) {
+        if let Item::Live { event, .. } = item
+            && let Some(update) = self.0.update_for(event)
+        {
             self.0.send(update);
         }
     }

@@ -1,42 +1,23 @@
 //! `session/load` replays the conversation so far as `session/update`s, as ACP asks: the
-//! person's messages, the model's replies, and every tool call with its result. It is rebuilt
-//! from the log exactly as the resumed runtime rebuilds it, so the editor shows what the model
-//! will carry on from.
-
-use std::path::Path;
-
-use chock_agent::runtime::resume::{ResumeError, rebuild};
-use chock_provider::{Block, Role};
+//! person's messages, the model's replies, and every tool call with its result. It is the
+//! conversation the resumed runtime rebuilt from the log and carries on from
+//! ([`SessionHandle::earlier`]), not a second reading of the log, so the editor shows exactly
+//! what the model will continue.
 
 use chock_protocol::live::ToolDisplay;
-use serde_json::Value;
+use chock_provider::{Block, Role};
+use chock_runtime::SessionHandle;
 
 use crate::live::{Shared, kind, visible};
 use crate::schema::{
     ContentBlock, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
 };
 
-/// Why the conversation could not be replayed.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ReplayError {
-    /// The log could not be read.
-    #[error(transparent)]
-    Log(#[from] chock_log::LogError),
-    /// The log does not rebuild.
-    #[error(transparent)]
-    Resume(#[from] ResumeError),
-}
-
-/// Sends the conversation of the session in `dir`.
-/// `display` describes an earlier tool call as its tool does (the session's registry).
-pub(crate) fn replay(
-    shared: &Shared,
-    dir: &Path,
-    display: impl Fn(&str, &Value) -> ToolDisplay,
-) -> Result<(), ReplayError> {
-    let events = chock_log::read_events(dir)?;
-    for message in rebuild(&events)?.messages {
-        for block in message.content {
+/// Sends the conversation the session in `handle` was resumed with, each earlier tool call shown
+/// as its tool describes it.
+pub(crate) fn replay(shared: &Shared, handle: &SessionHandle) {
+    for message in handle.earlier() {
+        for block in message.content.iter().cloned() {
             let update = match (message.role, block) {
                 (Role::User, Block::Text { text }) => SessionUpdate::UserMessageChunk {
                     content: ContentBlock::text(visible(&text)),
@@ -50,7 +31,10 @@ pub(crate) fn replay(
                     }
                 }
                 (_, Block::ToolUse { id, name, input }) => {
-                    let shown = display(&name, &input);
+                    let shown = handle
+                        .earlier_call(&id)
+                        .cloned()
+                        .unwrap_or_else(|| ToolDisplay::named(&name));
                     SessionUpdate::ToolCall(ToolCall {
                         tool_call_id: id,
                         title: visible(&shown.title),
@@ -83,5 +67,4 @@ pub(crate) fn replay(
             shared.send(update);
         }
     }
-    Ok(())
 }

@@ -1,19 +1,22 @@
-//! One ACP session: a Chock session runtime (built or resumed by `SessionBuilder`), its prompts
-//! one at a time, its cancellations, and the apply offered at the end of each turn.
+//! One ACP session: a client of the session's handle (`chock_runtime`), like the daemon and
+//! the terminal. A prompt is [`Op::UserInput`] and ends when the handle's subscription gives the
+//! task's end; `session/cancel` is [`Op::Interrupt`]; the apply offered at the end of a turn is
+//! [`Op::Apply`]; the session ends by [`Op::End`], by the runtime's one rule.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use chock_agent::agent::TaskEnd;
-use chock_agent::runtime::{BuildError, Interrupter, SessionBuilder, SessionRuntime};
-use chock_log::EventData;
+use chock_protocol::live::Ended;
 use chock_protocol::log::Note;
+use chock_runtime::{
+    BuildError, Item, Op, OpError, SessionBuilder, SessionHandle, StartError, TaskOutcome,
+};
 use tokio::sync::Mutex;
 
 use crate::Options;
 use crate::apply::{self, Offered};
-use crate::live::{Shared, Sink};
+use crate::live::{Shared, Updates};
 use crate::permission::EditorAnswerer;
 use crate::rpc::{Peer, RpcError, code};
 use crate::schema::{ContentBlock, McpServer, SessionUpdate, StopReason};
@@ -41,9 +44,11 @@ pub(crate) enum Opening {
 /// A session served to the editor.
 pub(crate) struct AcpSession {
     pub(crate) shared: Arc<Shared>,
-    runtime: Mutex<Option<SessionRuntime>>,
-    interrupter: Interrupter,
-    dir: PathBuf,
+    /// The session: the only way to act on it.
+    handle: SessionHandle,
+    /// Held by the prompt running now, through the apply offered at its end: the handle takes a
+    /// new input once the task has ended, but the editor's next prompt waits for the offer too.
+    prompting: Mutex<()>,
     offers: AtomicU32,
 }
 
@@ -64,17 +69,40 @@ fn build_error(method: &str, err: &BuildError) -> RpcError {
     RpcError::new(code, format!("{method}: {err}"))
 }
 
+fn start_error(method: &str, err: &StartError) -> RpcError {
+    match err {
+        StartError::Build(e) => build_error(method, e),
+        other => internal(method, other),
+    }
+}
+
 fn internal(method: &str, err: impl std::fmt::Display) -> RpcError {
     RpcError::new(code::INTERNAL_ERROR, format!("{method}: {err}"))
 }
 
-/// The project a logged session works on.
+/// The project a logged session works on, as the protocol's fold of its log says.
 fn logged_project(dir: &Path) -> Result<Option<PathBuf>, RpcError> {
     let events = chock_log::read_events(dir).map_err(|e| internal("session/load", e))?;
-    Ok(events.iter().find_map(|e| match e.payload() {
-        Ok(EventData::SessionStart(start)) => start.project.map(PathBuf::from),
-        _ => None,
-    }))
+    Ok(chock_log::view_of(&events)
+        .start
+        .and_then(|start| start.project)
+        .map(PathBuf::from))
+}
+
+/// ACP's stop reason for a task that ended as `ended`.
+fn stop_reason(ended: &Ended) -> StopReason {
+    match ended {
+        Ended::MaxTokens => StopReason::MaxTokens,
+        Ended::MaxTurns => StopReason::MaxTurnRequests,
+        Ended::Refusal => StopReason::Refusal,
+        Ended::Interrupted => StopReason::Cancelled,
+        // The session's budget is spent: ACP's nearest word is a token limit.
+        Ended::OutOfBudget => StopReason::MaxTokens,
+        // A task ends as one of the above or done; the rest name how a session ended.
+        Ended::Done | Ended::Open | Ended::Closed | Ended::Error(_) | Ended::Other(_) => {
+            StopReason::EndTurn
+        }
+    }
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {
@@ -162,7 +190,6 @@ impl AcpSession {
             .project(Some(cwd.clone()))
             .sessions_root(options.sessions_root.clone())
             .max_turns(options.max_turns)
-            .sink(Arc::new(Sink(Arc::clone(&shared))))
             .person(Arc::new(EditorAnswerer(Arc::clone(&shared))));
         let (editor_mcp, note) = editor_servers(mcp_servers);
         builder = builder.mcp_servers(editor_mcp);
@@ -193,34 +220,35 @@ impl AcpSession {
                 Some(dir)
             }
         };
-        let runtime = tokio::task::spawn_blocking(move || match &load {
-            Some(dir) => builder.resume(dir),
-            None => builder.build(),
-        })
-        .await
-        .map_err(|e| internal(method, e))?
-        .map_err(|e| build_error(method, &e))?;
-        shared.set_id(runtime.id());
+        let opening = match load {
+            Some(dir) => chock_runtime::Opening::Resume(dir),
+            None => chock_runtime::Opening::New,
+        };
+        let updates: Arc<dyn chock_runtime::Observer> = Arc::new(Updates(Arc::clone(&shared)));
+        let handle = chock_runtime::start(builder, opening, Some(updates))
+            .await
+            .map_err(|e| start_error(method, &e))?
+            .named(answerer)
+            .confirming_applies();
+        shared.set_id(handle.id());
         if let Some(note) = &note {
-            runtime
+            handle
+                .pipeline()
                 .log()
                 .record(None, Note::Text { text: note.clone() })
                 .map_err(|e| internal(method, e))?;
             eprintln!(
                 "chock acp: session {}: {}",
-                runtime.id(),
+                handle.id(),
                 chock_protocol::text::line(note)
             );
         }
         if method == "session/load" {
-            let dir = runtime.log().dir().to_path_buf();
-            crate::replay::replay(&shared, &dir, |tool, input| runtime.display(tool, input))
-                .map_err(|e| internal(method, e))?;
+            crate::replay::replay(&shared, &handle);
         }
         let session = Arc::new(AcpSession {
-            interrupter: runtime.interrupter(),
-            dir: runtime.log().dir().to_path_buf(),
-            runtime: Mutex::new(Some(runtime)),
+            handle,
+            prompting: Mutex::new(()),
             shared,
             offers: AtomicU32::new(0),
         });
@@ -229,7 +257,7 @@ impl AcpSession {
 
     /// The session's id.
     pub(crate) fn id(&self) -> &str {
-        self.shared.id().unwrap_or_default()
+        self.handle.id()
     }
 
     /// Says `text` to the editor as the agent's message.
@@ -248,50 +276,75 @@ impl AcpSession {
     /// tree is killed) and a question open now is given up, which refuses its act.
     pub(crate) fn cancel(&self) {
         self.shared.cancel.send_modify(|n| *n += 1);
-        self.interrupter.interrupt();
+        let handle = self.handle.clone();
+        // An interrupt is answered at once; an ended session has nothing to stop.
+        tokio::spawn(async move {
+            let _ = handle.send(Op::Interrupt).await;
+        });
     }
 
-    /// Works on one prompt until its turn ends, then offers the apply. `cancels` is
+    fn busy(&self) -> RpcError {
+        RpcError::new(
+            code::INVALID_REQUEST,
+            format!(
+                "session/prompt: session {} is working on a prompt: wait for its response, or \
+                 send session/cancel",
+                self.id()
+            ),
+        )
+    }
+
+    fn ended(&self) -> RpcError {
+        RpcError::new(
+            code::INVALID_REQUEST,
+            format!("session/prompt: session {} has ended", self.id()),
+        )
+    }
+
+    /// Works on one prompt until its task ends, then offers the apply. `cancels` is
     /// [`AcpSession::cancels`] when the prompt arrived: a cancel since then ends it as
     /// cancelled.
     pub(crate) async fn prompt(&self, text: &str, cancels: u64) -> Result<StopReason, RpcError> {
-        let Ok(mut held) = self.runtime.try_lock() else {
-            return Err(RpcError::new(
-                code::INVALID_REQUEST,
-                format!(
-                    "session/prompt: session {} is working on a prompt: wait for its response, or \
-                     send session/cancel",
-                    self.id()
-                ),
-            ));
-        };
-        let Some(runtime) = held.as_mut() else {
-            return Err(RpcError::new(
-                code::INVALID_REQUEST,
-                format!("session/prompt: session {} has ended", self.id()),
-            ));
+        let Ok(_prompting) = self.prompting.try_lock() else {
+            return Err(self.busy());
         };
         if self.cancels() != cancels {
             return Ok(StopReason::Cancelled);
         }
-        let end = match runtime.submit(text).await {
-            Ok(end) => end,
-            Err(e) => {
-                // The runtime has ended the session (its `session.end` says why).
-                held.take();
-                return Err(internal(
-                    "session/prompt",
-                    format!("session {} ended with an error: {e}", self.id()),
-                ));
+        // Subscribed before the input is sent, so the task's end cannot pass unseen.
+        let mut items = self.handle.subscribe_live();
+        match self
+            .handle
+            .send(Op::UserInput {
+                text: text.to_string(),
+            })
+            .await
+        {
+            Ok(_) => {}
+            Err(OpError::Busy { .. }) => return Err(self.busy()),
+            Err(OpError::Ended { .. }) => return Err(self.ended()),
+            Err(e) => return Err(internal("session/prompt", e)),
+        }
+        let ended = loop {
+            match items.next().await {
+                Some(Item::TaskEnded(TaskOutcome::Ended(ended))) => break ended,
+                Some(Item::TaskEnded(TaskOutcome::Failed(e))) => {
+                    // The runtime has ended the session (its `session.end` says why).
+                    return Err(internal(
+                        "session/prompt",
+                        format!("session {} ended with an error: {e}", self.id()),
+                    ));
+                }
+                Some(_) => {}
+                None => return Err(self.ended()),
             }
         };
-        if end == TaskEnd::Interrupted || self.cancels() != cancels {
+        drop(items);
+        if ended == Ended::Interrupted || self.cancels() != cancels {
             return Ok(StopReason::Cancelled);
         }
-        let pipeline = runtime.pipeline();
-        let log = runtime.log().clone();
         let n = self.offers.fetch_add(1, Ordering::Relaxed) + 1;
-        match apply::offer(&self.shared, &pipeline, &log, &self.dir, n).await {
+        match apply::offer(&self.shared, &self.handle, n).await {
             Offered::NotGit if n == 1 => self.say(&format!(
                 "\n\nThis project has no git, so its changes cannot be applied from the editor: \
                  `chock workspace adopt {}` copies them aside.",
@@ -302,23 +355,27 @@ impl AcpSession {
         if self.cancels() != cancels {
             return Ok(StopReason::Cancelled);
         }
-        Ok(match end {
-            TaskEnd::Done => StopReason::EndTurn,
-            TaskEnd::MaxTokens => StopReason::MaxTokens,
-            TaskEnd::MaxTurns => StopReason::MaxTurnRequests,
-            TaskEnd::Refusal => StopReason::Refusal,
-            TaskEnd::Interrupted => StopReason::Cancelled,
-            // The session's budget is spent: ACP's nearest word is a token limit.
-            TaskEnd::OutOfBudget => StopReason::MaxTokens,
-        })
+        Ok(stop_reason(&ended))
     }
 
-    /// Ends the session (after the prompt running now, which the caller cancels first):
-    /// background commands are waited for, the workspace checkpointed, `session.end` logged.
+    /// Ends the session (after the prompt running now, which the caller cancels first) by the
+    /// runtime's one rule: background commands are waited for, the workspace checkpointed,
+    /// `session.end` logged as its last task ended. An ended session stays ended.
     pub(crate) async fn end(&self) {
-        let runtime = self.runtime.lock().await.take();
-        if let Some(runtime) = runtime {
-            let _ = runtime.close().await;
-        }
+        let _ = self.handle.send(Op::End).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tasks_end_is_acps_stop_reason() {
+        assert_eq!(stop_reason(&Ended::Done), StopReason::EndTurn);
+        assert_eq!(stop_reason(&Ended::MaxTurns), StopReason::MaxTurnRequests);
+        assert_eq!(stop_reason(&Ended::OutOfBudget), StopReason::MaxTokens);
+        assert_eq!(stop_reason(&Ended::Interrupted), StopReason::Cancelled);
+        assert_eq!(stop_reason(&Ended::Refusal), StopReason::Refusal);
     }
 }
