@@ -95,7 +95,12 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
                             source,
                         })?;
                     if out.messages.last() != Some(&message) {
-                        answer_open_calls(&mut out.messages, &results);
+                        // A request after the model's calls carries their results itself; only
+                        // one that does not (the session stopped between the calls and their
+                        // results) needs them made up from the log, or they would be there twice.
+                        if !carries_results(&message) {
+                            answer_open_calls(&mut out.messages, &results);
+                        }
                         out.messages.push(message);
                     }
                 }
@@ -153,6 +158,15 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
     }
     answer_open_calls(&mut out.messages, &results);
     Ok(out)
+}
+
+/// Whether `message` is the person's side answering tool calls.
+fn carries_results(message: &Message) -> bool {
+    message.role == Role::User
+        && message
+            .content
+            .iter()
+            .any(|b| matches!(b, Block::ToolResult { .. }))
 }
 
 /// When the last message is the model's and it called tools, appends the results the log has
