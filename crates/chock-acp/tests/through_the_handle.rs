@@ -75,6 +75,36 @@ impl Env {
     }
 }
 
+/// `chock_acp::serve` on a pair of pipes: the editor's side, and the server's task.
+fn serve(
+    env: &Env,
+) -> (
+    Editor,
+    tokio::task::JoinHandle<Result<(), chock_acp::AcpError>>,
+) {
+    let (to_chock, chock_in) = tokio::io::duplex(1 << 20);
+    let (chock_out, from_chock) = tokio::io::duplex(1 << 20);
+    let served = tokio::spawn(chock_acp::serve(
+        BufReader::new(chock_in),
+        chock_out,
+        env.options(),
+    ));
+    let editor = Editor {
+        to_chock,
+        from_chock: BufReader::new(from_chock).lines(),
+        next_id: 0,
+        received: Vec::new(),
+    };
+    (editor, served)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The editor's side of the pipes.
 struct Editor {
     to_chock: DuplexStream,
@@ -97,6 +127,27 @@ impl Editor {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
         id
+    }
+
+    async fn initialize(&mut self) {
+        let id = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {},
+                       "clientInfo": {"name": "test", "version": "1"}}),
+            )
+            .await;
+        self.until_response(id, "reject_once").await;
+    }
+
+    /// Closes the editor's side and waits for serving to stop (every session ended).
+    async fn close(self, served: tokio::task::JoinHandle<Result<(), chock_acp::AcpError>>) {
+        drop(self);
+        tokio::time::timeout(Duration::from_secs(60), served)
+            .await
+            .expect("serving stops when the editor goes")
+            .unwrap()
+            .unwrap();
     }
 
     async fn recv(&mut self) -> Value {
@@ -145,32 +196,9 @@ fn a_prompt_and_its_apply_reach_the_project_through_the_handle() {
         "[[rule]]\naction = \"workspace.apply\"\ndecision = \"allow\"\n",
         WRITES_A_FILE,
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let received = rt.block_on(async {
-        let (to_chock, chock_in) = tokio::io::duplex(1 << 20);
-        let (chock_out, from_chock) = tokio::io::duplex(1 << 20);
-        let served = tokio::spawn(chock_acp::serve(
-            BufReader::new(chock_in),
-            chock_out,
-            env.options(),
-        ));
-        let mut ed = Editor {
-            to_chock,
-            from_chock: BufReader::new(from_chock).lines(),
-            next_id: 0,
-            received: Vec::new(),
-        };
-        let id = ed
-            .request(
-                "initialize",
-                json!({"protocolVersion": 1, "clientCapabilities": {},
-                       "clientInfo": {"name": "test", "version": "1"}}),
-            )
-            .await;
-        ed.until_response(id, "reject_once").await;
+    let received = runtime().block_on(async {
+        let (mut ed, served) = serve(&env);
+        ed.initialize().await;
         let id = ed
             .request("session/new", json!({"cwd": env.project, "mcpServers": []}))
             .await;
@@ -192,12 +220,7 @@ fn a_prompt_and_its_apply_reach_the_project_through_the_handle() {
             "made in the workspace\n"
         );
         let received = std::mem::take(&mut ed.received);
-        drop(ed);
-        tokio::time::timeout(Duration::from_secs(60), served)
-            .await
-            .expect("serving stops when the editor goes")
-            .unwrap()
-            .unwrap();
+        ed.close(served).await;
         received
     });
     // The editor was asked about the apply's own tool call, after it was shown.
@@ -249,4 +272,82 @@ fn a_prompt_and_its_apply_reach_the_project_through_the_handle() {
     assert!(decision < record, "the decision is logged before the write");
     let end = events.last().unwrap();
     assert_eq!(end["kind"], "session.end", "{end}");
+}
+
+/// `session/load` replays the conversation the resumed runtime carries on from, each earlier
+/// tool call titled as its tool describes it (not by its name), then takes a prompt.
+#[test]
+fn load_replays_the_resumed_conversation_with_each_call_as_its_tool_shows_it() {
+    let recording = format!("{WRITES_A_FILE}\n[[turn]]\ntext = \"again\"\n");
+    let env = Env::new("", &recording);
+    runtime().block_on(async {
+        let (mut ed, served) = serve(&env);
+        ed.initialize().await;
+        let id = ed
+            .request("session/new", json!({"cwd": env.project, "mcpServers": []}))
+            .await;
+        let session = ed.until_response(id, "reject_once").await["result"]["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let id = ed
+            .request(
+                "session/prompt",
+                json!({"sessionId": session, "prompt": [{"type": "text", "text": "make it"}]}),
+            )
+            .await;
+        // The apply is refused: the file stays in the session.
+        ed.until_response(id, "reject_once").await;
+        ed.close(served).await;
+
+        let (mut ed, served) = serve(&env);
+        ed.initialize().await;
+        let id = ed
+            .request(
+                "session/load",
+                json!({"sessionId": session, "cwd": env.project, "mcpServers": []}),
+            )
+            .await;
+        let loaded = ed.until_response(id, "reject_once").await;
+        assert_eq!(loaded["result"], json!({}), "{loaded}");
+        let updates: Vec<&Value> = ed
+            .received
+            .iter()
+            .filter(|f| f["method"] == "session/update")
+            .map(|f| &f["params"]["update"])
+            .collect();
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| u["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "user_message_chunk",
+                "tool_call",
+                "tool_call_update",
+                "agent_message_chunk"
+            ]
+        );
+        assert_eq!(updates[0]["content"]["text"], "make it");
+        assert_eq!(
+            updates[1]["title"], "Write made.txt (in the sandbox copy)",
+            "{}",
+            updates[1]
+        );
+        assert_eq!(updates[1]["kind"], "edit");
+        assert_eq!(updates[1]["toolCallId"], updates[2]["toolCallId"]);
+        assert_eq!(updates[2]["status"], "completed");
+        assert_eq!(updates[3]["content"]["text"], "written");
+        let id = ed
+            .request(
+                "session/prompt",
+                json!({"sessionId": session, "prompt": [{"type": "text", "text": "more"}]}),
+            )
+            .await;
+        let response = ed.until_response(id, "reject_once").await;
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        ed.close(served).await;
+    });
+    assert!(!env.project.join("made.txt").exists());
 }
