@@ -467,6 +467,17 @@ text = "edited it"
         first.end(EndReason::Done).await.unwrap();
     });
     let mut resumed = env.builder(no_config(), &spec).resume(&dir).unwrap();
+    // The read's result is in the rebuilt conversation once, as the model was sent it.
+    let results: Vec<&str> = resumed
+        .conversation()
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            chock_provider::Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{:?}", resumed.conversation());
     rt.block_on(async {
         assert_eq!(resumed.submit("now edit it").await.unwrap(), TaskEnd::Done);
         resumed.end(EndReason::Done).await.unwrap();
