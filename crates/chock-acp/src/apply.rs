@@ -18,7 +18,7 @@ use std::path::Path;
 
 use chock_protocol::rpc::{Applied, ErrorKind, Selection};
 use chock_runtime::{Op, OpError, Reply, SessionHandle};
-use chock_workspace::{Backing, Entry, FileChange, Workspace, WorkspaceError};
+use chock_workspace::{Backing, Entry, FileChange, Workspace};
 
 use crate::live::{Shared, visible};
 use crate::schema::{ToolCall, ToolCallContent, ToolCallStatus, ToolKind};
@@ -127,7 +127,7 @@ fn plan(session: &str, dir: &Path) -> Result<Planned, NoOffer> {
             files: selection.files.clone(),
             hunks: Vec::new(),
         })
-        .map_err(|e: WorkspaceError| failed(e))?;
+        .map_err(failed)?;
     let plan = chock_runtime::review::plan_apply(dir, &selection, &digest)
         .map_err(|e| NoOffer::Failed(e.message))?;
     if plan.is_empty() {
