@@ -101,7 +101,7 @@ fn check_reads_another_project_directory() {
 #[test]
 fn check_refuses_an_undefined_or_malformed_action() {
     let w = project(None, "");
-    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "nix.build"]));
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "nix.shell"]));
     insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "net.fetch.*"]));
 }
 

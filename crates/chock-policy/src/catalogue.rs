@@ -48,6 +48,15 @@ pub const CATALOGUE: &[Entry] = &[
         "exec.nix.store.<program>",
         "a nix store path the session did not start with",
     ),
+    // Nix on the host, outside the sandbox (docs/nix.md).
+    e(
+        "nix.devshell",
+        "evaluating and building the project's flake dev shell with nix on the host, at the session's first call",
+    ),
+    e(
+        "nix.build",
+        "building or fetching one more program the agent asked for with nix on the host (provision_program)",
+    ),
     e(
         "exec.unparsed",
         "a program path that cannot be resolved lexically (`..`, a shell expansion), so no class fits",
@@ -409,7 +418,7 @@ mod tests {
             "mcp.time.tools.x",
             "mcp.a.b.tool.x",
             "mcp.time",
-            "nix.build",
+            "nix.shell",
             "file.write",
             "secret.password",
         ] {

@@ -174,7 +174,7 @@ mod tests {
         let rm = Action::parse("exec.system.rm").unwrap();
         assert_eq!(r.strictest(&rm).map(|(_, d)| d), Some(Decision::Deny));
         assert!(matches!(
-            r.restrict("nix.build", Decision::Deny),
+            r.restrict("nix.shell", Decision::Deny),
             Err(RatchetError::Undefined(_))
         ));
         assert!(matches!(

@@ -31,6 +31,8 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
         Decision::Ask,
         Some("exec.nix.store.*"),
     ),
+    ("nix.devshell", Decision::Allow, Some("nix.devshell")),
+    ("nix.build", Decision::Ask, Some("nix.build")),
     ("exec.unparsed", Decision::Ask, None),
     ("net.fetch.com.github.api", Decision::Ask, None),
     ("net.connect.com.github.443", Decision::Ask, None),

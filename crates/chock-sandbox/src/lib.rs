@@ -35,8 +35,8 @@ pub use host::spawn::{
 pub use wire::error::{Layer, SandboxError};
 pub use wire::outcome::{ExitStatus, LimitsReport, Outcome};
 pub use wire::plan::{
-    DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, OwnOverlay, Plan, PlanBuilder,
-    WorkspaceMount, scrub_env,
+    DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, OwnOverlay, Plan, PlanBuilder, STORE_DIR,
+    StorePath, WorkspaceMount, scrub_env,
 };
 
 /// Walks `plan`'s declared `[sandbox]` paths into the session's socket `index` now, as the

@@ -165,8 +165,10 @@ impl Session {
                 opts.network,
                 can_ask,
             ))
+            .store_paths(self.nix.store_paths())
             .timeout(timeout)
             .build();
+        self.nix.apply_env(&mut plan);
         crate::egress::point_at_proxy(&mut plan);
         plan
     }
@@ -210,10 +212,17 @@ impl Session {
             .chain(&plan.extra_write)
             .cloned()
             .collect();
+        let devshell: Vec<PathBuf> = self
+            .nix
+            .devshell()
+            .map(|d| d.closure.clone())
+            .unwrap_or_default();
         let ctx = ExecContext {
             project: &self.project,
             workspace_layers: &layers,
             extra: &extra,
+            devshell: &devshell,
+            store: self.nix.store_dir(),
             path: plan.env_var("PATH").unwrap_or(chock_sandbox::DEFAULT_PATH),
             cwd: &plan.cwd,
         };
@@ -246,6 +255,7 @@ impl Session {
         let _turn = self.take_turn()?;
         let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
+        self.settle_devshell(&pipeline, &call_id)?;
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();
         let plan = self.plan_asking(argv, opts, can_ask);
         let classified = self.classify(&plan);

@@ -54,6 +54,7 @@ impl Session {
         let _pause = self.workspace.pause_background();
         let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
+        crate::nix::off_the_runtime(|| self.settle_devshell(&pipeline, &call_id))?;
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();
         let plan = self.plan_asking(argv, opts, can_ask);
         let classified = self.classify(&plan);

@@ -26,6 +26,11 @@ pub struct ExecContext<'a> {
     pub workspace_layers: &'a [PathBuf],
     /// Declared extra read and write paths.
     pub extra: &'a [PathBuf],
+    /// The store paths of the dev shell's closure (`exec.devshell.*`; any other store path is
+    /// `exec.nix.store.*`).
+    pub devshell: &'a [PathBuf],
+    /// Where the store's paths lie on the host, when it is not `/nix/store` itself.
+    pub store: Option<&'a Path>,
     /// The sandbox's PATH.
     pub path: &'a str,
     /// The working directory inside the sandbox.
@@ -63,8 +68,12 @@ impl ExecContext<'_> {
         if path.starts_with(self.project) {
             return Some(ExecClass::Workspace);
         }
-        if path.starts_with("/nix/store") {
-            return Some(ExecClass::NixStore);
+        if let Some(store_path) = crate::nix::store_path_of(path) {
+            return Some(if self.devshell.contains(&store_path) {
+                ExecClass::Devshell
+            } else {
+                ExecClass::NixStore
+            });
         }
         if self.extra.iter().any(|e| path.starts_with(e)) {
             return Some(ExecClass::Extra);
@@ -82,6 +91,11 @@ impl ExecContext<'_> {
             let rel = path.strip_prefix(self.project).unwrap_or(path);
             return self.project.join(rel).is_file()
                 || self.workspace_layers.iter().any(|l| l.join(rel).is_file());
+        }
+        if let (Some(store), Ok(rel)) = (self.store, path.strip_prefix(chock_sandbox::STORE_DIR))
+            && matches!(class, ExecClass::Devshell | ExecClass::NixStore)
+        {
+            return store.join(rel).is_file();
         }
         path.is_file()
     }
@@ -146,6 +160,8 @@ mod tests {
             project,
             workspace_layers: &[],
             extra,
+            devshell: &[],
+            store: None,
             path,
             cwd: project,
         }

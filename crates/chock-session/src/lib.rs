@@ -12,6 +12,7 @@ mod classify;
 mod egress;
 mod error;
 mod fork;
+mod nix;
 mod running;
 mod service;
 
@@ -30,6 +31,7 @@ pub use classify::{Classified, ExecContext};
 pub use egress::PROXY_PORT;
 pub use error::SessionError;
 pub use fork::{ForkRefusal, Forked, fork};
+pub use nix::{DevShell, NixError, Provisioned, find_nix};
 pub use running::RunningCalls;
 pub use service::{Service, ServiceOptions};
 
@@ -108,6 +110,8 @@ pub struct Session {
     calls: Calls,
     /// Where a call's own overlay instance keeps its writes.
     own_overlay: chock_sandbox::OwnOverlay,
+    /// The project's dev shell and the programs provisioned since (docs/nix.md).
+    nix: nix::NixState,
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
@@ -246,6 +250,7 @@ impl Session {
             in_turn: (calls != Calls::Overlapping).then(|| std::sync::Mutex::new(false)),
             calls,
             own_overlay,
+            nix: nix::NixState::default(),
         };
         session.warm_socket_index();
         Ok(session)
@@ -358,6 +363,17 @@ impl Session {
     /// The session's workspace.
     pub fn workspace(&self) -> &Workspace {
         &self.workspace
+    }
+
+    /// The project's dev shell, once the session's first call settled it (`None` before, and
+    /// for a project with none, or one refused or failed: the log says which).
+    pub fn devshell(&self) -> Option<&DevShell> {
+        self.nix.devshell()
+    }
+
+    /// The programs provisioned so far ([`Session::provision`]), in order.
+    pub fn provisioned(&self) -> Vec<Provisioned> {
+        self.nix.provisioned()
     }
 
     fn next_call_id(&self) -> String {

@@ -111,6 +111,13 @@ fn build_tree(
         };
         user.push((c, m));
     }
+    // Store paths are immutable once valid (the store makes them read-only), so each is a plain
+    // read-only bind, opened without following a link like a declared path, and not walked for
+    // sockets: a closure is thousands of paths.
+    for s in &plan.store_paths {
+        let source = declared_source("store path", &s.source)?;
+        user.push((s.target.clone(), UserMount::StoreBind { source }));
+    }
     for p in &plan.extra_write {
         let c = declared_source("extra write path", p)?;
         user.push((
@@ -237,6 +244,7 @@ fn build_tree(
     for (target, m) in user {
         match m {
             UserMount::Dir => b.mkdirs(&target, fs)?,
+            UserMount::StoreBind { source } => b.bind_declared(&source, &target, true)?,
             UserMount::ReadOverlay { lower } => {
                 read_layers.push(&mut b, &lower, &target)?;
                 if session {
@@ -328,6 +336,10 @@ enum UserMount {
     },
     /// A directory inside an earlier tmpfs.
     Dir,
+    /// A nix store path, read-only at its store path (`Plan::store_paths`).
+    StoreBind {
+        source: PathBuf,
+    },
     Bind {
         source: PathBuf,
         readonly: bool,

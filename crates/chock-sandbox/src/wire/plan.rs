@@ -54,6 +54,12 @@ pub struct Plan {
     pub extra_read: Vec<PathBuf>,
     /// Host paths bound read-write at the same path (a declared cache).
     pub extra_write: Vec<PathBuf>,
+    /// Nix store paths bound read-only (a dev shell's closure, a provisioned program's): each
+    /// shown at its store path (`/nix/store/<hash>-<name>`) from where it really lies on the host
+    /// (the same path, or under a store kept in another directory). Nothing else of the store is
+    /// shown.
+    #[serde(default)]
+    pub store_paths: Vec<StorePath>,
     /// Resource limits.
     pub limits: Limits,
     /// The call's network.
@@ -61,6 +67,18 @@ pub struct Plan {
     /// Wall-clock limit; at the end every process of the call is killed.
     pub timeout: Option<Duration>,
 }
+
+/// One nix store path a call sees, and where it lies on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorePath {
+    /// Where it lies on the host (already checked by the policy's host path checker).
+    pub source: PathBuf,
+    /// Its store path, where the call sees it: directly under `/nix/store`.
+    pub target: PathBuf,
+}
+
+/// The directory every store path a call sees lies directly under.
+pub const STORE_DIR: &str = "/nix/store";
 
 /// What backs the project directory inside the sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -206,6 +224,18 @@ impl Plan {
         for p in &self.extra_write {
             paths.push(("extra write path", p));
         }
+        for s in &self.store_paths {
+            paths.push(("store path source", &s.source));
+            paths.push(("store path", &s.target));
+            // Directly under the store: the bind must never cover the store itself or land
+            // anywhere else in the tree.
+            if s.target.parent() != Some(Path::new(STORE_DIR)) {
+                return Err(SandboxError::Plan(format!(
+                    "store path {} is not directly under {STORE_DIR}",
+                    s.target.display()
+                )));
+            }
+        }
         for (what, p) in paths {
             if !p.is_absolute() {
                 return Err(SandboxError::Plan(format!(
@@ -296,6 +326,7 @@ impl PlanBuilder {
                 policy_file: None,
                 extra_read: Vec::new(),
                 extra_write: Vec::new(),
+                store_paths: Vec::new(),
                 limits: Limits::default(),
                 network: NetworkPlan::None,
                 timeout: None,
@@ -343,6 +374,12 @@ impl PlanBuilder {
     /// Extra read-write paths.
     pub fn extra_write(mut self, paths: Vec<PathBuf>) -> Self {
         self.plan.extra_write = paths;
+        self
+    }
+
+    /// Nix store paths to show read-only ([`Plan::store_paths`]).
+    pub fn store_paths(mut self, paths: Vec<StorePath>) -> Self {
+        self.plan.store_paths = paths;
         self
     }
 
