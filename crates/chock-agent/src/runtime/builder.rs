@@ -426,6 +426,10 @@ impl SessionBuilder {
         for tool in self.tools.iter().chain(&plugins) {
             agent.offer_tool(Arc::clone(tool))?;
         }
+        // Asking for a program needs nix on the host, and a table that lets `nix.build` exist.
+        if agent.host().session().has_nix() {
+            agent.offer_tool(Arc::new(crate::tools::builtin::ProvisionProgram))?;
+        }
         self.start_mcp(&mut agent, chosen)?;
         Ok(agent)
     }

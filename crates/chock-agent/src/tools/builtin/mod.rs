@@ -5,12 +5,14 @@ mod exec;
 mod fs;
 mod memory;
 mod net;
+mod nix;
 mod session;
 
 pub use exec::{ReadOutput, RunCommand};
 pub use fs::{EditFile, Glob, Grep, List, ReadFile, WriteFile};
 pub use memory::{MemoryRead, MemoryReadInput, MemoryWrite, MemoryWriteInput};
 pub use net::{FetchUrl, WebSearch};
+pub use nix::{ProvisionInput, ProvisionProgram};
 pub use session::{
     AskInput, AskUser, GuidanceInput, PlanInput, PlanStepInput, ReadGuidance, RequestAction,
     RequestInput, RestrictInput, RestrictSelf, SetTitle, StepStatus, TitleInput, UpdatePlan,

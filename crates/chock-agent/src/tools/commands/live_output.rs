@@ -13,7 +13,7 @@ use crate::events::{AgentEvent, EventSink};
 /// The redaction funnel matches whole secrets, so text is only redacted and sent once a secret
 /// cannot be cut in two by the next read: whole lines, or, for a line that grows past
 /// [`LINE_HOLD`], all of it but a tail longer than any secret. The rest goes out at completion.
-pub(super) struct OutputItem {
+pub(crate) struct OutputItem {
     item: String,
     /// The turn the command runs in.
     turn: u32,
@@ -39,7 +39,7 @@ struct OutputState {
 impl OutputItem {
     /// An item named `item`, of the call `call_id`'s output in `turn`, redacted by `log`, sent
     /// to `sink`.
-    pub(super) fn new(
+    pub(crate) fn new(
         item: String,
         turn: u32,
         call_id: &str,
@@ -78,7 +78,7 @@ impl OutputItem {
     }
 
     /// Sends what is held back and completes the item (once; later calls do nothing).
-    pub(super) fn complete(&self, ok: bool) {
+    pub(crate) fn complete(&self, ok: bool) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };

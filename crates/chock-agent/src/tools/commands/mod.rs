@@ -7,7 +7,7 @@
 //! captures output whole) or says it is still running; its end is recorded as a `note` event with its
 //! status, and the model is told at its next turn.
 
-mod live_output;
+pub(crate) mod live_output;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
