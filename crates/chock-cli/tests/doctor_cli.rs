@@ -36,13 +36,14 @@ fn json_lists_every_layer_and_the_status_matches() {
     cgroup limits
     socket index
     kvm
+    nix
     ");
     let required_on = layers
         .iter()
         .all(|l| l["on"] == true || l["required"] == false);
     assert_eq!(doc["ok"], required_on);
     assert_eq!(out.status.code(), Some(if required_on { 0 } else { 1 }));
-    for optional in ["cgroup limits", "socket index", "kvm"] {
+    for optional in ["cgroup limits", "socket index", "kvm", "nix"] {
         let row = layers.iter().find(|l| l["layer"] == optional).unwrap();
         assert_eq!(row["required"], false, "{optional} is not required");
     }

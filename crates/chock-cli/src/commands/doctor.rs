@@ -19,7 +19,8 @@ pub struct DoctorArgs {
 )]
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let DoctorArgs { json } = args;
-    let rows = chock_sandbox::doctor::probe_all();
+    let mut rows = chock_sandbox::doctor::probe_all();
+    rows.push(nix_row(chock_session::find_nix()));
     let all_required_on = rows.iter().all(|r| r.on || !r.required);
     if json {
         let doc = serde_json::json!({ "ok": all_required_on, "layers": rows });
@@ -46,4 +47,43 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         exit::FAILURE
     }))
+}
+
+/// Whether Nix is there: not a layer, and never required; without it a project's flake.nix dev
+/// shell is not bound and `provision_program` is not offered (docs/nix.md).
+fn nix_row(nix: Option<std::path::PathBuf>) -> chock_sandbox::doctor::LayerReport {
+    let (on, detail) = match nix {
+        Some(path) => (
+            true,
+            format!(
+                "{}: a project's flake.nix dev shell is bound into its calls; provision_program is offered",
+                path.display()
+            ),
+        ),
+        None => (
+            false,
+            "no `nix` on PATH: a project's flake.nix dev shell is not bound and provision_program is \
+             not offered"
+                .to_string(),
+        ),
+    };
+    chock_sandbox::doctor::LayerReport {
+        layer: "nix".into(),
+        required: false,
+        on,
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_without_nix_gets_an_optional_row_that_says_so() {
+        let row = nix_row(None);
+        assert!(!row.on && !row.required);
+        assert!(row.detail.contains("no `nix` on PATH"), "{}", row.detail);
+        assert!(nix_row(Some("/usr/bin/nix".into())).on);
+    }
 }
