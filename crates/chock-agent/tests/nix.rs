@@ -4,10 +4,12 @@
 //! and as an unprivileged user alike. Without nix the scenarios are skipped, except in CI.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_agent::agent::TaskEnd;
 use chock_agent::config::Config;
+use chock_agent::events::AgentEvent;
 use chock_agent::runtime::SessionBuilder;
 use chock_log::{EventData, read_events};
 
@@ -98,8 +100,17 @@ impl Env {
     }
 
     fn session(&self, script: &str) -> chock_agent::runtime::SessionRuntime {
+        self.session_with(script, Arc::new(|_: &AgentEvent| {}))
+    }
+
+    fn session_with(
+        &self,
+        script: &str,
+        sink: Arc<dyn chock_agent::events::EventSink>,
+    ) -> chock_agent::runtime::SessionRuntime {
         let spec = self.script("script.toml", script);
         SessionBuilder::new(Config::parse("", Path::new("config.toml")).unwrap())
+            .sink(sink)
             .provider(Some(spec))
             .project(Some(self.project.clone()))
             .sessions_root(Some(self.root.join("sessions")))
@@ -252,6 +263,49 @@ text = "done"
     assert_eq!(decided(&dir, "nix.devshell"), vec![true]);
 }
 
+/// A program found in the dev shell's closure is `exec.devshell.<program>` (allowed by the
+/// shipped defaults) and runs with the shell's environment; another store path is
+/// `exec.nix.store.<program>` (asked: with nobody to ask, refused). Through the session's confined
+/// call, as `chock exec` makes it (run_command's act is its shell's).
+fn closure_programs_are_devshell_and_other_store_paths_are_nix_store() {
+    use chock_session::{CallOptions, CallOutcome, Calls, NoApprover, Session, SessionOptions};
+    let env = Env::new("");
+    let other = env.build_directly("other");
+    let session = Session::open(
+        &env.project,
+        SessionOptions {
+            sessions_root: Some(env.root.join("sessions")),
+            calls: Calls::InTurn,
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap();
+    let run = |argv: &[&str]| {
+        let argv: Vec<String> = argv.iter().map(|a| (*a).to_string()).collect();
+        session
+            .confined_call(&argv, &CallOptions::default(), &NoApprover)
+            .unwrap()
+    };
+    let shell = run(&["shelltool"]);
+    assert_eq!(shell.action, "exec.devshell.shelltool");
+    let CallOutcome::Ran { stdout, .. } = &shell.outcome else {
+        panic!("{:?}", shell.outcome);
+    };
+    assert!(
+        String::from_utf8_lossy(stdout).contains("shelltool ran hello-from-the-shell"),
+        "{}",
+        String::from_utf8_lossy(stdout)
+    );
+    let outside = run(&[&format!("{}/bin/other", other.display())]);
+    assert_eq!(outside.action, "exec.nix.store.other");
+    assert!(
+        matches!(outside.outcome, CallOutcome::Refused { .. }),
+        "{:?}",
+        outside.outcome
+    );
+    session.close(false).unwrap();
+}
+
 /// An allowed request builds the program and the next call runs it; the one before did not have it.
 fn an_allowed_request_gives_the_next_call_the_program() {
     let env = Env::new(ALLOW);
@@ -275,9 +329,23 @@ text = "done"
 "#,
         tools = env.tools.display()
     );
-    let mut session = env.session(&script);
+    let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
+    let seen = Arc::clone(&events);
+    let sink = move |event: &AgentEvent| seen.lock().unwrap().push(event.clone());
+    let mut session = env.session_with(&script, Arc::new(sink));
     let dir = session.log().dir().to_path_buf();
     assert_eq!(rt().block_on(session.submit("go")).unwrap(), TaskEnd::Done);
+    // nix's progress reached clients while it built, as the call's output item.
+    let progress: String = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ItemDelta { item, text } if item.ends_with(".output") => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(progress.contains("building"), "{progress:?}");
     let results = results(&dir);
     assert!(results[0].2.contains("ASKED-MISSING"), "{results:?}");
     assert_eq!(results[1].0, "provision_program");
@@ -429,6 +497,10 @@ fn main() {
         (
             "a_dev_shell_is_the_calls_environment_and_nothing_else_of_the_store_is_seen",
             a_dev_shell_is_the_calls_environment_and_nothing_else_of_the_store_is_seen,
+        ),
+        (
+            "closure_programs_are_devshell_and_other_store_paths_are_nix_store",
+            closure_programs_are_devshell_and_other_store_paths_are_nix_store,
         ),
         (
             "an_allowed_request_gives_the_next_call_the_program",
