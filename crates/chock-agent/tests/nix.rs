@@ -67,12 +67,17 @@ impl Env {
     /// A project whose flake has a dev shell, and a tools flake, with `chock_toml` as the
     /// project's table.
     fn new(chock_toml: &str) -> Env {
+        Env::with_shell_tool(chock_toml, &tool("shelltool"))
+    }
+
+    /// As [`Env::new`], the dev shell's one tool being `shell_tool` (a derivation).
+    fn with_shell_tool(chock_toml: &str, shell_tool: &str) -> Env {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
         let project = root.join("project");
         let tools = root.join("tools");
         let flake = FLAKE
-            .replace("SHELLTOOL", &tool("shelltool"))
+            .replace("SHELLTOOL", shell_tool)
             .replace("OTHER", &tool("other"))
             .replace("ASKED", &tool("asked"))
             .replace("SLOW1", &slow("987651"))
@@ -444,6 +449,45 @@ text = "after"
     gone_soon("sleep 987651");
 }
 
+/// An interrupt while the dev shell builds (at the first call) kills nix and its whole build; the
+/// call ends saying so, and the dev shell's end is logged.
+fn an_interrupt_kills_a_slow_dev_shell_build() {
+    let env = Env::with_shell_tool("", &slow("987653"));
+    let mut session = env.session(
+        r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo never" }
+
+[[turn]]
+text = "after"
+"#,
+    );
+    let dir = session.log().dir().to_path_buf();
+    let interrupter = session.interrupter();
+    let watcher = std::thread::spawn(move || {
+        wait_for("sleep 987653");
+        interrupter.interrupt();
+    });
+    let end = rt().block_on(session.submit("go")).unwrap();
+    watcher.join().unwrap();
+    assert_eq!(end, TaskEnd::Interrupted);
+    gone_soon("sleep 987653");
+    let results = results(&dir);
+    assert!(results[0].1, "{results:?}");
+    assert!(!results[0].2.contains("never"), "{results:?}");
+    let failed = read_events(&dir).unwrap().into_iter().any(|e| {
+        e.call_id.as_deref() == Some("nix-devshell")
+            && matches!(
+                EventData::parse_exact(e.kind, &e.data).unwrap(),
+                EventData::CommandResult(chock_protocol::log::CommandResult::Failed { message, .. })
+                    if message.contains("interrupted")
+            )
+    });
+    assert!(failed, "the dev shell's interrupted end is logged");
+}
+
 /// A build past its deadline fails the request, saying so, and leaves no process behind.
 fn a_build_past_its_deadline_fails_the_request() {
     let env = Env::new(ALLOW);
@@ -517,6 +561,10 @@ fn main() {
         (
             "an_interrupt_kills_a_slow_build",
             an_interrupt_kills_a_slow_build,
+        ),
+        (
+            "an_interrupt_kills_a_slow_dev_shell_build",
+            an_interrupt_kills_a_slow_dev_shell_build,
         ),
         (
             "a_build_past_its_deadline_fails_the_request",

@@ -44,6 +44,10 @@ pub enum SessionError {
         /// The agent's write path.
         write: PathBuf,
     },
+    /// Nix on the host, for the dev shell the call needs first: only an interrupt of that call
+    /// ends the call this way (other failures are logged and the session goes on without one).
+    #[error(transparent)]
+    Nix(#[from] crate::nix::NixError),
     /// A session's log cannot be taken up again (resume).
     #[error("the session cannot be resumed: {0}")]
     Resume(String),

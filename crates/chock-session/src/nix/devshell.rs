@@ -96,7 +96,8 @@ impl Session {
     /// nothing when the project has no `flake.nix` or the host no nix (`chock doctor` says so);
     /// else `nix.devshell` is decided and logged, and only then is nix run, on the host, under
     /// the call's deadline and interrupt (`call_id`). A refusal or a failure is logged and the
-    /// session goes on without a dev shell: the agent may be the one to fix the flake.
+    /// session goes on without a dev shell: the agent may be the one to fix the flake. An
+    /// interrupt ends the call (`SessionError::Nix`) and leaves the shell to the next call.
     pub(crate) fn settle_devshell(
         &self,
         pipeline: &Pipeline,
@@ -185,6 +186,7 @@ impl Session {
             }
             Err(NixError::Log(e)) => Err(e.into()),
             Err(e) => {
+                let interrupted = matches!(e, NixError::Interrupted { .. });
                 self.log.record(
                     Some(CALL_ID),
                     CommandResult::Failed {
@@ -193,6 +195,10 @@ impl Session {
                         message: e.to_string(),
                     },
                 )?;
+                if interrupted {
+                    // The call was interrupted: it ends here, and the next call tries again.
+                    return Err(e.into());
+                }
                 Ok(None)
             }
         }
