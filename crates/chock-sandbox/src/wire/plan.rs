@@ -524,6 +524,20 @@ mod tests {
         plan.extra_read = vec!["/a/../b".into()];
         assert!(plan.validate().unwrap_err().to_string().contains(".."));
         plan.extra_read = vec![];
+        // A store path is bound directly under the store, never over it or elsewhere.
+        for (target, ok) in [
+            ("/nix/store/abc-x", true),
+            ("/nix/store", false),
+            ("/nix/store/abc-x/bin", false),
+            ("/etc/abc-x", false),
+        ] {
+            plan.store_paths = vec![StorePath {
+                source: "/s/nix/store/abc-x".into(),
+                target: target.into(),
+            }];
+            assert_eq!(plan.validate().is_ok(), ok, "{target}");
+        }
+        plan.store_paths = vec![];
         plan.policy_file = Some("/elsewhere/chock.toml".into());
         assert!(
             plan.validate()
