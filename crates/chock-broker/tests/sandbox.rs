@@ -41,8 +41,7 @@ const PROXY_PORT: u16 = 3128;
 
 #[test]
 fn a_confined_command_reaches_only_what_the_broker_allows() {
-    if !std::path::Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let allowed = http_server("allowed body");

@@ -279,13 +279,7 @@ fn the_editors_mcp_servers_start_confined_like_chocks_own() {
         std::env::var("CHOCK_MCP_PREFIX").unwrap_or_else(|_| "/opt/chock-mcp".into()),
     );
     let time_bin = time.join("venv/bin/mcp-server-time");
-    if !time_bin.exists() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{} is missing: .ci/run installs it",
-            time_bin.display()
-        );
-        eprintln!("skipped: {} is not installed", time_bin.display());
+    if !chock_test_support::installed(&time_bin) {
         return;
     }
     let w = World::with_git_project();

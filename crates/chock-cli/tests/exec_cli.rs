@@ -441,8 +441,7 @@ fn cargo_test_passes_inside_with_the_hosts_toolchain() {
 
 #[test]
 fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
-    if !Path::new("/usr/bin/unshare").exists() {
-        eprintln!("skipped: no /usr/bin/unshare to make a user namespace that allows no more");
+    if !chock_test_support::installed("/usr/bin/unshare") {
         return;
     }
     // A user namespace whose max_user_namespaces is 0: chock inside it cannot make its own.
@@ -547,11 +546,8 @@ fn curl_asked_on_a_terminal(answer: &str) -> (World, Option<i32>, String, String
 }
 
 fn curl_is_installed() -> bool {
-    let found = Path::new("/usr/bin/curl").exists() && Path::new("/usr/bin/setsid").exists();
-    if !found {
-        eprintln!("skipped: curl or setsid is not installed (CI installs them)");
-    }
-    found
+    chock_test_support::installed("/usr/bin/curl")
+        && chock_test_support::installed("/usr/bin/setsid")
 }
 
 #[test]

@@ -36,13 +36,7 @@ fn transcript(w: &World, runs: &[&[&str]]) -> String {
 #[test]
 fn list_test_and_trust_a_project_server() {
     let command = prefix().join("venv/bin/mcp-server-time");
-    if !command.exists() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{} is missing: .ci/run installs it",
-            command.display()
-        );
-        eprintln!("skipped: {} is not installed", command.display());
+    if !chock_test_support::installed(&command) {
         return;
     }
     let w = World::new();
@@ -124,13 +118,7 @@ fn everything_http() -> Option<EverythingHttp> {
     use std::io::BufRead;
     let entry =
         prefix().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if !entry.exists() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{} is missing: .ci/run installs it",
-            entry.display()
-        );
-        eprintln!("skipped: {} is not installed", entry.display());
+    if !chock_test_support::installed(&entry) {
         return None;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -274,13 +262,7 @@ if __name__ == "__main__":
 #[test]
 fn a_project_server_runs_the_trusted_file_across_a_resume() {
     let python = prefix().join("venv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{} is missing: .ci/run installs it",
-            python.display()
-        );
-        eprintln!("skipped: {} is not installed", python.display());
+    if !chock_test_support::installed(&python) {
         return;
     }
     let w = World::with_git_project();
@@ -425,13 +407,7 @@ text = "second task done"
 #[test]
 fn a_hostile_tool_name_is_shown_escaped() {
     let python = prefix().join("venv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{} is missing: .ci/run installs it",
-            python.display()
-        );
-        eprintln!("skipped: {} is not installed", python.display());
+    if !chock_test_support::installed(&python) {
         return;
     }
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");

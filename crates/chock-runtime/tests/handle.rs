@@ -12,10 +12,12 @@ use chock_protocol::live::{AgentEvent, Ended};
 use chock_protocol::log::{AnswerKind, TableDecision};
 use chock_protocol::rpc::{Selection, SessionState};
 use chock_runtime::{Item, Op, OpError, Opening, Reply, Subscription, TaskOutcome};
+use chock_test_support::GitProject;
 
-/// A project (a git repository with one file), a sessions root, and recordings.
+/// A project (a git repository with a README and `policy` as its chock.toml), a sessions root,
+/// and recordings.
 struct Env {
-    _tmp: tempfile::TempDir,
+    _git: GitProject,
     project: PathBuf,
     sessions: PathBuf,
     dir: PathBuf,
@@ -23,29 +25,12 @@ struct Env {
 
 impl Env {
     fn new(policy: &str) -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let project = tmp.path().join("project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        std::fs::write(project.join("chock.toml"), policy).unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .current_dir(&project)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        };
-        git(&["init", "-q", "-b", "main"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-qm", "init"]);
+        let git = GitProject::with_files(&[("README.md", "hello\n"), ("chock.toml", policy)]);
         Env {
-            sessions: tmp.path().join("sessions"),
-            dir: tmp.path().to_path_buf(),
-            project,
-            _tmp: tmp,
+            project: git.path().to_path_buf(),
+            sessions: git.root().join("sessions"),
+            dir: git.root().to_path_buf(),
+            _git: git,
         }
     }
 

@@ -332,8 +332,7 @@ fn kill_ends_the_call() {
 #[test]
 fn tcp_is_refused_except_the_proxy_port() {
     let (_d, p) = project();
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("skipped: no /usr/bin/python3 to open sockets with");
+    if !chock_test_support::installed("/usr/bin/python3") {
         return;
     }
     let script = "import socket,sys\n\

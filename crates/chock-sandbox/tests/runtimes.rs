@@ -14,16 +14,7 @@ use escape_support::{Backing, Fixture, run};
 /// `binary` under `prefix`, if installed; in CI a missing one fails the test.
 fn installed(prefix: &str, binary: &str) -> Option<(PathBuf, PathBuf)> {
     let path = Path::new(prefix).join(binary);
-    if path.exists() {
-        return Some((PathBuf::from(prefix), path));
-    }
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "{} is missing: .ci/run installs it",
-        path.display()
-    );
-    eprintln!("skipped: {} is not installed (see .ci/run)", path.display());
-    None
+    chock_test_support::installed(&path).then(|| (PathBuf::from(prefix), path))
 }
 
 /// Runs `binary -e <script>` in a call that may read `prefix`; returns its stdout.

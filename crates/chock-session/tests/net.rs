@@ -73,8 +73,7 @@ fn a_call_gets_the_proxy_only_when_the_table_allows_a_connection() {
 
 #[test]
 fn a_command_reaches_an_allowed_host_only_through_the_broker() {
-    if !Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let allowed = http_server("allowed body");
@@ -148,8 +147,7 @@ fn a_command_reaches_an_allowed_host_only_through_the_broker() {
 
 #[test]
 fn a_ratchet_narrowed_during_the_session_refuses_the_commands_connections() {
-    if !Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let allowed = http_server("allowed body");
@@ -290,8 +288,7 @@ fn position(
 
 #[test]
 fn an_asked_connection_waits_for_the_answer_and_goes_through_on_yes() {
-    if !Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let (stdout, events, network) = curl_under_ask(Some(true));
@@ -323,8 +320,7 @@ fn an_asked_connection_waits_for_the_answer_and_goes_through_on_yes() {
 
 #[test]
 fn an_asked_connection_refused_by_the_answer_is_a_403_logged_before_anything_opens() {
-    if !Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let (stdout, events, _) = curl_under_ask(Some(false));
@@ -356,8 +352,7 @@ fn an_asked_connection_refused_by_the_answer_is_a_403_logged_before_anything_ope
 
 #[test]
 fn an_asked_connection_with_nobody_to_ask_gets_no_proxy_and_is_refused() {
-    if !Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let (stdout, events, network) = curl_under_ask(None);
@@ -375,8 +370,7 @@ fn an_asked_connection_with_nobody_to_ask_gets_no_proxy_and_is_refused() {
 /// so the loopback server is refused at the address check, not reached.
 #[test]
 fn an_approval_through_the_agents_own_exact_ratchet_row_does_not_reach_loopback() {
-    if !Path::new("/usr/bin/curl").exists() {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::installed("/usr/bin/curl") {
         return;
     }
     let (stdout, events, network) = curl_asked_under(Some(true), |port| {

@@ -195,8 +195,10 @@ text = "done"
 /// row added for its host and port marks it.
 #[test]
 fn a_connection_gate_is_an_act_and_an_added_net_connect_row_marks_it() {
-    if !crate::run_support::on_path("curl") {
-        eprintln!("skipped: curl is not installed (CI installs it)");
+    if !chock_test_support::requires(
+        crate::run_support::on_path("curl"),
+        "curl is not on PATH (see .ci/run)",
+    ) {
         return;
     }
     let port = http_server();

@@ -22,18 +22,7 @@ pub fn prefix() -> PathBuf {
 /// `path` under the prefix, if installed. In CI (`CI=true`) a missing server fails the test.
 pub fn installed(relative: &str) -> Option<PathBuf> {
     let path = prefix().join(relative);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "{} is missing: .ci/run installs the MCP test servers under {}",
-            path.display(),
-            prefix().display()
-        );
-    }
-    eprintln!("skipped: {} is not installed (see .ci/run)", path.display());
-    None
+    chock_test_support::installed(&path).then_some(path)
 }
 
 /// The python of the venv that holds mcp-server-time and the `mcp` package.
