@@ -5,7 +5,7 @@
 //! the session log: the log is the hash-chained record and is written by the loop itself, before
 //! each act. The JSON form is documented in docs/json-events.md.
 
-pub use chock_protocol::live::{AgentEvent, DecisionCounts, PlanStep, Summary};
+pub use chock_protocol::live::{AgentEvent, DecisionCounts, PlanStep, Summary, input_line};
 
 /// Where events go. The CLI prints them; tests collect them; a daemon forwards them.
 pub trait EventSink: Send + Sync {
@@ -24,31 +24,5 @@ impl EventSink for NoEvents {
 impl<F: Fn(&AgentEvent) + Send + Sync> EventSink for F {
     fn emit(&self, event: &AgentEvent) {
         self(event);
-    }
-}
-
-/// A tool's input in one short line for a person watching: its fields but the long ones (file
-/// contents, an edit's old and new text), at most 100 characters. One place, so every interface
-/// shows a call the same way.
-pub fn input_line(value: &serde_json::Value) -> String {
-    let text = match value {
-        serde_json::Value::Object(map) => map
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "content" | "new" | "old"))
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    };
-    let text = text.replace('\n', " ");
-    if text.chars().count() > 100 {
-        text.chars().take(100).collect::<String>() + "…"
-    } else {
-        text
     }
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 mod display;
 mod ended;
 
-pub use display::{ToolDisplay, ToolKind, input_field};
+pub use display::{ToolDisplay, ToolKind, input_field, input_line};
 pub use ended::Ended;
 
 /// One thing that happened.

@@ -18,6 +18,7 @@ mod feed;
 mod handle;
 mod item;
 pub mod review;
+pub mod sessions;
 mod subscription;
 
 use std::collections::HashMap;
@@ -27,7 +28,12 @@ use std::sync::{Arc, Mutex};
 pub use chock_agent::config::Config;
 use chock_agent::events::{AgentEvent, EventSink};
 pub use chock_agent::runtime::{BuildError, SessionBuilder};
+pub use chock_decide::{Notice, Question, QuestionKind, Resolution, Role};
 pub use chock_protocol::ops::Op;
+/// The conversation's messages, as [`SessionHandle::earlier`] gives a resumed session's.
+pub mod conversation {
+    pub use chock_provider::{Block, Message, Role};
+}
 use tokio::sync::mpsc;
 
 pub use feed::Observer;

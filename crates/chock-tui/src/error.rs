@@ -11,7 +11,7 @@ pub enum TuiError {
     Config(String),
     /// The session could not be made or resumed.
     #[error(transparent)]
-    Build(#[from] chock_agent::runtime::BuildError),
+    Build(#[from] chock_runtime::BuildError),
     /// The session could not be started.
     #[error(transparent)]
     Start(#[from] chock_runtime::StartError),
@@ -20,5 +20,5 @@ pub enum TuiError {
     Daemon(#[from] chock_daemon::client::ClientError),
     /// The sessions could not be listed.
     #[error(transparent)]
-    Log(#[from] chock_log::LogError),
+    Log(#[from] chock_runtime::sessions::LogError),
 }

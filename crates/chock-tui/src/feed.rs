@@ -2,8 +2,8 @@
 //! come back. The two drivers (an in-process session, a daemon's session) speak these same types,
 //! so the screens never know which one they show.
 
-use chock_agent::events::{AgentEvent, Summary};
 use chock_protocol::live::Ended;
+use chock_protocol::live::{AgentEvent, Summary};
 use chock_protocol::log::AnswerKind;
 use chock_protocol::rpc::{Applied, ReviewDiff, RpcError, Selection};
 
@@ -109,7 +109,7 @@ pub enum Feed {
     },
     /// The conversation a resumed session carries on from, as its log rebuilds it: shown before
     /// its first new turn.
-    Earlier(Vec<chock_provider::Message>),
+    Earlier(Vec<chock_runtime::conversation::Message>),
     /// A live event.
     Live(Box<AgentEvent>),
     /// A question for the person is open.

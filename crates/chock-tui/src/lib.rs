@@ -1,7 +1,7 @@
 //! Bare `chock` at a terminal: a ratatui interface over the session runtime.
 //!
 //! It is one more client of the runtime, like the daemon's browser UI: it submits tasks and
-//! follow-ups, interrupts, answers questions by id through an attached [`chock_decide::Client`],
+//! follow-ups, interrupts, answers questions by id through an attached `Client`,
 //! and reviews, applies and undoes through the same functions the daemon uses
 //! ([`chock_runtime::review`]), so an apply here is decided and logged exactly as anywhere else.
 //! A session the daemon runs is driven through its client instead ([`driver::daemon`]).

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use chock_agent::config::Config;
-use chock_agent::runtime::SessionBuilder;
 use chock_protocol::live::Ended;
+use chock_runtime::Config;
 use chock_runtime::Opening;
+use chock_runtime::SessionBuilder;
 use chock_tui::driver::local::start;
 use chock_tui::feed::{Cmd, Feed, TaskOutcome};
 use tokio::sync::mpsc::unbounded_channel;

@@ -4,9 +4,9 @@
 //! list. The main screen is drawn as the loop draws it: an inline viewport with the transcript
 //! inserted above it.
 
-use chock_agent::events::{AgentEvent, PlanStep};
 use chock_protocol::live::Ended;
 use chock_protocol::live::ItemKind;
+use chock_protocol::live::{AgentEvent, PlanStep};
 use chock_protocol::rpc::{DiffFile, DiffHunk, FileStatus, ReviewDiff, SessionState};
 use chock_tui::feed::{Asked, Feed, Review, TaskOutcome};
 use chock_tui::state::{ARM_DELAY, App, Screen};

@@ -62,7 +62,7 @@ pub async fn attach(
         .is_some_and(|i| i.state == SessionState::Working)
     {
         let _ = feed.send(Feed::Live(Box::new(
-            chock_agent::events::AgentEvent::TurnStarted { turn: 0 },
+            chock_protocol::live::AgentEvent::TurnStarted { turn: 0 },
         )));
     }
     let pending: Pending = client

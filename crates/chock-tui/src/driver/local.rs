@@ -5,11 +5,9 @@
 
 use std::path::PathBuf;
 
-use chock_agent::config::Config;
-use chock_agent::runtime::SessionBuilder;
-use chock_decide::{Notice, QuestionKind, Role};
 use chock_protocol::ops::Op;
 use chock_protocol::rpc::{ErrorKind, RpcError};
+use chock_runtime::{Config, Notice, QuestionKind, Role, SessionBuilder};
 use chock_runtime::{Item, Opening, Reply, SessionHandle};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 

@@ -7,8 +7,8 @@ pub mod local;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chock_log::Liveness;
 use chock_protocol::rpc::{Call, NoParams, SessionList, SessionState};
+use chock_runtime::sessions::Liveness;
 
 use crate::TuiError;
 use crate::view::sessions::{SessionRow, SessionsView, Where};
@@ -35,8 +35,8 @@ async fn daemon_states() -> Option<HashMap<String, SessionState>> {
 
 /// Every session under the sessions root, newest first, with the daemon's word on those it runs.
 pub async fn list_sessions() -> Result<SessionsView, TuiError> {
-    let root = chock_log::sessions_root()?;
-    let listed = tokio::task::spawn_blocking(move || chock_log::list_sessions(&root))
+    let root = chock_runtime::sessions::sessions_root()?;
+    let listed = tokio::task::spawn_blocking(move || chock_runtime::sessions::list_sessions(&root))
         .await
         .map_err(|e| TuiError::Terminal(std::io::Error::other(e)))??;
     let states = daemon_states().await;

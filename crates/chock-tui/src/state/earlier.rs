@@ -2,7 +2,7 @@
 //! messages, the model's words, each tool call and its result's first line (escaped like any
 //! text from outside).
 
-use chock_provider::{Block, Message, Role};
+use chock_runtime::conversation::{Block, Message, Role};
 
 use super::{App, Kind, result_line, tool_line, user_line};
 

@@ -15,7 +15,7 @@ pub use question::ARM_DELAY;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use chock_agent::events::{AgentEvent, PlanStep, Summary};
+use chock_protocol::live::{AgentEvent, PlanStep, Summary};
 use chock_protocol::live::{Ended, ItemKind};
 use chock_protocol::log::AnswerKind;
 
@@ -30,7 +30,7 @@ fn user_line(text: &str) -> String {
 
 /// A tool call, as the transcript shows it: the tool and its input on one line.
 fn tool_line(tool: &str, input: &serde_json::Value) -> String {
-    format!("→ {tool} {}", chock_agent::events::input_line(input))
+    format!("→ {tool} {}", chock_protocol::live::input_line(input))
 }
 
 /// A tool call's result: a mark and its first line.

@@ -1,7 +1,7 @@
 //! The sessions screen: every session under the sessions root, newest first, with where it is —
 //! ended or stopped (Enter resumes it here, `SessionBuilder::resume`), running in the daemon
 //! (Enter attaches to it), or written by another process (not taken). `f`, a turn number and Enter
-//! fork any listed session at the end of that completed turn (`chock_session::fork`) and take the
+//! fork any listed session at the end of that completed turn (the runtime's `Op::Fork` flow) and take the
 //! fork up here (docs/forks.md).
 
 use std::path::PathBuf;
