@@ -86,6 +86,32 @@ pub fn input_field(input: &Value, name: &str) -> String {
     out
 }
 
+/// A tool's input in one short line for a person watching: its fields but the long ones (file
+/// contents, an edit's old and new text), at most 100 characters. One place, so every interface
+/// shows a call the same way.
+pub fn input_line(value: &serde_json::Value) -> String {
+    let text = match value {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "content" | "new" | "old"))
+            .map(|(k, v)| {
+                format!(
+                    "{k}={}",
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        other => other.to_string(),
+    };
+    let text = text.replace('\n', " ");
+    if text.chars().count() > 100 {
+        text.chars().take(100).collect::<String>() + "…"
+    } else {
+        text
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -111,31 +137,5 @@ mod tests {
             161
         );
         assert_eq!(input_field(&json!({}), "c"), "");
-    }
-}
-
-/// A tool's input in one short line for a person watching: its fields but the long ones (file
-/// contents, an edit's old and new text), at most 100 characters. One place, so every interface
-/// shows a call the same way.
-pub fn input_line(value: &serde_json::Value) -> String {
-    let text = match value {
-        serde_json::Value::Object(map) => map
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "content" | "new" | "old"))
-            .map(|(k, v)| {
-                format!(
-                    "{k}={}",
-                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        other => other.to_string(),
-    };
-    let text = text.replace('\n', " ");
-    if text.chars().count() > 100 {
-        text.chars().take(100).collect::<String>() + "…"
-    } else {
-        text
     }
 }
