@@ -121,9 +121,7 @@ impl Fixed {
         if clock.is_none() && ids.is_none() {
             return Ok(None);
         }
-        let dir = crate::id::sessions_root()
-            .ok()
-            .and_then(|root| root.parent().map(Path::to_path_buf));
+        let dir = chock_dirs::state_root().ok();
         Self::new(clock.as_deref(), ids.as_deref(), dir.as_deref())
     }
 

@@ -142,3 +142,11 @@ impl LogError {
         }
     }
 }
+
+impl From<chock_dirs::DirsError> for LogError {
+    fn from(e: chock_dirs::DirsError) -> Self {
+        match e {
+            chock_dirs::DirsError::NoHome { what, var } => LogError::NoHome { what, var },
+        }
+    }
+}

@@ -98,41 +98,22 @@ impl<'de> serde::Deserialize<'de> for SessionId {
     }
 }
 
-/// `$XDG_STATE_HOME/chock/sessions`, else `~/.local/state/chock/sessions`. Logs are state,
-/// not data: they belong to this machine and are not meant to be synced as configuration.
+/// `$XDG_STATE_HOME/chock/sessions`, else `~/.local/state/chock/sessions`
+/// ([`chock_dirs::sessions_root`]: the daemon and its clients resolve the same place).
 pub fn sessions_root() -> Result<PathBuf, LogError> {
-    Ok(xdg_dir("XDG_STATE_HOME", ".local/state", "state")?
-        .join("chock")
-        .join("sessions"))
+    Ok(chock_dirs::sessions_root()?)
 }
 
 /// `$XDG_DATA_HOME/chock/seal.key`, else `~/.local/share/chock/seal.key`: the machine's
 /// Ed25519 seal key (its public half is written beside it as `seal.pub`).
 pub fn default_seal_key_path() -> Result<PathBuf, LogError> {
-    Ok(xdg_dir("XDG_DATA_HOME", ".local/share", "data")?
-        .join("chock")
-        .join("seal.key"))
+    Ok(chock_dirs::data_root()?.join("seal.key"))
 }
 
 /// `$XDG_DATA_HOME/chock`, else `~/.local/share/chock`: Chock's own data (the seal key, the
 /// agent's notes under `memory/`).
 pub fn data_root() -> Result<PathBuf, LogError> {
-    Ok(xdg_dir("XDG_DATA_HOME", ".local/share", "data")?.join("chock"))
-}
-
-fn xdg_dir(var: &'static str, fallback: &str, what: &'static str) -> Result<PathBuf, LogError> {
-    // The XDG spec says a relative value is invalid and must be ignored.
-    if let Some(v) = std::env::var_os(var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-    {
-        return Ok(v);
-    }
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .map(|home| home.join(fallback))
-        .ok_or(LogError::NoHome { what, var })
+    Ok(chock_dirs::data_root()?)
 }
 
 #[cfg(test)]
