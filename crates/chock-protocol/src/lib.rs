@@ -10,6 +10,8 @@
 //!   daemon's notifications): a turn and each item in it.
 //! - [`ops`]: what a client sends to a running session (input, interrupt, an answer to a
 //!   question, a narrowing, end).
+//! - [`handle`]: what a session's handle gives (its items, an operation's reply, a snapshot),
+//!   in-process or over the daemon alike.
 //! - [`view`]: the one fold of a session's log events into what every front end shows of it.
 //! - [`rpc`]: the daemon's wire protocol (`chock serve`): JSON-RPC frames, its methods and
 //!   notifications; docs/daemon.md's method reference is generated from them.
@@ -19,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod doc;
+pub mod handle;
 mod kind;
 pub mod live;
 pub mod log;

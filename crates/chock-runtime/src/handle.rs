@@ -6,14 +6,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use chock_agent::events::Summary;
 use chock_agent::runtime::Interrupter;
 use chock_decide::{Answer, AnswerError, Client, Pipeline, RestrictError};
 use chock_log::Log;
 use chock_protocol::live::ToolDisplay;
 use chock_protocol::ops::Op;
-use chock_protocol::rpc::{Applied, ErrorKind, ForkMade, RpcError, SessionState};
-use chock_protocol::view::SessionView;
+use chock_protocol::rpc::{ErrorKind, RpcError, SessionState};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -22,27 +20,9 @@ use crate::feed::Feed;
 use crate::review;
 use crate::subscription::Subscription;
 
-/// What an operation did.
-#[derive(Debug, Clone, PartialEq)]
-// A return value, never stored in bulk: boxing the summary would only cost its callers a deref.
-#[allow(clippy::large_enum_variant)]
-pub enum Reply {
-    /// The input was taken: the session works on it (its end comes as
-    /// [`crate::Item::TaskEnded`]).
-    Accepted,
-    /// The current turn was told to stop (nothing happens when idle).
-    Interrupted,
-    /// The answer was taken (the first valid answer wins; the question is resolved).
-    Answered,
-    /// The policy was narrowed.
-    Restricted,
-    /// The apply or undo was decided, logged and written.
-    Applied(Applied),
-    /// The fork was made.
-    Forked(ForkMade),
-    /// The session ended.
-    Ended(Summary),
-}
+/// What an operation did, and a session as it stands: the protocol's types
+/// ([`chock_protocol::handle`]), so the daemon's client gives the same ones.
+pub use chock_protocol::handle::{Reply, Snapshot};
 
 /// Why an operation was refused.
 #[derive(Debug, thiserror::Error)]
@@ -134,17 +114,6 @@ impl std::fmt::Debug for SessionHandle {
             .field("by", &self.by)
             .finish_non_exhaustive()
     }
-}
-
-/// A session as it stands.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    /// Its log folded: title, cost, turns, open questions, how it ended.
-    pub view: SessionView,
-    /// Working, idle or ended.
-    pub state: SessionState,
-    /// The seq of its last log line.
-    pub head: Option<u64>,
 }
 
 impl SessionHandle {
