@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use chock_daemon::client::DaemonClient;
+use chock_client::DaemonClient;
 use chock_protocol::rpc::{Call, Pending, PendingParams, StartParams, Started};
 use run_support::*;
 

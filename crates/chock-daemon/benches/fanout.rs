@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use chock_daemon::client::{ClientError, DaemonClient};
+use chock_client::{ClientError, DaemonClient};
 use chock_daemon::{DaemonOptions, ServeOptions, serve};
 use chock_protocol::rpc::{
     Call, Notice, ServerFrame, SessionState, StartParams, Started, SubscribeParams,

@@ -13,8 +13,8 @@ pub enum DaemonError {
     )]
     AlreadyRunning { pid: u32, lock: PathBuf },
     /// No runtime or state directory could be found.
-    #[error("cannot find where the daemon's socket goes: set XDG_RUNTIME_DIR or HOME")]
-    NoRuntimeDir,
+    #[error("cannot find where the daemon's socket goes: {0}")]
+    NoRuntimeDir(#[from] chock_dirs::DirsError),
     /// The runtime directory exists but is not safe to use.
     #[error("{}: {why}", path.display())]
     UnsafeDir { path: PathBuf, why: String },

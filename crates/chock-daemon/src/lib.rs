@@ -16,7 +16,6 @@
 //! answers one on anyone's behalf.
 #![forbid(unsafe_code)]
 
-pub mod client;
 mod conn;
 mod daemon;
 mod error;
@@ -43,7 +42,9 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::paths::{DaemonLock, HTTP_FILE, SOCKET_FILE, TOKEN_FILE};
+use chock_dirs::{HTTP_FILE, SOCKET_FILE, TOKEN_FILE};
+
+use crate::paths::DaemonLock;
 use crate::peer::PeerRule;
 use crate::server::{App, TcpGate, UnixGate, router};
 
@@ -52,7 +53,7 @@ use crate::server::{App, TcpGate, UnixGate, router};
 pub struct ServeOptions {
     /// The daemon's directories and limits.
     pub daemon: DaemonOptions,
-    /// Where the socket, lock and token go ([`paths::runtime_dir`]).
+    /// Where the socket, lock and token go ([`chock_dirs::runtime_dir`]).
     pub runtime_dir: PathBuf,
     /// `--group`: one more group let in on the socket.
     pub group: Option<String>,

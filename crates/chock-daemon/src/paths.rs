@@ -1,6 +1,7 @@
-//! Where the daemon keeps its socket, lock and token, and the record of the sessions it owns.
+//! How the daemon keeps its socket, lock and token, and the record of the sessions it owns.
 //!
-//! The socket lives in `$XDG_RUNTIME_DIR/chock/` (else `$XDG_STATE_HOME/chock/run/`, else
+//! Where they are is [`chock_dirs`]'s (the client resolves the same place). The socket lives in
+//! `$XDG_RUNTIME_DIR/chock/` (else `$XDG_STATE_HOME/chock/run/`, else
 //! `~/.local/state/chock/run/`): a directory made 0700 (0710 with `--group`, whose group may then
 //! pass through to the socket but not list it), owned by the daemon's user, and refused if it is
 //! anything else (another owner, a symlink, wider modes). Both places are among the directories
@@ -13,38 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::DaemonError;
 
-/// The socket's file name in the runtime directory.
-pub const SOCKET_FILE: &str = "daemon.sock";
-/// The lock file's name: held (flock) by the running daemon, holding its pid.
-pub const LOCK_FILE: &str = "daemon.lock";
-/// The file holding the loopback HTTP token (0600), for clients that send it as a bearer token.
-pub const TOKEN_FILE: &str = "http-token";
-/// The file naming the loopback HTTP address the daemon serves, when it does.
-pub const HTTP_FILE: &str = "http-address";
-
-/// The runtime directory: `$XDG_RUNTIME_DIR/chock`, else `<state>/chock/run`.
-pub fn runtime_dir() -> Result<PathBuf, DaemonError> {
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-    {
-        return Ok(dir.join("chock"));
-    }
-    Ok(state_dir()?.join("run"))
-}
-
-/// `$XDG_STATE_HOME/chock` (the sessions root's parent).
-pub fn state_dir() -> Result<PathBuf, DaemonError> {
-    let root = chock_log::sessions_root()?;
-    root.parent()
-        .map(Path::to_path_buf)
-        .ok_or(DaemonError::NoRuntimeDir)
-}
-
-/// The socket's path.
-pub fn socket_path() -> Result<PathBuf, DaemonError> {
-    Ok(runtime_dir()?.join(SOCKET_FILE))
-}
+pub use chock_dirs::LOCK_FILE;
 
 /// Makes `dir` (and its parents) and checks it is ours, a directory, not a link, and private:
 /// `mode` exactly (0700, or 0710 for a group), with group `gid` when given.

@@ -19,7 +19,7 @@ mod browser_support;
 
 use browser_support::page::*;
 use browser_support::*;
-use chock_daemon::client::DaemonClient;
+use chock_client::DaemonClient;
 use chock_protocol::log::AnswerKind;
 use chock_protocol::rpc::{AnswerParams, Call, Done, Pending, PendingParams};
 use fantoccini::{Client, ClientBuilder, Locator};

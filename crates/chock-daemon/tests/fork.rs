@@ -4,7 +4,7 @@
 
 mod support;
 
-use chock_daemon::client::ClientError;
+use chock_client::ClientError;
 use chock_protocol::rpc::{
     Call, DiffParams, ErrorKind, ForkMade, ForkParams, Notice, ReviewDiff, Selection,
     SessionParams, SessionState,

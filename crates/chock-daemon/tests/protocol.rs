@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use chock_daemon::client::ClientError;
+use chock_client::ClientError;
 use chock_protocol::log::{AnswerKind, Asked};
 use chock_protocol::rpc::{
     AnswerParams, Call, DropReason, ErrorKind, InputParams, Notice, Pending, PendingParams,
@@ -17,7 +17,7 @@ use support::*;
 
 /// Reads `session.event`s into `seen` until the session is idle (or ended).
 async fn events_until_idle(
-    client: &mut chock_daemon::client::DaemonClient,
+    client: &mut chock_client::DaemonClient,
     session: &str,
     seen: &mut BTreeMap<u64, serde_json::Value>,
 ) {
@@ -241,7 +241,7 @@ fn two_clients_answer_one_question_the_first_wins_and_both_hear_who() {
         let ida = a.send(&answer(AnswerKind::AllowOnce)).await.unwrap();
         let idb = b.send(&answer(AnswerKind::Deny)).await.unwrap();
         async fn outcome(
-            client: &mut chock_daemon::client::DaemonClient,
+            client: &mut chock_client::DaemonClient,
             id: &RequestId,
             resolved: &mut Option<chock_protocol::rpc::Resolved>,
         ) -> Result<(), ErrorKind> {

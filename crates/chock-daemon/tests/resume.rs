@@ -4,7 +4,7 @@
 
 mod support;
 
-use chock_daemon::client::{ClientError, DaemonClient};
+use chock_client::{ClientError, DaemonClient};
 use chock_protocol::rpc::{
     Call, Done, ErrorKind, Notice, ResumeParams, SessionParams, SessionState, Started, Verified,
 };

@@ -5,7 +5,7 @@
 
 mod support;
 
-use chock_daemon::client::{ClientError, DaemonClient};
+use chock_client::{ClientError, DaemonClient};
 use chock_protocol::log::AnswerKind;
 use chock_protocol::rpc::{
     AnswerParams, Applied, ApplyParams, Call, DiffParams, ErrorKind, Notice, RequestId, ReviewDiff,

@@ -9,7 +9,7 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use chock_daemon::client::{ClientError, DaemonClient};
+use chock_client::{ClientError, DaemonClient};
 use chock_protocol::rpc::{Call, NoParams, Notice, SessionList, SessionState};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

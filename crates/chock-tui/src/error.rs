@@ -17,7 +17,7 @@ pub enum TuiError {
     Start(#[from] chock_runtime::StartError),
     /// The daemon could not be reached or refused.
     #[error(transparent)]
-    Daemon(#[from] chock_daemon::client::ClientError),
+    Daemon(#[from] chock_client::ClientError),
     /// The sessions could not be listed.
     #[error(transparent)]
     Log(#[from] chock_runtime::sessions::LogError),

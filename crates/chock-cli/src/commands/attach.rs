@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::events::{AgentEvent, EventSink};
-use chock_daemon::client::{ClientError, DaemonClient};
+use chock_client::{ClientError, DaemonClient};
 use chock_decide::{Answer, Question, QuestionKind};
 use chock_protocol::log::AnswerKind;
 use chock_protocol::rpc::{
@@ -50,17 +50,13 @@ fn client_error(err: &ClientError) -> anyhow::Error {
 
 /// Connects to this user's daemon.
 pub(crate) async fn connect() -> anyhow::Result<DaemonClient> {
-    let socket =
-        chock_daemon::paths::socket_path().map_err(|e| Exit::new(exit::FAILURE, e.to_string()))?;
-    DaemonClient::unix(&socket)
-        .await
-        .map_err(|e| client_error(&e))
+    DaemonClient::connect().await.map_err(|e| client_error(&e))
 }
 
 /// The sessions the running daemon owns and their states (`idle`, `working`, `stopped`, …);
 /// `None` when no daemon answers within two seconds.
 pub(crate) fn daemon_states() -> Option<std::collections::HashMap<String, String>> {
-    let socket = chock_daemon::paths::socket_path().ok()?;
+    let socket = chock_dirs::socket_path().ok()?;
     if !socket.exists() {
         return None;
     }

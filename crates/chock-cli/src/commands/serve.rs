@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use chock_daemon::{DaemonError, DaemonOptions, ServeOptions, paths, serve};
+use chock_daemon::{DaemonError, DaemonOptions, ServeOptions, serve};
 
 use crate::exit::{self, Exit};
 use crate::say::{say, say_err};
@@ -43,7 +43,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let outcome = runtime.block_on(async {
         let opts = ServeOptions {
             daemon: DaemonOptions::from_env().map_err(|e| start_error(&e))?,
-            runtime_dir: paths::runtime_dir().map_err(|e| start_error(&e))?,
+            runtime_dir: chock_dirs::runtime_dir()
+                .map_err(|e| start_error(&DaemonError::NoRuntimeDir(e)))?,
             group: args.group.clone(),
             host: args.host.clone(),
         };

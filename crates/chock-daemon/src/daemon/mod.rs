@@ -41,8 +41,8 @@ impl DaemonOptions {
     /// The user's directories, from the environment.
     pub fn from_env() -> Result<DaemonOptions, crate::DaemonError> {
         Ok(DaemonOptions {
-            sessions_root: chock_log::sessions_root()?,
-            state_dir: crate::paths::state_dir()?,
+            sessions_root: chock_dirs::sessions_root()?,
+            state_dir: chock_dirs::state_root()?,
             config: None,
             queue: DEFAULT_QUEUE,
             max_turns: 50,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use chock_daemon::client::DaemonClient;
+use chock_client::DaemonClient;
 use chock_daemon::{DaemonOptions, ServeOptions, Server, serve};
 use chock_protocol::rpc::{
     Call, Notice, Notification, Pending, PendingParams, StartParams, Started,

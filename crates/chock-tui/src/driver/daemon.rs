@@ -1,8 +1,8 @@
-//! A session the daemon runs, driven through its client (`chock_daemon::client`): its live items,
+//! A session the daemon runs, driven through its client (`chock_client`): its live items,
 //! its questions (answered by id; the first answer from any client wins) and its review calls,
 //! all over the daemon's socket. Leaving detaches: the session goes on in the daemon.
 
-use chock_daemon::client::{ClientError, DaemonClient};
+use chock_client::{ClientError, DaemonClient};
 use chock_protocol::rpc::{
     AnswerParams, Applied, ApplyParams, Approval, Call, DiffParams, Done, InputParams, NoParams,
     Notice, Pending, PendingParams, ReviewDiff, SessionList, SessionParams, SessionState,
@@ -14,9 +14,7 @@ use crate::feed::{Asked, Cmd, Feed, Review, TaskOutcome};
 
 /// Connects to this user's daemon.
 pub async fn connect() -> Result<DaemonClient, ClientError> {
-    let socket =
-        chock_daemon::paths::socket_path().map_err(|e| ClientError::Connection(e.to_string()))?;
-    DaemonClient::unix(&socket).await
+    DaemonClient::connect().await
 }
 
 /// What an approval the daemon forwards asks of the person.
