@@ -102,9 +102,10 @@ const EXCEPTIONS: &[(&str, &str, &str)] = &[
 const CLIENT_MAY_REACH: &[&str] = &["chock-client", "chock-protocol", "chock-dirs"];
 
 fn metadata() -> Value {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The cargo running the tests, else the one that built them (a test binary run by hand).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").into());
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml");
-    let out = Command::new(cargo)
+    let out = Command::new(&cargo)
         .args([
             "metadata",
             "--format-version",
@@ -114,7 +115,9 @@ fn metadata() -> Value {
         ])
         .arg(manifest)
         .output()
-        .expect("running cargo metadata");
+        .unwrap_or_else(|e| {
+            panic!("running {cargo} metadata (the check reads the build graph): {e}")
+        });
     assert!(
         out.status.success(),
         "cargo metadata: {}",
