@@ -211,7 +211,10 @@ impl RemoteSession {
         // A session nobody writes any more sends no state change: its stream ends at its head.
         let last = matches!(info.state, SessionState::Ended | SessionState::Stopped)
             .then_some(subscribed.head_seq);
-        Ok(RemoteSubscription::new(client, self.id.clone(), last))
+        let mut subscription = RemoteSubscription::new(client, self.id.clone(), last);
+        // Nothing at or after `from` will come.
+        subscription.reader.done = last.is_some_and(|head| from > head);
+        Ok(subscription)
     }
 
     /// The session as it stands: its state as the daemon lists it, and its log folded through

@@ -238,6 +238,14 @@ fn a_session_in_the_daemon_is_driven_through_the_handle_shape() {
             logged(&all).into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
             log_file(&world, session.id())
         );
+        let mut past = session.subscribe(10_000).await.unwrap();
+        let nothing = tokio::time::timeout(Duration::from_secs(30), past.next()).await;
+        assert!(
+            nothing
+                .expect("a stream past the end never ended")
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(
             session.send(Op::Interrupt).await.unwrap_err().to_string(),
             RemoteSession::attach(target, session.id())
