@@ -32,22 +32,7 @@ const FRONT_ENDS: &[&str] = &[
 /// that use behind the runtime or the client removes the line; a new forbidden dependency needs
 /// a line here, in review. chock-client has none and may have none.
 const EXCEPTIONS: &[(&str, &str, &str)] = &[
-    // chock-tui
-    (
-        "chock-tui",
-        "chock-log",
-        "the session picker lists sessions and their liveness; the local driver's apply and undo write to the log",
-    ),
-    (
-        "chock-tui",
-        "chock-session",
-        "the session picker forks a session at a turn (chock_session::fork)",
-    ),
-    (
-        "chock-tui",
-        "chock-workspace",
-        "the local driver's undo plans from the workspace (plan_undo)",
-    ),
+    // chock-tui: none (it reaches sessions through chock-runtime and chock-client only)
     // chock-acp
     (
         "chock-acp",
