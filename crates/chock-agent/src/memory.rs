@@ -33,8 +33,11 @@ pub enum MemoryError {
     /// A filesystem operation failed.
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
+        /// What was being done ("read", "write", "list", ...).
         op: &'static str,
+        /// The file or directory it was done to.
         path: PathBuf,
+        /// What the filesystem said.
         #[source]
         source: std::io::Error,
     },
@@ -46,16 +49,29 @@ pub enum MemoryError {
     BadName(String),
     /// No note by that name.
     #[error("no note `{name}` for project {}", project.display())]
-    Unknown { name: String, project: PathBuf },
+    Unknown {
+        /// The note asked for.
+        name: String,
+        /// The project (canonical path) whose notes were looked in.
+        project: PathBuf,
+    },
     /// A note over [`MAX_NOTE_BYTES`].
     #[error("note `{name}` is {bytes} bytes, more than a note may hold ({MAX_NOTE_BYTES})")]
-    TooLarge { name: String, bytes: usize },
+    TooLarge {
+        /// The note's name.
+        name: String,
+        /// The size in bytes of the text it would hold.
+        bytes: usize,
+    },
     /// A new note past [`MAX_NOTES`].
     #[error(
         "project {} already keeps {MAX_NOTES} notes: remove one (`chock memory rm`) or rewrite an existing one",
         project.display()
     )]
-    TooMany { project: PathBuf },
+    TooMany {
+        /// The project (canonical path) that already keeps the most notes.
+        project: PathBuf,
+    },
     /// A note file that is not UTF-8 text.
     #[error("{}: a note must be UTF-8 text", .0.display())]
     NotText(PathBuf),
@@ -67,7 +83,9 @@ pub enum MemoryError {
 /// One note as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {
+    /// The note's name (its file name without `.md`).
     pub name: String,
+    /// The size of its file in bytes.
     pub bytes: u64,
 }
 
@@ -76,6 +94,7 @@ pub struct Listed {
 pub struct Written {
     /// Whether a note of that name was there before.
     pub replaced: bool,
+    /// The size in bytes of the text written.
     pub bytes: usize,
     /// SHA-256 (hex) of the text written.
     pub sha256: String,

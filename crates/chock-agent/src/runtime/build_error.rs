@@ -18,23 +18,39 @@ pub enum BuildError {
     #[error(
         "unknown provider `{name}`: add a [providers.{name}] table to {file}, or use demo, anthropic, openai"
     )]
-    UnknownProvider { name: String, file: String },
+    UnknownProvider {
+        /// The provider named.
+        name: String,
+        /// The config file its table was looked for in.
+        file: String,
+    },
     /// The key store could not be read.
     #[error("{0}")]
     Credentials(String),
     /// The provider needs a key and none is set.
     #[error("no key for provider `{name}`: set {env} or run `chock login --provider {name}`")]
-    NoKey { name: String, env: String },
+    NoKey {
+        /// The provider.
+        name: String,
+        /// The environment variable the key is looked for in (the table's `key_env`).
+        env: String,
+    },
     /// The provider's table lacks a field its kind needs.
     #[error("{file}: providers.{name} needs base_url (kind {kind})")]
     NoBaseUrl {
+        /// The provider.
         name: String,
+        /// The config file holding its table.
         file: String,
+        /// The provider's kind, which has no default address.
         kind: &'static str,
     },
     /// No model was named anywhere.
     #[error("no model for provider `{name}`: pass --model or set providers.{name}.model")]
-    NoModel { name: String },
+    NoModel {
+        /// The provider.
+        name: String,
+    },
     /// The provider's client could not be made.
     #[error("{0}")]
     Connect(String),

@@ -19,15 +19,20 @@ pub enum ResumeError {
     /// An event the conversation is rebuilt from does not fit its type.
     #[error("line {seq} ({kind}): {source}")]
     Payload {
+        /// The event's `seq`.
         seq: u64,
+        /// The event's kind.
         kind: chock_log::EventKind,
+        /// Why its payload does not read as that kind.
         #[source]
         source: chock_protocol::PayloadError,
     },
     /// A logged message is not a message.
     #[error("line {seq}: the logged message does not read back: {source}")]
     Message {
+        /// The event's `seq`.
         seq: u64,
+        /// Why the message does not parse.
         #[source]
         source: serde_json::Error,
     },
