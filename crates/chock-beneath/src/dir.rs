@@ -21,15 +21,27 @@ fn step_flags() -> OFlags {
 #[derive(Debug)]
 pub enum WalkError {
     /// A component does not exist.
-    Missing { at: PathBuf },
+    Missing {
+        /// The path walked, up to the missing component.
+        at: PathBuf,
+    },
     /// A component is a symlink or not a directory: the walk never goes through one.
-    NotADirectory { at: PathBuf },
+    NotADirectory {
+        /// The path walked, up to that component.
+        at: PathBuf,
+    },
     /// The path is not plain names below the start (`..`, `.`, an absolute path, or empty).
-    NotPlain { path: PathBuf },
+    NotPlain {
+        /// The path as given.
+        path: PathBuf,
+    },
     /// The kernel refused a step for another reason.
     Io {
+        /// The step that failed ("open", "create directory").
         op: &'static str,
+        /// The path walked, up to the component the step was on (empty for the start itself).
         at: PathBuf,
+        /// What the kernel said.
         source: std::io::Error,
     },
 }
@@ -91,11 +103,15 @@ pub fn plain_names(rel: &Path) -> Result<Vec<&OsStr>, WalkError> {
 /// What `lstat` says of one entry, without following it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
+    /// The entry's type (a symlink is reported as one, not followed).
     pub kind: FileType,
     /// Permission bits, set-id and sticky bits included (`st_mode & 0o7777`).
     pub mode: u32,
+    /// The size in bytes (`st_size`).
     pub size: u64,
+    /// The device the entry is on (`st_dev`).
     pub dev: u64,
+    /// The inode number (`st_ino`); with `dev`, names the file.
     pub ino: u64,
     /// The device number, for device files (a whiteout is a character device 0/0).
     pub rdev: u64,
