@@ -21,9 +21,13 @@ pub enum PluginError {
     /// The component's file cannot be read.
     #[error("{place}: plugins.{plugin}.path: cannot read {}: {reason}", file.display())]
     Read {
+        /// The plugin's name (its `[plugins.<name>]` table).
         plugin: String,
+        /// Where its table is written (`chock.toml:12`).
         place: String,
+        /// The component's file.
         file: PathBuf,
+        /// Why it cannot be read.
         reason: String,
     },
     /// The bytes are not the pinned ones: a changed file is a new plugin.
@@ -33,20 +37,33 @@ pub enum PluginError {
         file.display()
     )]
     Pin {
+        /// The plugin's name.
         plugin: String,
+        /// Where its table is written (`chock.toml:12`).
         place: String,
+        /// The component's file.
         file: PathBuf,
+        /// The SHA-256 (hex) the table pins.
         pinned: String,
+        /// The SHA-256 (hex) of the file's bytes.
         actual: String,
     },
     /// The engine could not be made.
     #[error("plugin {plugin}: the WebAssembly engine cannot start: {reason}")]
-    Engine { plugin: String, reason: String },
+    Engine {
+        /// The plugin that needed the engine.
+        plugin: String,
+        /// Why the engine could not be made.
+        reason: String,
+    },
     /// Not a component wasmtime can compile.
     #[error("plugin {plugin}: {} is not a WebAssembly component Chock can run: {reason}", file.display())]
     Compile {
+        /// The plugin's name.
         plugin: String,
+        /// The component's file.
         file: PathBuf,
+        /// What wasmtime said (compiling or linking it).
         reason: String,
     },
     /// An import whose act the table denies: it is not linked.
@@ -54,9 +71,13 @@ pub enum PluginError {
         "plugin {plugin} imports {import}, decided as {action}: {decided_by} denies it, so it is not linked and the plugin does not start"
     )]
     Denied {
+        /// The plugin's name.
         plugin: String,
+        /// The import, as the component names it.
         import: String,
+        /// The act the import grants (`fs.read`, `fs.write`, `plugin.<name>.network`).
         action: String,
+        /// The layer and rule that denied the act.
         decided_by: String,
     },
     /// An import Chock does not provide.
@@ -64,15 +85,28 @@ pub enum PluginError {
         "plugin {plugin} imports {import}, which Chock does not provide (a plugin imports only chock:plugin/* and \
          the wasi:io, wasi:cli, wasi:clocks and wasi:random surface; no filesystem or sockets), so it does not start"
     )]
-    Unsupported { plugin: String, import: String },
+    Unsupported {
+        /// The plugin's name.
+        plugin: String,
+        /// The import, as the component names it.
+        import: String,
+    },
     /// Listing its tools failed.
     #[error("plugin {plugin}: listing its tools failed: {reason}")]
-    Tools { plugin: String, reason: String },
+    Tools {
+        /// The plugin's name.
+        plugin: String,
+        /// What stopped the listing (the instance could not be made, trapped or hit a limit).
+        reason: String,
+    },
     /// A tool it lists is unusable.
     #[error("plugin {plugin}: tool {tool:?}: {problem}")]
     BadTool {
+        /// The plugin's name.
         plugin: String,
+        /// The tool's name as listed (empty when the fault is an import's act, not a tool).
         tool: String,
+        /// What is wrong with it.
         problem: String,
     },
 }
