@@ -38,7 +38,9 @@ pub enum PayloadError {
     /// Not of the kind's shape.
     #[error("`{kind}` data does not fit its type: {source}")]
     Shape {
+        /// The kind the line is written under.
         kind: EventKind,
+        /// Why the data does not parse as that kind's type.
         #[source]
         source: serde_json::Error,
     },
@@ -47,8 +49,11 @@ pub enum PayloadError {
         "`{kind}` data has fields its type does not describe: wrote {written}, the type keeps {kept}"
     )]
     Extra {
+        /// The kind the line is written under.
         kind: EventKind,
+        /// The data as written (JSON).
         written: String,
+        /// What the type keeps of it (JSON), to compare.
         kept: String,
     },
 }
