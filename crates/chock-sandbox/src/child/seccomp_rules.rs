@@ -80,27 +80,37 @@ pub enum ArgMatch {
     Any,
     /// Argument `arg` (64-bit) has any of these flag bits set.
     AnyFlag {
+        /// Which argument (0-based).
         arg: u8,
+        /// The flag bits (name, value): any of them set matches.
         flags: &'static [(&'static str, u64)],
     },
     /// Argument `arg` compared as 32 bits (the kernel truncates it to an `unsigned int`, so upper
     /// bits cannot be used to slip past) equals one of these values.
     Equals32 {
+        /// Which argument (0-based).
         arg: u8,
+        /// The values (name, value) that match.
         values: &'static [(&'static str, u64)],
     },
     /// Argument `arg` compared as 32 bits is none of these values: an allow list, every other value
     /// matches (and gets the row's answer).
     NoneOf32 {
+        /// Which argument (0-based).
         arg: u8,
+        /// The values (name, value) left alone; every other value matches.
         allowed: &'static [(&'static str, u64)],
     },
     /// Argument `arg` (32 bits) equals `value` and argument `then_arg` (32 bits) is none of
     /// `allowed`: one allowed value of `arg` narrowed further by another argument.
     EqualsThenNoneOf32 {
+        /// The first argument compared (0-based).
         arg: u8,
+        /// The value (name, value) of `arg` the row narrows.
         value: (&'static str, u64),
+        /// The second argument compared (0-based).
         then_arg: u8,
+        /// The values (name, value) of `then_arg` left alone; every other value matches.
         allowed: &'static [(&'static str, u64)],
     },
 }
@@ -108,11 +118,17 @@ pub enum ArgMatch {
 /// One reviewed row of the filter.
 #[derive(Debug, Clone, Copy)]
 pub struct SyscallRule {
+    /// The system call's name, as in the kernel's table.
     pub name: &'static str,
+    /// Its number on x86_64.
     pub x86_64: i64,
+    /// Its number on aarch64.
     pub aarch64: i64,
+    /// What happens when the row matches.
     pub action: RuleAction,
+    /// Which invocations the row matches.
     pub args: ArgMatch,
+    /// Why the row is there: the review of the call, in words.
     pub why: &'static str,
 }
 
@@ -570,7 +586,9 @@ pub const RULES: &[SyscallRule] = &[
 /// The architectures the table covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
+    /// 64-bit x86 (`x86_64`).
     X86_64,
+    /// 64-bit Arm (`aarch64`).
     Aarch64,
 }
 

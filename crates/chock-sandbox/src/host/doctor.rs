@@ -24,6 +24,7 @@ pub struct LayerReport {
     pub layer: String,
     /// Whether a call needs it (false: best effort or informational).
     pub required: bool,
+    /// Whether it works on this machine (applied in a throwaway child, or found).
     pub on: bool,
     /// Why, in words (the ABI and its features, the errno, what KVM really is).
     pub detail: String,

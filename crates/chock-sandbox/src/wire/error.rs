@@ -8,12 +8,19 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]
 pub enum Layer {
+    /// A user namespace: the call's ids and capabilities count only inside it.
     UserNamespace = 1,
+    /// A mount namespace: the call's mounts are its own.
     MountNamespace = 2,
+    /// A pid namespace: the call sees and signals only its own processes.
     PidNamespace = 3,
+    /// An IPC namespace: no System V IPC or POSIX queues shared with the host.
     IpcNamespace = 4,
+    /// A UTS namespace: a host name of its own.
     UtsNamespace = 5,
+    /// A network namespace: no host interface.
     NetNamespace = 6,
+    /// A cgroup namespace: the call sees its own cgroup as the root.
     CgroupNamespace = 7,
     /// The fresh root: tmpfs, binds, /dev, /proc, pivot_root.
     Filesystem = 8,
@@ -23,10 +30,15 @@ pub enum Layer {
     Network = 10,
     /// A new session without the host's controlling terminal.
     Session = 11,
+    /// Resource limits (core dumps, file size, open descriptors).
     Rlimits = 12,
+    /// Dropping every capability, and locking the securebits so none comes back.
     Capabilities = 13,
+    /// `no_new_privs`: no exec gains privileges (setuid, file capabilities).
     NoNewPrivs = 14,
+    /// Landlock: where the call may write, the TCP it may make, its abstract sockets and signals.
     Landlock = 15,
+    /// The system call filter ([`crate::seccomp_rules::RULES`]).
     Seccomp = 16,
     /// Closing every descriptor but 0, 1, 2.
     Descriptors = 17,
@@ -108,8 +120,11 @@ pub enum SandboxError {
     /// A layer could not be applied; the command never ran.
     #[error("sandbox layer `{layer}` could not be applied: {reason}\n  hint: {hint}")]
     Layer {
+        /// The layer that failed.
         layer: Layer,
+        /// Why it could not be applied (usually the step and what the kernel said).
         reason: String,
+        /// What the person can do about it.
         hint: String,
     },
     /// The plan itself is unusable (caught before any process exists).
@@ -118,14 +133,19 @@ pub enum SandboxError {
     /// Every layer was on but the program could not be executed.
     #[error("cannot execute `{program}` inside the sandbox: {reason}")]
     Exec {
+        /// The program (`argv[0]`).
         program: String,
+        /// What `execve` said.
         reason: String,
+        /// Whether it failed with ENOENT (no such program), so the caller can say so.
         not_found: bool,
     },
     /// The host side failed (a pipe, a wait, ...).
     #[error("sandbox host side: {what}: {source}")]
     Host {
+        /// What the host was doing.
         what: String,
+        /// What the system said.
         source: std::io::Error,
     },
 }

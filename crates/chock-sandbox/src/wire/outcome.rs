@@ -30,7 +30,9 @@ impl ExitStatus {
 /// The end of a call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {
+    /// How the call ended (exit code, signal or timeout).
     pub status: ExitStatus,
+    /// Which resource limits were on.
     pub limits: LimitsReport,
     /// Wall time from spawn to the end of the last process.
     pub duration: Duration,

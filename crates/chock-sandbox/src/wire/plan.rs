@@ -85,12 +85,18 @@ pub const STORE_DIR: &str = "/nix/store";
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WorkspaceMount {
     /// A host directory (the session's copy of the project) bound read-write.
-    Bind { source: PathBuf },
+    Bind {
+        /// The host directory bound (the session's copy of the project).
+        source: PathBuf,
+    },
     /// An overlay mounted inside the call's user namespace (kernel >= 5.11): `lower` read-only
     /// (the real project), writes land in `upper`.
     Overlay {
+        /// The lower directory, read-only (the real project).
         lower: PathBuf,
+        /// The upper directory, where writes land.
         upper: PathBuf,
+        /// overlayfs' work directory (on the same filesystem as `upper`).
         work: PathBuf,
     },
     /// The real project itself, read-only, and nothing writable at `project_path`: what a
@@ -98,7 +104,10 @@ pub enum WorkspaceMount {
     /// the person trusted and never what the agent wrote in its workspace. Shown through a
     /// read-only overlay of its own (`read_overlay.rs`), so a host socket in the project answers
     /// nothing. No declared write path may lie inside it.
-    ReadOnly { source: PathBuf },
+    ReadOnly {
+        /// The real project, shown read-only.
+        source: PathBuf,
+    },
 }
 
 /// The call's network.
@@ -110,7 +119,10 @@ pub enum NetworkPlan {
     /// As `None`, plus a TCP listener on `127.0.0.1:port` inside the call's network namespace, made
     /// by the sandbox and handed back to the host ([`crate::SandboxChild::proxy_listener`]) so the host
     /// broker serves it. Landlock allows TCP connect to this port only.
-    Proxy { port: u16 },
+    Proxy {
+        /// The listener's port on `127.0.0.1`.
+        port: u16,
+    },
 }
 
 /// Resource limits. rlimits are always applied; cgroup limits are best effort (the one best-effort
