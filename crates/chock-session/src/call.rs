@@ -23,9 +23,12 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
     /// Working directory inside the sandbox: relative to the project, or absolute inside it.
     pub cwd: Option<PathBuf>,
+    /// Where the command's output goes (it is captured in every case).
     pub output: Output,
     /// How many bytes of each stream to keep.
     pub capture_limit: usize,
+    /// The network asked for; the call gets the proxy anyway when the table may let it connect
+    /// (see `ask_connections`).
     pub network: NetworkPlan,
     /// The call's id in the log (the agent passes its tool-use id); default `call-<n>`.
     pub call_id: Option<String>,
@@ -54,12 +57,21 @@ impl Default for CallOptions {
 #[derive(Debug, Clone)]
 pub enum CallOutcome {
     /// The policy or a person refused: nothing ran.
-    Refused { by: String, reason: String },
+    Refused {
+        /// Who refused, in words: the rule, the person or reviewer, or `chock`.
+        by: String,
+        /// Why, in words.
+        reason: String,
+    },
     /// The command ran.
     Ran {
+        /// How it ended, and the limits it ran under.
         outcome: Outcome,
+        /// Its standard output, up to the capture limit.
         stdout: Vec<u8>,
+        /// Its standard error, up to the capture limit.
         stderr: Vec<u8>,
+        /// Whether either stream went past the capture limit and was cut.
         truncated: bool,
     },
 }
@@ -67,13 +79,17 @@ pub enum CallOutcome {
 /// The result of [`Session::confined_call`].
 #[derive(Debug, Clone)]
 pub struct CallResult {
+    /// The call's id in the log.
     pub call_id: String,
+    /// The act the command was classified as (`exec.<class>.<program>`).
     pub action: String,
+    /// What the table said of the act.
     pub decision: Decision,
     /// Which rule decided it, in words ("chock.toml:12 (rule `exec.*`)").
     pub decided_by: String,
     /// How the pipeline settled the act (who allowed or refused it).
     pub settled: Settled,
+    /// Whether it ran, and what came of it.
     pub outcome: CallOutcome,
 }
 

@@ -40,6 +40,8 @@ pub struct ExecContext<'a> {
 /// Where a program was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classified {
+    /// `exec.<class>.<program>`, the class by where the program was found; `exec.unparsed` when
+    /// that cannot be told.
     pub action: Action,
     /// The path the program resolved to, when it did.
     pub resolved: Option<PathBuf>,

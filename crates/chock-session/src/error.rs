@@ -5,17 +5,24 @@ use std::path::PathBuf;
 /// What went wrong opening a session or running a call.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
+    /// The project directory cannot be used (it does not resolve, or is not a directory).
     #[error("project {path}: {source}")]
     Project {
+        /// The project directory.
         path: PathBuf,
+        /// What the filesystem said.
         source: std::io::Error,
     },
+    /// The policy (chock.toml, the org bundle) cannot be loaded.
     #[error(transparent)]
     Policy(#[from] chock_policy::PolicyError),
+    /// The session's log failed.
     #[error(transparent)]
     Log(#[from] chock_log::LogError),
+    /// The session's workspace failed.
     #[error(transparent)]
     Workspace(#[from] chock_workspace::WorkspaceError),
+    /// The sandbox could not run the call (a layer, the plan, the host side).
     #[error(transparent)]
     Sandbox(#[from] chock_sandbox::SandboxError),
     /// The call's egress proxy could not be served.
@@ -24,6 +31,7 @@ pub enum SessionError {
     /// The decision pipeline could not settle the call's act (it did not run).
     #[error(transparent)]
     Decide(#[from] chock_decide::DecideError),
+    /// The call's output could not be read, or the task waiting on the call stopped.
     #[error("reading the call's output: {0}")]
     Output(std::io::Error),
     /// A fork was asked of a turn that cannot be forked (bad input).

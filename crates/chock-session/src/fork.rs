@@ -29,8 +29,11 @@ pub enum ForkRefusal {
     /// The session has no such turn.
     #[error("session {session} has no turn {turn} (its turns: {turns})")]
     NoSuchTurn {
+        /// The session whose log was searched (its id).
         session: String,
+        /// The turn asked for.
         turn: u32,
+        /// The turns it has, in words (`1 to 4`, or `none`).
         turns: String,
     },
     /// The turn did not complete: it is running, or it was interrupted or failed.
@@ -38,8 +41,11 @@ pub enum ForkRefusal {
         "turn {turn} of session {session} is not a completed turn ({why}); fork at a turn that ended"
     )]
     NotCompleted {
+        /// The session that logged the turn (its id).
         session: String,
+        /// The turn asked for.
         turn: u32,
+        /// Why it did not complete, in words.
         why: String,
     },
     /// The turn ended, but no workspace state was recorded with it (a log older than forks, or
@@ -47,7 +53,12 @@ pub enum ForkRefusal {
     #[error(
         "turn {turn} of session {session} has no recorded workspace state, so it cannot be forked"
     )]
-    NoState { session: String, turn: u32 },
+    NoState {
+        /// The session that logged the turn (its id).
+        session: String,
+        /// The turn asked for.
+        turn: u32,
+    },
 }
 
 /// Applies the ratchet changes `events` record (`note {about: ratchet}`), in order, to `policy`.

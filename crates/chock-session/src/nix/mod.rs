@@ -19,38 +19,65 @@ pub enum NixError {
     /// No `nix` on the host's PATH.
     #[error("no `nix` program on PATH: install Nix to use a dev shell or ask for a program")]
     Missing,
+    /// `nix` could not be started.
     #[error("starting {}: {source}", nix.display())]
     Spawn {
+        /// The `nix` program.
         nix: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
+    /// `nix` ended with a failure status.
     #[error("{what} failed ({status}):\n{tail}")]
     Failed {
+        /// The act, in words ("building `nixpkgs#ripgrep`").
         what: String,
+        /// How it ended (its exit status).
         status: String,
+        /// The last lines it wrote to stderr.
         tail: String,
     },
     #[error(
         "{what} did not finish within {secs} s and was killed ([limits] timeout_secs):\n{tail}"
     )]
+    /// `nix` ran past its deadline and was killed.
     Deadline {
+        /// The act, in words.
         what: String,
+        /// The deadline, in seconds.
         secs: u64,
+        /// The last lines it wrote to stderr.
         tail: String,
     },
+    /// `nix` was killed because its call was interrupted.
     #[error("{what} was interrupted and killed")]
-    Interrupted { what: String },
+    Interrupted {
+        /// The act, in words.
+        what: String,
+    },
     /// What nix printed is not what this module reads.
     #[error("{what}: unexpected output from nix: {why}")]
-    Output { what: String, why: String },
+    Output {
+        /// What it was about ("nix build", "the dev shell's profile", ...).
+        what: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The store is not one whose paths lie in a directory on this machine.
     #[error("nix store `{0}` is not a local store: only a local store's paths can be bound")]
     Store(String),
     /// A store path the host path checker refuses.
     #[error("store path {}: {why}", path.display())]
-    HostPath { path: PathBuf, why: String },
+    HostPath {
+        /// The store path, or where it lies on the host.
+        path: PathBuf,
+        /// Why the checker refuses it.
+        why: String,
+    },
+    /// The log refused a write (nix's acts are logged before they run).
     #[error(transparent)]
     Log(#[from] chock_log::LogError),
+    /// The act could not be decided (it did not run).
     #[error(transparent)]
     Decide(#[from] chock_decide::DecideError),
 }
