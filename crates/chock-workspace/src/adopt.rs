@@ -40,8 +40,11 @@ pub struct AdoptPlan {
 /// What an adopt wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdoptCounts {
+    /// Files and symlinks copied.
     pub files: usize,
+    /// Empty directories made.
     pub dirs: usize,
+    /// Deleted paths listed in the `deleted` file (nothing in the project is removed).
     pub deleted: usize,
 }
 

@@ -23,7 +23,9 @@ use per_file::{plan_file, plan_hunks};
 /// empty means everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
+    /// Whole files, each by its path or file id.
     pub files: Vec<String>,
+    /// Single hunks, each by its hunk id.
     pub hunks: Vec<String>,
 }
 

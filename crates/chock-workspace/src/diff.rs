@@ -9,9 +9,13 @@ use crate::upper::RawChange;
 /// What happened to one path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// A new path.
     Added,
+    /// A path the session removed.
     Deleted,
+    /// Same kind at the same path, other content or mode.
     Modified,
+    /// Moved: the same content at a new path (see [`FileChange::old_path`]).
     Renamed,
     /// A file became a symlink, a directory became a file, …
     TypeChanged,
@@ -72,7 +76,9 @@ pub struct FileChange {
     pub path: String,
     /// Where a renamed file came from.
     pub old_path: Option<String>,
+    /// What the path held when the session started (`None`: nothing, for an added path).
     pub old: Option<Entry>,
+    /// What the session holds now (`None`: deleted).
     pub new: Option<Entry>,
     /// Line hunks, when both sides are text files with different content.
     pub hunks: Vec<Hunk>,
@@ -188,6 +194,7 @@ pub fn file_id(path: &str) -> String {
 /// Everything the session changed, sorted by path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Diff {
+    /// The changed paths, sorted by path.
     pub files: Vec<FileChange>,
 }
 

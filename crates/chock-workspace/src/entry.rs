@@ -31,9 +31,17 @@ fn too_big(shown: &Path, size: u64) -> WorkspaceError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
     /// A regular file.
-    File { exec: bool, data: Vec<u8> },
+    File {
+        /// Whether any execute bit is set (the one mode bit carried).
+        exec: bool,
+        /// The file's bytes.
+        data: Vec<u8>,
+    },
     /// A symbolic link and its target, as bytes.
-    Symlink { target: Vec<u8> },
+    Symlink {
+        /// The link's target, as bytes (never followed).
+        target: Vec<u8>,
+    },
     /// A directory.
     Dir,
 }

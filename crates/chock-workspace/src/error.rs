@@ -11,21 +11,32 @@ pub enum WorkspaceError {
     /// A filesystem operation failed.
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
+        /// What was being done ("read", "write", "inspect", ...).
         op: &'static str,
+        /// The path it was done to.
         path: PathBuf,
+        /// What the filesystem said.
         #[source]
         source: std::io::Error,
     },
     /// A `git` command failed.
     #[error("`git {args}` in {} failed: {stderr}", dir.display())]
     Git {
+        /// Its arguments, joined by spaces.
         args: String,
+        /// The directory it ran in.
         dir: PathBuf,
+        /// What it wrote to stderr (or why it could not be talked to).
         stderr: String,
     },
     /// `meta.json` or an apply record could not be read or written.
     #[error("{}: {reason}", path.display())]
-    Record { path: PathBuf, reason: String },
+    Record {
+        /// The record's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The session has no workspace (never created, or removed).
     #[error("no workspace in {} (it was never created, or `chock workspace rm` removed it)", .0.display())]
     Missing(PathBuf),
@@ -37,13 +48,21 @@ pub enum WorkspaceError {
     NonUtf8Path(PathBuf),
     /// A selection named a file or hunk that is not in the diff.
     #[error("{kind} `{name}` is not in this session's diff (see `chock diff`)")]
-    UnknownSelection { kind: &'static str, name: String },
+    UnknownSelection {
+        /// What was named: "file" or "hunk".
+        kind: &'static str,
+        /// The name as given.
+        name: String,
+    },
     /// A selection matched more than one file or hunk (ids are short hashes of agent-chosen
     /// paths): refused rather than guessed.
     #[error("{kind} `{name}` matches more than one change ({}); select by path", paths.join(", "))]
     AmbiguousSelection {
+        /// What was named: "file" or "hunk".
         kind: &'static str,
+        /// The name as given.
         name: String,
+        /// The paths of every change it matches.
         paths: Vec<String>,
     },
     /// The operation needs the other backing.
@@ -51,7 +70,10 @@ pub enum WorkspaceError {
     WrongBacking(String),
     /// Selected changes no longer fit the project: nothing was written.
     #[error("refused, nothing was written: {}", conflicts.join("; "))]
-    Conflict { conflicts: Vec<String> },
+    Conflict {
+        /// Each conflict, in words, naming its path.
+        conflicts: Vec<String>,
+    },
     /// `apply --expect`: the selected changes are no longer the ones reviewed (the session ran on
     /// after the review): nothing was written.
     #[error(
@@ -59,8 +81,11 @@ pub enum WorkspaceError {
          changes now have digest {actual}, not {expected}); review them again with `chock diff {session}`"
     )]
     DigestMismatch {
+        /// The session whose changes were selected.
         session: String,
+        /// The digest given with `--expect` (what was reviewed).
         expected: String,
+        /// The digest of the selected changes now.
         actual: String,
     },
     /// The selected changes touch a path that configures Chock ([`crate::Sensitive`]: its policy
@@ -75,6 +100,7 @@ pub enum WorkspaceError {
         escaped(paths).iter().map(|p| format!("--include-policy {p}")).collect::<Vec<_>>().join(" ")
     )]
     ConfiguresChock {
+        /// The session whose changes were selected.
         session: String,
         /// The paths (relative to the project) that were not named.
         paths: Vec<String>,
@@ -92,8 +118,11 @@ pub enum WorkspaceError {
     /// session older than forks).
     #[error("session {session} has no recorded workspace state for turn {turn} ({})", .path.display())]
     NoTurnState {
+        /// The session whose turn was asked for (its id).
         session: String,
+        /// The turn.
         turn: u32,
+        /// The turn record that is not there.
         path: PathBuf,
     },
 }

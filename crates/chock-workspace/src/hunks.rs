@@ -13,7 +13,9 @@ pub const CONTEXT: usize = 3;
 /// A line of a hunk, as shown: `' '`, `'-'` or `'+'` and the line's bytes (with its newline, if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HunkLine {
+    /// `' '` (context), `'-'` (removed) or `'+'` (added).
     pub tag: char,
+    /// The line's bytes, with its newline if it has one.
     pub text: Vec<u8>,
 }
 
@@ -25,10 +27,13 @@ pub struct Hunk {
     pub id: String,
     /// Shown range in the old file, with context (0-based start, length).
     pub old_start: usize,
+    /// Its length in lines.
     pub old_len: usize,
     /// Shown range in the new file, with context.
     pub new_start: usize,
+    /// Its length in lines.
     pub new_len: usize,
+    /// The lines shown, context included, in order.
     pub lines: Vec<HunkLine>,
     /// The changed region in the old file, without the outer context: what the project must still
     /// hold for this hunk to apply.

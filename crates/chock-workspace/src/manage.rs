@@ -12,9 +12,11 @@ use crate::meta::{Backing, Layout, Meta, WORKSPACE_DIR};
 /// One workspace found under the sessions root.
 #[derive(Debug, Clone)]
 pub struct Listed {
+    /// The session's directory.
     pub session_dir: PathBuf,
     /// `None` when `meta.json` could not be read (the reason is in `problem`).
     pub meta: Option<Meta>,
+    /// Why `meta.json` could not be read, when it could not.
     pub problem: Option<String>,
 }
 

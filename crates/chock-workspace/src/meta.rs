@@ -39,10 +39,13 @@ pub enum Backing {
 /// The contents of `meta.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
+    /// The file's format; one this version does not read is refused.
     pub format: u32,
+    /// The session's id.
     pub session: String,
     /// The real project (the overlay's lower layer).
     pub project: PathBuf,
+    /// How the session's work is kept.
     pub backing: Backing,
     /// RFC 3339 creation time.
     pub created: String,
@@ -80,6 +83,8 @@ impl Layout {
 }
 
 impl Meta {
+    /// Reads `meta.json` at `path`: [`WorkspaceError::Missing`] when it is not there, a record
+    /// error when it does not parse or is of another format.
     pub fn load(path: &Path) -> Result<Meta> {
         let bytes = match fs::read(path) {
             Ok(bytes) => bytes,
@@ -101,6 +106,7 @@ impl Meta {
         Ok(meta)
     }
 
+    /// Writes `meta.json` to `path`, whole (a temporary file renamed over it).
     pub fn store(&self, path: &Path) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| WorkspaceError::record(path, e))?;
         write_atomic(path, &bytes)

@@ -34,23 +34,31 @@ pub struct FileRecord {
 /// What one apply (or undo) did, with the hashes the log event carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyRecord {
+    /// The record's format; one this version does not read is refused.
     pub format: u32,
+    /// The apply's id (`<session>.<n>`), as `chock apply` prints it and `chock undo` takes it.
     pub apply_id: String,
     /// `apply` or `undo`.
     pub kind: String,
     /// For an undo: the apply it reverted.
     pub undo_of: Option<String>,
+    /// The session the changes came from.
     pub session: String,
+    /// The project written to.
     pub project: PathBuf,
+    /// RFC 3339 time it was written.
     pub created: String,
     /// Git backing: the base commit, and the checkpoint the applied changes came from.
     pub base_commit: Option<String>,
+    /// Git backing: the checkpoint commit the applied changes came from.
     pub checkpoint: Option<String>,
     /// SHA-256 over the touched paths as they were before, and as they are after.
     pub base_hash: String,
+    /// SHA-256 over the touched paths as they are after.
     pub result_hash: String,
     /// Selected hunk ids (empty when whole files were chosen).
     pub hunks: Vec<String>,
+    /// Every path written, with what it held before and after.
     pub files: Vec<FileRecord>,
     /// Paths whose project file had set-uid/set-gid bits that the write dropped (an apply never
     /// writes set-id bits into the project).

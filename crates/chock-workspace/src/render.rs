@@ -13,8 +13,11 @@ use crate::hunks::split_lines;
 /// Which form to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RenderMode {
+    /// A unified diff of every change.
     Patch,
+    /// Lines added and removed per file (`--stat`).
     Stat,
+    /// The changed paths only, one a line.
     NameOnly,
 }
 

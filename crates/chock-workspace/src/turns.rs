@@ -32,11 +32,15 @@ pub const TURNS_DIR: &str = "turns";
 /// What the workspace held at the end of one turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnRecord {
+    /// The record's format ([`TURN_FORMAT`]); another is refused.
     pub format: u32,
+    /// The session's id.
     pub session: String,
+    /// The turn whose end it records.
     pub turn: u32,
     /// See [`state_digest`].
     pub digest: String,
+    /// The real project.
     pub project: PathBuf,
     /// The backing as it was (git: with its base commit).
     pub backing: Backing,
@@ -49,8 +53,11 @@ pub struct TurnRecord {
 /// What a turn record says in the log's `turn.end` (`chock_protocol::log::TurnState`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnSummary {
+    /// See [`state_digest`].
     pub digest: String,
+    /// How many paths differ from the session's start.
     pub paths: u64,
+    /// Git backing: the checkpoint commit the session ref pointed at.
     pub commit: Option<String>,
 }
 

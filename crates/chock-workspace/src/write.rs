@@ -19,8 +19,11 @@ use crate::error::{Result, WorkspaceError};
 /// One path's planned change in the project: it holds `before` now and will hold `after`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Op {
+    /// The path, relative to the project.
     pub path: String,
+    /// What it holds now (`None`: nothing).
     pub before: Option<Entry>,
+    /// What it will hold (`None`: removed).
     pub after: Option<Entry>,
 }
 
