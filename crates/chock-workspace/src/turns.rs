@@ -32,7 +32,7 @@ pub const TURNS_DIR: &str = "turns";
 /// What the workspace held at the end of one turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnRecord {
-    /// The record's format ([`TURN_FORMAT`]); another is refused.
+    /// The record's format; one this version does not read is refused.
     pub format: u32,
     /// The session's id.
     pub session: String,
