@@ -22,7 +22,12 @@ pub enum ActionError {
     #[error(
         "label `{label}` holds `{ch}`: a label may hold only ASCII letters, digits, `_`, `-` and `+`"
     )]
-    BadCharacter { label: String, ch: char },
+    BadCharacter {
+        /// The label.
+        label: String,
+        /// The first character it may not hold.
+        ch: char,
+    },
     /// A `*` that is not the last label, or a `*` inside a label.
     #[error("a `*` may only stand alone as the last label")]
     MisplacedWildcard,

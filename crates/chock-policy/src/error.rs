@@ -32,8 +32,11 @@ pub enum ErrorKind {
         "ambiguous: {other} says `{other_decision}` for the same actions, and this rule says `{decision}`"
     )]
     Ambiguous {
+        /// Where the other rule is (file:line and its pattern).
         other: String,
+        /// What the other rule decides.
         other_decision: String,
+        /// What this rule decides.
         decision: String,
     },
     /// A project rule would loosen what the org bundle decides.
@@ -42,8 +45,11 @@ pub enum ErrorKind {
          rule cannot loosen it to `{decision}`"
     )]
     OrgConflict {
+        /// Where the org bundle's rule is.
         org_rule: String,
+        /// What the org bundle decides.
         org_decision: String,
+        /// The looser decision the project rule asked for.
         decision: String,
     },
     /// A `[sandbox]` path that may not be handed to the sandbox.

@@ -35,21 +35,32 @@ pub const SHIPPED_DEFAULTS_NAME: &str = "<shipped defaults>";
 pub enum DecidedBy {
     /// A rule in the project's chock.toml.
     Project {
+        /// The chock.toml.
         file: PathBuf,
+        /// The rule's line in it.
         line: usize,
+        /// The rule's action pattern.
         pattern: String,
     },
     /// A rule in the org bundle.
     Org {
+        /// The bundle's file.
         file: PathBuf,
+        /// The rule's line in it.
         line: usize,
+        /// The rule's action pattern.
         pattern: String,
     },
     /// An entry the session added to its ratchet.
-    Ratchet { pattern: String },
+    Ratchet {
+        /// The pattern the session narrowed.
+        pattern: String,
+    },
     /// A row of the shipped defaults.
     ShippedDefault {
+        /// The row's action pattern.
         pattern: String,
+        /// Why the row ships so, where the catalogue says.
         why: Option<String>,
     },
     /// Nothing matched: the answer is `ask`.

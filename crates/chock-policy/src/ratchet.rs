@@ -18,7 +18,9 @@ pub enum RatchetError {
     /// The pattern is not well formed.
     #[error("malformed action pattern `{pattern}`: {reason}")]
     Malformed {
+        /// The pattern given.
         pattern: String,
+        /// What is wrong with it.
         reason: ActionError,
     },
     /// The pattern matches no action this build defines.
@@ -30,8 +32,11 @@ pub enum RatchetError {
          `ratchet.widen_action` to widen it"
     )]
     Widening {
+        /// The pattern given.
         pattern: String,
+        /// The decision asked for.
         decision: Decision,
+        /// The stricter restriction it would loosen.
         existing: String,
     },
     /// The widening would remove a restriction this session inherited from the session that
@@ -39,7 +44,10 @@ pub enum RatchetError {
     #[error(
         "`{inherited}` was inherited from the parent session, and a child session cannot widen it"
     )]
-    Inherited { inherited: String },
+    Inherited {
+        /// The inherited restriction's pattern.
+        inherited: String,
+    },
 }
 
 /// The session layer of restrictions.

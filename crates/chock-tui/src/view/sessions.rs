@@ -51,7 +51,12 @@ pub enum Target {
     /// Attach to it in the daemon.
     Attach(String),
     /// Fork it at the end of completed turn `turn`, and resume the fork here.
-    Fork { dir: PathBuf, turn: u32 },
+    Fork {
+        /// The session's directory.
+        dir: PathBuf,
+        /// The completed turn the fork starts after.
+        turn: u32,
+    },
 }
 
 impl SessionRow {
