@@ -176,8 +176,8 @@ fn recording_server() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
 fn confined(dir: &Path, script: &str) -> String {
     let session = reopen(dir);
     let argv = vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()];
-    let result = session
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    let result = runtime()
+        .block_on(session.confined_call_async(&argv, &CallOptions::default(), &NoApprover))
         .unwrap();
     let CallOutcome::Ran { stdout, stderr, .. } = &result.outcome else {
         panic!("the call did not run: {:?}", result.outcome);

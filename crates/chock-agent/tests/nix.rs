@@ -285,10 +285,10 @@ fn closure_programs_are_devshell_and_other_store_paths_are_nix_store() {
         },
     )
     .unwrap();
+    let rt = rt();
     let run = |argv: &[&str]| {
         let argv: Vec<String> = argv.iter().map(|a| (*a).to_string()).collect();
-        session
-            .confined_call(&argv, &CallOptions::default(), &NoApprover)
+        rt.block_on(session.confined_call_async(&argv, &CallOptions::default(), &NoApprover))
             .unwrap()
     };
     let shell = run(&["shelltool"]);

@@ -68,9 +68,17 @@ fn call(hub: &McpHub, world: &World, tool: &str, args: &serde_json::Value) -> St
 /// A confined `sh -c script` of the session: the agent at work in its workspace.
 fn agent(world: &World, script: &str) -> String {
     let argv = ["sh", "-c", script].map(String::from).to_vec();
-    let result = world
-        .session
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    // The session's one confined call, awaited on a runtime of this call's own (the test is
+    // not async).
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(
+            world
+                .session
+                .confined_call_async(&argv, &CallOptions::default(), &NoApprover),
+        )
         .unwrap();
     let chock_session::CallOutcome::Ran { stdout, .. } = result.outcome else {
         panic!("the agent's call did not run: {:?}", result.outcome);

@@ -1,9 +1,12 @@
-//! The confined call awaited end to end (docs/architecture.md, "The execution seam"): the same
-//! record as [`Session::confined_call`] — `tool.call`, the decision, the run, `command.result` —
-//! with the decision settled through the pipeline's async `settle`, the call prepared, started and
-//! waited on through the session's confiner (`Arc<dyn Confiner>`), and the egress proxy served on
-//! the caller's runtime. Nothing here blocks on a runtime; the confiner's own blocking kernel
-//! step (the fork) runs on the runtime's blocking pool inside it.
+//! The confined call (docs/architecture.md, "The execution seam"), the one way a session makes
+//! one, for every kind of session ([`crate::Calls`]): `tool.call`, the decision, the run,
+//! `command.result`, awaited end to end — the decision settled through the pipeline's async
+//! `settle`, the call prepared, started and waited on through the session's confiner
+//! (`Arc<dyn Confiner>`), the egress proxy served on the caller's runtime, and the turn of a
+//! session whose calls take turns held across the awaits (an async mutex). Nothing here blocks on
+//! a runtime; the confiner's own blocking kernel step (the fork) runs on the runtime's blocking
+//! pool inside it. `chock exec` awaits it on the one runtime it makes; the agent's run_command on
+//! the agent's.
 
 use std::time::Instant;
 
@@ -31,9 +34,18 @@ struct ToDecide<'a> {
 }
 
 impl Session {
-    /// As [`Session::confined_call`], awaited (see the module): for a caller on a tokio runtime
-    /// (the agent's run_command). A session whose calls take turns ([`crate::Calls::InTurn`],
-    /// [`crate::Calls::One`]) makes its calls with [`Session::confined_call`].
+    /// Runs one command as a tool call (see the module): classify it into an `exec.*` action, log
+    /// `tool.call`, settle the act through `deciding`'s pipeline (the table, then whoever must
+    /// answer: the question, the answer and the `decision` are durable before anything runs), run
+    /// it in the sandbox, log `command.result`. The caller is on a tokio runtime (`chock exec`'s,
+    /// the agent's); a multi-threaded one serves a call's egress proxy on it.
+    ///
+    /// A session whose calls take turns ([`crate::Calls::InTurn`], [`crate::Calls::One`]) holds
+    /// its turn for the whole call, so its calls never overlap; a [`crate::Calls::One`] session's
+    /// second call is `Err(SessionError::OneCallMade)`, before anything is logged for it.
+    ///
+    /// A refusal is an `Ok` result ([`CallOutcome::Refused`]). A layer that cannot be applied is
+    /// `Err(SessionError::Sandbox(SandboxError::Layer))`, after a `command.result` saying so.
     pub async fn confined_call_async(
         &self,
         argv: &[String],
@@ -45,13 +57,12 @@ impl Session {
                 "no command given".into(),
             )));
         }
-        if self.calls != crate::Calls::Overlapping {
-            return Err(SessionError::Sandbox(SandboxError::Plan(
-                "a session whose calls take turns makes them with confined_call".into(),
-            )));
-        }
-        // As in `confined_call`: the workspace's background git waits while the call is worked on.
+        // The workspace's background git (the base) is paused while the call is worked on: run
+        // beside a call, even at nice 19, it slowed the call by about 40% in a 100,000-file
+        // project. Not while a person decides (that wait is the base's to use), and whatever
+        // needs the base (a changed workspace's checkpoint) resumes it.
         let _pause = self.workspace.pause_background();
+        let _turn = self.take_turn().await?;
         let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
         crate::nix::off_the_runtime(|| self.settle_devshell(&pipeline, &call_id))?;
@@ -116,6 +127,25 @@ impl Session {
         self.note_socket_walks(&plan);
         self.run_async(call_id, action, settled, started, opts, &pipeline)
             .await
+    }
+
+    /// The turn of a session whose calls mount their own overlay instance ([`crate::Calls`]):
+    /// held for the whole call (across its awaits: an async mutex, so a call waiting for it
+    /// holds no runtime thread), so that no two instances of the workspace's layers are mounted
+    /// at once (each call's sandbox removes the mark the volatile one before it left). A
+    /// [`crate::Calls::One`] session's second call is refused here, before anything is logged.
+    async fn take_turn(&self) -> Result<Option<tokio::sync::MutexGuard<'_, bool>>, SessionError> {
+        let Some(turn) = &self.in_turn else {
+            return Ok(None);
+        };
+        let mut made = turn.lock().await;
+        if self.calls == crate::Calls::One {
+            if *made {
+                return Err(SessionError::OneCallMade);
+            }
+            *made = true;
+        }
+        Ok(Some(made))
     }
 
     /// The call's `tool.call`, then its decision (the table, then whoever must answer: durable

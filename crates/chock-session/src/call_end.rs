@@ -1,6 +1,6 @@
-//! How a call ended, recorded the same way by both ways of making one (`call.rs`, sync, and
-//! `call_async.rs`): a sandbox that could not start, a proxy that could not be served, a call that
-//! ran; and where its output goes besides the capture.
+//! How a confined call (`call_async.rs`) ended, as it is recorded: a sandbox that could not
+//! start, a proxy that could not be served, a call that ran; and where its output goes besides
+//! the capture.
 
 use std::io::Write;
 use std::time::Instant;
@@ -23,7 +23,7 @@ pub(crate) fn output_sink(output: Output, stream: Stream) -> Option<Box<dyn Writ
     }
 }
 
-/// What both ways of making a call (this one and `call_async.rs`) record of how it ended.
+/// What a confined call records of how it ended.
 impl Session {
     /// Records a call whose sandbox could not be started; the error to return.
     pub(crate) fn start_failed(

@@ -1,6 +1,6 @@
 //! One session on the host: its policy, log and workspace, and the confined call that ties decision,
-//! log and sandbox together. `chock exec` and the agent's run_command both go through here, so the two
-//! cannot drift apart.
+//! log and sandbox together. There is one confined call, awaited ([`Session::confined_call_async`]):
+//! `chock exec` and the agent's run_command both go through it, so the two cannot drift apart.
 #![forbid(unsafe_code)]
 
 mod approve;
@@ -103,9 +103,10 @@ pub struct Session {
     /// The confined calls running now (an interrupt ends them).
     running: RunningCalls,
     /// Held by each call of a session whose calls mount their own overlay instance
-    /// ([`Calls::InTurn`], [`Calls::One`]): two instances of one upper directory must never be
-    /// mounted at once. It holds whether a [`Calls::One`] session has made its call.
-    in_turn: Option<std::sync::Mutex<bool>>,
+    /// ([`Calls::InTurn`], [`Calls::One`]) across the whole awaited call: two instances of one
+    /// upper directory must never be mounted at once. An async mutex, so a call waiting its turn
+    /// blocks no runtime thread. It holds whether a [`Calls::One`] session has made its call.
+    in_turn: Option<tokio::sync::Mutex<bool>>,
     /// How the session's calls are made ([`SessionOptions::calls`]).
     calls: Calls,
     /// Where a call's own overlay instance keeps its writes.
@@ -247,7 +248,7 @@ impl Session {
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),
-            in_turn: (calls != Calls::Overlapping).then(|| std::sync::Mutex::new(false)),
+            in_turn: (calls != Calls::Overlapping).then(|| tokio::sync::Mutex::new(false)),
             calls,
             own_overlay,
             nix: nix::NixState::default(),

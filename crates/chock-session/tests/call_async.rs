@@ -1,6 +1,7 @@
-//! The confined call awaited end to end (`Session::confined_call_async`), through a real sandbox:
-//! the same record as the synchronous call, a refusal that never reaches the sandbox, and an
-//! interrupt that ends the call through its confiner's killer.
+//! The one confined call (`Session::confined_call_async`), awaited end to end through a real
+//! sandbox: its record, a refusal that never reaches the sandbox, an interrupt that ends the call
+//! through its confiner's killer, and the sessions whose calls take turns (`chock exec`'s one
+//! call, a second refused; two calls awaited at once that never overlap).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -165,6 +166,98 @@ async fn an_awaited_call_runs_on_a_runtime_of_one_thread() {
         .unwrap();
     assert!(
         matches!(&r.outcome, CallOutcome::Ran { stdout, .. } if stdout == b"data\n"),
+        "{:?}",
+        r.outcome
+    );
+}
+
+fn open_calls(f: &Fixture, calls: chock_session::Calls) -> Session {
+    let opts = SessionOptions {
+        sessions_root: Some(f.root.clone()),
+        scratch: true,
+        calls,
+        ..SessionOptions::default()
+    };
+    Session::open(&f.project, opts).unwrap()
+}
+
+/// A session of one call (`chock exec`'s) makes it through the one confined call: logged
+/// call → decision → result, its write in the workspace and not the project; a second call is
+/// refused before anything is logged for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_call_session_makes_its_call_awaited_and_refuses_a_second() {
+    let f = fixture("");
+    let s = open_calls(&f, chock_session::Calls::One);
+    let r = s
+        .confined_call_async(
+            &argv(&["sh", "-c", "echo w > new.txt; cat data.txt new.txt"]),
+            &with_id("o1"),
+            &NoApprover,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r.outcome, CallOutcome::Ran { stdout, .. } if stdout == b"data\nw\n"),
+        "{:?}",
+        r.outcome
+    );
+    assert!(!f.project.join("new.txt").exists());
+    assert_eq!(
+        kinds_of(&s, "o1"),
+        ["tool.call", "decision", "command.result"]
+    );
+    let before = chock_log::read_events(s.log().dir()).unwrap().len();
+    let second = s
+        .confined_call_async(&argv(&["true"]), &with_id("o2"), &NoApprover)
+        .await;
+    assert!(
+        matches!(second, Err(chock_session::SessionError::OneCallMade)),
+        "{second:?}"
+    );
+    assert_eq!(chock_log::read_events(s.log().dir()).unwrap().len(), before);
+}
+
+/// The span (start, end, in nanoseconds since the epoch) a call's command ran in, as it printed.
+fn span(r: &chock_session::CallResult) -> (u128, u128) {
+    let CallOutcome::Ran { stdout, .. } = &r.outcome else {
+        panic!("{:?}", r.outcome);
+    };
+    let text = String::from_utf8_lossy(stdout);
+    let times: Vec<u128> = text
+        .split_whitespace()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 2, "{text}");
+    (times[0], times[1])
+}
+
+/// Two calls of a session whose calls take turns, awaited at once on one runtime, never run at
+/// the same time (each mounts its own overlay instance of the one upper directory): the second
+/// waits for the first one's turn, without a runtime thread blocked on it; both run, and the
+/// second sees the first one's write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_taking_turns_awaited_together_never_overlap() {
+    let f = fixture("");
+    let s = open_calls(&f, chock_session::Calls::InTurn);
+    let script = "date +%s%N; echo x >> turns.txt; sleep 0.5; date +%s%N";
+    let cmd = argv(&["sh", "-c", script]);
+    let (one, two) = (with_id("t1"), with_id("t2"));
+    let (a, b) = tokio::join!(
+        s.confined_call_async(&cmd, &one, &NoApprover),
+        s.confined_call_async(&cmd, &two, &NoApprover),
+    );
+    let (a, b) = (span(&a.unwrap()), span(&b.unwrap()));
+    let (first, second) = if a.0 <= b.0 { (a, b) } else { (b, a) };
+    assert!(
+        first.1 <= second.0,
+        "the calls overlapped: {first:?} and {second:?}"
+    );
+    let r = s
+        .confined_call_async(&argv(&["cat", "turns.txt"]), &with_id("t3"), &NoApprover)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r.outcome, CallOutcome::Ran { stdout, .. } if stdout == b"x\nx\n"),
         "{:?}",
         r.outcome
     );

@@ -2,6 +2,8 @@
 //! connect somewhere, and then a command reaches an allowed loopback host on the host through the
 //! broker, and fails to reach a refused host or anything directly.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -92,8 +94,7 @@ fn a_command_reaches_an_allowed_host_only_through_the_broker() {
          curl -sS -f --max-time 10 --noproxy '*' http://127.0.0.1:{allowed}/ ; echo \" direct=$?\""
     );
     let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
-    let result = session
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    let result = support::confined_call(&session, &argv, &CallOptions::default(), &NoApprover)
         .expect("call");
     let CallOutcome::Ran { stdout, stderr, .. } = &result.outcome else {
         panic!("the call did not run: {:?}", result.outcome);
@@ -167,8 +168,7 @@ fn a_ratchet_narrowed_during_the_session_refuses_the_commands_connections() {
     let script =
         format!("curl -sS -f --max-time 10 http://127.0.0.1:{allowed}/ ; echo \" plain=$?\"");
     let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
-    let result = session
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    let result = support::confined_call(&session, &argv, &CallOptions::default(), &NoApprover)
         .expect("call");
     let CallOutcome::Ran { stdout, .. } = &result.outcome else {
         panic!("the call did not run: {:?}", result.outcome);
@@ -257,9 +257,8 @@ fn curl_asked_under(
     let script = format!("curl -sS -f --max-time 10 http://127.0.0.1:{port}/ ; echo \" plain=$?\"");
     let argv = vec!["sh".to_owned(), "-c".to_owned(), script];
     let network = session.plan_for(&argv, &options).network;
-    let result = session
-        .confined_call(&argv, &options, &session.pipeline(broker))
-        .expect("call");
+    let result =
+        support::confined_call(&session, &argv, &options, &session.pipeline(broker)).expect("call");
     let CallOutcome::Ran { stdout, .. } = &result.outcome else {
         panic!("the call did not run: {:?}", result.outcome);
     };

@@ -4,6 +4,8 @@
 //! one call keeps that call's writes in a tmpfs of its own and makes nothing of the workspace on
 //! disk.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -67,8 +69,7 @@ fn open(f: &Fixture, scratch: bool) -> Session {
 
 fn sh(session: &Session, script: &str) -> String {
     let argv: Vec<String> = ["sh", "-c", script].iter().map(|s| s.to_string()).collect();
-    let r = session
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    let r = support::confined_call(session, &argv, &CallOptions::default(), &NoApprover)
         .unwrap_or_else(|e| panic!("{script}: {e}"));
     match r.outcome {
         CallOutcome::Ran {
@@ -198,7 +199,7 @@ fn a_one_call_scratch_session_keeps_its_writes_in_memory() {
     assert_eq!(names, ["lock", "log.jsonl"]);
     let events_before = chock_log::read_events(&dir).unwrap().len();
     let argv: Vec<String> = vec!["true".into()];
-    let second = s.confined_call(&argv, &CallOptions::default(), &NoApprover);
+    let second = support::confined_call(&s, &argv, &CallOptions::default(), &NoApprover);
     assert!(
         matches!(second, Err(chock_session::SessionError::OneCallMade)),
         "{second:?}"

@@ -1,5 +1,7 @@
 //! A session end to end: policy, log, workspace and the confined call, through a real sandbox.
 
+mod support;
+
 use std::path::PathBuf;
 
 use std::sync::Arc;
@@ -86,13 +88,13 @@ fn an_allowed_call_runs_in_the_workspace_and_is_logged_in_order() {
         call_id: Some("toolu_1".into()),
         ..CallOptions::default()
     };
-    let r = s
-        .confined_call(
-            &argv(&["sh", "-c", "cat data.txt; echo w > new.txt"]),
-            &opts,
-            &NoApprover,
-        )
-        .unwrap();
+    let r = support::confined_call(
+        &s,
+        &argv(&["sh", "-c", "cat data.txt; echo w > new.txt"]),
+        &opts,
+        &NoApprover,
+    )
+    .unwrap();
     assert_eq!(r.action, "exec.system.sh");
     match r.outcome {
         CallOutcome::Ran {
@@ -121,13 +123,13 @@ fn an_allowed_call_runs_in_the_workspace_and_is_logged_in_order() {
 fn a_deny_never_reaches_the_sandbox() {
     let f = fixture("[[rule]]\naction = \"exec.system.sh\"\ndecision = \"deny\"\n");
     let s = open(&f);
-    let r = s
-        .confined_call(
-            &argv(&["sh", "-c", "echo x > x"]),
-            &CallOptions::default(),
-            &NoApprover,
-        )
-        .unwrap();
+    let r = support::confined_call(
+        &s,
+        &argv(&["sh", "-c", "echo x > x"]),
+        &CallOptions::default(),
+        &NoApprover,
+    )
+    .unwrap();
     assert!(matches!(r.outcome, CallOutcome::Refused { .. }));
     let names: Vec<String> = kinds(&s).into_iter().map(|(k, _)| k).collect();
     assert_eq!(
@@ -148,31 +150,31 @@ fn a_deny_never_reaches_the_sandbox() {
 fn an_ask_runs_only_when_approved() {
     let f = fixture("[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n");
     let s = open(&f);
-    let refused = s
-        .confined_call(
-            &argv(&["true"]),
-            &CallOptions::default(),
-            &answered_by(
-                &s,
-                Answer::Deny {
-                    reasons: "no".into(),
-                },
-            ),
-        )
-        .unwrap();
+    let refused = support::confined_call(
+        &s,
+        &argv(&["true"]),
+        &CallOptions::default(),
+        &answered_by(
+            &s,
+            Answer::Deny {
+                reasons: "no".into(),
+            },
+        ),
+    )
+    .unwrap();
     assert!(matches!(refused.outcome, CallOutcome::Refused { ref by, .. } if by == "person"));
-    let approved = s
-        .confined_call(
-            &argv(&["true"]),
-            &CallOptions::default(),
-            &answered_by(
-                &s,
-                Answer::AllowOnce {
-                    reasons: String::new(),
-                },
-            ),
-        )
-        .unwrap();
+    let approved = support::confined_call(
+        &s,
+        &argv(&["true"]),
+        &CallOptions::default(),
+        &answered_by(
+            &s,
+            Answer::AllowOnce {
+                reasons: String::new(),
+            },
+        ),
+    )
+    .unwrap();
     assert!(matches!(approved.outcome, CallOutcome::Ran { .. }));
     let names: Vec<String> = kinds(&s).into_iter().map(|(k, _)| k).collect();
     assert_eq!(

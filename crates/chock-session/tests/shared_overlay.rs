@@ -1,6 +1,8 @@
 //! A session's calls share one overlay instance: calls started at the same time both run and see
 //! each other's writes, and a call's mount table names no path of the session's state.
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Barrier;
 
@@ -35,8 +37,7 @@ fn open(f: &Fixture) -> Session {
 
 fn sh(session: &Session, script: &str) -> (i32, String, String) {
     let argv: Vec<String> = ["sh", "-c", script].iter().map(|s| s.to_string()).collect();
-    let r = session
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    let r = support::confined_call(session, &argv, &CallOptions::default(), &NoApprover)
         .unwrap_or_else(|e| panic!("{script}: {e}"));
     match r.outcome {
         CallOutcome::Ran {

@@ -4,6 +4,8 @@
 //! a directory made after the first call, or after the session opened (and walked the path) but
 //! before its first call; the call after cannot reach it (the mask answers ECONNREFUSED).
 
+mod support;
+
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
@@ -21,8 +23,7 @@ fn connect_from_a_call(s: &Session, socket: &Path) -> String {
         .iter()
         .map(|a| a.to_string())
         .collect();
-    match s
-        .confined_call(&argv, &CallOptions::default(), &NoApprover)
+    match support::confined_call(s, &argv, &CallOptions::default(), &NoApprover)
         .unwrap()
         .outcome
     {

@@ -88,6 +88,27 @@ fn host_location(program: &str) -> Option<String> {
     Some(text)
 }
 
+/// Makes the command's one confined call on the one runtime of the command, made here (a
+/// multi-threaded one: the call's egress proxy is served on it, and its decision may wait on the
+/// terminal on its blocking pool).
+fn call(
+    session: &Session,
+    command: &[String],
+    opts: &CallOptions,
+    pipeline: &chock_decide::Pipeline,
+) -> anyhow::Result<Result<chock_session::CallResult, SessionError>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let result = runtime.block_on(session.confined_call_async(command, opts, pipeline));
+    // A question still open on the terminal (a connection asked as the command ended) is not
+    // waited for: nobody answered it, a refusal.
+    runtime.shutdown_background();
+    Ok(result)
+}
+
 pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
     let ExecArgs {
         project,
@@ -169,7 +190,7 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
         broker = broker.with(Arc::new(TerminalAnswerer::new(Arc::clone(t))));
     }
     let pipeline = session.pipeline(broker);
-    let result = session.confined_call(&command, &opts, &pipeline);
+    let result = call(&session, &command, &opts, &pipeline)?;
     let session_dir = session.log().dir().to_path_buf();
     let closed = session.close(keep);
     let code = match result {
