@@ -1,7 +1,7 @@
-//! The egress proxy of one confined call, for synchronous callers: chock-session runs a call on
-//! a thread. Inside a multi-thread tokio runtime (the agent's session: the call runs on its
-//! blocking pool) the proxy is served on that runtime; only a caller with none (`chock exec`)
-//! gets a small runtime of the proxy's own, once per call.
+//! The egress proxy of one confined call, or of a session's service. Inside a multi-thread tokio
+//! runtime (the confined call is awaited on one: the agent's, or the one `chock exec` makes for
+//! its command) the proxy is served on that runtime; only a caller with none, or on a runtime of
+//! one thread, gets a small runtime of the proxy's own.
 
 use std::sync::Arc;
 use std::time::Duration;

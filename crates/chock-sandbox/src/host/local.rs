@@ -60,9 +60,9 @@ impl LocalConfiner {
         crate::host::ready::ready(plan, overlay, Some(&self.0.sockets))
     }
 
-    /// Starts `plan` now, on this thread (the fork and the setup's report included): for a
-    /// caller without a tokio runtime (`chock exec`, a test). The seam's callers use
-    /// [`Confiner::start`].
+    /// Starts `plan` now, on this thread (the fork and the setup's report included): what
+    /// [`Confiner::start`] runs on the blocking pool, and what a caller without a tokio runtime
+    /// (a session's service, a test) calls itself. A confined call uses [`Confiner::start`].
     pub fn start_blocking(
         &self,
         plan: &Plan,
