@@ -157,18 +157,11 @@ pub enum ConfigError {
 }
 
 /// Where the configuration file is: `$XDG_CONFIG_HOME/chock/config.toml`, else `~/.config/chock/config.toml`.
+/// (chock-dirs resolves it, as every other directory of Chock's.)
 pub fn config_path() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir).join("chock").join("config.toml"));
-    }
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|home| {
-            PathBuf::from(home)
-                .join(".config")
-                .join("chock")
-                .join("config.toml")
-        })
+    chock_dirs::config_root()
+        .ok()
+        .map(|dir| dir.join("config.toml"))
 }
 
 impl Config {

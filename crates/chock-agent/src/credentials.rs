@@ -91,20 +91,9 @@ pub enum CredentialError {
 }
 
 /// `$XDG_DATA_HOME/chock/credentials`, else `~/.local/share/chock/credentials`.
+/// (chock-dirs resolves it, as every other directory of Chock's.)
 pub fn credentials_dir() -> Result<PathBuf, CredentialError> {
-    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir).join("chock").join("credentials"));
-    }
-    std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(|home| {
-            PathBuf::from(home)
-                .join(".local")
-                .join("share")
-                .join("chock")
-                .join("credentials")
-        })
-        .ok_or(CredentialError::NoDataDir)
+    chock_dirs::credentials_dir().map_err(|_| CredentialError::NoDataDir)
 }
 
 fn check_name(provider: &str) -> Result<(), CredentialError> {

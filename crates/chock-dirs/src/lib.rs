@@ -1,5 +1,6 @@
-//! Where Chock keeps things on this machine: the sessions root, the state and data directories,
-//! and the daemon's runtime directory with its socket.
+//! Where Chock keeps things on this machine: the configuration, data and state directories (the
+//! sessions root, stored API keys, the MCP trust file, the seal key), and the daemon's runtime
+//! directory with its socket.
 //!
 //! One resolution, shared by the log (which writes sessions), the daemon (which listens) and the
 //! client (which connects), so a client never looks for a socket where the daemon did not put it.
@@ -28,17 +29,46 @@ pub enum DirsError {
     /// place.
     #[error("cannot find the {what} directory: set ${var} or $HOME")]
     NoHome {
-        /// "state" or "data".
+        /// "configuration", "state" or "data".
         what: &'static str,
         /// The XDG variable that would have named it.
         var: &'static str,
     },
 }
 
+/// Where each directory falls back to under `$HOME`: the configuration, data and state
+/// directories' defaults (the runtime directory falls back inside the state directory).
+pub const HOME_DEFAULTS: [&str; 3] = [".config", ".local/share", ".local/state"];
+
+/// `$XDG_CONFIG_HOME/chock`, else `~/.config/chock`: the user's configuration (config.toml).
+pub fn config_root() -> Result<PathBuf, DirsError> {
+    Ok(xdg_dir("XDG_CONFIG_HOME", HOME_DEFAULTS[0], "configuration")?.join("chock"))
+}
+
+/// `<data>/credentials`: API keys stored by `chock login` (one 0600 file a provider).
+pub fn credentials_dir() -> Result<PathBuf, DirsError> {
+    Ok(data_root()?.join("credentials"))
+}
+
+/// `<data>/mcp-trust.json`: the MCP servers the person trusted, each pinned to its definition.
+pub fn mcp_trust_file() -> Result<PathBuf, DirsError> {
+    Ok(data_root()?.join("mcp-trust.json"))
+}
+
+/// Every directory Chock keeps something in, as this environment resolves them (configuration,
+/// data, state, runtime): what a `[sandbox]` path must never reach. chock-policy adds the
+/// defaults under `$HOME` as well ([`HOME_DEFAULTS`]), whatever the environment says.
+pub fn own_dirs() -> Vec<PathBuf> {
+    [config_root(), data_root(), state_root(), runtime_dir()]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// `$XDG_STATE_HOME/chock`, else `~/.local/state/chock`: what belongs to this machine (session
 /// logs, the daemon's record of its sessions).
 pub fn state_root() -> Result<PathBuf, DirsError> {
-    Ok(xdg_dir("XDG_STATE_HOME", ".local/state", "state")?.join("chock"))
+    Ok(xdg_dir("XDG_STATE_HOME", HOME_DEFAULTS[2], "state")?.join("chock"))
 }
 
 /// `<state>/sessions`: one directory per session. Logs are state, not data: they belong to this
@@ -50,7 +80,7 @@ pub fn sessions_root() -> Result<PathBuf, DirsError> {
 /// `$XDG_DATA_HOME/chock`, else `~/.local/share/chock`: Chock's own data (the seal key, the
 /// agent's notes under `memory/`).
 pub fn data_root() -> Result<PathBuf, DirsError> {
-    Ok(xdg_dir("XDG_DATA_HOME", ".local/share", "data")?.join("chock"))
+    Ok(xdg_dir("XDG_DATA_HOME", HOME_DEFAULTS[1], "data")?.join("chock"))
 }
 
 /// The daemon's runtime directory: `$XDG_RUNTIME_DIR/chock`, else `<state>/run`. The daemon

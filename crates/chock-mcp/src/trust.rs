@@ -84,14 +84,9 @@ pub struct TrustStore {
 }
 
 /// The default trust file: `$XDG_DATA_HOME/chock/mcp-trust.json`, else under `$HOME`.
+/// (chock-dirs resolves it, as every other directory of Chock's.)
 pub fn default_trust_path() -> Result<PathBuf, McpError> {
-    if let Some(dir) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir).join("chock/mcp-trust.json"));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .ok_or(McpError::NoHome)?;
-    Ok(PathBuf::from(home).join(".local/share/chock/mcp-trust.json"))
+    chock_dirs::mcp_trust_file().map_err(|_| McpError::NoHome)
 }
 
 /// What the store says of a server's definition.

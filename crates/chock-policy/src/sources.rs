@@ -65,30 +65,19 @@ pub fn project_file_path(project_dir: &Path) -> PathBuf {
     }
 }
 
-/// Chock's own directories on this host, from the environment: `$XDG_CONFIG_HOME/chock`,
-/// `$XDG_DATA_HOME/chock`, `$XDG_STATE_HOME/chock` and `$XDG_RUNTIME_DIR/chock` (each only when
-/// the variable is set; the defaults under `$HOME` are added by [`crate::Policy::from_sources`]).
-/// They hold the provider configuration (a base URL the agent could redirect), stored API keys,
-/// the seal key, the session logs and the daemon's socket (whose fallback is under the state
-/// directory): a `[sandbox]` path reaching any of them would hand the agent a key, the means to
-/// forge the record, or a way to answer its own questions.
+/// Chock's own directories on this host, as chock-dirs resolves them for every part of Chock that
+/// writes there (configuration, data, state, runtime; the defaults under `$HOME` are added by
+/// [`crate::Policy::from_sources`]). They hold the provider configuration (a base URL the agent
+/// could redirect), stored API keys, the seal key, the session logs and the daemon's socket: a
+/// `[sandbox]` path reaching any of them would hand the agent a key, the means to forge the record,
+/// or a way to answer its own questions.
 pub fn chock_dirs_from_env() -> Vec<PathBuf> {
-    [
-        "XDG_CONFIG_HOME",
-        "XDG_DATA_HOME",
-        "XDG_STATE_HOME",
-        "XDG_RUNTIME_DIR",
-    ]
-    .into_iter()
-    .filter_map(std::env::var_os)
-    .filter(|dir| !dir.is_empty())
-    .map(|dir| PathBuf::from(dir).join("chock"))
-    .collect()
+    chock_dirs::own_dirs()
 }
 
 /// The defaults of [`chock_dirs_from_env`] under a home directory.
 pub(crate) fn default_chock_dirs(home: &Path) -> [PathBuf; 3] {
-    [".config", ".local/share", ".local/state"].map(|dir| home.join(dir).join("chock"))
+    chock_dirs::HOME_DEFAULTS.map(|dir| home.join(dir).join("chock"))
 }
 
 /// Refuses a project chock.toml that is a symlink leading outside the project (or nowhere). The
