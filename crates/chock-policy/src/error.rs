@@ -58,6 +58,10 @@ pub enum ErrorKind {
     /// A `[sandbox]` env name that may not be passed into the sandbox.
     #[error("sandbox env name refused: {0}")]
     SandboxEnv(String),
+    /// A `[sandbox] toolchains` name that is unknown, not on this host, or expands to a path
+    /// the host path checker refuses.
+    #[error("toolchain refused: {0}")]
+    Toolchain(String),
     /// A `[limits]` or `[subagents]` value out of range or above the org bundle's ceiling.
     #[error("limit refused: {0}")]
     Limit(String),

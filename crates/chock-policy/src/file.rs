@@ -56,6 +56,8 @@ struct RawSandbox {
     write: SpannedList,
     env: SpannedList,
     forbid: SpannedList,
+    /// Shipped profiles to expand (`toolchains.rs`).
+    toolchains: SpannedList,
 }
 
 #[derive(Debug, Deserialize)]
@@ -387,7 +389,8 @@ fn parse_sandbox(
                 .as_ref()
                 .or(raw.write.as_ref())
                 .or(raw.env.as_ref())
-                .or(raw.forbid.as_ref());
+                .or(raw.forbid.as_ref())
+                .or(raw.toolchains.as_ref());
             if let Some(list) = any {
                 return Err(wrong_layer(list, "the shipped defaults hold rules only"));
             }
@@ -398,10 +401,11 @@ fn parse_sandbox(
                 .as_ref()
                 .or(raw.write.as_ref())
                 .or(raw.env.as_ref())
+                .or(raw.toolchains.as_ref())
             {
                 return Err(wrong_layer(
                     list,
-                    "the org bundle may only `forbid` paths; projects add read, write and env",
+                    "the org bundle may only `forbid` paths; projects add read, write, env and toolchains",
                 ));
             }
         }
@@ -417,7 +421,7 @@ fn parse_sandbox(
         (raw.write, Some(Access::Write)),
         (raw.forbid, None),
     ];
-    let mut declared = Vec::new();
+    let (mut read_spans, mut write_spans) = (Vec::new(), Vec::new());
     for (list, access) in lists {
         for item in list.map(Spanned::into_inner).unwrap_or_default() {
             let span = item.span();
@@ -425,7 +429,10 @@ fn parse_sandbox(
             let path = ctx.expand(item.get_ref()).map_err(bad)?;
             if let Some(access) = access {
                 ctx.check(&path, access).map_err(bad)?;
-                declared.push(span.clone());
+                match access {
+                    Access::Read => read_spans.push(span.clone()),
+                    Access::Write => write_spans.push(span.clone()),
+                }
             }
             match access {
                 Some(Access::Read) => parsed.sandbox.read.push(path),
@@ -438,12 +445,22 @@ fn parse_sandbox(
             }
         }
     }
-    refuse_paths_under_write_paths(loc, &declared, &parsed.sandbox)?;
     for item in raw.env.map(Spanned::into_inner).unwrap_or_default() {
         sandbox::check_env_name(item.get_ref())
             .map_err(|why| loc.error(item.span(), ErrorKind::SandboxEnv(why)))?;
         parsed.sandbox.env.push(item.into_inner());
     }
+    if let Some(list) = raw.toolchains {
+        let host = crate::toolchains::Host {
+            home: ctx.home.as_deref(),
+            var: &crate::toolchains::process_var,
+        };
+        let spans = (&mut read_spans, &mut write_spans);
+        let list = list.into_inner();
+        crate::toolchains::apply(loc, list, ctx, &host, &mut parsed.sandbox, spans)?;
+    }
+    read_spans.append(&mut write_spans);
+    refuse_paths_under_write_paths(loc, &read_spans, &parsed.sandbox)?;
     Ok(())
 }
 

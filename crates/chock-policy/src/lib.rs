@@ -21,6 +21,7 @@ mod ratchet;
 mod sandbox;
 mod sources;
 mod table;
+pub mod toolchains;
 
 pub use action::{Action, ActionError, ExecClass, reverse_host};
 pub use decision::Decision;

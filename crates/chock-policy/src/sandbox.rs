@@ -16,6 +16,9 @@ pub struct SandboxConfig {
     pub write: Vec<PathBuf>,
     /// Names of host environment variables passed into the sandbox (their values are read at call time).
     pub env: Vec<String>,
+    /// What each `toolchains` name expanded to on this host (its paths and names are in the
+    /// lists above too), for `chock policy show` and the session log.
+    pub toolchains: Vec<crate::toolchains::ExpandedToolchain>,
 }
 
 impl SandboxConfig {
