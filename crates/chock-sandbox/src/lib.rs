@@ -17,6 +17,7 @@ mod wire;
 
 pub use child::seccomp_rules;
 pub use host::base_set::BASE_HOST_DIRS;
+pub use host::credential_mask::{HOME_CREDENTIALS, credential_paths};
 pub use host::doctor;
 
 pub use child::landlock_rules::{

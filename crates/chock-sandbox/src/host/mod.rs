@@ -5,6 +5,7 @@
 pub(crate) mod base_set;
 pub(crate) mod call_io;
 pub(crate) mod cgroup;
+pub(crate) mod credential_mask;
 pub mod doctor;
 pub(crate) mod fresh_steps;
 pub(crate) mod gate;

@@ -96,8 +96,11 @@ fn build_tree(
     // The call's own mounts, parents before children.
     let mut user: Vec<(PathBuf, UserMount)> = Vec::new();
     user.push((PathBuf::from("/tmp"), UserMount::Tmpfs { mode: 0o1777 }));
+    // Every declared path as bound (resolved): the credentials inside one are masked.
+    let mut shown: Vec<PathBuf> = Vec::new();
     for p in &plan.extra_read {
         let c = declared_source("extra read path", p)?;
+        shown.push(c.clone());
         // A directory is shown through an overlay of its own (socket_mask.rs says why); a file
         // is bound, and checked for being a socket itself.
         let m = if c.is_dir() {
@@ -120,6 +123,7 @@ fn build_tree(
     }
     for p in &plan.extra_write {
         let c = declared_source("extra write path", p)?;
+        shown.push(c.clone());
         user.push((
             c.clone(),
             UserMount::Bind {
@@ -316,6 +320,8 @@ fn build_tree(
     }
 
     crate::host::socket_index::push_masks(&mut b, &declared, &targets, sockets)?;
+    let credentials = crate::host::credential_mask::credentials_of(plan);
+    crate::host::credential_mask::push_masks(&mut b, &credentials, &shown)?;
     crate::host::base_set::proc(&mut b)?;
     b.push(Op::DropOldRoot, fs, "detach the host root".into());
     b.push(
