@@ -26,6 +26,9 @@ enum Command {
     Run(commands::run::RunArgs),
     #[command(about = commands::exec::ABOUT)]
     Exec(commands::exec::ExecArgs),
+    /// Write a first chock.toml for this project: the toolchains it uses that this host has,
+    /// and the registry rules a first session may want. Never overwrites one.
+    Init(commands::init::InitArgs),
     /// Try every sandbox layer for real and say which are on.
     Doctor(commands::doctor::DoctorArgs),
     /// Check an act against the policy table, or validate a table.
@@ -109,6 +112,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Some(Command::Run(args)) => commands::run::run(&args),
         Some(Command::Exec(args)) => commands::exec::run(args),
+        Some(Command::Init(args)) => commands::init::run(args),
         Some(Command::Doctor(args)) => commands::doctor::run(args),
         Some(Command::Policy(cmd)) => commands::policy::run(cmd),
         Some(Command::Mcp(cmd)) => commands::mcp::run(cmd),

@@ -51,6 +51,8 @@ pub struct SessionHeader {
     pub id: Option<SessionId>,
     /// For a fork: the parent's log line it starts after (`parent` names the same session).
     pub fork: Option<chock_protocol::log::ForkOrigin>,
+    /// What the policy's `[sandbox] toolchains` expanded to.
+    pub toolchains: Vec<chock_protocol::log::ToolchainExpansion>,
 }
 
 /// An open session log. Cheap to clone and shareable across threads: all clones append to the

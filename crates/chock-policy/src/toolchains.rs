@@ -193,6 +193,20 @@ pub fn profile(name: &str) -> Option<&'static Profile> {
     PROFILES.iter().find(|p| p.name == name)
 }
 
+/// Where this host has `profile`'s programs (on the process's `PATH`): empty when the stack is not
+/// installed here, for `chock init`.
+pub fn found_on_this_host(profile: &Profile) -> Vec<PathBuf> {
+    let host = Host {
+        home: None,
+        var: &process_var,
+    };
+    profile
+        .programs
+        .iter()
+        .filter_map(|p| host.which(p))
+        .collect()
+}
+
 /// The names of the shipped profiles, for an error listing the known ones.
 pub fn profile_names() -> Vec<&'static str> {
     PROFILES.iter().map(|p| p.name).collect()
@@ -231,6 +245,8 @@ pub struct ExpandedToolchain {
     pub read: Vec<PathBuf>,
     /// Caches it added to `[sandbox] write`, shared with the host.
     pub write: Vec<PathBuf>,
+    /// Why each of `write` is shared, in the same order (the profile's words).
+    pub write_why: Vec<&'static str>,
     /// Names it added to `[sandbox] env`.
     pub env: Vec<String>,
 }

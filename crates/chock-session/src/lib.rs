@@ -153,6 +153,23 @@ struct Assembly {
     own_overlay: chock_sandbox::OwnOverlay,
 }
 
+/// What the policy's `[sandbox] toolchains` expanded to, for `session.start`.
+fn toolchains_of(policy: &Policy) -> Vec<chock_protocol::log::ToolchainExpansion> {
+    let text = |p: &[PathBuf]| p.iter().map(|p| p.display().to_string()).collect();
+    policy
+        .sandbox()
+        .toolchains
+        .iter()
+        .map(|t| chock_protocol::log::ToolchainExpansion {
+            name: t.name.clone(),
+            found: text(&t.found),
+            read: text(&t.read),
+            write: text(&t.write),
+            env: t.env.clone(),
+        })
+        .collect()
+}
+
 impl Session {
     /// Opens a session on `project_dir`: the policy is read first (before any sandbox exists,
     /// rule 2), then the log is created, then the workspace.
@@ -178,6 +195,7 @@ impl Session {
             project: Some(project.clone()),
             policy_file: policy.project_file().map(Path::to_path_buf),
             org_policy_file: policy.org_file().map(Path::to_path_buf),
+            toolchains: toolchains_of(&policy),
             ..options.header
         };
         let own = own_overlay(options.calls, options.scratch);

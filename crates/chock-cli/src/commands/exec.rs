@@ -210,7 +210,14 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
                             "chock: `{}` has no class: it is not on the sandbox's PATH, or its path holds `..` or shell syntax",
                             command[0]
                         );
-                        if let Some(hint) = host_location(&command[0]) {
+                        let program = command[0].rsplit('/').next().unwrap_or(&command[0]);
+                        if let Some(t) = chock_policy::toolchains::toolchain_for_program(program) {
+                            crate::say::err_block(format_args!(
+                                "chock: `{program}` comes with the `{t}` toolchain; this row in \
+                                 chock.toml would show it (or run `chock init`):\n  [sandbox]\n  \
+                                 toolchains = [\"{t}\"]"
+                            ));
+                        } else if let Some(hint) = host_location(&command[0]) {
                             crate::say::err_block(format_args!("chock: {hint}"));
                         }
                     }

@@ -35,12 +35,23 @@ pub enum PolicyCommand {
     Catalogue,
     /// Print the shipped defaults: what is decided when no rule matches.
     Defaults,
+    /// Print the `[sandbox]` in force on this host: its paths, what each `toolchains` name
+    /// expanded to, and the credentials no call is shown.
+    Show {
+        /// The project whose chock.toml is read.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+    },
 }
 
 pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PolicyCommand::Check { action, project } => check(&action, &project),
         PolicyCommand::Lint { file, org } => lint(file.as_deref(), org),
+        PolicyCommand::Show { project } => {
+            let policy = Policy::load(&project).map_err(bad_input)?;
+            super::policy_show::show(&policy)
+        }
         PolicyCommand::Catalogue => {
             for entry in catalogue::CATALOGUE {
                 say!("{:<30} {}", entry.template, entry.why);

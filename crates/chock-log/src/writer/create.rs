@@ -203,6 +203,7 @@ fn start_data(id: &SessionId, header: SessionHeader) -> Value {
         policy_file: path(header.policy_file),
         org_policy_file: path(header.org_policy_file),
         fork: header.fork,
+        toolchains: header.toolchains,
     })
     .to_value()
 }

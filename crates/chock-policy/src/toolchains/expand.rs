@@ -45,7 +45,7 @@ impl Host<'_> {
     }
 
     /// Where `program` is on the host's `PATH`, as a shell finds it.
-    fn which(&self, program: &str) -> Option<PathBuf> {
+    pub(crate) fn which(&self, program: &str) -> Option<PathBuf> {
         use std::os::unix::fs::PermissionsExt;
         let path = (self.var)("PATH")?;
         std::env::split_paths(&path)
@@ -88,7 +88,7 @@ pub(crate) fn expand(profile: &Profile, host: &Host<'_>) -> Result<ExpandedToolc
         found: found.clone(),
         ..ExpandedToolchain::default()
     };
-    let mut add_read = |p: PathBuf, out: &mut ExpandedToolchain| {
+    let add_read = |p: PathBuf, out: &mut ExpandedToolchain| {
         if !shown_anyway(&p) && !out.read.iter().any(|r| p.starts_with(r)) && p.is_dir() {
             out.read.push(p);
         }
@@ -122,6 +122,7 @@ pub(crate) fn expand(profile: &Profile, host: &Host<'_>) -> Result<ExpandedToolc
                 .map_err(|e| format!("cannot make the cache {}: {e}", p.display()))?;
         }
         out.write.push(p);
+        out.write_why.push(cache.why);
     }
     out.env = profile.env.iter().map(|s| s.to_string()).collect();
     Ok(out)
@@ -157,7 +158,14 @@ pub(crate) fn apply(
             expand(profile, host).map_err(|e| bad(format!("sandbox.toolchains: {e}")))?;
         let taken = |p: &PathBuf, s: &SandboxConfig| s.read.contains(p) || s.write.contains(p);
         expanded.read.retain(|p| !taken(p, sandbox));
-        expanded.write.retain(|p| !taken(p, sandbox));
+        let (write, why): (Vec<PathBuf>, Vec<&'static str>) = expanded
+            .write
+            .iter()
+            .cloned()
+            .zip(expanded.write_why.iter().copied())
+            .filter(|(p, _)| !taken(p, sandbox))
+            .unzip();
+        (expanded.write, expanded.write_why) = (write, why);
         for (paths, access) in [
             (&expanded.read, Access::Read),
             (&expanded.write, Access::Write),

@@ -41,6 +41,25 @@ pub struct SessionStart {
     /// the one that turn ended with (docs/forks.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork: Option<ForkOrigin>,
+    /// What each `[sandbox] toolchains` name of the policy expanded to on this host, so what a
+    /// name opened in the sandbox is on the record (docs/toolchains.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolchains: Vec<ToolchainExpansion>,
+}
+
+/// One `[sandbox] toolchains` name and the paths and names it added to the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ToolchainExpansion {
+    /// The profile's name (`rust`).
+    pub name: String,
+    /// Where its programs were found on the host.
+    pub found: Vec<String>,
+    /// Host paths shown read-only.
+    pub read: Vec<String>,
+    /// Caches bound read-write, shared with the host.
+    pub write: Vec<String>,
+    /// Host environment names passed in.
+    pub env: Vec<String>,
 }
 
 /// Where a fork starts: one line of the parent's log, named by its seq and hash so a changed or

@@ -113,8 +113,23 @@ fn clip(bytes: &[u8]) -> String {
     )
 }
 
-/// What the model reads about a finished confined call, and its exit status.
-fn describe(result: &Result<CallResult, SessionError>) -> (ToolOutput, Option<i32>) {
+/// For a command refused because its program has no class (`exec.unparsed`, most often: it is
+/// not on the sandbox's PATH), the toolchain that would show it: `cargo` → `rust`.
+fn toolchain_hint(action: &str, command: &str) -> String {
+    let program = command.split_whitespace().next().unwrap_or("");
+    let program = program.rsplit('/').next().unwrap_or(program);
+    match chock_policy::toolchains::toolchain_for_program(program) {
+        Some(t) if action == "exec.unparsed" => format!(
+            "\n`{program}` is not on the sandbox's PATH: it comes with the `{t}` toolchain, which \
+             the person can show by writing `toolchains = [\"{t}\"]` under `[sandbox]` in \
+             chock.toml (you cannot change chock.toml)"
+        ),
+        _ => String::new(),
+    }
+}
+
+/// What the model reads about a finished confined call of `command`, and its exit status.
+fn describe(result: &Result<CallResult, SessionError>, command: &str) -> (ToolOutput, Option<i32>) {
     match result {
         Ok(CallResult {
             outcome: CallOutcome::Refused { by, reason },
@@ -122,7 +137,8 @@ fn describe(result: &Result<CallResult, SessionError>) -> (ToolOutput, Option<i3
             ..
         }) => (
             ToolOutput::error(format!(
-                "refused: `{action}` did not run: {reason} (decided by {by})"
+                "refused: `{action}` did not run: {reason} (decided by {by}){}",
+                toolchain_hint(action, command)
             )),
             None,
         ),
@@ -234,7 +250,7 @@ impl Commands {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
-            let told = describe(&result).0;
+            let told = describe(&result, &input.command).0;
             output_item.complete(!told.is_error);
             return self.told(call_id, told);
         }
@@ -258,7 +274,7 @@ impl Commands {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
-            let (output, status) = describe(&result);
+            let (output, status) = describe(&result, &command);
             background_item.complete(!output.is_error);
             let _ = log.record(
                 Some(&bg),
