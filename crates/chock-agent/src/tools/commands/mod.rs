@@ -115,11 +115,12 @@ fn clip(bytes: &[u8]) -> String {
 
 /// For a command refused because its program has no class (`exec.unparsed`, most often: it is
 /// not on the sandbox's PATH), the toolchain that would show it: `cargo` → `rust`.
-fn toolchain_hint(action: &str, command: &str) -> String {
+/// Also for a command the shell could not find (exit status 127, POSIX's "command not found").
+fn toolchain_hint(not_shown: bool, command: &str) -> String {
     let program = command.split_whitespace().next().unwrap_or("");
     let program = program.rsplit('/').next().unwrap_or(program);
     match chock_policy::toolchains::toolchain_for_program(program) {
-        Some(t) if action == "exec.unparsed" => format!(
+        Some(t) if not_shown => format!(
             "\n`{program}` is not on the sandbox's PATH: it comes with the `{t}` toolchain, which \
              the person can show by writing `toolchains = [\"{t}\"]` under `[sandbox]` in \
              chock.toml (you cannot change chock.toml)"
@@ -138,7 +139,7 @@ fn describe(result: &Result<CallResult, SessionError>, command: &str) -> (ToolOu
         }) => (
             ToolOutput::error(format!(
                 "refused: `{action}` did not run: {reason} (decided by {by}){}",
-                toolchain_hint(action, command)
+                toolchain_hint(action == "exec.unparsed", command)
             )),
             None,
         ),
@@ -170,6 +171,8 @@ fn describe(result: &Result<CallResult, SessionError>, command: &str) -> (ToolOu
             if *truncated {
                 text.push_str("(output was cut at the capture limit)\n");
             }
+            // 127: the shell found no such program on the sandbox's PATH.
+            text.push_str(toolchain_hint(code == Some(127), command).trim_start());
             let failed = code != Some(0);
             (
                 if failed {

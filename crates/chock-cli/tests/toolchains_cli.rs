@@ -1,0 +1,300 @@
+//! `[sandbox] toolchains` end to end: a real project of each common stack, written with one line
+//! of policy, built and tested through a real session's `run_command` (a scripted model), and
+//! `chock exec -- cargo test` in a fresh `cargo new` project after `chock init`.
+//!
+//! The world's HOME is its own (as `.ci/sandbox-as-user`'s user has its own): the tests hand
+//! chock the variables that say where this host keeps a stack (`RUSTUP_HOME`, `PYENV_ROOT`), as a
+//! person's shell would, and a stack this host (or this user) does not have is skipped, saying so.
+
+mod run_support;
+
+use std::path::PathBuf;
+
+use run_support::{World, on_path, text};
+
+/// The variables that say where this host keeps its toolchains, from this process's
+/// environment (or their defaults under its HOME), for a world whose HOME is elsewhere.
+fn host_vars() -> Vec<(&'static str, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut vars = Vec::new();
+    for (name, default) in [("RUSTUP_HOME", ".rustup"), ("PYENV_ROOT", ".pyenv")] {
+        let value = std::env::var_os(name)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(default)));
+        if let Some(v) = value.filter(|v| v.is_dir()) {
+            vars.push((name, v.display().to_string()));
+        }
+    }
+    vars
+}
+
+/// Why `program` cannot run for this user, if it cannot (`--version` fails or it is missing).
+fn missing(program: &str) -> Option<String> {
+    if !on_path(program) {
+        return Some(format!("`{program}` is not on this user's PATH"));
+    }
+    let mut cmd = std::process::Command::new(program);
+    for (k, v) in host_vars() {
+        cmd.env(k, v);
+    }
+    match cmd.arg("--version").output() {
+        Ok(out) if out.status.success() => None,
+        _ => Some(format!("`{program} --version` fails for this user")),
+    }
+}
+
+/// A scripted model that runs each of `commands` with run_command, expecting it to succeed and
+/// print its text.
+fn script(commands: &[(&str, &str)]) -> String {
+    let mut s = String::from("name = \"toolchains\"\nmodel = \"scripted\"\n");
+    for (command, expect) in commands {
+        s.push_str(&format!(
+            "\n[[turn]]\ntext = \"running\"\n[[turn.call]]\ntool = \"run_command\"\n\
+             input = {{ command = {command:?}, timeout_secs = 300 }}\n\
+             expect = {{ is_error = false, contains = {expect:?} }}\n"
+        ));
+    }
+    s.push_str("\n[[turn]]\ntext = \"done\"\n");
+    s
+}
+
+/// Runs `commands` in a session of `w`'s project with the table `policy`: every one must succeed.
+fn session_runs(w: &World, policy: &str, commands: &[(&str, &str)]) {
+    w.write("chock.toml", policy);
+    let provider = w.script(&script(commands));
+    let vars = host_vars();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = w.chock_with_env(&["run", "--provider", &provider, "build and test"], &vars);
+    let events = w.events();
+    let results: Vec<String> = events
+        .iter()
+        .filter(|(k, _, _)| k == "command.result" || k == "tool.result")
+        .map(|(k, _, d)| format!("{k}: {d}"))
+        .collect();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr),
+        results.join("\n")
+    );
+    let ran = events
+        .iter()
+        .filter(|(k, _, d)| k == "command.result" && d["exit_code"] == 0)
+        .count();
+    assert_eq!(ran, commands.len(), "{}", results.join("\n"));
+    // What the toolchains expanded to is on the record, at the start.
+    let (kind, _, start) = &events[0];
+    assert_eq!(kind, "session.start");
+    assert!(
+        start["toolchains"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{start}"
+    );
+    w.assert_log_verifies();
+}
+
+#[test]
+fn a_rust_crate_with_a_path_dependency_builds_and_tests_offline() {
+    if let Some(why) = missing("cargo") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    w.write(
+        "Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nhelper = { path = \"helper\" }\n",
+    );
+    w.write(
+        "src/lib.rs",
+        "pub fn twice(x: u32) -> u32 { helper::add(x, x) }\n\
+         #[test]\nfn doubles() { assert_eq!(twice(21), 42); }\n",
+    );
+    w.write(
+        "helper/Cargo.toml",
+        "[package]\nname = \"helper\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    w.write(
+        "helper/src/lib.rs",
+        "pub fn add(a: u32, b: u32) -> u32 { a + b }\n",
+    );
+    session_runs(
+        &w,
+        "[sandbox]\ntoolchains = [\"rust\"]\n",
+        &[
+            ("cargo build --offline", "Finished"),
+            ("cargo test --offline", "test result: ok. 1 passed"),
+        ],
+    );
+}
+
+#[test]
+fn a_node_project_runs_npm_test() {
+    if let Some(why) = missing("npm") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    w.write(
+        "package.json",
+        "{\"name\": \"app\", \"version\": \"1.0.0\", \"scripts\": {\"test\": \"node test.js\"}}\n",
+    );
+    w.write(
+        "test.js",
+        "const assert = require('assert');\nassert.strictEqual(1 + 1, 2);\nconsole.log('node ok');\n",
+    );
+    session_runs(
+        &w,
+        "[sandbox]\ntoolchains = [\"node\"]\n",
+        &[("npm test", "node ok")],
+    );
+}
+
+#[test]
+fn a_python_project_makes_a_venv_and_runs_its_tests() {
+    if let Some(why) = missing("python3") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    w.write(
+        "pyproject.toml",
+        "[project]\nname = \"app\"\nversion = \"0.1\"\n",
+    );
+    w.write("app.py", "def twice(x):\n    return 2 * x\n");
+    w.write(
+        "test_app.py",
+        "import unittest\nimport app\n\nclass T(unittest.TestCase):\n    def test_twice(self):\n        self.assertEqual(app.twice(21), 42)\n",
+    );
+    // pytest when the venv's python has it, else the standard library's runner.
+    let test = ".venv/bin/python -c 'import pytest' 2>/dev/null \
+                && .venv/bin/python -m pytest -q \
+                || .venv/bin/python -m unittest -v 2>&1";
+    session_runs(
+        &w,
+        "[sandbox]\ntoolchains = [\"python\"]\n",
+        &[
+            (
+                "python3 -m venv --without-pip .venv && echo venv-made",
+                "venv-made",
+            ),
+            (test, "OK"),
+        ],
+    );
+}
+
+#[test]
+fn a_go_module_tests() {
+    if let Some(why) = missing("go") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    w.write("go.mod", "module example.com/app\n\ngo 1.18\n");
+    w.write(
+        "app.go",
+        "package app\n\nfunc Twice(x int) int { return 2 * x }\n",
+    );
+    w.write(
+        "app_test.go",
+        "package app\n\nimport \"testing\"\n\nfunc TestTwice(t *testing.T) {\n\tif Twice(21) != 42 {\n\t\tt.Fatal(\"no\")\n\t}\n}\n",
+    );
+    session_runs(
+        &w,
+        "[sandbox]\ntoolchains = [\"go\"]\n",
+        &[("go test ./...", "ok")],
+    );
+}
+
+#[test]
+fn a_c_project_builds_with_make() {
+    for program in ["make", "cc"] {
+        if let Some(why) = missing(program) {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    }
+    let w = World::new();
+    w.write(
+        "hello.c",
+        "#include <stdio.h>\nint main(void) { printf(\"c ok\\n\"); return 0; }\n",
+    );
+    w.write(
+        "Makefile",
+        "hello: hello.c\n\tcc -o hello hello.c\n\ntest: hello\n\t./hello\n",
+    );
+    session_runs(
+        &w,
+        "[sandbox]\ntoolchains = [\"c\"]\n",
+        &[("make test", "c ok")],
+    );
+}
+
+#[test]
+fn cargo_test_runs_in_a_fresh_cargo_new_project_after_chock_init() {
+    if let Some(why) = missing("cargo") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    let vars = host_vars();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut new = w.program("cargo");
+    // `cargo new` made in the world's (empty) project directory itself.
+    new.args(["init", "--vcs", "none", "--name", "fresh"]);
+    for (k, v) in &vars {
+        new.env(k, v);
+    }
+    let made = new.output().unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    // Before: no class, and the refusal names the toolchain.
+    let before = w.chock_with_env(&["exec", "--", "cargo", "test"], &vars);
+    assert_eq!(before.status.code(), Some(123), "{}", text(&before.stderr));
+    assert!(
+        text(&before.stderr).contains("toolchains = [\"rust\"]"),
+        "{}",
+        text(&before.stderr)
+    );
+    let init = w.chock_with_env(&["init"], &vars);
+    assert_eq!(init.status.code(), Some(0), "{}", text(&init.stderr));
+    assert!(w.read("chock.toml").contains("toolchains = [\"rust\"]"));
+    let after = w.chock_with_env(&["exec", "--", "cargo", "test", "--offline"], &vars);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "{}{}",
+        text(&after.stdout),
+        text(&after.stderr)
+    );
+    assert!(
+        text(&after.stdout).contains("test result: ok"),
+        "{}",
+        text(&after.stdout)
+    );
+}
+
+#[test]
+fn a_command_the_sandbox_does_not_show_names_the_toolchain_that_would() {
+    if let Some(why) = missing("cargo") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    let provider = w.script(
+        "name = \"t\"\nmodel = \"scripted\"\n\n[[turn]]\ntext = \"x\"\n[[turn.call]]\n\
+         tool = \"run_command\"\ninput = { command = \"cargo --version\" }\n\
+         expect = { is_error = true, contains = \"toolchains = [\\\"rust\\\"]\" }\n\n\
+         [[turn]]\ntext = \"done\"\n",
+    );
+    let out = w.chock(&["run", "--provider", &provider, "x"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
