@@ -190,7 +190,10 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             "chock: {} exists and is left as it is; this is what `chock init` would write:",
             file.display()
         );
-        say!("{}", text.trim_end());
+        // A line at a time: one `say!` shows a newline inside its text escaped.
+        for line in text.lines() {
+            say!("{line}");
+        }
         return Ok(ExitCode::from(exit::FAILURE));
     }
     // `create_new`: a file made meanwhile is not overwritten either.

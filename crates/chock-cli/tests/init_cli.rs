@@ -1,0 +1,95 @@
+//! `chock init` and `chock policy show` in the hermetic world, on a host made for the test: a
+//! `PATH` holding stand-ins for cargo, node, npm, python3, make and cc but no `go`, so what the
+//! table says does not depend on the machine that runs the test.
+
+mod run_support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use run_support::{World, text};
+
+/// A world whose project holds every stack's marker files, and a `PATH` of stand-ins.
+fn world() -> (World, String) {
+    let w = World::new();
+    for (file, body) in [
+        ("Cargo.toml", "[package]\nname = \"x\"\n"),
+        ("package.json", "{}\n"),
+        ("package-lock.json", "{}\n"),
+        ("requirements.txt", "\n"),
+        ("go.mod", "module x\n"),
+        ("Makefile", "all:\n"),
+        ("flake.nix", "{}\n"),
+    ] {
+        w.write(file, body);
+    }
+    let bin = w.base.join("host-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for program in ["cargo", "rustc", "node", "npm", "python3", "make", "cc"] {
+        let p = bin.join(program);
+        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (w, bin.display().to_string())
+}
+
+fn run(w: &World, path: &str, args: &[&str]) -> String {
+    let out = w.chock_with_env(args, &[("PATH", path)]);
+    format!(
+        "status: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().map_or("signal".into(), |c| c.to_string()),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+#[test]
+fn init_names_the_toolchains_this_host_has_and_never_overwrites() {
+    let (w, path) = world();
+    let first = run(&w, &path, &["init"]);
+    let written = w.read("chock.toml");
+    let second = run(&w, &path, &["init"]);
+    w.settings().bind(|| {
+        insta::assert_snapshot!("init_first", first);
+        insta::assert_snapshot!("init_written", written);
+        insta::assert_snapshot!("init_second", second);
+    });
+    assert_eq!(
+        w.read("chock.toml"),
+        written,
+        "the second init changed the table"
+    );
+
+    // The table it wrote loads, and so does it with every suggested rule uncommented.
+    let lint = run(&w, &path, &["policy", "lint"]);
+    assert!(lint.starts_with("status: 0"), "{lint}");
+    let uncommented: String = written
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if rest.starts_with("[[rule]]") || rest.contains(" = ") => rest,
+            _ => l,
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(uncommented.contains("\n[[rule]]\n"), "{uncommented}");
+    std::fs::write(w.project.join("chock.toml"), uncommented).unwrap();
+    let lint = run(&w, &path, &["policy", "lint"]);
+    assert!(lint.starts_with("status: 0"), "{lint}");
+}
+
+#[test]
+fn policy_show_prints_what_each_toolchain_expanded_to() {
+    let (w, path) = world();
+    w.write("chock.toml", "[sandbox]\ntoolchains = [\"rust\", \"c\"]\n");
+    let shown = run(&w, &path, &["policy", "show"]);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("policy_show", shown));
+}
+
+#[test]
+fn an_unknown_toolchain_names_the_file_the_field_and_the_known_ones() {
+    let (w, path) = world();
+    w.write("chock.toml", "[sandbox]\ntoolchains = [\"cobol\"]\n");
+    let shown = run(&w, &path, &["policy", "show"]);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("unknown_toolchain", shown));
+}
