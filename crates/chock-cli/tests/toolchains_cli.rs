@@ -207,6 +207,10 @@ fn a_go_module_tests() {
         "[sandbox]\ntoolchains = [\"go\"]\n",
         &[("go test ./...", "ok")],
     );
+    // The build cache the profile shares was written through to the host, for the next session.
+    let cache = w.home.join(".cache/go-build");
+    let entries = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+    assert!(entries > 0, "{} is empty", cache.display());
 }
 
 #[test]
@@ -297,4 +301,39 @@ fn a_command_the_sandbox_does_not_show_names_the_toolchain_that_would() {
         text(&out.stdout),
         text(&out.stderr)
     );
+}
+
+#[test]
+fn a_call_cannot_read_credentials_in_a_directory_it_is_shown() {
+    let w = World::new();
+    let secret = "credential-4e1d-never-shown";
+    for (rel, body) in [
+        (".cargo/bin/tool", "the tool".to_string()),
+        (".cargo/credentials.toml", format!("token = \"{secret}\"")),
+        (".docker/config.json", format!("{{\"auth\": \"{secret}\"}}")),
+        (".docker/cache/entry", "plain settings".to_string()),
+    ] {
+        let p = w.home.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    w.write(
+        "chock.toml",
+        "[sandbox]\nread = [\"~/.cargo\"]\nwrite = [\"~/.docker\"]\n",
+    );
+    let out = w.chock(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "cat ~/.cargo/bin/tool ~/.docker/cache/entry ~/.cargo/credentials.toml \
+         ~/.docker/config.json; echo end",
+    ]);
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!all.contains(secret), "a credential was read:\n{all}");
+    assert!(
+        all.contains("the tool") && all.contains("plain settings"),
+        "{all}"
+    );
+    assert!(all.contains("end"), "{all}");
 }
