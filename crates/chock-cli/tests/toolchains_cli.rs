@@ -282,10 +282,6 @@ fn cargo_test_runs_in_a_fresh_cargo_new_project_after_chock_init() {
 
 #[test]
 fn a_command_the_sandbox_does_not_show_names_the_toolchain_that_would() {
-    if let Some(why) = missing("cargo") {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let w = World::new();
     let provider = w.script(
         "name = \"t\"\nmodel = \"scripted\"\n\n[[turn]]\ntext = \"x\"\n[[turn.call]]\n\
