@@ -108,17 +108,20 @@ fn credentials_stay_masked_in_every_call_of_a_session_sandbox() {
 }
 
 #[test]
-fn a_credential_declared_itself_fails_the_call() {
+fn a_credential_or_a_path_inside_one_declared_fails_the_call() {
     let fx = Fixture::new(Backing::Overlay);
     let home = home(&fx);
     let mut plan = plan(&fx, &home);
     plan.extra_read = vec![home.join(".config/gh")];
     plan.extra_write = Vec::new();
-    match chock_sandbox::spawn(&plan, StdioMode::Null) {
-        Err(chock_sandbox::SandboxError::Plan(msg)) => {
-            assert!(msg.contains("holds credentials"), "{msg}")
+    for declared in [home.join(".config/gh"), home.join(".config/gh/hosts.yml")] {
+        plan.extra_read = vec![declared.clone()];
+        match chock_sandbox::spawn(&plan, StdioMode::Null) {
+            Err(chock_sandbox::SandboxError::Plan(msg)) => {
+                assert!(msg.contains("lies in credentials"), "{msg}")
+            }
+            Err(other) => panic!("expected a plan error, got {other}"),
+            Ok(_) => panic!("{} was bound", declared.display()),
         }
-        Err(other) => panic!("expected a plan error, got {other}"),
-        Ok(_) => panic!("a declared credential directory was bound"),
     }
 }

@@ -101,8 +101,9 @@ const FILE_SOURCE: &str = "/proc/.chock-credential-mask";
 const DIR_SOURCE: &str = "/proc/.chock-credential-mask-dir";
 
 /// Mask steps for each credential of `credentials` (host paths) that exists and lies inside one
-/// of `shown` (the declared paths' resolved sources, which are also their targets). A credential
-/// that is itself a declared path is refused: the call asked to see a secret. Returns how many
+/// of `shown` (the declared paths' resolved sources, which are also their targets). A declared
+/// path that is a credential or lies inside one (`~/.ssh/id_ed25519`) fails the call: the table
+/// asked to show a secret. Returns how many
 /// were masked.
 pub(crate) fn push_masks(
     b: &mut Builder,
@@ -115,10 +116,10 @@ pub(crate) fn push_masks(
         let Ok(real) = c.canonicalize() else {
             continue;
         };
-        if let Some(s) = shown.iter().find(|s| **s == real) {
+        if let Some(s) = shown.iter().find(|s| s.starts_with(&real)) {
             return Err(SandboxError::Plan(format!(
-                "{} holds credentials ({}), which no call is shown: declare what the tool \
-                 needs beside it instead",
+                "{} is or lies in credentials ({}), which no call is shown: declare what the \
+                 tool needs beside it instead",
                 s.display(),
                 c.display()
             )));
