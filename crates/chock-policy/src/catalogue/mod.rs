@@ -16,199 +16,9 @@ use std::sync::OnceLock;
 use crate::action::{Action, is_label_char};
 use crate::pattern::Pattern;
 
-/// One row of the catalogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
-    /// The template, e.g. `net.connect.<host>.<port>`.
-    pub template: &'static str,
-    /// Why the act has its own name: what it does and what it can reach.
-    pub why: &'static str,
-}
+mod names;
 
-/// Every action name this build defines.
-pub const CATALOGUE: &[Entry] = &[
-    // Running programs. The class says where the program was found; the exec tool classifies the path.
-    e(
-        "exec.system.<program>",
-        "a program from the system's own directories, bound read-only into the sandbox",
-    ),
-    e(
-        "exec.workspace.<program>",
-        "a program inside the session's own workspace copy",
-    ),
-    e(
-        "exec.extra.<program>",
-        "a program under a path the project declared in [sandbox]",
-    ),
-    e(
-        "exec.devshell.<program>",
-        "a program from the dev shell closure the session started with",
-    ),
-    e(
-        "exec.nix.store.<program>",
-        "a nix store path the session did not start with",
-    ),
-    // Nix on the host, outside the sandbox (docs/nix.md).
-    e(
-        "nix.devshell",
-        "evaluating and building the project's flake dev shell with nix on the host, at the session's first call",
-    ),
-    e(
-        "nix.build",
-        "building or fetching one more program the agent asked for with nix on the host (provision_program)",
-    ),
-    e(
-        "exec.unparsed",
-        "a program path that cannot be resolved lexically (`..`, a shell expansion), so no class fits",
-    ),
-    // Files, inside the sandbox's view.
-    e("fs.read", "reading a file the sandbox can see"),
-    e(
-        "fs.write",
-        "writing a file in the session's workspace or a declared write path",
-    ),
-    // The network, always through the host's broker.
-    e(
-        "net.fetch.<host>",
-        "reading a URL on this host through the broker (host reversed: com.github.api)",
-    ),
-    e(
-        "net.connect.<host>.<port>",
-        "a raw connection to this host and port through the broker",
-    ),
-    // git, as classified by the git shim inside the sandbox.
-    e("git.status", "reads the workspace repository"),
-    e("git.log", "reads the workspace repository"),
-    e("git.diff", "reads the workspace repository"),
-    e("git.show", "reads the workspace repository"),
-    e("git.blame", "reads the workspace repository"),
-    e("git.grep", "reads the workspace repository"),
-    e("git.add", "stages in the workspace repository"),
-    e("git.rm", "removes files in the workspace repository"),
-    e("git.mv", "moves files in the workspace repository"),
-    e("git.restore", "restores files in the workspace repository"),
-    e("git.commit", "records a commit in the workspace repository"),
-    e(
-        "git.checkout",
-        "switches or restores in the workspace repository",
-    ),
-    e(
-        "git.switch",
-        "switches branches in the workspace repository",
-    ),
-    e("git.branch.list", "lists branches"),
-    e(
-        "git.branch.create",
-        "creates a branch in the workspace repository",
-    ),
-    e(
-        "git.branch.delete",
-        "deletes a branch in the workspace repository",
-    ),
-    e(
-        "git.tag",
-        "creates or deletes a tag in the workspace repository",
-    ),
-    e("git.merge", "merges in the workspace repository"),
-    e("git.rebase", "rewrites commits in the workspace repository"),
-    e(
-        "git.cherry_pick",
-        "copies commits in the workspace repository",
-    ),
-    e(
-        "git.revert",
-        "records a reverting commit in the workspace repository",
-    ),
-    e(
-        "git.reset",
-        "moves a branch head in the workspace repository",
-    ),
-    e("git.stash", "stashes changes in the workspace repository"),
-    e(
-        "git.clean",
-        "deletes untracked files in the workspace repository",
-    ),
-    e(
-        "git.config",
-        "changes the workspace repository's configuration (hooks, commands run later)",
-    ),
-    e(
-        "git.remote",
-        "changes which remotes the workspace repository names",
-    ),
-    e("git.fetch", "reaches another host to read from a remote"),
-    e(
-        "git.pull",
-        "reaches another host to read from a remote, then merges",
-    ),
-    e("git.clone", "reaches another host to copy a repository"),
-    e("git.push", "reaches another host and writes to a remote"),
-    e("git.other", "a git subcommand this build does not classify"),
-    // Acts that carry work out of the sandbox, or change what the session may do.
-    e(
-        "workspace.apply",
-        "writes the session's reviewed changes into the real project",
-    ),
-    e(
-        "workspace.adopt",
-        "makes the session's workspace the real project",
-    ),
-    e(
-        "policy.widen",
-        "the harness asks to allow, for this session, an act the table refuses",
-    ),
-    e(
-        "ratchet.widen_action",
-        "the agent asks to undo a restriction it placed on itself",
-    ),
-    e(
-        "web.search",
-        "a search query leaves the host to a search engine",
-    ),
-    e(
-        "subagent.spawn",
-        "starts a child agent session, bounded by [subagents]",
-    ),
-    e(
-        "subagent.take",
-        "writes a finished child session's changes into this session's workspace",
-    ),
-    e(
-        "secret.password.<name>",
-        "hands a stored password to a call",
-    ),
-    // The agent's notes kept between sessions of a project (docs/memory.md).
-    e(
-        "memory.read",
-        "reads the notes the agent kept in earlier sessions of this project",
-    ),
-    e(
-        "memory.write",
-        "writes a note that outlives the session, shown to later sessions of this project",
-    ),
-    // Tools served by others.
-    e(
-        "mcp.<server>.tool.<tool>",
-        "one call of an MCP server's tool",
-    ),
-    e("mcp.<server>.network", "an MCP server reaching the network"),
-    e(
-        "mcp.<server>.sampling",
-        "an MCP server asking Chock to call the model (charged to the session)",
-    ),
-    e(
-        "plugin.<plugin>.tool.<tool>",
-        "one call of a WebAssembly plugin's tool",
-    ),
-    e(
-        "plugin.<plugin>.network",
-        "a plugin importing Chock's fetch at all (each fetch is then its own net.fetch.<host>)",
-    ),
-];
-
-const fn e(template: &'static str, why: &'static str) -> Entry {
-    Entry { template, why }
-}
+pub use names::{ASKPASS, CATALOGUE, Entry, GIT_SHIM, State};
 
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,6 +113,15 @@ pub fn entries_matched_by(pattern: &Pattern) -> Vec<&'static Entry> {
         .collect()
 }
 
+/// The names `pattern` can match that some code asks today. Empty while [`entries_matched_by`] is not:
+/// the rule loads but cannot take effect yet (every name it matches is [`State::Pending`]).
+pub fn asked_entries_matched_by(pattern: &Pattern) -> Vec<&'static Entry> {
+    entries_matched_by(pattern)
+        .into_iter()
+        .filter(|entry| entry.state == State::Asked)
+        .collect()
+}
+
 /// True when `pattern` can match at least one action this build defines.
 pub fn pattern_is_defined(pattern: &Pattern) -> bool {
     !entries_matched_by(pattern).is_empty()
@@ -376,7 +195,6 @@ mod tests {
             "git.*",
             "workspace.apply",
             "workspace.adopt",
-            "policy.widen",
             "ratchet.widen_action",
             "web.search",
             "subagent.spawn",
@@ -421,6 +239,9 @@ mod tests {
             "nix.shell",
             "file.write",
             "secret.password",
+            "policy.widen",
+            "git.other",
+            "git.remote",
         ] {
             let Ok(pattern) = Pattern::parse(p) else {
                 continue;

@@ -1,0 +1,264 @@
+//! The catalogue's rows: every action name this build defines, why it exists, and whether code asks it.
+
+/// One row of the catalogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The template, e.g. `net.connect.<host>.<port>`.
+    pub template: &'static str,
+    /// Why the act has its own name: what it does and what it can reach.
+    pub why: &'static str,
+    /// Whether some code asks this name today.
+    pub state: State,
+}
+
+/// Whether an action name is asked by any code in this build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Some caller builds this name and asks the table: a rule on it takes effect.
+    Asked,
+    /// The name is reserved for a caller that is not built yet; the text says which. A rule on it is
+    /// accepted (so a table written for the future loads) but has no effect, and lint says so.
+    Pending(&'static str),
+}
+
+/// Why the `git.*` names are pending.
+pub const GIT_SHIM: &str = "classified by the git shim, which is not built yet";
+/// Why `secret.password.*` is pending.
+pub const ASKPASS: &str = "handed out by `chock askpass`, which is not built yet";
+
+/// Every action name this build defines.
+pub const CATALOGUE: &[Entry] = &[
+    // Running programs. The class says where the program was found; the exec tool classifies the path.
+    e(
+        "exec.system.<program>",
+        "a program from the system's own directories, bound read-only into the sandbox",
+    ),
+    e(
+        "exec.workspace.<program>",
+        "a program inside the session's own workspace copy",
+    ),
+    e(
+        "exec.extra.<program>",
+        "a program under a path the project declared in [sandbox]",
+    ),
+    e(
+        "exec.devshell.<program>",
+        "a program from the dev shell closure the session started with",
+    ),
+    e(
+        "exec.nix.store.<program>",
+        "a nix store path the session did not start with",
+    ),
+    // Nix on the host, outside the sandbox (docs/nix.md).
+    e(
+        "nix.devshell",
+        "evaluating and building the project's flake dev shell with nix on the host, at the session's first call",
+    ),
+    e(
+        "nix.build",
+        "building or fetching one more program the agent asked for with nix on the host (provision_program)",
+    ),
+    e(
+        "exec.unparsed",
+        "a program path that cannot be resolved lexically (`..`, a shell expansion), so no class fits",
+    ),
+    // Files, inside the sandbox's view.
+    e("fs.read", "reading a file the sandbox can see"),
+    e(
+        "fs.write",
+        "writing a file in the session's workspace or a declared write path",
+    ),
+    // The network, always through the host's broker.
+    e(
+        "net.fetch.<host>",
+        "reading a URL on this host through the broker (host reversed: com.github.api)",
+    ),
+    e(
+        "net.connect.<host>.<port>",
+        "a raw connection to this host and port through the broker",
+    ),
+    // git, as the git shim inside the sandbox would classify it (crate::git). The shim is not built
+    // yet, so nothing asks these names: they are marked pending and `chock policy lint` says so.
+    g("git.status", "reads the workspace repository"),
+    g("git.log", "reads the workspace repository"),
+    g("git.diff", "reads the workspace repository"),
+    g("git.show", "reads the workspace repository"),
+    g("git.blame", "reads the workspace repository"),
+    g("git.grep", "reads the workspace repository"),
+    g(
+        "git.inspect",
+        "reads the workspace repository with a plumbing command (rev-parse, ls-files, cat-file, …)",
+    ),
+    g(
+        "git.help",
+        "prints git's own help or version; touches no repository",
+    ),
+    g("git.init", "creates a repository inside the workspace"),
+    g("git.add", "stages in the workspace repository"),
+    g("git.rm", "removes files in the workspace repository"),
+    g("git.mv", "moves files in the workspace repository"),
+    g("git.restore", "restores files in the workspace repository"),
+    g("git.commit", "records a commit in the workspace repository"),
+    g(
+        "git.checkout",
+        "switches or restores in the workspace repository",
+    ),
+    g(
+        "git.switch",
+        "switches branches in the workspace repository",
+    ),
+    g("git.branch.list", "lists branches"),
+    g(
+        "git.branch.create",
+        "creates a branch in the workspace repository",
+    ),
+    g(
+        "git.branch.rename",
+        "renames or copies a branch in the workspace repository",
+    ),
+    g(
+        "git.branch.delete",
+        "deletes a branch in the workspace repository",
+    ),
+    g(
+        "git.tag",
+        "lists, creates or deletes a tag in the workspace repository",
+    ),
+    g("git.merge", "merges in the workspace repository"),
+    g("git.rebase", "rewrites commits in the workspace repository"),
+    g(
+        "git.cherry_pick",
+        "copies commits in the workspace repository",
+    ),
+    g(
+        "git.revert",
+        "records a reverting commit in the workspace repository",
+    ),
+    g(
+        "git.reset",
+        "moves a branch head in the workspace repository",
+    ),
+    g("git.stash", "stashes changes in the workspace repository"),
+    g(
+        "git.clean",
+        "deletes untracked files in the workspace repository",
+    ),
+    g("git.config.read", "reads the repository's configuration"),
+    g(
+        "git.config",
+        "changes the workspace repository's configuration (hooks, commands run later)",
+    ),
+    g(
+        "git.remote.list",
+        "lists the remotes the workspace repository names",
+    ),
+    g(
+        "git.remote.add",
+        "adds a remote to the workspace repository's list",
+    ),
+    g(
+        "git.remote.set_url",
+        "changes where a remote of the workspace repository points",
+    ),
+    g(
+        "git.remote.rename",
+        "renames a remote in the workspace repository's list",
+    ),
+    g(
+        "git.remote.remove",
+        "removes a remote from the workspace repository's list",
+    ),
+    g("git.fetch", "reaches another host to read from a remote"),
+    g(
+        "git.pull",
+        "reaches another host to read from a remote, then merges",
+    ),
+    g("git.clone", "reaches another host to copy a repository"),
+    g(
+        "git.ls_remote",
+        "reaches another host to list a remote's refs",
+    ),
+    g(
+        "git.submodule",
+        "may clone or fetch submodules from other hosts",
+    ),
+    g("git.push", "reaches another host and writes to a remote"),
+    g(
+        "git.unknown",
+        "a git invocation the shim cannot classify (an unknown subcommand, a shell alias, swapped programs)",
+    ),
+    // Acts that carry work out of the sandbox, or change what the session may do.
+    e(
+        "workspace.apply",
+        "writes the session's reviewed changes into the real project",
+    ),
+    e(
+        "workspace.adopt",
+        "makes the session's workspace the real project",
+    ),
+    e(
+        "ratchet.widen_action",
+        "the agent asks to undo a restriction it placed on itself",
+    ),
+    e(
+        "web.search",
+        "a search query leaves the host to a search engine",
+    ),
+    e(
+        "subagent.spawn",
+        "starts a child agent session, bounded by [subagents]",
+    ),
+    e(
+        "subagent.take",
+        "writes a finished child session's changes into this session's workspace",
+    ),
+    Entry {
+        template: "secret.password.<name>",
+        why: "hands a password to one call (git's askpass, issue 33)",
+        state: State::Pending(ASKPASS),
+    },
+    // The agent's notes kept between sessions of a project (docs/memory.md).
+    e(
+        "memory.read",
+        "reads the notes the agent kept in earlier sessions of this project",
+    ),
+    e(
+        "memory.write",
+        "writes a note that outlives the session, shown to later sessions of this project",
+    ),
+    // Tools served by others.
+    e(
+        "mcp.<server>.tool.<tool>",
+        "one call of an MCP server's tool",
+    ),
+    e("mcp.<server>.network", "an MCP server reaching the network"),
+    e(
+        "mcp.<server>.sampling",
+        "an MCP server asking Chock to call the model (charged to the session)",
+    ),
+    e(
+        "plugin.<plugin>.tool.<tool>",
+        "one call of a WebAssembly plugin's tool",
+    ),
+    e(
+        "plugin.<plugin>.network",
+        "a plugin importing Chock's fetch at all (each fetch is then its own net.fetch.<host>)",
+    ),
+];
+
+const fn e(template: &'static str, why: &'static str) -> Entry {
+    Entry {
+        template,
+        why,
+        state: State::Asked,
+    }
+}
+
+/// A name the git shim will ask.
+const fn g(template: &'static str, why: &'static str) -> Entry {
+    Entry {
+        template,
+        why,
+        state: State::Pending(GIT_SHIM),
+    }
+}
