@@ -177,3 +177,37 @@ fn lint_without_a_table_is_bad_input() {
     let w = project(None, "");
     insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
 }
+
+#[test]
+fn lint_warns_on_a_rule_only_a_pending_name_can_match() {
+    let w = project(
+        Some(
+            "[[rule]]\naction = \"git.commit\"\ndecision = \"deny\"\n\n\
+             [[rule]]\naction = \"git.*\"\ndecision = \"ask\"\n\n\
+             [[rule]]\naction = \"secret.password.github\"\ndecision = \"deny\"\n\n\
+             [[rule]]\naction = \"fs.write\"\ndecision = \"ask\"\n\n\
+             [[rule]]\naction = \"*\"\ndecision = \"ask\"\n",
+        ),
+        "",
+    );
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "lint"]));
+}
+
+#[test]
+fn lint_warns_on_a_pending_rule_in_an_org_bundle() {
+    let w = project(
+        None,
+        "[[rule]]\naction = \"git.push\"\ndecision = \"deny\"\n",
+    );
+    insta::assert_snapshot!(chock(
+        &w,
+        "org.toml",
+        &["policy", "lint", "--org", "org.toml"]
+    ));
+}
+
+#[test]
+fn check_says_a_pending_name_is_asked_by_nothing() {
+    let w = project(None, "");
+    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "git.commit"]));
+}

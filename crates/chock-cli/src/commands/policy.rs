@@ -54,7 +54,14 @@ pub fn run(cmd: PolicyCommand) -> anyhow::Result<ExitCode> {
         }
         PolicyCommand::Catalogue => {
             for entry in catalogue::CATALOGUE {
-                say!("{:<30} {}", entry.template, entry.why);
+                match entry.state {
+                    catalogue::State::Asked => say!("{:<30} {}", entry.template, entry.why),
+                    catalogue::State::Pending(why) => say!(
+                        "{:<30} {} (pending: {why}; nothing asks it yet)",
+                        entry.template,
+                        entry.why
+                    ),
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -82,11 +89,11 @@ fn bad_input(err: impl std::fmt::Display) -> anyhow::Error {
 
 fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     let action = Action::parse(name).map_err(|e| bad_input(format!("`{name}`: {e}")))?;
-    if catalogue::entry_for(&action).is_none() {
+    let Some(entry) = catalogue::entry_for(&action) else {
         return Err(bad_input(format!(
             "`{name}` is not an action this build defines (see `chock policy catalogue`)"
         )));
-    }
+    };
     if !project.is_dir() {
         return Err(bad_input(format!(
             "--project {}: not a directory",
@@ -108,6 +115,9 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     };
     if let Some(why) = why {
         say!("why:        {why}");
+    }
+    if let catalogue::State::Pending(pending) = entry.state {
+        say!("note:       nothing asks {action} yet ({pending}): this answer is never given");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -154,14 +164,58 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
         }
     };
     let policy = Policy::from_sources(sources).map_err(bad_input)?;
-    let (kind, rules) = if as_org {
-        ("org bundle", policy.org_rules().rules().len())
+    let (kind, table) = if as_org {
+        ("org bundle", policy.org_rules())
     } else {
-        ("project table", policy.project_rules().rules().len())
+        ("project table", policy.project_rules())
     };
+    let rules = table.rules().len();
     let plural = if rules == 1 { "" } else { "s" };
     say!("{}: ok ({kind}, {rules} rule{plural})", path.display());
+    for rule in table.rules() {
+        if let Some(warning) = no_effect(&rule.pattern) {
+            say!(
+                "warning: {}: rule `{}` {warning}",
+                rule.place(),
+                rule.pattern
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why a rule on `pattern` can decide no act today, if it cannot: every catalogue name it matches is
+/// pending (reserved for a caller not built yet). Load already refuses a pattern matching no name.
+fn no_effect(pattern: &chock_policy::Pattern) -> Option<String> {
+    let matched = catalogue::entries_matched_by(pattern);
+    if matched.is_empty() || !catalogue::asked_entries_matched_by(pattern).is_empty() {
+        return None;
+    }
+    let mut reasons: Vec<&str> = Vec::new();
+    for entry in &matched {
+        if let catalogue::State::Pending(why) = entry.state
+            && !reasons.contains(&why)
+        {
+            reasons.push(why);
+        }
+    }
+    let reasons = reasons.join("; ");
+    Some(match matched.as_slice() {
+        [one] => format!(
+            "matches {}, which nothing asks yet ({reasons}): this rule has no effect",
+            one.template
+        ),
+        many => format!(
+            "matches only names nothing asks yet ({} names, {}; {reasons}): this rule has no effect",
+            many.len(),
+            many.iter()
+                .take(3)
+                .map(|e| e.template)
+                .collect::<Vec<_>>()
+                .join(", ")
+                + ", …"
+        ),
+    })
 }
 
 /// The absolute directory holding a table, for refusing write paths into the real project.
