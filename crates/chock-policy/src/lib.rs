@@ -11,6 +11,7 @@ pub mod catalogue;
 mod decision;
 mod error;
 mod file;
+pub mod git;
 mod host_paths;
 mod limits;
 pub mod mcp;
