@@ -94,7 +94,7 @@ impl Config {
             let value = value.as_deref().unwrap_or("");
             if runs_a_program(key) && !inert(key, value) {
                 return Err(format!(
-                    "the invocation sets `{key}` (`{value}`), which makes git run a program"
+                    "the invocation sets `{key}` (`{value}`), which makes git run a program or read more configuration"
                 ));
             }
         }
