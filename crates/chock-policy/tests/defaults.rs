@@ -69,6 +69,13 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("git.stash", Decision::Allow, Some("git.stash")),
     ("git.clean", Decision::Allow, Some("git.clean")),
     ("git.inspect", Decision::Allow, Some("git.inspect")),
+    ("git.apply", Decision::Allow, Some("git.apply")),
+    ("git.am", Decision::Allow, Some("git.am")),
+    (
+        "git.format_patch",
+        Decision::Allow,
+        Some("git.format_patch"),
+    ),
     ("git.help", Decision::Allow, Some("git.help")),
     ("git.init", Decision::Allow, Some("git.init")),
     (

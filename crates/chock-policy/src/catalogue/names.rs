@@ -100,6 +100,18 @@ pub const CATALOGUE: &[Entry] = &[
     g("git.restore", "restores files in the workspace repository"),
     g("git.commit", "records a commit in the workspace repository"),
     g(
+        "git.apply",
+        "applies a patch to the workspace copy or its index",
+    ),
+    g(
+        "git.am",
+        "records commits from mailbox patches in the workspace repository",
+    ),
+    g(
+        "git.format_patch",
+        "writes commits of the workspace repository out as patch files",
+    ),
+    g(
         "git.checkout",
         "switches or restores in the workspace repository",
     ),
