@@ -166,9 +166,10 @@ fn take(daemon: &Arc<Daemon>, caller: &Caller, text: &str, acts: &Acts) {
 }
 
 /// `sessions.subscribe`: the response, the log's events from `from_seq` (caught up from the file,
-/// waiting on the client's queue), then the live stream.
+/// once, waiting on the client's queue), then, for a session running here, the stream its relay
+/// gives ([`crate::fanout`]).
 async fn subscribe(daemon: &Arc<Daemon>, conn: &Conn, id: RequestId, params: SubscribeParams) {
-    let (session, dir, fanout) = match daemon.subscription(&params.session) {
+    let (session, dir, owned) = match daemon.subscription(&params.session) {
         Ok(found) => found,
         Err(e) => {
             conn.push(&response_frame(&Response::err(Some(id), e)));
@@ -176,8 +177,9 @@ async fn subscribe(daemon: &Arc<Daemon>, conn: &Conn, id: RequestId, params: Sub
         }
     };
     let from = params.from_seq.unwrap_or(0);
-    let head = match &fanout {
-        Some(fanout) => fanout.head(),
+    // A session running here says where it is; another's head is read from its file.
+    let head = match owned.as_ref().and_then(|s| s.handle()) {
+        Some(handle) => handle.snapshot().head,
         None => chock_log::read_events(&dir)
             .ok()
             .and_then(|e| e.last().map(|e| e.seq)),
@@ -202,9 +204,9 @@ async fn subscribe(daemon: &Arc<Daemon>, conn: &Conn, id: RequestId, params: Sub
             }
             after = Some(seq);
         }
-        match &fanout {
+        match &owned {
             None => return,
-            Some(fanout) => match fanout.join(conn, from, after) {
+            Some(owned) => match owned.fanout.join(conn, from, after) {
                 Joined::Live => return,
                 Joined::Behind => continue,
             },

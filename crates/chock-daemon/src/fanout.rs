@@ -1,22 +1,24 @@
-//! One session's events to its subscribers: the log is the source and its seq the cursor.
+//! One owned session's frames to the clients subscribed to it.
 //!
-//! The fanout tails the session's `log.jsonl` (every line is written whole, before the live event
-//! that reports it): each new complete line becomes one `session.event` frame, serialised once, put
-//! on every subscriber's queue; a live item (`session.live`) follows the lines written before it.
-//! With nobody subscribed nothing is read; the next subscription reads from where the tail stopped.
+//! The frames come from the session itself, never from its file: the session's relay
+//! ([`crate::session`]) holds one subscription of the session's handle
+//! ([`chock_runtime::SessionHandle::subscribe`], fed by the log writer's tap and the runtime's
+//! event sink) and gives each item here once, in order. Each log line becomes one `session.event`
+//! frame, built once from the line exactly as written and put on every subscriber's queue; a live
+//! item (`session.live`) goes to every subscriber after the lines written before it. So one
+//! session costs one subscription of its handle however many clients follow it, and nothing is
+//! read or done while nothing happens.
 //!
-//! A subscription from seq `n` is caught up from the file by the client's own task (waiting on its
-//! queue, so a long history never fills it), then joined to the live stream under the fanout's
-//! lock with the few lines written meanwhile taken from a small ring of recent frames: no gap, no
-//! repeat.
+//! A client subscribing from seq `n` is caught up from the file by its own task ([`history`],
+//! waiting on its queue, so a long history never fills it: the one read of the file, as the
+//! runtime's own catch-up is), then joined to the stream here under the fanout's lock, the few
+//! lines the relay gave meanwhile taken from a small ring of recent frames: no gap, no repeat.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use chock_agent::events::{AgentEvent, EventSink};
+use chock_protocol::live::AgentEvent;
 use chock_protocol::rpc::{Notice, SessionLive};
 use serde::Deserialize;
 
@@ -35,41 +37,39 @@ struct SeqOnly {
 #[derive(Debug)]
 struct Sub {
     conn: Conn,
+    /// The first seq it still needs from the relay (it had the ones before from the file).
     from: u64,
 }
 
 #[derive(Debug, Default)]
 struct Tail {
-    file: Option<File>,
-    offset: u64,
-    partial: Vec<u8>,
-    /// The seq of the last line read.
+    /// The seq of the last line the relay gave (None: none yet).
     head: Option<u64>,
     ring: VecDeque<(u64, Frame)>,
     subs: Vec<Sub>,
+    /// The session ended: the relay gives nothing more, the file holds every line.
+    ended: bool,
 }
 
 /// The fanout of one session.
 #[derive(Debug)]
 pub(crate) struct Fanout {
     session: String,
-    log: PathBuf,
     tail: Mutex<Tail>,
 }
 
-/// Where a catch-up stands: the last seq sent, or what the joining found missing.
+/// How a catch-up ended.
 pub(crate) enum Joined {
-    /// The client is on the live stream; its last seq from the log is this.
+    /// The client is on the live stream.
     Live,
-    /// Lines after `after` are no longer in the ring: catch up from the file again.
+    /// Lines after what it read are no longer in the ring: catch up from the file again.
     Behind,
 }
 
 impl Fanout {
-    pub(crate) fn new(session: &str, dir: &std::path::Path) -> Fanout {
+    pub(crate) fn new(session: &str) -> Fanout {
         Fanout {
             session: session.to_string(),
-            log: dir.join(chock_log::LOG_FILE),
             tail: Mutex::default(),
         }
     }
@@ -78,66 +78,30 @@ impl Fanout {
         self.tail.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reads the lines written since the last read and sends each to the subscribers.
-    fn read_new(&self, tail: &mut Tail) {
-        if tail.file.is_none() {
-            tail.file = File::open(&self.log).ok();
-        }
-        let Some(file) = &tail.file else { return };
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = match file.read_at(&mut buf, tail.offset) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            tail.offset += n as u64;
-            tail.partial.extend_from_slice(&buf[..n]);
-        }
-        let Some(last_newline) = tail.partial.iter().rposition(|&b| b == b'\n') else {
-            return;
-        };
-        let complete: Vec<u8> = tail.partial.drain(..=last_newline).collect();
-        for line in complete.split(|&b| b == b'\n') {
-            let Some((seq, frame)) = line_frame(&self.session, line) else {
-                continue;
-            };
-            tail.head = Some(seq);
-            for sub in tail.subs.iter().filter(|s| seq >= s.from) {
-                sub.conn.push(&frame);
-            }
-            if tail.ring.len() == RING {
-                tail.ring.pop_front();
-            }
-            tail.ring.push_back((seq, frame));
+    /// Log line `seq`, as written: one frame to every subscriber that needs it, and to the ring.
+    pub(crate) fn logged(&self, seq: u64, line: &str) {
+        let frame = line_frame(&self.session, line);
+        let mut tail = self.lock();
+        tail.head = Some(seq);
+        for sub in tail.subs.iter().filter(|s| seq >= s.from) {
+            sub.conn.push(&frame);
         }
         tail.subs.retain(|s| !s.conn.is_gone());
-    }
-
-    /// Sends what the log gained (after an act with no live item: the end of a task, a note).
-    pub(crate) fn pump(&self) {
-        let mut tail = self.lock();
-        if !tail.subs.is_empty() {
-            self.read_new(&mut tail);
+        if tail.ring.len() == RING {
+            tail.ring.pop_front();
         }
+        tail.ring.push_back((seq, frame));
     }
 
-    /// The seq the log has reached.
-    pub(crate) fn head(&self) -> Option<u64> {
-        let mut tail = self.lock();
-        self.read_new(&mut tail);
-        tail.head
-    }
-
-    /// A live item: after the log lines written before it.
-    fn live(&self, event: &AgentEvent) {
-        let mut tail = self.lock();
+    /// A live item, following log line `after_seq`: framed only when someone is subscribed.
+    pub(crate) fn live(&self, after_seq: Option<u64>, event: &AgentEvent) {
+        let tail = self.lock();
         if tail.subs.is_empty() {
             return;
         }
-        self.read_new(&mut tail);
         let frame = frame(&Notice::SessionLive(SessionLive {
             session: self.session.clone(),
-            after_seq: tail.head.unwrap_or(0),
+            after_seq: after_seq.unwrap_or(0),
             event: event.clone(),
         }));
         for sub in &tail.subs {
@@ -145,30 +109,52 @@ impl Fanout {
         }
     }
 
-    /// Joins `conn`, caught up from the file through seq `after` (None: nothing sent yet) with
-    /// its subscription starting at `from`, to the live stream: the lines written since come
-    /// from the ring. Replaces an earlier subscription of the same client.
+    /// The session ended: nothing more comes; a late join reads the (complete) file instead of
+    /// the ring, which is let go.
+    pub(crate) fn ended(&self) {
+        let mut tail = self.lock();
+        tail.ended = true;
+        tail.ring = VecDeque::new();
+    }
+
+    /// Joins `conn`, caught up from the file through seq `after` (None: nothing read) for a
+    /// subscription from `from`, to the stream: the lines the relay gave that it lacks come from
+    /// the ring, the rest as the relay gives them. Replaces an earlier subscription of the client.
     pub(crate) fn join(&self, conn: &Conn, from: u64, after: Option<u64>) -> Joined {
         let mut tail = self.lock();
-        self.read_new(&mut tail);
         let next = after.map_or(from, |a| (a + 1).max(from));
-        let missing: Vec<&(u64, Frame)> = tail.ring.iter().filter(|(s, _)| *s >= next).collect();
-        let reaches = match (tail.head, missing.first()) {
+        let missing: Vec<Frame> = tail
+            .ring
+            .iter()
+            .filter(|(s, _)| *s >= next)
+            .map(|(_, f)| Arc::clone(f))
+            .collect();
+        let first = tail.ring.iter().find(|(s, _)| *s >= next).map(|(s, _)| *s);
+        let reaches = match (tail.head, first) {
+            // The relay has not reached `next` yet: it gives it (and what follows) later.
             (None, _) => true,
             (Some(head), _) if head < next => true,
-            (Some(_), Some((first, _))) => *first == next,
+            (Some(_), Some(first)) => first == next,
             (Some(_), None) => false,
         };
         if !reaches {
             return Joined::Behind;
         }
-        for (_, frame) in missing {
+        if tail.ended {
+            // Whatever the file lacked when it was read, the ring no longer has: read again.
+            return if tail.head.is_some_and(|h| h >= next) {
+                Joined::Behind
+            } else {
+                Joined::Live
+            };
+        }
+        for frame in &missing {
             conn.push(frame);
         }
         tail.subs.retain(|s| s.conn.id != conn.id);
         tail.subs.push(Sub {
             conn: conn.clone(),
-            from,
+            from: next,
         });
         Joined::Live
     }
@@ -177,12 +163,16 @@ impl Fanout {
     pub(crate) fn leave(&self, conn: u64) {
         self.lock().subs.retain(|s| s.conn.id != conn);
     }
+
+    /// How many clients follow it now.
+    #[cfg(test)]
+    fn followers(&self) -> usize {
+        self.lock().subs.len()
+    }
 }
 
-/// The `session.event` frame of one log line, and its seq (`None`: not a complete event line).
-fn line_frame(session: &str, line: &[u8]) -> Option<(u64, Frame)> {
-    let SeqOnly { seq } = serde_json::from_slice::<SeqOnly>(line).ok()?;
-    let line = std::str::from_utf8(line).ok()?;
+/// The `session.event` frame of one log line, exactly as written.
+fn line_frame(session: &str, line: &str) -> Frame {
     // The line is a log event exactly as `LogEvent` describes it: it goes out as written, so the
     // client can check the chain against the bytes the hash was taken of.
     let frame = format!(
@@ -190,28 +180,70 @@ fn line_frame(session: &str, line: &[u8]) -> Option<(u64, Frame)> {
         chock_protocol::rpc::JSONRPC,
         serde_json::Value::String(session.to_string())
     );
-    Some((seq, Arc::from(frame)))
+    Arc::from(frame)
 }
 
-/// The `session.event` frames of the log's lines with seq `>= from`, read from the file.
-pub(crate) fn history(session: &str, dir: &std::path::Path, from: u64) -> Vec<(u64, Frame)> {
+/// The `session.event` frames of the log's lines with seq `>= from`, read from the file once: a
+/// subscription's catch-up (any session), and the whole of what is sent for a session that does
+/// not run in this daemon.
+pub(crate) fn history(session: &str, dir: &Path, from: u64) -> Vec<(u64, Frame)> {
     let bytes = std::fs::read(dir.join(chock_log::LOG_FILE)).unwrap_or_default();
     let complete = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(end) => &bytes[..=end],
+        Some(end) => &bytes[..end],
         None => return Vec::new(),
     };
     complete
         .split(|&b| b == b'\n')
-        .filter_map(|line| line_frame(session, line))
-        .filter(|(seq, _)| *seq >= from)
+        .filter_map(|line| {
+            let SeqOnly { seq } = serde_json::from_slice::<SeqOnly>(line).ok()?;
+            let line = std::str::from_utf8(line).ok()?;
+            (seq >= from).then(|| (seq, line_frame(session, line)))
+        })
         .collect()
 }
 
-/// The runtime's event sink: each live item goes through the fanout.
-pub(crate) struct FanoutSink(pub(crate) Arc<Fanout>);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::Conn;
 
-impl EventSink for FanoutSink {
-    fn emit(&self, event: &AgentEvent) {
-        self.0.live(event);
+    fn line(seq: u64) -> String {
+        format!("{{\"seq\":{seq},\"kind\":\"note\"}}")
+    }
+
+    fn seqs(rx: &mut tokio::sync::mpsc::Receiver<Frame>) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Ok(frame) = rx.try_recv() {
+            let v: serde_json::Value = serde_json::from_str(&frame).unwrap();
+            out.push(v["params"]["event"]["seq"].as_u64().unwrap());
+        }
+        out
+    }
+
+    /// A client that read the file further than the relay has come is not sent those lines
+    /// again; one that read less gets the rest from the ring; one whose gap the ring no longer
+    /// holds is sent back to the file.
+    #[test]
+    fn a_join_fills_the_gap_from_the_ring_and_never_repeats() {
+        let fanout = Fanout::new("s");
+        for seq in 0..=4 {
+            fanout.logged(seq, &line(seq));
+        }
+        let (ahead, mut ahead_rx, _k1) = Conn::new(1, 64);
+        // Read 0..=6 from the file; the relay has given 0..=4 so far.
+        assert!(matches!(fanout.join(&ahead, 0, Some(6)), Joined::Live));
+        let (behind, mut behind_rx, _k2) = Conn::new(2, 64);
+        assert!(matches!(fanout.join(&behind, 0, Some(2)), Joined::Live));
+        for seq in 5..=7 {
+            fanout.logged(seq, &line(seq));
+        }
+        assert_eq!(seqs(&mut ahead_rx), [7]);
+        assert_eq!(seqs(&mut behind_rx), [3, 4, 5, 6, 7]);
+        assert_eq!(fanout.followers(), 2);
+        for seq in 8..8 + RING as u64 {
+            fanout.logged(seq, &line(seq));
+        }
+        let (late, _late_rx, _k3) = Conn::new(3, 64);
+        assert!(matches!(fanout.join(&late, 0, Some(3)), Joined::Behind));
     }
 }

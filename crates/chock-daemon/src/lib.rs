@@ -142,19 +142,6 @@ pub async fn serve(opts: ServeOptions) -> Result<Server, DaemonError> {
         })
         .await;
     }));
-    // The tail's tick (see `Daemon::pump_all`).
-    let ticking = Arc::clone(&daemon);
-    let mut until = stopped.clone();
-    tasks.push(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => ticking.pump_all(),
-                _ = until.wait_for(|s| *s) => return,
-            }
-        }
-    }));
     let mut http = None;
     let _ = std::fs::remove_file(dir.join(TOKEN_FILE));
     let _ = std::fs::remove_file(dir.join(HTTP_FILE));

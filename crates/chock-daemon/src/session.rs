@@ -1,68 +1,54 @@
-//! A session the daemon owns: its runtime in a task of its own (the actor), taking inputs and the
-//! end one at a time; the fanout of its events; its decision pipeline, to which the daemon stays
-//! attached so a question waits for a client's answer however long it takes.
+//! A session the daemon owns: a client of its [`SessionHandle`], like every other front end.
+//!
+//! The daemon turns requests into the handle's operations ([`Op`]) and the handle's items into
+//! notifications. It keeps no task loop, command channel or state of its own: the session's actor
+//! (in chock-runtime) runs the tasks, and the handle says where the session stands.
+//!
+//! Per session the daemon runs two small tasks, both waiting on channels (nothing is polled, and
+//! nothing runs while the session is idle):
+//! - the relay: one subscription of the handle, from seq 0, whose items go to the session's
+//!   [`Fanout`] (log lines and live items, to the clients subscribed to it) and whose state
+//!   changes go to every client, after the lines written before them;
+//! - the question forwarder: the broker's notices ([`SessionHandle::questions`]) as
+//!   `approval.asked` (the ask as the log wrote it, from the handle's folded view: the ask is
+//!   logged before the question opens) and `approval.resolved`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
-use chock_agent::events::{AgentEvent, EventSink};
-use chock_agent::runtime::{Interrupter, SessionRuntime};
-use chock_decide::{Client, Notice as BrokerNotice, Pipeline, Role};
-use chock_log::Log;
-use chock_protocol::log::Asked;
+use chock_decide::{Client, Notice as BrokerNotice, Question, Role};
+use chock_protocol::log::{Asked, answers_for};
 use chock_protocol::rpc::{
-    Approval, ErrorKind, Notice, Resolved, RpcError, SessionState, StateChange,
+    Applied, Approval, ErrorKind, Notice, Resolved, RpcError, SessionState, StateChange,
 };
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use chock_protocol::view::OpenQuestion;
+use chock_runtime::{Item, Op, OpError, Reply, SessionHandle, Subscription};
+use tokio::sync::broadcast;
 
-use crate::fanout::{Fanout, FanoutSink};
+use crate::fanout::Fanout;
 use crate::hub::Hub;
-use crate::pending::pending_in;
 
-/// The sink a session is built with, before its id (and so its fanout) exists.
-#[derive(Default)]
-pub(crate) struct LateSink {
-    fanout: OnceLock<FanoutSink>,
-}
-
-impl LateSink {
-    pub(crate) fn set(&self, fanout: Arc<Fanout>) {
-        let _ = self.fanout.set(FanoutSink(fanout));
-    }
-}
-
-impl EventSink for LateSink {
-    fn emit(&self, event: &AgentEvent) {
-        if let Some(sink) = self.fanout.get() {
-            sink.emit(event);
-        }
-    }
-}
-
-enum Cmd {
-    Input(String),
-    End(oneshot::Sender<Result<(), RpcError>>),
+/// What the daemon knows of a session's questions beyond its log.
+#[derive(Debug, Default)]
+struct Questions {
+    /// The ones its broker has open now (from the broker's notices).
+    open: HashSet<String>,
+    /// The seq of the last line written before the daemon took the session up: a question
+    /// asked up to there was asked by an earlier run, and nobody here will take its answer.
+    since: Option<u64>,
 }
 
 /// One owned session.
 pub(crate) struct OwnedSession {
     pub(crate) id: String,
-    pub(crate) dir: PathBuf,
     pub(crate) fanout: Arc<Fanout>,
-    /// Its pipeline and log while it runs: let go when it ends, so the log's writer lock goes
-    /// with the runtime's (an apply after the end opens the log itself).
-    acts: Mutex<Option<(Pipeline, Log)>>,
-    /// Its broker (answers by question id go here).
-    pub(crate) broker: chock_decide::ApprovalBroker,
-    interrupter: Interrupter,
-    state: Mutex<SessionState>,
-    cmds: mpsc::Sender<Cmd>,
-    actor: Mutex<Option<JoinHandle<()>>>,
-    forwarder: Mutex<Option<JoinHandle<()>>>,
+    /// Its handle while it runs: let go when it ends, so the log's writer lock goes with the
+    /// session (an apply after the end opens the log itself).
+    handle: Mutex<Option<SessionHandle>>,
+    questions: Mutex<Questions>,
     /// The daemon's own attachment: while it lives, questions to people wait for a push answer.
     attached: Mutex<Option<Client>>,
-    hub: Arc<Hub>,
     /// The task it was started with, until [`OwnedSession::begin`].
     pending_task: Mutex<Option<String>>,
 }
@@ -79,123 +65,48 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// An operation's refusal as the protocol's typed error: an answer that does not fit is
+/// `answer_refused`, as the daemon has always said.
+pub(crate) fn op_error(e: &OpError) -> RpcError {
+    match e {
+        OpError::Answer(_) => RpcError::new(ErrorKind::AnswerRefused, e.to_string()),
+        other => other.to_rpc(),
+    }
+}
+
 impl OwnedSession {
-    /// Takes `runtime` over: attaches to its questions, forwards them to every client, and starts
-    /// its actor working on `task`.
-    pub(crate) fn start(
-        runtime: SessionRuntime,
-        sink: &LateSink,
-        hub: Arc<Hub>,
-        task: String,
-    ) -> Arc<OwnedSession> {
-        let id = runtime.id().to_string();
-        let dir = runtime.log().dir().to_path_buf();
-        let fanout = Arc::new(Fanout::new(&id, &dir));
-        sink.set(Arc::clone(&fanout));
-        let pipeline = runtime.pipeline();
-        let broker = pipeline.broker().clone();
-        let attached = runtime.attach("daemon");
-        let (cmds, rx) = mpsc::channel(4);
+    /// Takes `handle` over: attaches to its questions, starts its relay and its question
+    /// forwarder, and keeps `task` for [`OwnedSession::begin`].
+    pub(crate) fn start(handle: SessionHandle, hub: &Arc<Hub>, task: String) -> Arc<OwnedSession> {
+        let id = handle.id().to_string();
+        let fanout = Arc::new(Fanout::new(&id));
+        // Both taken before anything is sent to the session: nothing it does is missed.
+        let items = handle.subscribe(0);
+        let notices = handle.questions();
         let session = Arc::new(OwnedSession {
             id,
-            dir,
             fanout,
-            acts: Mutex::new(Some((pipeline.clone(), runtime.log().clone()))),
-            broker,
-            interrupter: runtime.interrupter(),
-            state: Mutex::new(SessionState::Working),
-            cmds,
-            actor: Mutex::new(None),
-            forwarder: Mutex::new(None),
-            attached: Mutex::new(Some(attached)),
-            hub,
-            pending_task: Mutex::new(None),
+            attached: Mutex::new(Some(handle.attach("daemon"))),
+            questions: Mutex::new(Questions {
+                open: HashSet::new(),
+                since: handle.snapshot().head,
+            }),
+            handle: Mutex::new(Some(handle)),
+            pending_task: Mutex::new(Some(task)),
         });
-        *lock(&session.forwarder) = Some(forward_questions(
-            Arc::clone(&session.hub),
+        tokio::spawn(relay(Arc::downgrade(&session), items, Arc::clone(hub)));
+        tokio::spawn(forward(
+            Arc::downgrade(&session),
+            notices,
+            Arc::clone(hub),
             session.id.clone(),
-            session.dir.clone(),
-            &pipeline,
         ));
-        *lock(&session.actor) = Some(tokio::spawn(actor(runtime, rx, Arc::clone(&session))));
-        *lock(&session.pending_task) = Some(task);
         session
     }
 
-    /// Starts working on the task it was started with (after any first subscriber joined).
-    pub(crate) fn begin(&self) {
-        if let Some(task) = lock(&self.pending_task).take() {
-            let _ = self.cmds.try_send(Cmd::Input(task));
-            self.announce(SessionState::Working);
-        }
-    }
-
-    /// Its pipeline and log, while it runs.
-    pub(crate) fn acts(&self) -> Option<(Pipeline, Log)> {
-        lock(&self.acts).clone()
-    }
-
-    /// Where it is now.
-    pub(crate) fn state(&self) -> SessionState {
-        *lock(&self.state)
-    }
-
-    fn set_state(&self, state: SessionState) {
-        *lock(&self.state) = state;
-        self.fanout.pump();
-        self.announce(state);
-    }
-
-    fn announce(&self, state: SessionState) {
-        self.hub.broadcast(&Notice::SessionState(StateChange {
-            session: self.id.clone(),
-            state,
-        }));
-    }
-
-    /// A follow-up: refused while a task runs or once the session ended.
-    pub(crate) fn input(&self, text: String) -> Result<(), RpcError> {
-        {
-            let mut state = lock(&self.state);
-            match *state {
-                SessionState::Idle => *state = SessionState::Working,
-                SessionState::Working => {
-                    return Err(RpcError::new(
-                        ErrorKind::Busy,
-                        format!(
-                            "session {} is working on a task: interrupt it or wait until it is idle",
-                            self.id
-                        ),
-                    ));
-                }
-                _ => return Err(self.not_running()),
-            }
-        }
-        self.announce(SessionState::Working);
-        self.cmds
-            .try_send(Cmd::Input(text))
-            .map_err(|_| self.not_running())
-    }
-
-    /// Interrupts the current turn.
-    pub(crate) fn interrupt(&self) {
-        self.interrupter.interrupt();
-    }
-
-    /// Ends the session (interrupting its task first).
-    pub(crate) async fn end(&self) -> Result<(), RpcError> {
-        if self.state() == SessionState::Ended {
-            return Err(self.not_running());
-        }
-        if self.state() == SessionState::Working {
-            self.interrupt();
-        }
-        let (tx, rx) = oneshot::channel();
-        self.cmds
-            .send(Cmd::End(tx))
-            .await
-            .map_err(|_| self.not_running())?;
-        rx.await.map_err(|_| self.not_running())?
+    /// The handle, while the session runs.
+    pub(crate) fn handle(&self) -> Option<SessionHandle> {
+        lock(&self.handle).clone()
     }
 
     fn not_running(&self) -> RpcError {
@@ -205,130 +116,261 @@ impl OwnedSession {
         )
     }
 
-    /// Whether a question of this session waits for an answer now.
-    pub(crate) fn waits_for_answer(&self) -> bool {
-        !pending_in(&self.id, &self.dir, true).is_empty()
+    /// Sends `op` to the session.
+    pub(crate) async fn send(&self, op: Op) -> Result<Reply, RpcError> {
+        let handle = self.handle().ok_or_else(|| self.not_running())?;
+        handle.send(op).await.map_err(|e| op_error(&e))
     }
 
-    /// Stops the actor where it is, without answering anything: a question it waits on stays
-    /// unanswered in the log (dropping the runtime writes `session.end`, interrupted).
+    /// Sends `op` to the session in the name of `by` (an answer is logged naming who answered).
+    pub(crate) async fn send_as(&self, by: &str, op: Op) -> Result<Reply, RpcError> {
+        let handle = self.handle().ok_or_else(|| self.not_running())?;
+        handle.named(by).send(op).await.map_err(|e| op_error(&e))
+    }
+
+    /// An apply or an undo through the session's own pipeline.
+    pub(crate) async fn review(&self, op: Op) -> Result<Applied, RpcError> {
+        match self.send(op).await? {
+            Reply::Applied(applied) => Ok(applied),
+            other => Err(RpcError::new(
+                ErrorKind::Internal,
+                format!("an apply was answered {other:?}"),
+            )),
+        }
+    }
+
+    /// Starts working on the task it was started with (after any first subscriber joined).
+    pub(crate) async fn begin(&self) -> Result<(), RpcError> {
+        let task = lock(&self.pending_task).take();
+        if let Some(task) = task {
+            self.send(Op::UserInput { text: task }).await?;
+        }
+        Ok(())
+    }
+
+    /// Where it is now.
+    pub(crate) fn state(&self) -> SessionState {
+        self.handle()
+            .map_or(SessionState::Ended, |handle| handle.state())
+    }
+
+    /// Ends the session (its running task interrupted first), and lets it go.
+    pub(crate) async fn end(&self) -> Result<(), RpcError> {
+        let outcome = self.send(Op::End).await.map(|_| ());
+        if outcome.is_ok() {
+            self.finish();
+        }
+        outcome
+    }
+
+    /// Interrupts a task that is running and waits (up to `limit`) until it has stopped.
+    pub(crate) async fn interrupt_and_wait(&self, limit: Duration) {
+        let Some(handle) = self.handle() else { return };
+        let mut items = handle.subscribe_live();
+        if handle.state() != SessionState::Working {
+            return;
+        }
+        let _ = handle.send(Op::Interrupt).await;
+        let stopped = async {
+            while let Some(item) = items.next().await {
+                if matches!(item, Item::State(s) if s != SessionState::Working) {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(limit, stopped).await;
+    }
+
+    /// Whether a question asked in this run waits for an answer (open in the broker, or logged a
+    /// moment before it opens).
+    pub(crate) fn waits_for_answer(&self) -> bool {
+        let Some(handle) = self.handle() else {
+            return false;
+        };
+        let questions = lock(&self.questions);
+        !questions.open.is_empty()
+            || handle
+                .snapshot()
+                .view
+                .questions
+                .iter()
+                .any(|q| questions.since.is_none_or(|since| q.seq > since))
+    }
+
+    /// The questions open in its log, as `approvals.pending` lists them: one its broker has open
+    /// takes an answer; one an earlier run asked takes none; one logged a moment ago and not open
+    /// yet is left out until it is (an answer to it now would find no question).
+    pub(crate) fn pending(&self) -> Vec<Approval> {
+        let Some(handle) = self.handle() else {
+            return Vec::new();
+        };
+        let view = handle.snapshot().view;
+        let questions = lock(&self.questions);
+        view.questions
+            .into_iter()
+            .filter_map(|q| {
+                let open = questions.open.contains(&q.question);
+                let earlier = questions.since.is_some_and(|since| q.seq <= since);
+                (open || earlier).then(|| approval(&self.id, q, open))
+            })
+            .collect()
+    }
+
+    /// Stops the session where it is, without answering anything: a question it waits on stays
+    /// unanswered in the log ([`SessionHandle::abandon`]).
     ///
     /// A command's question is asked from the blocking thread that runs the call, which no abort
     /// reaches; it gives up (and logs "nobody answered") the moment no client is attached. So the
     /// daemon's attachment is never let go: it is kept until the process ends, and the question
-    /// stays open in the log for whoever resumes the session. A question whose waiter the abort
-    /// drops (the actor's own, a review's) is kept open too, by the broker's
-    /// [`chock_decide::ApprovalBroker::keep_questions_open`].
+    /// stays open in the log for whoever resumes the session.
     pub(crate) async fn abandon(&self) {
-        self.broker.keep_questions_open();
-        let actor = lock(&self.actor).take();
-        if let Some(actor) = actor {
-            actor.abort();
-            let _ = actor.await;
-        }
-        if let Some(forwarder) = lock(&self.forwarder).take() {
-            forwarder.abort();
-        }
+        // Before the session is told: its end lets the relay finish it, which drops whatever
+        // attachment is left.
         if let Some(attached) = lock(&self.attached).take() {
             std::mem::forget(attached);
         }
-        *lock(&self.state) = SessionState::Ended;
-        if let Some((_, log)) = lock(&self.acts).take() {
-            let _ = log.sync();
+        if let Some(handle) = self.handle() {
+            handle.abandon().await;
         }
+        self.finish();
     }
-}
 
-async fn actor(mut runtime: SessionRuntime, mut rx: mpsc::Receiver<Cmd>, me: Arc<OwnedSession>) {
-    while let Some(cmd) = rx.recv().await {
-        match cmd {
-            Cmd::Input(text) => match runtime.submit(&text).await {
-                Ok(_) => {
-                    me.set_state(SessionState::Idle);
-                }
-                Err(_) => {
-                    // The runtime wrote `session.end` (error) itself.
-                    me.finish();
-                    return;
-                }
-            },
-            Cmd::End(reply) => {
-                let outcome = runtime.close().await.map(|_| ()).map_err(|e| {
-                    RpcError::new(ErrorKind::Internal, format!("ending the session: {e}"))
-                });
-                me.finish();
-                let _ = reply.send(outcome);
-                return;
-            }
-        }
-    }
-}
-
-impl OwnedSession {
+    /// The session has ended: its handle (and with it the log) and the attachment are let go.
     fn finish(&self) {
-        if let Some(forwarder) = lock(&self.forwarder).take() {
-            forwarder.abort();
-        }
+        self.fanout.ended();
         lock(&self.attached).take();
-        lock(&self.acts).take();
-        self.set_state(SessionState::Ended);
+        lock(&self.handle).take();
     }
 }
 
-/// Forwards the questions of `pipeline`'s broker to every client: `approval.asked` (as the log
-/// wrote the ask, with the answers it takes) and `approval.resolved` (naming who answered).
-pub(crate) fn forward_questions(
-    hub: Arc<Hub>,
-    session: String,
-    dir: PathBuf,
-    pipeline: &Pipeline,
-) -> JoinHandle<()> {
-    let mut notices = pipeline.broker().subscribe();
-    tokio::spawn(async move {
-        loop {
-            let notice = match notices.recv().await {
-                Ok(notice) => notice,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            match notice {
-                BrokerNotice::Asked { question, role } => {
-                    let logged = pending_in(&session, &dir, true)
-                        .into_iter()
-                        .find(|a| a.question == question.id);
-                    let asked = match role {
-                        Role::Human => Asked::Person,
-                        Role::Reviewer => Asked::Reviewer,
-                    };
-                    let approval = logged.unwrap_or_else(|| Approval {
-                        session: session.clone(),
-                        question: question.id.clone(),
-                        // Not in the log yet: the ask is written before the question opens, so
-                        // this is only a reader that lost the race to the file.
-                        seq: 0,
-                        call_id: question.call_id.clone(),
-                        action: question.action.clone(),
-                        decision: None,
-                        decided_by: question.decided_by.clone(),
-                        what: question.text.clone(),
-                        asked,
-                        answers: match role {
-                            Role::Human => question.answers(),
-                            Role::Reviewer => Vec::new(),
-                        },
-                        answerable: role == Role::Human,
-                    });
-                    hub.broadcast(&Notice::ApprovalAsked(approval));
-                }
-                BrokerNotice::Resolved(resolution) => {
-                    hub.broadcast(&Notice::ApprovalResolved(Resolved {
-                        session: session.clone(),
-                        question: resolution.question,
-                        by: resolution.by,
-                        answer: resolution.answer,
-                    }));
-                }
+/// `question` of `session` as the protocol lists it; `open`: its broker takes an answer now.
+pub(crate) fn approval(session: &str, question: OpenQuestion, open: bool) -> Approval {
+    let ask = question.ask;
+    Approval {
+        session: session.to_string(),
+        question: question.question,
+        seq: question.seq,
+        call_id: question.call_id,
+        answers: answers_for(ask.asked, ask.action.as_deref()),
+        answerable: open && ask.asked == Asked::Person,
+        action: ask.action,
+        decision: ask.decision,
+        decided_by: ask.decided_by,
+        what: ask.what,
+        asked: ask.asked,
+    }
+}
+
+/// The session's items to its fanout and its state changes to every client, in the order they
+/// happened, until the session ends.
+async fn relay(session: Weak<OwnedSession>, mut items: Subscription, hub: Arc<Hub>) {
+    let Some((fanout, id)) = session
+        .upgrade()
+        .map(|s| (Arc::clone(&s.fanout), s.id.clone()))
+    else {
+        return;
+    };
+    while let Some(item) = items.next().await {
+        match item {
+            Item::Logged(line) => fanout.logged(line.seq, &line.line),
+            Item::Live { after_seq, event } => fanout.live(after_seq, &event),
+            Item::State(state) => hub.broadcast(&Notice::SessionState(StateChange {
+                session: id.clone(),
+                state,
+            })),
+            Item::TaskEnded(_) => {}
+        }
+    }
+    // The session ended (its last state was sent): let it go.
+    if let Some(session) = session.upgrade() {
+        session.finish();
+    }
+}
+
+/// Where a question forwarder finds a question's ask as the log wrote it, and keeps which
+/// questions the broker has open.
+pub(crate) trait Asks: Send + Sync + 'static {
+    /// Question `id`'s ask as logged, folded from the lines as they were written.
+    fn logged(&self, id: &str) -> Option<OpenQuestion>;
+    /// The broker opened (`true`) or resolved (`false`) question `id`.
+    fn mark(&self, id: &str, open: bool);
+}
+
+impl Asks for Weak<OwnedSession> {
+    fn logged(&self, id: &str) -> Option<OpenQuestion> {
+        let view = self.upgrade()?.handle()?.snapshot().view;
+        view.questions.into_iter().find(|q| q.question == id)
+    }
+
+    fn mark(&self, id: &str, open: bool) {
+        if let Some(session) = self.upgrade() {
+            let mut questions = lock(&session.questions);
+            if open {
+                questions.open.insert(id.to_string());
+            } else {
+                questions.open.remove(id);
             }
         }
-    })
+    }
+}
+
+/// The broker's notices of session `id` to every client — `approval.asked` (the ask as logged,
+/// with the answers it takes) and `approval.resolved` (naming who answered) — until its broker is
+/// gone.
+pub(crate) async fn forward(
+    asks: impl Asks,
+    mut notices: broadcast::Receiver<BrokerNotice>,
+    hub: Arc<Hub>,
+    id: String,
+) {
+    loop {
+        let notice = match notices.recv().await {
+            Ok(notice) => notice,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        match notice {
+            BrokerNotice::Asked { question, role } => {
+                asks.mark(&question.id, true);
+                let approval = match asks.logged(&question.id) {
+                    Some(q) => approval(&id, q, true),
+                    None => unlogged(&id, &question, role),
+                };
+                hub.broadcast(&Notice::ApprovalAsked(approval));
+            }
+            BrokerNotice::Resolved(resolution) => {
+                asks.mark(&resolution.question, false);
+                hub.broadcast(&Notice::ApprovalResolved(Resolved {
+                    session: id.clone(),
+                    question: resolution.question,
+                    by: resolution.by,
+                    answer: resolution.answer,
+                }));
+            }
+        }
+    }
+}
+
+/// A question as its broker tells it, for when the folded log cannot be looked at (the session
+/// was let go in between: it ended). The ask is always logged before the question opens.
+pub(crate) fn unlogged(session: &str, question: &Question, role: Role) -> Approval {
+    Approval {
+        session: session.to_string(),
+        question: question.id.clone(),
+        seq: 0,
+        call_id: question.call_id.clone(),
+        action: question.action.clone(),
+        decision: None,
+        decided_by: question.decided_by.clone(),
+        what: question.text.clone(),
+        asked: match role {
+            Role::Human => Asked::Person,
+            Role::Reviewer => Asked::Reviewer,
+        },
+        answers: match role {
+            Role::Human => question.answers(),
+            Role::Reviewer => Vec::new(),
+        },
+        answerable: role == Role::Human,
+    }
 }

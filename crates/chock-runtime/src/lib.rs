@@ -64,6 +64,28 @@ pub enum StartError {
     Panicked(String),
 }
 
+impl StartError {
+    /// Whether what the caller asked for cannot be (a provider, a project, a policy), rather
+    /// than the machine failing: a front end's exit status or typed error.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            StartError::Build(e) => e.is_bad_input(),
+            StartError::Log(_) | StartError::Panicked(_) => false,
+        }
+    }
+
+    /// Whether the session's log is still written by another process (a resume refused until it
+    /// lets go).
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            StartError::Build(BuildError::Session(chock_session::SessionError::Log(
+                chock_log::LogError::Busy { .. }
+            ))) | StartError::Log(chock_log::LogError::Busy { .. })
+        )
+    }
+}
+
 /// Builds (or resumes) a session from `builder` and starts its actor; `observer`, if any, sees
 /// every item synchronously from the first (a terminal renderer). The builder's own event sink is
 /// replaced: the session's items reach clients through the handle. The session is idle: send it

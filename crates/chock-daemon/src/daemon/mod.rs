@@ -9,18 +9,19 @@ use std::time::Duration;
 
 use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
-use chock_decide::{Answer, AnswerError, ApprovalBroker};
+use chock_decide::{Answer, ApprovalBroker};
 use chock_log::Liveness;
 use chock_protocol::rpc::{
-    Approval, Call, DropReason, ErrorKind, Pending, RpcError, SessionInfo, SessionList,
-    SessionState, Started,
+    AnswerParams, Approval, Call, DropReason, ErrorKind, Pending, RpcError, SessionInfo,
+    SessionList, SessionState, Started,
 };
+use chock_runtime::{Op, Opening, SessionHandle, StartError};
 use serde_json::Value;
 
 use crate::hub::{Conn, DEFAULT_QUEUE, Hub};
 use crate::paths::Owned;
 use crate::pending::pending_in;
-use crate::session::{LateSink, OwnedSession};
+use crate::session::OwnedSession;
 
 /// How a daemon is set up.
 #[derive(Debug, Clone)]
@@ -158,11 +159,15 @@ impl Daemon {
                 out(chock_protocol::rpc::Done {})
             }
             Call::SessionsInput(p) => {
-                self.running_or_refuse(&p.session)?.input(p.text)?;
+                self.running_or_refuse(&p.session)?
+                    .send(Op::UserInput { text: p.text })
+                    .await?;
                 out(chock_protocol::rpc::Done {})
             }
             Call::SessionsInterrupt(p) => {
-                self.running_or_refuse(&p.session)?.interrupt();
+                self.running_or_refuse(&p.session)?
+                    .send(Op::Interrupt)
+                    .await?;
                 out(chock_protocol::rpc::Done {})
             }
             Call::SessionsEnd(p) => {
@@ -171,10 +176,7 @@ impl Daemon {
             }
             Call::ApprovalsPending(p) => out(self.pending(p.session.as_deref())?),
             Call::ApprovalsAnswer(p) => {
-                let answer = Answer::from_kind(p.answer, p.reasons, p.reply)
-                    .map_err(|e| RpcError::new(ErrorKind::AnswerRefused, e.to_string()))?;
-                self.answer(&p.session, &p.question, &caller.name, answer)
-                    .await?;
+                self.answer(p, &caller.name).await?;
                 out(chock_protocol::rpc::Done {})
             }
             Call::ReviewDiff(p) => out(self.diff(&p.session, p.selection).await?),
@@ -237,13 +239,13 @@ impl Daemon {
                 format!("project `{}` is not an absolute path", p.project),
             ));
         }
-        let (builder, sink) = self.builder(p.provider, p.model, &task)?;
-        let builder = builder.project(Some(project));
-        let runtime = tokio::task::spawn_blocking(move || builder.build())
+        let builder = self
+            .builder(p.provider, p.model, &task)?
+            .project(Some(project));
+        let handle = chock_runtime::start(builder, Opening::New, None)
             .await
-            .map_err(internal)?
-            .map_err(|e| build_error(&e))?;
-        self.take_up((runtime, sink), task, p.subscribe, caller)
+            .map_err(|e| start_error(&e))?;
+        self.take_up(handle, task, p.subscribe, caller).await
     }
 
     /// `sessions.resume`: a session no process runs, taken up again on a follow-up.
@@ -263,20 +265,20 @@ impl Daemon {
                 format!("session {id} runs in this daemon: send `sessions.input` instead"),
             ));
         }
-        let (builder, sink) = self.builder(p.provider, p.model, &task)?;
-        let runtime = tokio::task::spawn_blocking(move || builder.resume(&dir))
+        let builder = self.builder(p.provider, p.model, &task)?;
+        let handle = chock_runtime::start(builder, Opening::Resume(dir), None)
             .await
-            .map_err(internal)?
-            .map_err(|e| match e {
-                chock_agent::runtime::BuildError::Session(chock_session::SessionError::Log(
-                    chock_log::LogError::Busy { .. },
-                )) => RpcError::new(
-                    ErrorKind::Busy,
-                    format!("session {id} is still written by another process: {e}"),
-                ),
-                other => build_error(&other),
+            .map_err(|e| {
+                if e.is_busy() {
+                    RpcError::new(
+                        ErrorKind::Busy,
+                        format!("session {id} is still written by another process: {e}"),
+                    )
+                } else {
+                    start_error(&e)
+                }
             })?;
-        self.take_up((runtime, sink), task, p.subscribe, caller)
+        self.take_up(handle, task, p.subscribe, caller).await
     }
 
     /// A session builder from config.toml (read again for each session) and the daemon's options.
@@ -285,47 +287,47 @@ impl Daemon {
         provider: Option<String>,
         model: Option<String>,
         task: &str,
-    ) -> Result<(SessionBuilder, Arc<LateSink>), RpcError> {
+    ) -> Result<SessionBuilder, RpcError> {
         let config = match &self.opts.config {
             Some(path) => Config::load_from(path),
             None => Config::load(),
         }
         .map_err(|e| RpcError::new(ErrorKind::BadInput, e.to_string()))?;
-        let sink = Arc::new(LateSink::default());
-        let builder = SessionBuilder::new(config)
+        Ok(SessionBuilder::new(config)
             .provider(provider)
             .model(model)
             .sessions_root(Some(self.opts.sessions_root.clone()))
             .max_turns(self.opts.max_turns)
-            .sink(Arc::clone(&sink) as Arc<dyn chock_agent::events::EventSink>)
-            .reviewer_for(task);
-        Ok((builder, sink))
+            .reviewer_for(task))
     }
 
-    /// Owns `runtime` from now on: registered, its questions forwarded, `task` begun (after the
-    /// caller subscribed, when it asked to).
-    fn take_up(
+    /// Owns the session of `handle` from now on: registered, followed, its questions forwarded,
+    /// `task` begun (after the caller subscribed, when it asked to).
+    async fn take_up(
         self: &Arc<Self>,
-        (runtime, sink): (chock_agent::runtime::SessionRuntime, Arc<LateSink>),
+        handle: SessionHandle,
         task: String,
         subscribe: bool,
         caller: &Caller,
     ) -> Result<Started, RpcError> {
         let started = Started {
-            session: runtime.id().to_string(),
-            log_dir: runtime.log().dir().display().to_string(),
-            provider: runtime.chosen().name.clone(),
-            model: runtime.chosen().model.clone(),
+            session: handle.id().to_string(),
+            log_dir: handle.dir().display().to_string(),
+            provider: handle.provider().to_string(),
+            model: handle.model().to_string(),
         };
-        self.owned.add(&started.session).map_err(internal)?;
-        let session = OwnedSession::start(runtime, &sink, Arc::clone(&self.hub), task);
+        if let Err(e) = self.owned.add(&started.session) {
+            let _ = handle.send(Op::End).await;
+            return Err(internal(e));
+        }
+        let session = OwnedSession::start(handle, &self.hub, task);
         lock(&self.sessions).insert(started.session.clone(), Arc::clone(&session));
         if subscribe && let Some(conn) = &caller.conn {
-            // Subscribed before the task begins: the fanout's ring holds the log's newest lines,
-            // the rest are read from the file.
+            // Subscribed from seq 0 before the task begins: the relay gives every line from
+            // there, so nothing is read from the file for it.
             let _ = session.fanout.join(conn, 0, None);
         }
-        session.begin();
+        session.begin().await?;
         Ok(started)
     }
 
@@ -342,74 +344,57 @@ impl Daemon {
         };
         let mut approvals: Vec<Approval> = Vec::new();
         for id in ids {
+            if let Some(session) = self.owned_session(&id) {
+                // A session running here: from its handle's view, never its file.
+                approvals.extend(session.pending());
+                continue;
+            }
             let dir = self.opts.sessions_root.join(&id);
-            let live = self.owned_session(&id).is_some() || lock(&self.reviews).contains_key(&id);
+            let live = lock(&self.reviews).contains_key(&id);
             approvals.extend(pending_in(&id, &dir, live));
         }
         Ok(Pending { approvals })
     }
 
-    async fn answer(
-        &self,
-        session: &str,
-        question: &str,
-        by: &str,
-        answer: Answer,
-    ) -> Result<(), RpcError> {
-        let (id, dir) = self.resolve(session)?;
-        let broker = match self.owned_session(&id) {
-            Some(s) => s.broker.clone(),
-            None => lock(&self.reviews).get(&id).cloned().ok_or_else(|| {
-                RpcError::new(
-                    ErrorKind::NotRunning,
-                    format!(
-                        "session {id} does not run in this daemon, so nobody waits for this \
-                         answer; its question stays unanswered in the log"
-                    ),
-                )
-            })?,
-        };
-        // The ask is logged a moment before the question opens: an answer by an id read from
-        // the log in between is tried again briefly.
-        for attempt in 0..10 {
-            match broker.answer(question, by, answer.clone()) {
-                Ok(()) => return Ok(()),
-                Err(AnswerError::Unknown(_))
-                    if attempt < 9
-                        && pending_in(&id, &dir, true)
-                            .iter()
-                            .any(|a| a.question == question) =>
-                {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(e) => return Err(RpcError::new(ErrorKind::AnswerRefused, e.to_string())),
-            }
+    /// `approvals.answer`: to the session's handle when it runs here (logged naming `by`), else
+    /// to the broker of a review of it that waits for an answer.
+    async fn answer(&self, p: AnswerParams, by: &str) -> Result<(), RpcError> {
+        let (id, _) = self.resolve(&p.session)?;
+        if let Some(session) = self.owned_session(&id) {
+            let op = Op::Answer {
+                question: p.question,
+                answer: p.answer,
+                reasons: p.reasons,
+                reply: p.reply,
+            };
+            return session.send_as(by, op).await.map(|_| ());
         }
-        Err(RpcError::new(
-            ErrorKind::AnswerRefused,
-            format!("no question {question} is open"),
-        ))
+        let broker = lock(&self.reviews).get(&id).cloned().ok_or_else(|| {
+            RpcError::new(
+                ErrorKind::NotRunning,
+                format!(
+                    "session {id} does not run in this daemon, so nobody waits for this answer; \
+                     its question stays unanswered in the log"
+                ),
+            )
+        })?;
+        let answer = Answer::from_kind(p.answer, p.reasons, p.reply)
+            .map_err(|e| RpcError::new(ErrorKind::AnswerRefused, e.to_string()))?;
+        broker
+            .answer(&p.question, by, answer)
+            .map_err(|e| RpcError::new(ErrorKind::AnswerRefused, e.to_string()))
     }
 
-    /// The fanout of `session` for a subscription, and the session's id and directory: an owned
-    /// session's own, or (a session that does not run here) none — its log alone is sent.
+    /// The session a subscription names — its id and directory — and, when this daemon owns it,
+    /// the session itself, whose fanout the subscription joins; else (a session that does not
+    /// run here) its log alone is sent.
     pub(crate) fn subscription(
         &self,
         session: &str,
-    ) -> Result<(String, PathBuf, Option<Arc<crate::fanout::Fanout>>), RpcError> {
+    ) -> Result<(String, PathBuf, Option<Arc<OwnedSession>>), RpcError> {
         let (id, dir) = self.resolve(session)?;
-        let fanout = lock(&self.sessions).get(&id).map(|s| Arc::clone(&s.fanout));
-        Ok((id, dir, fanout))
-    }
-
-    /// Sends every subscribed session's new log lines: a line written with no live item after it
-    /// (one made while a durable line before it is being synced, a note) reaches its subscribers
-    /// within a tick instead of waiting for the session's next item.
-    pub(crate) fn pump_all(&self) {
-        let sessions: Vec<Arc<OwnedSession>> = lock(&self.sessions).values().cloned().collect();
-        for session in sessions {
-            session.fanout.pump();
-        }
+        let owned = lock(&self.sessions).get(&id).cloned();
+        Ok((id, dir, owned))
     }
 
     /// A client left: its subscriptions go.
@@ -428,13 +413,7 @@ impl Daemon {
         let sessions: Vec<Arc<OwnedSession>> = lock(&self.sessions).values().cloned().collect();
         for session in &sessions {
             if session.state() == SessionState::Working && !session.waits_for_answer() {
-                session.interrupt();
-                for _ in 0..100 {
-                    if session.state() != SessionState::Working {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
+                session.interrupt_and_wait(Duration::from_secs(2)).await;
             }
         }
         for session in &sessions {
@@ -450,8 +429,8 @@ impl Daemon {
     }
 }
 
-/// A builder's error as the protocol's: what the caller asked for that cannot be, or the machine.
-fn build_error(e: &chock_agent::runtime::BuildError) -> RpcError {
+/// A start's error as the protocol's: what the caller asked for that cannot be, or the machine.
+fn start_error(e: &StartError) -> RpcError {
     let kind = if e.is_bad_input() {
         ErrorKind::BadInput
     } else {

@@ -6,12 +6,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use chock_decide::{ApprovalBroker, Pipeline};
-use chock_log::Log;
+use chock_log::{Event, LineTap, Log};
 use chock_protocol::rpc::{Applied, ErrorKind, ReviewDiff, RpcError, Verified};
+use chock_protocol::view::{OpenQuestion, SessionView};
+use chock_runtime::{Op, review};
 
 use super::{Daemon, internal, lock};
-use crate::session::forward_questions;
-use chock_runtime::review;
+use crate::session::{Asks, forward};
 
 impl Daemon {
     pub(super) async fn diff(
@@ -25,6 +26,8 @@ impl Daemon {
             .map_err(internal)?
     }
 
+    /// `review.apply`: through the session's handle when it runs here (its own pipeline and
+    /// log), else settled through a pipeline over its log.
     pub(super) async fn apply(
         &self,
         session: &str,
@@ -32,6 +35,9 @@ impl Daemon {
         digest: String,
     ) -> Result<Applied, RpcError> {
         let (id, dir) = self.resolve(session)?;
+        if let Some(owned) = self.owned_session(&id) {
+            return owned.review(Op::Apply { selection, digest }).await;
+        }
         let plan_dir = dir.clone();
         let plan =
             tokio::task::spawn_blocking(move || review::plan_apply(&plan_dir, &selection, &digest))
@@ -40,13 +46,13 @@ impl Daemon {
         self.settle_and_write(&id, &dir, plan, "apply").await
     }
 
+    /// `review.undo`: through the handle of the session that made the apply when it runs here,
+    /// else as an apply of a session that does not run here is.
     pub(super) async fn undo(&self, apply_id: &str) -> Result<Applied, RpcError> {
         let root = self.opts.sessions_root.clone();
         let apply = apply_id.to_string();
-        let (plan, dir) = tokio::task::spawn_blocking(move || {
-            let plan = chock_workspace::plan_undo(&root, &apply)?;
-            let dir = chock_workspace::session_dir_of_apply(&root, &apply)?;
-            Ok::<_, chock_workspace::WorkspaceError>((plan, dir))
+        let dir = tokio::task::spawn_blocking(move || {
+            chock_workspace::session_dir_of_apply(&root, &apply)
         })
         .await
         .map_err(internal)?
@@ -55,40 +61,53 @@ impl Daemon {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        if let Some(owned) = self.owned_session(&id) {
+            return owned
+                .review(Op::Undo {
+                    apply_id: apply_id.to_string(),
+                })
+                .await;
+        }
+        let root = self.opts.sessions_root.clone();
+        let apply = apply_id.to_string();
+        let plan = tokio::task::spawn_blocking(move || chock_workspace::plan_undo(&root, &apply))
+            .await
+            .map_err(internal)?
+            .map_err(|e| review::workspace_error(&e))?;
         self.settle_and_write(&id, &dir, plan, "undo").await
     }
 
-    /// Settles and writes `plan` through the session's own pipeline when it runs here; else
-    /// through one over its log and its project's table, whose questions go to the clients as a
-    /// running session's do.
-    pub(super) async fn settle_and_write(
+    /// Settles and writes `plan` for a session that does not run here: through a pipeline over
+    /// its log and its project's table, whose questions go to the clients as a running session's
+    /// do (the asks followed through the log's tap, not read back from the file).
+    async fn settle_and_write(
         &self,
         id: &str,
         dir: &Path,
         plan: chock_workspace::ApplyPlan,
         verb: &str,
     ) -> Result<Applied, RpcError> {
-        if let Some((pipeline, log)) = self.owned_session(id).and_then(|s| s.acts()) {
-            return review::carry_out(plan, &pipeline, &log, verb).await;
-        }
         let log = Log::open(dir).map_err(|e| {
             RpcError::new(
                 ErrorKind::NotRunning,
                 format!("cannot record in the log of session {id}: {e}"),
             )
         })?;
+        let asks = Arc::new(ReviewAsks::default());
+        log.tap(Arc::clone(&asks) as Arc<dyn LineTap>)
+            .map_err(|e| RpcError::new(ErrorKind::Internal, e.to_string()))?;
         let policy = chock_policy::Policy::load(plan.project())
             .map_err(|e| RpcError::new(ErrorKind::BadInput, e.to_string()))?;
         let broker = ApprovalBroker::new();
         let pipeline = Pipeline::new(log.clone(), Arc::new(RwLock::new(policy)), broker.clone());
         let attached = broker.attach("daemon");
         // The forwarder ends by itself once the broker is gone (its last notice sent).
-        let _forwarder = forward_questions(
+        tokio::spawn(forward(
+            asks,
+            broker.subscribe(),
             Arc::clone(&self.hub),
             id.to_string(),
-            dir.to_path_buf(),
-            &pipeline,
-        );
+        ));
         // Taken out again however this ends: returned, or dropped with its client gone.
         let _review = Review::register(&self.reviews, id, broker);
         let outcome = review::carry_out(plan, &pipeline, &log, verb).await;
@@ -103,23 +122,7 @@ impl Daemon {
         turn: u32,
     ) -> Result<chock_protocol::rpc::ForkMade, RpcError> {
         let (_, dir) = self.resolve(session)?;
-        let header = chock_log::SessionHeader {
-            command: Some("fork".into()),
-            ..Default::default()
-        };
-        let forked = tokio::task::spawn_blocking(move || chock_session::fork(&dir, turn, header))
-            .await
-            .map_err(internal)?
-            .map_err(|e| match e {
-                chock_session::SessionError::Fork(refusal) => {
-                    RpcError::new(ErrorKind::BadInput, format!("cannot fork: {refusal}"))
-                }
-                other => internal(format!("cannot fork: {other}")),
-            })?;
-        Ok(chock_protocol::rpc::ForkMade {
-            session: forked.id.to_string(),
-            origin: forked.origin,
-        })
+        review::fork(dir, turn).await
     }
 
     pub(super) async fn verify(&self, session: &str) -> Result<Verified, RpcError> {
@@ -155,4 +158,29 @@ impl Drop for Review<'_> {
     fn drop(&mut self) {
         lock(self.reviews).remove(&self.id);
     }
+}
+
+/// The asks a review of a session that does not run here writes, folded as its log writes them
+/// (the log's tap): where its question forwarder finds them.
+#[derive(Debug, Default)]
+struct ReviewAsks(Mutex<SessionView>);
+
+impl LineTap for ReviewAsks {
+    fn line(&self, _seq: u64, line: &str) {
+        if let Ok(event) = serde_json::from_str::<Event>(line) {
+            lock(&self.0).apply(event.at(), event.payload().ok().as_ref());
+        }
+    }
+}
+
+impl Asks for Arc<ReviewAsks> {
+    fn logged(&self, id: &str) -> Option<OpenQuestion> {
+        lock(&self.0)
+            .questions
+            .iter()
+            .find(|q| q.question == id)
+            .cloned()
+    }
+
+    fn mark(&self, _id: &str, _open: bool) {}
 }
