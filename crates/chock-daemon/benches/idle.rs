@@ -44,6 +44,27 @@ fn status(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// This process's threads by name, most common first.
+fn thread_names() -> String {
+    let mut counts: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        *counts.entry(name.trim().to_string()).or_default() += 1;
+    }
+    let mut counts: Vec<(String, usize)> = counts.into_iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(&a.1));
+    counts
+        .iter()
+        .take(4)
+        .map(|(name, n)| format!("{n} {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// User and system CPU time this process has used.
 fn cpu() -> Duration {
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).unwrap();
@@ -170,6 +191,7 @@ fn main() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rss_idle = status("VmRSS:");
         let threads_idle = status("Threads:");
+        let names_idle = thread_names();
         let mut working = HashSet::new();
         for i in 0..WORKING {
             let started: Started = control.call(&start(&slow, i)).await.unwrap();
@@ -209,7 +231,7 @@ fn main() {
             IDLE + WORKING
         );
         println!(
-            "  threads                    {threads_empty} with none, {threads_idle} with {IDLE} idle, {threads_working} with {WORKING} more working"
+            "  threads                    {threads_empty} with none, {threads_idle} with {IDLE} idle ({names_idle}), {threads_working} with {WORKING} more working"
         );
         println!(
             "  CPU, {WORKING} waiting on a command  {} ms over {} s ({:.2}% of a core), {frames_waiting} frames to the client",
