@@ -1,6 +1,7 @@
-//! Questions asked and not answered, derived from a session's log: an `approval.ask` naming a
-//! question that no `approval.answer` names. The log is the source, so a client that attaches
-//! late, or a daemon that restarted, sees the same list; nothing here answers anything.
+//! Questions asked and not answered, read from the log file of a session that does not run in
+//! this daemon: an `approval.ask` naming a question that no `approval.answer` names. The log is
+//! the source, so a client that attaches late, or a daemon that restarted, sees the same list;
+//! nothing here answers anything. (A session running here is looked at through its handle.)
 
 use std::path::Path;
 
