@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use chock_daemon::client::DaemonClient;
+use chock_client::DaemonClient;
 use chock_daemon::{DaemonOptions, ServeOptions, serve};
 use chock_protocol::rpc::{Call, Notice, SessionState, StartParams, Started, SubscribeParams};
 

@@ -11,29 +11,48 @@ pub enum DaemonError {
         "a daemon is already running (pid {pid}, lock {}); stop it first, or use it: `chock sessions list`",
         lock.display()
     )]
-    AlreadyRunning { pid: u32, lock: PathBuf },
+    AlreadyRunning {
+        /// The pid the lock file names.
+        pid: u32,
+        /// The lock file.
+        lock: PathBuf,
+    },
     /// No runtime or state directory could be found.
     #[error("cannot find where the daemon's socket goes: {0}")]
     NoRuntimeDir(#[from] chock_dirs::DirsError),
     /// The runtime directory exists but is not safe to use.
     #[error("{}: {why}", path.display())]
-    UnsafeDir { path: PathBuf, why: String },
+    UnsafeDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it (owner, mode, a symlink).
+        why: String,
+    },
     /// `--host` names an address that is not loopback.
     #[error(
         "--host {addr}: only a loopback address is served (127.0.0.1:PORT or [::1]:PORT); the browser UI is not for the network"
     )]
-    NotLoopback { addr: String },
+    NotLoopback {
+        /// The address given.
+        addr: String,
+    },
     /// `--host` is not an address.
     #[error("--host {addr}: not an address with a port (127.0.0.1:PORT or [::1]:PORT)")]
-    BadHost { addr: String },
+    BadHost {
+        /// What was given.
+        addr: String,
+    },
     /// `--group` names no group.
     #[error("--group {0}: no such group")]
     NoGroup(String),
     /// A file or socket operation failed.
     #[error("{what} {}: {source}", path.display())]
     Io {
+        /// What was being done.
         what: &'static str,
+        /// The file or socket.
         path: PathBuf,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },

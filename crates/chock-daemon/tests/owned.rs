@@ -8,7 +8,7 @@ mod support;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use chock_daemon::client::DaemonClient;
+use chock_client::DaemonClient;
 use chock_protocol::rpc::{
     Call, Notice, SessionState, StartParams, Started, SubscribeParams, Subscribed,
 };
