@@ -3,7 +3,8 @@
 //! refused, a question answered at a terminal attached to the daemon, a daemon stopped by SIGTERM
 //! with a question open (unanswered, still listed after a restart), and a `[sandbox]` path that
 //! would hold the daemon's socket refused with the field named; the model's title shown escaped
-//! through attach; a session stopped by its budget ends `out_of_budget` through attach (exit 1).
+//! through attach; a session stopped by its budget ends `out_of_budget` through attach (exit 1),
+//! and `run --daemon` exits 1 when its task is stopped so.
 
 mod run_support;
 
@@ -312,7 +313,14 @@ fn a_session_stopped_by_its_budget_ends_out_of_budget_through_attach() {
     let provider = w.script("[[turn]]\ntext = \"never asked\"\n");
     let daemon = Daemon::start(&w, &[]);
     let run = w.chock(&["run", "--daemon", "--provider", &provider, "spend"]);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    // The task was stopped by the budget: `run --daemon` exits as a session run here would (1),
+    // told how the task ended by the state change that follows it.
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("the task ended (out_of_budget)"),
+        "{}",
+        text(&run.stderr)
+    );
     let session = w.session_id();
     let attach = w
         .command(&["attach", &session])

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use chock_protocol::handle::{Item, Logged, Reply, Snapshot};
+use chock_protocol::handle::{Item, Logged, Reply, Snapshot, TaskOutcome};
 use chock_protocol::live::Summary;
 use chock_protocol::ops::Op;
 use chock_protocol::rpc::{
@@ -310,6 +310,8 @@ struct Reader {
     /// The seq after which the stream ends (a session that no longer runs).
     last: Option<u64>,
     done: bool,
+    /// An item read with the one before it (a state change's state, after its task's end).
+    queued: Option<Item>,
 }
 
 /// A `session.event`'s params, its event kept as the bytes the daemon sent.
@@ -358,10 +360,14 @@ impl Reader {
             session,
             last,
             done: false,
+            queued: None,
         }
     }
 
     async fn next(&mut self, client: &mut DaemonClient) -> Result<Option<Item>, ClientError> {
+        if let Some(item) = self.queued.take() {
+            return Ok(Some(item));
+        }
         loop {
             if self.done {
                 return Ok(None);
@@ -414,7 +420,18 @@ impl Reader {
                 if matches!(change.state, SessionState::Ended | SessionState::Stopped) {
                     self.done = true;
                 }
-                Item::State(change.state)
+                // A task's end comes with the state that follows it: the same two items, in the
+                // same order, as the in-process handle gives.
+                match change.task {
+                    Some(ended) => {
+                        self.queued = Some(Item::State(change.state));
+                        Item::TaskEnded(match ended {
+                            chock_protocol::live::Ended::Error(why) => TaskOutcome::Failed(why),
+                            ended => TaskOutcome::Ended(ended),
+                        })
+                    }
+                    None => Item::State(change.state),
+                }
             }
             // Questions asked and resolved are log lines of the session too (`approval.ask`,
             // `approval.answer`): the subscription gives them as such, as the runtime's does.

@@ -23,7 +23,7 @@ use chock_protocol::rpc::{
     Applied, Approval, ErrorKind, Notice, Resolved, RpcError, SessionState, StateChange,
 };
 use chock_protocol::view::OpenQuestion;
-use chock_runtime::{Item, Op, OpError, Reply, SessionHandle, Subscription};
+use chock_runtime::{Item, Op, OpError, Reply, SessionHandle, Subscription, TaskOutcome};
 use tokio::sync::broadcast;
 
 use crate::fanout::Fanout;
@@ -270,6 +270,8 @@ async fn relay(session: Weak<OwnedSession>, mut items: Subscription, hub: Arc<Hu
     else {
         return;
     };
+    // How the last task ended, carried on the state change that follows it.
+    let mut task = None;
     while let Some(item) = items.next().await {
         match item {
             Item::Logged(line) => fanout.logged(line.seq, &line.line),
@@ -277,8 +279,14 @@ async fn relay(session: Weak<OwnedSession>, mut items: Subscription, hub: Arc<Hu
             Item::State(state) => hub.broadcast(&Notice::SessionState(StateChange {
                 session: id.clone(),
                 state,
+                task: task.take(),
             })),
-            Item::TaskEnded(_) => {}
+            Item::TaskEnded(outcome) => {
+                task = Some(match outcome {
+                    TaskOutcome::Ended(ended) => ended,
+                    TaskOutcome::Failed(why) => chock_protocol::live::Ended::Error(why),
+                });
+            }
         }
     }
     // The session ended (its last state was sent): let it go.

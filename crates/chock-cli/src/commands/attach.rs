@@ -12,6 +12,7 @@ use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_client::{ClientError, DaemonClient};
 use chock_decide::{Answer, Question, QuestionKind};
+use chock_protocol::live::Ended;
 use chock_protocol::log::AnswerKind;
 use chock_protocol::rpc::{
     AnswerParams, Approval, Call, Done, Notice, Pending, PendingParams, SessionState, StartParams,
@@ -293,8 +294,10 @@ async fn attach(
                     }
                     Ok(Notice::SessionState(change)) if change.session == id => match change.state {
                         SessionState::Idle if until_idle => {
-                            say_err!("chock: the task ended; session {id} waits in the daemon for a follow-up (`chock attach {id}`)");
-                            return Ok(ExitCode::SUCCESS);
+                            let ended = change.task.unwrap_or(Ended::Done);
+                            say_err!("chock: the task ended ({ended}); session {id} waits in the daemon for a follow-up (`chock attach {id}`)");
+                            // The one mapping from how it ended, as for a session run here.
+                            return Ok(ExitCode::from(exit::of_session(&ended)));
                         }
                         SessionState::Ended => {
                             say_err!("chock: session {id} ended");

@@ -176,6 +176,7 @@ mod tests {
         let notice = Notice::SessionState(crate::rpc::StateChange {
             session: "s".into(),
             state: crate::rpc::SessionState::Idle,
+            task: Some(crate::live::Ended::OutOfBudget),
         });
         let typed = serde_json::to_value(Notification::new(&notice)).unwrap();
         let (method, params) = notice.to_parts();

@@ -158,6 +158,11 @@ pub struct StateChange {
     pub session: String,
     /// Where it is now.
     pub state: SessionState,
+    /// How the task that just ended ended: on the state that follows a task (idle; ended, when
+    /// the loop failed), so a client knows without reading the log (`chock run --daemon` exits by
+    /// it). Absent on every other change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<crate::live::Ended>,
 }
 
 /// `approval.resolved`'s params.
