@@ -6,7 +6,6 @@
 use std::path::Path;
 
 use chock_log::{read_events, view_of};
-use chock_protocol::log::{Asked, answers_for};
 use chock_protocol::rpc::Approval;
 
 /// The open questions of the session `session` in `dir`, in log order (the session's view
@@ -19,21 +18,6 @@ pub(crate) fn pending_in(session: &str, dir: &Path, live: bool) -> Vec<Approval>
     view_of(&events)
         .questions
         .into_iter()
-        .map(|open| {
-            let ask = open.ask;
-            Approval {
-                session: session.to_string(),
-                question: open.question,
-                seq: open.seq,
-                call_id: open.call_id,
-                answers: answers_for(ask.asked, ask.action.as_deref()),
-                answerable: live && ask.asked == Asked::Person,
-                action: ask.action,
-                decision: ask.decision,
-                decided_by: ask.decided_by,
-                what: ask.what,
-                asked: ask.asked,
-            }
-        })
+        .map(|open| crate::session::approval(session, open, live))
         .collect()
 }

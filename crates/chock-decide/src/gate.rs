@@ -241,6 +241,12 @@ impl Gate for TableGate {
 /// call get the egress proxy (`NetworkPlan::Proxy`). Each connection is still decided on its own; this
 /// only spares a call a listener that could never lead anywhere.
 pub fn commands_may_connect(policy: &Policy) -> bool {
+    a_connect_rule_decides(policy, |decision| decision == Decision::Allow)
+}
+
+/// Whether a project or org rule under `net.connect.*` decides as `decides` says. Shipped defaults
+/// never count: they would give every call a listener.
+pub fn a_connect_rule_decides(policy: &Policy, decides: impl Fn(Decision) -> bool) -> bool {
     let Ok(connect) = Pattern::parse("net.connect.*") else {
         return false;
     };
@@ -249,5 +255,5 @@ pub fn commands_may_connect(policy: &Policy) -> bool {
         .rules()
         .iter()
         .chain(policy.org_rules().rules())
-        .any(|rule| rule.decision == Decision::Allow && rule.pattern.overlaps(&connect))
+        .any(|rule| decides(rule.decision) && rule.pattern.overlaps(&connect))
 }

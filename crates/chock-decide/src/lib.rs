@@ -27,7 +27,8 @@ pub use broker::{
 };
 pub use error::{AnswerError, DecideError, RestrictError};
 pub use gate::{
-    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, commands_may_connect, scope_of,
+    AllowScope, Gate, GateAnswer, GateFuture, RuleGate, TableGate, a_connect_rule_decides,
+    commands_may_connect, scope_of,
 };
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
 pub use pipeline::{

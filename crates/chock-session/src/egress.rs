@@ -16,7 +16,7 @@ use chock_broker::{BrokerConfig, CallProxy, PROXY_VARIABLES, proxy_env};
 use chock_decide::Pipeline;
 use chock_decide::commands_may_connect;
 use chock_log::Log;
-use chock_policy::{Decision, Pattern, Policy};
+use chock_policy::{Decision, Policy};
 use chock_sandbox::{NetworkPlan, Plan};
 
 use crate::SessionError;
@@ -29,20 +29,12 @@ pub const PROXY_PORT: u16 = 3128;
 /// review). Like [`commands_may_connect`], shipped defaults do not count: they would give every call
 /// a listener.
 fn commands_may_be_asked_to_connect(policy: &Policy) -> bool {
-    let Ok(connect) = Pattern::parse("net.connect.*") else {
-        return false;
-    };
-    policy
-        .project_rules()
-        .rules()
-        .iter()
-        .chain(policy.org_rules().rules())
-        .any(|rule| {
-            matches!(
-                rule.decision,
-                Decision::Ask | Decision::AgentReview | Decision::AgentThenHuman
-            ) && rule.pattern.overlaps(&connect)
-        })
+    chock_decide::a_connect_rule_decides(policy, |decision| {
+        matches!(
+            decision,
+            Decision::Ask | Decision::AgentReview | Decision::AgentThenHuman
+        )
+    })
 }
 
 /// The network a call gets: what the caller asked, upgraded to the proxy when some row allows a
