@@ -113,6 +113,11 @@ pub struct Config {
     /// docs/mcp.md); checked when the file is read.
     #[serde(default)]
     pub mcp: Option<chock_policy::mcp::McpSection>,
+    /// `[sandbox] toolchains`: policy, not the agent's. chock-policy reads it from this file when
+    /// the policy is loaded (`Policy::load`, the one reader, before any sandbox exists), checks
+    /// every name and merges it with the project's; it is only accepted here.
+    #[serde(default)]
+    pub sandbox: Option<toml::Table>,
     /// The checked form of `mcp`.
     #[serde(skip)]
     pub mcp_servers: Vec<chock_policy::mcp::ServerDef>,

@@ -93,3 +93,42 @@ fn an_unknown_toolchain_names_the_file_the_field_and_the_known_ones() {
     w.settings()
         .bind(|| insta::assert_snapshot!("unknown_toolchain", shown));
 }
+
+#[test]
+fn policy_show_says_which_file_named_each_toolchain() {
+    let (w, path) = world();
+    w.write("chock.toml", "[sandbox]\ntoolchains = [\"c\"]\n");
+    w.config_toml("[sandbox]\ntoolchains = [\"rust\", \"c\"]\n");
+    let shown = run(&w, &path, &["policy", "show"]);
+    w.settings()
+        .bind(|| insta::assert_snapshot!("policy_show_with_user_config", shown));
+}
+
+#[test]
+fn a_toolchain_in_the_persons_config_is_held_to_the_same_path_checks() {
+    let (w, path) = world();
+    // CARGO_HOME inside Chock's own configuration directory: rust's caches would be bound
+    // writable there, beside config.toml itself.
+    let cargo_home = w.config.join("chock/cargo");
+    let config = w.config_toml("[sandbox]\ntoolchains = [\"rust\"]\n");
+    let out = w.chock_with_env(
+        &["policy", "show"],
+        &[
+            ("PATH", &path),
+            ("CARGO_HOME", &cargo_home.display().to_string()),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}:2:15: ", config.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "sandbox.toolchains: `rust` expands to {} (write)",
+            cargo_home.join("registry").display()
+        )),
+        "{err}"
+    );
+}

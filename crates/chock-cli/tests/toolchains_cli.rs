@@ -333,3 +333,82 @@ fn a_call_cannot_read_credentials_in_a_directory_it_is_shown() {
     );
     assert!(all.contains("end"), "{all}");
 }
+
+#[test]
+fn a_toolchain_in_the_persons_config_shows_cargo_in_a_project_that_names_none() {
+    if let Some(why) = missing("cargo") {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let w = World::new();
+    let vars = host_vars();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    w.write(
+        "chock.toml",
+        "[[rule]]\naction = \"fs.read\"\ndecision = \"allow\"\n",
+    );
+    // Without it, the project's table shows no cargo.
+    let before = w.chock_with_env(&["exec", "--", "cargo", "--version"], &vars);
+    assert_eq!(before.status.code(), Some(123), "{}", text(&before.stderr));
+
+    let config = w.config_toml("[sandbox]\ntoolchains = [\"rust\"]\n");
+    let after = w.chock_with_env(&["exec", "--", "cargo", "--version"], &vars);
+    assert_eq!(after.status.code(), Some(0), "{}", text(&after.stderr));
+    assert!(
+        text(&after.stdout).starts_with("cargo "),
+        "{}",
+        text(&after.stdout)
+    );
+
+    // A session through run_command (a world of its own, as `chock exec` logs sessions too):
+    // session.start records that config.toml named it.
+    let w = World::new();
+    let config = w.config_toml("[sandbox]\ntoolchains = [\"rust\"]\n");
+    let provider = w.script(&script(&[("cargo --version", "cargo ")]));
+    let out = w.chock_with_env(&["run", "--provider", &provider, "version"], &vars);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events = w.events_exact();
+    let start = &events
+        .iter()
+        .find(|(k, _, _)| k == "session.start")
+        .unwrap()
+        .2;
+    let rust = &start["toolchains"][0];
+    assert_eq!(rust["name"], "rust", "{start}");
+    assert_eq!(
+        rust["from"],
+        serde_json::json!([config.display().to_string()]),
+        "{start}"
+    );
+}
+
+#[test]
+fn an_unknown_toolchain_in_the_persons_config_names_config_toml_and_the_field() {
+    let w = World::new();
+    let config = w.config_toml(
+        "[providers.x]\nkind = \"anthropic\"\n\n[sandbox]\ntoolchains = [\"cobol\"]\n",
+    );
+    let out = w.chock(&["exec", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    let at = format!("{}:5:15: ", config.display());
+    assert!(err.contains(&at), "{err}");
+    assert!(
+        err.contains("sandbox.toolchains: `cobol` is not a shipped toolchain"),
+        "{err}"
+    );
+
+    // Only `toolchains` is policy there: a path meant as policy is refused, not ignored.
+    w.config_toml("[sandbox]\nread = [\"~/.ssh\"]\n");
+    let out = w.chock(&["policy", "show"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2:1: ", config.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains("only `toolchains` is read from [sandbox] in config.toml"),
+        "{err}"
+    );
+}

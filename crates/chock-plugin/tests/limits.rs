@@ -33,6 +33,7 @@ fn project(wasm: &Path, sha256: &str, extra: &str) -> (tempfile::TempDir, Policy
         project_dir: Some(dir.path().to_path_buf()),
         home: None,
         chock_dirs: Vec::new(),
+        user: None,
     })
     .unwrap();
     (dir, policy)
@@ -182,6 +183,7 @@ fn one_second(wasm: &Path) -> (tempfile::TempDir, Policy, LoadedPlugin) {
         project_dir: Some(dir.path().to_path_buf()),
         home: None,
         chock_dirs: Vec::new(),
+        user: None,
     })
     .unwrap();
     let engine = PluginEngine::shared().unwrap();

@@ -23,6 +23,7 @@ mod sandbox;
 mod sources;
 mod table;
 pub mod toolchains;
+mod user_config;
 
 pub use action::{Action, ActionError, ExecClass, reverse_host};
 pub use decision::Decision;
@@ -47,3 +48,4 @@ pub use sources::{
     chock_dirs_from_env, org_bundle_path, project_file_path, read_source,
 };
 pub use table::{Rule, RuleTable};
+pub use user_config::{USER_CONFIG_FILE, user_config_path};

@@ -148,12 +148,19 @@ impl Policy {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
+        // The one place the person's config.toml enters the policy, for every caller (a
+        // session, `chock exec`, `chock policy show`, the daemon).
+        let user = match crate::user_config::user_config_path() {
+            Some(path) => read_source(&path, Presence::Optional)?,
+            None => None,
+        };
         Policy::from_sources(Sources {
             project,
             org,
             project_dir: Some(absolute),
             home,
             chock_dirs: chock_dirs_from_env(),
+            user,
         })
     }
 
@@ -174,10 +181,13 @@ impl Policy {
             None => ParsedFile::default(),
         };
         ctx.forbidden.clone_from(&org.forbidden);
-        let project = match &sources.project {
+        let mut project = match &sources.project {
             Some(src) => file::parse(&src.path, &src.text, Role::Project, &ctx)?,
             None => ParsedFile::default(),
         };
+        if let Some(user) = &sources.user {
+            crate::user_config::apply_user_toolchains(user, &ctx, &mut project.sandbox)?;
+        }
         if let Some(src) = &sources.project {
             check_org_conflicts(
                 &Located {

@@ -35,6 +35,9 @@ pub struct Sources {
     /// Chock's own directories (see [`chock_dirs_from_env`]), which no `[sandbox]` path may overlap.
     /// The defaults under `home` are always added, so a test that gives only `home` is covered too.
     pub chock_dirs: Vec<PathBuf>,
+    /// The person's config.toml, if they have one: only its `[sandbox] toolchains` is read here
+    /// (`user_config.rs`), merged with the project's.
+    pub user: Option<Source>,
 }
 
 /// Whether a policy file must exist. A file someone named (the org bundle in `$CHOCK_ORG_POLICY`, a

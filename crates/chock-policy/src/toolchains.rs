@@ -249,6 +249,8 @@ pub struct ExpandedToolchain {
     pub write_why: Vec<&'static str>,
     /// Names it added to `[sandbox] env`.
     pub env: Vec<String>,
+    /// The files that named it: the project's chock.toml, the person's config.toml, or both.
+    pub from: Vec<PathBuf>,
 }
 
 #[cfg(test)]

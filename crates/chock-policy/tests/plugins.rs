@@ -19,6 +19,7 @@ fn load(project: &str, org: Option<&str>) -> Result<Policy, PolicyError> {
         project_dir: None,
         home: None,
         chock_dirs: Vec::new(),
+        user: None,
     })
 }
 

@@ -166,6 +166,7 @@ fn toolchains_of(policy: &Policy) -> Vec<chock_protocol::log::ToolchainExpansion
             read: text(&t.read),
             write: text(&t.write),
             env: t.env.clone(),
+            from: text(&t.from),
         })
         .collect()
 }

@@ -161,6 +161,7 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
             project_dir: Some(dir),
             home,
             chock_dirs: chock_policy::chock_dirs_from_env(),
+            user: None,
         }
     };
     let policy = Policy::from_sources(sources).map_err(bad_input)?;

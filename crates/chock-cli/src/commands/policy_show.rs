@@ -46,6 +46,7 @@ pub(super) fn show(policy: &Policy) -> anyhow::Result<ExitCode> {
     for t in &sandbox.toolchains {
         let what = chock_policy::toolchains::profile(&t.name);
         say!("toolchain {}: {}", t.name, what.map_or("", |p| p.what));
+        say!("  from:  {}", list(&t.from, home));
         say!("  found: {}", list(&t.found, home));
         say!("  read:  {}", list(&t.read, home));
         for (path, why) in t.write.iter().zip(&t.write_why) {

@@ -149,6 +149,7 @@ pub fn load(wasm: &[u8], limits: &str) -> Result<LoadedPlugin, PluginError> {
         project_dir: Some(dir.path().to_path_buf()),
         home: None,
         chock_dirs: Vec::new(),
+        user: None,
     })
     .unwrap();
     let engine = PluginEngine::shared().unwrap();

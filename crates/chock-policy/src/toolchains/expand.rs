@@ -128,8 +128,9 @@ pub(crate) fn expand(profile: &Profile, host: &Host<'_>) -> Result<ExpandedToolc
     Ok(out)
 }
 
-/// Expands the `toolchains` list of a project's `[sandbox]` into `sandbox` (after its
-/// hand-written paths, which win over a profile's same path), checking every path with `ctx`.
+/// Expands a `toolchains` list (a project's `[sandbox]`, or the person's config.toml) into
+/// `sandbox` (after the hand-written paths and names already there, which win over a profile's
+/// same path), checking every path with `ctx`. Each expansion records `loc`'s file as naming it.
 /// Each added path's span (the toolchain's entry) goes to `read_spans` / `write_spans`, for the
 /// nesting check's error.
 pub(crate) fn apply(
@@ -145,7 +146,11 @@ pub(crate) fn apply(
         let span = item.span();
         let bad = |why: String| loc.error(span.clone(), ErrorKind::Toolchain(why));
         let name = item.get_ref();
-        if sandbox.toolchains.iter().any(|t| &t.name == name) {
+        if let Some(t) = sandbox.toolchains.iter_mut().find(|t| &t.name == name) {
+            // Named by both files (or twice): expanded once, every file that named it said.
+            if !t.from.iter().any(|f| f == loc.file) {
+                t.from.push(loc.file.to_path_buf());
+            }
             continue;
         }
         let Some(profile) = profile(name) else {
@@ -196,6 +201,7 @@ pub(crate) fn apply(
                 sandbox.env.push(env.clone());
             }
         }
+        expanded.from.push(loc.file.to_path_buf());
         sandbox.toolchains.push(expanded);
     }
     Ok(())

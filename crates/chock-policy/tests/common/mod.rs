@@ -19,6 +19,7 @@ pub fn load(project: Option<&str>, org: Option<&str>) -> Result<Policy, PolicyEr
         project_dir: Some(PathBuf::from("/nonexistent/proj")),
         home: Some(PathBuf::from("/nonexistent/home")),
         chock_dirs: vec![PathBuf::from("/nonexistent/xdg-state/chock")],
+        user: None,
     })
 }
 

@@ -60,6 +60,10 @@ pub struct ToolchainExpansion {
     pub write: Vec<String>,
     /// Host environment names passed in.
     pub env: Vec<String>,
+    /// The files that named it: the project's chock.toml, the person's config.toml, or both
+    /// (absent in logs written before the person's config could name toolchains).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from: Vec<String>,
 }
 
 /// Where a fork starts: one line of the parent's log, named by its seq and hash so a changed or

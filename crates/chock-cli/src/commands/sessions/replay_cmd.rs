@@ -110,6 +110,7 @@ fn load(file: &Path, org: Option<&Path>) -> anyhow::Result<Policy> {
         project_dir: Some(project_dir),
         home,
         chock_dirs: chock_policy::chock_dirs_from_env(),
+        user: None,
     })
     .map_err(bad)?)
 }
