@@ -132,3 +132,54 @@ fn a_toolchain_in_the_persons_config_is_held_to_the_same_path_checks() {
         "{err}"
     );
 }
+
+/// `go` as a stand-in: prints the build cache it was given, writes `$1` there, and prints the file
+/// `$2` if the call can read it.
+const FAKE_GO: &str = "#!/bin/sh\nprintf '%s\\n' \"$GOCACHE\"\nprintf '%s' \"$1\" > \"$GOCACHE/entry\" \
+                       || echo NOT-WRITTEN\n[ -n \"$2\" ] && cat \"$2\" 2>/dev/null && echo SAW-OTHER\nexit 0\n";
+
+#[test]
+fn two_projects_do_not_share_go_s_build_cache() {
+    let w = World::new();
+    let bin = w.base.join("sdk/go/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("go"), FAKE_GO).unwrap();
+    std::fs::set_permissions(bin.join("go"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let other = w.base.join("other/project");
+    std::fs::create_dir_all(&other).unwrap();
+    let table = "[sandbox]\ntoolchains = [\"go\"]\n";
+    w.write("chock.toml", table);
+    std::fs::write(other.join("chock.toml"), table).unwrap();
+    let go = |dir: &std::path::Path, args: &[&str]| {
+        let mut argv = vec!["exec", "--", "go"];
+        argv.extend_from_slice(args);
+        let out = w
+            .command(&argv)
+            .current_dir(dir)
+            .env("PATH", &path)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let out_a = go(&w.project, &["one"]);
+    let out_b = go(&other, &["two"]);
+    let dir_a = std::path::PathBuf::from(out_a.lines().next().unwrap());
+    let dir_b = std::path::PathBuf::from(out_b.lines().next().unwrap());
+    assert_ne!(dir_a, dir_b, "{out_a}{out_b}");
+    assert!(dir_a.starts_with(w.cache.join("chock/projects")), "{out_a}");
+    // Each call wrote its own project's copy, on the host, and not the host's own cache.
+    assert_eq!(std::fs::read_to_string(dir_a.join("entry")).unwrap(), "one");
+    assert_eq!(std::fs::read_to_string(dir_b.join("entry")).unwrap(), "two");
+    assert!(!w.home.join(".cache/go-build/entry").exists());
+    // A call of one project cannot read the other's copy.
+    let entry_b = dir_b.join("entry").display().to_string();
+    let seen = go(&w.project, &["three", &entry_b]);
+    assert!(!seen.contains("SAW-OTHER"), "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(dir_a.join("entry")).unwrap(),
+        "three"
+    );
+}

@@ -37,7 +37,13 @@ fn missing(program: &str) -> Option<String> {
     for (k, v) in host_vars() {
         cmd.env(k, v);
     }
-    match cmd.arg("--version").output() {
+    // `go` takes `version`, not `--version`.
+    let flag = if program == "go" {
+        "version"
+    } else {
+        "--version"
+    };
+    match cmd.arg(flag).output() {
         Ok(out) if out.status.success() => None,
         _ => Some(format!("`{program} --version` fails for this user")),
     }
@@ -207,10 +213,18 @@ fn a_go_module_tests() {
         "[sandbox]\ntoolchains = [\"go\"]\n",
         &[("go test ./...", "ok")],
     );
-    // The build cache the profile shares was written through to the host, for the next session.
-    let cache = w.home.join(".cache/go-build");
-    let entries = std::fs::read_dir(&cache).map_or(0, |d| d.count());
-    assert!(entries > 0, "{} is empty", cache.display());
+    // The build cache is the project's own copy, written through to the host for the next
+    // session of this project; the host's own build cache is not.
+    let projects = w.cache.join("chock/projects");
+    let copies: Vec<PathBuf> = std::fs::read_dir(&projects)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("go-build"))
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    let entries = std::fs::read_dir(&copies[0]).map_or(0, |d| d.count());
+    assert!(entries > 0, "{} is empty", copies[0].display());
+    let host = w.home.join(".cache/go-build");
+    assert_eq!(std::fs::read_dir(&host).map_or(0, |d| d.count()), 0);
 }
 
 #[test]

@@ -454,6 +454,7 @@ fn parse_sandbox(
         let host = crate::toolchains::Host {
             home: ctx.home.as_deref(),
             var: &crate::toolchains::process_var,
+            project: ctx.project_dir.as_deref(),
         };
         let spans = (&mut read_spans, &mut write_spans);
         let list = list.into_inner();

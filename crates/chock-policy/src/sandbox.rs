@@ -19,6 +19,9 @@ pub struct SandboxConfig {
     /// What each `toolchains` name expanded to on this host (its paths and names are in the
     /// lists above too), for `chock policy show` and the session log.
     pub toolchains: Vec<crate::toolchains::ExpandedToolchain>,
+    /// Variables every call gets set to a value (not passed from the host): a toolchain's
+    /// per-project cache (`GOCACHE` = this project's copy), each path also in `write`.
+    pub set_env: Vec<(String, PathBuf)>,
 }
 
 impl SandboxConfig {

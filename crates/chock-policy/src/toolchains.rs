@@ -40,7 +40,11 @@ const fn at(env: Option<&'static str>, default: &'static str, sub: &'static str)
 pub struct Cache {
     /// Where it is.
     pub place: Place,
-    /// Why it is shared with the host rather than kept per project (docs/toolchains.md).
+    /// `Some(name)`: each project gets its own copy, `name` below the project's cache directory
+    /// ([`project_cache_dir`]), and the call's `place.env` points the tool at it; the host's
+    /// cache is not shown. `None`: the host's cache is shared, bound at its own path.
+    pub per_project: Option<&'static str>,
+    /// Why it is shared with the host, or kept per project (docs/toolchains.md).
     pub why: &'static str,
 }
 
@@ -88,11 +92,13 @@ pub const PROFILES: &[Profile] = &[
         caches: &[
             Cache {
                 place: at(Some("CARGO_HOME"), ".cargo", "registry"),
+                per_project: None,
                 why: "cargo's download cache of crates and the index, locked by cargo itself: \
                       shared so a session does not fetch every crate again",
             },
             Cache {
                 place: at(Some("CARGO_HOME"), ".cargo", "git"),
+                per_project: None,
                 why: "cargo's checkouts of git dependencies: shared, as the registry",
             },
         ],
@@ -112,6 +118,7 @@ pub const PROFILES: &[Profile] = &[
         program_root: false,
         caches: &[Cache {
             place: at(Some("npm_config_cache"), ".npm", "_cacache"),
+            per_project: None,
             why: "npm's content-addressed cache: every entry is checked against its integrity \
                   hash when read, so shared, as npm shares it between projects",
         }],
@@ -138,11 +145,13 @@ pub const PROFILES: &[Profile] = &[
         caches: &[
             Cache {
                 place: at(Some("PIP_CACHE_DIR"), ".cache/pip", ""),
+                per_project: None,
                 why: "pip's download and wheel cache: shared so a venv in each session does not \
                       fetch every package again",
             },
             Cache {
                 place: at(Some("UV_CACHE_DIR"), ".cache/uv", ""),
+                per_project: None,
                 why: "uv's cache, shared as pip's",
             },
         ],
@@ -164,13 +173,16 @@ pub const PROFILES: &[Profile] = &[
         caches: &[
             Cache {
                 place: at(Some("GOPATH"), "go", "pkg/mod"),
+                per_project: None,
                 why: "the module cache: go checks each module against go.sum as it adds it, and \
                       shares it between modules",
             },
             Cache {
                 place: at(Some("GOCACHE"), ".cache/go-build", ""),
-                why: "the build cache, keyed by the hash of every input: shared so a session does \
-                      not rebuild the standard library",
+                per_project: Some("go-build"),
+                why: "the build cache: go trusts an entry's output without checking it, so a call \
+                      that could write the host's cache could plant a compiled package in every \
+                      later build of the person's, unconfined; each project gets its own copy",
             },
         ],
         in_project: &["vendor/"],
@@ -199,6 +211,7 @@ pub fn found_on_this_host(profile: &Profile) -> Vec<PathBuf> {
     let host = Host {
         home: None,
         var: &process_var,
+        project: None,
     };
     profile
         .programs
@@ -243,7 +256,8 @@ pub struct ExpandedToolchain {
     pub found: Vec<PathBuf>,
     /// Paths it added to `[sandbox] read`.
     pub read: Vec<PathBuf>,
-    /// Caches it added to `[sandbox] write`, shared with the host.
+    /// Caches it added to `[sandbox] write`: shared with the host, or (those in `set_env`) this
+    /// project's own copy.
     pub write: Vec<PathBuf>,
     /// Why each of `write` is shared, in the same order (the profile's words).
     pub write_why: Vec<&'static str>,
@@ -251,6 +265,27 @@ pub struct ExpandedToolchain {
     pub env: Vec<String>,
     /// The files that named it: the project's chock.toml, the person's config.toml, or both.
     pub from: Vec<PathBuf>,
+    /// Variables the call gets set to a per-project cache (`GOCACHE`), each also in `write`.
+    pub set_env: Vec<(String, PathBuf)>,
+}
+
+/// Where the per-project caches of `project` are: `<cache>/chock/projects/<name>-<hash>`, with
+/// `<cache>` `$XDG_CACHE_HOME` (else `~/.cache`), outside the project (so the workspace copy and
+/// the applied diff never hold it) and outside Chock's own directories. The hash (FNV-1a of the
+/// project's path) keeps two projects of the same name apart and is stable between releases.
+pub fn project_cache_dir(cache_home: &std::path::Path, project: &std::path::Path) -> PathBuf {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in project.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let name: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy().chars().take(40).collect())
+        .unwrap_or_else(|| "root".into());
+    cache_home
+        .join("chock/projects")
+        .join(format!("{name}-{hash:016x}"))
 }
 
 #[cfg(test)]

@@ -76,6 +76,7 @@ pub(crate) fn apply_user_toolchains(
     let host = crate::toolchains::Host {
         home: ctx.home.as_deref(),
         var: &crate::toolchains::process_var,
+        project: ctx.project_dir.as_deref(),
     };
     let spans = (&mut read_spans, &mut write_spans);
     crate::toolchains::apply(&loc, list.into_inner(), ctx, &host, sandbox, spans)?;

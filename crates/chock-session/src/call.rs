@@ -182,6 +182,12 @@ impl Session {
             .store_paths(self.nix.store_paths())
             .timeout(timeout)
             .build();
+        // A toolchain's per-project cache: the tool is pointed at this project's own copy (a
+        // `write` path above), whatever the host's variable says.
+        for (name, dir) in &sandbox.set_env {
+            plan.env.retain(|(n, _)| n != name);
+            plan.env.push((name.clone(), dir.display().to_string()));
+        }
         self.nix.apply_env(&mut plan);
         crate::egress::point_at_proxy(&mut plan);
         plan

@@ -50,10 +50,16 @@ pub(super) fn show(policy: &Policy) -> anyhow::Result<ExitCode> {
         say!("  found: {}", list(&t.found, home));
         say!("  read:  {}", list(&t.read, home));
         for (path, why) in t.write.iter().zip(&t.write_why) {
-            say!(
-                "  write: {} (shared with the host: {why})",
-                shown(path, home)
-            );
+            match t.set_env.iter().find(|(_, dir)| dir == path) {
+                Some((var, _)) => say!(
+                    "  write: {} (this project's own copy, as ${var}: {why})",
+                    shown(path, home)
+                ),
+                None => say!(
+                    "  write: {} (shared with the host: {why})",
+                    shown(path, home)
+                ),
+            }
         }
         say!("  env:   {}", t.env.join(" "));
         if let Some(p) = what.filter(|p| !p.in_project.is_empty()) {

@@ -22,6 +22,8 @@ const SHOWN_ANYWAY: &[&str] = &[
 pub(crate) struct Host<'a> {
     pub home: Option<&'a Path>,
     pub var: &'a dyn Fn(&str) -> Option<OsString>,
+    /// The real project directory, for its own copy of a per-project cache.
+    pub project: Option<&'a Path>,
 }
 
 impl Host<'_> {
@@ -42,6 +44,18 @@ impl Host<'_> {
         } else {
             base.join(place.sub)
         })
+    }
+
+    /// This project's own copy of the cache `name` (`$XDG_CACHE_HOME`, else `~/.cache`, then
+    /// [`super::project_cache_dir`]).
+    fn project_cache(&self, name: &str) -> Option<PathBuf> {
+        let project = self.project?;
+        let cache_home = (self.var)("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| self.home.map(|h| h.join(".cache")))?;
+        Some(super::project_cache_dir(&cache_home, project).join(name))
     }
 
     /// Where `program` is on the host's `PATH`, as a shell finds it.
@@ -109,9 +123,25 @@ pub(crate) fn expand(profile: &Profile, host: &Host<'_>) -> Result<ExpandedToolc
         }
     }
     for cache in profile.caches {
-        let Some(p) = host.place(&cache.place) else {
+        let own = match (cache.per_project, cache.place.env) {
+            // Without a project or a cache home there is no copy to give: the cache is not
+            // shown at all (the tool writes into the call's throwaway home), never shared.
+            (Some(name), Some(var)) => match host.project_cache(name) {
+                Some(dir) => Some((var, dir)),
+                None => continue,
+            },
+            _ => None,
+        };
+        let Some(p) = own
+            .as_ref()
+            .map(|(_, dir)| dir.clone())
+            .or_else(|| host.place(&cache.place))
+        else {
             continue;
         };
+        if let Some((var, dir)) = own {
+            out.set_env.push((var.to_string(), dir));
+        }
         if !p.exists() {
             // Made now, so the first session's downloads persist; private, as the tool would.
             use std::os::unix::fs::DirBuilderExt;
@@ -202,6 +232,12 @@ pub(crate) fn apply(
             }
         }
         expanded.from.push(loc.file.to_path_buf());
+        for (var, dir) in &expanded.set_env {
+            if expanded.write.contains(dir) {
+                sandbox.set_env.retain(|(n, _)| n != var);
+                sandbox.set_env.push((var.clone(), dir.clone()));
+            }
+        }
         sandbox.toolchains.push(expanded);
     }
     Ok(())

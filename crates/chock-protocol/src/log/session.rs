@@ -56,7 +56,7 @@ pub struct ToolchainExpansion {
     pub found: Vec<String>,
     /// Host paths shown read-only.
     pub read: Vec<String>,
-    /// Caches bound read-write, shared with the host.
+    /// Caches bound read-write: shared with the host, or this project's own copy (docs/toolchains.md).
     pub write: Vec<String>,
     /// Host environment names passed in.
     pub env: Vec<String>,

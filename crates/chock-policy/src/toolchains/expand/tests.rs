@@ -58,6 +58,7 @@ fn run(fake: &Fake, ctx: &HostPaths, text: &str) -> Result<SandboxConfig, Policy
     let host = Host {
         home: Some(&fake.home),
         var: &var,
+        project: None,
     };
     let mut sandbox = SandboxConfig::default();
     let (mut r, mut w) = (Vec::new(), Vec::new());
@@ -156,4 +157,52 @@ fn every_expanded_path_goes_through_the_host_path_checker() {
     ctx.binaries.push(fake.home.join(".cargo/registry"));
     let err = run(&fake, &ctx, "[sandbox]\ntoolchains = [\"rust\"]\n").unwrap_err();
     assert!(err.to_string().contains("Chock's own binaries"), "{err}");
+}
+
+#[test]
+fn go_s_build_cache_is_each_project_s_own_and_never_the_host_s() {
+    let mut fake = fake();
+    let go = fake.home.join("sdk/go/bin/go");
+    executable(&go);
+    fake.vars
+        .insert("PATH", go.parent().unwrap().as_os_str().to_owned());
+    let var = |name: &str| fake.vars.get(name).cloned();
+    let profile = crate::toolchains::profile("go").unwrap();
+    let for_project = |project: Option<&Path>| {
+        let host = Host {
+            home: Some(&fake.home),
+            var: &var,
+            project,
+        };
+        expand(profile, &host).unwrap()
+    };
+    let (a, b) = (Path::new("/src/app"), Path::new("/other/app"));
+    let (one, two, none) = (
+        for_project(Some(a)),
+        for_project(Some(b)),
+        for_project(None),
+    );
+    let host_cache = fake.home.join(".cache/go-build");
+    let own = |t: &crate::toolchains::ExpandedToolchain| {
+        assert_eq!(t.set_env.len(), 1, "{t:?}");
+        assert_eq!(t.set_env[0].0, "GOCACHE");
+        assert!(t.write.contains(&t.set_env[0].1), "{t:?}");
+        assert!(!t.write.contains(&host_cache), "{t:?}");
+        t.set_env[0].1.clone()
+    };
+    let (dir_a, dir_b) = (own(&one), own(&two));
+    assert_ne!(dir_a, dir_b, "two projects named alike share no cache");
+    assert!(
+        dir_a.starts_with(fake.home.join(".cache/chock/projects")),
+        "{dir_a:?}"
+    );
+    assert!(dir_a.is_dir(), "made when missing");
+    assert_eq!(own(&for_project(Some(a))), dir_a, "stable for one project");
+    // No project: no copy to give, and the host's cache is not shared instead.
+    assert!(
+        none.set_env.is_empty() && !none.write.contains(&host_cache),
+        "{none:?}"
+    );
+    // The module cache, checked against go.sum, stays shared.
+    assert!(one.write.contains(&fake.home.join("go/pkg/mod")), "{one:?}");
 }
