@@ -365,7 +365,7 @@ fn a_toolchain_in_the_persons_config_shows_cargo_in_a_project_that_names_none() 
     let before = w.chock_with_env(&["exec", "--", "cargo", "--version"], &vars);
     assert_eq!(before.status.code(), Some(123), "{}", text(&before.stderr));
 
-    let config = w.config_toml("[sandbox]\ntoolchains = [\"rust\"]\n");
+    w.config_toml("[sandbox]\ntoolchains = [\"rust\"]\n");
     let after = w.chock_with_env(&["exec", "--", "cargo", "--version"], &vars);
     assert_eq!(after.status.code(), Some(0), "{}", text(&after.stderr));
     assert!(

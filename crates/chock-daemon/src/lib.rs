@@ -2,7 +2,7 @@
 //!
 //! It starts sessions (task, project, provider, model), holds each through its
 //! [`chock_runtime::SessionHandle`] (a transport adapter: requests become the handle's operations,
-//! its items notifications; [`session`]), keeps them running with no client attached, and serves
+//! its items notifications; `session`), keeps them running with no client attached, and serves
 //! the protocol (`chock_protocol::rpc`, documented in docs/daemon.md) to its clients:
 //!
 //! - on a unix socket in a private directory ([`paths`]), letting in only this user (and one
@@ -14,7 +14,7 @@
 //! The session log is the event source: a subscription sends the log from a seq, then the live
 //! stream, through bounded queues (a client too slow is told and dropped). An owned session's
 //! lines come from its handle (the log writer's tap), never by reading back its file beyond a
-//! subscription's one catch-up ([`fanout`]). Questions are derived from the log, so a late client
+//! subscription's one catch-up (`fanout`). Questions are derived from the log, so a late client
 //! or a restarted daemon still shows them, and the daemon never answers one on anyone's behalf.
 #![forbid(unsafe_code)]
 

@@ -14,7 +14,7 @@ use chock_policy::{Action, DecidedBy, Decision, Pattern, Policy, Verdict};
 /// A boxed future, so `Gate` can be used as `Arc<dyn Gate>`.
 pub type GateFuture<'a> = Pin<Box<dyn Future<Output = GateAnswer> + Send + 'a>>;
 
-/// How far an allow reaches, which decides the address rules ([`crate::AddressPolicy`]).
+/// How far an allow reaches, which decides the address rules (chock-broker's `AddressPolicy`).
 ///
 /// Only a project or org rule that names the host exactly (no wildcard; the rule's pattern equals the
 /// action) is [`AllowScope::ExactHost`] ([`scope_of`] decides it). Any wildcard rule, a ratchet row or

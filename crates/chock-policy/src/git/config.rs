@@ -174,8 +174,8 @@ fn runs_a_program(key: &str) -> bool {
     let has_subsection = key.find('.') != key.rfind('.');
     PROGRAM_KEYS.iter().any(|pattern| {
         let mut parts = pattern.split('.');
-        let (ps, pm, pn) = (parts.next(), parts.next(), parts.next());
-        match (ps, pm, pn) {
+        let (section_part, middle_part, name_part) = (parts.next(), parts.next(), parts.next());
+        match (section_part, middle_part, name_part) {
             (Some(s), Some(n), None) => !has_subsection && s == section && n == name,
             (Some(s), Some("*"), Some(n)) => has_subsection && s == section && n == name,
             _ => false,

@@ -292,7 +292,7 @@ fn a_program_installed_by_the_invocation_is_unknown() {
 }
 
 #[test]
-fn a_program_in_the_repositorys_own_configuration_does_not_reclassify() {
+fn a_program_in_the_repository_s_own_configuration_does_not_reclassify() {
     let i = with_config(inv("push"), &[ORIGIN[0], ("core.sshcommand", "ssh -v")]);
     let c = classify(&i);
     assert_eq!(c.action.as_str(), "git.push");
