@@ -120,11 +120,19 @@ fn cargo_home_is_honoured() {
 #[test]
 fn an_unknown_name_names_the_file_the_field_and_the_known_ones() {
     let fake = fake();
-    let err = run(&fake, &ctx(&fake), "[sandbox]\ntoolchains = [\"fortran\"]\n").unwrap_err();
+    let err = run(
+        &fake,
+        &ctx(&fake),
+        "[sandbox]\ntoolchains = [\"fortran\"]\n",
+    )
+    .unwrap_err();
     let text = err.to_string();
     assert!(text.starts_with("/p/chock.toml:2:"), "{text}");
     assert!(text.contains("sandbox.toolchains"), "{text}");
-    assert!(text.contains("`fortran` is not a shipped toolchain"), "{text}");
+    assert!(
+        text.contains("`fortran` is not a shipped toolchain"),
+        "{text}"
+    );
     for p in PROFILES {
         assert!(text.contains(p.name), "{text}");
     }
