@@ -1,5 +1,7 @@
 //! `[sandbox] toolchains` end to end: a real project of each common stack, written with one line
-//! of policy, built and tested through a real session's `run_command` (a scripted model), and
+//! of policy, built and tested through a real session's `run_command` (a scripted model): with
+//! dependencies installed offline (`npm ci` from a local tarball on Node 22, `pip install` of a
+//! local wheel into a venv), and
 //! `chock exec -- cargo test` in a fresh `cargo new` project after `chock init`.
 //!
 //! The world's HOME is its own (as `.ci/sandbox-as-user`'s user has its own): the tests hand
