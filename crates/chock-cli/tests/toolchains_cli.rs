@@ -574,6 +574,24 @@ fn a_node22_project_installs_from_a_local_tarball_with_npm_ci_offline() {
         ],
         &[("PATH", path), ("npm_config_cache", cache_s)],
     );
+    // No `read` line: the profile showed the directory of the `node` it found first on PATH, and
+    // the cache npm_config_cache names (read-write), as session.start records.
+    let events = w.events();
+    let (kind, _, start) = &events[0];
+    assert_eq!(kind, "session.start");
+    let node = &start["toolchains"][0];
+    assert_eq!(node["name"], "node", "{start}");
+    let has = |field: &str, want: String| {
+        node[field]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p.as_str() == Some(want.as_str())))
+    };
+    assert!(has("found", format!("{NODE22_BIN}/node")), "{node}");
+    assert!(has("read", NODE22_BIN.to_string()), "{node}");
+    assert!(
+        has("write", cache.join("_cacache").display().to_string()),
+        "{node}"
+    );
 }
 
 /// A pure-python wheel of the package `twice` written into `dir`, with the standard library's
