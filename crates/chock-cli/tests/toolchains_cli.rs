@@ -10,7 +10,7 @@
 
 mod run_support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use run_support::{World, on_path, text};
 
@@ -615,18 +615,27 @@ with zipfile.ZipFile(f"{out}/twice-1.0-py3-none-any.whl", "w") as z:
         z.writestr(name, body)
 "#;
 
-/// The directory holding a pytest wheel on this host (`$PIP_FIND_LINKS`, else /opt/wheels).
+/// The directory holding a pytest wheel on this host: /opt/chock-wheels (`.ci/run` fills it),
+/// else `$PIP_FIND_LINKS`, else /opt/wheels.
 fn pytest_wheels() -> Option<PathBuf> {
-    let dir = std::env::var_os("PIP_FIND_LINKS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/wheels"));
-    let has = std::fs::read_dir(&dir).ok()?.any(|e| {
-        e.is_ok_and(|e| {
-            let name = e.file_name().to_string_lossy().to_lowercase();
-            name.starts_with("pytest-") && name.ends_with(".whl")
+    let has = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|mut entries| {
+            entries.any(|e| {
+                e.is_ok_and(|e| {
+                    let name = e.file_name().to_string_lossy().to_lowercase();
+                    name.starts_with("pytest-") && name.ends_with(".whl")
+                })
+            })
         })
-    });
-    has.then_some(dir)
+    };
+    [
+        Some(PathBuf::from("/opt/chock-wheels")),
+        std::env::var_os("PIP_FIND_LINKS").map(PathBuf::from),
+        Some(PathBuf::from("/opt/wheels")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|dir| has(dir))
 }
 
 #[test]
@@ -673,8 +682,14 @@ fn a_python_project_pip_installs_a_local_wheel_into_its_venv() {
             commands.push((".venv/bin/python -m pytest -q".into(), "1 passed"));
         }
         None => {
-            // .ci/run installs no pytest wheel: the standard library's runner instead.
-            eprintln!("no pytest wheel in $PIP_FIND_LINKS or /opt/wheels: unittest runs the tests");
+            // CI has them (`.ci/run` downloads them); elsewhere the standard library's runner.
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "no pytest wheel in /opt/chock-wheels: .ci/run downloads them"
+            );
+            eprintln!(
+                "no pytest wheel in /opt/chock-wheels, $PIP_FIND_LINKS or /opt/wheels: unittest runs the tests"
+            );
             commands.push((".venv/bin/python -m unittest -v 2>&1".into(), "OK"));
         }
     }
