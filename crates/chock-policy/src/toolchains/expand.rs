@@ -142,15 +142,6 @@ pub(crate) fn expand(profile: &Profile, host: &Host<'_>) -> Result<ExpandedToolc
         if let Some((var, dir)) = own {
             out.set_env.push((var.to_string(), dir));
         }
-        if !p.exists() {
-            // Made now, so the first session's downloads persist; private, as the tool would.
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&p)
-                .map_err(|e| format!("cannot make the cache {}: {e}", p.display()))?;
-        }
         out.write.push(p);
         out.write_why.push(cache.why);
     }
@@ -221,6 +212,21 @@ pub(crate) fn apply(
         }
         for env in &expanded.env {
             check_env_name(env).map_err(|why| bad(format!("sandbox.toolchains: {why}")))?;
+        }
+        // Only a cache every check passed is made on the host (so the first session's downloads
+        // persist): private, as the tool would make it.
+        for p in expanded.write.iter().filter(|p| !p.exists()) {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(p)
+                .map_err(|e| {
+                    bad(format!(
+                        "sandbox.toolchains: cannot make the cache {}: {e}",
+                        p.display()
+                    ))
+                })?;
         }
         read_spans.extend(expanded.read.iter().map(|_| span.clone()));
         write_spans.extend(expanded.write.iter().map(|_| span.clone()));

@@ -204,7 +204,10 @@ fn go_s_build_cache_is_each_project_s_own_and_never_the_host_s() {
         dir_a.starts_with(fake.home.join(".cache/chock/projects")),
         "{dir_a:?}"
     );
-    assert!(dir_a.is_dir(), "made when missing");
+    assert!(
+        !dir_a.exists(),
+        "the expansion alone makes nothing on the host: a cache is made once checked"
+    );
     assert_eq!(own(&for_project(Some(a))), dir_a, "stable for one project");
     // No project: no copy to give, and the host's cache is not shared instead.
     assert!(
@@ -213,4 +216,23 @@ fn go_s_build_cache_is_each_project_s_own_and_never_the_host_s() {
     );
     // The module cache, checked against go.sum, stays shared.
     assert!(one.write.contains(&fake.home.join("go/pkg/mod")), "{one:?}");
+}
+
+#[test]
+fn a_cache_is_made_on_the_host_only_once_every_check_passed() {
+    let fake = fake();
+    let registry = fake.home.join(".cargo/registry");
+    // Refused (the forbidden directory is what the rust profile reads): nothing is made.
+    let mut refused = ctx(&fake);
+    refused
+        .forbidden
+        .push((fake.home.join(".rustup"), "org.toml:3".into()));
+    run(&fake, &refused, "[sandbox]\ntoolchains = [\"rust\"]\n").unwrap_err();
+    assert!(!registry.exists(), "a refused expansion made {registry:?}");
+    // Passed: made when missing, private.
+    let sandbox = run(&fake, &ctx(&fake), "[sandbox]\ntoolchains = [\"rust\"]\n").unwrap();
+    assert!(sandbox.write.contains(&registry), "{sandbox:?}");
+    assert!(registry.is_dir(), "made when missing");
+    let mode = std::fs::metadata(&registry).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
 }
