@@ -7,8 +7,12 @@
 //!   recorded, and `cargo run -q -p chock-test-support --bin skipped` — the second half of the
 //!   README's test command — reports at the end of the run how many were skipped and why.
 //! - [`GitProject`]: a project that is a git repository with a first commit, as sessions expect.
+//! - `git_servers` (feature `git-servers`): real git remotes on loopback, one taking a password over
+//!   smart HTTP, one an `sshd` whose key only a test `ssh-agent` holds.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "git-servers")]
+pub mod git_servers;
 mod project;
 mod skip;
 
