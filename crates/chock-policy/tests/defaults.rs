@@ -108,6 +108,9 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("git.pull", Decision::Ask, Some("git.pull")),
     ("git.clone", Decision::Ask, Some("git.clone")),
     ("git.push", Decision::Ask, Some("git.push")),
+    // No shipped row: a push to a host no remote of the host's configuration names needs a project or org
+    // rule naming the host exactly (the host-side push resolution reads it).
+    ("git.push.com.example", Decision::Ask, None),
     ("git.unknown", Decision::Ask, Some("git.unknown")),
     ("workspace.apply", Decision::Ask, Some("workspace.apply")),
     ("workspace.adopt", Decision::Ask, Some("workspace.adopt")),

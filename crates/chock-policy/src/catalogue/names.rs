@@ -196,6 +196,10 @@ pub const CATALOGUE: &[Entry] = &[
     ),
     g("git.push", "reaches another host and writes to a remote"),
     g(
+        "git.push.<host>",
+        "lets a push reach a host that no remote of the host's own repository configuration names (only a project or org rule naming the host exactly does)",
+    ),
+    g(
         "git.unknown",
         "a git invocation the shim cannot classify (an unknown subcommand, a shell alias, swapped programs)",
     ),

@@ -17,9 +17,11 @@ mod remote;
 mod sub;
 #[cfg(test)]
 mod tests;
+mod url;
 
 pub use config::{Config, ConfigError};
-pub use remote::Target;
+pub use remote::{Direction, Target, default_remote, resolve as resolve_remote};
+pub use url::{RemoteUrl, Scheme, UrlError};
 
 use crate::action::Action;
 
