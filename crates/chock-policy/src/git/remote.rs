@@ -20,7 +20,9 @@ pub struct Target {
 /// Is it a push (which reads `pushurl` and `pushInsteadOf`) or a read?
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// A fetch, pull, clone or ls-remote: `url` and `insteadOf`.
     Read,
+    /// A push: `pushurl`, `pushInsteadOf`, then `insteadOf`.
     Push,
 }
 

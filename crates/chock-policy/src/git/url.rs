@@ -44,7 +44,12 @@ pub enum UrlError {
     #[error(
         "the remote URL `{url}` uses the scheme `{scheme}`; a push goes over https, http or ssh only"
     )]
-    Scheme { url: String, scheme: String },
+    Scheme {
+        /// The URL as written.
+        url: String,
+        /// Its scheme, lower-cased.
+        scheme: String,
+    },
     /// `<transport>::<address>`: a remote helper, a program git would run.
     #[error(
         "the remote URL `{0}` names a remote helper (`<transport>::`), which a push may not use"
