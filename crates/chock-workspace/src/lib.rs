@@ -22,6 +22,7 @@ mod late_sync;
 mod manage;
 mod meta;
 mod old;
+mod push;
 mod record;
 mod render;
 mod select;
@@ -42,6 +43,9 @@ pub use error::WorkspaceError;
 pub use hunks::{Hunk, HunkLine};
 pub use manage::{Listed, list, remove};
 pub use meta::{Backing, Meta};
+pub use push::{
+    PromptKind, PushError, PushPlan, PushRequest, PushSource, PushedRef, host_config, plan_push,
+};
 pub use record::{ApplyRecord, session_of as session_dir_of_apply};
 pub use render::{RenderMode, render, render_content};
 pub use turns::{TURNS_DIR, TurnRecord, TurnSummary, read_record as read_turn, state_digest};
