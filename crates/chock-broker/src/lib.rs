@@ -18,6 +18,7 @@ mod html;
 mod proxy;
 mod resolve;
 mod search;
+mod ssh_agent;
 mod stream;
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use html::{decode_entities, html_to_text};
 pub use proxy::ProxyHandle;
 pub use resolve::{NameResolver, Nameservers};
 pub use search::{SearchConfig, SearchHit, SearchResults};
+pub use ssh_agent::{AgentCounts, AgentProxy};
 pub use stream::BrokeredStream;
 
 use door::DoorKeeper;
