@@ -32,5 +32,6 @@ pub use gate::{
 };
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
 pub use pipeline::{
-    Harness, Observer, Pipeline, PipelineGate, Ruling, block_on, policy_decision, table_decision,
+    Harness, Observer, Pipeline, PipelineGate, Ruling, Secret, block_on, policy_decision,
+    table_decision,
 };

@@ -26,9 +26,11 @@ use crate::outcome::{AllowedBy, Outcome, RefusedBy, Settled};
 mod gate;
 mod questions;
 mod ruling;
+mod secret;
 pub use gate::PipelineGate;
 use questions::{Unanswered, from_reply, highest_question_number, reasons_of};
 pub use ruling::{Harness, Ruling, policy_decision, table_decision};
+pub use secret::Secret;
 
 /// Told what the pipeline did, after it is in the log (the agent streams its events from here and
 /// counts its summary).

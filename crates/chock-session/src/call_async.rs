@@ -227,10 +227,12 @@ impl Session {
         let gits = self.git.as_ref().and_then(crate::git_shim::Wiring::found);
         let waited = match (channel, gits) {
             (Some(channel), Some(gits)) => {
+                let credentials = crate::channel::Credentials::new();
                 let handler = crate::channel::CallChannel {
                     pipeline,
                     call_id: &call_id,
                     gits,
+                    credentials: &credentials,
                 };
                 let serving = async {
                     let _ = crate::channel::serve(channel, &handler).await;

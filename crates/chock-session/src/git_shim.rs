@@ -287,5 +287,6 @@ pub fn main() -> ! {
             fail(line)
         }
         Answer::Refused { reason } => fail(format!("the host refused the request: {reason}")),
+        Answer::Askpass(_) => fail("the host answered a git request with a credential".into()),
     }
 }

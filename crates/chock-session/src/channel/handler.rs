@@ -18,6 +18,8 @@ pub(crate) struct CallChannel<'a> {
     pub pipeline: &'a Pipeline,
     pub call_id: &'a str,
     pub gits: &'a Gits,
+    /// The push a person approved in this call, for `chock askpass`.
+    pub credentials: &'a super::Credentials,
 }
 
 impl Handler for CallChannel<'_> {
@@ -25,6 +27,11 @@ impl Handler for CallChannel<'_> {
         Box::pin(async move {
             match request {
                 Request::Git(git) => self.git(git, peer).await,
+                Request::Askpass(ask) => Reply::plain(Answer::Askpass(
+                    self.credentials
+                        .answer(self.pipeline, self.call_id, &ask.prompt)
+                        .await,
+                )),
             }
         })
     }

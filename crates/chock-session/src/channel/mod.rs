@@ -20,6 +20,7 @@
 //! request does not parse), so an older host refuses a newer kind instead of misreading it. Add
 //! fields with `#[serde(default)]` so both ends of one build stay readable to each other.
 
+mod askpass;
 mod client;
 mod frame;
 mod handler;
@@ -27,6 +28,9 @@ mod serve;
 
 use serde::{Deserialize, Serialize};
 
+pub use askpass::{
+    AskpassAnswer, AskpassChannel, AskpassRequest, Credentials, main as askpass_main,
+};
 pub use client::Client;
 pub use frame::{ChannelError, MAX_FRAME, decode, encode};
 pub(crate) use handler::CallChannel;
@@ -38,6 +42,8 @@ pub use serve::{Handler, Reply, serve};
 pub enum Request {
     /// The git shim asks to run one git invocation ([`GitRequest`]).
     Git(GitRequest),
+    /// `chock askpass` carries git's credential prompt to the person ([`AskpassRequest`]).
+    Askpass(AskpassRequest),
 }
 
 /// One git invocation as the shim saw it: raw, unclassified. The host classifies it itself,
@@ -62,6 +68,8 @@ pub enum Answer {
     /// real git, opened `O_PATH` on the host, for the shim to execute (it is nowhere in the call's
     /// tree).
     Git(GitAnswer),
+    /// The answer to a [`Request::Askpass`]: what a person typed, or a refusal.
+    Askpass(AskpassAnswer),
     /// The host did not serve the request: it did not parse, was too large, or named a kind this
     /// host does not know. Nothing was decided.
     Refused {

@@ -1,0 +1,118 @@
+//! A secret asked of the person for one act (git's password for an approved push, `chock askpass`):
+//! put to the people like a free question, added to the log's redaction the moment it arrives and
+//! before anything about it is written, never written itself, and wiped from memory when dropped.
+
+use chock_protocol::log::{self as record, AnswerKind, Asked};
+
+use super::{Pipeline, Unanswered};
+use crate::broker::{Answer, Question, QuestionKind, Reply, Role};
+use crate::error::DecideError;
+
+/// A secret a person typed. Its text is overwritten when it is dropped; `Debug` never shows it.
+pub struct Secret(String);
+
+impl Secret {
+    /// The text, for the one program it is meant for.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Secret {
+    fn from(text: String) -> Secret {
+        Secret(text)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret([REDACTED])")
+    }
+}
+
+impl Drop for Secret {
+    fn drop(&mut self) {
+        let mut bytes = std::mem::take(&mut self.0).into_bytes();
+        bytes.fill(0);
+        // Keeps the writes from being optimised away as dead stores.
+        std::hint::black_box(&bytes);
+    }
+}
+
+impl Pipeline {
+    /// Asks the people for a secret (`text` says what for and is shown as is): logged as
+    /// `approval.ask` and `approval.answer` like [`Pipeline::ask_person`], except that the answer's
+    /// text is added to the log's redaction before the answer is logged, and the logged answer
+    /// carries no text at all. `Ok(None)`: nobody answered, which the caller takes as a refusal.
+    pub async fn ask_secret(
+        &self,
+        call_id: Option<&str>,
+        text: &str,
+    ) -> Result<Option<(String, Secret)>, DecideError> {
+        let question = Question {
+            id: self.next_question_id(),
+            kind: QuestionKind::Question,
+            call_id: call_id.map(str::to_string),
+            action: None,
+            decided_by: None,
+            text: text.to_string(),
+            context: Vec::new(),
+            reviewer: None,
+        };
+        self.log.record(
+            call_id,
+            record::ApprovalAsk {
+                question: Some(question.id.clone()),
+                action: None,
+                decision: None,
+                decided_by: None,
+                asked: Asked::Person,
+                what: text.to_string(),
+                reviewer: None,
+                policy_file: None,
+            },
+        )?;
+        let unanswered = Unanswered {
+            pipeline: self,
+            call_id,
+            question: &question,
+            role: Role::Human,
+            policy_file: None,
+            settled: None,
+            armed: true,
+        };
+        let mut opened = self.broker.open(Role::Human, &question);
+        opened.given_up_by_caller();
+        let reply = self.broker.wait(Role::Human, &question, opened).await;
+        unanswered.disarm();
+        let answered = match reply {
+            Reply::Answered {
+                by,
+                answer: Answer::Reply { text },
+            } => Some((by, Secret(text))),
+            _ => None,
+        };
+        if let Some((_, secret)) = &answered {
+            // Redacted from every later event (git echoing it, an error quoting it). A secret too
+            // short for the funnel is still never written by this function.
+            let _ = self.log.add_secret(secret.expose());
+        }
+        self.log.record(
+            call_id,
+            record::ApprovalAnswer {
+                question: Some(question.id),
+                action: None,
+                answer: if answered.is_some() {
+                    AnswerKind::Reply
+                } else {
+                    AnswerKind::None
+                },
+                by: answered.as_ref().map(|(by, _)| by.clone()),
+                reasons: None,
+                reply: None,
+                policy_file: None,
+            },
+        )?;
+        Ok(answered)
+    }
+}

@@ -1,0 +1,188 @@
+//! `chock askpass`: git's `GIT_ASKPASS` inside a call. The program carries git's prompt over the
+//! call's channel; the host answers it only for a push of this call that a person approved
+//! ([`Credentials::approve`]), only for a prompt about that push's remote (same scheme, host, port
+//! and user: [`PushPlan::prompt_kind`]), and only with what a person typed after seeing the prompt
+//! ([`Pipeline::ask_secret`]) — so the socket is no oracle: nothing is answered from memory, and
+//! nobody answering is a refusal. The password is added to the log's redaction before anything
+//! about it is written, never stored, and wiped when the answer is sent. The approval ends with the
+//! call ([`Credentials::end`]).
+
+use std::sync::Mutex;
+
+use chock_decide::Pipeline;
+use chock_workspace::{PromptKind, PushPlan};
+use serde::{Deserialize, Serialize};
+
+/// `chock askpass`'s request: the prompt git wrote, as git passed it (`argv[1]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskpassRequest {
+    /// `Password for 'https://alice@example.org': `.
+    pub prompt: String,
+}
+
+/// The host's answer to an [`AskpassRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskpassAnswer {
+    /// What to print for git; `None`: refused (git then fails the push).
+    pub answer: Option<String>,
+    /// Why it was refused, in words.
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl AskpassAnswer {
+    fn refused(reason: impl Into<String>) -> AskpassAnswer {
+        AskpassAnswer {
+            answer: None,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// One call's credentials: the push a person approved in it, while the call lasts.
+#[derive(Debug, Default)]
+pub struct Credentials {
+    approved: Mutex<Option<PushPlan>>,
+}
+
+impl Credentials {
+    /// No push approved yet.
+    pub fn new() -> Credentials {
+        Credentials::default()
+    }
+
+    /// A person approved `plan` in this call: prompts about its remote may now be put to them.
+    pub fn approve(&self, plan: PushPlan) {
+        *self.approved.lock().expect("the approval") = Some(plan);
+    }
+
+    /// The call ended: nothing is answered any more.
+    pub fn end(&self) {
+        *self.approved.lock().expect("the approval") = None;
+    }
+
+    /// Answers one prompt for the call `call_id`.
+    pub async fn answer(&self, pipeline: &Pipeline, call_id: &str, prompt: &str) -> AskpassAnswer {
+        let plan = self.approved.lock().expect("the approval").clone();
+        let Some(plan) = plan else {
+            return AskpassAnswer::refused(
+                "askpass: no push of this call was approved, so no credential is asked for",
+            );
+        };
+        let Some(kind) = plan.prompt_kind(prompt) else {
+            return AskpassAnswer::refused(format!(
+                "askpass: the prompt is not about the approved push's remote {}",
+                plan.url.text
+            ));
+        };
+        if kind == PromptKind::Username
+            && let Some(user) = &plan.url.user
+        {
+            return AskpassAnswer {
+                answer: Some(user.clone()),
+                reason: String::new(),
+            };
+        }
+        let what = match kind {
+            PromptKind::Username => "the user name",
+            PromptKind::Password => "the password",
+        };
+        let text = format!(
+            "git asks for {what} to push to {} (approved: {}). It is used for this push only, \
+             never stored, and redacted from the log. git's prompt: {}",
+            plan.url.text,
+            plan.question(),
+            prompt.trim_end()
+        );
+        let asked = if kind == PromptKind::Password {
+            pipeline.ask_secret(Some(call_id), &text).await
+        } else {
+            pipeline
+                .ask_person(Some(call_id), &text)
+                .await
+                .map(|a| a.map(|(by, user)| (by, chock_decide::Secret::from(user))))
+        };
+        match asked {
+            Ok(Some((_by, secret))) => AskpassAnswer {
+                answer: Some(secret.expose().to_owned()),
+                reason: String::new(),
+            },
+            Ok(None) => AskpassAnswer::refused("askpass: nobody answered the prompt"),
+            Err(e) => {
+                AskpassAnswer::refused(format!("askpass: the prompt could not be asked: {e}"))
+            }
+        }
+    }
+}
+
+/// A call's channel that answers `chock askpass` only (a git request is refused): what a caller
+/// with no git shim serves, and what the tests drive.
+#[derive(Debug)]
+pub struct AskpassChannel<'a> {
+    /// The session's pipeline.
+    pub pipeline: &'a Pipeline,
+    /// The call's id.
+    pub call_id: &'a str,
+    /// The call's credentials.
+    pub credentials: &'a Credentials,
+}
+
+impl super::Handler for AskpassChannel<'_> {
+    fn answer(
+        &self,
+        request: super::Request,
+        _peer: Option<u32>,
+    ) -> chock_sandbox::BoxFuture<'_, super::Reply> {
+        Box::pin(async move {
+            let answer = match request {
+                super::Request::Askpass(ask) => super::Answer::Askpass(
+                    self.credentials
+                        .answer(self.pipeline, self.call_id, &ask.prompt)
+                        .await,
+                ),
+                super::Request::Git(_) => super::Answer::Refused {
+                    reason: "git: this call has no git shim".into(),
+                },
+            };
+            super::Reply::plain(answer)
+        })
+    }
+}
+
+/// `chock askpass PROMPT` (and the `chock-askpass` program): asks the call's host for the answer to
+/// git's prompt and prints it; a refusal, or no channel, prints the reason on standard error and
+/// exits 1, which git takes as no credential.
+pub fn main() -> ! {
+    let prompt: Vec<String> = std::env::args().skip(1).collect();
+    // `chock askpass PROMPT` and `chock-askpass PROMPT` both end with the prompt.
+    let prompt = prompt.last().cloned().unwrap_or_default();
+    let asked = super::Client::from_call()
+        .and_then(|client| client.ask(&super::Request::Askpass(AskpassRequest { prompt })));
+    match asked {
+        Ok((
+            super::Answer::Askpass(AskpassAnswer {
+                answer: Some(a), ..
+            }),
+            _,
+        )) => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let ok = writeln!(out, "{a}").and_then(|()| out.flush()).is_ok();
+            drop(a);
+            std::process::exit(if ok { 0 } else { 1 })
+        }
+        Ok((super::Answer::Askpass(AskpassAnswer { reason, .. }), _))
+        | Ok((super::Answer::Refused { reason }, _)) => {
+            eprintln!("chock askpass: refused: {reason}");
+            std::process::exit(1)
+        }
+        Ok(_) => {
+            eprintln!("chock askpass: the host answered something else");
+            std::process::exit(1)
+        }
+        Err(e) => {
+            eprintln!("chock askpass: {e}");
+            std::process::exit(1)
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! `chock askpass` for real: git pushes to a smart-HTTP server that wants a password, with
+//! `GIT_ASKPASS` the `chock-askpass` program, which carries git's prompt over a call's channel to the
+//! host. The host answers only for a push a person approved in the call, only for a prompt about that
+//! push's remote, and only with what the person typed; the password is redacted from the log and
+//! never written to it or to the workspace.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex, RwLock};
+
+use chock_decide::{Answer, ApprovalBroker, Notice, Pipeline};
+use chock_log::{Log, SessionHeader};
+use chock_policy::Policy;
+use chock_session::channel::{AskpassChannel, Credentials, serve};
+use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND};
+use chock_test_support::{GitProject, installed};
+use chock_workspace::{PushPlan, PushRequest, PushSource, plan_push};
+
+const PASSWORD: &str = "correct-horse-battery-staple";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A project whose `origin` is the server, a workspace cloned from it with one more commit, and
+/// the session's pipeline; a person answers every question with `reply` (none: nobody is there).
+struct Setup {
+    project: GitProject,
+    workspace: PathBuf,
+    pipeline: Pipeline,
+    asked: Arc<Mutex<Vec<String>>>,
+    _person: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn setup(server: &GitHttpServer, reply: Option<&str>) -> Setup {
+    let project = GitProject::new();
+    git(project.path(), &["remote", "add", "origin", &server.url()]);
+    let workspace = project.root().join("workspace");
+    git(
+        project.root(),
+        &["clone", "-q", project.path().to_str().unwrap(), "workspace"],
+    );
+    std::fs::write(workspace.join("new.txt"), "new\n").unwrap();
+    git(&workspace, &["add", "new.txt"]);
+    git(&workspace, &["commit", "-qm", "second"]);
+    let broker = ApprovalBroker::new();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let person = reply.map(|reply| {
+        let client = broker.attach("browser");
+        let mut notices = broker.subscribe();
+        let (asked, reply) = (asked.clone(), reply.to_owned());
+        tokio::spawn(async move {
+            while let Ok(notice) = notices.recv().await {
+                if let Notice::Asked { question, .. } = notice {
+                    asked.lock().unwrap().push(question.text.clone());
+                    let _ = client.answer(
+                        &question.id,
+                        Answer::Reply {
+                            text: reply.clone(),
+                        },
+                    );
+                }
+            }
+        })
+    });
+    let policy = Policy::load(project.path()).unwrap();
+    let log = Log::create(&project.root().join("sessions"), SessionHeader::default()).unwrap();
+    let pipeline = Pipeline::new(log, Arc::new(RwLock::new(policy)), broker);
+    Setup {
+        project,
+        workspace,
+        pipeline,
+        asked,
+        _person: person,
+    }
+}
+
+impl Setup {
+    fn plan(&self) -> PushPlan {
+        let request = PushRequest {
+            remote: Some("origin".into()),
+            branch: Some("main".into()),
+            ..PushRequest::default()
+        };
+        let source = PushSource {
+            git_dir: self.workspace.join(".git"),
+        };
+        let policy = Policy::load(self.project.path()).unwrap();
+        plan_push(self.project.path(), &source, &request, &policy).unwrap()
+    }
+
+    /// Runs `plan`'s push with `chock-askpass` as git's askpass, serving the call's channel with
+    /// `credentials` until git and everything it started are gone.
+    async fn push(&self, plan: &PushPlan, credentials: &Credentials) -> Output {
+        let push_dir = self
+            .project
+            .root()
+            .join(format!("push-{}.git", plan.url.port));
+        plan.write_push_dir(&push_dir, &[self.workspace.join(".git/objects")])
+            .unwrap();
+        let (host, call) = channel();
+        let mut cmd = Command::new("git");
+        cmd.args(plan.git_args())
+            .current_dir(&self.workspace)
+            .envs(plan.git_env(&push_dir))
+            .env("GIT_ASKPASS", env!("CARGO_BIN_EXE_chock-askpass"))
+            .env(
+                chock_sandbox::HOST_CHANNEL_ENV,
+                call.as_raw_fd().to_string(),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().expect("git starts");
+        drop(call);
+        let handler = AskpassChannel {
+            pipeline: &self.pipeline,
+            call_id: "c1",
+            credentials,
+        };
+        serve(host, &handler).await.expect("the channel is served");
+        tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap()
+    }
+
+    /// Every byte of every file under `dir`, as text.
+    fn all_text(dir: &Path) -> String {
+        let mut text = String::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return text;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                text.push_str(&Setup::all_text(&path));
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                text.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+        text
+    }
+}
+
+/// A socket pair like the call's: the host's end close-on-exec, the call's end inherited.
+fn channel() -> (OwnedFd, OwnedFd) {
+    let (host, call) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    rustix::io::fcntl_setfd(&call, rustix::io::FdFlags::empty()).unwrap();
+    (host, call)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approved_push_gets_the_password_the_person_typed_and_the_log_never_holds_it() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let s = setup(&server, Some(PASSWORD));
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
+    let asked = s.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].contains(&server.url()), "{}", asked[0]);
+    assert!(
+        asked[0].contains("Password for 'http://alice@"),
+        "{}",
+        asked[0]
+    );
+    assert_eq!(s.pipeline.log().redact(PASSWORD), "[REDACTED]");
+    let log = Setup::all_text(&s.project.root().join("sessions"));
+    assert!(log.contains("approval.answer"), "{log}");
+    assert!(!log.contains(PASSWORD), "the password is in the log");
+    assert!(!Setup::all_text(&s.workspace).contains(PASSWORD));
+    assert!(!Setup::all_text(s.project.path()).contains(PASSWORD));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_an_approved_push_nobody_is_asked_and_no_password_reaches_the_server() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let s = setup(&server, Some(PASSWORD));
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    let out = s.push(&plan, &credentials).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no push of this call was approved"));
+    assert!(s.asked.lock().unwrap().is_empty(), "a person was asked");
+    assert!(!server.saw_the_password());
+    assert_eq!(server.head("main"), None);
+
+    // Approved, then the call ended: the same.
+    credentials.approve(plan.clone());
+    credentials.end();
+    let out = s.push(&plan, &credentials).await;
+    assert!(!out.status.success());
+    assert!(s.asked.lock().unwrap().is_empty());
+    assert!(!server.saw_the_password());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompt_about_another_remote_is_refused_without_asking() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let other = GitHttpServer::start("alice", PASSWORD);
+    let s = setup(&server, Some(PASSWORD));
+    let approved = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(approved.clone());
+    // The same refs, pushed to another server (another port): git prompts about that one.
+    git(
+        s.project.path(),
+        &["remote", "set-url", "origin", &other.url()],
+    );
+    let elsewhere = s.plan();
+    let out = s.push(&elsewhere, &credentials).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not about the approved push's remote"));
+    assert!(s.asked.lock().unwrap().is_empty(), "a person was asked");
+    assert!(!other.saw_the_password());
+    assert_eq!(other.head("main"), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nobody_answering_is_a_refusal() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let s = setup(&server, None);
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nobody answered"));
+    assert!(!server.saw_the_password());
+    assert_eq!(server.head("main"), None);
+}
