@@ -73,6 +73,18 @@ enum Command {
     /// List, show, edit and remove the notes the agent keeps between sessions of a project.
     #[command(subcommand)]
     Memory(commands::memory::MemoryCommand),
+    /// git's askpass inside a call: carries git's credential prompt over the call's channel to the
+    /// person and prints their one answer; the host answers only for a push a person approved in
+    /// the call (docs/git.md). Refused outside a call.
+    Askpass(AskpassArgs),
+}
+
+/// `chock askpass PROMPT`.
+#[derive(Debug, clap::Args)]
+struct AskpassArgs {
+    /// The prompt git wrote (`Password for 'https://alice@example.org': `).
+    #[arg(allow_hyphen_values = true)]
+    prompt: String,
 }
 
 /// A first word that is neither an option nor a command is refused with a hint, before clap sees it:
@@ -129,6 +141,8 @@ pub fn main() -> ExitCode {
         Some(Command::Attach(args)) => commands::attach::run(&args),
         Some(Command::Acp(args)) => commands::acp::run(&args),
         Some(Command::Tui(args)) => commands::tui::run(&args),
+        // Reads the prompt from its own arguments, prints the answer and exits.
+        Some(Command::Askpass(_)) => chock_session::channel::askpass_main(),
         None if commands::tui::wanted(&cli.task) => commands::tui::run(&commands::tui::TuiArgs {
             max_turns: 50,
             ..Default::default()
