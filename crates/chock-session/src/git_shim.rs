@@ -36,6 +36,9 @@ pub(crate) struct Wiring {
     gits: std::sync::OnceLock<Gits>,
     /// One sealed in-memory copy of each real git handed out, made at its first allowed use.
     copies: std::sync::Mutex<std::collections::BTreeMap<PathBuf, OwnedFd>>,
+    /// For an approved push: the host's project (whose configuration decides where a push goes)
+    /// and the session's directory the host writes and every call reads only.
+    push: Option<(PathBuf, PathBuf)>,
 }
 
 impl Wiring {
@@ -44,7 +47,27 @@ impl Wiring {
             shim,
             gits: std::sync::OnceLock::new(),
             copies: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            push: None,
         }
+    }
+
+    /// Lets the session carry out approved pushes: `project` is the host's repository, `host_dir`
+    /// (made here, empty) is bound read-only into every call and written by the host only.
+    pub(crate) fn with_push(mut self, project: &Path, host_dir: PathBuf) -> Wiring {
+        if std::fs::create_dir_all(&host_dir).is_ok() {
+            self.push = Some((project.to_path_buf(), host_dir));
+        }
+        self
+    }
+
+    /// The host's project, when the session carries out pushes.
+    pub(crate) fn project(&self) -> Option<&Path> {
+        self.push.as_ref().map(|(p, _)| p.as_path())
+    }
+
+    /// The session's host-written, call-read-only directory.
+    pub(crate) fn host_dir(&self) -> Option<&Path> {
+        self.push.as_ref().map(|(_, d)| d.as_path())
     }
 
     /// The real git at `path` as a descriptor the call may execute: a sealed in-memory copy of
@@ -78,6 +101,9 @@ impl Wiring {
             .to_string();
         plan.host_channel = true;
         plan.shims = self.gits(&path).shims(&self.shim);
+        if let Some(dir) = self.host_dir() {
+            plan.extra_read.push(dir.to_path_buf());
+        }
     }
 
     /// The real gits, once a call found them.
@@ -278,6 +304,14 @@ pub fn main() -> ! {
     let mut argv = argv.into_iter().map(text);
     let invoked_as = argv.next().unwrap_or_else(|| "git".into());
     let args: Vec<String> = argv.collect();
+    // An approved push names the shim as git's askpass (git runs it with its prompt, which ends
+    // in `: `): it carries the prompt to the host, which decides whether anyone is asked.
+    if std::env::var_os(crate::channel::ASKPASS_MODE).is_some_and(|v| v == "1")
+        && let [prompt] = args.as_slice()
+        && prompt.ends_with(": ")
+    {
+        crate::channel::askpass_main()
+    }
     let env: Vec<(String, String)> = std::env::vars_os()
         .map(|(k, v)| (text(k), text(v)))
         .collect();
@@ -307,9 +341,12 @@ pub fn main() -> ! {
             let _ = rustix::io::fcntl_setfd(client.channel(), rustix::io::FdFlags::empty());
             let name = invoked_as.rsplit('/').next().unwrap_or("git").to_string();
             let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&real));
+            // An approved push runs the host's plan, not the invocation.
+            let run_args = a.args.clone().unwrap_or_else(|| args.clone());
             let err = std::process::Command::new(path)
                 .arg0(name)
-                .args(&args)
+                .args(&run_args)
+                .envs(a.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .exec();
             fail(format!(
                 "`{}` was allowed, but git could not be started: {err}",

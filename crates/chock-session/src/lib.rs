@@ -266,6 +266,8 @@ impl Session {
             chock_sandbox::WorkspaceMount::Bind { .. }
             | chock_sandbox::WorkspaceMount::ReadOnly { .. } => None,
         };
+        let push_project = project.clone();
+        let push_dir = log.dir().join("git-host");
         let session = Session {
             project,
             live_policy: Arc::new(RwLock::new(policy.clone())),
@@ -284,7 +286,8 @@ impl Session {
             calls,
             own_overlay,
             nix: nix::NixState::default(),
-            git: git_shim.map(git_shim::Wiring::new),
+            git: git_shim
+                .map(|shim| git_shim::Wiring::new(shim).with_push(&push_project, push_dir)),
         };
         session.warm_socket_index();
         Ok(session)

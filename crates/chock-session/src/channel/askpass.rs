@@ -39,10 +39,14 @@ impl AskpassAnswer {
     }
 }
 
-/// One call's credentials: the push a person approved in it, while the call lasts.
+/// One call's credentials: the push a person approved in it, while the call lasts, and what was
+/// made for it (its git directory, an ssh agent proxy), undone when the call ends.
 #[derive(Debug, Default)]
 pub struct Credentials {
     approved: Mutex<Option<PushPlan>>,
+    pushes: std::sync::atomic::AtomicU64,
+    made: Mutex<Vec<std::path::PathBuf>>,
+    agents: Mutex<Vec<chock_broker::AgentProxy>>,
 }
 
 impl Credentials {
@@ -56,9 +60,32 @@ impl Credentials {
         *self.approved.lock().expect("the approval") = Some(plan);
     }
 
-    /// The call ended: nothing is answered any more.
+    /// The call ended: nothing is answered any more, the agent proxies are closed and the push
+    /// directories removed.
     pub fn end(&self) {
         *self.approved.lock().expect("the approval") = None;
+        for agent in self.agents.lock().expect("the agents").drain(..) {
+            agent.close();
+        }
+        for dir in self.made.lock().expect("the directories").drain(..) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    /// A number for the call's next push (its directory's and socket's names).
+    pub(crate) fn next_push(&self) -> u64 {
+        self.pushes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `dir` is removed when the call ends.
+    pub(crate) fn remove_at_end(&self, dir: std::path::PathBuf) {
+        self.made.lock().expect("the directories").push(dir);
+    }
+
+    /// `agent` is closed when the call ends.
+    pub(crate) fn hold(&self, agent: chock_broker::AgentProxy) {
+        self.agents.lock().expect("the agents").push(agent);
     }
 
     /// Answers one prompt for the call `call_id`.
@@ -112,6 +139,12 @@ impl Credentials {
                 AskpassAnswer::refused(format!("askpass: the prompt could not be asked: {e}"))
             }
         }
+    }
+}
+
+impl Drop for Credentials {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

@@ -54,16 +54,21 @@ impl CallChannel<'_> {
         if let Err(reason) = same_dir(&root, &req.cwd, pid) {
             return refused(reason);
         }
-        let invocation = {
+        let (invocation, git_dir) = {
             let req = req.clone();
             let root = root.clone();
             let gits = self.gits.clone();
             match tokio::task::spawn_blocking(move || invocation_of(&req, &root, &gits)).await {
-                Ok(inv) => inv,
+                Ok(found) => found,
                 Err(_) => return refused("the repository could not be read".into()),
             }
         };
         let classified = git::classify(&invocation);
+        if Self::is_push(&classified) {
+            return self
+                .push(&req, &invocation, &classified, git_dir, &root)
+                .await;
+        }
         let action = classified.action.clone();
         let mut detail = format!("run `git {}` in the sandbox", invocation.args.join(" "));
         if let Some(target) = &classified.target {
@@ -86,6 +91,7 @@ impl CallChannel<'_> {
             rule: settled.rule.clone(),
             by: String::new(),
             reason: classified.reason.clone().unwrap_or_default(),
+            ..GitAnswer::default()
         };
         if !answer.allowed {
             let (by, reason) = refused_words(&settled);
@@ -139,7 +145,7 @@ fn same_dir(root: &Path, cwd: &str, pid: u32) -> Result<(), String> {
 }
 
 /// `path` (absolute inside the call) as the host reaches it through the call's root.
-fn inside(root: &Path, path: &str) -> PathBuf {
+pub(super) fn inside(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
@@ -155,7 +161,7 @@ fn resolve(base: &str, path: &str) -> String {
 /// The invocation as git will see it: its arguments (a `git-<command>` started by that name runs
 /// the command), its environment, the repository's configuration as git would layer it, the
 /// branch `HEAD` names, and the `git-<x>` programs on its `PATH`.
-fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> Invocation {
+fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> (Invocation, Option<String>) {
     let mut args = req.args.clone();
     let name = req.invoked_as.rsplit('/').next().unwrap_or("");
     if let Some(sub) = name.strip_prefix("git-") {
@@ -219,13 +225,14 @@ fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> Invocation {
             }
         }
     }
-    Invocation {
+    let invocation = Invocation {
         args,
         env: req.env.clone(),
         config,
         branch,
         path_commands,
-    }
+    };
+    (invocation, git_dir)
 }
 
 /// The git directory git finds from `dir`: the first `.git` (a directory, or a file naming one)

@@ -24,6 +24,7 @@ mod askpass;
 mod client;
 mod frame;
 mod handler;
+mod push;
 mod serve;
 
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,7 @@ pub use askpass::{
 pub use client::Client;
 pub use frame::{ChannelError, MAX_FRAME, decode, encode};
 pub(crate) use handler::CallChannel;
+pub use push::ASKPASS_MODE;
 pub use serve::{Handler, Reply, serve};
 
 /// What a process inside a call asks the host.
@@ -79,7 +81,7 @@ pub enum Answer {
 }
 
 /// The decision on one git invocation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct GitAnswer {
     /// The act it was classified as (`git.commit`).
     pub action: String,
@@ -93,4 +95,12 @@ pub struct GitAnswer {
     /// Why it was refused (or, for `git.unknown`, why it could not be classified).
     #[serde(default)]
     pub reason: String,
+    /// The arguments the real git runs with instead of the invocation's (an approved push runs
+    /// the host's plan: `push <url> <commit>:<ref>`).
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+    /// Variables set for the real git on top of the invocation's (the push's git directory, its
+    /// askpass, its agent).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }

@@ -1,0 +1,165 @@
+//! An approved `git push` (docs/git.md, "The push"): planned on the host from the **host's**
+//! repository configuration, read now ([`chock_workspace::plan_push`]), asked about with the plan's
+//! refs, ranges and URL, and carried out exactly: the shim is told to run git with the plan's
+//! arguments and a git directory the host wrote into the session's read-only directory, so no
+//! configuration of the workspace's (its `origin`, `pushurl`, `insteadOf`, `credential.helper`,
+//! `http.proxy`) is read by the push. The call's credentials ([`super::Credentials`]) then answer
+//! git's prompt about that remote, and, for ssh, an agent proxy is bound for the call.
+
+use std::path::{Path, PathBuf};
+
+use chock_policy::Action;
+use chock_policy::git::{Classified, Invocation, Scheme};
+use chock_workspace::{PushRequest, PushSource, plan_push};
+
+use super::handler::{CallChannel, inside};
+use super::{Answer, GitAnswer, GitRequest, Reply};
+use crate::call::refused_words;
+
+/// The variable that puts the shim in askpass mode (git runs `GIT_ASKPASS` with the prompt).
+pub const ASKPASS_MODE: &str = "CHOCK_GIT_ASKPASS";
+
+impl CallChannel<'_> {
+    /// Whether `classified` is a push this module carries out.
+    pub(super) fn is_push(classified: &Classified) -> bool {
+        Action::git("push").is_ok_and(|push| classified.action == push)
+    }
+
+    /// Plans, asks about and (approved) hands out the push `classified` names.
+    pub(super) async fn push(
+        &self,
+        req: &GitRequest,
+        invocation: &Invocation,
+        classified: &Classified,
+        git_dir: Option<String>,
+        root: &Path,
+    ) -> Reply {
+        let action = classified.action.clone();
+        let refused = |by: &str, rule: &str, reason: String| {
+            Reply::plain(Answer::Git(GitAnswer {
+                action: action.as_str().to_string(),
+                allowed: false,
+                rule: rule.to_string(),
+                by: by.to_string(),
+                reason,
+                ..GitAnswer::default()
+            }))
+        };
+        let (Some(project), Some(host_dir)) = (self.wiring.project(), self.wiring.host_dir())
+        else {
+            return refused("chock", "chock", "this session carries out no push".into());
+        };
+        let Some(git_dir) = git_dir else {
+            return refused("chock", "chock", "no repository to push from".into());
+        };
+        let positional: Vec<&String> = classified
+            .args
+            .iter()
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        let request = PushRequest {
+            remote: positional.first().map(|s| (*s).clone()),
+            refspecs: positional.iter().skip(1).map(|s| (*s).clone()).collect(),
+            options: classified
+                .args
+                .iter()
+                .filter(|a| a.starts_with('-'))
+                .cloned()
+                .collect(),
+            branch: invocation.branch.clone(),
+            workspace_urls: classified
+                .target
+                .as_ref()
+                .map(|t| t.urls.clone())
+                .unwrap_or_default(),
+        };
+        let source = PushSource {
+            git_dir: inside(root, &git_dir),
+        };
+        let policy = self.pipeline.policy().read().ok().map(|p| p.clone());
+        let Some(policy) = policy else {
+            return refused("chock", "chock", "the policy could not be read".into());
+        };
+        let project = project.to_path_buf();
+        let planned =
+            tokio::task::spawn_blocking(move || plan_push(&project, &source, &request, &policy))
+                .await;
+        let plan = match planned {
+            Ok(Ok(plan)) => plan,
+            Ok(Err(e)) => return refused("chock", "chock", e.to_string()),
+            Err(_) => return refused("chock", "chock", "the push could not be planned".into()),
+        };
+        let detail = format!(
+            "run `git {}` in the sandbox: {}",
+            req.args.join(" "),
+            plan.question()
+        );
+        let settled = match self
+            .pipeline
+            .settle(Some(self.call_id), &action, &detail)
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                return refused(
+                    "chock",
+                    "chock",
+                    format!("{action} could not be decided: {e}"),
+                );
+            }
+        };
+        if !settled.allowed() {
+            let (by, reason) = refused_words(&settled);
+            return refused(&by, &settled.rule, reason);
+        }
+        let n = self.credentials.next_push();
+        let push_dir = host_dir.join(format!("push-{}-{n}.git", self.call_id));
+        let alternates = [PathBuf::from(&git_dir).join("objects")];
+        if let Err(e) = plan.write_push_dir(&push_dir, &alternates) {
+            return refused("chock", &settled.rule, e.to_string());
+        }
+        self.credentials.remove_at_end(push_dir.clone());
+        let mut env = plan.git_env(&push_dir);
+        if plan.url.scheme == Scheme::Ssh {
+            let Some(upstream) = std::env::var_os("SSH_AUTH_SOCK") else {
+                return refused(
+                    "chock",
+                    &settled.rule,
+                    "no ssh agent on the host (SSH_AUTH_SOCK)".into(),
+                );
+            };
+            let sock = host_dir.join(format!("agent-{}-{n}.sock", self.call_id));
+            match chock_broker::AgentProxy::start(&sock, Path::new(&upstream)) {
+                Ok(proxy) => self.credentials.hold(proxy),
+                Err(e) => {
+                    return refused("chock", &settled.rule, format!("the ssh agent proxy: {e}"));
+                }
+            }
+            env.push(("SSH_AUTH_SOCK".into(), sock.display().to_string()));
+        } else if let Some(shim) = self.gits.real_for(&req.invoked_as, None) {
+            // git runs its askpass by path; the shim sits over the real git there.
+            env.push(("GIT_ASKPASS".into(), shim.display().to_string()));
+            env.push((ASKPASS_MODE.into(), "1".into()));
+        }
+        self.credentials.approve(plan.clone());
+        let real = self.gits.real_for(&req.invoked_as, None);
+        match real.and_then(|p| self.wiring.executable(&p).ok()) {
+            Some(fd) => Reply {
+                answer: Answer::Git(GitAnswer {
+                    action: action.as_str().to_string(),
+                    allowed: true,
+                    rule: settled.rule.clone(),
+                    args: Some(plan.git_args()),
+                    env,
+                    ..GitAnswer::default()
+                }),
+                fds: vec![fd],
+            },
+            None => refused(
+                "chock",
+                &settled.rule,
+                "the real git could not be opened on the host".into(),
+            ),
+        }
+    }
+}
