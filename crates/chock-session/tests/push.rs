@@ -168,7 +168,8 @@ fn script(real: &GitHttpServer, decoy: &GitHttpServer) -> String {
          git remote set-url origin '{decoy}' && \
          git config 'url.{decoy}.insteadOf' '{real}' && \
          git config credential.helper store && \
-         git push origin main; echo \"push $?\"; git rev-parse HEAD",
+         git push origin main; echo \"push $?\"; \
+         echo \"stored: $(cat \"$HOME/.git-credentials\" 2>/dev/null)\"; git rev-parse HEAD",
         decoy = decoy.url(),
         real = real.url()
     )
@@ -192,6 +193,12 @@ async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_l
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("push 0"), "{out}{err}");
     let commit = out.lines().last().unwrap().trim().to_string();
+    // The workspace's `credential.helper store` was never run: nothing stored in the call's home.
+    assert!(out.contains("stored: \n"), "{out}");
+    assert!(
+        !out.contains(PASSWORD) && !err.contains(PASSWORD),
+        "{out}{err}"
+    );
     assert_eq!(real.head("main"), Some(commit.clone()), "{err}");
     assert!(
         decoy.served().is_empty(),
