@@ -178,6 +178,7 @@ impl Session {
                 &self.policy,
                 opts.network,
                 can_ask,
+                self.git.as_ref().is_some_and(|g| g.host_dir().is_some()),
             ))
             .store_paths(self.nix.store_paths())
             .timeout(timeout)

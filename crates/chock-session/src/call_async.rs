@@ -202,9 +202,14 @@ impl Session {
             .killer()
             .ok()
             .and_then(|killer| self.running.register(&call_id, killer));
+        // The push a person approves in this call, shared by the channel (askpass) and the egress
+        // proxy (the push's one connection); dropped, and with it all it made, when the call ends.
+        let credentials = std::sync::Arc::new(crate::channel::Credentials::new());
         let served = call
             .take_egress()
-            .map(|listener| crate::egress::serve(pipeline, &self.log, &call_id, listener))
+            .map(|listener| {
+                crate::egress::serve(pipeline, &self.log, &call_id, listener, credentials.clone())
+            })
             .transpose();
         let proxy = match served {
             Ok(proxy) => proxy,
@@ -228,7 +233,6 @@ impl Session {
         let gits = wiring.and_then(crate::git_shim::Wiring::found);
         let waited = match (channel, gits, wiring) {
             (Some(channel), Some(gits), Some(wiring)) => {
-                let credentials = crate::channel::Credentials::new();
                 let handler = crate::channel::CallChannel {
                     pipeline,
                     call_id: &call_id,

@@ -38,13 +38,21 @@ fn commands_may_be_asked_to_connect(policy: &Policy) -> bool {
 }
 
 /// The network a call gets: what the caller asked, upgraded to the proxy when some row allows a
-/// connection for commands, or (when someone can be asked) puts one to a question. A table whose
-/// connect rows all deny, or only ask with nobody to ask, gives no proxy.
-pub(crate) fn network_for(policy: &Policy, asked: NetworkPlan, can_ask: bool) -> NetworkPlan {
+/// connection for commands, or (when someone can be asked) puts one to a question, or when the call
+/// may carry out an approved git push (`pushes`: the session has the git shim, and its push's one
+/// connection is granted through the proxy). A table whose connect rows all deny, or only ask with
+/// nobody to ask, gives no proxy otherwise.
+pub(crate) fn network_for(
+    policy: &Policy,
+    asked: NetworkPlan,
+    can_ask: bool,
+    pushes: bool,
+) -> NetworkPlan {
     match asked {
         NetworkPlan::None
             if commands_may_connect(policy)
-                || (can_ask && commands_may_be_asked_to_connect(policy)) =>
+                || (can_ask && commands_may_be_asked_to_connect(policy))
+                || (can_ask && pushes) =>
         {
             NetworkPlan::Proxy { port: PROXY_PORT }
         }
@@ -64,17 +72,53 @@ pub(crate) fn point_at_proxy(plan: &mut Plan) {
 /// Serves the listener the sandbox handed back, for `call_id`, until the returned proxy is stopped.
 /// Each connection is settled by `pipeline` under the call's id (its live policy, so a ratchet
 /// narrowed while the command runs applies to its next connection; its answerers for a question).
+/// A push a person approved in the call grants the one connection its plan names
+/// (`net.connect.<host>.<port>` of the host's remote), reaching what an exact project rule would; a
+/// `deny` row for it still refuses. Every other connection is the pipeline's.
 pub(crate) fn serve(
     pipeline: &Pipeline,
     log: &Log,
     call_id: &str,
     listener: TcpListener,
+    credentials: Arc<crate::channel::Credentials>,
 ) -> Result<CallProxy, SessionError> {
+    let gate = PushGrant {
+        pipeline: pipeline.clone(),
+        inner: pipeline.gate(call_id),
+        credentials,
+    };
     Ok(CallProxy::start(
-        Arc::new(pipeline.gate(call_id)),
+        Arc::new(gate),
         log.clone(),
         BrokerConfig::default(),
         call_id,
         listener,
     )?)
+}
+
+/// The call's gate: its approved push's connection first, then the pipeline.
+struct PushGrant {
+    pipeline: Pipeline,
+    inner: chock_decide::PipelineGate,
+    credentials: Arc<crate::channel::Credentials>,
+}
+
+impl chock_decide::Gate for PushGrant {
+    fn decide<'a>(
+        &'a self,
+        action: &'a chock_policy::Action,
+        detail: &'a str,
+    ) -> chock_decide::GateFuture<'a> {
+        if let Some(granted) = self.credentials.granted(action)
+            && self.pipeline.verdict(action).decision != Decision::Deny
+        {
+            return Box::pin(async move {
+                chock_decide::GateAnswer::Allow {
+                    scope: chock_decide::AllowScope::ExactHost,
+                    decided_by: format!("the approved push to {granted}"),
+                }
+            });
+        }
+        self.inner.decide(action, detail)
+    }
 }

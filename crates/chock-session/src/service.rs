@@ -145,7 +145,11 @@ impl Session {
             .start_blocking(&plan, StdioMode::Duplex, None)?;
         let proxy = child
             .proxy_listener()
-            .map(|listener| crate::egress::serve(pipeline, &self.log, &opts.call_id, listener))
+            .map(|listener| {
+                // A service carries out no push: nothing is granted beyond the table.
+                let none = std::sync::Arc::new(crate::channel::Credentials::new());
+                crate::egress::serve(pipeline, &self.log, &opts.call_id, listener, none)
+            })
             .transpose()?;
         Ok(Service {
             stdin: child.take_stdin(),

@@ -70,20 +70,19 @@ struct Fixture {
     root: PathBuf,
 }
 
-/// A project whose `origin` is `real`, with a table that lets commands reach both servers (so only
-/// the push's own planning keeps it from the decoy).
+/// A project whose `origin` is `real`, with a table that lets commands reach the decoy (so only the
+/// push's own planning keeps it from there) and says nothing of the real server (only the approved
+/// push's grant reaches it).
 fn fixture(real: &GitHttpServer, decoy: &GitHttpServer) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().canonicalize().unwrap();
     let project = base.join("project");
     std::fs::create_dir_all(&project).unwrap();
     let mut table = String::from("[[rule]]\naction = \"git.push\"\ndecision = \"ask\"\n");
-    for server in [real, decoy] {
-        table.push_str(&format!(
-            "[[rule]]\naction = \"net.connect.1.0.0.127.{}\"\ndecision = \"allow\"\n",
-            server.addr().port()
-        ));
-    }
+    table.push_str(&format!(
+        "[[rule]]\naction = \"net.connect.1.0.0.127.{}\"\ndecision = \"allow\"\n",
+        decoy.addr().port()
+    ));
     std::fs::write(project.join("chock.toml"), table).unwrap();
     host_git(&project, &["init", "-q", "-b", "main"]);
     host_git(&project, &["config", "user.name", "t"]);

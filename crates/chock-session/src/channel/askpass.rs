@@ -72,6 +72,15 @@ impl Credentials {
         }
     }
 
+    /// Whether `action` is the connection of this call's approved push; the URL it reaches.
+    pub(crate) fn granted(&self, action: &chock_policy::Action) -> Option<String> {
+        let approved = self.approved.lock().expect("the approval");
+        approved
+            .as_ref()
+            .filter(|plan| plan.connect_action() == action)
+            .map(|plan| plan.url.text.clone())
+    }
+
     /// A number for the call's next push (its directory's and socket's names).
     pub(crate) fn next_push(&self) -> u64 {
         self.pushes
