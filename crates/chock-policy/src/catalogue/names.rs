@@ -22,7 +22,7 @@ pub enum State {
 }
 
 /// Why `secret.password.*` is pending.
-pub const ASKPASS: &str = "handed out by `chock askpass`, which is not built yet";
+pub const ASKPASS: &str = "a push's password goes to the person through `chock askpass` under the push's approval, not to the table";
 
 /// Every action name this build defines.
 pub const CATALOGUE: &[Entry] = &[
