@@ -19,6 +19,8 @@ const FAILURE: u8 = 5;
 const REQUEST_IDENTITIES: u8 = 11;
 /// `SSH_AGENTC_SIGN_REQUEST`.
 const SIGN_REQUEST: u8 = 13;
+/// How often the accept loop looks for a new client (and for the proxy being closed).
+const ACCEPT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
 /// The largest message read (OpenSSH's agent takes 256 KiB).
 const MAX_MESSAGE: usize = 256 * 1024;
 
@@ -56,17 +58,30 @@ impl AgentProxy {
     /// `SSH_AUTH_SOCK`), one upstream connection per client connection.
     pub fn start(path: &Path, upstream: &Path) -> std::io::Result<AgentProxy> {
         let listener = UnixListener::bind(path)?;
+        // Polled, so closing never depends on reaching the socket by its path again (the path may
+        // go through a call's root that is gone by then).
+        listener.set_nonblocking(true)?;
         let shared = Arc::new(Shared::default());
         let accept = {
             let (shared, upstream) = (shared.clone(), upstream.to_path_buf());
             std::thread::Builder::new()
                 .name("ssh-agent-proxy".into())
                 .spawn(move || {
-                    for client in listener.incoming() {
-                        if shared.closing.load(Ordering::SeqCst) {
-                            break;
+                    while !shared.closing.load(Ordering::SeqCst) {
+                        let client = match listener.accept() {
+                            Ok((client, _)) => client,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                std::thread::sleep(ACCEPT_POLL);
+                                continue;
+                            }
+                            Err(_) => {
+                                std::thread::sleep(ACCEPT_POLL);
+                                continue;
+                            }
+                        };
+                        if client.set_nonblocking(false).is_err() {
+                            continue;
                         }
-                        let Ok(client) = client else { continue };
                         if let Ok(copy) = client.try_clone() {
                             shared.open.lock().expect("the open list").push(copy);
                         }
@@ -108,8 +123,7 @@ impl AgentProxy {
         if self.shared.closing.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the accept loop so it sees the flag, then cut whatever is open.
-        let _ = UnixStream::connect(&self.path);
+        // The accept loop sees the flag within one poll; then whatever is open is cut.
         if let Some(accept) = self.accept.take() {
             let _ = accept.join();
         }

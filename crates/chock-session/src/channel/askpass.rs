@@ -46,7 +46,7 @@ pub struct Credentials {
     approved: Mutex<Option<PushPlan>>,
     pushes: std::sync::atomic::AtomicU64,
     made: Mutex<Vec<std::path::PathBuf>>,
-    agents: Mutex<Vec<chock_broker::AgentProxy>>,
+    agents: Mutex<Vec<(chock_broker::AgentProxy, std::fs::File)>>,
 }
 
 impl Credentials {
@@ -64,8 +64,10 @@ impl Credentials {
     /// directories removed.
     pub fn end(&self) {
         *self.approved.lock().expect("the approval") = None;
-        for agent in self.agents.lock().expect("the agents").drain(..) {
+        for (agent, call_root) in self.agents.lock().expect("the agents").drain(..) {
+            // Closed (its socket removed) while the call's root it was bound under is still held.
             agent.close();
+            drop(call_root);
         }
         for dir in self.made.lock().expect("the directories").drain(..) {
             let _ = std::fs::remove_dir_all(dir);
@@ -92,9 +94,13 @@ impl Credentials {
         self.made.lock().expect("the directories").push(dir);
     }
 
-    /// `agent` is closed when the call ends.
-    pub(crate) fn hold(&self, agent: chock_broker::AgentProxy) {
-        self.agents.lock().expect("the agents").push(agent);
+    /// `agent` is closed when the call ends; `call_root` (the directory its socket's path goes
+    /// through) is held open until then.
+    pub(crate) fn hold(&self, agent: chock_broker::AgentProxy, call_root: std::fs::File) {
+        self.agents
+            .lock()
+            .expect("the agents")
+            .push((agent, call_root));
     }
 
     /// Answers one prompt for the call `call_id`.

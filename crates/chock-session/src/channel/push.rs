@@ -128,14 +128,25 @@ impl CallChannel<'_> {
                     "no ssh agent on the host (SSH_AUTH_SOCK)".into(),
                 );
             };
-            let sock = host_dir.join(format!("agent-{}-{n}.sock", self.call_id));
+            // Bound in the call's own `/tmp` (reached through the asking process's root, held open
+            // so the socket can be removed after it): a socket under a path the call sees through
+            // its read-only overlay cannot be connected to.
+            let name = format!("chock-agent-{}-{n}.sock", self.call_id);
+            let call_root = match std::fs::File::open(root) {
+                Ok(dir) => dir,
+                Err(e) => return refused("chock", &settled.rule, format!("the call's root: {e}")),
+            };
+            let sock = PathBuf::from(format!(
+                "/proc/self/fd/{}/tmp/{name}",
+                std::os::fd::AsRawFd::as_raw_fd(&call_root)
+            ));
             match chock_broker::AgentProxy::start(&sock, Path::new(&upstream)) {
-                Ok(proxy) => self.credentials.hold(proxy),
+                Ok(proxy) => self.credentials.hold(proxy, call_root),
                 Err(e) => {
                     return refused("chock", &settled.rule, format!("the ssh agent proxy: {e}"));
                 }
             }
-            env.push(("SSH_AUTH_SOCK".into(), sock.display().to_string()));
+            env.push(("SSH_AUTH_SOCK".into(), format!("/tmp/{name}")));
         } else if let Some(shim) = self.gits.real_for(&req.invoked_as, None) {
             // git runs its askpass by path; the shim sits over the real git there.
             env.push(("GIT_ASKPASS".into(), shim.display().to_string()));
