@@ -1,44 +1,135 @@
-//! A git-backed workspace's checkpoint: the overlay's state recorded as a commit on
+//! A git-backed workspace's checkpoints: the overlay's state recorded as a commit on
 //! `refs/chock/<session>`, rewriting only the directories on the way to a change.
+//!
+//! [`Checkpoints`] remembers what the last checkpoint of this process recorded, so a checkpoint
+//! that would record the same change set again, onto the commit the ref still points at, is
+//! skipped without hashing anything or starting git.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
-use super::{LastCheckpoint, Workspace, digest};
+use crate::before::{Before, Repo};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
-use crate::meta::Backing;
 use crate::tree::Mode;
 use crate::tree_write::{PathChange, write_tree};
+use crate::upper::RawChange;
 
-impl Workspace {
+/// The checkpoints of one workspace made by this process; see the module.
+#[derive(Debug, Default)]
+pub(crate) struct Checkpoints {
+    /// What the last checkpoint recorded (before the first: the base this process joined, if
+    /// any, see [`Checkpoints::last`]).
+    last: Mutex<Option<LastCheckpoint>>,
+}
+
+/// The change set a checkpoint recorded and the commit the session ref then pointed at.
+#[derive(Debug, Clone)]
+struct LastCheckpoint {
+    digest: [u8; 32],
+    tip: String,
+    ref_file: PathBuf,
+}
+
+impl LastCheckpoint {
+    /// Whether the session ref still points at `tip`, read from its loose file (no git). A ref
+    /// that is packed, gone, symbolic or kept by another backend reads as not: the caller then
+    /// takes the full path.
+    fn still_tip(&self) -> bool {
+        fs::read(&self.ref_file).is_ok_and(|text| text.trim_ascii() == self.tip.as_bytes())
+    }
+}
+
+/// A digest of a whole change set, every path with its before and after entry (kind, executable
+/// bit, bytes, link target). A checkpoint's tree is a function of the base and this set alone.
+fn digest(raw: &BTreeMap<String, RawChange>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    fn bytes(h: &mut Sha256, b: &[u8]) {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    }
+    fn entry(h: &mut Sha256, e: Option<&Entry>) {
+        match e {
+            None => h.update([0]),
+            Some(Entry::Dir) => h.update([1]),
+            Some(Entry::File { exec, data }) => {
+                h.update([2, u8::from(*exec)]);
+                bytes(h, data);
+            }
+            Some(Entry::Symlink { target }) => {
+                h.update([3]);
+                bytes(h, target);
+            }
+        }
+    }
+    let mut h = Sha256::new();
+    h.update((raw.len() as u64).to_le_bytes());
+    for (path, change) in raw {
+        bytes(&mut h, path.as_bytes());
+        entry(&mut h, change.old.as_ref());
+        entry(&mut h, change.new.as_ref());
+    }
+    h.finalize().into()
+}
+
+impl Checkpoints {
+    /// What the last checkpoint of this process recorded; before the first, the base this
+    /// process's job wrote (the ref points at it, and its tree is the empty change set's).
+    fn last(&self, before: &Before) -> Option<LastCheckpoint> {
+        let last = self
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        last.or_else(|| {
+            before.joined().map(|(tip, ref_file)| LastCheckpoint {
+                digest: digest(&BTreeMap::new()),
+                tip,
+                ref_file,
+            })
+        })
+    }
+
+    /// The commit the last checkpoint of this process (or the base it joined) left the session
+    /// ref at.
+    pub(crate) fn tip(&self, before: &Before) -> Option<String> {
+        self.last(before).map(|l| l.tip)
+    }
+
     /// Git backing: records the overlay's current state as a commit on `refs/chock/<session>`
     /// (parent: the previous checkpoint, or the base) and returns it; `None` when nothing changed
     /// since the last checkpoint, and always `None` for the overlay backing (its upper directory is
     /// the record). Empty directories are not recorded (git has no way to).
-    pub fn checkpoint(&self, label: &str) -> Result<Option<String>> {
-        let Backing::Git {
+    ///
+    /// `before` is the workspace's before side, `scratch` a directory of the workspace's own for
+    /// private copies, `session` the session id the commit message names.
+    pub(crate) fn record(
+        &self,
+        before: &Before,
+        scratch: &Path,
+        session: &str,
+        label: &str,
+    ) -> Result<Option<String>> {
+        let Some(Repo {
             top,
             prefix,
             ref_name,
-            ..
-        } = &self.meta.backing
+        }) = before.repo()
         else {
             return Ok(None);
         };
-        if self.base_pending() && self.upper_untouched()? {
+        if before.pending() && before.untouched()? {
             // No checkpoint can exist before the base does, and the upper directory holds nothing
             // to record: the base is not waited for (a session that changes nothing never is).
             return Ok(None);
         }
-        self.wait_base()?.expect("git backing has a base");
-        let raw = self.raw_changes()?;
+        before.wait()?.expect("git backing has a base");
+        let raw = before.changes()?;
         let digest = digest(&raw);
-        let last = self
-            .last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let last = self.last(before);
         if let Some(last) = &last
             && last.digest == digest
             && last.still_tip()
@@ -52,10 +143,7 @@ impl Workspace {
             None => git.ref_file(ref_name)?,
         };
         let remember = |tip: &str| {
-            *self
-                .last
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(LastCheckpoint {
+            *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(LastCheckpoint {
                 digest,
                 tip: tip.to_string(),
                 ref_file: ref_file.clone(),
@@ -75,20 +163,17 @@ impl Workspace {
         let hashed = if files.is_empty() {
             String::new()
         } else {
-            let copies = self
-                .layout
-                .dir
-                .join(format!("hashing.{}", std::process::id()));
+            let copies = scratch.join(format!("hashing.{}", std::process::id()));
             let result = hash_copies(&git, &copies, &files);
             let _ = std::fs::remove_dir_all(&copies);
             result?
         };
-        let mut shas: std::collections::BTreeMap<&str, &str> = files
+        let mut shas: BTreeMap<&str, &str> = files
             .iter()
             .map(|(p, _)| p.as_str())
             .zip(hashed.lines())
             .collect();
-        let mut changes = std::collections::BTreeMap::new();
+        let mut changes = BTreeMap::new();
         for (path, change) in &raw {
             let full = format!("{prefix}{path}");
             let change = match &change.new {
@@ -119,7 +204,7 @@ impl Workspace {
             changes.insert(full, change);
         }
         // The base's own subtrees, with only the directories on the way to a change rewritten.
-        let tree = write_tree(self.git_side(top, prefix)?.base(), &changes)?;
+        let tree = write_tree(before.side()?.base(), &changes)?;
         let tip = git.text(&["rev-parse", "--verify", ref_name])?;
         let tip_tree = git.text(&["rev-parse", &format!("{tip}^{{tree}}")])?;
         if tree == tip_tree {
@@ -129,7 +214,7 @@ impl Workspace {
         let commit = git.commit_tree(
             &tree,
             &[&tip],
-            &format!("chock: {label}\n\nsession {}", self.meta.session),
+            &format!("chock: {label}\n\nsession {session}"),
         )?;
         git.run(&[
             "update-ref",
