@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
 use chock_agent::memory::{MemoryStore, NOTE_CLOSE, NOTE_LINE, NOTE_OPEN, frame};
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, read_events};
 use chock_protocol::log::{EndReason, Note};
 

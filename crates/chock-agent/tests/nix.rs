@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
 use chock_agent::events::AgentEvent;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, read_events};
 
 /// A derivation that makes `bin/<name>` print `<name> ran` and, for the dev shell's tool, the

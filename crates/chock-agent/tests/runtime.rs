@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
 use chock_agent::events::AgentEvent;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, EventKind, read_events};
 use chock_protocol::log::{EndReason, TurnEndReason};
 

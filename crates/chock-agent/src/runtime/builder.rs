@@ -14,12 +14,12 @@ use crate::approval::{Answerer, ApprovalBroker};
 use crate::approval_reviewer::{ReviewContext, ReviewerAnswerer};
 use crate::booking::OffTurnTally;
 use crate::budget::{Budget, stricter};
-use crate::config::Config;
 use crate::events::{EventSink, NoEvents};
 use crate::gate::Decider;
 use crate::host::Host;
 use crate::subagent::{ChildSpec, SubagentConfig, Subagents};
 use crate::tools::tool::DynTool;
+use chock_config::config::Config;
 
 use super::SessionRuntime;
 pub use super::build_error::BuildError;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
 
 use super::BuildError;
-use crate::config::{Config, ProviderKind};
-use crate::credentials::{self, ApiKey};
+use chock_config::config::{Config, ProviderKind};
+use chock_config::credentials::{self, ApiKey};
 
 /// The provider a session will ask.
 pub struct Chosen {

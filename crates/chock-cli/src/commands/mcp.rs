@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use chock_agent::config::Config;
+use chock_config::config::Config;
 use chock_decide::ApprovalBroker;
 use chock_mcp::{Configured, McpHub, PinState, StartContext, TrustStore};
 use chock_policy::Policy;

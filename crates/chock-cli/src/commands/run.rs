@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use chock_agent::approval_terminal::TerminalAnswerer;
-use chock_agent::config::Config;
 use chock_agent::events::EventSink;
 use chock_agent::runtime::{BuildError, SessionBuilder};
+use chock_config::config::Config;
 use chock_protocol::live::Ended;
 use chock_protocol::log::BudgetAmount;
 use chock_runtime::{Item, Observer, Op, Opening, Reply, StartError, TaskOutcome};
