@@ -9,7 +9,6 @@
 pub mod agent;
 pub mod approval;
 pub mod approval_reviewer;
-pub mod approval_terminal;
 mod booking;
 pub mod budget;
 pub mod events;

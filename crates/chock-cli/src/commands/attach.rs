@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_agent::events::{AgentEvent, EventSink};
 use chock_client::{ClientError, DaemonClient};
 use chock_decide::{Answer, Question, QuestionKind};
@@ -18,6 +17,7 @@ use chock_protocol::rpc::{
     AnswerParams, Approval, Call, Done, Notice, Pending, PendingParams, SessionState, StartParams,
     Started, SubscribeParams, Subscribed,
 };
+use chock_terminal::TerminalAnswerer;
 
 use super::run::RunArgs;
 use super::run::output::{HumanSink, print_summary};

@@ -7,11 +7,17 @@
 //! This is the one terminal prompt: `chock run` puts the agent's acts to it, and `chock exec` puts a
 //! command's act and its asked connections to it (over `/dev/tty`, drawn [`PROMPT_RESET`] first,
 //! because there the command's raw output shares the screen).
+//!
+//! What it shows of a question that came from outside (an action, a reason, the agent's text) goes
+//! through the one escaper, [`chock_protocol::text`], which every other surface uses too. A crate of
+//! its own so that asking a person (`chock apply`, `chock exec`, `chock attach`) does not depend on
+//! the agent's loop.
+#![forbid(unsafe_code)]
 
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
-use crate::approval::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
+use chock_decide::broker::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
 use chock_protocol::log::AnswerKind;
 use chock_protocol::text::{self, Layout};
 
