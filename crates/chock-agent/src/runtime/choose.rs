@@ -46,7 +46,7 @@ pub(super) fn choose_provider(
         let player = player.map_err(|e| BuildError::Recording(e.to_string()))?;
         // The recording's calls are checked against the session's own tools, not a list of its own.
         player
-            .check_tools(&crate::tools::Registry::builtin().shapes())
+            .check_tools(&chock_tools::Registry::builtin().shapes())
             .map_err(|e| BuildError::Recording(e.to_string()))?;
         let model = model
             .or_else(|| player.recording().model.clone())

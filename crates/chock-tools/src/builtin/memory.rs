@@ -8,9 +8,9 @@ use chock_protocol::log::Note;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::ToolOutput;
 use crate::memory::{MAX_NOTE_BYTES, frame};
-use crate::tools::ToolOutput;
-use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
+use crate::tool::{Access, Act, Effect, Tool, ToolContext};
 
 /// memory_write's input.
 #[derive(Debug, Deserialize, JsonSchema)]

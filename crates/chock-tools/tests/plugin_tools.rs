@@ -6,16 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use chock_agent::approval::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
-use chock_agent::events::NoEvents;
-use chock_agent::gate::Decider;
-use chock_agent::host::Host;
-use chock_agent::tools::ToolOutput;
-use chock_agent::tools::dispatch::Toolbox;
+use chock_decide::broker::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
 use chock_log::{EventData, read_events};
 use chock_plugin::testing::{Built, build_plugins};
 use chock_protocol::log::PluginEnd;
 use chock_session::{Session, SessionOptions};
+use chock_tools::ToolOutput;
+use chock_tools::dispatch::Toolbox;
+use chock_tools::events::NoEvents;
+use chock_tools::gate::Decider;
+use chock_tools::host::Host;
 use serde_json::{Value, json};
 
 fn built() -> Option<&'static Built> {
@@ -77,7 +77,7 @@ fn env(built: &Built, rules: &str, answer: Option<Answer>) -> Env {
     )
     .unwrap();
     let log_dir = session.log().dir().to_path_buf();
-    let tools = chock_agent::tools::plugin::load_all(session.project(), session.policy()).unwrap();
+    let tools = chock_tools::plugin::load_all(session.project(), session.policy()).unwrap();
     let host = Arc::new(Host::new(session));
     let mut broker = ApprovalBroker::new();
     if let Some(answer) = answer {

@@ -12,10 +12,10 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::ToolOutput;
 use crate::events::{AgentEvent, PlanStep};
 use crate::prompt::{GUIDANCE, guidance};
-use crate::tools::ToolOutput;
-use crate::tools::tool::{Access, Effect, Tool, ToolContext};
+use crate::tool::{Access, Effect, Tool, ToolContext};
 
 pub use chock_protocol::live::StepStatus;
 

@@ -4,13 +4,13 @@
 use std::io::{BufRead, BufReader, Write};
 use std::sync::{Arc, RwLock};
 
-use chock_agent::approval::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
-use chock_agent::events::NoEvents;
-use chock_agent::gate::{Decider, Settled};
-use chock_agent::tools::web::{FetchInput, fetch_url};
+use chock_decide::broker::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
 use chock_log::{Log, SessionHeader};
 use chock_policy::{Action, Policy};
 use chock_protocol::EventData;
+use chock_tools::events::NoEvents;
+use chock_tools::gate::{Decider, Settled};
+use chock_tools::web::{FetchInput, fetch_url};
 
 /// An answerer that always gives the same answer, and counts how often it was asked.
 #[derive(Debug)]
@@ -360,8 +360,8 @@ async fn fetch_url_with_no_rule_and_nobody_to_ask_is_refused_before_any_connecti
 /// through the call's gate: asked, answered and decided in the log, in that order.
 #[tokio::test]
 async fn the_call_gate_puts_an_act_to_the_person_and_logs_ask_answer_decision() {
-    use chock_agent::gate::CallGate;
     use chock_decide::{Gate, GateAnswer};
+    use chock_tools::gate::CallGate;
 
     let rule = "[[rule]]\naction = \"net.connect.1.0.0.127.8080\"\ndecision = \"ask\"\n";
     let act = action("net.connect.1.0.0.127.8080");

@@ -7,10 +7,10 @@ use chock_policy::{Action, Decision};
 use chock_protocol::log::{Note, RatchetChange};
 
 use super::no_capability;
+use crate::ToolOutput;
+use crate::builtin::{RequestInput, RestrictInput};
 use crate::gate::Settled;
-use crate::tools::ToolOutput;
-use crate::tools::builtin::{RequestInput, RestrictInput};
-use crate::tools::tool::ToolContext;
+use crate::tool::ToolContext;
 
 impl ToolContext<'_> {
     pub(crate) async fn ask_user(&self, call_id: &str, text: &str) -> Result<ToolOutput, LogError> {

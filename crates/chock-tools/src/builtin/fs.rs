@@ -1,6 +1,6 @@
 //! The file tools as [`Tool`]s: data operations on the workspace view, decided as `fs.read`
 //! (read_file, list, glob, grep) and `fs.write` (write_file, edit_file). The work itself is in
-//! [`crate::tools::files`].
+//! [`crate::files`].
 
 use std::sync::PoisonError;
 
@@ -9,13 +9,13 @@ use chock_policy::{Action, ActionError};
 use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
 use serde_json::Value;
 
-use crate::prompt::agents_md_for;
-use crate::tools::ToolOutput;
-use crate::tools::files::{
+use crate::ToolOutput;
+use crate::files::{
     self, EditFileInput, GlobInput, GrepInput, ListInput, ReadFileInput, WriteFileInput,
 };
-use crate::tools::seen::SeenLines;
-use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
+use crate::prompt::agents_md_for;
+use crate::seen::SeenLines;
+use crate::tool::{Access, Act, Effect, Tool, ToolContext};
 use crate::view::WorkspaceView;
 
 fn one(action: &str, detail: String) -> Result<Access, ActionError> {

@@ -5,17 +5,32 @@
 //! [`Registry`]; the [`Toolbox`](dispatch::Toolbox) dispatches the model's calls through it. The
 //! built-in tools are in [`builtin`]; docs/tools.md lists them with their inputs, outputs and
 //! action names, and says how a new tool registers.
+//!
+//! The tools reach one session through what is here with them: the [`host::Host`] (the session,
+//! its workspace as the file tools see it, [`view`], and the reviewed apply), the
+//! [`gate::Decider`] (the seam to the one decision pipeline), the [`events::EventSink`] progress
+//! goes to, the project's [`memory`], and what the model is told ([`prompt`]: the system prompt
+//! and the guidance shelf `read_guidance` reads). The agent's loop (chock-agent) holds a
+//! [`dispatch::Toolbox`] and registers its own tools (subagents) on it; nothing here depends on
+//! the loop.
+#![forbid(unsafe_code)]
 
 pub mod builtin;
 pub mod commands;
 pub mod dispatch;
+pub mod events;
 pub mod files;
+pub mod gate;
+pub mod host;
 pub mod mcp;
+pub mod memory;
 pub mod plugin;
+pub mod prompt;
 pub mod registry;
 pub mod schema;
 pub mod seen;
 pub mod tool;
+pub mod view;
 pub mod web;
 
 pub use registry::{CallError, Registry, RegistryError};

@@ -12,9 +12,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::tools::ToolOutput;
-use crate::tools::commands::live_output::OutputItem;
-use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
+use crate::ToolOutput;
+use crate::commands::live_output::OutputItem;
+use crate::tool::{Access, Act, Effect, Tool, ToolContext};
 
 /// provision_program's input.
 #[derive(Debug, Deserialize, JsonSchema)]

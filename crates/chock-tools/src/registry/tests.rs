@@ -4,9 +4,9 @@ use schemars::schema_for;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::tools::schema::for_provider;
-use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
-use crate::tools::{ToolOutput, builtin, commands, files, web};
+use crate::schema::for_provider;
+use crate::tool::{Access, Act, Effect, Tool, ToolContext};
+use crate::{ToolOutput, builtin, commands, files, web};
 
 /// A tool a test registers at run time.
 #[derive(Debug)]

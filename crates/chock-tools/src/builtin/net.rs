@@ -1,15 +1,15 @@
 //! fetch_url and web_search as [`Tool`]s: the network reached from the host through chock-broker,
 //! which names each act (`net.fetch.<reversed host>` for the URL and every redirect, `web.search`)
-//! and asks the decision seam before it connects. The work is in [`crate::tools::web`].
+//! and asks the decision seam before it connects. The work is in [`crate::web`].
 
 use chock_log::LogError;
 use chock_policy::ActionError;
 use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
 use serde_json::Value;
 
-use crate::tools::ToolOutput;
-use crate::tools::tool::{Access, Effect, Tool, ToolContext};
-use crate::tools::web::{self, FetchInput, SearchInput};
+use crate::ToolOutput;
+use crate::tool::{Access, Effect, Tool, ToolContext};
+use crate::web::{self, FetchInput, SearchInput};
 
 /// `fetch_url`.
 #[derive(Debug)]

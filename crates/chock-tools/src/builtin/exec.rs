@@ -1,15 +1,15 @@
 //! run_command and read_output as [`Tool`]s. A command is the session's confined call (the path
 //! `chock exec` takes), which classifies, decides and records it itself; the work is in
-//! [`crate::tools::commands`].
+//! [`crate::commands`].
 
 use chock_log::LogError;
 use chock_policy::ActionError;
 use chock_protocol::live::{ToolDisplay, ToolKind, input_field};
 use serde_json::Value;
 
-use crate::tools::ToolOutput;
-use crate::tools::commands::{ReadOutputInput, RunInput};
-use crate::tools::tool::{Access, Effect, Tool, ToolContext};
+use crate::ToolOutput;
+use crate::commands::{ReadOutputInput, RunInput};
+use crate::tool::{Access, Effect, Tool, ToolContext};
 
 /// `run_command`.
 #[derive(Debug)]

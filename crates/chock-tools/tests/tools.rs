@@ -6,17 +6,17 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use chock_agent::approval::ApprovalBroker;
-use chock_agent::events::{AgentEvent, EventSink};
-use chock_agent::gate::Decider;
-use chock_agent::host::Host;
-use chock_agent::tools::dispatch::Toolbox;
-use chock_agent::tools::schema::for_provider;
-use chock_agent::tools::{Access, Act, Effect, Tool, ToolContext, ToolOutput};
+use chock_decide::broker::ApprovalBroker;
 use chock_log::{EventData, LogError, read_events};
 use chock_policy::{Action, ActionError};
 use chock_protocol::log::{Note, RatchetChange};
 use chock_session::{Session, SessionOptions};
+use chock_tools::dispatch::Toolbox;
+use chock_tools::events::{AgentEvent, EventSink};
+use chock_tools::gate::Decider;
+use chock_tools::host::Host;
+use chock_tools::schema::for_provider;
+use chock_tools::{Access, Act, Effect, Tool, ToolContext, ToolOutput};
 use serde_json::{Value, json};
 
 #[derive(Default)]

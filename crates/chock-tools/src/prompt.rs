@@ -89,10 +89,10 @@ file tools name it when you first work in that directory, and you read it before
 }
 
 /// Every built-in tool the model is offered, with its JSON Schema derived from the tool's input type
-/// ([`crate::tools::Registry::builtin`]). A session offers what its
-/// [`Toolbox`](crate::tools::dispatch::Toolbox) holds, which may be more.
+/// ([`crate::Registry::builtin`]). A session offers what its
+/// [`Toolbox`](crate::dispatch::Toolbox) holds, which may be more.
 pub fn tool_specs() -> Vec<ToolSpec> {
-    crate::tools::Registry::builtin().specs()
+    crate::Registry::builtin().specs()
 }
 
 #[cfg(test)]

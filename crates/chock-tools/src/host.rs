@@ -10,8 +10,8 @@ use chock_protocol::log::Note;
 use chock_session::Session;
 use chock_workspace::{Backing, Selection};
 
+use crate::ToolOutput;
 use crate::gate::{Decider, Settled};
-use crate::tools::ToolOutput;
 use crate::view::WorkspaceView;
 use chock_protocol::text;
 

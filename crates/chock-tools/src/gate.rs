@@ -14,7 +14,7 @@ use chock_decide::{Count, DecideError, Harness, Observer, Pipeline, Question};
 use chock_log::{Log, LogError};
 use chock_policy::{Action, Decision, Policy};
 
-use crate::approval::ApprovalBroker;
+use chock_decide::broker::ApprovalBroker;
 use chock_protocol::live::ItemKind;
 
 use crate::events::{AgentEvent, DecisionCounts, EventSink};
