@@ -145,7 +145,7 @@ impl Observer for Tally {
 }
 
 /// A pipeline error as the agent's tools report it: the log's.
-fn log_error(err: DecideError, log: &Log) -> LogError {
+pub(crate) fn log_error(err: DecideError, log: &Log) -> LogError {
     match err {
         DecideError::Log(err) => err,
         other => LogError::Poisoned {

@@ -2,11 +2,11 @@
 //! through the approval broker), restrict_self (the ratchet: narrowing is free, widening is the act
 //! `ratchet.widen_action`), and request_action (`workspace.apply`, decided and then carried out).
 
+use chock_decide::RestrictError;
 use chock_log::LogError;
-use chock_policy::{Action, Decision};
+use chock_policy::{Action, Decision, RatchetError};
 use chock_protocol::log::{Note, RatchetChange};
 
-use super::no_capability;
 use crate::ToolOutput;
 use crate::builtin::{RequestInput, RestrictInput};
 use crate::gate::Settled;
@@ -42,37 +42,21 @@ impl ToolContext<'_> {
             return Ok(ToolOutput::error(settled.refusal));
         };
         let pattern = input.action.trim();
-        // Narrowing needs nobody's permission; try it first.
+        // Narrowing needs nobody's permission; try it first, through the one narrowing: the
+        // pipeline logs this call's decision and the ratchet note before the table changes.
         if decision != Decision::Allow {
-            let narrowed = self
+            match self
                 .decider
-                .policy
-                .write()
-                .map(|mut p| p.restrict(pattern, decision));
-            match narrowed {
-                Ok(Ok(())) => {
-                    // A yes given before this narrowing must not outlive it.
-                    self.decider.broker.forget_session_allows();
-                    self.decider.decide_without_table(
-                        call_id,
-                        None,
-                        &no_capability("narrowing the session's own policy"),
-                    )?;
-                    self.decider.log.record(
-                        Some(call_id),
-                        Note::Ratchet {
-                            change: RatchetChange::Restrict,
-                            pattern: pattern.to_string(),
-                            decision: decision.as_str().to_string(),
-                            removed: None,
-                        },
-                    )?;
+                .pipeline()
+                .restrict_for_call(call_id, pattern, decision)
+            {
+                Ok(()) => {
                     return Ok(ToolOutput::ok(format!(
                         "restricted: {pattern} is now decided at least as strictly as {decision} for the rest of this session"
                     )));
                 }
-                Ok(Err(chock_policy::RatchetError::Widening { .. })) => {}
-                Ok(Err(err)) => {
+                Err(RestrictError::Ratchet(RatchetError::Widening { .. })) => {}
+                Err(RestrictError::Ratchet(err)) => {
                     let settled = Settled {
                         allowed: false,
                         decision: Decision::Deny,
@@ -83,10 +67,14 @@ impl ToolContext<'_> {
                     self.decider.decide_without_table(call_id, None, &settled)?;
                     return Ok(ToolOutput::error(settled.refusal));
                 }
-                Err(_) => {
+                Err(RestrictError::Unavailable) => {
                     return Ok(ToolOutput::error(
                         "the session's policy is unavailable".into(),
                     ));
+                }
+                Err(RestrictError::Log(err)) => return Err(err),
+                Err(RestrictError::Decision(err)) => {
+                    return Err(crate::gate::log_error(err, &self.decider.log));
                 }
             }
         }
