@@ -1,6 +1,6 @@
 //! The `[mcp.servers.NAME]` tables: which MCP servers a project (chock.toml) or a person
 //! (config.toml) configures. One parser for both files: chock.toml's is read with the policy (so a
-//! project's server is known before any sandbox exists, rule 2), config.toml's by chock-agent with
+//! project's server is known before any sandbox exists, rule 2), config.toml's by chock-config with
 //! the same types. What a server may *do* is decided per act by the table
 //! (`mcp.<server>.tool.<tool>`, `mcp.<server>.network`, `mcp.<server>.sampling`); these tables say
 //! only how to start or reach it. docs/mcp.md has the format.
