@@ -62,6 +62,13 @@ pub trait CallHandle: Send + std::fmt::Debug {
     /// The endpoint the call's egress reaches the host on, for a plan with
     /// [`crate::NetworkPlan::Proxy`] (once): the host's broker serves the proxy on it.
     fn take_egress(&mut self) -> Option<TcpListener>;
+    /// The host's end of the call's host channel, for a plan with [`Plan::host_channel`] (once):
+    /// a `SOCK_SEQPACKET` unix socket whose other end only the call's processes hold, so it reads
+    /// end-of-file once they are all gone. A confiner that cannot give one fails the call's start
+    /// instead of starting it without; the default gives none.
+    fn take_host_channel(&mut self) -> Option<std::os::fd::OwnedFd> {
+        None
+    }
     /// A handle that kills the call from elsewhere (an interrupt, another task).
     fn killer(&self) -> Result<Killer, SandboxError>;
 }

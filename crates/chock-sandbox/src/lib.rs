@@ -28,16 +28,18 @@ pub use host::gate::{Gate, GateKey, gate};
 pub use host::local::LocalConfiner;
 pub use host::own_overlay::in_memory_supported;
 pub use host::ready::ReadyCall;
+pub use host::running::watch_host_channel;
 pub use host::shared_overlay::{OverlayLease, SharedOverlay};
 pub use host::socket_index::SocketIndex;
 pub use host::spawn::{
     SandboxChild, StdioMode, ready_in_session, spawn, spawn_in_session, spawn_shared,
 };
 pub use wire::error::{Layer, SandboxError};
+pub use wire::host_channel::{HOST_CHANNEL_ENV, HOST_CHANNEL_FD, inherited_host_channel};
 pub use wire::outcome::{ExitStatus, LimitsReport, Outcome};
 pub use wire::plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, OwnOverlay, Plan, PlanBuilder, STORE_DIR,
-    StorePath, WorkspaceMount, scrub_env,
+    Shim, StorePath, WorkspaceMount, scrub_env,
 };
 
 /// Walks `plan`'s declared `[sandbox]` paths into the session's socket `index` now, as the

@@ -30,13 +30,22 @@ const STACK_BYTES: usize = 256 << 10;
 struct Start<'a> {
     cmd: &'a CommandSpec,
     chan: RawFd,
+    host_channel: Option<RawFd>,
 }
 
 /// Starts the command; its pid, or the errno of the step that failed (the stack's mapping or the
 /// clone). The init resumes once the command has executed its program or exited.
-pub(crate) fn spawn(cmd: &CommandSpec, chan: RawFd) -> Result<libc::pid_t, i32> {
+pub(crate) fn spawn(
+    cmd: &CommandSpec,
+    chan: RawFd,
+    host_channel: Option<RawFd>,
+) -> Result<libc::pid_t, i32> {
     let stack = Stack::map()?;
-    let start = Start { cmd, chan };
+    let start = Start {
+        cmd,
+        chan,
+        host_channel,
+    };
     // SAFETY: `entry` runs on `stack`, which stays mapped until after this call returns; with
     // CLONE_VFORK this call returns only once the child has executed its program or exited, so
     // `start` (borrowed by the child) outlives every use of it, and the child never returns into
@@ -59,14 +68,18 @@ pub(crate) fn spawn(cmd: &CommandSpec, chan: RawFd) -> Result<libc::pid_t, i32> 
 extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the `Start` of `spawn`, alive while the init is suspended (CLONE_VFORK).
     let start = unsafe { &*arg.cast::<Start<'_>>() };
-    command_main(start.cmd, start.chan)
+    command_main(start.cmd, start.chan, start.host_channel)
 }
 
-/// The command: every descriptor but 0, 1 and 2 closed at exec, its working directory, then its
-/// program under the scrubbed environment, tried at each PATH candidate. Never returns.
-fn command_main(p: &CommandSpec, chan: RawFd) -> ! {
+/// The command: every descriptor but 0, 1 and 2 (and the host channel, as
+/// [`crate::HOST_CHANNEL_FD`]) closed at exec, its working directory, then its program under the
+/// scrubbed environment, tried at each PATH candidate. Never returns.
+fn command_main(p: &CommandSpec, mut chan: RawFd, host_channel: Option<RawFd>) -> ! {
     if let Err(e) = sys::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) {
         fail(chan, Layer::Descriptors, step::CLOSE, e);
+    }
+    if let Some(fd) = host_channel {
+        chan = install_host_channel(fd, chan);
     }
     // SAFETY: NUL-terminated path.
     if unsafe { libc::chdir(p.cwd.as_ptr()) } == -1 {
@@ -94,6 +107,34 @@ fn command_main(p: &CommandSpec, chan: RawFd) -> ! {
     }
     let _ = report::send(chan, Record::new(Kind::ExecFailed, 0, 0, last, 0), None);
     exit_now(127)
+}
+
+/// Puts the host channel at [`crate::HOST_CHANNEL_FD`], open across the exec; the report channel
+/// is moved out of the way first if it sits there. Returns where the report channel now is.
+fn install_host_channel(fd: RawFd, chan: RawFd) -> RawFd {
+    let target = crate::HOST_CHANNEL_FD;
+    let mut chan = chan;
+    if chan == target && fd != target {
+        // SAFETY: duplicates a descriptor this process holds, close-on-exec, above the target.
+        let moved = unsafe { libc::fcntl(chan, libc::F_DUPFD_CLOEXEC, target + 1) };
+        if moved == -1 {
+            fail(chan, Layer::Descriptors, step::HOST_CHANNEL, errno());
+        }
+        chan = moved;
+    }
+    // SAFETY: dup2 onto the target (its result is not close-on-exec), or clearing close-on-exec
+    // on the descriptor already there; both act on descriptors this process holds.
+    let rc = unsafe {
+        if fd == target {
+            libc::fcntl(fd, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(fd, target)
+        }
+    };
+    if rc == -1 {
+        fail(chan, Layer::Descriptors, step::HOST_CHANNEL, errno());
+    }
+    chan
 }
 
 /// An anonymous mapping for the child's stack, with a guard page below it so that an overflow

@@ -55,6 +55,9 @@ pub(crate) struct ChildFds {
     /// whoever forks the setup. The child checks it once it has asked to die with its parent
     /// ([`init_lifetime`]), and joins the network namespace through it ([`join_network`]).
     pub setup: Option<RawFd>,
+    /// The call's end of its channel to the host ([`crate::Plan::host_channel`]): the command
+    /// gets it as descriptor [`crate::HOST_CHANNEL_FD`]; the setup and the init only carry it.
+    pub host_channel: Option<RawFd>,
 }
 
 pub(crate) use crate::child::sys::fail;
@@ -159,6 +162,7 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
         fds.overlay.unwrap_or(-1),
         fds.control.unwrap_or(-1),
         fds.gate.unwrap_or(-1),
+        fds.host_channel.unwrap_or(-1),
     ];
     keep.sort_unstable();
     if let Err(e) = sys::close_all_except(&keep) {
@@ -253,7 +257,10 @@ pub(crate) fn setup_with(p: &Prepared, fds: ChildFds, shape: &Shape<'_>) -> ! {
     unsafe {
         libc::close(chan);
         libc::close(fds.status_w);
-        for fd in [fds.overlay, fds.control, fds.gate].into_iter().flatten() {
+        for fd in [fds.overlay, fds.control, fds.gate, fds.host_channel]
+            .into_iter()
+            .flatten()
+        {
             libc::close(fd);
         }
         close_stdio();
@@ -407,14 +414,18 @@ pub(crate) fn confine_and_run(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) ->
     if let Some(gate) = fds.gate {
         wait_at_gate(gate, chan);
     }
-    let command = match command::spawn(cmd, chan) {
+    let command = match command::spawn(cmd, chan, fds.host_channel) {
         Ok(pid) => pid,
         Err(e) => fail(chan, Layer::Lifetime, step::FORK, e),
     };
-    // SAFETY: the command holds its own copies of the channel (until exec) and of the standard
-    // streams: the streams end when the command and what it started are gone, not when pid 1 is.
+    // SAFETY: the command holds its own copies of the channel (until exec), of the host channel
+    // and of the standard streams: the streams end when the command and what it started are
+    // gone, not when pid 1 is; the host channel likewise.
     unsafe {
         libc::close(chan);
+        if let Some(fd) = fds.host_channel {
+            libc::close(fd);
+        }
         close_stdio();
     }
     crate::child::waiting::reap(command, fds.status_w)

@@ -88,6 +88,7 @@ fn init_main(setup: RawFd, chan: RawFd, lifeline_r: RawFd) -> ! {
         gate: None,
         net: None,
         setup: Some(setup),
+        host_channel: None,
     };
     init_lifetime(&fds);
     let _ = report::send(chan, Record::new(Kind::SessionReady, 0, 0, 0, 0), None);

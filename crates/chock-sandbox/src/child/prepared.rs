@@ -73,9 +73,18 @@ impl CommandSpec {
             .iter()
             .map(|a| cstring("argument", a.as_bytes()))
             .collect::<Result<Vec<_>, _>>()?;
+        let channel = plan.host_channel.then(|| {
+            (
+                crate::HOST_CHANNEL_ENV.to_string(),
+                crate::HOST_CHANNEL_FD.to_string(),
+            )
+        });
+        // The host channel's number is the sandbox's to say: a plan's own value is replaced.
         let env = plan
             .env
             .iter()
+            .filter(|(k, _)| k != crate::HOST_CHANNEL_ENV)
+            .chain(channel.as_ref())
             .map(|(k, v)| cstring("environment", format!("{k}={v}").as_bytes()))
             .collect::<Result<Vec<_>, _>>()?;
         let cwd = cstring("cwd", plan.cwd.as_os_str().as_bytes())?;

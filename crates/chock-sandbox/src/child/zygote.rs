@@ -156,7 +156,7 @@ fn call_init(p: &Prepared, cmd: &CommandSpec, fds: ChildFds) -> ! {
 fn receive(control: RawFd, buf: &mut [u8]) -> Option<(usize, Vec<RawFd>)> {
     // SAFETY: the control socket stays open for the session init's life.
     let sock = unsafe { std::os::fd::BorrowedFd::borrow_raw(control) };
-    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(8))];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(9))];
     loop {
         let mut anc = RecvAncillaryBuffer::new(&mut space);
         let mut iov = [std::io::IoSliceMut::new(buf)];
@@ -199,7 +199,8 @@ fn parse(bytes: &[u8], fds: &[RawFd]) -> Option<(CommandSpec, ChildFds)> {
     let cwd = take(1)?.pop()?;
     let overlay = flags & 1 != 0;
     let cgroup = flags & 2 != 0;
-    let want = 6 + usize::from(overlay) + usize::from(cgroup);
+    let host_channel = flags & 4 != 0;
+    let want = 6 + usize::from(overlay) + usize::from(cgroup) + usize::from(host_channel);
     if fds.len() != want {
         return None;
     }
@@ -214,6 +215,7 @@ fn parse(bytes: &[u8], fds: &[RawFd]) -> Option<(CommandSpec, ChildFds)> {
         gate: None,
         net: None,
         setup: None,
+        host_channel: host_channel.then(|| fds[want - 1]),
     };
     Some((
         CommandSpec::from_parts(candidates, argv, env, cwd),

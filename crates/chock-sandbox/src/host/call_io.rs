@@ -83,11 +83,14 @@ pub(crate) struct CallIo {
     pub stdin: Option<File>,
     pub stdout: Option<File>,
     pub stderr: Option<File>,
+    /// The host channel's two ends, host's first ([`crate::Plan::host_channel`]).
+    pub host_channel: Option<(OwnedFd, OwnedFd)>,
 }
 
 impl CallIo {
-    pub(crate) fn new(stdio: StdioMode) -> Result<CallIo, SandboxError> {
+    pub(crate) fn new(stdio: StdioMode, host_channel: bool) -> Result<CallIo, SandboxError> {
         let (chan, chan_child) = seqpacket_pair()?;
+        let host_channel = host_channel.then(seqpacket_pair).transpose()?;
         let (status_r, status_w) = pipe()?;
         let (lifeline_r, lifeline_w) = pipe()?;
         let mut child_ends: Vec<OwnedFd> = Vec::new();
@@ -142,6 +145,7 @@ impl CallIo {
             stdin,
             stdout,
             stderr,
+            host_channel,
         })
     }
 
@@ -157,6 +161,7 @@ impl CallIo {
             control: None,
             net: None,
             setup: None,
+            host_channel: self.host_channel.as_ref().map(|(_, c)| c.as_raw_fd()),
         }
     }
 }

@@ -122,6 +122,10 @@ impl CallHandle for SandboxChild {
         self.proxy_listener()
     }
 
+    fn take_host_channel(&mut self) -> Option<std::os::fd::OwnedFd> {
+        self.host_channel()
+    }
+
     fn killer(&self) -> Result<Killer, SandboxError> {
         SandboxChild::killer(self)
     }

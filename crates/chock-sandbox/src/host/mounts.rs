@@ -322,6 +322,15 @@ fn build_tree(
     crate::host::socket_index::push_masks(&mut b, &declared, &targets, sockets)?;
     let credentials = crate::host::credential_mask::credentials_of(plan);
     crate::host::credential_mask::push_masks(&mut b, &credentials, &shown)?;
+    for shim in &plan.shims {
+        if !shim.target.is_absolute() || forbidden_target(&shim.target) {
+            return Err(SandboxError::Plan(format!(
+                "shim target {} must be an absolute path outside /proc, /sys and /dev",
+                shim.target.display()
+            )));
+        }
+        b.shim(&shim.source, &shim.target)?;
+    }
     crate::host::base_set::proc(&mut b)?;
     b.push(Op::DropOldRoot, fs, "detach the host root".into());
     b.push(

@@ -220,7 +220,7 @@ impl ReadyCall<'_> {
                 "the call's sandbox is built already".into(),
             ));
         }
-        let io = CallIo::new(stdio)?;
+        let io = CallIo::new(stdio, self.plan.host_channel)?;
         let overlay_fd = self.overlay.as_ref().map(OverlayLease::fd);
         let fds = ChildFds {
             gate: Some(gate.0.as_raw_fd()),
@@ -250,7 +250,7 @@ impl ReadyCall<'_> {
         let overlay_fd = overlay.as_ref().map(OverlayLease::fd);
         match how {
             How::Session { call, procs } => {
-                let io = CallIo::new(stdio)?;
+                let io = CallIo::new(stdio, plan.host_channel)?;
                 let started = Instant::now();
                 let fds = io.child_fds(overlay_fd, procs.as_ref().map(AsRawFd::as_raw_fd));
                 let (zygote, prepared) = call.start_call(plan, fds)?;
@@ -279,7 +279,7 @@ impl ReadyCall<'_> {
                         (b.io, b.setup.into_pid())
                     }
                     None => {
-                        let io = CallIo::new(stdio)?;
+                        let io = CallIo::new(stdio, plan.host_channel)?;
                         let setup_pid = fork_setup(&prepared, io.child_fds(overlay_fd, None))?;
                         (io, setup_pid)
                     }

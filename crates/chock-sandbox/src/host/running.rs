@@ -33,6 +33,8 @@ pub struct SandboxChild {
     stdout: Option<File>,
     stderr: Option<File>,
     proxy: Option<TcpListener>,
+    /// The host's end of the call's host channel ([`crate::Plan::host_channel`]).
+    host_channel: Option<OwnedFd>,
     cgroup: Option<Cgroup>,
     /// The call's hold on the session's shared overlay: released once the setup process is
     /// reaped, when the call's mount namespace (and its clone of the overlay) is gone.
@@ -68,9 +70,15 @@ impl CallIo {
             stdin,
             stdout,
             stderr,
+            host_channel,
             ..
         } = self;
-        drop((chan_child, status_w, lifeline_r, child_ends));
+        // The call's end is closed here once the setup holds its copy: the host channel's
+        // other end is then held only by the call's processes, so it reads as closed when they
+        // are all gone.
+        let (host_channel, host_child) =
+            host_channel.map_or((None, None), |(h, c)| (Some(h), Some(c)));
+        drop((chan_child, status_w, lifeline_r, child_ends, host_child));
         let report = SetupReport::read(chan.as_raw_fd(), prepared, plan, started);
         let report = match report {
             Ok(mut r) => {
@@ -130,6 +138,7 @@ impl CallIo {
                     stdout,
                     stderr,
                     proxy,
+                    host_channel,
                     cgroup,
                     overlay,
                     limits,
@@ -195,6 +204,12 @@ impl SandboxChild {
     /// (once): the host broker accepts on it.
     pub fn proxy_listener(&mut self) -> Option<TcpListener> {
         self.proxy.take()
+    }
+
+    /// The host's end of the call's host channel, for a plan with [`crate::Plan::host_channel`]
+    /// (once): a `SOCK_SEQPACKET` socket whose other end only the call's processes hold.
+    pub fn host_channel(&mut self) -> Option<OwnedFd> {
+        self.host_channel.take()
     }
 
     /// Which limits are on for this call.
@@ -413,4 +428,18 @@ impl crate::confine::Kill for PidfdKill {
         };
         rc == 0
     }
+}
+
+/// The host's end of a call's host channel ([`crate::CallHandle::take_host_channel`]) made
+/// non-blocking and registered with the caller's tokio runtime, to be read as it becomes
+/// readable: the session serves it on its own runtime, beside the call's wait.
+pub fn watch_host_channel(channel: OwnedFd) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    rustix::io::ioctl_fionbio(&channel, true)?;
+    // SAFETY: the descriptor is owned by the value registered, so it is neither closed nor
+    // replaced while registered: it is closed only when the `AsyncFd` (and the value) is dropped,
+    // after its registration is removed.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(channel, tokio::io::Interest::READABLE)
+    }
+    .map_err(|e| e.into_parts().1)
 }

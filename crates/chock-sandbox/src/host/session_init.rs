@@ -127,6 +127,7 @@ impl Zygote {
             gate: None,
             net: None,
             setup: None,
+            host_channel: None,
         };
         let started = Instant::now();
         // SAFETY: the child runs only `init::setup_with` and the session init, which use prepared
@@ -189,9 +190,11 @@ impl Zygote {
 
     /// Sends one call: the command message and its descriptors (the report channel, the status
     /// pipe, the lifeline, the three standard streams, then the overlay's and the cgroup's when
-    /// the call has them).
+    /// the call has them, and last its host channel).
     pub(crate) fn send(&self, cmd: &CommandSpec, fds: &ChildFds) -> std::io::Result<()> {
-        let flags = u32::from(fds.overlay.is_some()) | (u32::from(fds.cgroup.is_some()) << 1);
+        let flags = u32::from(fds.overlay.is_some())
+            | (u32::from(fds.cgroup.is_some()) << 1)
+            | (u32::from(fds.host_channel.is_some()) << 2);
         let bytes = message(cmd, flags);
         let mut raw: Vec<RawFd> = vec![fds.chan, fds.status_w, fds.lifeline_r];
         for (i, s) in fds.stdio.iter().enumerate() {
@@ -199,13 +202,14 @@ impl Zygote {
         }
         raw.extend(fds.overlay);
         raw.extend(fds.cgroup);
+        raw.extend(fds.host_channel);
         // SAFETY: every descriptor is open for the duration of the call (held by the caller, or
         // the host's own 0, 1 and 2 for inherited streams).
         let borrowed: Vec<BorrowedFd<'_>> = raw
             .iter()
             .map(|fd| unsafe { BorrowedFd::borrow_raw(*fd) })
             .collect();
-        let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(8))];
+        let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(9))];
         let mut anc = SendAncillaryBuffer::new(&mut space);
         if !anc.push(SendAncillaryMessage::ScmRights(&borrowed)) {
             return Err(std::io::Error::other("too many descriptors"));

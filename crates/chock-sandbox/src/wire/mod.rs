@@ -5,6 +5,7 @@
 //! definitions.
 
 pub(crate) mod error;
+pub(crate) mod host_channel;
 pub(crate) mod mount_ops;
 pub(crate) mod outcome;
 pub(crate) mod plan;

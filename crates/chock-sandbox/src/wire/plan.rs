@@ -66,6 +66,26 @@ pub struct Plan {
     pub network: NetworkPlan,
     /// Wall-clock limit; at the end every process of the call is killed.
     pub timeout: Option<Duration>,
+    /// Whether the call gets a channel to the host: a socket pair made per call, the call's end
+    /// open in the command as descriptor [`crate::HOST_CHANNEL_FD`] and named in its environment
+    /// ([`crate::HOST_CHANNEL_ENV`]), the host's end handed back by the start
+    /// ([`crate::CallHandle::take_host_channel`]). Every process of the call inherits it; it is
+    /// gone when the call is.
+    #[serde(default)]
+    pub host_channel: bool,
+    /// Host programs bound read-only over paths of the tree (the git shim over each git), after
+    /// everything else is mounted. Each target must exist in the tree (under `/usr`, say).
+    #[serde(default)]
+    pub shims: Vec<Shim>,
+}
+
+/// A host program shown in place of a file of the call's tree ([`Plan::shims`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shim {
+    /// The program on the host.
+    pub source: PathBuf,
+    /// The file of the tree it hides (absolute, inside the sandbox).
+    pub target: PathBuf,
 }
 
 /// One nix store path a call sees, and where it lies on the host.
@@ -342,6 +362,8 @@ impl PlanBuilder {
                 limits: Limits::default(),
                 network: NetworkPlan::None,
                 timeout: None,
+                host_channel: false,
+                shims: Vec::new(),
             },
             extra_env_names: Vec::new(),
         }
@@ -410,6 +432,18 @@ impl PlanBuilder {
     /// The network plan.
     pub fn network(mut self, network: NetworkPlan) -> Self {
         self.plan.network = network;
+        self
+    }
+
+    /// Whether the call gets a channel to the host ([`Plan::host_channel`]).
+    pub fn host_channel(mut self, on: bool) -> Self {
+        self.plan.host_channel = on;
+        self
+    }
+
+    /// Host programs bound over files of the tree ([`Plan::shims`]).
+    pub fn shims(mut self, shims: Vec<Shim>) -> Self {
+        self.plan.shims = shims;
         self
     }
 

@@ -28,6 +28,8 @@ pub const NET_WAIT: u32 = 31;
 pub const NET_JOIN: u32 = 32;
 /// The init, once it asked to die with its setup process, found it gone already.
 pub const SETUP_GONE: u32 = 33;
+/// The command put the host channel at its descriptor number (`Plan::host_channel`).
+pub const HOST_CHANNEL: u32 = 34;
 /// Mount steps are reported as MOUNT_BASE + their index.
 pub const MOUNT_BASE: u32 = 1000;
 /// A call's own mounts in a session sandbox (`Prepared::fresh`), as FRESH_BASE + their index.

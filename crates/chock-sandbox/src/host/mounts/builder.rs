@@ -79,6 +79,25 @@ impl Builder {
         self.bind_as(source, target, readonly, layer, Bound::ByPath)
     }
 
+    /// A host program bound read-only over a file the tree already has (`Plan::shims`): no
+    /// mount point is made, so a target missing from the tree fails the step (rule 1) instead
+    /// of a file being created where nothing was to hide.
+    pub(crate) fn shim(&mut self, source: &Path, target: &Path) -> Result<(), SandboxError> {
+        let label = format!(
+            "ro bind {} -> {} (shim)",
+            source.display(),
+            target.display()
+        );
+        let op = Op::Bind {
+            source: under_old_root(source)?,
+            target: cstr(target.as_os_str().as_bytes())?,
+            readonly: true,
+            devices: false,
+        };
+        self.push(op, Layer::Filesystem, label);
+        Ok(())
+    }
+
     /// A bind of a path a table declared: through a descriptor opened without following any
     /// link ([`Op::BindDeclared`]).
     pub(crate) fn bind_declared(
