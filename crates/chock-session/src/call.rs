@@ -190,6 +190,9 @@ impl Session {
         }
         self.nix.apply_env(&mut plan);
         crate::egress::point_at_proxy(&mut plan);
+        if let Some(git) = &self.git {
+            git.apply(&mut plan);
+        }
         plan
     }
 

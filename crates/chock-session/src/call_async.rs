@@ -221,7 +221,29 @@ impl Session {
         };
         let out_task = pump_on(call.take_stdout(), Stream::Stdout);
         let err_task = pump_on(call.take_stderr(), Stream::Stderr);
-        let waited = call.wait().await;
+        // The call's channel to the host is served beside the wait, on this runtime, and dropped
+        // (closed) when the call has ended.
+        let channel = call.take_host_channel();
+        let gits = self.git.as_ref().and_then(crate::git_shim::Wiring::found);
+        let waited = match (channel, gits) {
+            (Some(channel), Some(gits)) => {
+                let handler = crate::channel::CallChannel {
+                    pipeline,
+                    call_id: &call_id,
+                    gits,
+                };
+                let serving = async {
+                    let _ = crate::channel::serve(channel, &handler).await;
+                    // Served to its end (every process closed it): the call ends on its own.
+                    std::future::pending::<()>().await;
+                };
+                tokio::select! {
+                    waited = call.wait() => waited,
+                    () = serving => unreachable!("serving never ends on its own"),
+                }
+            }
+            _ => call.wait().await,
+        };
         let joined = |t: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
             match t {
                 Some(t) => t.await.unwrap_or_default(),

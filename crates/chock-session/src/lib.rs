@@ -8,10 +8,12 @@ mod call;
 mod call_async;
 mod call_end;
 mod call_output;
+pub mod channel;
 mod classify;
 mod egress;
 mod error;
 mod fork;
+pub mod git_shim;
 mod nix;
 mod running;
 mod service;
@@ -55,6 +57,11 @@ pub struct SessionOptions {
     /// How the session's calls follow one another ([`Calls`]): whether they share one overlay
     /// instance or each mounts its own.
     pub calls: Calls,
+    /// The git shim program ([`git_shim::installed`], docs/git.md): when set, every call gets
+    /// the host channel and the shim over every real git of its tree, and each git invocation
+    /// is an act `git.<sub>` decided by the session. `None`: git runs as any program does
+    /// (`exec.system.git`), and no `git.*` rule applies.
+    pub git_shim: Option<PathBuf>,
 }
 
 /// How a session's confined calls follow one another, which decides how each gets the workspace.
@@ -113,6 +120,8 @@ pub struct Session {
     own_overlay: chock_sandbox::OwnOverlay,
     /// The project's dev shell and the programs provisioned since (docs/nix.md).
     nix: nix::NixState,
+    /// The git shim and the host's real gits ([`SessionOptions::git_shim`]).
+    git: Option<git_shim::Wiring>,
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
@@ -145,12 +154,14 @@ fn own_overlay(calls: Calls, scratch: bool) -> chock_sandbox::OwnOverlay {
 }
 
 /// How [`Session::assemble`] builds a session's overlay.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Assembly {
     scratch: bool,
     calls: Calls,
     /// Chosen once, with the workspace it needs ([`own_overlay`]).
     own_overlay: chock_sandbox::OwnOverlay,
+    /// [`SessionOptions::git_shim`].
+    git_shim: Option<PathBuf>,
 }
 
 /// What the policy's `[sandbox] toolchains` expanded to, for `session.start`.
@@ -221,6 +232,7 @@ impl Session {
                 scratch: options.scratch,
                 calls: options.calls,
                 own_overlay: own,
+                git_shim: options.git_shim,
             },
         )
     }
@@ -241,6 +253,7 @@ impl Session {
             scratch,
             calls,
             own_overlay,
+            git_shim,
         } = how;
         let overlay = match workspace.mount() {
             chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
@@ -271,6 +284,7 @@ impl Session {
             calls,
             own_overlay,
             nix: nix::NixState::default(),
+            git: git_shim.map(git_shim::Wiring::new),
         };
         session.warm_socket_index();
         Ok(session)
@@ -328,6 +342,7 @@ impl Session {
                 scratch: false,
                 calls: options.calls,
                 own_overlay: own_overlay(options.calls, false),
+                git_shim: options.git_shim,
             },
         )
     }

@@ -1,0 +1,242 @@
+//! The session's answers on a call's channel: a git invocation classified on the host, from the
+//! repository as the call sees it, and settled through the call's pipeline like any other act.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use chock_decide::Pipeline;
+use chock_policy::git::{self, Invocation};
+use chock_sandbox::BoxFuture;
+
+use super::serve::{Handler, Reply};
+use super::{Answer, GitAnswer, GitRequest, Request};
+use crate::call::refused_words;
+use crate::git_shim::Gits;
+
+/// One call's answerer: the session's pipeline under the call's id, and the host's real gits.
+pub(crate) struct CallChannel<'a> {
+    pub pipeline: &'a Pipeline,
+    pub call_id: &'a str,
+    pub gits: &'a Gits,
+}
+
+impl Handler for CallChannel<'_> {
+    fn answer(&self, request: Request, peer: Option<u32>) -> BoxFuture<'_, Reply> {
+        Box::pin(async move {
+            match request {
+                Request::Git(git) => self.git(git, peer).await,
+            }
+        })
+    }
+}
+
+impl CallChannel<'_> {
+    async fn git(&self, req: GitRequest, peer: Option<u32>) -> Reply {
+        let refused = |reason: String| {
+            Reply::plain(Answer::Refused {
+                reason: format!("git: {reason}"),
+            })
+        };
+        let Some(pid) = peer else {
+            return refused("the asking process could not be identified".into());
+        };
+        // The call's own view of its files: the asking process's root and working directory,
+        // whatever the request claims.
+        let root = PathBuf::from(format!("/proc/{pid}/root"));
+        if let Err(reason) = same_dir(&root, &req.cwd, pid) {
+            return refused(reason);
+        }
+        let invocation = {
+            let req = req.clone();
+            let root = root.clone();
+            let gits = self.gits.clone();
+            match tokio::task::spawn_blocking(move || invocation_of(&req, &root, &gits)).await {
+                Ok(inv) => inv,
+                Err(_) => return refused("the repository could not be read".into()),
+            }
+        };
+        let classified = git::classify(&invocation);
+        let action = classified.action.clone();
+        let mut detail = format!("run `git {}` in the sandbox", invocation.args.join(" "));
+        if let Some(target) = &classified.target {
+            detail.push_str(&format!(" (reaches {})", target.urls.join(", ")));
+        }
+        if let Some(why) = &classified.reason {
+            detail.push_str(&format!(" ({why})"));
+        }
+        let settled = match self
+            .pipeline
+            .settle(Some(self.call_id), &action, &detail)
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => return refused(format!("{action} could not be decided: {e}")),
+        };
+        let mut answer = GitAnswer {
+            action: action.as_str().to_string(),
+            allowed: settled.allowed(),
+            rule: settled.rule.clone(),
+            by: String::new(),
+            reason: classified.reason.clone().unwrap_or_default(),
+        };
+        if !answer.allowed {
+            let (by, reason) = refused_words(&settled);
+            answer.by = by;
+            if answer.reason.is_empty() {
+                answer.reason = reason;
+            }
+            return Reply::plain(Answer::Git(answer));
+        }
+        let real = self
+            .gits
+            .real_for(&req.invoked_as, env_of(&req.env, "PATH"));
+        match real.and_then(|p| open_path(&p)) {
+            Some(fd) => Reply {
+                answer: Answer::Git(answer),
+                fds: vec![fd],
+            },
+            None => {
+                answer.allowed = false;
+                answer.by = "chock".into();
+                answer.reason = "the real git could not be opened on the host".into();
+                Reply::plain(Answer::Git(answer))
+            }
+        }
+    }
+}
+
+fn env_of<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The request's working directory must be the asking process's own (same device and inode),
+/// so the repository read is the one git will use.
+fn same_dir(root: &Path, cwd: &str, pid: u32) -> Result<(), String> {
+    if !cwd.starts_with('/') {
+        return Err(format!("the working directory `{cwd}` is not absolute"));
+    }
+    let claimed = std::fs::metadata(inside(root, cwd))
+        .map_err(|e| format!("the working directory `{cwd}` cannot be read: {e}"))?;
+    let real = std::fs::metadata(format!("/proc/{pid}/cwd"))
+        .map_err(|e| format!("the asking process's working directory cannot be read: {e}"))?;
+    if (claimed.dev(), claimed.ino()) != (real.dev(), real.ino()) {
+        return Err(format!(
+            "the working directory `{cwd}` is not the asking process's"
+        ));
+    }
+    Ok(())
+}
+
+/// `path` (absolute inside the call) as the host reaches it through the call's root.
+fn inside(root: &Path, path: &str) -> PathBuf {
+    root.join(path.trim_start_matches('/'))
+}
+
+/// Joins a call path to a base, as git resolves a relative one; absolute stays absolute.
+fn resolve(base: &str, path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_string()
+    } else {
+        format!("{}/{path}", base.trim_end_matches('/'))
+    }
+}
+
+/// The invocation as git will see it: its arguments (a `git-<command>` started by that name runs
+/// the command), its environment, the repository's configuration as git would layer it, the
+/// branch `HEAD` names, and the `git-<x>` programs on its `PATH`.
+fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> Invocation {
+    let mut args = req.args.clone();
+    let name = req.invoked_as.rsplit('/').next().unwrap_or("");
+    if let Some(sub) = name.strip_prefix("git-") {
+        args.insert(0, sub.to_string());
+    }
+    let location = git::locate(&args, &req.env);
+    let mut dir = req.cwd.clone();
+    for c in &location.chdir {
+        dir = resolve(&dir, c);
+    }
+    let git_dir = match &location.git_dir {
+        Some(d) => Some(resolve(&dir, d)),
+        None => discover(root, &dir),
+    };
+    let mut files: Vec<PathBuf> = Vec::new();
+    let home = env_of(&req.env, "HOME").unwrap_or("/");
+    if env_of(&req.env, "GIT_CONFIG_NOSYSTEM").is_none() {
+        files.push(inside(root, gits.system_config()));
+    }
+    let xdg = env_of(&req.env, "XDG_CONFIG_HOME")
+        .map_or_else(|| resolve(home, ".config"), str::to_string);
+    files.push(inside(root, &resolve(&xdg, "git/config")));
+    files.push(inside(root, &resolve(home, ".gitconfig")));
+    let mut branch = None;
+    if let Some(gd) = &git_dir {
+        let common = match &location.common_dir {
+            Some(c) => resolve(&dir, c),
+            None => std::fs::read_to_string(inside(root, &resolve(gd, "commondir")))
+                .map_or_else(|_| gd.clone(), |c| resolve(gd, c.trim())),
+        };
+        files.push(inside(root, &resolve(&common, "config")));
+        branch = std::fs::read_to_string(inside(root, &resolve(gd, "HEAD")))
+            .ok()
+            .and_then(|h| {
+                h.trim()
+                    .strip_prefix("ref: refs/heads/")
+                    .map(str::to_string)
+            });
+    }
+    let config = files.iter().flat_map(|f| gits.read_config(f)).collect();
+    let mut path_commands = Vec::new();
+    let path = env_of(&req.env, "PATH").unwrap_or(chock_sandbox::DEFAULT_PATH);
+    for d in path.split(':').chain(gits.exec_dirs()) {
+        let Ok(entries) = std::fs::read_dir(inside(root, d)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if let Some(x) = e.file_name().to_str().and_then(|n| n.strip_prefix("git-")) {
+                path_commands.push(x.to_string());
+            }
+        }
+    }
+    Invocation {
+        args,
+        env: req.env.clone(),
+        config,
+        branch,
+        path_commands,
+    }
+}
+
+/// The git directory git finds from `dir`: the first `.git` (a directory, or a file naming one)
+/// in it or above it.
+fn discover(root: &Path, dir: &str) -> Option<String> {
+    let mut at = PathBuf::from(dir);
+    loop {
+        let candidate = at.join(".git");
+        let text = candidate.to_string_lossy().into_owned();
+        let host = inside(root, &text);
+        if host.is_dir() {
+            return Some(text);
+        }
+        if let Ok(body) = std::fs::read_to_string(&host)
+            && let Some(target) = body.trim().strip_prefix("gitdir:")
+        {
+            return Some(resolve(&at.to_string_lossy(), target.trim()));
+        }
+        if !at.pop() {
+            return None;
+        }
+    }
+}
+
+/// `path` opened `O_PATH`, to be executed through its descriptor.
+fn open_path(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    rustix::fs::open(
+        path,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()
+}

@@ -1,0 +1,291 @@
+//! The git shim (docs/git.md, "The shim"): the `git` a call finds, over every real git of the
+//! call's tree, and what the host knows of the real ones.
+//!
+//! Inside a call, [`main`] sends its raw argv, environment and working directory over the call's
+//! channel ([`crate::channel`]) and waits. The host classifies the invocation itself, settles the
+//! act through the session's pipeline, and answers; an allowed answer carries the real git as a
+//! descriptor (it is nowhere in the call's tree), which the shim executes. Anything else — a
+//! refusal, no answer, no channel — and the shim exits 126 with the act and the rule.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use chock_sandbox::Shim;
+
+use crate::channel::{Answer, Client, GitRequest, Request};
+
+/// The shim's file name, installed beside `chock`.
+pub const SHIM_BINARY: &str = "chock-git";
+
+/// The installed shim beside the running executable, if there is one (what `chock` passes as
+/// [`crate::SessionOptions::git_shim`]).
+pub fn installed() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let shim = exe.with_file_name(SHIM_BINARY);
+    shim.is_file().then_some(shim)
+}
+
+/// A session's git wiring: the shim, and the real gits found at its first call.
+#[derive(Debug)]
+pub(crate) struct Wiring {
+    shim: PathBuf,
+    gits: std::sync::OnceLock<Gits>,
+}
+
+impl Wiring {
+    pub(crate) fn new(shim: PathBuf) -> Wiring {
+        Wiring {
+            shim,
+            gits: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The real gits, found from `path` (the call's `PATH`) the first time.
+    pub(crate) fn gits(&self, path: &str) -> &Gits {
+        self.gits.get_or_init(|| Gits::find(path))
+    }
+
+    /// Gives `plan` the host channel and the shim over every real git.
+    pub(crate) fn apply(&self, plan: &mut chock_sandbox::Plan) {
+        let path = plan
+            .env_var("PATH")
+            .unwrap_or(chock_sandbox::DEFAULT_PATH)
+            .to_string();
+        plan.host_channel = true;
+        plan.shims = self.gits(&path).shims(&self.shim);
+    }
+
+    /// The real gits, once a call found them.
+    pub(crate) fn found(&self) -> Option<&Gits> {
+        self.gits.get()
+    }
+}
+
+/// The host's real gits, as a call's tree shows them: found once per session from the first
+/// call's `PATH`.
+#[derive(Debug, Clone)]
+pub(crate) struct Gits {
+    /// Every file of the tree that is a real git (each `git` on `PATH` under `/usr`, the `git` of
+    /// each one's exec path, and every hard link of any of them there): the shim hides each.
+    masked: Vec<PathBuf>,
+    /// Each git's exec path (`git --exec-path`).
+    exec_dirs: Vec<String>,
+    /// The system configuration file of the first git on `PATH`.
+    system_config: String,
+}
+
+impl Gits {
+    /// The gits under `/usr` on `path` (the call's `PATH`). Only the tree's own `/usr` is shown
+    /// to a call from the host, so a git elsewhere (a declared read path, the store) is not
+    /// hidden: docs/git.md says what that leaves.
+    pub(crate) fn find(path: &str) -> Gits {
+        let mut firsts: Vec<PathBuf> = Vec::new();
+        for dir in path.split(':').filter(|d| d.starts_with('/')) {
+            let Ok(real) = Path::new(dir).join("git").canonicalize() else {
+                continue;
+            };
+            if real.starts_with("/usr/") && real.is_file() && !firsts.contains(&real) {
+                firsts.push(real);
+            }
+        }
+        let mut exec_dirs: Vec<String> = Vec::new();
+        let mut inodes: BTreeSet<(u64, u64)> = BTreeSet::new();
+        let mut masked: BTreeSet<PathBuf> = BTreeSet::new();
+        for git in &firsts {
+            if let Ok(m) = git.metadata() {
+                inodes.insert((m.dev(), m.ino()));
+            }
+            masked.insert(git.clone());
+            let out = std::process::Command::new(git)
+                .arg("--exec-path")
+                .env_clear()
+                .output();
+            if let Ok(out) = out
+                && let Ok(text) = String::from_utf8(out.stdout)
+                && let Ok(dir) = Path::new(text.trim()).canonicalize()
+                && dir.starts_with("/usr/")
+            {
+                let own = dir.join("git");
+                if let Ok(m) = std::fs::symlink_metadata(&own)
+                    && m.is_file()
+                {
+                    inodes.insert((m.dev(), m.ino()));
+                    masked.insert(own);
+                }
+                let dir = dir.display().to_string();
+                if !exec_dirs.contains(&dir) {
+                    exec_dirs.push(dir);
+                }
+            }
+        }
+        // Hard links of a real git run it under another name (`git-upload-pack`, every builtin
+        // of a source build's exec path): each is hidden too. Symbolic links need nothing: they
+        // lead to a hidden path.
+        let dirs: BTreeSet<PathBuf> = firsts
+            .iter()
+            .filter_map(|g| g.parent().map(Path::to_path_buf))
+            .chain(exec_dirs.iter().map(PathBuf::from))
+            .collect();
+        for dir in dirs {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let is_git = e.file_name().to_str().is_some_and(|n| n.starts_with("git"));
+                if let (true, Ok(m)) = (is_git, e.metadata())
+                    && m.is_file()
+                    && inodes.contains(&(m.dev(), m.ino()))
+                {
+                    masked.insert(e.path());
+                }
+            }
+        }
+        let system_config = match firsts.first() {
+            Some(g) if g.starts_with("/usr/local/") => "/usr/local/etc/gitconfig",
+            _ => "/etc/gitconfig",
+        }
+        .to_string();
+        Gits {
+            masked: masked.into_iter().collect(),
+            exec_dirs,
+            system_config,
+        }
+    }
+
+    /// The plan's shims: `shim` over every real git.
+    pub(crate) fn shims(&self, shim: &Path) -> Vec<Shim> {
+        self.masked
+            .iter()
+            .map(|target| Shim {
+                source: shim.to_path_buf(),
+                target: target.clone(),
+            })
+            .collect()
+    }
+
+    pub(crate) fn exec_dirs(&self) -> impl Iterator<Item = &str> {
+        self.exec_dirs.iter().map(String::as_str)
+    }
+
+    pub(crate) fn system_config(&self) -> &str {
+        &self.system_config
+    }
+
+    /// The real git the shim stood in for: the hidden file it was started as (its full path,
+    /// or its name looked up on `path` as the kernel did), else the first git on `PATH`. The
+    /// tree hides each at the host's own path, so the host's file at that path is the real one.
+    pub(crate) fn real_for(&self, invoked_as: &str, path: Option<&str>) -> Option<PathBuf> {
+        let candidates: Vec<PathBuf> = if invoked_as.contains('/') {
+            vec![PathBuf::from(invoked_as)]
+        } else {
+            path.unwrap_or(chock_sandbox::DEFAULT_PATH)
+                .split(':')
+                .map(|d| Path::new(d).join(invoked_as))
+                .collect()
+        };
+        let found = candidates.into_iter().find_map(|c| {
+            let real = c.canonicalize().ok()?;
+            self.masked.contains(&real).then_some(real)
+        });
+        found.or_else(|| self.masked.iter().find(|p| p.ends_with("bin/git")).cloned())
+    }
+
+    /// The entries of one configuration file as `git config --list` gives them, read by the
+    /// host's git with the file named alone (`--file`: no includes followed, nothing run).
+    pub(crate) fn read_config(&self, file: &Path) -> Vec<(String, Option<String>)> {
+        let Some(git) = self.masked.first() else {
+            return Vec::new();
+        };
+        if !file.is_file() {
+            return Vec::new();
+        }
+        let out = std::process::Command::new(git)
+            .args(["config", "--list", "-z", "--file"])
+            .arg(file)
+            .env_clear()
+            .env("HOME", "/nonexistent")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        let Ok(out) = out else { return Vec::new() };
+        String::from_utf8_lossy(&out.stdout)
+            .split('\0')
+            .filter(|e| !e.is_empty())
+            .map(|e| match e.split_once('\n') {
+                Some((k, v)) => (k.to_string(), Some(v.to_string())),
+                None => (e.to_string(), None),
+            })
+            .collect()
+    }
+}
+
+/// The shim's `main`, inside a call: ask the host, then execute the real git it hands over, or
+/// say why not and exit 126. Never returns.
+pub fn main() -> ! {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let fail = |what: String| -> ! {
+        eprintln!("chock: git: {what}");
+        std::process::exit(126)
+    };
+    let text = |s: OsString| {
+        s.into_string()
+            .unwrap_or_else(|s| fail(format!("{} is not UTF-8: refused", s.to_string_lossy())))
+    };
+    let mut argv = argv.into_iter().map(text);
+    let invoked_as = argv.next().unwrap_or_else(|| "git".into());
+    let args: Vec<String> = argv.collect();
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| (text(k), text(v)))
+        .collect();
+    let cwd = std::env::current_dir()
+        .map(|d| text(d.into_os_string()))
+        .unwrap_or_else(|e| fail(format!("the working directory cannot be read: {e}")));
+    let client = Client::from_call().unwrap_or_else(|e| {
+        fail(format!(
+            "{e}; inside Chock, git runs only when the host allows it"
+        ))
+    });
+    let request = Request::Git(GitRequest {
+        invoked_as: invoked_as.clone(),
+        args: args.clone(),
+        env,
+        cwd,
+    });
+    let (answer, mut fds) = client
+        .ask(&request)
+        .unwrap_or_else(|e| fail(format!("{e}: nobody answered, a refusal")));
+    match answer {
+        Answer::Git(a) if a.allowed && fds.len() == 1 => {
+            let real = fds
+                .pop()
+                .unwrap_or_else(|| fail("no git was handed over".into()));
+            // The real git and what it starts (hooks, its own `git`) inherit the channel.
+            let _ = rustix::io::fcntl_setfd(client.channel(), rustix::io::FdFlags::empty());
+            let name = invoked_as.rsplit('/').next().unwrap_or("git").to_string();
+            let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&real));
+            let err = std::process::Command::new(path)
+                .arg0(name)
+                .args(&args)
+                .exec();
+            fail(format!(
+                "`{}` was allowed, but git could not be started: {err}",
+                a.action
+            ))
+        }
+        Answer::Git(a) => {
+            let mut line = format!("`{}` refused by {}", a.action, a.rule);
+            if !a.by.is_empty() && a.by != a.rule {
+                line.push_str(&format!(" ({})", a.by));
+            }
+            if !a.reason.is_empty() {
+                line.push_str(&format!(": {}", a.reason));
+            }
+            fail(line)
+        }
+        Answer::Refused { reason } => fail(format!("the host refused the request: {reason}")),
+    }
+}
