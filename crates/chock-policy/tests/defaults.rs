@@ -68,6 +68,7 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("git.reset", Decision::Allow, Some("git.reset")),
     ("git.stash", Decision::Allow, Some("git.stash")),
     ("git.clean", Decision::Allow, Some("git.clean")),
+    ("git.maintenance", Decision::Allow, Some("git.maintenance")),
     ("git.inspect", Decision::Allow, Some("git.inspect")),
     ("git.apply", Decision::Allow, Some("git.apply")),
     ("git.am", Decision::Allow, Some("git.am")),

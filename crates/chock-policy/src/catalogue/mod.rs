@@ -18,7 +18,7 @@ use crate::pattern::Pattern;
 
 mod names;
 
-pub use names::{ASKPASS, CATALOGUE, Entry, GIT_SHIM, State};
+pub use names::{ASKPASS, CATALOGUE, Entry, State};
 
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]

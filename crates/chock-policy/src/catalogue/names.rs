@@ -21,8 +21,6 @@ pub enum State {
     Pending(&'static str),
 }
 
-/// Why the `git.*` names are pending.
-pub const GIT_SHIM: &str = "classified by the git shim, which is not built yet";
 /// Why `secret.password.*` is pending.
 pub const ASKPASS: &str = "handed out by `chock askpass`, which is not built yet";
 
@@ -77,8 +75,8 @@ pub const CATALOGUE: &[Entry] = &[
         "net.connect.<host>.<port>",
         "a raw connection to this host and port through the broker",
     ),
-    // git, as the git shim inside the sandbox would classify it (crate::git). The shim is not built
-    // yet, so nothing asks these names: they are marked pending and `chock policy lint` says so.
+    // git, as the host classifies what the git shim inside a call sends it (crate::git,
+    // docs/git.md): asked by chock-session's channel handler for every git invocation.
     g("git.status", "reads the workspace repository"),
     g("git.log", "reads the workspace repository"),
     g("git.diff", "reads the workspace repository"),
@@ -154,6 +152,10 @@ pub const CATALOGUE: &[Entry] = &[
     g(
         "git.clean",
         "deletes untracked files in the workspace repository",
+    ),
+    g(
+        "git.maintenance",
+        "repacks or prunes the workspace repository's objects (maintenance, gc)",
     ),
     g("git.config.read", "reads the repository's configuration"),
     g(
@@ -266,11 +268,11 @@ const fn e(template: &'static str, why: &'static str) -> Entry {
     }
 }
 
-/// A name the git shim will ask.
+/// A name the host asks for a git invocation the git shim sends it.
 const fn g(template: &'static str, why: &'static str) -> Entry {
     Entry {
         template,
         why,
-        state: State::Pending(GIT_SHIM),
+        state: State::Asked,
     }
 }

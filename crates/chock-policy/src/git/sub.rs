@@ -91,6 +91,9 @@ const LOCAL: &[(&str, &str)] = &[
     ("stash", "stash"),
     ("clean", "clean"),
     ("submodule", "submodule"),
+    // What git starts by itself after a commit (`maintenance run --auto`) and its older form.
+    ("maintenance", "maintenance"),
+    ("gc", "maintenance"),
 ];
 
 /// The act `name args` is, and where it reaches if it reaches another host.

@@ -77,7 +77,8 @@ fn plain_subcommands_are_their_own_act() {
         ("--version", "git.help"),
         ("", "git.help"),
         ("--exec-path", "git.help"),
-        ("gc", "git.unknown"),
+        ("gc", "git.maintenance"),
+        ("maintenance run --auto", "git.maintenance"),
         ("frobnicate", "git.unknown"),
     ] {
         assert_eq!(act(&inv(args)), expected, "git {args}");
