@@ -224,13 +224,15 @@ impl Session {
         // The call's channel to the host is served beside the wait, on this runtime, and dropped
         // (closed) when the call has ended.
         let channel = call.take_host_channel();
-        let gits = self.git.as_ref().and_then(crate::git_shim::Wiring::found);
-        let waited = match (channel, gits) {
-            (Some(channel), Some(gits)) => {
+        let wiring = self.git.as_ref();
+        let gits = wiring.and_then(crate::git_shim::Wiring::found);
+        let waited = match (channel, gits, wiring) {
+            (Some(channel), Some(gits), Some(wiring)) => {
                 let handler = crate::channel::CallChannel {
                     pipeline,
                     call_id: &call_id,
                     gits,
+                    wiring,
                 };
                 let serving = async {
                     let _ = crate::channel::serve(channel, &handler).await;

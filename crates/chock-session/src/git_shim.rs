@@ -9,6 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ pub fn installed() -> Option<PathBuf> {
 pub(crate) struct Wiring {
     shim: PathBuf,
     gits: std::sync::OnceLock<Gits>,
+    /// One sealed in-memory copy of each real git handed out, made at its first allowed use.
+    copies: std::sync::Mutex<std::collections::BTreeMap<PathBuf, OwnedFd>>,
 }
 
 impl Wiring {
@@ -40,7 +43,26 @@ impl Wiring {
         Wiring {
             shim,
             gits: std::sync::OnceLock::new(),
+            copies: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         }
+    }
+
+    /// The real git at `path` as a descriptor the call may execute: a sealed in-memory copy of
+    /// it (`memfd`, sealed against every change), made once per session. Not the host's file
+    /// itself: the call's Landlock ruleset lets it execute nothing outside its own tree, and an
+    /// anonymous file belongs to no tree.
+    pub(crate) fn executable(&self, path: &Path) -> std::io::Result<OwnedFd> {
+        let mut copies = self
+            .copies
+            .lock()
+            .map_err(|_| std::io::Error::other("the copies' lock was poisoned"))?;
+        if let Some(fd) = copies.get(path) {
+            return fd.try_clone();
+        }
+        let fd = sealed_copy(path)?;
+        let mine = fd.try_clone()?;
+        copies.insert(path.to_path_buf(), fd);
+        Ok(mine)
     }
 
     /// The real gits, found from `path` (the call's `PATH`) the first time.
@@ -62,6 +84,24 @@ impl Wiring {
     pub(crate) fn found(&self) -> Option<&Gits> {
         self.gits.get()
     }
+}
+
+/// A sealed in-memory copy of the file at `path`, executable.
+fn sealed_copy(path: &Path) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    // `MFD_EXEC` says so on a kernel that would seal a memfd against execution by default (6.3
+    // and later, `vm.memfd_noexec`); an older one does not know the flag.
+    let fd = rustix::fs::memfd_create("git", flags | MemfdFlags::EXEC)
+        .or_else(|_| rustix::fs::memfd_create("git", flags))?;
+    let mut file = std::fs::File::from(fd);
+    std::io::copy(&mut std::fs::File::open(path)?, &mut file)?;
+    let fd = OwnedFd::from(file);
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+    )?;
+    Ok(fd)
 }
 
 /// The host's real gits, as a call's tree shows them: found once per session from the first

@@ -11,13 +11,14 @@ use chock_sandbox::BoxFuture;
 use super::serve::{Handler, Reply};
 use super::{Answer, GitAnswer, GitRequest, Request};
 use crate::call::refused_words;
-use crate::git_shim::Gits;
+use crate::git_shim::{Gits, Wiring};
 
 /// One call's answerer: the session's pipeline under the call's id, and the host's real gits.
 pub(crate) struct CallChannel<'a> {
     pub pipeline: &'a Pipeline,
     pub call_id: &'a str,
     pub gits: &'a Gits,
+    pub wiring: &'a Wiring,
 }
 
 impl Handler for CallChannel<'_> {
@@ -90,7 +91,7 @@ impl CallChannel<'_> {
         let real = self
             .gits
             .real_for(&req.invoked_as, env_of(&req.env, "PATH"));
-        match real.and_then(|p| open_path(&p)) {
+        match real.and_then(|p| self.wiring.executable(&p).ok()) {
             Some(fd) => Reply {
                 answer: Answer::Git(answer),
                 fds: vec![fd],
@@ -153,6 +154,17 @@ fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> Invocation {
     if let Some(sub) = name.strip_prefix("git-") {
         args.insert(0, sub.to_string());
     }
+    // git sets `GIT_EXEC_PATH` to its own exec path for what it starts (its `maintenance` after
+    // a commit): that value names the programs git would run anyway, so it is not a swap.
+    let env: Vec<(String, String)> = req
+        .env
+        .iter()
+        .filter(|(k, v)| {
+            k != "GIT_EXEC_PATH" || !gits.exec_dirs().any(|d| d == v.trim_end_matches('/'))
+        })
+        .cloned()
+        .collect();
+    let req = &GitRequest { env, ..req.clone() };
     let location = git::locate(&args, &req.env);
     let mut dir = req.cwd.clone();
     for c in &location.chdir {
@@ -229,14 +241,4 @@ fn discover(root: &Path, dir: &str) -> Option<String> {
             return None;
         }
     }
-}
-
-/// `path` opened `O_PATH`, to be executed through its descriptor.
-fn open_path(path: &Path) -> Option<std::os::fd::OwnedFd> {
-    rustix::fs::open(
-        path,
-        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )
-    .ok()
 }
