@@ -238,6 +238,8 @@ impl SessionBuilder {
                 scratch: false,
                 // The agent's calls overlap (a background command, a service): one shared instance.
                 calls: chock_session::Calls::Overlapping,
+                // git inside its calls goes through the shim installed beside `chock`.
+                git_shim: chock_session::git_shim::installed(),
             },
         )?;
         let log = session.log().clone();
@@ -281,6 +283,7 @@ impl SessionBuilder {
             SessionOptions {
                 sessions_root: self.sessions_root.clone(),
                 withheld_env: self.config.key_env_names(),
+                git_shim: chock_session::git_shim::installed(),
                 ..SessionOptions::default()
             },
         )?;

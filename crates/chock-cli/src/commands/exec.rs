@@ -135,6 +135,8 @@ pub fn run(args: ExecArgs) -> anyhow::Result<ExitCode> {
             // One call: its own sandbox mounts the workspace overlay (no helper process), and
             // without --keep its writes stay in memory.
             calls: chock_session::Calls::One,
+            // git inside the call goes through the shim installed beside `chock`.
+            git_shim: chock_session::git_shim::installed(),
             ..SessionOptions::default()
         },
     ) {
