@@ -197,7 +197,7 @@ fn lint_warns_on_a_rule_only_a_pending_name_can_match() {
 fn lint_warns_on_a_pending_rule_in_an_org_bundle() {
     let w = project(
         None,
-        "[[rule]]\naction = \"git.push\"\ndecision = \"deny\"\n",
+        "[[rule]]\naction = \"secret.password.*\"\ndecision = \"deny\"\n",
     );
     insta::assert_snapshot!(chock(
         &w,
@@ -209,5 +209,9 @@ fn lint_warns_on_a_pending_rule_in_an_org_bundle() {
 #[test]
 fn check_says_a_pending_name_is_asked_by_nothing() {
     let w = project(None, "");
-    insta::assert_snapshot!(chock(&w, "org.toml", &["policy", "check", "git.commit"]));
+    insta::assert_snapshot!(chock(
+        &w,
+        "org.toml",
+        &["policy", "check", "secret.password.github"]
+    ));
 }

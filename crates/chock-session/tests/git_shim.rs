@@ -9,7 +9,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use chock_decide::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
-use chock_session::{CallOptions, CallOutcome, Deciding, NoApprover, Session, SessionOptions};
+use chock_session::{
+    CallOptions, CallOutcome, Calls, Deciding, NoApprover, Session, SessionOptions,
+};
 
 /// The tests of this file one at a time: one counts the test process's descriptors.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -59,9 +61,16 @@ fn fixture(policy: &str) -> Fixture {
 }
 
 fn open(f: &Fixture) -> Session {
+    open_with(f, Calls::Overlapping)
+}
+
+/// A session whose calls are made as `calls` says: `Overlapping` (the agent's) forks them from a
+/// session sandbox, `One` (`chock exec`'s) builds each sandbox of its own.
+fn open_with(f: &Fixture, calls: Calls) -> Session {
     let opts = SessionOptions {
         sessions_root: Some(f.root.clone()),
         git_shim: Some(PathBuf::from(env!("CARGO_BIN_EXE_chock-git-shim"))),
+        calls,
         ..SessionOptions::default()
     };
     Session::open(&f.project, opts).unwrap()
@@ -185,6 +194,30 @@ async fn a_deny_row_stops_a_commit_and_names_the_act_and_the_rule() {
         [
             ("git.commit".to_string(), false),
             ("git.inspect".to_string(), true)
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_made_the_per_call_way_gets_the_shim_and_the_channel_too() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let f = fixture("[[rule]]\naction = \"git.push\"\ndecision = \"deny\"\n");
+    let s = open_with(&f, Calls::One);
+    let (code, out, err) = run(
+        &s,
+        "p1",
+        "git commit -q --allow-empty -m two && git rev-list --count HEAD; \
+         /usr/bin/git push origin main; echo \"exit $?\"",
+    )
+    .await;
+    assert_eq!((code, out.as_str()), (0, "2\nexit 126\n"), "{err}");
+    assert_eq!(
+        git_decisions(&s, "p1"),
+        [
+            ("git.commit".to_string(), true),
+            ("git.maintenance".to_string(), true),
+            ("git.inspect".to_string(), true),
+            ("git.push".to_string(), false)
         ]
     );
 }
