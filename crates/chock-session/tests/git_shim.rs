@@ -379,3 +379,51 @@ async fn the_shim_is_the_only_git_and_the_channel_is_gone_after_the_call() {
     assert!(out.ends_with("fd 3\n"), "{out}");
     assert_eq!(sockets(), before, "the host's end of the channel is closed");
 }
+
+/// A replaced shim, in Python: asks `args` claiming `cwd` over the call's channel and prints the
+/// answer's JSON and how many descriptors came with it.
+const REPLACED_SHIM: &str = r#"
+import array, json, os, socket, struct, sys
+args, cwd = json.loads(sys.argv[1]), sys.argv[2]
+ch = socket.socket(fileno=int(os.environ["CHOCK_CHANNEL_FD"]))
+mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+body = json.dumps({"kind": "git", "invoked_as": "git", "args": args,
+                   "env": [[k, v] for k, v in os.environ.items()], "cwd": cwd}).encode()
+ch.sendmsg([struct.pack(">I", len(body)) + body],
+           [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))])
+theirs.close()
+msg, anc, _, _ = mine.recvmsg(1 << 17, socket.CMSG_SPACE(16))
+print(msg[4:].decode(), sum(len(d) // 4 for _, _, d in anc))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_shim_cannot_claim_another_working_directory() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    if !Path::new("/usr/bin/python3").exists() {
+        return;
+    }
+    let f = fixture("");
+    let s = open(&f);
+    std::fs::write(f.project.join("ask.py"), REPLACED_SHIM).unwrap();
+    // Claiming the directory it is in: an answer, with the real git.
+    let script = format!(
+        "cd sub && python3 ../ask.py '[\"status\"]' {}/sub",
+        f.project.display()
+    );
+    let (code, out, err) = run(&s, "r1", &script).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r#""action":"git.status","allowed":true"#),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with(" 1"), "{out}");
+    // Claiming /tmp (where another repository could say anything) from the project: refused.
+    let (code, out, err) = run(&s, "r2", "python3 ask.py '[\"status\"]' /tmp").await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r#""kind":"refused""#) && out.contains("not the asking process's"),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with(" 0"), "{out}");
+    assert!(git_decisions(&s, "r2").is_empty());
+}
