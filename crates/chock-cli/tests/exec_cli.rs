@@ -219,6 +219,51 @@ fn a_denied_program_is_refused_with_123_and_never_runs() {
     assert_eq!(w.events()[3].1["outcome"], "refused");
 }
 
+/// `chock exec` finds `chock-git` beside itself: git in its call is the shim, each invocation
+/// decided on the host.
+#[test]
+fn git_in_the_call_is_decided_per_invocation_and_a_deny_row_stops_it() {
+    let w = run_support::World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"git.commit\"\ndecision = \"deny\"\n",
+    ));
+    let out = w.chock(&[
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "git status --short; git -c user.name=a -c user.email=b commit -q --allow-empty -m x; \
+         echo \"exit $?\"; /usr/bin/git rev-list --count HEAD",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "exit 126\n1\n");
+    assert!(
+        text(&out.stderr).contains("`git.commit` refused by"),
+        "{}",
+        text(&out.stderr)
+    );
+    let decided: Vec<(String, bool)> = w
+        .events()
+        .into_iter()
+        .filter(|(k, _, d)| {
+            k == "decision" && d["action"].as_str().is_some_and(|a| a.starts_with("git."))
+        })
+        .map(|(_, _, d)| {
+            (
+                d["action"].as_str().unwrap().to_string(),
+                d["allowed"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            ("git.status".to_string(), true),
+            ("git.commit".to_string(), false),
+            ("git.inspect".to_string(), true)
+        ]
+    );
+}
+
 #[test]
 fn an_ask_with_nobody_to_answer_is_a_refusal() {
     let w = World::new();
