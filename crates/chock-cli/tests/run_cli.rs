@@ -535,3 +535,67 @@ fn the_turn_bound_ends_a_session_that_would_go_on() {
     assert_eq!(events.last().unwrap().2["summary"]["ended"], "max_turns");
     w.assert_log_verifies();
 }
+
+const GIT_SCRIPT: &str = r#"
+name = "git-in-the-sandbox"
+model = "scripted"
+
+[[turn]]
+text = "Committing in the workspace."
+[[turn.call]]
+tool = "run_command"
+input = { command = "git -c user.name=a -c user.email=b commit -q --allow-empty -m agent && git rev-list --count HEAD" }
+expect = { is_error = false, contains = "2" }
+
+[[turn]]
+text = "Pushing by the real git's full path."
+[[turn.call]]
+tool = "run_command"
+input = { command = "/usr/bin/git push origin main; echo \"exit $?\"" }
+expect = { is_error = false, contains = "exit 126" }
+
+[[turn]]
+text = "Committed; the push was refused."
+"#;
+
+/// The agent's run_command goes through the same confined call as `chock exec`: git in it is the
+/// shim, each invocation decided under the model's call id.
+#[test]
+fn the_agents_git_is_decided_per_invocation_under_its_call_id() {
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"git.push\"\ndecision = \"deny\"\n",
+    ));
+    let provider = w.script(GIT_SCRIPT);
+    let out = w.chock(&["run", "--provider", &provider, "commit"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let decided: Vec<(Option<String>, String, bool)> = w
+        .events()
+        .into_iter()
+        .filter(|(k, _, d)| {
+            k == "decision" && d["action"].as_str().is_some_and(|a| a.starts_with("git."))
+        })
+        .map(|(_, c, d)| {
+            (
+                c,
+                d["action"].as_str().unwrap().to_string(),
+                d["allowed"] == true,
+            )
+        })
+        .collect();
+    let call = |id: &str| Some(id.to_string());
+    assert_eq!(
+        decided,
+        [
+            (call("play_1_1"), "git.commit".to_string(), true),
+            (call("play_1_1"), "git.maintenance".to_string(), true),
+            (call("play_1_1"), "git.inspect".to_string(), true),
+            (call("play_2_1"), "git.push".to_string(), false),
+        ]
+    );
+}
