@@ -67,7 +67,13 @@ impl Session {
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
         crate::nix::off_the_runtime(|| self.settle_devshell(&pipeline, &call_id))?;
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();
-        let plan = self.plan_asking(argv, opts, can_ask);
+        // A session's first plan with the git shim finds the host's gits (a `git --exec-path`
+        // each, a few directories read): off the runtime's workers.
+        let plan = if self.git.as_ref().is_some_and(|g| g.found().is_none()) {
+            crate::nix::off_the_runtime(|| self.plan_asking(argv, opts, can_ask))
+        } else {
+            self.plan_asking(argv, opts, can_ask)
+        };
         let classified = self.classify(&plan);
         let action = classified.action.as_str().to_string();
         let table = self.decide(&classified.action).decision;

@@ -91,7 +91,10 @@ impl CallChannel<'_> {
         let real = self
             .gits
             .real_for(&req.invoked_as, env_of(&req.env, "PATH"));
-        match real.and_then(|p| self.wiring.executable(&p).ok()) {
+        // The first copy of a git (a few MiB) is made off the runtime's workers.
+        let executable =
+            real.and_then(|p| crate::nix::off_the_runtime(|| self.wiring.executable(&p).ok()));
+        match executable {
             Some(fd) => Reply {
                 answer: Answer::Git(answer),
                 fds: vec![fd],
