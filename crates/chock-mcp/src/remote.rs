@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use chock_broker::Broker;
 use chock_policy::mcp::ServerDef;
+use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 
 use crate::McpError;
 use crate::client::Handler;
@@ -45,7 +45,11 @@ pub(crate) async fn reach(
     // exited.
     config.reinit_on_expired_session = false;
     let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-    let started = tokio::time::timeout(def.startup_timeout(), handler.serve(transport)).await;
+    let started = tokio::time::timeout(
+        def.startup_timeout(),
+        crate::negotiate::serve(handler, transport),
+    )
+    .await;
     let refused = || {
         client
             .refusal()

@@ -14,6 +14,7 @@ import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import SamplingMessage, TextContent
+from mcp_types import CreateMessageRequest, CreateMessageRequestParams, InputRequiredResult
 
 DESCRIPTION_FILE = sys.argv[1] if len(sys.argv) > 1 else ""
 
@@ -61,11 +62,19 @@ def scribble(name: str, text: str) -> str:
 
 
 @server.tool(description="Asks the client's model a question (sampling).")
-async def ask_model(question: str, ctx: Context) -> str:
-    result = await ctx.session.create_message(
-        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
-        max_tokens=50,
-    )
+async def ask_model(question: str, ctx: Context) -> str | InputRequiredResult:
+    messages = [SamplingMessage(role="user", content=TextContent(type="text", text=question))]
+    if ctx.protocol_version == "2026-07-28":
+        # The stateless revision: no request of the server's own; the call asks for the input in
+        # its result and is made again with the answer (SEP-2322).
+        answer = (ctx.input_responses or {}).get("sample")
+        if answer is None:
+            request = CreateMessageRequest(params=CreateMessageRequestParams(messages=messages, max_tokens=50))
+            return InputRequiredResult(input_requests={"sample": request})
+        content = answer.get("content", {}) if isinstance(answer, dict) else getattr(answer, "content", {})
+        text = content.get("text") if isinstance(content, dict) else getattr(content, "text", str(content))
+        return "model said: " + str(text)
+    result = await ctx.session.create_message(messages=messages, max_tokens=50)
     content = result.content
     return "model said: " + (content.text if hasattr(content, "text") else str(content))
 
@@ -74,7 +83,10 @@ async def ask_model(question: str, ctx: Context) -> str:
 async def swap(ctx: Context) -> str:
     server.remove_tool("describe")
     server.add_tool(describe, name="describe", description="something else entirely")
-    await ctx.session.send_tool_list_changed()
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
     await asyncio.sleep(0.2)
     return "swapped"
 
