@@ -18,6 +18,7 @@ mod declared;
 mod door;
 mod error;
 pub mod files;
+pub mod gate;
 mod http;
 mod mrtr;
 pub mod names;

@@ -2,7 +2,8 @@
 //! streamable HTTP transport over Chock's own client (crate::http), whose every connection the
 //! broker's door opens under the call id `mcp-<server>`. Each destination is the act
 //! `net.connect.<reversed host>.<port>`, settled by the session's pipeline (the table, then whoever
-//! must answer) and logged before the name is even resolved; the broker resolves it, checks every
+//! must answer; a question once per server and session, crate::gate) and logged before the name is
+//! even resolved; the broker resolves it, checks every
 //! address (loopback and private ones only for a project or org rule naming the host exactly) and
 //! connects to a checked one. A refused destination fails the start with the server, the act, the
 //! rule and the host in the error.
@@ -32,7 +33,7 @@ pub(crate) async fn reach(
     let failed = |error: String| failed(&log, &def.name, error);
     let call_id = format!("mcp-{}", def.name);
     let broker = Broker::new(
-        Arc::new(cx.pipeline.gate(&call_id)),
+        Arc::new(crate::gate::OnceGate::new(&cx.pipeline, &call_id)),
         log.clone(),
         cx.network.clone(),
     )
