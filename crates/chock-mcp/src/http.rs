@@ -42,9 +42,15 @@ use crate::door::DoorConnector;
 #[error("{0}")]
 pub struct HttpClientError(String);
 
-type Failure = StreamableHttpError<HttpClientError>;
+impl HttpClientError {
+    pub(crate) fn new(message: String) -> Self {
+        HttpClientError(message)
+    }
+}
 
-fn failure(message: impl Into<String>) -> Failure {
+pub(crate) type Failure = StreamableHttpError<HttpClientError>;
+
+pub(crate) fn failure(message: impl Into<String>) -> Failure {
     StreamableHttpError::Client(HttpClientError(message.into()))
 }
 
@@ -122,7 +128,10 @@ async fn read_body(body: Body, limit: usize, whole: bool) -> Result<Vec<u8>, Fai
 
 /// The server's SSE events, each at most `max_event` bytes (counted before parsing, so a server
 /// cannot make Chock hold an endless event).
-fn sse_events(body: Body, max_event: usize) -> BoxStream<'static, Result<Sse, SseError>> {
+pub(crate) fn sse_events(
+    body: hyper::body::Incoming,
+    max_event: usize,
+) -> BoxStream<'static, Result<Sse, SseError>> {
     let mut since_boundary = 0usize;
     let mut last_newline = false;
     let bytes = body
@@ -257,7 +266,7 @@ impl DoorHttpClient {
 
     /// Sends `request`; a redirect is refused (Chock follows none), an authorization challenge
     /// named (Chock sends no credentials).
-    async fn send(
+    pub(crate) async fn send(
         &self,
         request: http::Request<Full<Bytes>>,
     ) -> Result<http::Response<Body>, Failure> {

@@ -25,6 +25,7 @@ pub mod names;
 mod negotiate;
 mod remote;
 pub mod server;
+mod sse;
 pub mod tools;
 pub mod trust;
 

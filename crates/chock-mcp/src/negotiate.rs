@@ -54,6 +54,21 @@ where
     handler.serve_with_lifecycle(probed, lifecycle()).await
 }
 
+/// rmcp's client session over the legacy HTTP+SSE transport: a transport of the stateful era
+/// only (2026-07-28 has none), so `initialize` offering 2025-11-25 straight away, no probe.
+pub(crate) async fn serve_stateful<T, E, A>(
+    handler: Handler,
+    transport: T,
+) -> Result<RunningService<RoleClient, Handler>, ClientInitializeError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    handler
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+}
+
 /// A transport that makes a stateful-era server's answer to the discovery probe the error it
 /// means. rmcp falls back to `initialize` on a correlated JSON-RPC error; servers of that era
 /// answer the unknown method in other ways too: an empty result (a server that answers every

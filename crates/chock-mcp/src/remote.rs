@@ -22,11 +22,13 @@ use crate::client::Handler;
 use crate::http::DoorHttpClient;
 use crate::server::{StartContext, failed};
 
-/// rmcp's client of the server at `url`, initialized within the startup timeout.
+/// rmcp's client of the server at `url` (its event stream when `sse`, the legacy transport),
+/// initialized within the startup timeout.
 pub(crate) async fn reach(
     def: &ServerDef,
     cx: &StartContext,
     url: &str,
+    sse: bool,
     handler: Handler,
 ) -> Result<RunningService<RoleClient, Handler>, McpError> {
     let log = cx.pipeline.log().clone();
@@ -45,11 +47,21 @@ pub(crate) async fn reach(
     // listed and checked against their pins. Its calls fail instead, as a stdio server's do once it
     // exited.
     config.reinit_on_expired_session = false;
-    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-    let started = tokio::time::timeout(
-        def.startup_timeout(),
-        crate::negotiate::serve(handler, transport),
-    )
+    let started = tokio::time::timeout(def.startup_timeout(), async {
+        if sse {
+            let transport = crate::sse::SseTransport::connect(client.clone(), url)
+                .await
+                .map_err(|e| e.to_string())?;
+            crate::negotiate::serve_stateful(handler, transport)
+                .await
+                .map_err(|e| e.to_string())
+        } else {
+            let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+            crate::negotiate::serve(handler, transport)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
     .await;
     let refused = || {
         client

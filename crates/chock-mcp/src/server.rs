@@ -349,7 +349,12 @@ pub(crate) async fn start(
             (client, Some(service), network)
         }
         Transport::Http { url } => (
-            crate::remote::reach(def, cx, url, handler).await?,
+            crate::remote::reach(def, cx, url, false, handler).await?,
+            None,
+            false,
+        ),
+        Transport::Sse { url } => (
+            crate::remote::reach(def, cx, url, true, handler).await?,
             None,
             false,
         ),
@@ -367,6 +372,7 @@ pub(crate) async fn start(
             transport: match def.transport {
                 Transport::Stdio { .. } => "stdio",
                 Transport::Http { .. } => "http",
+                Transport::Sse { .. } => "sse",
             }
             .to_string(),
             definition: configured.hash.clone(),

@@ -100,6 +100,7 @@ fn transport_words(server: &Configured) -> String {
             format!("stdio: {}", words.join(" "))
         }
         Transport::Http { url } => format!("http: {url}"),
+        Transport::Sse { url } => format!("sse: {url}"),
     }
 }
 
@@ -144,17 +145,19 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
                 }
             }
             // The host reaches it; each connection is this act, through the broker.
-            Transport::Http { url } => match chock_mcp::destination_action(url) {
-                Some(action) => {
-                    let verdict = policy.decide(&action);
-                    say!(
-                        "  reached: {} as `{action}` ({})",
-                        verdict.decision,
-                        verdict.decided_by
-                    );
+            Transport::Http { url } | Transport::Sse { url } => {
+                match chock_mcp::destination_action(url) {
+                    Some(action) => {
+                        let verdict = policy.decide(&action);
+                        say!(
+                            "  reached: {} as `{action}` ({})",
+                            verdict.decision,
+                            verdict.decided_by
+                        );
+                    }
+                    None => say!("  reached: never (`{url}` names no host)"),
                 }
-                None => say!("  reached: never (`{url}` names no host)"),
-            },
+            }
         }
         let tools = trust.pinned_tools(&server.origin, name);
         if tools.is_empty() {
@@ -242,7 +245,7 @@ fn start_and_show(
                     running.name(),
                     if running.has_network() { "" } else { "no " }
                 ),
-                Transport::Http { url } => say!(
+                Transport::Http { url } | Transport::Sse { url } => say!(
                     "{}: reached at {url} through the broker (each connection decided as `net.connect`)",
                     running.name()
                 ),
