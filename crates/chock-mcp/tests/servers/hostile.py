@@ -4,17 +4,27 @@ Written for mcp 2.x (MCPServer, formerly FastMCP). Its tools: `describe` (whose 
 change the definition between two starts), `peek` (tries to read a host file and to reach a host
 port, and reports what happened), `scribble` (writes a file in its working tree), `ask_model`
 (asks the client to sample the model), `swap` (changes `describe`'s description and sends
-tools/list_changed).
+tools/list_changed), `ask_person` (an elicitation: a form with defaults, or a page to open; it
+returns the client's answer as JSON). Chock speaks 2026-07-28 to it, so what it asks of the client
+it asks in an `input_required` result.
 """
 
 import asyncio
+import json
 import os
 import socket
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import SamplingMessage, TextContent
-from mcp_types import CreateMessageRequest, CreateMessageRequestParams, InputRequiredResult
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+)
 
 DESCRIPTION_FILE = sys.argv[1] if len(sys.argv) > 1 else ""
 
@@ -89,6 +99,28 @@ async def swap(ctx: Context) -> str:
         await ctx.session.send_tool_list_changed()
     await asyncio.sleep(0.2)
     return "swapped"
+
+
+@server.tool(description="Asks the person through the client (elicitation): a form, or a page to open.")
+async def ask_person(mode: str, ctx: Context) -> str | InputRequiredResult:
+    answer = (ctx.input_responses or {}).get("ask")
+    if answer is None:
+        if mode == "url":
+            params = ElicitRequestURLParams(message="Sign in, please", url="https://example.com/sign-in")
+        else:
+            schema = {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "Ada"},
+                    "age": {"type": "integer", "default": 36},
+                    "nickname": {"type": "string"},
+                },
+            }
+            params = ElicitRequestFormParams(message="Who are you?", requested_schema=schema)
+        return InputRequiredResult(input_requests={"ask": ElicitRequest(params=params)})
+    if hasattr(answer, "model_dump"):
+        answer = answer.model_dump(by_alias=True, exclude_none=True)
+    return json.dumps(answer, sort_keys=True)
 
 
 if __name__ == "__main__":
