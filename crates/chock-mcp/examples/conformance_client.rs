@@ -5,7 +5,9 @@
 //!
 //! The suite runs `conformance_client <server-url>` once per scenario, naming the scenario in
 //! `MCP_CONFORMANCE_SCENARIO` and giving scenario data (the tool calls to make) as JSON in
-//! `MCP_CONFORMANCE_CONTEXT`. `.ci/run` drives it; docs/mcp.md says how to run it by hand.
+//! `MCP_CONFORMANCE_CONTEXT`. It ends with the line `conformance_client: done` on standard error
+//! when it did all that; `.ci/run` drives it and checks for that line; docs/mcp.md says how to run
+//! it by hand.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -163,7 +165,12 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     match run(&url) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            // The suite counts checks, not the client's exit: `.ci/run` looks for this line to know
+            // the adapter did everything the scenario asked.
+            eprintln!("conformance_client: done");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("conformance_client: {e}");
             ExitCode::FAILURE
