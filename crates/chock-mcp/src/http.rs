@@ -23,8 +23,7 @@ use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rmcp::ErrorData;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::common::http_header::{
     EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
 };
@@ -159,45 +158,6 @@ pub(crate) fn sse_events(
             std::future::ready(result)
         });
     SseStream::from_bytes_stream(bytes).boxed()
-}
-
-/// A server of the stateful era refuses the `server/discover` probe with a client error of its own
-/// making (400 "not initialized", often with no request id, or no JSON-RPC body at all): that
-/// answer, made the JSON-RPC error of the probe itself, is what tells rmcp's negotiation to fall
-/// back to `initialize` (MCP 2026-07-28, basic/versioning). A server's own JSON-RPC error is kept
-/// (a modern server refusing the version names the ones it speaks); `None` for anything but a
-/// sessionless probe's 4xx, and for 401 and 403, which stay failures.
-fn discover_refused(
-    message: &ClientJsonRpcMessage,
-    had_session: bool,
-    status: StatusCode,
-    parsed: Option<&ServerJsonRpcMessage>,
-    body: &[u8],
-) -> Option<StreamableHttpPostResponse> {
-    let JsonRpcMessage::Request(request) = message else {
-        return None;
-    };
-    if had_session
-        || !status.is_client_error()
-        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
-        || !matches!(request.request, ClientRequest::DiscoverRequest(_))
-    {
-        return None;
-    }
-    let error = match parsed {
-        Some(JsonRpcMessage::Error(error)) => error.error.clone(),
-        _ => ErrorData::invalid_request(
-            format!(
-                "server/discover answered HTTP {status}: {}",
-                String::from_utf8_lossy(&body[..body.len().min(512)])
-            ),
-            None,
-        ),
-    };
-    Some(StreamableHttpPostResponse::Json(
-        ServerJsonRpcMessage::error(error, Some(request.id.clone())),
-        None,
-    ))
 }
 
 impl DoorHttpClient {
@@ -379,7 +339,7 @@ impl StreamableHttpClient for DoorHttpClient {
             } else {
                 None
             };
-            if let Some(answer) = discover_refused(
+            if let Some(answer) = crate::negotiate::discover_refused(
                 &message,
                 session_id.is_some(),
                 status,

@@ -4,17 +4,20 @@
 //! Chock first offers the stateless revision: `server/discover`, then the version, the client's
 //! name and its capabilities in every request's `_meta` (rmcp's discover lifecycle). A server of
 //! the stateful era refuses that probe — a JSON-RPC error that is not a modern refusal, a 4xx over
-//! HTTP (crate::http), an answer that is no discover result, or silence until rmcp's probe timeout
-//! — and is then opened with `initialize`, offering the newest dated version that has one
+//! HTTP ([`discover_refused`], which crate::http calls), an answer that is no discover result, or
+//! silence until rmcp's probe timeout — and is then opened with `initialize`, offering the newest dated version that has one
 //! (2025-11-25), which the server may lower to one it speaks. Each revision is spoken with its own
 //! lifecycle: `initialize` never names 2026-07-28.
 
 use std::collections::HashSet;
 
+use http::StatusCode;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ProtocolVersion, RequestId, ServerResult,
+    ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, ProtocolVersion, RequestId,
+    ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{ClientInitializeError, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::streamable_http_client::StreamableHttpPostResponse;
 use rmcp::transport::{IntoTransport, Transport};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
 
@@ -67,6 +70,45 @@ where
     handler
         .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
         .await
+}
+
+/// A server of the stateful era refuses the `server/discover` probe with a client error of its own
+/// making (400 "not initialized", often with no request id, or no JSON-RPC body at all): that
+/// answer, made the JSON-RPC error of the probe itself, is what tells rmcp's negotiation to fall
+/// back to `initialize` (MCP 2026-07-28, basic/versioning). A server's own JSON-RPC error is kept
+/// (a modern server refusing the version names the ones it speaks); `None` for anything but a
+/// sessionless probe's 4xx, and for 401 and 403, which stay failures.
+pub(crate) fn discover_refused(
+    message: &ClientJsonRpcMessage,
+    had_session: bool,
+    status: StatusCode,
+    parsed: Option<&ServerJsonRpcMessage>,
+    body: &[u8],
+) -> Option<StreamableHttpPostResponse> {
+    let JsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    if had_session
+        || !status.is_client_error()
+        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+        || !matches!(request.request, ClientRequest::DiscoverRequest(_))
+    {
+        return None;
+    }
+    let error = match parsed {
+        Some(JsonRpcMessage::Error(error)) => error.error.clone(),
+        _ => ErrorData::invalid_request(
+            format!(
+                "server/discover answered HTTP {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(512)])
+            ),
+            None,
+        ),
+    };
+    Some(StreamableHttpPostResponse::Json(
+        ServerJsonRpcMessage::error(error, Some(request.id.clone())),
+        None,
+    ))
 }
 
 /// A transport that makes a stateful-era server's answer to the discovery probe the error it
