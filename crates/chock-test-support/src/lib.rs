@@ -6,11 +6,22 @@
 //!   the test is skipped, the skip is shown at once (past the test harness's output capture) and
 //!   recorded, and `cargo run -q -p chock-test-support --bin skipped` — the second half of the
 //!   README's test command — reports at the end of the run how many were skipped and why.
-//! - [`GitProject`]: a project that is a git repository with a first commit, as sessions expect.
+//! - [`World`]: the one hermetic environment (HOME, the XDG directories, the org bundle, git's
+//!   configuration, the clock and the ids) every program a test starts and every in-process
+//!   session runs in, and the settings every snapshot is taken with.
+//! - [`model`]: a fake model, a loopback server speaking a provider's real wire format and
+//!   playing scripted turns.
+//! - [`events`]: a session's log, or a JSON event stream, read into events and waited on.
+//! - [`GitProject`]: a bare project that is a git repository with a first commit, for tests that
+//!   need no more than that.
 #![forbid(unsafe_code)]
 
+pub mod events;
+pub mod model;
 mod project;
 mod skip;
+pub mod world;
 
 pub use project::GitProject;
 pub use skip::{SKIPPED_DIR, installed, requires, skipped_dir};
+pub use world::{CLOCK, FIRST_SESSION, World, on_path, regex_escape, text};
