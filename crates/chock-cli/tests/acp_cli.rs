@@ -274,6 +274,10 @@ text = "could not write"
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_editors_mcp_servers_start_confined_like_chocks_own() {
     let time = std::path::PathBuf::from(
         std::env::var("CHOCK_MCP_PREFIX").unwrap_or_else(|_| "/opt/chock-mcp".into()),
