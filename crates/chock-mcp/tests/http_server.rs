@@ -98,6 +98,10 @@ impl Sampler for FixedModel {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_everything_server_over_http_is_decided_call_by_call() {
     let Some(server) = everything() else {
         return;
