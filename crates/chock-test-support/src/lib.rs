@@ -11,6 +11,8 @@
 //!   session runs in, and the settings every snapshot is taken with.
 //! - [`model`]: a fake model, a loopback server speaking a provider's real wire format and
 //!   playing scripted turns.
+//! - [`wire`]: the same fake at the level of bytes (tokio), for the providers' parsers: replies
+//!   cut, stalled, framed and split at will, every request recorded.
 //! - [`events`]: a session's log, or a JSON event stream, read into events and waited on.
 //! - [`GitProject`]: a bare project that is a git repository with a first commit, for tests that
 //!   need no more than that.
@@ -20,6 +22,7 @@ pub mod events;
 pub mod model;
 mod project;
 mod skip;
+pub mod wire;
 pub mod world;
 
 pub use project::GitProject;
