@@ -85,6 +85,16 @@ pub enum OAuthError {
     /// The redirect's `state` did not match the one sent: the answer is not to this request.
     #[error("the authorization answer's state does not match the request's; refused")]
     StateMismatch,
+    /// A token was about to go somewhere other than the origin of the resource it was issued for.
+    #[error(
+        "{url}: not the origin of the resource `{resource}` the token was issued for; the token is not sent"
+    )]
+    NotForThisOrigin {
+        /// Where the request would have gone.
+        url: String,
+        /// The token's resource.
+        resource: String,
+    },
     /// The person did not finish in time.
     #[error("no authorization answer within {0}s")]
     Timeout(u64),

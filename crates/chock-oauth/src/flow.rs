@@ -15,7 +15,7 @@ use crate::metadata::{
 };
 use crate::pkce::{Pkce, random_token};
 use crate::token::Token;
-use crate::transport::Transport;
+use crate::transport::{HttpRequest, HttpResponse, Transport, send};
 
 /// What discovery found for one server.
 #[derive(Debug, Clone)]
@@ -158,6 +158,28 @@ impl Discovery {
         )
         .await
     }
+}
+
+/// Sends `request` to a protected resource with `token` attached, if the token may go there
+/// ([`Token::may_send_to`]): to another origin it is refused before anything is sent. A redirect
+/// is not followed (the token would go with it): it comes back as [`OAuthError::Redirected`]. A
+/// 401 or 403 is returned as it is, for the caller to read its challenge.
+pub async fn send_with_token<T: Transport>(
+    transport: &T,
+    token: &Token,
+    mut request: HttpRequest,
+) -> Result<HttpResponse, OAuthError> {
+    let Some(value) = token.authorization_for(&request.url) else {
+        return Err(OAuthError::NotForThisOrigin {
+            url: request.url.to_string(),
+            resource: token.resource.clone(),
+        });
+    };
+    request
+        .headers
+        .retain(|(name, _)| !name.eq_ignore_ascii_case("authorization"));
+    request.headers.push(("authorization".into(), value));
+    send(transport, request).await
 }
 
 /// One authorization request in flight: the URL the person opens, and what checks the answer.

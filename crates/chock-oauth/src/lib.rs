@@ -32,7 +32,7 @@ pub mod transport;
 pub use challenge::Challenge;
 pub use client::{AuthMethod, ClientConfig, RegisteredClient};
 pub use error::OAuthError;
-pub use flow::{Discovery, StepUp, discover};
+pub use flow::{AuthorizationRequest, Discovery, StepUp, discover, send_with_token};
 pub use metadata::{AuthServerMetadata, ProtectedResourceMetadata};
 pub use pkce::Pkce;
 pub use token::{Secret, Token};

@@ -50,6 +50,11 @@ impl LoopbackReceiver {
             .map_err(|_| OAuthError::Timeout(secs))?
     }
 
+    /// [`LoopbackReceiver::wait`] with an owned `state`, for a spawned task.
+    pub async fn wait_owned(self, state: String, timeout: Duration) -> Result<String, OAuthError> {
+        self.wait(&state, timeout).await
+    }
+
     async fn serve(self, state: &str) -> Result<String, OAuthError> {
         loop {
             let (mut stream, _) =

@@ -370,4 +370,49 @@ mod tests {
             "https://mcp.example.com/mcp"
         );
     }
+
+    #[test]
+    fn a_document_for_another_resource_or_issuer_is_refused() {
+        let doc = u("https://mcp.example.com/.well-known/oauth-protected-resource/mcp");
+        let err = parse_resource_metadata(
+            &doc,
+            &u("https://mcp.example.com/mcp"),
+            serde_json::json!({"resource": "https://evil.example/mcp", "authorization_servers": ["https://auth.example"]}),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, OAuthError::BadDocument { ref field, .. } if field == "resource"),
+            "{err}"
+        );
+        let err = parse_resource_metadata(
+            &doc,
+            &u("https://mcp.example.com/mcp"),
+            serde_json::json!({"resource": "https://mcp.example.com/mcp", "authorization_servers": []}),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("authorization_servers"), "{err}");
+        let asdoc = u("https://auth.example/.well-known/oauth-authorization-server");
+        let err = parse_auth_server_metadata(
+            &asdoc,
+            &u("https://auth.example"),
+            serde_json::json!({"issuer": "https://other.example", "authorization_endpoint": "https://auth.example/a", "token_endpoint": "https://auth.example/t"}),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "https://auth.example/.well-known/oauth-authorization-server: field `issuer`"
+            ),
+            "{err}"
+        );
+        let err = parse_auth_server_metadata(
+            &asdoc,
+            &u("https://auth.example"),
+            serde_json::json!({"issuer": "https://auth.example", "authorization_endpoint": "javascript:x", "token_endpoint": "https://auth.example/t"}),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("field `authorization_endpoint`"),
+            "{err}"
+        );
+    }
 }
