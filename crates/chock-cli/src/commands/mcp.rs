@@ -56,6 +56,27 @@ pub enum McpCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Authorize Chock at a streamable HTTP server through OAuth in the browser; the token is
+    /// kept in the keyring (else a 0600 file) and never printed.
+    Login {
+        /// The server's name.
+        name: String,
+        /// The project whose chock.toml is read.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+        /// A client ID registered beforehand with the authorization server (else the server's
+        /// dynamic registration).
+        #[arg(long)]
+        client_id: Option<String>,
+    },
+    /// Forget the token stored for a streamable HTTP server.
+    Logout {
+        /// The server's name.
+        name: String,
+        /// The project whose chock.toml is read.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+    },
 }
 
 pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
@@ -63,6 +84,12 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
         McpCommand::List { project } => list(&project),
         McpCommand::Test { name, project } => test(&name, &project),
         McpCommand::Trust { name, project, yes } => trust(&name, &project, yes),
+        McpCommand::Login {
+            name,
+            project,
+            client_id,
+        } => super::mcp_login::login(&name, &project, client_id),
+        McpCommand::Logout { name, project } => super::mcp_login::logout(&name, &project),
     }
 }
 
@@ -71,7 +98,7 @@ fn bad_input(err: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// The servers configured for `project`, the policy, and the trust file.
-fn load(project: &Path) -> anyhow::Result<(Vec<Configured>, Policy, TrustStore)> {
+pub(crate) fn load(project: &Path) -> anyhow::Result<(Vec<Configured>, Policy, TrustStore)> {
     let config = Config::load().map_err(bad_input)?;
     let policy = Policy::load(project).map_err(bad_input)?;
     let servers = chock_mcp::configured(
@@ -85,7 +112,7 @@ fn load(project: &Path) -> anyhow::Result<(Vec<Configured>, Policy, TrustStore)>
     Ok((servers, policy, trust))
 }
 
-fn find<'a>(servers: &'a [Configured], name: &str) -> anyhow::Result<&'a Configured> {
+pub(crate) fn find<'a>(servers: &'a [Configured], name: &str) -> anyhow::Result<&'a Configured> {
     servers
         .iter()
         .find(|s| s.def.name == name)
@@ -194,7 +221,7 @@ fn files_of(server: &Configured) -> Result<Option<chock_mcp::ProjectFiles>, choc
 /// A scratch session over `project` (its workspace is removed when it closes), withholding the
 /// key variables of the person's configuration as a run's session does: a server's `env` naming
 /// one is refused here too.
-fn scratch(project: &Path) -> anyhow::Result<Session> {
+pub(crate) fn scratch(project: &Path) -> anyhow::Result<Session> {
     let config = Config::load().map_err(bad_input)?;
     Session::open(
         project,
