@@ -4,16 +4,23 @@
 //! receiver. The token is stored (a 0600 file: no keyring in the test world), never printed;
 //! an authorization server the table does not let Chock reach is refused, naming the act.
 
-mod run_support;
 #[path = "../../chock-oauth/tests/support/mod.rs"]
 mod oauth_support;
+mod run_support;
 
 use std::os::unix::fs::PermissionsExt;
 
 use run_support::World;
 
 fn port_of(url: &str) -> u16 {
-    url.rsplit(':').next().unwrap().split('/').next().unwrap().parse().unwrap()
+    url.rsplit(':')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[test]
@@ -43,7 +50,10 @@ fn login_through_the_browser_then_logout() {
     let o = w.chock_with_env(&["mcp", "login", "remote"], &[("BROWSER", &browser)]);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_ne!(o.status.code(), Some(0), "{err}");
-    assert!(err.contains(&format!("net.connect.1.0.0.127.{aport}")), "{err}");
+    assert!(
+        err.contains(&format!("net.connect.1.0.0.127.{aport}")),
+        "{err}"
+    );
     assert!(world.lock().unwrap().token_forms.is_empty());
 
     w.write("chock.toml", &policy("allow"));
@@ -51,16 +61,37 @@ fn login_through_the_browser_then_logout() {
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
-    assert!(out.contains(&format!("remote: authorization server 127.0.0.1 (issuer {issuer})")), "{out}");
-    assert!(out.contains("remote: authorized; the token is kept in"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "remote: authorization server 127.0.0.1 (issuer {issuer})"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("remote: authorized; the token is kept in"),
+        "{out}"
+    );
     let issued: Vec<String> = world.lock().unwrap().tokens.keys().cloned().collect();
     assert_eq!(issued.len(), 1);
-    assert!(!out.contains(&issued[0]) && !err.contains(&issued[0]), "{out}{err}");
+    assert!(
+        !out.contains(&issued[0]) && !err.contains(&issued[0]),
+        "{out}{err}"
+    );
     let creds = w.data.join("chock/credentials");
-    let files: Vec<_> = std::fs::read_dir(&creds).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(&creds)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(files.len(), 1, "{files:?}");
-    assert_eq!(std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777, 0o600);
-    assert!(std::fs::read_to_string(&files[0]).unwrap().contains(&issued[0]));
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(
+        std::fs::read_to_string(&files[0])
+            .unwrap()
+            .contains(&issued[0])
+    );
 
     let o = w.chock(&["mcp", "logout", "remote"]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();

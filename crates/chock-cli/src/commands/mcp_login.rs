@@ -84,7 +84,12 @@ impl DoorTransport {
         let headers = response
             .headers()
             .iter()
-            .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
         let body = Limited::new(response.into_body(), MAX_BODY)
             .collect()
@@ -151,7 +156,10 @@ async fn sign_in(
         url: chock_oauth::metadata::check_url(url)?,
         headers: vec![
             ("content-type".into(), "application/json".into()),
-            ("accept".into(), "application/json, text/event-stream".into()),
+            (
+                "accept".into(),
+                "application/json, text/event-stream".into(),
+            ),
         ],
         body: br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#.to_vec(),
     };
@@ -184,13 +192,18 @@ async fn sign_in(
     )
     .await?;
     let request = found.authorization_request(&client, &redirect, found.scope.as_deref())?;
-    say!("Open this URL to authorize Chock (it leads to {}):", found.auth_server_host());
+    say!(
+        "Open this URL to authorize Chock (it leads to {}):",
+        found.auth_server_host()
+    );
     say!("  {}", request.url);
     if open_browser(request.url.as_str()) {
         say!("(a browser was started; waiting up to {}s)", WAIT.as_secs());
     }
     let code = receiver.wait(&request.state, WAIT).await?;
-    let token = found.exchange_code(transport, &client, &request, &code).await?;
+    let token = found
+        .exchange_code(transport, &client, &request, &code)
+        .await?;
     let grant = Grant {
         server: url.to_string(),
         resource: found.resource.clone(),
@@ -209,7 +222,8 @@ async fn sign_in(
 /// the origin a root-level metadata document named).
 pub fn logout(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     let url = server_url(name, project)?;
-    let parsed = chock_oauth::metadata::check_url(&url).map_err(|e| Exit::new(BAD_INPUT, e.to_string()))?;
+    let parsed =
+        chock_oauth::metadata::check_url(&url).map_err(|e| Exit::new(BAD_INPUT, e.to_string()))?;
     let mut origin = parsed.clone();
     origin.set_path("/");
     let mut removed = false;
