@@ -263,3 +263,80 @@ fn parse_token(
         resource: resource.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::HttpResponse;
+
+    /// A transport that must not be used: registration by configuration sends nothing.
+    struct NoNetwork;
+
+    impl Transport for NoNetwork {
+        async fn send(&self, request: HttpRequest) -> Result<HttpResponse, String> {
+            panic!("unexpected request to {}", request.url)
+        }
+    }
+
+    fn server(cimd: bool, register: bool) -> AuthServerMetadata {
+        let mut s = AuthServerMetadata::defaults(&Url::parse("https://auth.example").unwrap());
+        s.url = Some(
+            Url::parse("https://auth.example/.well-known/oauth-authorization-server").unwrap(),
+        );
+        s.client_id_metadata_document_supported = cimd;
+        if !register {
+            s.registration_endpoint = None;
+        }
+        s
+    }
+
+    fn block<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn pre_registered_then_metadata_document_then_nothing() {
+        let config = ClientConfig {
+            client_id: Some("pre".into()),
+            metadata_document: Some("https://chock.example/client.json".into()),
+            ..ClientConfig::default()
+        };
+        let c = block(register(&NoNetwork, &server(true, true), &config, &[], &[])).unwrap();
+        assert_eq!(
+            (c.client_id.as_str(), c.auth_method),
+            ("pre", AuthMethod::None)
+        );
+        let config = ClientConfig {
+            client_id: None,
+            ..config
+        };
+        let c = block(register(&NoNetwork, &server(true, true), &config, &[], &[])).unwrap();
+        assert_eq!(c.client_id, "https://chock.example/client.json");
+        let err = block(register(
+            &NoNetwork,
+            &server(false, false),
+            &config,
+            &[],
+            &[],
+        ))
+        .unwrap_err();
+        assert!(matches!(err, OAuthError::NoRegistration { .. }), "{err}");
+    }
+
+    #[test]
+    fn auth_method_follows_the_server() {
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            AuthMethod::choose(false, &s(&["client_secret_basic"])),
+            AuthMethod::None
+        );
+        assert_eq!(AuthMethod::choose(true, &[]), AuthMethod::ClientSecretBasic);
+        assert_eq!(
+            AuthMethod::choose(true, &s(&["none", "client_secret_post"])),
+            AuthMethod::ClientSecretPost
+        );
+    }
+}
