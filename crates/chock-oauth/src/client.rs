@@ -195,6 +195,22 @@ pub async fn token_request<T: Transport>(
     let endpoint = &server.token_endpoint;
     let mut pairs: Vec<(&str, &str)> = params.to_vec();
     pairs.push(("resource", resource));
+    let request = authenticated_form(endpoint, client, &pairs);
+    let response = send(transport, request).await?;
+    if response.status != 200 {
+        return Err(oauth_error(endpoint, response.status, &response.body));
+    }
+    parse_token(endpoint, &response.body, resource, asked_scope)
+}
+
+/// A form POST to `endpoint` authenticated as `client` (its ID in the form for a public client,
+/// its ID and secret by Basic or in the form for a confidential one).
+fn authenticated_form(
+    endpoint: &Url,
+    client: &RegisteredClient,
+    params: &[(&str, &str)],
+) -> HttpRequest {
+    let mut pairs: Vec<(&str, &str)> = params.to_vec();
     let secret = client.client_secret.as_ref().map(Secret::expose);
     match client.auth_method {
         AuthMethod::None => pairs.push(("client_id", &client.client_id)),
@@ -217,11 +233,29 @@ pub async fn token_request<T: Transport>(
             .headers
             .push(("authorization".into(), format!("Basic {basic}")));
     }
+    request
+}
+
+/// Revokes `token` at the server's revocation `endpoint` (RFC 7009), `hint` naming its kind
+/// (`refresh_token`, `access_token`). A `200` is success, whatever the token's state was.
+pub async fn revoke<T: Transport>(
+    transport: &T,
+    endpoint: &Url,
+    client: &RegisteredClient,
+    token: &Secret,
+    hint: &str,
+) -> Result<(), OAuthError> {
+    let request = authenticated_form(
+        endpoint,
+        client,
+        &[("token", token.expose()), ("token_type_hint", hint)],
+    );
     let response = send(transport, request).await?;
-    if response.status != 200 {
-        return Err(oauth_error(endpoint, response.status, &response.body));
+    if response.status == 200 {
+        Ok(())
+    } else {
+        Err(oauth_error(endpoint, response.status, &response.body))
     }
-    parse_token(endpoint, &response.body, resource, asked_scope)
 }
 
 fn parse_token(

@@ -28,6 +28,9 @@ pub struct Grant {
     pub client_secret: Option<Secret>,
     /// The token endpoint auth method's RFC 7591 name.
     pub auth_method: String,
+    /// The authorization server's revocation endpoint (RFC 7009), where logout revokes the token.
+    #[serde(default)]
+    pub revocation_endpoint: Option<String>,
     /// The token.
     pub token: Token,
 }

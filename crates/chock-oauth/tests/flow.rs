@@ -319,3 +319,27 @@ async fn without_resource_metadata_the_2025_03_26_defaults_apply() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_revoked_refresh_token_no_longer_refreshes() {
+    let (world, _) = start().await;
+    let base = world.lock().unwrap().resource_base.clone();
+    let mcp = format!("{base}/mcp");
+    let t = TestTransport::default();
+    let challenge = first_challenge(&t, &mcp).await;
+    let (found, client, token) = sign_in(&t, &mcp, &challenge, None).await;
+    let endpoint = found.auth_server.revocation_endpoint.clone().unwrap();
+    let refresh = token.refresh_token.clone().unwrap();
+    chock_oauth::client::revoke(&t, &endpoint, &client, &refresh, "refresh_token")
+        .await
+        .unwrap();
+    {
+        let w = world.lock().unwrap();
+        assert_eq!(w.revoked[0]["token_type_hint"], "refresh_token");
+        assert_eq!(w.revoked[0]["client_id"], "dyn-client");
+    }
+    match found.refresh(&t, &client, &token).await {
+        Err(OAuthError::Refused { error, .. }) => assert_eq!(error, "invalid_grant"),
+        other => panic!("{other:?}"),
+    }
+}

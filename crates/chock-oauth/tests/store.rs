@@ -13,6 +13,7 @@ fn grant(server: &str) -> Grant {
         client_id: "dyn".into(),
         client_secret: None,
         auth_method: "none".into(),
+        revocation_endpoint: None,
         token: Token {
             access_token: Secret::new("at-very-secret"),
             token_type: "Bearer".into(),

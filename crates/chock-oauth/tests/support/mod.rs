@@ -107,6 +107,8 @@ pub struct World {
     /// Every token request's form.
     pub token_forms: Vec<HashMap<String, String>>,
     pub token_auth: Vec<Option<String>>,
+    /// Every revocation request's form.
+    pub revoked: Vec<HashMap<String, String>>,
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -138,6 +140,7 @@ pub async fn start() -> (Shared, String) {
             .route("/tenant/register", post(register))
             .route("/tenant/authorize", get(authorize))
             .route("/tenant/token", post(token))
+            .route("/tenant/revoke", post(revoke))
             .with_state(world.clone()),
     )
     .await;
@@ -192,6 +195,7 @@ async fn as_metadata(State(w): State<Shared>) -> Response {
         "authorization_endpoint": format!("{i}/authorize"),
         "token_endpoint": format!("{i}/token"),
         "registration_endpoint": format!("{i}/register"),
+        "revocation_endpoint": format!("{i}/revoke"),
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
     });
@@ -199,6 +203,16 @@ async fn as_metadata(State(w): State<Shared>) -> Response {
         doc.as_object_mut().unwrap().remove("token_endpoint");
     }
     axum::Json(doc).into_response()
+}
+
+async fn revoke(State(w): State<Shared>, Form(f): Form<HashMap<String, String>>) -> StatusCode {
+    let mut w = w.lock().unwrap();
+    if let Some(t) = f.get("token") {
+        w.tokens.remove(t);
+        w.refresh.remove(t);
+    }
+    w.revoked.push(f);
+    StatusCode::OK
 }
 
 async fn register(axum::Json(body): axum::Json<serde_json::Value>) -> Response {
