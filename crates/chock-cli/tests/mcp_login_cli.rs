@@ -96,6 +96,18 @@ fn login_through_the_browser_then_logout() {
     let o = w.chock(&["mcp", "logout", "remote"]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("remote: the token is revoked at 127.0.0.1"),
+        "{out}"
+    );
     assert!(out.contains("remote: signed out"), "{out}");
+    let revoked: Vec<String> = world
+        .lock()
+        .unwrap()
+        .revoked
+        .iter()
+        .map(|f| f["token"].clone())
+        .collect();
+    assert!(revoked.contains(&issued[0]), "{revoked:?}");
     assert!(!files[0].exists());
 }

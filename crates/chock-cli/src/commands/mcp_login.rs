@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use chock_broker::{Broker, BrokerConfig};
 use chock_decide::ApprovalBroker;
-use chock_oauth::client::{ClientConfig, register};
+use chock_oauth::client::{ClientConfig, register, revoke};
 use chock_oauth::loopback::{LoopbackReceiver, open_browser};
 use chock_oauth::metadata::canonical_resource;
 use chock_oauth::store::{self, Grant};
@@ -119,25 +119,38 @@ fn server_url(name: &str, project: &Path) -> anyhow::Result<String> {
     }
 }
 
-/// `chock mcp login NAME`.
-pub fn login(name: &str, project: &Path, client_id: Option<String>) -> anyhow::Result<ExitCode> {
-    let url = server_url(name, project)?;
+/// Runs `work` with a transport through the broker's door, in a scratch session whose log
+/// records every destination's decision (call id `mcp-<name>-<what>`).
+fn with_door<R>(
+    project: &Path,
+    call_id: &str,
+    work: impl AsyncFnOnce(&DoorTransport) -> R,
+) -> anyhow::Result<R> {
     let session = super::mcp::scratch(project)?;
     let pipeline = session.pipeline(ApprovalBroker::new());
-    let call_id = format!("mcp-{name}-login");
     let broker = Broker::new(
-        Arc::new(pipeline.gate(&call_id)),
+        Arc::new(pipeline.gate(call_id)),
         pipeline.log().clone(),
         BrokerConfig::default(),
     )
     .map_err(|e| Exit::new(FAILURE, e.to_string()))?
-    .for_call(&call_id);
+    .for_call(call_id);
     let transport = DoorTransport { broker };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(sign_in(&transport, name, &url, client_id));
+    let result = runtime.block_on(work(&transport));
     let _ = session.close(false);
+    Ok(result)
+}
+
+/// `chock mcp login NAME`.
+pub fn login(name: &str, project: &Path, client_id: Option<String>) -> anyhow::Result<ExitCode> {
+    let url = server_url(name, project)?;
+    let call_id = format!("mcp-{name}-login");
+    let result = with_door(project, &call_id, async |t| {
+        sign_in(t, name, &url, client_id).await
+    })?;
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(Exit::new(FAILURE, format!("{name}: {e}")).into()),
@@ -211,6 +224,11 @@ async fn sign_in(
         client_id: client.client_id.clone(),
         client_secret: client.client_secret.clone(),
         auth_method: client.auth_method.name().to_string(),
+        revocation_endpoint: found
+            .auth_server
+            .revocation_endpoint
+            .as_ref()
+            .map(|u| u.to_string()),
         token,
     };
     let kept = store::save(&grant)?;
@@ -218,17 +236,54 @@ async fn sign_in(
     Ok(())
 }
 
-/// `chock mcp logout NAME`: forgets the grant (its resource is the server's canonical URI, or
-/// the origin a root-level metadata document named).
+/// `chock mcp logout NAME`: revokes the grant at the authorization server when it has a
+/// revocation endpoint (the refresh token, then the access token; through the broker's door like
+/// every request), and forgets it either way. Its resource is the server's canonical URI, or the
+/// origin a root-level metadata document named.
 pub fn logout(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     let url = server_url(name, project)?;
     let parsed =
         chock_oauth::metadata::check_url(&url).map_err(|e| Exit::new(BAD_INPUT, e.to_string()))?;
     let mut origin = parsed.clone();
     origin.set_path("/");
+    let resources = [canonical_resource(&parsed), canonical_resource(&origin)];
+    let failed = |e: chock_oauth::OAuthError| Exit::new(FAILURE, format!("{name}: {e}"));
+    for resource in &resources {
+        let Some(grant) = store::load(&url, resource).map_err(failed)? else {
+            continue;
+        };
+        let Some(endpoint) = grant.revocation_endpoint.as_deref() else {
+            continue;
+        };
+        let endpoint = chock_oauth::metadata::check_url(endpoint).map_err(failed)?;
+        let call_id = format!("mcp-{name}-logout");
+        let revoked = with_door(project, &call_id, async |t| {
+            let client = grant.client();
+            if let Some(refresh) = &grant.token.refresh_token {
+                revoke(t, &endpoint, &client, refresh, "refresh_token").await?;
+            }
+            revoke(
+                t,
+                &endpoint,
+                &client,
+                &grant.token.access_token,
+                "access_token",
+            )
+            .await
+        })?;
+        match revoked {
+            Ok(()) => say!(
+                "{name}: the token is revoked at {}",
+                endpoint.host_str().unwrap_or_default()
+            ),
+            Err(e) => {
+                say_err!("{name}: could not revoke the token ({e}); it is forgotten here anyway")
+            }
+        }
+    }
     let mut removed = false;
-    for resource in [canonical_resource(&parsed), canonical_resource(&origin)] {
-        removed |= store::forget(&url, &resource).map_err(|e| Exit::new(FAILURE, e.to_string()))?;
+    for resource in &resources {
+        removed |= store::forget(&url, resource).map_err(failed)?;
     }
     if removed {
         say!("{name}: signed out; the stored token is removed");
