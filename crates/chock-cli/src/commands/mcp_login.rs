@@ -8,6 +8,7 @@
 //! authorizes in their browser; the redirect comes back to a one-shot listener on 127.0.0.1. The
 //! grant is kept in the OS keyring, else a 0600 file, and is never printed.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -120,14 +121,22 @@ fn server_url(name: &str, project: &Path) -> anyhow::Result<String> {
 }
 
 /// Runs `work` with a transport through the broker's door, in a scratch session whose log
-/// records every destination's decision (call id `mcp-<name>-<what>`).
+/// records every destination's decision (call id `mcp-<name>-<what>`). At a terminal the person
+/// answers what the table puts to a question (the authorization server's `net.connect`, its host
+/// in the question); without one, a question is a refusal.
 fn with_door<R>(
     project: &Path,
     call_id: &str,
     work: impl AsyncFnOnce(&DoorTransport) -> R,
 ) -> anyhow::Result<R> {
     let session = super::mcp::scratch(project)?;
-    let pipeline = session.pipeline(ApprovalBroker::new());
+    let mut asker = ApprovalBroker::new();
+    if std::io::stderr().is_terminal()
+        && let Some(terminal) = chock_terminal::TerminalAnswerer::stdin_if_terminal()
+    {
+        asker = asker.with(Arc::new(terminal));
+    }
+    let pipeline = session.pipeline(asker);
     let broker = Broker::new(
         Arc::new(pipeline.gate(call_id)),
         pipeline.log().clone(),
