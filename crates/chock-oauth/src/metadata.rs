@@ -102,6 +102,17 @@ pub fn check_url(text: &str) -> Result<Url, OAuthError> {
     Ok(url)
 }
 
+/// Whether `url` is https, or http to a loopback host (where the loopback interface carries it).
+pub fn is_secure(url: &Url) -> bool {
+    url.scheme() == "https"
+        || match url.host() {
+            Some(url::Host::Ipv4(a)) => a.is_loopback(),
+            Some(url::Host::Ipv6(a)) => a.is_loopback(),
+            Some(url::Host::Domain(d)) => d == "localhost",
+            None => false,
+        }
+}
+
 /// The canonical URI of an MCP server (RFC 8707 and the MCP spec): lower-case scheme and host
 /// (the URL parser does that), no fragment, no query, no trailing slash unless the path is `/`.
 pub fn canonical_resource(server: &Url) -> String {
@@ -272,8 +283,15 @@ pub fn parse_resource_metadata(
     let authorization_servers = servers
         .iter()
         .map(|s| {
-            check_url(s)
-                .map_err(|e| OAuthError::bad(doc.as_str(), "authorization_servers", e.to_string()))
+            let bad =
+                |problem: String| OAuthError::bad(doc.as_str(), "authorization_servers", problem);
+            let url = check_url(s).map_err(|e| bad(e.to_string()))?;
+            if !is_secure(&url) {
+                return Err(bad(format!(
+                    "`{url}` is not https (only a loopback host may use http)"
+                )));
+            }
+            Ok(url)
         })
         .collect::<Result<_, _>>()?;
     Ok(ProtectedResourceMetadata {
