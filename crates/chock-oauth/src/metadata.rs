@@ -211,10 +211,21 @@ impl Fields<'_> {
         }
     }
 
+    /// A URL field: http(s), a host, no credentials, and https unless loopback (every
+    /// authorization server endpoint carries codes, secrets or tokens).
     fn url(&self, field: &str) -> Result<Option<Url>, OAuthError> {
-        self.string(field)?
-            .map(|s| check_url(&s).map_err(|e| OAuthError::bad(self.doc, field, e.to_string())))
-            .transpose()
+        let Some(text) = self.string(field)? else {
+            return Ok(None);
+        };
+        let url = check_url(&text).map_err(|e| OAuthError::bad(self.doc, field, e.to_string()))?;
+        if !is_secure(&url) {
+            return Err(OAuthError::bad(
+                self.doc,
+                field,
+                format!("`{url}` is not https (only a loopback host may use http)"),
+            ));
+        }
+        Ok(Some(url))
     }
 
     fn required_url(&self, field: &str) -> Result<Url, OAuthError> {
@@ -430,6 +441,28 @@ mod tests {
         .unwrap_err();
         assert!(
             err.to_string().contains("field `authorization_endpoint`"),
+            "{err}"
+        );
+        let err = parse_auth_server_metadata(
+            &asdoc,
+            &u("https://auth.example"),
+            serde_json::json!({"issuer": "https://auth.example", "authorization_endpoint": "https://auth.example/a", "token_endpoint": "http://auth.example/t"}),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `token_endpoint`: `http://auth.example/t` is not https"),
+            "{err}"
+        );
+        let err = parse_resource_metadata(
+            &doc,
+            &u("https://mcp.example.com/mcp"),
+            serde_json::json!({"resource": "https://mcp.example.com/mcp", "authorization_servers": ["http://auth.example"]}),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("field `authorization_servers`: `http://auth.example/` is not https"),
             "{err}"
         );
     }
