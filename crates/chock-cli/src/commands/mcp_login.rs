@@ -112,6 +112,11 @@ fn server_url(name: &str, project: &Path) -> anyhow::Result<String> {
     let server = super::mcp::find(&servers, name)?;
     match &server.def.transport {
         McpTransport::Http { url } => Ok(url.clone()),
+        McpTransport::Sse { .. } => Err(Exit::new(
+            BAD_INPUT,
+            format!("`{name}` is a legacy HTTP+SSE server; `chock mcp login` signs in to streamable HTTP servers (`url = …`) only"),
+        )
+        .into()),
         McpTransport::Stdio { .. } => Err(Exit::new(
             BAD_INPUT,
             format!("`{name}` is a stdio server; authorization is for streamable HTTP servers (`url = …`)"),
