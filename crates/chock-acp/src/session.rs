@@ -112,9 +112,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The editor's MCP servers Chock starts (stdio ones, under the same confinement as its own:
-/// chock-mcp), and a note about those it does not (streamable HTTP and SSE are not built yet; a
-/// name that cannot be an act; env values, which are never passed).
+/// The editor's MCP servers Chock starts (stdio ones under the same confinement as its own; HTTP
+/// and SSE ones reached by the host through the broker's door: chock-mcp), and a note about those
+/// it does not (a name that cannot be an act, a transport it does not speak; env values, which
+/// are never passed).
 fn editor_servers(servers: &[McpServer]) -> (Vec<chock_mcp::Configured>, Option<String>) {
     let mut started = Vec::new();
     let mut notes = Vec::new();
@@ -139,8 +140,22 @@ fn editor_servers(servers: &[McpServer]) -> (Vec<chock_mcp::Configured>, Option<
                     Err(e) => notes.push(format!("{} was not started: {e}", s.name)),
                 }
             }
-            (Some(kind), _, Some(url)) => notes.push(format!(
-                "{} ({kind} {url}) was not started: Chock does not reach HTTP MCP servers yet",
+            // Reached by the host through the broker's door, like the person's own HTTP servers.
+            (Some(kind), _, Some(url)) if kind == "http" || kind == "sse" => {
+                let raw = chock_policy::mcp::RawServer {
+                    url: Some(url.clone()),
+                    transport: (kind == "sse").then(|| "sse".to_string()),
+                    ..chock_policy::mcp::RawServer::default()
+                };
+                match raw.check(Path::new("session/new"), &s.name) {
+                    Ok(def) => {
+                        started.push(chock_mcp::Configured::new(def, chock_mcp::Origin::Editor));
+                    }
+                    Err(e) => notes.push(format!("{} was not started: {e}", s.name)),
+                }
+            }
+            (Some(kind), _, _) => notes.push(format!(
+                "{} was not started: `{kind}` is not a transport Chock speaks (stdio, http, sse)",
                 s.name
             )),
             _ => notes.push(format!("{} was not started: no command", s.name)),

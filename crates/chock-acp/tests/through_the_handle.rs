@@ -9,9 +9,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 
-/// A git project whose table allows applies outright, and a sessions root.
+/// A git project (in the shared hermetic world) whose table is `policy`, a sessions root, and the
+/// recording the model plays.
 struct Env {
-    _tmp: tempfile::TempDir,
+    _world: chock_test_support::World,
     project: PathBuf,
     sessions: PathBuf,
     recording: PathBuf,
@@ -19,32 +20,15 @@ struct Env {
 
 impl Env {
     fn new(policy: &str, recording: &str) -> Env {
-        let tmp = tempfile::tempdir().unwrap();
-        let project = tmp.path().join("project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        std::fs::write(project.join("chock.toml"), policy).unwrap();
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &["commit", "-qm", "init"],
-        ] {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .current_dir(&project)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        }
-        let path = tmp.path().join("recording.toml");
-        std::fs::write(&path, recording).unwrap();
+        let world = chock_test_support::World::with_git_files(&[
+            ("README.md", "hello\n"),
+            ("chock.toml", policy),
+        ]);
         Env {
-            sessions: tmp.path().join("sessions"),
-            recording: path,
-            project,
-            _tmp: tmp,
+            project: world.project.clone(),
+            sessions: world.sessions_root(),
+            recording: world.outside("recording.toml", recording),
+            _world: world,
         }
     }
 
@@ -61,17 +45,9 @@ impl Env {
 
     /// The only session's log, one JSON value a line.
     fn events(&self) -> Vec<Value> {
-        let dir = std::fs::read_dir(&self.sessions)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        std::fs::read_to_string(dir.join("log.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        chock_test_support::events::read_lines(&chock_test_support::events::only_session(
+            &self.sessions,
+        ))
     }
 }
 

@@ -16,11 +16,11 @@ use chock_provider::{Message, PriceTable, Provider, Role, StopReason};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::events::{AgentEvent, EventSink, Summary};
-use crate::gate::Decider;
-use crate::host::Host;
-use crate::prompt::system_prompt;
-use crate::tools::dispatch::Toolbox;
+use chock_tools::dispatch::Toolbox;
+use chock_tools::events::{AgentEvent, EventSink, Summary};
+use chock_tools::gate::Decider;
+use chock_tools::host::Host;
+use chock_tools::prompt::system_prompt;
 
 mod turn;
 
@@ -197,8 +197,8 @@ impl Agent {
     /// Adds a tool to the session (offered from the next request on, dispatched by its name).
     pub fn register_tool(
         &mut self,
-        tool: Arc<dyn crate::tools::tool::DynTool>,
-    ) -> Result<(), crate::tools::registry::RegistryError> {
+        tool: Arc<dyn chock_tools::tool::DynTool>,
+    ) -> Result<(), chock_tools::registry::RegistryError> {
         self.toolbox.register_shared(tool)
     }
 
@@ -206,11 +206,11 @@ impl Agent {
     /// table denies outright is not offered, as an MCP tool the table denies is not (an `ask` is
     /// still offered: someone may allow it). Returns whether it was added.
     ///
-    /// [`DynTool::fixed_act`]: crate::tools::tool::DynTool::fixed_act
+    /// [`DynTool::fixed_act`]: chock_tools::tool::DynTool::fixed_act
     pub fn offer_tool(
         &mut self,
-        tool: Arc<dyn crate::tools::tool::DynTool>,
-    ) -> Result<bool, crate::tools::registry::RegistryError> {
+        tool: Arc<dyn chock_tools::tool::DynTool>,
+    ) -> Result<bool, chock_tools::registry::RegistryError> {
         if let Some(act) = tool.fixed_act()
             && self.decider.pipeline().verdict(&act).decision == chock_policy::Decision::Deny
         {

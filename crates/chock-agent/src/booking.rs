@@ -128,7 +128,7 @@ impl OffTurnTally {
     }
 
     /// Adds what was spent since the last time to `summary`, and starts again from nothing.
-    pub(crate) fn take_into(&self, summary: &mut crate::events::Summary) {
+    pub(crate) fn take_into(&self, summary: &mut chock_tools::events::Summary) {
         let spent = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
         summary.input_tokens += spent.input_tokens;
         summary.output_tokens += spent.output_tokens;

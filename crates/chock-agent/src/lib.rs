@@ -1,27 +1,20 @@
-//! The agent core: the session, the loop, the tools and the approvals, as a library that emits events.
+//! The agent's turn loop: the session runtime (build, resume, submit a task, end), the turns
+//! (model call, tool calls, the end rule), the budget, subagents, and the off-turn model calls (the
+//! reviewer model, MCP sampling), as a library that emits events.
 //!
-//! Nothing here talks to a terminal on its own. The loop emits [`events`] to whoever runs it (the CLI
-//! today, a daemon later) and puts every question it cannot answer from the policy table to an
-//! [`approval::ApprovalBroker`], whose answerers are pluggable: a terminal, a reviewer model, later a
-//! browser. Nobody answering is a refusal.
+//! Nothing here talks to a terminal on its own. The loop emits events
+//! ([`chock_tools::events`]) to whoever runs it (the CLI, the daemon, the runtime's actor) and puts
+//! every question it cannot answer from the policy table to an [`approval::ApprovalBroker`], whose
+//! answerers are pluggable: a terminal (chock-terminal), a reviewer model, a browser. Nobody
+//! answering is a refusal. The tools it calls and the session they reach (host, decider, view) are
+//! chock-tools; the person's configuration is chock-config.
 #![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod approval;
 pub mod approval_reviewer;
-pub mod approval_terminal;
 mod booking;
 pub mod budget;
-pub mod config;
-pub mod credentials;
-pub mod events;
-pub mod gate;
-pub mod host;
-pub mod keyring;
 pub mod mcp_sampler;
-pub mod memory;
-pub mod prompt;
 pub mod runtime;
 pub mod subagent;
-pub mod tools;
-pub mod view;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, read_events};
 use chock_policy::{Action, DecidedBy, Decision};
 use chock_protocol::log::EndReason;

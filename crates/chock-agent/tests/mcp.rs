@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::read_events;
 use chock_policy::mcp::RawServer;
 

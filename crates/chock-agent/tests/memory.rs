@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
-use chock_agent::memory::{MemoryStore, NOTE_CLOSE, NOTE_LINE, NOTE_OPEN, frame};
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, read_events};
 use chock_protocol::log::{EndReason, Note};
+use chock_tools::memory::{MemoryStore, NOTE_CLOSE, NOTE_LINE, NOTE_OPEN, frame};
 
 struct Env {
     tmp: tempfile::TempDir,
@@ -206,7 +206,7 @@ fn bad_names_and_oversized_notes_are_refused_by_name() {
             "{bad}: {err}"
         );
     }
-    let big = "x".repeat(chock_agent::memory::MAX_NOTE_BYTES + 1);
+    let big = "x".repeat(chock_tools::memory::MAX_NOTE_BYTES + 1);
     let err = store.write("big", &big).unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
-use chock_agent::events::AgentEvent;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, read_events};
+use chock_tools::events::AgentEvent;
 
 /// A derivation that makes `bin/<name>` print `<name> ran` and, for the dev shell's tool, the
 /// shell's GREETING.
@@ -111,7 +111,7 @@ impl Env {
     fn session_with(
         &self,
         script: &str,
-        sink: Arc<dyn chock_agent::events::EventSink>,
+        sink: Arc<dyn chock_tools::events::EventSink>,
     ) -> chock_agent::runtime::SessionRuntime {
         let spec = self.script("script.toml", script);
         SessionBuilder::new(Config::parse("", Path::new("config.toml")).unwrap())

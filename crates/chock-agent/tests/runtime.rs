@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_agent::agent::TaskEnd;
-use chock_agent::config::Config;
-use chock_agent::events::AgentEvent;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, EventKind, read_events};
 use chock_protocol::log::{EndReason, TurnEndReason};
+use chock_tools::events::AgentEvent;
 
 /// A project (a git repository with one file), a sessions root, and a recording.
 struct Env {
@@ -104,7 +104,7 @@ fn session_end(dir: &Path) -> Vec<EndReason> {
 /// A sink that keeps every live event, and the list it keeps them in.
 fn collecting() -> (
     Arc<Mutex<Vec<AgentEvent>>>,
-    Arc<dyn chock_agent::events::EventSink>,
+    Arc<dyn chock_tools::events::EventSink>,
 ) {
     let events: Arc<Mutex<Vec<AgentEvent>>> = Arc::default();
     let seen = Arc::clone(&events);
@@ -507,7 +507,7 @@ struct ShoutInput {
     text: String,
 }
 
-impl chock_agent::tools::Tool for Shout {
+impl chock_tools::Tool for Shout {
     type Input = ShoutInput;
     fn name(&self) -> &str {
         "shout"
@@ -515,28 +515,21 @@ impl chock_agent::tools::Tool for Shout {
     fn description(&self) -> &str {
         "Say it loudly."
     }
-    fn effect(&self) -> chock_agent::tools::Effect {
-        chock_agent::tools::Effect::ReadOnly
+    fn effect(&self) -> chock_tools::Effect {
+        chock_tools::Effect::ReadOnly
     }
-    fn access(
-        &self,
-        input: &ShoutInput,
-    ) -> Result<chock_agent::tools::Access, chock_policy::ActionError> {
-        Ok(chock_agent::tools::Access::Acts(vec![
-            chock_agent::tools::Act::new(
-                chock_policy::Action::plugin_tool("test", "shout")?,
-                format!("shout {:?}", input.text),
-            ),
-        ]))
+    fn access(&self, input: &ShoutInput) -> Result<chock_tools::Access, chock_policy::ActionError> {
+        Ok(chock_tools::Access::Acts(vec![chock_tools::Act::new(
+            chock_policy::Action::plugin_tool("test", "shout")?,
+            format!("shout {:?}", input.text),
+        )]))
     }
     async fn run<'a>(
         &'a self,
-        _cx: chock_agent::tools::ToolContext<'a>,
+        _cx: chock_tools::ToolContext<'a>,
         input: ShoutInput,
-    ) -> Result<chock_agent::tools::ToolOutput, chock_log::LogError> {
-        Ok(chock_agent::tools::ToolOutput::ok(
-            input.text.to_uppercase(),
-        ))
+    ) -> Result<chock_tools::ToolOutput, chock_log::LogError> {
+        Ok(chock_tools::ToolOutput::ok(input.text.to_uppercase()))
     }
 }
 

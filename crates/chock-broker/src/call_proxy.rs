@@ -72,7 +72,8 @@ impl CallProxy {
             };
             Broker::new(gate, log, config)?
                 .for_call(call_id)
-                .serve_proxy(listener)?
+                .proxy()
+                .serve(listener)?
         };
         Ok(CallProxy {
             runtime: Some(runtime),

@@ -15,10 +15,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::address::AddressPolicy;
+use crate::canonical_host;
 use crate::error::BrokerError;
 use crate::events::{Door, NetLog};
 use crate::resolve::NameResolver;
-use chock_decide::{Gate, GateAnswer};
+use chock_decide::{AllowScope, Gate, GateAnswer};
 
 /// A TCP connection opened by the broker to an address it checked. The stream is connected to
 /// `address` itself; nothing resolves the name again.
@@ -54,6 +55,50 @@ impl std::fmt::Debug for DoorKeeper {
 }
 
 impl DoorKeeper {
+    /// Decide `action` and log the answer, before anything is resolved or sent: the scope an
+    /// allowed act's addresses are checked against, or the refusal. `web.search`, which opens no
+    /// connection of its own, is decided here too.
+    pub async fn decide(
+        &self,
+        door: Door,
+        action: &Action,
+        target: (&str, u16),
+        detail: &str,
+    ) -> Result<AllowScope, BrokerError> {
+        match self.gate.decide(action, detail).await {
+            GateAnswer::Allow { scope, decided_by } => {
+                self.log
+                    .gate(door, action.as_str(), target, Ok(&decided_by))?;
+                Ok(scope)
+            }
+            GateAnswer::Refuse { reason } => {
+                self.log.gate(door, action.as_str(), target, Err(&reason))?;
+                Err(BrokerError::Refused {
+                    action: action.to_string(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    /// The act `net.connect.<reversed host>.<port>`: `host` read in its one canonical spelling,
+    /// then [`DoorKeeper::open`]. What the proxy does for every CONNECT and what a host-side
+    /// client stream opens.
+    pub async fn connect(
+        &self,
+        door: Door,
+        host: &str,
+        port: u16,
+    ) -> Result<PinnedConnection, BrokerError> {
+        let host = canonical_host(host)?;
+        let action = Action::net_connect(&host, port).map_err(|e| BrokerError::BadHost {
+            host: host.clone(),
+            reason: e.to_string(),
+        })?;
+        let detail = format!("open a TCP connection to {host}:{port}");
+        self.open(door, &action, (&host, port), &detail).await
+    }
+
     /// Decide `action`, then resolve `host`, check every address, and connect to a checked one.
     pub async fn open(
         &self,
@@ -63,20 +108,7 @@ impl DoorKeeper {
         detail: &str,
     ) -> Result<PinnedConnection, BrokerError> {
         let (host, port) = target;
-        let scope = match self.gate.decide(action, detail).await {
-            GateAnswer::Allow { scope, decided_by } => {
-                self.log
-                    .gate(door, action.as_str(), target, Ok(&decided_by))?;
-                scope
-            }
-            GateAnswer::Refuse { reason } => {
-                self.log.gate(door, action.as_str(), target, Err(&reason))?;
-                return Err(BrokerError::Refused {
-                    action: action.to_string(),
-                    reason,
-                });
-            }
-        };
+        let scope = self.decide(door, action, target, detail).await?;
         let addresses = match self.resolver.lookup(host).await {
             Ok(addresses) => addresses,
             Err(e) => {

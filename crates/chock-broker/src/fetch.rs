@@ -13,11 +13,11 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 use url::{Position, Url};
 
-use crate::door::{ByteCounts, Counted, PinnedConnection};
+use crate::door::{ByteCounts, Counted, DoorKeeper, PinnedConnection};
 use crate::error::BrokerError;
 use crate::events::Door;
 use crate::html::html_to_text;
-use crate::{Broker, CONNECT_TIMEOUT, canonical_host};
+use crate::{CONNECT_TIMEOUT, canonical_host};
 
 /// Limits on one fetch (all redirects included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,42 @@ fn check_url(url: &Url) -> Result<(), BrokerError> {
     Ok(())
 }
 
-impl Broker {
+/// `fetch_url` and every GET the broker makes (a search backend's too): what a fetch needs and
+/// nothing else — the door every connection goes through, the TLS roots, the limits.
+#[derive(Clone)]
+pub struct Fetcher {
+    keeper: DoorKeeper,
+    tls: Arc<rustls::ClientConfig>,
+    limits: FetchLimits,
+}
+
+impl std::fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fetcher {
+    /// A fetcher opening its connections through `keeper`, verifying TLS with `tls`.
+    pub(crate) fn new(
+        keeper: DoorKeeper,
+        tls: Arc<rustls::ClientConfig>,
+        limits: FetchLimits,
+    ) -> Fetcher {
+        Fetcher {
+            keeper,
+            tls,
+            limits,
+        }
+    }
+
+    /// Pass `text` through the log's redaction funnel.
+    fn redact(&self, text: &str) -> String {
+        self.keeper.log.log().redact(text)
+    }
+
     /// Fetch `url` and return it as readable, redacted text. Decided at `net.fetch.<reversed host>`
     /// for the URL and for every redirect.
     pub async fn fetch_url(&self, url: &str) -> Result<FetchedPage, BrokerError> {
@@ -156,7 +191,7 @@ impl Broker {
         url: &str,
         headers: &[(&str, String)],
     ) -> Result<RawResponse, BrokerError> {
-        let limits = self.config.limits;
+        let limits = self.limits;
         let work = self.get_following(door, url, headers);
         tokio::time::timeout(limits.timeout, work)
             .await
@@ -172,7 +207,7 @@ impl Broker {
         start: &str,
         headers: &[(&str, String)],
     ) -> Result<RawResponse, BrokerError> {
-        let limits = self.config.limits;
+        let limits = self.limits;
         let mut url = parse_url(start)?;
         let origin = url.origin();
         let mut redirects = Vec::new();
@@ -319,7 +354,7 @@ impl Broker {
                 let Ok(data) = frame.map_err(|e| http_err(&e))?.into_data() else {
                     continue;
                 };
-                let room = self.config.limits.max_bytes - bytes.len();
+                let room = self.limits.max_bytes - bytes.len();
                 if data.len() > room {
                     bytes.extend_from_slice(&data[..room]);
                     truncated = true;

@@ -27,7 +27,6 @@ use chock_decide::Gate;
 use std::time::Duration;
 
 use chock_log::Log;
-use chock_policy::Action;
 use rustls::pki_types::CertificateDer;
 
 pub use address::{AddressClass, AddressPolicy, Refusal, classify};
@@ -35,11 +34,11 @@ pub use call_proxy::{CallProxy, PROXY_VARIABLES, proxy_env};
 pub use door::{ByteCounts, Counted, PinnedConnection};
 pub use error::BrokerError;
 pub use events::Door;
-pub use fetch::{FetchLimits, FetchedPage};
+pub use fetch::{FetchLimits, FetchedPage, Fetcher};
 pub use html::{decode_entities, html_to_text};
-pub use proxy::ProxyHandle;
+pub use proxy::{EgressProxy, ProxyHandle};
 pub use resolve::{NameResolver, Nameservers};
-pub use search::{SearchConfig, SearchHit, SearchResults};
+pub use search::{SearchConfig, SearchHit, SearchResults, Searcher};
 pub use ssh_agent::{AgentCounts, AgentProxy};
 pub use stream::BrokeredStream;
 
@@ -61,11 +60,20 @@ pub struct BrokerConfig {
 }
 
 /// The network door of one session (or one call, see [`Broker::for_call`]). Cheap to clone.
+///
+/// It composes the parts that act through the door, each holding only what it needs: the
+/// [`Fetcher`] (`fetch_url`), the [`Searcher`] (`web_search`) and the [`EgressProxy`] (the proxy
+/// served into a sandbox). Every one of them opens its connections through the same door
+/// (`door.rs`: decide, log, resolve, check every address, log, connect, log), which is all they
+/// share.
 #[derive(Clone)]
 pub struct Broker {
     keeper: DoorKeeper,
     tls: Arc<rustls::ClientConfig>,
     config: Arc<BrokerConfig>,
+    fetcher: Fetcher,
+    searcher: Searcher,
+    proxy: EgressProxy,
 }
 
 impl std::fmt::Debug for Broker {
@@ -81,16 +89,32 @@ impl Broker {
     pub fn new(gate: Arc<dyn Gate>, log: Log, config: BrokerConfig) -> Result<Self, BrokerError> {
         let resolver = NameResolver::new(&config.nameservers)?;
         let tls = Arc::new(fetch::tls_config(&config.extra_roots)?);
-        Ok(Self {
-            keeper: DoorKeeper {
-                gate,
-                log: NetLog::new(log, None),
-                resolver,
-                connect_timeout: config.limits.connect_timeout,
-            },
+        let keeper = DoorKeeper {
+            gate,
+            log: NetLog::new(log, None),
+            resolver,
+            connect_timeout: config.limits.connect_timeout,
+        };
+        Ok(Self::assemble(keeper, tls, Arc::new(config)))
+    }
+
+    /// The parts, each given the door `keeper`.
+    fn assemble(
+        keeper: DoorKeeper,
+        tls: Arc<rustls::ClientConfig>,
+        config: Arc<BrokerConfig>,
+    ) -> Self {
+        let fetcher = Fetcher::new(keeper.clone(), tls.clone(), config.limits);
+        let searcher = Searcher::new(keeper.clone(), fetcher.clone(), config.search.clone());
+        let proxy = EgressProxy::new(keeper.clone());
+        Self {
+            keeper,
             tls,
-            config: Arc::new(config),
-        })
+            config,
+            fetcher,
+            searcher,
+            proxy,
+        }
     }
 
     /// The same broker, logging its events under `call_id` (the confined call a proxy serves).
@@ -98,11 +122,7 @@ impl Broker {
     pub fn for_call(&self, call_id: &str) -> Self {
         let mut keeper = self.keeper.clone();
         keeper.log = NetLog::new(self.keeper.log.log().clone(), Some(call_id.to_owned()));
-        Self {
-            keeper,
-            tls: self.tls.clone(),
-            config: self.config.clone(),
-        }
+        Self::assemble(keeper, self.tls.clone(), self.config.clone())
     }
 
     /// The configuration in force.
@@ -110,24 +130,65 @@ impl Broker {
         &self.config
     }
 
+    /// What makes `fetch_url`'s GETs, for a caller that needs nothing else of the broker.
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
+    /// What runs `web_search`, for a caller that needs nothing else of the broker.
+    pub fn searcher(&self) -> &Searcher {
+        &self.searcher
+    }
+
+    /// The egress proxy a confined call's listener is served by.
+    pub fn proxy(&self) -> &EgressProxy {
+        &self.proxy
+    }
+
+    /// Fetch `url` and return it as readable, redacted text ([`Fetcher::fetch_url`]).
+    pub async fn fetch_url(&self, url: &str) -> Result<FetchedPage, BrokerError> {
+        self.fetcher.fetch_url(url).await
+    }
+
+    /// Search the web with the configured backend ([`Searcher::search`]).
+    pub async fn web_search(
+        &self,
+        query: &str,
+        max_hits: usize,
+    ) -> Result<SearchResults, BrokerError> {
+        self.searcher.search(query, max_hits).await
+    }
+
+    /// Serve the egress proxy on `listener` ([`EgressProxy::serve`]). Must be called inside a
+    /// tokio runtime.
+    pub fn serve_proxy(&self, listener: std::net::TcpListener) -> Result<ProxyHandle, BrokerError> {
+        self.proxy.serve(listener)
+    }
+
     /// Decide `net.connect.<reversed host>.<port>`, resolve, check and connect: the stream handed
     /// back is already connected to a checked address. This is what a guest that "opens no socket"
-    /// is handed; the proxy uses it for every CONNECT.
+    /// is handed; the proxy makes the same act for every CONNECT.
     pub async fn connect(
         &self,
         door: Door,
         host: &str,
         port: u16,
     ) -> Result<PinnedConnection, BrokerError> {
-        let host = canonical_host(host)?;
-        let action = Action::net_connect(&host, port).map_err(|e| BrokerError::BadHost {
-            host: host.clone(),
-            reason: e.to_string(),
-        })?;
-        let detail = format!("open a TCP connection to {host}:{port}");
-        self.keeper
-            .open(door, &action, (&host, port), &detail)
-            .await
+        self.keeper.connect(door, host, port).await
+    }
+
+    /// Decide `net.connect.<reversed host>.<port>`, resolve, check and connect (as
+    /// [`Broker::connect`]), then, with `tls`, speak TLS verifying `host`'s certificate against
+    /// the webpki roots and the configured extra roots. Nothing is sent before the decision and
+    /// the address check are logged.
+    pub async fn open_stream(
+        &self,
+        door: Door,
+        host: &str,
+        port: u16,
+        tls: bool,
+    ) -> Result<BrokeredStream, BrokerError> {
+        BrokeredStream::open(&self.keeper, &self.tls, door, host, port, tls).await
     }
 
     /// Pass `text` through the log's redaction funnel, so a known secret never reaches the model.

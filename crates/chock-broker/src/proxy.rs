@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::Broker;
+use crate::door::DoorKeeper;
 use crate::error::BrokerError;
 use crate::events::Door;
 
@@ -62,10 +62,28 @@ impl Drop for ProxyHandle {
     }
 }
 
-impl Broker {
+/// The egress proxy served into a sandbox: it holds only the door, through which every CONNECT
+/// and every plain request is decided (`net.connect`), resolved, checked, pinned and logged.
+#[derive(Clone)]
+pub struct EgressProxy {
+    keeper: DoorKeeper,
+}
+
+impl std::fmt::Debug for EgressProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressProxy").finish_non_exhaustive()
+    }
+}
+
+impl EgressProxy {
+    /// A proxy opening every upstream connection through `keeper`.
+    pub(crate) fn new(keeper: DoorKeeper) -> EgressProxy {
+        EgressProxy { keeper }
+    }
+
     /// Serve the egress proxy on `listener` (already bound; typically created inside the call's
     /// network namespace and handed back by the sandbox). Must be called inside a tokio runtime.
-    pub fn serve_proxy(&self, listener: std::net::TcpListener) -> Result<ProxyHandle, BrokerError> {
+    pub fn serve(&self, listener: std::net::TcpListener) -> Result<ProxyHandle, BrokerError> {
         let io = |e: std::io::Error| BrokerError::Connect {
             host: "proxy listener".into(),
             port: 0,
@@ -75,7 +93,7 @@ impl Broker {
         let local_addr = listener.local_addr().map_err(io)?;
         let listener = tokio::net::TcpListener::from_std(listener).map_err(io)?;
         let (stop, mut stopped) = oneshot::channel();
-        let broker = self.clone();
+        let proxy = self.clone();
         let task = tokio::spawn(async move {
             let mut connections = JoinSet::new();
             loop {
@@ -84,8 +102,8 @@ impl Broker {
                     accepted = listener.accept() => match accepted {
                         Ok((client, _)) if connections.len() >= MAX_CONNECTIONS => drop(client),
                         Ok((client, _)) => {
-                            let broker = broker.clone();
-                            connections.spawn(async move { broker.serve_client(client).await });
+                            let proxy = proxy.clone();
+                            connections.spawn(async move { proxy.serve_client(client).await });
                         }
                         Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
                     },
@@ -114,7 +132,11 @@ impl Broker {
             Ok(request) => request,
             Err(reason) => return respond(&mut client, 400, &reason).await,
         };
-        let mut upstream = match self.connect(Door::Proxy, &request.host, request.port).await {
+        let mut upstream = match self
+            .keeper
+            .connect(Door::Proxy, &request.host, request.port)
+            .await
+        {
             Ok(upstream) => upstream,
             Err(e) => {
                 let status = match e {

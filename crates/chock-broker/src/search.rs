@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
 
-use crate::Broker;
+use crate::door::DoorKeeper;
 use crate::error::BrokerError;
 use crate::events::Door;
+use crate::fetch::Fetcher;
 use crate::html::html_to_text;
-use chock_decide::GateAnswer;
 
 /// Which search backend the agent's configuration names.
 ///
@@ -197,15 +197,46 @@ impl SearchConfig {
     }
 }
 
-impl Broker {
+/// `web_search`: the configured backend, the door that decides `web.search`, and the
+/// [`Fetcher`] that reaches the backend (decided again at `net.fetch`, pinned like any fetch).
+#[derive(Clone)]
+pub struct Searcher {
+    keeper: DoorKeeper,
+    fetcher: Fetcher,
+    backend: Option<SearchConfig>,
+}
+
+impl std::fmt::Debug for Searcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Searcher")
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Searcher {
+    /// A searcher asking `backend` (none: every search is refused) through `keeper` and `fetcher`.
+    pub(crate) fn new(
+        keeper: DoorKeeper,
+        fetcher: Fetcher,
+        backend: Option<SearchConfig>,
+    ) -> Searcher {
+        Searcher {
+            keeper,
+            fetcher,
+            backend,
+        }
+    }
+
+    /// Pass `text` through the log's redaction funnel.
+    fn redact(&self, text: &str) -> String {
+        self.keeper.log.log().redact(text)
+    }
+
     /// Search the web with the configured backend; at most `max_hits` results. Decided at
     /// `web.search` first, then the backend's host at `net.fetch.<reversed host>`.
-    pub async fn web_search(
-        &self,
-        query: &str,
-        max_hits: usize,
-    ) -> Result<SearchResults, BrokerError> {
-        let Some(config) = self.config.search.clone() else {
+    pub async fn search(&self, query: &str, max_hits: usize) -> Result<SearchResults, BrokerError> {
+        let Some(config) = self.backend.clone() else {
             return Err(BrokerError::Refused {
                 action: "web.search".into(),
                 reason: "no search backend is configured".into(),
@@ -217,22 +248,9 @@ impl Broker {
         })?;
         let detail = format!("search the web for {query:?} with {}", config.name());
         let target = (config.name(), 0);
-        match self.keeper.gate.decide(&action, &detail).await {
-            GateAnswer::Allow { decided_by, .. } => {
-                self.keeper
-                    .log
-                    .gate(Door::Search, action.as_str(), target, Ok(&decided_by))?;
-            }
-            GateAnswer::Refuse { reason } => {
-                self.keeper
-                    .log
-                    .gate(Door::Search, action.as_str(), target, Err(&reason))?;
-                return Err(BrokerError::Refused {
-                    action: action.to_string(),
-                    reason,
-                });
-            }
-        }
+        self.keeper
+            .decide(Door::Search, &action, target, &detail)
+            .await?;
         let (url, headers) = config.request(query)?;
         if let Some((_, key)) = headers
             .iter()
@@ -241,7 +259,7 @@ impl Broker {
             // A key too short for the funnel is still sent; the funnel refuses to match tiny strings.
             let _ = self.keeper.log.log().add_secret(key);
         }
-        let raw = self.get(Door::Search, &url, &headers).await?;
+        let raw = self.fetcher.get(Door::Search, &url, &headers).await?;
         if raw.status != 200 {
             return Err(BrokerError::SearchAnswer {
                 backend: config.name().to_owned(),

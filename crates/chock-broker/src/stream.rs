@@ -7,14 +7,16 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+#[cfg(doc)]
 use crate::Broker;
-use crate::door::{ByteCounts, Counted};
+use crate::door::{ByteCounts, Counted, DoorKeeper};
 use crate::error::BrokerError;
 use crate::events::{Door, NetLog};
 
@@ -47,33 +49,20 @@ impl BrokeredStream {
     pub fn host(&self) -> &str {
         &self.host
     }
-}
 
-impl Drop for BrokeredStream {
-    fn drop(&mut self) {
-        // A close that cannot be logged changes nothing now; the open was logged before any byte.
-        let _ = self.log.closed(
-            self.door,
-            (&self.host, self.port),
-            self.address,
-            self.counts.get(),
-        );
-    }
-}
-
-impl Broker {
-    /// Decide `net.connect.<reversed host>.<port>`, resolve, check and connect (as
-    /// [`Broker::connect`]), then, with `tls`, speak TLS verifying `host`'s certificate against
-    /// the webpki roots and the configured extra roots. Nothing is sent before the decision and
-    /// the address check are logged.
-    pub async fn open_stream(
-        &self,
+    /// Decide `net.connect.<reversed host>.<port>`, resolve, check and connect through `keeper`
+    /// (as [`Broker::connect`]), then, with `tls`, speak TLS verifying `host`'s certificate with
+    /// `tls_config` (the webpki roots and the configured extra roots). Nothing is sent before the
+    /// decision and the address check are logged.
+    pub(crate) async fn open(
+        keeper: &DoorKeeper,
+        tls_config: &Arc<rustls::ClientConfig>,
         door: Door,
         host: &str,
         port: u16,
         tls: bool,
     ) -> Result<BrokeredStream, BrokerError> {
-        let connection = self.connect(door, host, port).await?;
+        let connection = keeper.connect(door, host, port).await?;
         let counts = ByteCounts::default();
         let counted = Counted::new(connection.stream, counts.clone());
         let inner = if tls {
@@ -83,13 +72,13 @@ impl Broker {
             };
             let name = ServerName::try_from(connection.host.clone())
                 .map_err(|e| tls_err(e.to_string()))?;
-            let stream = tokio_rustls::TlsConnector::from(self.tls.clone())
+            let stream = tokio_rustls::TlsConnector::from(tls_config.clone())
                 .connect(name, counted)
                 .await;
             match stream {
                 Ok(stream) => Inner::Tls(Box::new(stream)),
                 Err(e) => {
-                    self.keeper.log.closed(
+                    keeper.log.closed(
                         door,
                         (&connection.host, port),
                         connection.address,
@@ -103,13 +92,25 @@ impl Broker {
         };
         Ok(BrokeredStream {
             inner,
-            log: self.keeper.log.clone(),
+            log: keeper.log.clone(),
             door,
             host: connection.host,
             port,
             address: connection.address,
             counts,
         })
+    }
+}
+
+impl Drop for BrokeredStream {
+    fn drop(&mut self) {
+        // A close that cannot be logged changes nothing now; the open was logged before any byte.
+        let _ = self.log.closed(
+            self.door,
+            (&self.host, self.port),
+            self.address,
+            self.counts.get(),
+        );
     }
 }
 

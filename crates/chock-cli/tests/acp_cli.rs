@@ -274,6 +274,10 @@ text = "could not write"
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_editors_mcp_servers_start_confined_like_chocks_own() {
     let time = std::path::PathBuf::from(
         std::env::var("CHOCK_MCP_PREFIX").unwrap_or_else(|_| "/opt/chock-mcp".into()),
@@ -284,9 +288,14 @@ fn the_editors_mcp_servers_start_confined_like_chocks_own() {
     }
     let w = World::with_git_project();
     // The real server is outside the sandbox's system directories: the project declares it.
+    // The editor's HTTP server is reached by the host through the broker: its destination is
+    // denied here, so it fails before any connection, decided and logged.
     w.write(
         "chock.toml",
-        &format!("[sandbox]\nread = [\"{}\"]\n", time.display()),
+        &format!(
+            "[sandbox]\nread = [\"{}\"]\n\n[[rule]]\naction = \"net.connect.1.0.0.127.9\"\ndecision = \"deny\"\n",
+            time.display()
+        ),
     );
     w.git(&["add", "-A"]);
     w.git(&["commit", "-q", "-m", "policy"]);
@@ -312,10 +321,6 @@ fn the_editors_mcp_servers_start_confined_like_chocks_own() {
     let said = note["params"]["update"]["content"]["text"]
         .as_str()
         .unwrap();
-    assert!(
-        said.contains("web (http") && said.contains("not started"),
-        "{said}"
-    );
     assert!(said.contains("env values were not passed"), "{said}");
     let (status, _stderr, _) = ed.close();
     assert_eq!(status, Some(0));
@@ -341,6 +346,14 @@ fn the_editors_mcp_servers_start_confined_like_chocks_own() {
             .iter()
             .any(|d| d["phase"] == "failed" && d["server"] == "files"),
         "{servers:?}"
+    );
+    assert!(
+        servers.iter().any(|d| d["phase"] == "failed"
+            && d["server"] == "web"
+            && d["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("net.connect.1.0.0.127.9"))),
+        "the editor's HTTP server is reached through the broker, which refused it: {servers:?}"
     );
     let logged = w
         .events()

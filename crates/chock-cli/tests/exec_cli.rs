@@ -420,14 +420,20 @@ fn home() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's Rust toolchain: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn cargo_test_passes_inside_with_the_hosts_toolchain() {
     let home = home();
     let (rustup, cargo_home) = (home.join(".rustup"), home.join(".cargo"));
-    if !cargo_home.join("bin/cargo").exists() || !rustup.is_dir() {
-        eprintln!(
-            "skipped: no ~/.cargo/bin/cargo and ~/.rustup for this user ({})",
+    if !chock_test_support::requires(
+        cargo_home.join("bin/cargo").exists() && rustup.is_dir(),
+        format_args!(
+            "no ~/.cargo/bin/cargo and ~/.rustup for this user ({})",
             home.display()
-        );
+        ),
+    ) {
         return;
     }
     let w = World::new();
@@ -526,30 +532,7 @@ fn a_missing_layer_exits_125_naming_it_and_what_to_do() {
 
 /// A loopback HTTP server answering every request with `body`; returns its port.
 fn http_server(body: &'static str) -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            std::thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut byte) {
-                        Ok(1) => head.push(byte[0]),
-                        _ => return,
-                    }
-                }
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(reply.as_bytes());
-            });
-        }
-    });
-    port
+    chock_test_support::model::page_server(None, body)
 }
 
 /// How the terminal prompt's approval question ends, waiting for the answer.

@@ -24,29 +24,10 @@ fn ok(what: &str, out: &Output) {
 
 /// A loopback HTTP server answering every request with a short page; returns its port.
 fn http_server() -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match stream.read(&mut byte) {
-                    Ok(1) => head.push(byte[0]),
-                    _ => break,
-                }
-            }
-            let body = "<html><body><p>a page</p></body></html>";
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    port
+    chock_test_support::model::page_server(
+        Some("text/html"),
+        "<html><body><p>a page</p></body></html>",
+    )
 }
 
 /// The demo in a plain directory, its work adopted.

@@ -34,6 +34,10 @@ fn transcript(w: &World, runs: &[&[&str]]) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn list_test_and_trust_a_project_server() {
     let command = prefix().join("venv/bin/mcp-server-time");
     if !chock_test_support::installed(&command) {
@@ -152,6 +156,10 @@ fn everything_http() -> Option<EverythingHttp> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn list_and_test_a_streamable_http_server() {
     let Some(server) = everything_http() else {
         return;
@@ -260,6 +268,10 @@ if __name__ == "__main__":
 /// "changed" (listed, refused by `chock mcp test` and by the next resume, naming the file) until
 /// it is trusted again.
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_project_server_runs_the_trusted_file_across_a_resume() {
     let python = prefix().join("venv/bin/python");
     if !chock_test_support::installed(&python) {
@@ -405,6 +417,10 @@ text = "second task done"
 /// `chock mcp trust` and `chock mcp test`: a name that would write the clipboard (OSC 52), erase
 /// and redraw its line and reverse what follows is shown escaped.
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_hostile_tool_name_is_shown_escaped() {
     let python = prefix().join("venv/bin/python");
     if !chock_test_support::installed(&python) {

@@ -74,14 +74,21 @@ fn a_run_through_a_loopback_anthropic_server_with_a_stored_key() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "keyring"),
+    ignore = "needs dbus, gnome-keyring and secret-tool: the `keyring` feature (.ci/run tests with --all-features)"
+)]
 fn login_uses_a_running_os_keyring_and_run_finds_the_key_there() {
-    if let Some(missing) = ["dbus-run-session", "gnome-keyring-daemon", "secret-tool"]
+    let missing = ["dbus-run-session", "gnome-keyring-daemon", "secret-tool"]
         .into_iter()
-        .find(|p| !on_path(p))
-    {
-        eprintln!(
-            "skipped: {missing} is not installed (apt-get install dbus libsecret-tools gnome-keyring)"
-        );
+        .find(|p| !on_path(p));
+    if !chock_test_support::requires(
+        missing.is_none(),
+        format_args!(
+            "{} is not installed (apt-get install dbus libsecret-tools gnome-keyring)",
+            missing.unwrap_or_default()
+        ),
+    ) {
         return;
     }
     let w = World::new();

@@ -5,10 +5,13 @@
 
 mod run_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use chock_test_support::events::read_log_live as events_of;
+use chock_test_support::model::{Request, serve_each, write_reply};
 use run_support::*;
 use serde_json::{Value, json};
 
@@ -31,40 +34,23 @@ type Seen = Arc<Mutex<Vec<(String, usize)>>>;
 
 /// A loopback Anthropic server that serves any number of agents at once, each by its script.
 fn tree_server(sessions_root: PathBuf, script: Arc<Script>) -> (u16, Seen) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let seen: Seen = Arc::default();
     let seen_in = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { continue };
-            let script = Arc::clone(&script);
-            let seen = Arc::clone(&seen_in);
-            let root = sessions_root.clone();
-            std::thread::spawn(move || serve_one(stream, &root, &*script, &seen));
-        }
+    let port = serve_each(move |stream, reader, request| {
+        serve_one(stream, reader, &request, &sessions_root, &*script, &seen_in)
     });
     (port, seen)
 }
 
-fn serve_one(mut stream: std::net::TcpStream, root: &Path, script: &Script, seen: &Seen) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap();
-        }
-        if line == "\r\n" {
-            break;
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body).unwrap();
-    let body: Value = serde_json::from_slice(&body).unwrap();
+fn serve_one(
+    stream: TcpStream,
+    mut reader: BufReader<TcpStream>,
+    request: &Request,
+    root: &Path,
+    script: &Script,
+    seen: &Seen,
+) {
+    let body = request.json();
     let messages = body["messages"].as_array().unwrap();
     let first = messages[0]["content"].to_string();
     let tag = first
@@ -87,20 +73,11 @@ fn serve_one(mut stream: std::net::TcpStream, root: &Path, script: &Script, seen
     }
     match step {
         Step::KillParentThen(_) => unreachable!("handled above"),
-        Step::Answer(Reply::Events(events)) => {
-            let mut out = String::from(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
-            );
-            for data in events {
-                let kind: Value = serde_json::from_str(&data).unwrap();
-                out.push_str(&format!(
-                    "event: {}\ndata: {data}\n\n",
-                    kind["type"].as_str().unwrap()
-                ));
-            }
-            let _ = stream.write_all(out.as_bytes());
+        Step::Answer(reply @ Reply::Events(_)) => {
+            // The asker may be gone by now (a sibling's kill): what it did is asserted elsewhere.
+            let _ = write_reply(stream, reply);
         }
-        Step::Answer(Reply::Error(..) | Reply::Stall(_)) => unreachable!("the tree scripts answer"),
+        Step::Answer(_) => unreachable!("the tree scripts answer"),
         Step::KillAsker => {
             let pid = live_pid_of(root, &tag).expect("the asking agent's session is live");
             let status = std::process::Command::new("kill")
@@ -179,21 +156,6 @@ fn last_child(body: &Value) -> String {
     let text = body["messages"].to_string();
     let at = text.rfind("child 2026").expect("a child was reported");
     text[at + 6..at + 6 + 23].to_string()
-}
-
-/// Every event of the session `dir`: (kind, call_id, data).
-fn events_of(dir: &Path) -> Vec<(String, Option<String>, Value)> {
-    let text = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| {
-            (
-                v["kind"].as_str().unwrap().to_string(),
-                v["call_id"].as_str().map(str::to_string),
-                v["data"].clone(),
-            )
-        })
-        .collect()
 }
 
 /// The hash of the line of `dir`'s log whose kind is `kind` and data has `field` = `value`: the

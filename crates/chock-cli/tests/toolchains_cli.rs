@@ -6,7 +6,10 @@
 //!
 //! The world's HOME is its own (as `.ci/sandbox-as-user`'s user has its own): the tests hand
 //! chock the variables that say where this host keeps a stack (`RUSTUP_HOME`, `PYENV_ROOT`), as a
-//! person's shell would, and a stack this host (or this user) does not have is skipped, saying so.
+//! person's shell would. The tests that need a stack are built with the `toolchains` feature
+//! (`.ci/run` installs every stack and tests with `--all-features`); a stack this host (or this
+//! user) does not have then fails the test in CI and skips it, counted, elsewhere
+//! (`chock_test_support::requires`).
 
 mod run_support;
 
@@ -49,6 +52,13 @@ fn missing(program: &str) -> Option<String> {
         Ok(out) if out.status.success() => None,
         _ => Some(format!("`{program} --version` fails for this user")),
     }
+}
+
+/// Whether `program` works for this user: required (`chock_test_support::requires`), so a
+/// missing one fails the test in CI and skips it, counted, elsewhere.
+fn present(program: &str) -> bool {
+    let why = missing(program);
+    chock_test_support::requires(why.is_none(), why.unwrap_or_default())
 }
 
 /// A scripted model that runs each of `commands` with run_command, expecting it to succeed and
@@ -105,9 +115,12 @@ fn session_runs(w: &World, policy: &str, commands: &[(&str, &str)]) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_rust_crate_with_a_path_dependency_builds_and_tests_offline() {
-    if let Some(why) = missing("cargo") {
-        eprintln!("skipped: {why}");
+    if !present("cargo") {
         return;
     }
     let w = World::new();
@@ -140,9 +153,12 @@ fn a_rust_crate_with_a_path_dependency_builds_and_tests_offline() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_node_project_runs_npm_test() {
-    if let Some(why) = missing("npm") {
-        eprintln!("skipped: {why}");
+    if !present("npm") {
         return;
     }
     let w = World::new();
@@ -162,9 +178,12 @@ fn a_node_project_runs_npm_test() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_python_project_makes_a_venv_and_runs_its_tests() {
-    if let Some(why) = missing("python3") {
-        eprintln!("skipped: {why}");
+    if !present("python3") {
         return;
     }
     let w = World::new();
@@ -195,9 +214,12 @@ fn a_python_project_makes_a_venv_and_runs_its_tests() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_go_module_tests() {
-    if let Some(why) = missing("go") {
-        eprintln!("skipped: {why}");
+    if !present("go") {
         return;
     }
     let w = World::new();
@@ -230,10 +252,13 @@ fn a_go_module_tests() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_c_project_builds_with_make() {
     for program in ["make", "cc"] {
-        if let Some(why) = missing(program) {
-            eprintln!("skipped: {why}");
+        if !present(program) {
             return;
         }
     }
@@ -254,9 +279,12 @@ fn a_c_project_builds_with_make() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn cargo_test_runs_in_a_fresh_cargo_new_project_after_chock_init() {
-    if let Some(why) = missing("cargo") {
-        eprintln!("skipped: {why}");
+    if !present("cargo") {
         return;
     }
     let w = World::new();
@@ -351,9 +379,12 @@ fn a_call_cannot_read_credentials_in_a_directory_it_is_shown() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_toolchain_in_the_persons_config_shows_cargo_in_a_project_that_names_none() {
-    if let Some(why) = missing("cargo") {
-        eprintln!("skipped: {why}");
+    if !present("cargo") {
         return;
     }
     let w = World::new();
@@ -489,6 +520,10 @@ fn host_run(w: &World, dir: &std::path::Path, path: &str, program: &str, args: &
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_node22_project_installs_from_a_local_tarball_with_npm_ci_offline() {
     if !chock_test_support::installed(format!("{NODE22_BIN}/node")) {
         return;
@@ -639,6 +674,10 @@ fn pytest_wheels() -> Option<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "toolchains"),
+    ignore = "needs the host's toolchains: the `toolchains` feature (.ci/run tests with --all-features)"
+)]
 fn a_python_project_pip_installs_a_local_wheel_into_its_venv() {
     let python = missing("python3");
     if !chock_test_support::requires(python.is_none(), python.unwrap_or_default()) {

@@ -132,7 +132,17 @@ text = "never reached"
 const NOTES: &str = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n";
 
 #[test]
+#[cfg_attr(
+    not(feature = "tmux"),
+    ignore = "needs tmux: the `tmux` feature (.ci/run tests with --all-features)"
+)]
 fn bare_chock_at_a_terminal_asks_applies_one_hunk_interrupts_and_leaves_the_transcript() {
+    if !chock_test_support::requires(
+        on_path("tmux"),
+        "tmux is not installed (apt-get install tmux, as .ci/run does)",
+    ) {
+        return;
+    }
     let w = World::with_git();
     w.write("notes.txt", NOTES);
     w.write(

@@ -11,61 +11,45 @@ use chock_protocol::live::Ended;
 use chock_protocol::log::TableDecision;
 use chock_protocol::rpc::{SessionState, StartParams};
 
-/// A git project and the daemon's directories in one temporary directory.
+/// A git project and the daemon's directories, in the shared hermetic world.
 struct World {
-    tmp: tempfile::TempDir,
-    base: PathBuf,
+    env: chock_test_support::World,
     project: PathBuf,
 }
 
 impl World {
     fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path().canonicalize().unwrap();
-        let project = base.join("project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        std::fs::write(project.join("chock.toml"), "").unwrap();
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &["commit", "-qm", "init"],
-        ] {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .current_dir(&project)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
+        let env = chock_test_support::World::with_git_files(&[
+            ("README.md", "hello\n"),
+            ("chock.toml", ""),
+        ]);
+        env.config_toml("");
+        World {
+            project: env.project.clone(),
+            env,
         }
-        std::fs::write(base.join("config.toml"), "").unwrap();
-        World { tmp, base, project }
     }
 
     /// The `script:FILE` provider of `toml`.
     fn script(&self, toml: &str) -> String {
-        let path = self.tmp.path().join("script.toml");
-        std::fs::write(&path, toml).unwrap();
-        format!("script:{}", path.display())
+        self.env.script(toml)
     }
 
     fn sessions(&self) -> PathBuf {
-        self.base.join("state/chock/sessions")
+        self.env.sessions_root()
     }
 
     async fn serve(&self) -> Server {
         serve(ServeOptions {
             daemon: DaemonOptions {
                 sessions_root: self.sessions(),
-                state_dir: self.base.join("state/chock"),
-                config: Some(self.base.join("config.toml")),
+                state_dir: self.env.chock_state(),
+                config: Some(self.env.config_file()),
                 queue: chock_daemon::DEFAULT_QUEUE,
                 max_turns: 20,
             },
-            // Where `$XDG_RUNTIME_DIR=<base>/runtime` puts it, for the example's process.
-            runtime_dir: self.base.join("runtime/chock"),
+            // Where the world's `$XDG_RUNTIME_DIR` puts it, for the example's process.
+            runtime_dir: self.env.chock_runtime(),
             group: None,
             host: None,
         })
@@ -284,13 +268,9 @@ fn the_example_client_watches_a_session_to_its_end() {
     let watch = example("watch");
     runtime().block_on(async {
         let server = world.serve().await;
-        let out = tokio::process::Command::new(&watch)
-            .args(["say hello", &provider])
-            .current_dir(&world.project)
-            .env_clear()
-            .env("HOME", &world.base)
-            .env("XDG_RUNTIME_DIR", world.base.join("runtime"))
-            .output();
+        let mut cmd = world.env.program(&watch);
+        cmd.args(["say hello", &provider]);
+        let out = tokio::process::Command::from(cmd).output();
         let out = tokio::time::timeout(Duration::from_secs(60), out)
             .await
             .expect("the example never finished")

@@ -12,8 +12,9 @@
 //! socket, as a terminal would), the page naming that client as who answered; one whose long
 //! command is interrupted from the page.
 //!
-//! Without chromium or chromedriver the test fails in CI (`CI=true`) and skips, saying why,
-//! elsewhere.
+//! Built only with the crate's `browser` feature (`.ci/run` tests with `--all-features`).
+//! Without chromium or chromedriver the test then fails in CI (`CI=true`) and is skipped
+//! elsewhere, counted by `chock_test_support::requires`.
 
 mod browser_support;
 
@@ -144,7 +145,7 @@ async fn answer_from_the_socket(world: &World, session: &str) -> Step<String> {
         .map_err(|e| format!("approvals.answer: {e}"))?;
     // The answer's record names the client as the daemon does in `approval.resolved`.
     let by = loop {
-        let answered = world.log(session).into_iter().find(|l| {
+        let answered = world.log_lines(session).into_iter().find(|l| {
             l["kind"] == "approval.answer" && l["data"]["question"] == question.question.as_str()
         });
         if let Some(a) = answered {
@@ -326,7 +327,7 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
     if on_disk != readme(&[(2, "line two, changed")]) {
         return Err(format!("the project holds, after the apply:\n{on_disk}"));
     }
-    let log = world.log(&session);
+    let log = world.log_lines(&session);
     let applied = log
         .iter()
         .rev()
@@ -411,7 +412,7 @@ async fn person(c: &Client, world: &World, link: &str, provider: &str) -> Step<(
         "#verify-status[data-intact=\"true\"][data-seal=\"unsealed\"]",
     )
     .await?;
-    let lines = world.log(&session).len();
+    let lines = world.log_lines(&session).len();
     until_js(
         c,
         "every log line listed",

@@ -33,7 +33,7 @@ fn serve_helper() {
         daemon: chock_daemon::DaemonOptions {
             sessions_root: base.join("state/chock/sessions"),
             state_dir: base.join("state/chock"),
-            config: Some(base.join("config.toml")),
+            config: Some(base.join("config/chock/config.toml")),
             queue: 64,
             max_turns: 1,
         },
@@ -76,7 +76,7 @@ fn a_non_root_daemon_lets_its_group_in_and_no_other_namespace() {
         return;
     };
     let world = World::new();
-    let base = world.tmp.path().canonicalize().unwrap();
+    let base = world.base.clone();
     // The daemon's user owns the world; a copy of this binary it may run sits in it.
     let exe = base.join("daemon-helper");
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();

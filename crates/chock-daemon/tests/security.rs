@@ -186,7 +186,7 @@ fn user_exists(name: &str) -> bool {
 /// Opens every directory above `dir` (inside the world) to others, so that only the daemon's own
 /// directory and its checks stand in the way.
 fn open_path(world: &World, dir: &std::path::Path) {
-    let base = world.tmp.path().canonicalize().unwrap();
+    let base = world.base.clone();
     let mut at = dir.to_path_buf();
     while at.starts_with(&base) {
         std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755)).unwrap();

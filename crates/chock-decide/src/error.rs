@@ -22,9 +22,13 @@ pub enum RestrictError {
     /// The live policy's lock was poisoned by a panic.
     #[error("the session's policy is unavailable")]
     Unavailable,
-    /// The narrowing was made but could not be logged.
+    /// The narrowing could not be logged, so it was not made.
     #[error(transparent)]
     Log(#[from] chock_log::LogError),
+    /// The decision of the call that asked for the narrowing could not be logged, so it was not
+    /// made.
+    #[error(transparent)]
+    Decision(#[from] DecideError),
 }
 
 /// Why a push-style answer was not taken.

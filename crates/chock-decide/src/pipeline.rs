@@ -20,11 +20,12 @@ use chock_protocol::log::{self as record, AnswerKind, Asked};
 use crate::broker::{
     Answer, ApprovalBroker, Nobody, Question, QuestionKind, Reply, ReviewerVerdict, Role,
 };
-use crate::error::{DecideError, RestrictError};
+use crate::error::DecideError;
 use crate::outcome::{AllowedBy, Outcome, RefusedBy, Settled};
 
 mod gate;
 mod questions;
+mod restrict;
 mod ruling;
 mod secret;
 pub use gate::PipelineGate;
@@ -106,28 +107,6 @@ impl Pipeline {
     /// The live policy.
     pub fn policy(&self) -> &Arc<RwLock<Policy>> {
         &self.policy
-    }
-
-    /// Narrows the session's live policy (never widens): `pattern` is decided at least as
-    /// strictly as `decision` from now on. An earlier "yes for this session" does not outlive
-    /// the narrowing, and the change is logged (`note` `ratchet`, `restrict`).
-    pub fn restrict(&self, pattern: &str, decision: Decision) -> Result<(), RestrictError> {
-        self.policy
-            .write()
-            .map_err(|_| RestrictError::Unavailable)?
-            .restrict(pattern, decision)
-            .map_err(RestrictError::Ratchet)?;
-        self.broker.forget_session_allows();
-        self.log.record(
-            None,
-            record::Note::Ratchet {
-                change: record::RatchetChange::Restrict,
-                pattern: pattern.to_string(),
-                decision: decision.as_str().to_string(),
-                removed: None,
-            },
-        )?;
-        Ok(())
     }
 
     /// What the live table says of `action` (a poisoned lock still holds the last policy written;

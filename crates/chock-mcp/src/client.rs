@@ -19,7 +19,7 @@ use chock_decide::Pipeline;
 use chock_protocol::log::McpSampling;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
+    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
@@ -60,6 +60,7 @@ pub trait Sampler: Send + Sync {
 }
 
 /// What a server's requests reach on the host.
+#[derive(Clone)]
 pub(crate) struct Handler {
     pub server: String,
     pub pipeline: Pipeline,
@@ -109,7 +110,7 @@ fn messages_of(params: &Value) -> Vec<(String, String)> {
 }
 
 impl Handler {
-    async fn sample(
+    pub(crate) async fn sample(
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, ErrorData> {
@@ -176,34 +177,80 @@ impl Handler {
         .map_err(|e| internal(e.to_string()))
     }
 
-    async fn elicit(&self, request: ElicitRequestParams) -> Result<ElicitResult, ErrorData> {
+    pub(crate) async fn elicit(
+        &self,
+        request: ElicitRequestParams,
+    ) -> Result<ElicitResult, ErrorData> {
         let raw = serde_json::to_value(&request).unwrap_or(Value::Null);
         let message = raw.get("message").and_then(Value::as_str).unwrap_or("");
-        let schema = raw
-            .get("requestedSchema")
-            .map(|s| serde_json::to_string_pretty(s).unwrap_or_default())
-            .unwrap_or_default();
-        let text = format!(
-            "MCP server `{}` asks you (reply with JSON fitting the schema, or nothing to decline):\n{message}\n{schema}",
-            self.server
-        );
+        let url = raw
+            .get("url")
+            .and_then(Value::as_str)
+            .filter(|_| raw.get("mode").and_then(Value::as_str) == Some("url"));
+        let text = match url {
+            Some(url) => format!(
+                "MCP server `{}` asks you to open a page (Chock does not open it; reply `accept` once done, or nothing to decline):\n{message}\n{url}",
+                self.server
+            ),
+            None => format!(
+                "MCP server `{}` asks you (reply with JSON fitting the schema, or nothing to decline; fields left out take the schema's defaults):\n{message}\n{}",
+                self.server,
+                raw.get("requestedSchema")
+                    .map(|s| serde_json::to_string_pretty(s).unwrap_or_default())
+                    .unwrap_or_default()
+            ),
+        };
         let answer = self
             .pipeline
             .ask_person(None, &text)
             .await
             .map_err(|e| internal(e.to_string()))?;
-        let result = match answer.map(|(_, reply)| reply) {
-            Some(reply) if !reply.trim().is_empty() => {
-                match serde_json::from_str::<Value>(&reply) {
-                    Ok(content @ Value::Object(_)) => {
-                        json!({"action": "accept", "content": content})
-                    }
-                    _ => json!({"action": "decline"}),
-                }
+        let reply = answer
+            .map(|(_, reply)| reply.trim().to_string())
+            .filter(|r| !r.is_empty());
+        let result = match (reply, url) {
+            (Some(reply), Some(_)) if reply.eq_ignore_ascii_case("accept") => {
+                json!({"action": "accept"})
             }
+            (Some(reply), None) => match serde_json::from_str::<Value>(&reply) {
+                Ok(Value::Object(mut content)) => {
+                    with_defaults(&mut content, raw.get("requestedSchema"));
+                    json!({"action": "accept", "content": content})
+                }
+                _ => json!({"action": "decline"}),
+            },
             _ => json!({"action": "decline"}),
         };
         serde_json::from_value(result).map_err(|e| internal(e.to_string()))
+    }
+}
+
+/// Fills in every property of a form elicitation's schema that the answer left out and the schema
+/// gives a `default` for (SEP-1034): the person accepted the form as shown, defaults included.
+fn with_defaults(content: &mut serde_json::Map<String, Value>, schema: Option<&Value>) {
+    let Some(properties) = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    for (name, property) in properties {
+        if let Some(default) = property.get("default")
+            && !content.contains_key(name)
+        {
+            content.insert(name.clone(), default.clone());
+        }
+    }
+}
+
+impl Handler {
+    /// The roots: only the project's path.
+    pub(crate) fn roots(&self) -> Result<ListRootsResult, ErrorData> {
+        let uri = format!("file://{}", self.root.display());
+        serde_json::from_value(json!({
+            "roots": [{"uri": uri, "name": "the project (read-only; the agent's workspace is not in the server's sandbox)"}]
+        }))
+        .map_err(|e| internal(e.to_string()))
     }
 }
 
@@ -220,12 +267,7 @@ impl ClientHandler for Handler {
         &self,
         _context: RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
-        let uri = format!("file://{}", self.root.display());
-        let result = serde_json::from_value(json!({
-            "roots": [{"uri": uri, "name": "the project (read-only; the agent's workspace is not in the server's sandbox)"}]
-        }))
-        .map_err(|e| internal(e.to_string()));
-        std::future::ready(result)
+        std::future::ready(self.roots())
     }
 
     fn create_elicitation(
@@ -248,7 +290,7 @@ impl ClientHandler for Handler {
         let capabilities: ClientCapabilities = serde_json::from_value(json!({
             "roots": {"listChanged": false},
             "sampling": {},
-            "elicitation": {},
+            "elicitation": {"form": {}, "url": {}},
         }))
         .unwrap_or_default();
         let info: Implementation = serde_json::from_value(json!({
@@ -256,6 +298,8 @@ impl ClientHandler for Handler {
             "version": env!("CARGO_PKG_VERSION"),
         }))
         .unwrap_or_default();
+        // The version an `initialize` offers: the newest one whose lifecycle is `initialize`.
         ClientConfig::new(capabilities, info)
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }

@@ -41,9 +41,15 @@ use crate::door::DoorConnector;
 #[error("{0}")]
 pub struct HttpClientError(String);
 
-type Failure = StreamableHttpError<HttpClientError>;
+impl HttpClientError {
+    pub(crate) fn new(message: String) -> Self {
+        HttpClientError(message)
+    }
+}
 
-fn failure(message: impl Into<String>) -> Failure {
+pub(crate) type Failure = StreamableHttpError<HttpClientError>;
+
+pub(crate) fn failure(message: impl Into<String>) -> Failure {
     StreamableHttpError::Client(HttpClientError(message.into()))
 }
 
@@ -121,7 +127,10 @@ async fn read_body(body: Body, limit: usize, whole: bool) -> Result<Vec<u8>, Fai
 
 /// The server's SSE events, each at most `max_event` bytes (counted before parsing, so a server
 /// cannot make Chock hold an endless event).
-fn sse_events(body: Body, max_event: usize) -> BoxStream<'static, Result<Sse, SseError>> {
+pub(crate) fn sse_events(
+    body: hyper::body::Incoming,
+    max_event: usize,
+) -> BoxStream<'static, Result<Sse, SseError>> {
     let mut since_boundary = 0usize;
     let mut last_newline = false;
     let bytes = body
@@ -217,7 +226,7 @@ impl DoorHttpClient {
 
     /// Sends `request`; a redirect is refused (Chock follows none), an authorization challenge
     /// named (Chock sends no credentials).
-    async fn send(
+    pub(crate) async fn send(
         &self,
         request: http::Request<Full<Bytes>>,
     ) -> Result<http::Response<Body>, Failure> {
@@ -325,10 +334,21 @@ impl StreamableHttpClient for DoorHttpClient {
                 limits.max_error_response_size
             };
             let body = read_body(response.into_body(), limit, false).await?;
-            if json
-                && let Ok(error @ JsonRpcMessage::Error(_)) =
-                    serde_json::from_slice::<ServerJsonRpcMessage>(&body)
-            {
+            let parsed = if json {
+                serde_json::from_slice::<ServerJsonRpcMessage>(&body).ok()
+            } else {
+                None
+            };
+            if let Some(answer) = crate::negotiate::discover_refused(
+                &message,
+                session_id.is_some(),
+                status,
+                parsed.as_ref(),
+                &body,
+            ) {
+                return Ok(answer);
+            }
+            if let Some(error @ JsonRpcMessage::Error(_)) = parsed {
                 return Ok(StreamableHttpPostResponse::Json(error, session));
             }
             let shown = &body[..body.len().min(limits.max_error_response_size)];

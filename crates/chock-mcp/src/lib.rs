@@ -18,10 +18,14 @@ mod declared;
 mod door;
 mod error;
 pub mod files;
+pub mod gate;
 mod http;
+mod mrtr;
 pub mod names;
+mod negotiate;
 mod remote;
 pub mod server;
+mod sse;
 pub mod tools;
 pub mod trust;
 
@@ -409,11 +413,14 @@ impl McpTool {
         let mut params = rmcp::model::CallToolRequestParams::new(current.name.clone());
         params.arguments = arguments.as_object().cloned();
         let peer = self.server.peer.clone();
+        let handler = self.server.handler.clone();
         let timeout = self.server.configured.def.call_timeout();
         let name = self.server.name().to_string();
         let result = self
             .handle
-            .spawn(async move { tokio::time::timeout(timeout, peer.call_tool(params)).await })
+            .spawn(async move {
+                tokio::time::timeout(timeout, mrtr::call_tool(&peer, &handler, params)).await
+            })
             .await
             .map_err(|_| McpError::Poisoned)?;
         let result = result

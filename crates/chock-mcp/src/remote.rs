@@ -2,7 +2,8 @@
 //! streamable HTTP transport over Chock's own client (crate::http), whose every connection the
 //! broker's door opens under the call id `mcp-<server>`. Each destination is the act
 //! `net.connect.<reversed host>.<port>`, settled by the session's pipeline (the table, then whoever
-//! must answer) and logged before the name is even resolved; the broker resolves it, checks every
+//! must answer; a question once per server and session, crate::gate) and logged before the name is
+//! even resolved; the broker resolves it, checks every
 //! address (loopback and private ones only for a project or org rule naming the host exactly) and
 //! connects to a checked one. A refused destination fails the start with the server, the act, the
 //! rule and the host in the error.
@@ -11,28 +12,30 @@ use std::sync::Arc;
 
 use chock_broker::Broker;
 use chock_policy::mcp::ServerDef;
+use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
 
 use crate::McpError;
 use crate::client::Handler;
 use crate::http::DoorHttpClient;
 use crate::server::{StartContext, failed};
 
-/// rmcp's client of the server at `url`, initialized within the startup timeout.
+/// rmcp's client of the server at `url` (its event stream when `sse`, the legacy transport),
+/// initialized within the startup timeout.
 pub(crate) async fn reach(
     def: &ServerDef,
     cx: &StartContext,
     url: &str,
+    sse: bool,
     handler: Handler,
 ) -> Result<RunningService<RoleClient, Handler>, McpError> {
     let log = cx.pipeline.log().clone();
     let failed = |error: String| failed(&log, &def.name, error);
     let call_id = format!("mcp-{}", def.name);
     let broker = Broker::new(
-        Arc::new(cx.pipeline.gate(&call_id)),
+        Arc::new(crate::gate::OnceGate::new(&cx.pipeline, &call_id)),
         log.clone(),
         cx.network.clone(),
     )
@@ -44,8 +47,22 @@ pub(crate) async fn reach(
     // listed and checked against their pins. Its calls fail instead, as a stdio server's do once it
     // exited.
     config.reinit_on_expired_session = false;
-    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-    let started = tokio::time::timeout(def.startup_timeout(), handler.serve(transport)).await;
+    let started = tokio::time::timeout(def.startup_timeout(), async {
+        if sse {
+            let transport = crate::sse::SseTransport::connect(client.clone(), url)
+                .await
+                .map_err(|e| e.to_string())?;
+            crate::negotiate::serve_stateful(handler, transport)
+                .await
+                .map_err(|e| e.to_string())
+        } else {
+            let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+            crate::negotiate::serve(handler, transport)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
     let refused = || {
         client
             .refusal()

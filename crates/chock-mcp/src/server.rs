@@ -13,8 +13,8 @@ use chock_log::Log;
 use chock_policy::mcp::{ServerDef, Transport};
 use chock_protocol::log::{McpDefinition, McpServer};
 use chock_session::{Service, ServiceOptions, Session};
+use rmcp::RoleClient;
 use rmcp::service::RunningService;
-use rmcp::{RoleClient, ServiceExt};
 
 use crate::client::{Handler, Sampler};
 use crate::tools::ToolDef;
@@ -73,6 +73,9 @@ pub struct Server {
     pub(crate) configured: Configured,
     pub(crate) client: Mutex<Option<RunningService<RoleClient, Handler>>>,
     pub(crate) peer: rmcp::service::Peer<RoleClient>,
+    /// What answers the server's requests: also the input a 2026-07-28 server asks for in a
+    /// call's `input_required` result (crate::mrtr).
+    pub(crate) handler: Handler,
     pub(crate) service: Mutex<Option<Service>>,
     pub(crate) tools: Mutex<Vec<Listed>>,
     pub(crate) changed: Arc<AtomicBool>,
@@ -111,9 +114,16 @@ impl Server {
     }
 
     /// Lists its tools again when it said they changed (`tools/list_changed`), checking each
-    /// against its pin (a changed one is logged and refused).
+    /// against its pin (a changed one is logged and refused). A server spoken to in a stateless
+    /// revision (2026-07-28) sends no such notification outside a `subscriptions/listen` stream,
+    /// so its tools are listed again before every call: a definition swapped after approval is
+    /// still caught before the call.
     pub(crate) async fn refresh_if_changed(&self) -> Result<(), McpError> {
-        if self.changed.swap(false, Ordering::SeqCst) {
+        let stateless = self
+            .peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        if self.changed.swap(false, Ordering::SeqCst) || stateless {
             let listed = list_and_check(self, false).await?;
             if let Ok(mut tools) = self.tools.lock() {
                 *tools = listed;
@@ -329,6 +339,7 @@ pub(crate) async fn start(
         root: session.project().to_path_buf(),
         tools_changed: Arc::clone(&changed),
     };
+    let answering = handler.clone();
     let (client, service, network) = match &def.transport {
         Transport::Stdio { command, args } => {
             let argv: Vec<String> = std::iter::once(command.clone())
@@ -338,7 +349,12 @@ pub(crate) async fn start(
             (client, Some(service), network)
         }
         Transport::Http { url } => (
-            crate::remote::reach(def, cx, url, handler).await?,
+            crate::remote::reach(def, cx, url, false, handler).await?,
+            None,
+            false,
+        ),
+        Transport::Sse { url } => (
+            crate::remote::reach(def, cx, url, true, handler).await?,
             None,
             false,
         ),
@@ -356,6 +372,7 @@ pub(crate) async fn start(
             transport: match def.transport {
                 Transport::Stdio { .. } => "stdio",
                 Transport::Http { .. } => "http",
+                Transport::Sse { .. } => "sse",
             }
             .to_string(),
             definition: configured.hash.clone(),
@@ -367,6 +384,7 @@ pub(crate) async fn start(
     let server = Server {
         configured: configured.clone(),
         peer: client.peer().clone(),
+        handler: answering,
         client: Mutex::new(Some(client)),
         service: Mutex::new(service),
         tools: Mutex::new(Vec::new()),
@@ -445,8 +463,11 @@ async fn launch_stdio(
         .map_err(|e| failed(format!("its stdout: {e}")))?;
     let writer = tokio::net::unix::pipe::Sender::from_file(stdin)
         .map_err(|e| failed(format!("its stdin: {e}")))?;
-    let started =
-        tokio::time::timeout(def.startup_timeout(), handler.serve((reader, writer))).await;
+    let started = tokio::time::timeout(
+        def.startup_timeout(),
+        crate::negotiate::serve(handler, (reader, writer)),
+    )
+    .await;
     let stderr = || {
         tail.lock()
             .map(|t| t.trim().to_string())

@@ -34,6 +34,10 @@ fn peek(world: &World, hub: &chock_mcp::McpHub, path: &Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_cache_swapped_for_a_link_is_refused_at_the_next_start() {
     let host = tempfile::tempdir().unwrap();
     let base = host.path().canonicalize().unwrap();
@@ -84,6 +88,10 @@ fn a_cache_swapped_for_a_link_is_refused_at_the_next_start() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_server_s_env_cannot_name_a_configured_key_variable() {
     let Some(mut raw) = python_server(&hostile_script(), &[]) else {
         return;

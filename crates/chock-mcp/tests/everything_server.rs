@@ -10,6 +10,10 @@ use serde_json::json;
 use support::{Person, World, installed, prefix, user_server};
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_everything_server_answers_an_allowed_call_over_stdio() {
     let Some(entry) =
         installed("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -22,6 +26,10 @@ fn the_everything_server_answers_an_allowed_call_over_stdio() {
 /// The same server on Node 22, whose libuv probes io_uring at start: with io_uring on the filter's
 /// kill list the server died with SIGSYS before its first message, and never started.
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_everything_server_runs_on_node_22() {
     let Some(entry) =
         installed("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")

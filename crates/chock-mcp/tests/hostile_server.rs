@@ -25,6 +25,10 @@ fn answered(outcome: CallOutcome) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_changed_definition_is_refused_until_approved_again() {
     let desc = tempfile::tempdir().unwrap();
     let desc_file = desc.path().join("description");
@@ -99,6 +103,10 @@ fn a_changed_definition_is_refused_until_approved_again() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_server_cannot_read_outside_its_tree_nor_reach_the_network() {
     let secret_dir = tempfile::tempdir().unwrap();
     let secret = secret_dir.path().join("secret");
@@ -176,6 +184,10 @@ impl Sampler for CountingSampler {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn sampling_is_its_own_act_logged_with_its_prompt() {
     let Some(raw) = python_server(&hostile_script(), &[]) else {
         return;

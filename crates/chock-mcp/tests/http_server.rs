@@ -98,6 +98,10 @@ impl Sampler for FixedModel {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn the_everything_server_over_http_is_decided_call_by_call() {
     let Some(server) = everything() else {
         return;
@@ -239,6 +243,62 @@ fn the_everything_server_over_http_is_decided_call_by_call() {
         "the POSTs and the GET stream: {opens} connections"
     );
     assert_eq!(gates, opens, "every connection was decided");
+}
+
+/// A destination the table asks about is asked once for the server, not once per connection
+/// (the POSTs, the GET stream, the closing DELETE): each later connection is still decided and
+/// logged before it opens, naming the earlier answer, with the reach the answer had.
+#[test]
+fn an_asked_destination_is_asked_once_per_session() {
+    let Some(server) = everything() else {
+        return;
+    };
+    let port = server.port;
+    let action = format!("net.connect.1.0.0.127.{port}");
+    let rules = format!(
+        "[[rule]]\naction = \"{action}\"\ndecision = \"ask\"\n\
+         [[rule]]\naction = \"mcp.everything.tool.echo\"\ndecision = \"allow\"\n"
+    );
+    let world = World::new(&rules);
+    let yes = Person::new(true);
+    let pipeline = world.pipeline(Some(Arc::clone(&yes)));
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut hub = world.start(&[http_server(&url)], &pipeline, false, None);
+    assert_eq!(hub.servers().len(), 1, "{:?}", hub.failures());
+    let offered = hub.offered(&pipeline);
+    let echo = offered
+        .iter()
+        .find(|t| t.def().name == "echo")
+        .expect("echo offered");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for i in 0..3 {
+        let out = rt
+            .block_on(echo.call(&format!("c{i}"), &json!({"message": "again"}), &pipeline))
+            .unwrap();
+        assert!(matches!(out, CallOutcome::Answered { .. }), "{out:?}");
+    }
+    hub.stop("the test is done");
+    drop(hub);
+    let asked: Vec<_> = yes
+        .questions()
+        .into_iter()
+        .filter(|q| q.action.as_deref() == Some(action.as_str()))
+        .collect();
+    assert_eq!(asked.len(), 1, "asked once for the server: {asked:?}");
+    let events = world.events();
+    let decisions = events
+        .iter()
+        .filter(|e| e.kind.to_string() == "decision" && e.data["action"] == action)
+        .count();
+    let opens = events
+        .iter()
+        .filter(|e| e.kind.to_string() == "net.connect" && e.data["phase"] == "open")
+        .count();
+    assert!(opens >= 2, "several connections: {opens}");
+    assert!(
+        decisions >= opens,
+        "each connection decided and logged: {decisions} decisions, {opens} connections"
+    );
 }
 
 /// A listener that records every connection it accepts.

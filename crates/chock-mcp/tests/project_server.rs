@@ -87,6 +87,10 @@ fn agent(world: &World, script: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_trusted_project_server_runs_the_real_project_and_a_changed_file_is_refused() {
     let Some(python) = python() else {
         return;
@@ -209,6 +213,10 @@ fn importing_server(shared: &std::path::Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_trusted_server_sees_no_place_the_agents_commands_write() {
     let Some(python) = python() else {
         return;

@@ -23,6 +23,10 @@ const RULES: &str = "[[rule]]\naction = \"mcp.time.tool.get_current_time\"\ndeci
                      [[rule]]\naction = \"mcp.time.tool.convert_time\"\ndecision = \"ask\"\n";
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_project_server_starts_only_once_its_definition_is_trusted() {
     let Some(toml) = chock_toml(RULES) else {
         return;
@@ -70,6 +74,10 @@ fn a_project_server_starts_only_once_its_definition_is_trusted() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn calls_are_allowed_asked_and_denied_by_the_table() {
     let Some(toml) = chock_toml(RULES) else {
         return;
@@ -187,6 +195,10 @@ fn calls_are_allowed_asked_and_denied_by_the_table() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "mcp-servers"),
+    ignore = "needs the MCP servers under /opt/chock-mcp: the `mcp-servers` feature (.ci/run tests with --all-features)"
+)]
 fn a_denied_tool_is_never_offered() {
     let rules = "[[rule]]\naction = \"mcp.time.tool.*\"\ndecision = \"allow\"\n\
                  [[rule]]\naction = \"mcp.time.tool.convert_time\"\ndecision = \"deny\"\n";

@@ -5,7 +5,7 @@
 //! tools and a call entry, and imports only Chock's own interfaces — the workspace copy's files,
 //! a fetch through the broker, a log — plus the WASI Rust's standard library needs (stdio, clocks,
 //! random: [`wasi`]), none of which reaches outside the store. Nothing here decides or touches the world: every door a plugin imports is a
-//! [`Doors`] method the caller (chock-agent) implements, settling its act through the one
+//! [`Doors`] method the caller (chock-tools) implements, settling its act through the one
 //! pipeline before it acts. This crate reads the component's imports before it is instantiated and
 //! refuses an import whose act the table denies: it is never linked.
 #![forbid(unsafe_code)]

@@ -27,7 +27,7 @@ pub struct Page {
     pub text: String,
 }
 
-/// The doors behind Chock's imports, for one call. The implementation (chock-agent's) settles
+/// The doors behind Chock's imports, for one call. The implementation (chock-tools') settles
 /// each act through the one decision pipeline — `fs.read`, `fs.write`, `net.fetch.<host>` — and
 /// only then acts; an `Err` is what the plugin reads (a refusal, a missing file). Each method is
 /// given the call's wall-clock deadline, which a door that waits (a fetch, a question) keeps.

@@ -1,6 +1,6 @@
 //! The `[mcp.servers.NAME]` tables: which MCP servers a project (chock.toml) or a person
 //! (config.toml) configures. One parser for both files: chock.toml's is read with the policy (so a
-//! project's server is known before any sandbox exists, rule 2), config.toml's by chock-agent with
+//! project's server is known before any sandbox exists, rule 2), config.toml's by chock-config with
 //! the same types. What a server may *do* is decided per act by the table
 //! (`mcp.<server>.tool.<tool>`, `mcp.<server>.network`, `mcp.<server>.sampling`); these tables say
 //! only how to start or reach it. docs/mcp.md has the format.
@@ -40,8 +40,12 @@ pub struct RawServer {
     /// Its arguments.
     #[serde(default)]
     pub args: Vec<String>,
-    /// The endpoint of a streamable HTTP server.
+    /// The endpoint of a streamable HTTP server (or of a legacy SSE server's event stream).
     pub url: Option<String>,
+    /// With `url`: `"sse"` for a server of the legacy HTTP+SSE transport (MCP 2024-11-05);
+    /// absent or `"streamable_http"` for streamable HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     /// Names of host environment variables the server receives (names only, never values).
     #[serde(default)]
     pub env: Vec<String>,
@@ -72,6 +76,11 @@ pub enum Transport {
     /// Chock reaches it through the broker's door, like `fetch_url`.
     Http {
         /// The endpoint.
+        url: String,
+    },
+    /// A server of the legacy HTTP+SSE transport, reached through the broker's door too.
+    Sse {
+        /// Its event stream.
         url: String,
     },
 }
@@ -314,9 +323,24 @@ impl RawServer {
                         format!("`{url}` is not an http:// or https:// URL"),
                     ));
                 }
-                Transport::Http { url: url.clone() }
+                match self.transport.as_deref() {
+                    None | Some("streamable_http") => Transport::Http { url: url.clone() },
+                    Some("sse") => Transport::Sse { url: url.clone() },
+                    Some(other) => {
+                        return Err(err(
+                            "transport",
+                            format!("`{other}` is not `streamable_http` or `sse`"),
+                        ));
+                    }
+                }
             }
         };
+        if self.command.is_some() && self.transport.is_some() {
+            return Err(err(
+                "transport",
+                "only a server with `url` takes a transport".into(),
+            ));
+        }
         for var in &self.env {
             check_env_name(var).map_err(|e| {
                 let words = if e.contains(var.as_str()) {
@@ -377,6 +401,31 @@ mod tests {
         assert_eq!(defs[0].call_timeout_secs, 5);
         assert_eq!(defs[0].startup_timeout(), DEFAULT_STARTUP_TIMEOUT);
         assert!(matches!(defs[1].transport, Transport::Http { .. }));
+    }
+
+    #[test]
+    fn a_legacy_sse_server_is_a_url_with_its_transport() {
+        let defs = check(
+            "[mcp.servers.old]\nurl = \"http://127.0.0.1:3001/sse\"\ntransport = \"sse\"\n\
+             [mcp.servers.new]\nurl = \"http://127.0.0.1:3001/mcp\"\ntransport = \"streamable_http\"\n",
+        )
+        .unwrap();
+        assert!(
+            matches!(defs[1].transport, Transport::Sse { .. }),
+            "{defs:?}"
+        );
+        assert!(
+            matches!(defs[0].transport, Transport::Http { .. }),
+            "{defs:?}"
+        );
+        let e =
+            check("[mcp.servers.x]\nurl = \"http://h/\"\ntransport = \"websocket\"\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "chock.toml: mcp.servers.x.transport: `websocket` is not `streamable_http` or `sse`"
+        );
+        let e = check("[mcp.servers.x]\ncommand = \"a\"\ntransport = \"sse\"\n").unwrap_err();
+        assert_eq!(e.field, "transport");
     }
 
     #[test]

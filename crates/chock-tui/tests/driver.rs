@@ -8,37 +8,21 @@ use chock_protocol::live::Ended;
 use chock_runtime::Config;
 use chock_runtime::Opening;
 use chock_runtime::SessionBuilder;
+use chock_test_support::World;
+use chock_test_support::events::only_session;
 use chock_tui::driver::local::start;
 use chock_tui::feed::{Cmd, Feed, TaskOutcome};
 use tokio::sync::mpsc::unbounded_channel;
 
-fn git(project: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(project)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
 #[test]
 fn a_session_stopped_by_its_budget_ends_out_of_budget_when_the_person_leaves() {
-    let tmp = tempfile::tempdir().unwrap();
-    let project = tmp.path().join("project");
-    let sessions = tmp.path().join("sessions");
-    std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(project.join("chock.toml"), "[budget]\ntokens = 1\n").unwrap();
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-qm", "init"]);
-    let script = tmp.path().join("one.toml");
-    std::fs::write(&script, "[[turn]]\ntext = \"never asked\"\n").unwrap();
+    let world = World::with_git_files(&[("chock.toml", "[budget]\ntokens = 1\n")]);
+    let sessions = world.sessions_root();
+    let script = world.script("[[turn]]\ntext = \"never asked\"\n");
     let config = Config::parse("", Path::new("config.toml")).unwrap();
     let builder = SessionBuilder::new(config)
-        .provider(Some(format!("script:{}", script.display())))
-        .project(Some(project))
+        .provider(Some(script))
+        .project(Some(world.project.clone()))
         .sessions_root(Some(sessions.clone()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -66,12 +50,7 @@ fn a_session_stopped_by_its_budget_ends_out_of_budget_when_the_person_leaves() {
         }
     });
     assert_eq!(summary.ended, Ended::OutOfBudget);
-    let dir = std::fs::read_dir(&sessions)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let dir = only_session(&sessions);
     let events = chock_log::read_events(&dir).unwrap();
     let view = chock_log::view_of(&events);
     assert_eq!(

@@ -48,29 +48,31 @@ pub struct AdoptCounts {
     pub deleted: usize,
 }
 
-impl Workspace {
-    /// Lists what adopt would copy and checks that no destination exists yet. A change to a path
-    /// that configures Chock is refused ([`WorkspaceError::ConfiguresChock`]): see
-    /// [`Workspace::plan_adopt_with`].
-    pub fn plan_adopt(&self) -> Result<AdoptPlan> {
-        self.plan_adopt_with(&[])
-    }
-
-    /// [`Workspace::plan_adopt`], also taking the changes to Chock's own configuration whose paths
-    /// `include_policy` names (the person named them and the caller has them confirmed, as for
-    /// [`crate::ApplyOptions::include_policy`]): adopt copies into the project too, and a copied
-    /// policy file is one `cp` away from governing the next session.
-    pub fn plan_adopt_with(&self, include_policy: &[String]) -> Result<AdoptPlan> {
-        let dest = self.project().join(ADOPTED_DIR).join(self.session());
-        let diff = self.diff()?;
-        crate::apply::refuse_unnamed_sensitive(self.session(), diff.files.iter(), include_policy)?;
+impl AdoptPlan {
+    /// Lists what adopting `workspace`'s changes would copy and checks that no destination exists
+    /// yet. A change to a path that configures Chock is refused
+    /// ([`WorkspaceError::ConfiguresChock`]) unless `include_policy` names it (the person named
+    /// it and the caller has it confirmed, as for [`crate::ApplyOptions::include_policy`]): adopt
+    /// copies into the project too, and a copied policy file is one `cp` away from governing the
+    /// next session.
+    pub(crate) fn new(workspace: &Workspace, include_policy: &[String]) -> Result<AdoptPlan> {
+        let dest = workspace
+            .project()
+            .join(ADOPTED_DIR)
+            .join(workspace.session());
+        let diff = workspace.diff()?;
+        crate::apply::refuse_unnamed_sensitive(
+            workspace.session(),
+            diff.files.iter(),
+            include_policy,
+        )?;
         let mut plan = AdoptPlan {
             dest: dest.clone(),
             copies: Vec::new(),
             dirs: Vec::new(),
             deleted: Vec::new(),
-            project: self.project().to_path_buf(),
-            session: self.session().to_string(),
+            project: workspace.project().to_path_buf(),
+            session: workspace.session().to_string(),
         };
         for file in &diff.files {
             if let Some(from) = &file.old_path {
@@ -112,9 +114,7 @@ impl Workspace {
         }
         Ok(plan)
     }
-}
 
-impl AdoptPlan {
     /// Copies the files, makes the directories and writes the `deleted` list. Files are created
     /// with `O_EXCL`, so a destination that appeared since the plan is still never overwritten,
     /// and every directory on the way is reached without following a symlink (see

@@ -275,73 +275,51 @@ impl Plan {
     }
 }
 
-impl Workspace {
-    /// Checks `selection` against the project and plans the writes. Refused for the overlay backing
-    /// (its before side is the live project itself; take its work with [`Workspace::plan_adopt`]).
-    pub fn plan_apply(&self, selection: &Selection) -> Result<ApplyPlan> {
-        self.plan_apply_expecting(selection, None)
-    }
-
-    /// [`Workspace::plan_apply`], pinned to a reviewed diff: when `expect` is given and the digest
-    /// of the selected changes (as [`crate::Diff::digest`] computes it, from the diff this plan
-    /// writes) differs, the session changed since the review and the apply is refused with
-    /// [`WorkspaceError::DigestMismatch`] before anything is decided, logged or written.
-    pub fn plan_apply_expecting(
-        &self,
-        selection: &Selection,
-        expect: Option<&str>,
-    ) -> Result<ApplyPlan> {
-        self.plan_apply_with(
-            selection,
-            &ApplyOptions {
-                expect: expect.map(str::to_string),
-                include_policy: Vec::new(),
-            },
-        )
-    }
-
-    /// [`Workspace::plan_apply`] with [`ApplyOptions`]: pinned to a reviewed digest, and taking
-    /// the changes to Chock's own configuration the person named. Checked in this order, each
-    /// before anything is decided, logged or written: the selection, the digest, the paths that
-    /// configure Chock, then the project under every change.
-    pub fn plan_apply_with(
-        &self,
+impl ApplyPlan {
+    /// Checks `selection` of `workspace`'s changes against the project and plans the writes,
+    /// pinned to a reviewed digest and taking the changes to Chock's own configuration the person
+    /// named ([`ApplyOptions`]). Checked in this order, each before anything is decided, logged or
+    /// written: the selection, the digest, the paths that configure Chock, then the project under
+    /// every change. Refused for the overlay backing (its before side is the live project itself;
+    /// take its work with [`Workspace::plan_adopt`]).
+    pub(crate) fn new(
+        workspace: &Workspace,
         selection: &Selection,
         options: &ApplyOptions,
     ) -> Result<ApplyPlan> {
         let expect = options.expect.as_deref();
-        let Backing::Git { ref_name, .. } = self.backing() else {
+        let Backing::Git { top, ref_name, .. } = workspace.backing() else {
             return Err(WorkspaceError::WrongBacking(format!(
                 "session {} has an overlay workspace (the project has no git), so there is no base to \
                  check an apply against; use `chock workspace adopt {}` to copy its changes aside",
-                self.session(),
-                self.session()
+                workspace.session(),
+                workspace.session()
             )));
         };
-        let base = self.wait_base()?;
-        self.checkpoint("before apply")?;
-        let checkpoint = crate::git::Git::new(self.git_top())
+        let base = workspace.wait_base()?;
+        workspace.checkpoint("before apply")?;
+        let checkpoint = crate::git::Git::new(top)
             .text(&["rev-parse", "--verify", ref_name])
             .ok();
-        let diff = self.diff()?;
+        let diff = workspace.diff()?;
         let picked = pick(&diff, selection)?;
         let digest = digest(&picked);
         if let Some(expected) = expect
             && !expected.eq_ignore_ascii_case(&digest)
         {
             return Err(WorkspaceError::DigestMismatch {
-                session: self.session().to_string(),
+                session: workspace.session().to_string(),
                 expected: expected.to_string(),
                 actual: digest,
             });
         }
         refuse_unnamed_sensitive(
-            self.session(),
+            workspace.session(),
             picked.iter().map(|p| p.file),
             &options.include_policy,
         )?;
         let hunk_ids: BTreeSet<&str> = selection.hunks.iter().map(String::as_str).collect();
-        let project = self.project().to_path_buf();
+        let project = workspace.project().to_path_buf();
         let mut plan = Plan::default();
         for p in &picked {
             if p.file.is_text() && !p.hunks.is_empty() {
@@ -356,14 +334,14 @@ impl Workspace {
                 conflicts: plan.conflicts,
             });
         }
-        let records = Records::new(self.layout().applies());
-        let apply_id = records.next_id(self.session())?;
+        let records = Records::new(workspace.layout().applies());
+        let apply_id = records.next_id(workspace.session())?;
         let record = ApplyRecord {
             format: RECORD_FORMAT,
             apply_id: apply_id.clone(),
             kind: "apply".into(),
             undo_of: None,
-            session: self.session().to_string(),
+            session: workspace.session().to_string(),
             project: project.clone(),
             created: String::new(),
             base_commit: base,
@@ -384,13 +362,6 @@ impl Workspace {
             records,
             project,
         })
-    }
-
-    fn git_top(&self) -> PathBuf {
-        match self.backing() {
-            Backing::Git { top, .. } => top.clone(),
-            Backing::Overlay => self.project().to_path_buf(),
-        }
     }
 }
 

@@ -80,6 +80,36 @@ impl Layout {
     pub fn applies(&self) -> PathBuf {
         self.session_dir.join(APPLIES_DIR)
     }
+
+    /// Makes a new workspace's directories for `project` in `session_dir` (work 0700, the upper
+    /// root with the project root's mode, both in a 0700 directory) and returns the resolved
+    /// project with them, refusing a session directory that already has a workspace.
+    pub fn create(project: &Path, session_dir: &Path) -> Result<(PathBuf, Layout)> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let project =
+            fs::canonicalize(project).map_err(|e| WorkspaceError::io("resolve", project, e))?;
+        let layout = Layout::new(session_dir);
+        if layout.dir.exists() {
+            return Err(WorkspaceError::Exists(layout.dir.clone()));
+        }
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700);
+        for dir in [layout.dir.clone(), layout.upper(), layout.work()] {
+            builder
+                .create(&dir)
+                .map_err(|e| WorkspaceError::io("create", &dir, e))?;
+        }
+        // The overlay's root shows its upper root's mode: the project root's, not 0700, inside the
+        // sandbox. The workspace directory above it stays 0700 on the host.
+        let mode = fs::metadata(&project)
+            .map_err(|e| WorkspaceError::io("stat", &project, e))?
+            .permissions()
+            .mode()
+            & 0o7777;
+        fs::set_permissions(layout.upper(), fs::Permissions::from_mode(mode))
+            .map_err(|e| WorkspaceError::io("chmod", layout.upper(), e))?;
+        Ok((project, layout))
+    }
 }
 
 impl Meta {
@@ -110,6 +140,16 @@ impl Meta {
     pub fn store(&self, path: &Path) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| WorkspaceError::record(path, e))?;
         write_atomic(path, &bytes)
+    }
+
+    /// Writes `meta.json` to `path` whole (renamed into place, so a reader never sees half of
+    /// it) but without an fsync: for a scratch workspace nobody reopens, see
+    /// `Workspace::create_scratch`.
+    pub fn store_unsynced(&self, path: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| WorkspaceError::record(path, e))?;
+        let tmp = tmp_sibling(path, "tmp");
+        fs::write(&tmp, bytes).map_err(|e| WorkspaceError::io("write", &tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| WorkspaceError::io("rename into place", path, e))
     }
 }
 

@@ -19,9 +19,11 @@ use serde::{Deserialize, Serialize};
 use crate::entry::Entry;
 use crate::error::{Result, WorkspaceError};
 use crate::git::Git;
-use crate::meta::{Backing, META_FORMAT, Meta};
+use crate::late_sync::LateSync;
+use crate::meta::{Backing, Layout, META_FORMAT, Meta};
 use crate::record::{Records, StoredEntry};
-use crate::workspace::{Workspace, make_dirs};
+use crate::upper::RawChange;
+use crate::workspace::Workspace;
 
 /// Format of a turn record.
 pub const TURN_FORMAT: u32 = 1;
@@ -93,150 +95,169 @@ fn record_path(session_dir: &Path, turn: u32) -> PathBuf {
     turns_dir(session_dir).join(format!("{turn}.json"))
 }
 
-impl Workspace {
-    /// Waits until every turn record written so far (and its blobs) is durable: they are synced
-    /// off the turn's path (late_sync.rs). A session's end waits for it before its last line.
-    pub fn flush_turns(&self) -> Result<()> {
-        self.late().flush()
+/// The turn records of one workspace, and the thread that makes them durable off the turn's path
+/// (late_sync.rs); see the module.
+#[derive(Debug)]
+pub(crate) struct Turns {
+    /// `<session>/turns`.
+    dir: PathBuf,
+    /// Records and their blobs, synced off the turn's path.
+    late: LateSync,
+}
+
+/// What a turn record says besides its change set: whose workspace it is and where it stands.
+pub(crate) struct TurnContext<'a> {
+    /// The session's id.
+    pub(crate) session: &'a str,
+    /// The real project.
+    pub(crate) project: &'a Path,
+    /// The backing, with the base (see `Before::recorded_backing`).
+    pub(crate) backing: Backing,
+    /// Git: the commit the session ref points at.
+    pub(crate) commit: Option<String>,
+}
+
+impl Turns {
+    /// The turn records of the session in `session_dir`.
+    pub(crate) fn new(session_dir: &Path) -> Turns {
+        Turns {
+            dir: turns_dir(session_dir),
+            late: LateSync::default(),
+        }
     }
 
-    /// Records the workspace as it is at the end of `turn` (see the module). The record is in
-    /// place when this returns and durable soon after ([`Workspace::flush_turns`]).
-    pub fn record_turn(&self, turn: u32) -> Result<TurnSummary> {
-        let raw = self.raw_changes()?;
-        let records = Records::new(turns_dir(self.session_dir()));
+    /// Waits until every turn record written so far (and its blobs) is durable.
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.late.flush()
+    }
+
+    /// Records `raw`, the workspace's change set at the end of `turn` (see the module). The record
+    /// is in place when this returns and durable soon after ([`Turns::flush`]).
+    pub(crate) fn record(
+        &self,
+        turn: u32,
+        raw: BTreeMap<String, RawChange>,
+        context: TurnContext<'_>,
+    ) -> Result<TurnSummary> {
+        let records = Records::new(self.dir.clone());
         let mut changes = BTreeMap::new();
         let mut entries = BTreeMap::new();
         for (path, change) in raw {
             let stored = match &change.new {
-                Some(entry) => Some(records.store_late(entry, self.late())?),
+                Some(entry) => Some(records.store_late(entry, &self.late)?),
                 None => None,
             };
             changes.insert(path.clone(), stored);
             entries.insert(path, change.new);
         }
         let digest = state_digest(&entries);
-        let backing = match self.backing() {
-            Backing::Git { .. } => {
-                // The base is in the record so a fork measures against the same start; one still
-                // being written for a session that changed nothing is not waited for (the fork
-                // then records its own).
-                let base = if entries.is_empty() && self.base_pending() {
-                    None
-                } else {
-                    self.wait_base()?
-                };
-                let mut backing = self.backing().clone();
-                if let Backing::Git { base: b, .. } = &mut backing {
-                    *b = base;
-                }
-                backing
-            }
-            Backing::Overlay => Backing::Overlay,
-        };
-        let commit = self.last_tip();
+        let TurnContext {
+            session,
+            project,
+            backing,
+            commit,
+        } = context;
         let record = TurnRecord {
             format: TURN_FORMAT,
-            session: self.session().to_string(),
+            session: session.to_string(),
             turn,
             digest: digest.clone(),
-            project: self.project().to_path_buf(),
+            project: project.to_path_buf(),
             backing,
             commit: commit.clone(),
             changes,
         };
-        let path = record_path(self.session_dir(), turn);
-        let dir = turns_dir(self.session_dir());
+        let path = self.dir.join(format!("{turn}.json"));
         {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(&dir)
-                .map_err(|e| WorkspaceError::io("create", &dir, e))?;
+                .create(&self.dir)
+                .map_err(|e| WorkspaceError::io("create", &self.dir, e))?;
         }
         let bytes =
             serde_json::to_vec_pretty(&record).map_err(|e| WorkspaceError::record(&path, e))?;
         // In place now (a fork can read it at once), durable soon after: nothing the session does
         // next waits on it (late_sync.rs).
-        self.late().write(&path, &bytes)?;
+        self.late.write(&path, &bytes)?;
         Ok(TurnSummary {
             digest,
             paths: record.changes.len() as u64,
             commit,
         })
     }
+}
 
-    /// Makes the workspace of fork `session_id` (in `session_dir`) from the record of `turn` in
-    /// the parent session `parent_dir`, which must have the digest the parent's log names
-    /// (`expect`). The new upper directory holds exactly that turn's change set; a git fork
-    /// measures against the parent's base commit and its ref starts at the turn's checkpoint.
-    pub fn fork(
-        parent_dir: &Path,
-        turn: u32,
-        expect: &str,
-        session_dir: &Path,
-        session_id: &str,
-    ) -> Result<Workspace> {
-        let record = read_record(parent_dir, turn)?;
-        let path = record_path(parent_dir, turn);
-        let blobs = Records::new(turns_dir(parent_dir));
-        let mut entries = BTreeMap::new();
-        for (rel, stored) in &record.changes {
-            // Each path is walked as plain names when it is written (`..`, `/` refused there).
-            let entry = match stored {
-                Some(s) => Some(blobs.load(s)?),
-                None => None,
-            };
-            entries.insert(rel.clone(), entry);
-        }
-        let digest = state_digest(&entries);
-        if digest != expect || record.digest != expect {
-            return Err(WorkspaceError::record(
-                &path,
-                format!(
-                    "the recorded state has digest {digest}, the parent's log says {expect}: \
-                     the record was changed"
-                ),
-            ));
-        }
-        let (project, layout) = make_dirs(&record.project, session_dir)?;
-        let backing = match &record.backing {
-            Backing::Git {
-                top, prefix, base, ..
-            } => Backing::Git {
-                top: top.clone(),
-                prefix: prefix.clone(),
-                ref_name: format!("refs/chock/{session_id}"),
-                base: base.clone(),
-            },
-            Backing::Overlay => Backing::Overlay,
+/// Makes the workspace of fork `session_id` (in `session_dir`) from the record of `turn` in
+/// the parent session `parent_dir`, which must have the digest the parent's log names
+/// (`expect`). The new upper directory holds exactly that turn's change set; a git fork
+/// measures against the parent's base commit and its ref starts at the turn's checkpoint.
+pub(crate) fn fork(
+    parent_dir: &Path,
+    turn: u32,
+    expect: &str,
+    session_dir: &Path,
+    session_id: &str,
+) -> Result<Workspace> {
+    let record = read_record(parent_dir, turn)?;
+    let path = record_path(parent_dir, turn);
+    let blobs = Records::new(turns_dir(parent_dir));
+    let mut entries = BTreeMap::new();
+    for (rel, stored) in &record.changes {
+        // Each path is walked as plain names when it is written (`..`, `/` refused there).
+        let entry = match stored {
+            Some(s) => Some(blobs.load(s)?),
+            None => None,
         };
-        if let Backing::Git {
-            top,
-            ref_name,
-            base: Some(base),
-            ..
-        } = &backing
-        {
-            let start = record.commit.as_deref().unwrap_or(base);
-            Git::new(top).run(&["update-ref", "-m", "chock: fork", ref_name, start])?;
-        }
-        let meta = Meta {
-            format: META_FORMAT,
-            session: session_id.to_string(),
-            project,
-            backing,
-            created: now_rfc3339(),
-        };
-        write_upper(&layout.upper(), &entries)?;
-        meta.store(&layout.meta())?;
-        let workspace = Workspace::open(session_dir)?;
-        // A parent whose base was not written yet at that turn (it had changed nothing) leaves
-        // the fork to record its own, as a new session does.
-        workspace.wait_base()?;
-        Ok(workspace)
+        entries.insert(rel.clone(), entry);
     }
+    let digest = state_digest(&entries);
+    if digest != expect || record.digest != expect {
+        return Err(WorkspaceError::record(
+            &path,
+            format!(
+                "the recorded state has digest {digest}, the parent's log says {expect}: \
+                 the record was changed"
+            ),
+        ));
+    }
+    let (project, layout) = Layout::create(&record.project, session_dir)?;
+    let backing = match &record.backing {
+        Backing::Git {
+            top, prefix, base, ..
+        } => Backing::Git {
+            top: top.clone(),
+            prefix: prefix.clone(),
+            ref_name: format!("refs/chock/{session_id}"),
+            base: base.clone(),
+        },
+        Backing::Overlay => Backing::Overlay,
+    };
+    if let Backing::Git {
+        top,
+        ref_name,
+        base: Some(base),
+        ..
+    } = &backing
+    {
+        let start = record.commit.as_deref().unwrap_or(base);
+        Git::new(top).run(&["update-ref", "-m", "chock: fork", ref_name, start])?;
+    }
+    let meta = Meta {
+        format: META_FORMAT,
+        session: session_id.to_string(),
+        project,
+        backing,
+        created: now_rfc3339(),
+    };
+    write_upper(&layout.upper(), &entries)?;
+    meta.store(&layout.meta())?;
+    let workspace = Workspace::open(session_dir)?;
+    // A parent whose base was not written yet at that turn (it had changed nothing) leaves
+    // the fork to record its own, as a new session does.
+    workspace.wait_base()?;
+    Ok(workspace)
 }
 
 /// The record of `turn` in `session_dir`.

@@ -51,6 +51,35 @@ pub fn scan(
     Ok(scanner.out)
 }
 
+/// Whether the upper directory holds nothing of the project (a `.git` at its top is not the
+/// project's content, as in [`scan`]): one listing of one directory.
+pub(crate) fn untouched(upper: &Path) -> Result<bool> {
+    let root = Dir::open_root(upper).map_err(|e| WorkspaceError::io("open", upper, e))?;
+    let names = root
+        .names()
+        .map_err(|e| WorkspaceError::io("list", upper, e))?;
+    Ok(names.iter().all(|n| n == ".git"))
+}
+
+/// Every path in the upper directory (files, directories, whiteouts), names only; `.git` at the
+/// top is left out as in [`scan`]. Walked by descriptor, as the scan is.
+pub(crate) fn names(upper: &Path, out: &mut Vec<String>) -> Result<()> {
+    let root = Dir::open_root(upper).map_err(|e| WorkspaceError::io("open", upper, e))?;
+    names_below(&root, upper, "", out)
+}
+
+fn names_below(dir: &Dir, upper: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
+    for child in children(dir, upper, rel)? {
+        out.push(child.rel.clone());
+        if child.meta.kind == FileType::Directory
+            && let Ok(sub) = dir.child(&child.name)
+        {
+            names_below(&sub, upper, &child.rel, out)?;
+        }
+    }
+    Ok(())
+}
+
 /// One entry of an upper directory.
 pub struct Child {
     /// The path below the project.

@@ -10,9 +10,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::{Agent, AgentError, truncate_summary};
-use crate::events::{AgentEvent, EventSink, Summary};
-use crate::tools::ToolOutput;
 use chock_protocol::live::ItemKind;
+use chock_tools::ToolOutput;
+use chock_tools::events::{AgentEvent, EventSink, Summary};
 
 /// How long a model's reply is waited for before the session's background work may run.
 const LEND_AFTER: std::time::Duration = std::time::Duration::from_millis(5);

@@ -72,7 +72,7 @@ pub enum BuildError {
     /// A tool handed to the builder cannot be registered (its name is taken or not one a provider
     /// accepts).
     #[error(transparent)]
-    Tool(#[from] crate::tools::registry::RegistryError),
+    Tool(#[from] chock_tools::registry::RegistryError),
     /// The MCP servers could not be set up (the trust file, the client's runtime). A server that
     /// is not trusted or does not start is not this: it is logged and left out.
     #[error(transparent)]

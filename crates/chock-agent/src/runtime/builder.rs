@@ -14,12 +14,12 @@ use crate::approval::{Answerer, ApprovalBroker};
 use crate::approval_reviewer::{ReviewContext, ReviewerAnswerer};
 use crate::booking::OffTurnTally;
 use crate::budget::{Budget, stricter};
-use crate::config::Config;
-use crate::events::{EventSink, NoEvents};
-use crate::gate::Decider;
-use crate::host::Host;
 use crate::subagent::{ChildSpec, SubagentConfig, Subagents};
-use crate::tools::tool::DynTool;
+use chock_config::config::Config;
+use chock_tools::events::{EventSink, NoEvents};
+use chock_tools::gate::Decider;
+use chock_tools::host::Host;
+use chock_tools::tool::DynTool;
 
 use super::SessionRuntime;
 pub use super::build_error::BuildError;
@@ -393,7 +393,7 @@ impl SessionBuilder {
             );
         }
         // The project's plugins: pinned, compiled, their imports decided before they are linked.
-        let plugins = crate::tools::plugin::load_all(session.project(), session.policy())?;
+        let plugins = chock_tools::plugin::load_all(session.project(), session.policy())?;
         let host = Arc::new(
             Host::new(session)
                 .with_network(network)
@@ -431,7 +431,7 @@ impl SessionBuilder {
         }
         // Asking for a program needs nix on the host, and a table that lets `nix.build` exist.
         if agent.host().session().has_nix() {
-            agent.offer_tool(Arc::new(crate::tools::builtin::ProvisionProgram))?;
+            agent.offer_tool(Arc::new(chock_tools::builtin::ProvisionProgram))?;
         }
         self.start_mcp(&mut agent, chosen)?;
         Ok(agent)
@@ -472,7 +472,7 @@ impl SessionBuilder {
             network: agent.host().network().clone(),
         };
         let hub = Arc::new(chock_mcp::McpHub::start(session, &servers, &cx)?);
-        for tool in crate::tools::mcp::McpToolAdapter::offered(&hub, &pipeline) {
+        for tool in chock_tools::mcp::McpToolAdapter::offered(&hub, &pipeline) {
             agent.register_tool(tool)?;
         }
         Ok(())

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chock_provider::{Player, Price, PriceTable, Provider, ProviderConfig};
 
 use super::BuildError;
-use crate::config::{Config, ProviderKind};
-use crate::credentials::{self, ApiKey};
+use chock_config::config::{Config, ProviderKind};
+use chock_config::credentials::{self, ApiKey};
 
 /// The provider a session will ask.
 pub struct Chosen {
@@ -46,7 +46,7 @@ pub(super) fn choose_provider(
         let player = player.map_err(|e| BuildError::Recording(e.to_string()))?;
         // The recording's calls are checked against the session's own tools, not a list of its own.
         player
-            .check_tools(&crate::tools::Registry::builtin().shapes())
+            .check_tools(&chock_tools::Registry::builtin().shapes())
             .map_err(|e| BuildError::Recording(e.to_string()))?;
         let model = model
             .or_else(|| player.recording().model.clone())

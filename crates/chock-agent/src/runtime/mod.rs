@@ -26,7 +26,7 @@ use tokio::sync::watch;
 use crate::agent::{Agent, AgentError, TaskEnd, end_reason};
 use crate::approval_reviewer::ReviewContext;
 use crate::booking::OffTurnTally;
-use crate::events::Summary;
+use chock_tools::events::Summary;
 
 /// Stops the current turn of a session. Cheap to clone; `interrupt` may be called from anywhere.
 #[derive(Debug, Clone)]

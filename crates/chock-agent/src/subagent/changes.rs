@@ -13,9 +13,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::{Subagents, child_dir};
-use crate::tools::ToolOutput;
-use crate::tools::tool::{Access, Effect, Tool, ToolContext};
-use crate::view::{ViewError, WorkspaceView};
+use chock_tools::ToolOutput;
+use chock_tools::tool::{Access, Effect, Tool, ToolContext};
+use chock_tools::view::{ViewError, WorkspaceView};
 
 /// Files a snapshot or a comparison walks at most.
 const WALK_LIMIT: usize = 50_000;

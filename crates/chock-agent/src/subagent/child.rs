@@ -10,8 +10,8 @@ use chock_protocol::log::{BudgetAmount, ChildEnd, EndReason};
 
 use super::ChildSpec;
 use crate::budget::spent_in_log;
-use crate::tools::ToolOutput;
-use crate::tools::tool::ToolContext;
+use chock_tools::ToolOutput;
+use chock_tools::tool::ToolContext;
 
 /// Starts the child's `chock run` and waits for it; an interrupt of this session reaches it as
 /// SIGINT (it interrupts its own turn, children and commands, and ends its log).

@@ -108,7 +108,7 @@ pub fn child_dir(parent_session_dir: &Path, child: &str) -> PathBuf {
 pub fn offer(
     agent: &mut crate::agent::Agent,
     subagents: Arc<Subagents>,
-) -> Result<(), crate::tools::registry::RegistryError> {
+) -> Result<(), chock_tools::registry::RegistryError> {
     let max_depth = agent.host().session().policy().subagents().max_depth;
     if u64::from(subagents.config.depth) >= max_depth {
         return Ok(());

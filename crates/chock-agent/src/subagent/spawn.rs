@@ -14,8 +14,8 @@ use serde::Deserialize;
 use super::changes::{changes_of, snapshot};
 use super::child::{read_end, report, start};
 use super::{ChildSpec, Subagents, child_dir};
-use crate::tools::ToolOutput;
-use crate::tools::tool::{Access, Act, Effect, Tool, ToolContext};
+use chock_tools::ToolOutput;
+use chock_tools::tool::{Access, Act, Effect, Tool, ToolContext};
 
 /// `spawn_agent`'s input.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use chock_agent::config::Config;
+use chock_config::config::Config;
 
 use crate::exit::{self, Exit};
 

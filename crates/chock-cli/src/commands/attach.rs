@@ -8,8 +8,6 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use chock_agent::approval_terminal::TerminalAnswerer;
-use chock_agent::events::{AgentEvent, EventSink};
 use chock_client::{ClientError, DaemonClient};
 use chock_decide::{Answer, Question, QuestionKind};
 use chock_protocol::live::Ended;
@@ -18,6 +16,8 @@ use chock_protocol::rpc::{
     AnswerParams, Approval, Call, Done, Notice, Pending, PendingParams, SessionState, StartParams,
     Started, SubscribeParams, Subscribed,
 };
+use chock_terminal::TerminalAnswerer;
+use chock_tools::events::{AgentEvent, EventSink};
 
 use super::run::RunArgs;
 use super::run::output::{HumanSink, print_summary};

@@ -1,6 +1,6 @@
 //! The terminal of `chock exec`: where the command's output is copied and where its questions are
 //! put (the command's own act, and its asked connections), through the one terminal prompt
-//! (`chock_agent::approval_terminal`).
+//! (`chock_terminal`).
 //!
 //! The command's output is raw, so it could redraw a question shown beside it (a carriage return and
 //! an erase-line, an unterminated OSC string, concealed text, the alternate screen, a scroll region)
@@ -21,8 +21,8 @@ use std::io::{BufReader, Write};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use chock_agent::approval::{Answer, Question};
-use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_session::{OutputSink, Stream, StreamSink};
+use chock_terminal::TerminalAnswerer;
 
 /// How much of the command's output is kept while a question is open; past it the command waits.
 pub(crate) const HOLD_LIMIT: usize = 1 << 20;

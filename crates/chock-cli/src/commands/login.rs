@@ -7,7 +7,7 @@ use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use chock_agent::credentials::{self, ApiKey};
+use chock_config::credentials::{self, ApiKey};
 
 use crate::exit::{self, Exit};
 use crate::say::{say, say_err};

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use chock_agent::config::Config;
+use chock_config::config::Config;
 use chock_decide::ApprovalBroker;
 use chock_mcp::{Configured, McpHub, PinState, StartContext, TrustStore};
 use chock_policy::Policy;
@@ -56,6 +56,27 @@ pub enum McpCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Authorize Chock at a streamable HTTP server through OAuth in the browser; the token is
+    /// kept in the keyring (else a 0600 file) and never printed.
+    Login {
+        /// The server's name.
+        name: String,
+        /// The project whose chock.toml is read.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+        /// A client ID registered beforehand with the authorization server (else the server's
+        /// dynamic registration).
+        #[arg(long)]
+        client_id: Option<String>,
+    },
+    /// Forget the token stored for a streamable HTTP server.
+    Logout {
+        /// The server's name.
+        name: String,
+        /// The project whose chock.toml is read.
+        #[arg(long, default_value = ".")]
+        project: PathBuf,
+    },
 }
 
 pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
@@ -63,6 +84,12 @@ pub fn run(cmd: McpCommand) -> anyhow::Result<ExitCode> {
         McpCommand::List { project } => list(&project),
         McpCommand::Test { name, project } => test(&name, &project),
         McpCommand::Trust { name, project, yes } => trust(&name, &project, yes),
+        McpCommand::Login {
+            name,
+            project,
+            client_id,
+        } => super::mcp_login::login(&name, &project, client_id),
+        McpCommand::Logout { name, project } => super::mcp_login::logout(&name, &project),
     }
 }
 
@@ -71,7 +98,7 @@ fn bad_input(err: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// The servers configured for `project`, the policy, and the trust file.
-fn load(project: &Path) -> anyhow::Result<(Vec<Configured>, Policy, TrustStore)> {
+pub(crate) fn load(project: &Path) -> anyhow::Result<(Vec<Configured>, Policy, TrustStore)> {
     let config = Config::load().map_err(bad_input)?;
     let policy = Policy::load(project).map_err(bad_input)?;
     let servers = chock_mcp::configured(
@@ -85,7 +112,7 @@ fn load(project: &Path) -> anyhow::Result<(Vec<Configured>, Policy, TrustStore)>
     Ok((servers, policy, trust))
 }
 
-fn find<'a>(servers: &'a [Configured], name: &str) -> anyhow::Result<&'a Configured> {
+pub(crate) fn find<'a>(servers: &'a [Configured], name: &str) -> anyhow::Result<&'a Configured> {
     servers
         .iter()
         .find(|s| s.def.name == name)
@@ -100,6 +127,7 @@ fn transport_words(server: &Configured) -> String {
             format!("stdio: {}", words.join(" "))
         }
         Transport::Http { url } => format!("http: {url}"),
+        Transport::Sse { url } => format!("sse: {url}"),
     }
 }
 
@@ -144,17 +172,19 @@ fn list(project: &Path) -> anyhow::Result<ExitCode> {
                 }
             }
             // The host reaches it; each connection is this act, through the broker.
-            Transport::Http { url } => match chock_mcp::destination_action(url) {
-                Some(action) => {
-                    let verdict = policy.decide(&action);
-                    say!(
-                        "  reached: {} as `{action}` ({})",
-                        verdict.decision,
-                        verdict.decided_by
-                    );
+            Transport::Http { url } | Transport::Sse { url } => {
+                match chock_mcp::destination_action(url) {
+                    Some(action) => {
+                        let verdict = policy.decide(&action);
+                        say!(
+                            "  reached: {} as `{action}` ({})",
+                            verdict.decision,
+                            verdict.decided_by
+                        );
+                    }
+                    None => say!("  reached: never (`{url}` names no host)"),
                 }
-                None => say!("  reached: never (`{url}` names no host)"),
-            },
+            }
         }
         let tools = trust.pinned_tools(&server.origin, name);
         if tools.is_empty() {
@@ -191,7 +221,7 @@ fn files_of(server: &Configured) -> Result<Option<chock_mcp::ProjectFiles>, choc
 /// A scratch session over `project` (its workspace is removed when it closes), withholding the
 /// key variables of the person's configuration as a run's session does: a server's `env` naming
 /// one is refused here too.
-fn scratch(project: &Path) -> anyhow::Result<Session> {
+pub(crate) fn scratch(project: &Path) -> anyhow::Result<Session> {
     let config = Config::load().map_err(bad_input)?;
     Session::open(
         project,
@@ -242,7 +272,7 @@ fn start_and_show(
                     running.name(),
                     if running.has_network() { "" } else { "no " }
                 ),
-                Transport::Http { url } => say!(
+                Transport::Http { url } | Transport::Sse { url } => say!(
                     "{}: reached at {url} through the broker (each connection decided as `net.connect`)",
                     running.name()
                 ),

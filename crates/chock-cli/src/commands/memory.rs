@@ -1,10 +1,10 @@
 //! `chock memory list|show|edit|rm`: the person's view of the notes the agent keeps between
-//! sessions of a project (docs/memory.md; the library is `chock_agent::memory`).
+//! sessions of a project (docs/memory.md; the library is `chock_tools::memory`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use chock_agent::memory::{MemoryError, MemoryStore};
+use chock_tools::memory::{MemoryError, MemoryStore};
 
 use crate::exit::{self, Exit};
 use crate::say::say;

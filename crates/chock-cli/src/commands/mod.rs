@@ -11,6 +11,7 @@ pub(crate) mod exec_terminal;
 pub mod init;
 pub mod login;
 pub mod mcp;
+pub(crate) mod mcp_login;
 pub mod memory;
 pub mod plugin;
 pub mod policy;

@@ -9,13 +9,13 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use chock_agent::approval_terminal::TerminalAnswerer;
-use chock_agent::config::Config;
-use chock_agent::events::EventSink;
 use chock_agent::runtime::{BuildError, SessionBuilder};
+use chock_config::config::Config;
 use chock_protocol::live::Ended;
 use chock_protocol::log::BudgetAmount;
 use chock_runtime::{Item, Observer, Op, Opening, Reply, StartError, TaskOutcome};
+use chock_terminal::TerminalAnswerer;
+use chock_tools::events::EventSink;
 
 use crate::exit::{self, Exit};
 use crate::say::{say, say_err};

@@ -7,12 +7,12 @@ use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
-use chock_agent::approval_terminal::TerminalAnswerer;
 use chock_decide::AllowScope;
 use chock_decide::{ApprovalBroker, Outcome, Pipeline, RefusedBy, Role, Ruling, Settled};
 use chock_log::{Liveness, Log};
 use chock_policy::{Action, Decision, Policy};
 use chock_protocol::log::WorkspaceAdopt;
+use chock_terminal::TerminalAnswerer;
 use chock_workspace::{Backing, Entry, Sensitive, Workspace, render_content, sensitive_path};
 
 use crate::exit::{BAD_INPUT, Exit, REFUSED};

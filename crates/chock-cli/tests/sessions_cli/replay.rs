@@ -241,25 +241,7 @@ fn a_connection_gate_is_an_act_and_an_added_net_connect_row_marks_it() {
 
 /// A loopback HTTP server answering every request with a short body; returns its port.
 fn http_server() -> u16 {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match stream.read(&mut byte) {
-                    Ok(1) => head.push(byte[0]),
-                    _ => break,
-                }
-            }
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-        }
-    });
-    port
+    chock_test_support::model::page_server(None, "ok")
 }
 
 /// A table that does not load, or cannot be read, is bad input (2) naming the file and the line;

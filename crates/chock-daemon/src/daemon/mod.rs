@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use chock_agent::config::Config;
 use chock_agent::runtime::SessionBuilder;
+use chock_config::config::Config;
 use chock_decide::{Answer, ApprovalBroker};
 use chock_log::Liveness;
 use chock_protocol::rpc::{

@@ -1,8 +1,7 @@
 //! What the real-browser test stands on: Debian's chromium and chromedriver (found, or the test
 //! fails in CI and skips with its reason elsewhere), the real `chock` binary (the one cargo built
-//! next to this test, rebuilt first when it is older than the sources), a hermetic world for it
-//! (HOME and the XDG directories in a temporary directory, an empty org bundle, no git config of
-//! the person running the test), and the two processes the test starts and always stops:
+//! next to this test, rebuilt first when it is older than the sources), the shared hermetic world
+//! for it (`chock_test_support::World`), and the two processes the test starts and always stops:
 //! `chock serve --host 127.0.0.1:0` and chromedriver.
 #![allow(dead_code, unreachable_pub)]
 
@@ -34,13 +33,9 @@ fn program(env: &str, debian: &str, name: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// Whether this runs in CI (`CI=true`, as .ci/run is run), where a missing browser is a failure.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
-/// The browser and driver, or `None` (after saying why) outside CI when one is missing. In CI a
-/// missing one fails the test: a test that silently skipped there would prove nothing.
+/// The browser and driver, or `None` outside CI when one is missing (the skip is reported by
+/// `chock_test_support::requires`). In CI a missing one fails the test: a test that silently
+/// skipped there would prove nothing.
 pub fn tools() -> Option<Tools> {
     let chromium = program("CHOCK_CHROMIUM", "/usr/bin/chromium", "chromium");
     let chromedriver = program(
@@ -48,29 +43,27 @@ pub fn tools() -> Option<Tools> {
         "/usr/bin/chromedriver",
         "chromedriver",
     );
-    match (chromium, chromedriver) {
-        (Some(chromium), Some(chromedriver)) => Some(Tools {
-            chromium,
-            chromedriver,
-        }),
-        (chromium, driver) => {
-            let missing = [
-                chromium.is_none().then_some("chromium"),
-                driver.is_none().then_some("chromedriver"),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" and ");
-            let why = format!(
-                "the browser test needs {missing}: `apt-get install chromium chromium-driver` \
-                 (or set CHOCK_CHROMIUM / CHOCK_CHROMEDRIVER)"
-            );
-            assert!(!in_ci(), "{why}; .ci/run installs them");
-            eprintln!("skipped: {why}");
-            None
-        }
+    let missing = [
+        chromium.is_none().then_some("chromium"),
+        chromedriver.is_none().then_some("chromedriver"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" and ");
+    if !chock_test_support::requires(
+        missing.is_empty(),
+        format_args!(
+            "the browser test needs {missing}: `apt-get install chromium chromium-driver` \
+             (or set CHOCK_CHROMIUM / CHOCK_CHROMEDRIVER)"
+        ),
+    ) {
+        return None;
     }
+    Some(Tools {
+        chromium: chromium?,
+        chromedriver: chromedriver?,
+    })
 }
 
 fn workspace_root() -> PathBuf {
@@ -131,7 +124,17 @@ pub fn chock_binary() -> PathBuf {
     );
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
-        .args(["build", "-p", "chock-cli", "--bin", "chock", "--locked"])
+        // Both binaries: `chock` refuses a chock-full from another build.
+        .args([
+            "build",
+            "-p",
+            "chock-cli",
+            "--bin",
+            "chock",
+            "--bin",
+            "chock-full",
+            "--locked",
+        ])
         .arg("--message-format=json-render-diagnostics")
         .current_dir(&root)
         .stderr(Stdio::inherit())
@@ -146,98 +149,9 @@ pub fn chock_binary() -> PathBuf {
         .expect("cargo named no chock executable")
 }
 
-/// A temporary directory holding everything `chock` reads or writes.
-pub struct World {
-    _tmp: tempfile::TempDir,
-    pub base: PathBuf,
-    pub project: PathBuf,
-    pub home: PathBuf,
-    pub state: PathBuf,
-    pub runtime: PathBuf,
-}
-
-impl World {
-    pub fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path().canonicalize().unwrap();
-        for dir in [
-            "project", "home", "config", "state", "data", "cache", "runtime",
-        ] {
-            std::fs::create_dir_all(base.join(dir)).unwrap();
-        }
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(base.join("runtime"), std::fs::Permissions::from_mode(0o700))
-            .unwrap();
-        std::fs::write(base.join("org.toml"), "").unwrap();
-        World {
-            project: base.join("project"),
-            home: base.join("home"),
-            state: base.join("state"),
-            runtime: base.join("runtime"),
-            base,
-            _tmp: tmp,
-        }
-    }
-
-    /// Clears `cmd`'s environment but for PATH and points everything at the world.
-    pub fn hermetic<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
-        cmd.env_clear()
-            .current_dir(&self.project)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .env("XDG_STATE_HOME", &self.state)
-            .env("XDG_DATA_HOME", self.base.join("data"))
-            .env("XDG_CACHE_HOME", self.base.join("cache"))
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("CHOCK_ORG_POLICY", self.base.join("org.toml"))
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .env("LANG", "C.UTF-8")
-            .env("TZ", "UTC")
-    }
-
-    /// `git args` in the project; must succeed.
-    pub fn git(&self, args: &[&str]) {
-        let mut cmd = Command::new("git");
-        self.hermetic(&mut cmd).args(args);
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    }
-
-    pub fn write(&self, rel: &str, text: &str) {
-        std::fs::write(self.project.join(rel), text).unwrap();
-    }
-
-    pub fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.project.join(rel)).unwrap()
-    }
-
-    /// A file outside the project (a recording).
-    pub fn outside(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.base.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-
-    /// The session's log lines, parsed.
-    pub fn log(&self, session: &str) -> Vec<serde_json::Value> {
-        let path = self
-            .state
-            .join("chock/sessions")
-            .join(session)
-            .join("log.jsonl");
-        std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
+/// The one hermetic world every test runs Chock in (HOME, the XDG directories, an empty org
+/// bundle, no git configuration of the person running the test, a fixed clock and ids).
+pub use chock_test_support::World;
 
 /// A child process that is stopped (SIGTERM, then SIGKILL) when dropped, and whose standard
 /// error is kept in a file for the failure message.

@@ -12,9 +12,14 @@ use chock_protocol::rpc::{
     Call, Notice, Notification, Pending, PendingParams, StartParams, Started,
 };
 
-/// A project and the daemon's directories, in one temporary directory.
+/// The daemon's view of the shared hermetic world (`chock_test_support::World`): a git project
+/// with a README, and the directories the daemon serves from, where `chock serve` would put them
+/// in that world.
 pub struct World {
-    pub tmp: tempfile::TempDir,
+    /// The shared world (its environment, for a program a test starts beside the daemon).
+    pub env: chock_test_support::World,
+    /// The world's directory (canonical).
+    pub base: PathBuf,
     pub project: PathBuf,
     pub sessions: PathBuf,
     pub state: PathBuf,
@@ -24,81 +29,29 @@ pub struct World {
 
 impl World {
     pub fn new() -> World {
-        let tmp = tempfile::tempdir().unwrap();
-        let base = tmp.path().canonicalize().unwrap();
-        let project = base.join("project");
-        std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(project.join("README.md"), "hello\n").unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-                .args(args)
-                .current_dir(&project)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        };
-        git(&["init", "-q", "-b", "main"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-qm", "init"]);
-        let config = base.join("config.toml");
-        std::fs::write(&config, "").unwrap();
+        let env = chock_test_support::World::with_git_files(&[("README.md", "hello\n")]);
+        let config = env.config_toml("");
         World {
-            project,
-            sessions: base.join("state/chock/sessions"),
-            state: base.join("state/chock"),
-            runtime: base.join("runtime/chock"),
+            base: env.base.clone(),
+            project: env.project.clone(),
+            sessions: env.sessions_root(),
+            state: env.chock_state(),
+            runtime: env.chock_runtime(),
             config,
-            tmp,
+            env,
         }
     }
 
     /// Writes the project's chock.toml and commits it.
     pub fn policy(&self, toml: &str) {
-        std::fs::write(self.project.join("chock.toml"), toml).unwrap();
-        let out = std::process::Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-qam",
-                "policy",
-            ])
-            .current_dir(&self.project)
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            let add = std::process::Command::new("git")
-                .args(["add", "chock.toml"])
-                .current_dir(&self.project)
-                .output()
-                .unwrap();
-            assert!(add.status.success());
-            let out = std::process::Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "commit",
-                    "-qm",
-                    "policy",
-                ])
-                .current_dir(&self.project)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        }
+        self.env.write("chock.toml", toml);
+        self.env.git(&["add", "chock.toml"]);
+        self.env.git(&["commit", "-qm", "policy"]);
     }
 
     /// Writes a recording and returns its `script:FILE` provider spec.
     pub fn script(&self, name: &str, toml: &str) -> String {
-        let path = self.tmp.path().join(name);
-        std::fs::write(&path, toml).unwrap();
-        format!("script:{}", path.display())
+        self.env.script_named(name, toml)
     }
 
     pub fn options(&self, host: Option<&str>, queue: usize) -> ServeOptions {
@@ -128,11 +81,7 @@ impl World {
     }
 
     pub fn log_lines(&self, session: &str) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.sessions.join(session).join("log.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        self.env.log_lines(session)
     }
 }
 

@@ -4,16 +4,27 @@ Written for mcp 2.x (MCPServer, formerly FastMCP). Its tools: `describe` (whose 
 change the definition between two starts), `peek` (tries to read a host file and to reach a host
 port, and reports what happened), `scribble` (writes a file in its working tree), `ask_model`
 (asks the client to sample the model), `swap` (changes `describe`'s description and sends
-tools/list_changed).
+tools/list_changed), `ask_person` (an elicitation: a form with defaults, or a page to open; it
+returns the client's answer as JSON). Chock speaks 2026-07-28 to it, so what it asks of the client
+it asks in an `input_required` result.
 """
 
 import asyncio
+import json
 import os
 import socket
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import SamplingMessage, TextContent
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+)
 
 DESCRIPTION_FILE = sys.argv[1] if len(sys.argv) > 1 else ""
 
@@ -61,11 +72,19 @@ def scribble(name: str, text: str) -> str:
 
 
 @server.tool(description="Asks the client's model a question (sampling).")
-async def ask_model(question: str, ctx: Context) -> str:
-    result = await ctx.session.create_message(
-        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=question))],
-        max_tokens=50,
-    )
+async def ask_model(question: str, ctx: Context) -> str | InputRequiredResult:
+    messages = [SamplingMessage(role="user", content=TextContent(type="text", text=question))]
+    if ctx.protocol_version == "2026-07-28":
+        # The stateless revision: no request of the server's own; the call asks for the input in
+        # its result and is made again with the answer (SEP-2322).
+        answer = (ctx.input_responses or {}).get("sample")
+        if answer is None:
+            request = CreateMessageRequest(params=CreateMessageRequestParams(messages=messages, max_tokens=50))
+            return InputRequiredResult(input_requests={"sample": request})
+        content = answer.get("content", {}) if isinstance(answer, dict) else getattr(answer, "content", {})
+        text = content.get("text") if isinstance(content, dict) else getattr(content, "text", str(content))
+        return "model said: " + str(text)
+    result = await ctx.session.create_message(messages=messages, max_tokens=50)
     content = result.content
     return "model said: " + (content.text if hasattr(content, "text") else str(content))
 
@@ -74,9 +93,34 @@ async def ask_model(question: str, ctx: Context) -> str:
 async def swap(ctx: Context) -> str:
     server.remove_tool("describe")
     server.add_tool(describe, name="describe", description="something else entirely")
-    await ctx.session.send_tool_list_changed()
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_tools_changed()
+    else:
+        await ctx.session.send_tool_list_changed()
     await asyncio.sleep(0.2)
     return "swapped"
+
+
+@server.tool(description="Asks the person through the client (elicitation): a form, or a page to open.")
+async def ask_person(mode: str, ctx: Context) -> str | InputRequiredResult:
+    answer = (ctx.input_responses or {}).get("ask")
+    if answer is None:
+        if mode == "url":
+            params = ElicitRequestURLParams(message="Sign in, please", url="https://example.com/sign-in")
+        else:
+            schema = {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "Ada"},
+                    "age": {"type": "integer", "default": 36},
+                    "nickname": {"type": "string"},
+                },
+            }
+            params = ElicitRequestFormParams(message="Who are you?", requested_schema=schema)
+        return InputRequiredResult(input_requests={"ask": ElicitRequest(params=params)})
+    if hasattr(answer, "model_dump"):
+        answer = answer.model_dump(by_alias=True, exclude_none=True)
+    return json.dumps(answer, sort_keys=True)
 
 
 if __name__ == "__main__":

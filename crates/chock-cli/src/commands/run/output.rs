@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use chock_agent::events::{AgentEvent, EventSink, Summary};
+use chock_tools::events::{AgentEvent, EventSink, Summary};
 
 use crate::say::say;
 
@@ -41,7 +41,7 @@ impl EventSink for HumanSink {
             }
             AgentEvent::ToolCall { tool, input, .. } => self.line(&format!(
                 "  → {tool} {}",
-                chock_agent::events::input_line(input)
+                chock_tools::events::input_line(input)
             )),
             AgentEvent::ToolResult { ok, summary, .. } => {
                 self.line(&format!("    {} {summary}", if *ok { "✓" } else { "✗" }));

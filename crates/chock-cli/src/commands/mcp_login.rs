@@ -1,0 +1,308 @@
+//! `chock mcp login NAME` and `chock mcp logout NAME`: the OAuth authorization of a streamable
+//! HTTP server (docs/mcp.md, "Authorization").
+//!
+//! The host makes every request (the server's challenge, the metadata documents, registration,
+//! the token endpoint) through the broker's door, in a scratch session whose log records each
+//! `net.connect` decision. The authorization server's host is such a destination: the table
+//! decides whether the server may send the person there, and the URL shown names it. The person
+//! authorizes in their browser; the redirect comes back to a one-shot listener on 127.0.0.1. The
+//! grant is kept in the OS keyring, else a 0600 file, and is never printed.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chock_broker::{Broker, BrokerConfig};
+use chock_decide::ApprovalBroker;
+use chock_oauth::client::{ClientConfig, register, revoke};
+use chock_oauth::loopback::{LoopbackReceiver, open_browser};
+use chock_oauth::metadata::canonical_resource;
+use chock_oauth::store::{self, Grant};
+use chock_oauth::{Challenge, HttpRequest, HttpResponse, Transport, discover};
+use chock_policy::mcp::Transport as McpTransport;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+
+use crate::exit::{BAD_INPUT, Exit, FAILURE};
+use crate::say::{say, say_err};
+
+/// How long the person has to finish in the browser.
+const WAIT: Duration = Duration::from_secs(300);
+/// The most of a response body read (metadata and token answers are small).
+const MAX_BODY: usize = 1 << 20;
+/// The most one request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The OAuth client's transport: HTTP/1.1 over a connection the broker's door opens (decided,
+/// logged, resolved, checked, pinned; TLS verifying the URL's host). It follows no redirect.
+struct DoorTransport {
+    broker: Broker,
+}
+
+impl Transport for DoorTransport {
+    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, String> {
+        tokio::time::timeout(REQUEST_TIMEOUT, self.send_now(request))
+            .await
+            .map_err(|_| format!("no answer within {}s", REQUEST_TIMEOUT.as_secs()))?
+    }
+}
+
+impl DoorTransport {
+    async fn send_now(&self, request: HttpRequest) -> Result<HttpResponse, String> {
+        let url = &request.url;
+        let tls = url.scheme() == "https";
+        let host = url.host_str().ok_or("the URL names no host")?.to_string();
+        let port = url.port_or_known_default().ok_or("the URL names no port")?;
+        let stream = self
+            .broker
+            .open_stream(chock_broker::Door::Mcp, &host, port, tls)
+            .await
+            .map_err(|e| format!("{e} (destination {host}:{port})"))?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(connection);
+        let authority = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.clone(),
+        };
+        let mut builder = hyper::Request::builder()
+            .method(request.method.clone())
+            .uri(&url[url::Position::BeforePath..])
+            .header("host", authority)
+            .header("user-agent", concat!("chock/", env!("CARGO_PKG_VERSION")));
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        let body = builder
+            .body(Full::new(Bytes::from(request.body)))
+            .map_err(|e| e.to_string())?;
+        let response = sender.send_request(body).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let body = Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?
+            .to_bytes()
+            .to_vec();
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// The URL of the configured streamable HTTP server `name`.
+fn server_url(name: &str, project: &Path) -> anyhow::Result<String> {
+    let (servers, _, _) = super::mcp::load(project)?;
+    let server = super::mcp::find(&servers, name)?;
+    match &server.def.transport {
+        McpTransport::Http { url } => Ok(url.clone()),
+        McpTransport::Sse { .. } => Err(Exit::new(
+            BAD_INPUT,
+            format!("`{name}` is a legacy HTTP+SSE server; `chock mcp login` signs in to streamable HTTP servers (`url = …`) only"),
+        )
+        .into()),
+        McpTransport::Stdio { .. } => Err(Exit::new(
+            BAD_INPUT,
+            format!("`{name}` is a stdio server; authorization is for streamable HTTP servers (`url = …`)"),
+        )
+        .into()),
+    }
+}
+
+/// Runs `work` with a transport through the broker's door, in a scratch session whose log
+/// records every destination's decision (call id `mcp-<name>-<what>`). At a terminal the person
+/// answers what the table puts to a question (the authorization server's `net.connect`, its host
+/// in the question); without one, a question is a refusal.
+fn with_door<R>(
+    project: &Path,
+    call_id: &str,
+    work: impl AsyncFnOnce(&DoorTransport) -> R,
+) -> anyhow::Result<R> {
+    let session = super::mcp::scratch(project)?;
+    let mut asker = ApprovalBroker::new();
+    if std::io::stderr().is_terminal()
+        && let Some(terminal) = chock_terminal::TerminalAnswerer::stdin_if_terminal()
+    {
+        asker = asker.with(Arc::new(terminal));
+    }
+    let pipeline = session.pipeline(asker);
+    let broker = Broker::new(
+        Arc::new(pipeline.gate(call_id)),
+        pipeline.log().clone(),
+        BrokerConfig::default(),
+    )
+    .map_err(|e| Exit::new(FAILURE, e.to_string()))?
+    .for_call(call_id);
+    let transport = DoorTransport { broker };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(work(&transport));
+    let _ = session.close(false);
+    Ok(result)
+}
+
+/// `chock mcp login NAME`.
+pub fn login(name: &str, project: &Path, client_id: Option<String>) -> anyhow::Result<ExitCode> {
+    let url = server_url(name, project)?;
+    let call_id = format!("mcp-{name}-login");
+    let result = with_door(project, &call_id, async |t| {
+        sign_in(t, name, &url, client_id).await
+    })?;
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(Exit::new(FAILURE, format!("{name}: {e}")).into()),
+    }
+}
+
+async fn sign_in(
+    transport: &DoorTransport,
+    name: &str,
+    url: &str,
+    client_id: Option<String>,
+) -> Result<(), chock_oauth::OAuthError> {
+    // The server's own challenge first: it may name its metadata document and the scope.
+    let probe = HttpRequest {
+        method: http::Method::POST,
+        url: chock_oauth::metadata::check_url(url)?,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            (
+                "accept".into(),
+                "application/json, text/event-stream".into(),
+            ),
+        ],
+        body: br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#.to_vec(),
+    };
+    let challenge = match transport.send(probe).await {
+        Ok(answer) if answer.status == 401 => {
+            Challenge::from_headers(answer.headers_named("www-authenticate"))
+        }
+        _ => None,
+    };
+    let found = discover(transport, url, challenge.as_ref()).await?;
+    say!(
+        "{name}: authorization server {} (issuer {}), for the resource {}",
+        found.auth_server_host(),
+        found.auth_server.issuer,
+        found.resource
+    );
+    let receiver = LoopbackReceiver::bind().await?;
+    let redirect = receiver.redirect_uri().to_string();
+    let config = ClientConfig {
+        client_id,
+        client_name: "Chock".into(),
+        ..ClientConfig::default()
+    };
+    let client = register(
+        transport,
+        &found.auth_server,
+        &config,
+        std::slice::from_ref(&redirect),
+        &["authorization_code", "refresh_token"],
+    )
+    .await?;
+    let request = found.authorization_request(&client, &redirect, found.scope.as_deref())?;
+    say!(
+        "Open this URL to authorize Chock (it leads to {}):",
+        found.auth_server_host()
+    );
+    say!("  {}", request.url);
+    if open_browser(request.url.as_str()) {
+        say!("(a browser was started; waiting up to {}s)", WAIT.as_secs());
+    }
+    let code = receiver.wait(&request.state, WAIT).await?;
+    let token = found
+        .exchange_code(transport, &client, &request, &code)
+        .await?;
+    let grant = Grant {
+        server: url.to_string(),
+        resource: found.resource.clone(),
+        issuer: found.auth_server.issuer.to_string(),
+        client_id: client.client_id.clone(),
+        client_secret: client.client_secret.clone(),
+        auth_method: client.auth_method.name().to_string(),
+        revocation_endpoint: found
+            .auth_server
+            .revocation_endpoint
+            .as_ref()
+            .map(|u| u.to_string()),
+        token,
+    };
+    let kept = store::save(&grant)?;
+    say!("{name}: authorized; the token is kept in {kept}");
+    Ok(())
+}
+
+/// `chock mcp logout NAME`: revokes the grant at the authorization server when it has a
+/// revocation endpoint (the refresh token, then the access token; through the broker's door like
+/// every request), and forgets it either way. Its resource is the server's canonical URI, or the
+/// origin a root-level metadata document named.
+pub fn logout(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
+    let url = server_url(name, project)?;
+    let parsed =
+        chock_oauth::metadata::check_url(&url).map_err(|e| Exit::new(BAD_INPUT, e.to_string()))?;
+    let mut origin = parsed.clone();
+    origin.set_path("/");
+    let resources = [canonical_resource(&parsed), canonical_resource(&origin)];
+    let failed = |e: chock_oauth::OAuthError| Exit::new(FAILURE, format!("{name}: {e}"));
+    for resource in &resources {
+        let Some(grant) = store::load(&url, resource).map_err(failed)? else {
+            continue;
+        };
+        let Some(endpoint) = grant.revocation_endpoint.as_deref() else {
+            continue;
+        };
+        let endpoint = chock_oauth::metadata::check_url(endpoint).map_err(failed)?;
+        let call_id = format!("mcp-{name}-logout");
+        let revoked = with_door(project, &call_id, async |t| {
+            let client = grant.client();
+            if let Some(refresh) = &grant.token.refresh_token {
+                revoke(t, &endpoint, &client, refresh, "refresh_token").await?;
+            }
+            revoke(
+                t,
+                &endpoint,
+                &client,
+                &grant.token.access_token,
+                "access_token",
+            )
+            .await
+        })?;
+        match revoked {
+            Ok(()) => say!(
+                "{name}: the token is revoked at {}",
+                endpoint.host_str().unwrap_or_default()
+            ),
+            Err(e) => {
+                say_err!("{name}: could not revoke the token ({e}); it is forgotten here anyway")
+            }
+        }
+    }
+    let mut removed = false;
+    for resource in &resources {
+        removed |= store::forget(&url, resource).map_err(failed)?;
+    }
+    if removed {
+        say!("{name}: signed out; the stored token is removed");
+    } else {
+        say_err!("{name}: no stored token file (any keyring entry was cleared)");
+    }
+    Ok(ExitCode::SUCCESS)
+}

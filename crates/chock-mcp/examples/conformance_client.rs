@@ -1,0 +1,179 @@
+//! The client under test of the official MCP conformance suite (`@modelcontextprotocol/conformance`,
+//! client mode): Chock's own MCP client, reached the way a session reaches an HTTP server (the
+//! broker's door, the pipeline deciding `net.connect`, every tool call an act), pointed at the
+//! suite's test server and made to do what the scenario asks.
+//!
+//! The suite runs `conformance_client <server-url>` once per scenario, naming the scenario in
+//! `MCP_CONFORMANCE_SCENARIO` and giving scenario data (the tool calls to make) as JSON in
+//! `MCP_CONFORMANCE_CONTEXT`. It ends with the line `conformance_client: done` on standard error
+//! when it did all that; `.ci/run` drives it and checks for that line; docs/mcp.md says how to run
+//! it by hand.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use chock_decide::{Answer, AnswerFuture, Answerer, Question, Role};
+use chock_mcp::{CallOutcome, McpTool};
+use chock_policy::mcp::RawServer;
+use serde_json::{Value, json};
+use support::{World, user_server};
+
+/// Answers every question as a person at the keyboard would in the suite: allows the acts the
+/// table asks about, and accepts an elicitation with an empty object (the schema's defaults fill
+/// it in).
+#[derive(Debug)]
+struct Accepting;
+
+impl Answerer for Accepting {
+    fn name(&self) -> String {
+        "the conformance adapter".into()
+    }
+    fn role(&self) -> Role {
+        Role::Human
+    }
+    fn answer<'a>(&'a self, q: &'a Question) -> AnswerFuture<'a> {
+        let answer = if q.action.is_none() {
+            Answer::Reply { text: "{}".into() }
+        } else {
+            Answer::AllowOnce {
+                reasons: String::new(),
+            }
+        };
+        Box::pin(async move { Some(answer) })
+    }
+}
+
+/// The tool calls the scenario asks for: the context's `toolCalls`, else what each scenario's
+/// reference client does (the first tool with `a` and `b` by default).
+fn calls_for(scenario: &str, context: &Value, tools: &[McpTool]) -> Vec<(String, Value)> {
+    if let Some(calls) = context.get("toolCalls").and_then(Value::as_array) {
+        return calls
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    c.get("name")?.as_str()?.to_string(),
+                    c.get("arguments").cloned().unwrap_or_else(|| json!({})),
+                ))
+            })
+            .collect();
+    }
+    let named = |name: &str| tools.iter().any(|t| t.def().name == name);
+    match scenario {
+        "json-schema-ref-no-deref" | "request-metadata" => Vec::new(),
+        "json-schema-2020-12-preservation" => tools
+            .iter()
+            .find(|t| t.def().name == "json_schema_2020_12_tool")
+            .map(|focal| {
+                vec![(
+                    "json_schema_echo".to_string(),
+                    json!({"schema": focal.def().input_schema}),
+                )]
+            })
+            .unwrap_or_default(),
+        "sep-2322-client-request-state" => [
+            "test_mrtr_echo_state",
+            "test_mrtr_unrelated",
+            "test_mrtr_no_state",
+            "test_mrtr_no_result_type",
+        ]
+        .iter()
+        .filter(|n| named(n))
+        .map(|n| (n.to_string(), json!({})))
+        .collect(),
+        s if s.starts_with("elicitation") => tools
+            .iter()
+            .filter(|t| t.def().name.contains("elicitation"))
+            .map(|t| (t.def().name.clone(), json!({})))
+            .collect(),
+        _ => tools
+            .first()
+            .map(|t| vec![(t.def().name.clone(), json!({"a": 2, "b": 3}))])
+            .unwrap_or_default(),
+    }
+}
+
+fn run(url: &str) -> Result<(), String> {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let host = uri.host().ok_or(format!("{url}: no host"))?;
+    let port = uri.port_u16().unwrap_or(80);
+    let connect = chock_policy::Action::net_connect(host, port).map_err(|e| e.to_string())?;
+    let rules = format!(
+        "[[rule]]\naction = \"{connect}\"\ndecision = \"allow\"\n\
+         [[rule]]\naction = \"mcp.conformance.*\"\ndecision = \"allow\"\n"
+    );
+    let world = World::new(&rules);
+    let pipeline = world.session.pipeline(
+        chock_decide::ApprovalBroker::new().with(Arc::new(Accepting) as Arc<dyn Answerer>),
+    );
+    let server = user_server(
+        "conformance",
+        &RawServer {
+            url: Some(url.to_string()),
+            startup_timeout_secs: Some(20),
+            call_timeout_secs: Some(20),
+            ..RawServer::default()
+        },
+    );
+    let mut hub = world.start(&[server], &pipeline, false, None);
+    if let Some((_, e)) = hub.failures().first() {
+        return Err(e.to_string());
+    }
+    let tools = hub.offered(&pipeline);
+    eprintln!(
+        "tools: {:?}",
+        tools
+            .iter()
+            .map(|t| t.def().name.clone())
+            .collect::<Vec<_>>()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    for (i, (name, arguments)) in calls_for(&scenario, &context, &tools)
+        .into_iter()
+        .enumerate()
+    {
+        let Some(tool) = tools.iter().find(|t| t.def().name == name) else {
+            return Err(format!("the server offers no tool `{name}`"));
+        };
+        let outcome = runtime
+            .block_on(tool.call(&format!("c{i}"), &arguments, &pipeline))
+            .map_err(|e| e.to_string())?;
+        match outcome {
+            CallOutcome::Answered { text, is_error } => {
+                eprintln!("{name}: {}{text}", if is_error { "error: " } else { "" });
+            }
+            CallOutcome::Refused { reason } => return Err(format!("{name} refused: {reason}")),
+        }
+    }
+    hub.stop("the scenario is done");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let Some(url) = std::env::args().nth(1) else {
+        eprintln!("usage: conformance_client <server-url>");
+        return ExitCode::from(2);
+    };
+    match run(&url) {
+        Ok(()) => {
+            // The suite counts checks, not the client's exit: `.ci/run` looks for this line to know
+            // the adapter did everything the scenario asked.
+            eprintln!("conformance_client: done");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("conformance_client: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
