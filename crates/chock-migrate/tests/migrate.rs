@@ -1,0 +1,290 @@
+//! One test per rule of `chock migrate`, over fixtures written from each harness's documented
+//! file formats (tests/fixtures).
+
+use std::path::{Path, PathBuf};
+
+use chock_migrate::{Harness, Input, Migration, Options, Row, read, render, vet};
+use chock_policy::{Decision, Policy, Source, Sources};
+use sha2::{Digest, Sha256};
+
+fn fixture(harness: &str, file: &str) -> Input {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(harness)
+        .join(file);
+    let bytes = std::fs::read(&path).unwrap();
+    Input { path, bytes }
+}
+
+fn all(harness: Harness) -> Vec<Input> {
+    let files: &[&str] = match harness {
+        Harness::ClaudeCode => &["settings.json", ".mcp.json"],
+        Harness::Codex => &["config.toml"],
+        Harness::OpenCode => &["opencode.json"],
+        Harness::Zed => &["settings.json"],
+        Harness::OhMyPi => &["mcp.json"],
+    };
+    files.iter().map(|f| fixture(harness.name(), f)).collect()
+}
+
+fn migrate(harness: Harness, options: Options) -> Migration {
+    read(harness, &all(harness), options).unwrap()
+}
+
+fn decision(m: &Migration, action: &str) -> Option<Decision> {
+    m.rows
+        .iter()
+        .find(|r| r.action == action)
+        .map(|r| r.decision)
+}
+
+fn refused(m: &Migration, item: &str) -> bool {
+    m.refused.iter().any(|r| r.item.contains(item))
+}
+
+const ALL: [Harness; 5] = [
+    Harness::ClaudeCode,
+    Harness::Codex,
+    Harness::OpenCode,
+    Harness::Zed,
+    Harness::OhMyPi,
+];
+
+#[test]
+fn a_harness_this_build_does_not_read_is_refused_against_the_list() {
+    let err = Harness::parse("cursor").unwrap_err().to_string();
+    assert!(err.contains("`cursor`"), "{err}");
+    assert!(
+        err.contains("claude-code, codex, opencode, zed, oh-my-pi"),
+        "{err}"
+    );
+    for (name, h) in chock_migrate::HARNESSES {
+        assert_eq!(Harness::parse(name).unwrap(), *h);
+    }
+}
+
+#[test]
+fn a_foreign_deny_is_deny_and_a_foreign_allow_is_ask() {
+    let m = migrate(Harness::ClaudeCode, Options::default());
+    assert_eq!(decision(&m, "net.fetch.example.evil"), Some(Decision::Deny));
+    assert_eq!(decision(&m, "mcp.shell.tool.*"), Some(Decision::Deny));
+    assert_eq!(decision(&m, "net.fetch.rs.docs"), Some(Decision::Ask));
+    assert_eq!(
+        decision(&m, "mcp.github.tool.get_issue"),
+        Some(Decision::Ask)
+    );
+    assert_eq!(decision(&m, "web.search"), Some(Decision::Ask));
+    let o = migrate(Harness::OpenCode, Options::default());
+    assert_eq!(decision(&o, "net.fetch.*"), Some(Decision::Ask));
+    assert_eq!(decision(&o, "web.search"), Some(Decision::Deny));
+    for h in ALL {
+        let m = migrate(h, Options::default());
+        assert!(
+            m.rows.iter().all(|r| r.decision != Decision::Allow),
+            "{h}: {:?}",
+            m.rows
+        );
+    }
+}
+
+#[test]
+fn only_named_fetch_hosts_become_allow_under_permission_net_fetch() {
+    let on = Options {
+        carry_net_fetch: true,
+    };
+    let m = migrate(Harness::ClaudeCode, on);
+    assert_eq!(decision(&m, "net.fetch.rs.docs"), Some(Decision::Allow));
+    assert_eq!(
+        decision(&m, "net.fetch.com.github.*"),
+        Some(Decision::Allow)
+    );
+    // Everything else stays where it was.
+    assert_eq!(decision(&m, "net.fetch.example.evil"), Some(Decision::Deny));
+    assert_eq!(decision(&m, "web.search"), Some(Decision::Ask));
+    assert_eq!(
+        decision(&m, "mcp.github.tool.get_issue"),
+        Some(Decision::Ask)
+    );
+    let allowed: Vec<&Row> = m
+        .rows
+        .iter()
+        .filter(|r| r.decision == Decision::Allow)
+        .collect();
+    assert_eq!(allowed.len(), 2, "{allowed:?}");
+    // A bare `webfetch: allow` names no host: it stays ask.
+    let o = migrate(Harness::OpenCode, on);
+    assert_eq!(decision(&o, "net.fetch.*"), Some(Decision::Ask));
+}
+
+#[test]
+fn a_host_that_cannot_be_read_exactly_is_refused() {
+    let m = migrate(
+        Harness::ClaudeCode,
+        Options {
+            carry_net_fetch: true,
+        },
+    );
+    assert!(
+        refused(&m, "WebFetch(domain:exa*mple.com)"),
+        "{:?}",
+        m.refused
+    );
+    assert!(m.rows.iter().all(|r| !r.why.contains("exa*mple")));
+}
+
+#[test]
+fn what_has_no_equivalent_is_refused_and_named() {
+    let c = migrate(Harness::ClaudeCode, Options::default());
+    for item in [
+        "hooks",
+        "enabledPlugins",
+        "Bash(cargo test:*)",
+        "Bash(git push:*)",
+        "Read(./.env)",
+        "permissions.defaultMode = acceptEdits",
+    ] {
+        assert!(refused(&c, item), "{item}: {:?}", c.refused);
+    }
+    let x = migrate(Harness::Codex, Options::default());
+    assert!(refused(&x, "sandbox_mode"), "{:?}", x.refused);
+    assert!(refused(&x, "approval_policy"), "{:?}", x.refused);
+    let z = migrate(Harness::Zed, Options::default());
+    assert!(
+        refused(&z, "^cargo\\s+(build|test|check)"),
+        "{:?}",
+        z.refused
+    );
+    assert!(refused(&z, "rm\\s+-rf"), "{:?}", z.refused);
+    assert!(
+        refused(&z, "agent.tool_permissions.default"),
+        "{:?}",
+        z.refused
+    );
+    let o = migrate(Harness::OpenCode, Options::default());
+    for item in ["permission.bash", "permission.edit", "plugin", "command"] {
+        assert!(refused(&o, item), "{item}: {:?}", o.refused);
+    }
+}
+
+#[test]
+fn the_vetting_pass_moves_a_row_no_code_acts_on_into_the_refusals() {
+    // Through a reader: `mcp__github__list_*` is no well-formed pattern.
+    let m = migrate(Harness::ClaudeCode, Options::default());
+    assert!(refused(&m, "mcp.github.tool.list_*"), "{:?}", m.refused);
+    // Directly, as a reader added later might write it.
+    let mut found = Migration::default();
+    for action in ["fs.read.etc", "secret.password.db", "net.fetch.rs.docs"] {
+        found.rows.push(Row {
+            action: action.into(),
+            decision: Decision::Ask,
+            why: "a later reader".into(),
+            file: PathBuf::from("x"),
+        });
+    }
+    vet(&mut found);
+    let kept: Vec<&str> = found.rows.iter().map(|r| r.action.as_str()).collect();
+    assert_eq!(kept, ["net.fetch.rs.docs"]);
+    assert!(refused(&found, "fs.read.etc"));
+    assert!(
+        refused(&found, "secret.password.db"),
+        "a pending name is inert"
+    );
+}
+
+#[test]
+fn mcp_servers_carry_variable_names_never_values() {
+    for h in ALL {
+        let m = migrate(h, Options::default());
+        assert!(!m.servers.is_empty(), "{h}");
+        let text = render(&m, h.name(), "0.0.0", "2026-01-01");
+        let report = chock_migrate::report(&m);
+        for out in [&text, &report] {
+            assert!(!out.contains("never"), "{h} carried a value:\n{out}");
+            assert!(!out.contains("ghp_") && !out.contains("sk-"), "{h}:\n{out}");
+        }
+    }
+    let c = migrate(Harness::ClaudeCode, Options::default());
+    let github = c.servers.iter().find(|s| s.name == "github").unwrap();
+    assert_eq!(github.env, ["GITHUB_PERSONAL_ACCESS_TOKEN"]);
+    assert_eq!(github.command.as_deref(), Some("npx"));
+    let legacy = c.servers.iter().find(|s| s.name == "legacy").unwrap();
+    assert_eq!(legacy.transport.as_deref(), Some("sse"));
+    assert!(refused(&c, "server `bad name`"), "{:?}", c.refused);
+    let o = migrate(Harness::OpenCode, Options::default());
+    let jira = o.servers.iter().find(|s| s.name == "jira").unwrap();
+    assert_eq!(jira.command.as_deref(), Some("bun"));
+    assert_eq!(jira.args, ["x", "my-mcp-command"]);
+    assert_eq!(jira.env, ["JIRA_TOKEN"]);
+    let z = migrate(Harness::Zed, Options::default());
+    let older = z.servers.iter().find(|s| s.name == "older").unwrap();
+    assert_eq!(older.command.as_deref(), Some("/usr/local/bin/older-mcp"));
+}
+
+#[test]
+fn the_header_names_version_date_and_every_file_with_its_sha256() {
+    for h in ALL {
+        let inputs = all(h);
+        let m = read(h, &inputs, Options::default()).unwrap();
+        let text = render(&m, h.name(), "9.8.7", "2026-12-05");
+        let report = chock_migrate::report(&m);
+        assert!(
+            text.starts_with("# Written by chock migrate --from"),
+            "{text}"
+        );
+        assert!(text.lines().next().unwrap().contains("Chock 9.8.7"));
+        assert!(text.lines().next().unwrap().contains("2026-12-05"));
+        for input in &inputs {
+            let line = format!(
+                "{}  sha256:{}",
+                input.path.display(),
+                hex::encode(Sha256::digest(&input.bytes))
+            );
+            assert!(text.contains(&format!("#   {line}")), "{text}");
+            assert!(report.contains(&line), "{report}");
+        }
+        let carried = report.split("rows:").next().unwrap();
+        assert!(carried.starts_with("carried:"), "{report}");
+    }
+}
+
+#[test]
+fn every_generated_file_loads_through_the_policy_parser() {
+    for h in ALL {
+        for carry in [false, true] {
+            let m = migrate(
+                h,
+                Options {
+                    carry_net_fetch: carry,
+                },
+            );
+            let text = render(&m, h.name(), "0.0.0", "2026-01-01");
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("chock.toml");
+            std::fs::write(&path, &text).unwrap();
+            let policy = Policy::from_sources(Sources {
+                project: Some(Source {
+                    path,
+                    text: text.clone(),
+                }),
+                project_dir: Some(dir.path().to_owned()),
+                home: Some(dir.path().join("home")),
+                ..Sources::default()
+            })
+            .unwrap_or_else(|e| panic!("{h}: {e}\n{text}"));
+            assert_eq!(policy.project_rules().rules().len(), m.rows.len(), "{h}");
+            assert_eq!(policy.mcp_servers().len(), m.servers.len(), "{h}");
+        }
+    }
+}
+
+#[test]
+fn a_file_not_in_its_documented_format_is_an_error_naming_it() {
+    let input = Input {
+        path: PathBuf::from("/x/opencode.json"),
+        bytes: b"{ \"permission\": [] }".to_vec(),
+    };
+    let err = read(Harness::OpenCode, &[input], Options::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "/x/opencode.json: permission is not an object");
+}
