@@ -77,6 +77,9 @@ enum Command {
     /// person and prints their one answer; the host answers only for a push a person approved in
     /// the call (docs/git.md). Refused outside a call.
     Askpass(AskpassArgs),
+    /// Read another harness's permission rules and MCP servers (Claude Code, Codex, OpenCode,
+    /// Zed, oh-my-pi) into chock.toml rows: a foreign allow becomes ask. Never overwrites one.
+    Migrate(commands::migrate::MigrateArgs),
 }
 
 /// `chock askpass PROMPT`.
@@ -137,6 +140,7 @@ pub fn main() -> ExitCode {
         Some(Command::Login(args)) => commands::login::run(&args),
         Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
         Some(Command::Memory(cmd)) => commands::memory::run(cmd),
+        Some(Command::Migrate(args)) => commands::migrate::run(args),
         Some(Command::Serve(args)) => commands::serve::run(&args),
         Some(Command::Attach(args)) => commands::attach::run(&args),
         Some(Command::Acp(args)) => commands::acp::run(&args),

@@ -13,6 +13,7 @@ pub mod login;
 pub mod mcp;
 pub(crate) mod mcp_login;
 pub mod memory;
+pub mod migrate;
 pub mod plugin;
 pub mod policy;
 pub(crate) mod policy_show;

@@ -1,0 +1,106 @@
+//! `chock migrate --from HARNESS`: another harness's permission rules and MCP servers as
+//! chock.toml rows (the library is `chock_migrate`; docs/migrate.md). Offline and one-shot: it
+//! reads files, prints, and writes one new file; no session, model, network or sandbox.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use chock_migrate::{Harness, Input, Options};
+
+use crate::exit;
+use crate::say::{say, say_err};
+
+/// Arguments of `chock migrate`.
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// The harness whose files are read: claude-code, codex, opencode, zed or oh-my-pi.
+    #[arg(long, value_name = "HARNESS")]
+    pub from: String,
+    /// Read this file instead of the harness's documented locations (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub file: Vec<PathBuf>,
+    /// The project (default: the current directory): its files are read, its chock.toml written.
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Carry more than `ask` for one kind of act. Only `net.fetch`: the hosts a source itself
+    /// named as allowed for fetching become `allow`.
+    #[arg(long, value_name = "ACTION")]
+    pub permission: Vec<String>,
+}
+
+fn bad(message: String) -> anyhow::Error {
+    exit::Exit::new(exit::BAD_INPUT, message).into()
+}
+
+/// Runs `chock migrate`.
+pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    let harness = Harness::parse(&args.from).map_err(|e| bad(format!("--from: {e}")))?;
+    let mut options = Options::default();
+    for p in &args.permission {
+        match p.as_str() {
+            "net.fetch" => options.carry_net_fetch = true,
+            other => {
+                return Err(bad(format!(
+                    "--permission {other}: only net.fetch may be carried as allow"
+                )));
+            }
+        }
+    }
+    let project = match args.project {
+        Some(p) => p,
+        None => std::env::current_dir().context("the current directory")?,
+    };
+    let paths = if args.file.is_empty() {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .ok_or_else(|| bad("HOME is not set: give --file".into()))?;
+        let candidates = harness.default_files(&home, &project);
+        let found: Vec<PathBuf> = candidates.iter().filter(|p| p.is_file()).cloned().collect();
+        if found.is_empty() {
+            let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+            return Err(bad(format!(
+                "no {harness} file found; looked at {}",
+                looked.join(", ")
+            )));
+        }
+        found
+    } else {
+        args.file
+    };
+    let mut inputs = Vec::new();
+    for path in paths {
+        let bytes = std::fs::read(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        inputs.push(Input { path, bytes });
+    }
+    let found = chock_migrate::read(harness, &inputs, options).map_err(|e| bad(e.to_string()))?;
+    let date = time::OffsetDateTime::now_utc().date().to_string();
+    let text = chock_migrate::render(&found, harness.name(), env!("CARGO_PKG_VERSION"), &date);
+    // A line at a time: one `say!` shows a newline inside its text escaped.
+    for line in text.lines() {
+        say!("{line}");
+    }
+    say!("");
+    for line in chock_migrate::report(&found).lines() {
+        say!("{line}");
+    }
+    let file = chock_policy::project_file_path(&project);
+    if std::fs::symlink_metadata(&file).is_ok() {
+        say_err!(
+            "chock: {} exists and is left as it is; the rows above were not written",
+            file.display()
+        );
+        return Ok(ExitCode::from(exit::FAILURE));
+    }
+    // `create_new`: a file made meanwhile is not overwritten either.
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .with_context(|| format!("creating {}", file.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", file.display()))?;
+    say_err!("chock: wrote {}", file.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,133 @@
+//! `chock migrate` for each harness, with its files at their documented places in a hermetic
+//! world (the fixtures are chock-migrate's): what it prints, what it writes, that the file loads
+//! through `chock policy lint`, and that a second run never overwrites it.
+
+mod run_support;
+
+use std::path::Path;
+
+use run_support::{World, text};
+
+fn fixture(harness: &str, file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../chock-migrate/tests/fixtures")
+        .join(harness)
+        .join(file);
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn place(w: &World, to: &Path, body: &str) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    std::fs::write(to, body).unwrap();
+    let _ = w;
+}
+
+fn run(w: &World, args: &[&str]) -> String {
+    let out = w.chock(args);
+    format!(
+        "status: {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().map_or("signal".into(), |c| c.to_string()),
+        text(&out.stdout),
+        text(&out.stderr)
+    )
+}
+
+fn settings(w: &World) -> insta::Settings {
+    let mut s = w.settings();
+    s.add_filter(r"\d{4}-\d{2}-\d{2}", "[DATE]");
+    s.add_filter(r"Chock \d+\.\d+\.\d+", "Chock [VERSION]");
+    s
+}
+
+/// Migrates `harness` twice: the first writes chock.toml, which lints; the second leaves it.
+fn migrate(harness: &str, files: &[(&str, &str)], extra: &[&str]) {
+    let w = World::new();
+    for (fixture_name, to) in files {
+        let to = match to.strip_prefix("~/") {
+            Some(rest) => w.home.join(rest),
+            None => w.project.join(to),
+        };
+        place(&w, &to, &fixture(harness, fixture_name));
+    }
+    let mut args = vec!["migrate", "--from", harness];
+    args.extend_from_slice(extra);
+    let first = run(&w, &args);
+    assert!(first.starts_with("status: 0"), "{first}");
+    let written = w.read("chock.toml");
+    let lint = run(&w, &["policy", "lint"]);
+    assert!(lint.starts_with("status: 0"), "{lint}");
+    let second = run(&w, &args);
+    assert!(second.starts_with("status: 1"), "{second}");
+    assert_eq!(
+        w.read("chock.toml"),
+        written,
+        "the second run changed chock.toml"
+    );
+    settings(&w).bind(|| {
+        insta::assert_snapshot!(format!("{harness}_first"), first);
+        insta::assert_snapshot!(
+            format!("{harness}_second_stderr"),
+            second.split("--- stderr\n").nth(1).unwrap()
+        );
+    });
+}
+
+#[test]
+fn claude_code() {
+    migrate(
+        "claude-code",
+        &[
+            ("settings.json", ".claude/settings.json"),
+            (".mcp.json", ".mcp.json"),
+        ],
+        &["--permission", "net.fetch"],
+    );
+}
+
+#[test]
+fn codex() {
+    migrate("codex", &[("config.toml", "~/.codex/config.toml")], &[]);
+}
+
+#[test]
+fn opencode() {
+    migrate("opencode", &[("opencode.json", "opencode.json")], &[]);
+}
+
+#[test]
+fn zed() {
+    migrate(
+        "zed",
+        &[("settings.json", "~/.config/zed/settings.json")],
+        &[],
+    );
+}
+
+#[test]
+fn oh_my_pi() {
+    migrate("oh-my-pi", &[("mcp.json", "~/.omp/agent/mcp.json")], &[]);
+}
+
+#[test]
+fn bad_input_is_refused_naming_what() {
+    let w = World::new();
+    let unknown = run(&w, &["migrate", "--from", "cursor"]);
+    let permission = run(
+        &w,
+        &[
+            "migrate",
+            "--from",
+            "codex",
+            "--permission",
+            "exec.system.git",
+        ],
+    );
+    let nothing = run(&w, &["migrate", "--from", "codex"]);
+    settings(&w).bind(|| {
+        insta::assert_snapshot!(
+            "migrate_bad_input",
+            format!("{unknown}{permission}{nothing}")
+        );
+    });
+    assert!(!w.project.join("chock.toml").exists());
+}
