@@ -131,3 +131,23 @@ fn bad_input_is_refused_naming_what() {
     });
     assert!(!w.project.join("chock.toml").exists());
 }
+
+#[test]
+fn memory_brings_notes_in_as_data_and_never_replaces_one() {
+    let w = World::new();
+    w.write("CLAUDE.md", &fixture("claude-code", "CLAUDE.md"));
+    let first = run(&w, &["migrate", "--from", "claude-code", "--memory"]);
+    assert!(first.starts_with("status: 0"), "{first}");
+    assert!(
+        !w.project.join("chock.toml").exists(),
+        "--memory wrote chock.toml"
+    );
+    let shown = run(&w, &["memory", "show", "claude-code-1-claude"]);
+    let second = run(&w, &["migrate", "--from", "claude-code", "--memory"]);
+    assert!(second.starts_with("status: 1"), "{second}");
+    settings(&w).bind(|| {
+        insta::assert_snapshot!("memory_first", first);
+        insta::assert_snapshot!("memory_shown", shown);
+        insta::assert_snapshot!("memory_second", second);
+    });
+}

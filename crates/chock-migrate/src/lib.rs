@@ -12,6 +12,7 @@ mod claude;
 mod codex;
 mod jsonc;
 mod mcp;
+mod notes;
 mod opencode;
 mod render;
 mod vet;
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 use chock_policy::Decision;
 use sha2::{Digest, Sha256};
 
+pub use notes::{Note, notes};
 pub use render::{render, report};
 pub use vet::vet;
 
@@ -259,7 +261,7 @@ pub fn read(
     for input in inputs {
         found.carried.push(Carried {
             path: input.path.clone(),
-            sha256: hex::encode(Sha256::digest(&input.bytes)),
+            sha256: sha256_hex(&input.bytes),
         });
         match harness {
             Harness::ClaudeCode => claude::read(input, options, &mut found)?,
@@ -276,4 +278,9 @@ pub fn read(
 /// The decision a foreign verdict renders at: a deny stays `deny`, anything else is `ask`.
 pub(crate) fn foreign(deny: bool) -> Decision {
     if deny { Decision::Deny } else { Decision::Ask }
+}
+
+/// The lower-case hex SHA-256 of `bytes`: how every file read is named in the header and report.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }

@@ -288,3 +288,39 @@ fn a_file_not_in_its_documented_format_is_an_error_naming_it() {
         .to_string();
     assert_eq!(err, "/x/opencode.json: permission is not an object");
 }
+
+#[test]
+fn notes_come_in_as_data_naming_their_file_and_each_fits_a_note() {
+    let input = fixture("claude-code", "CLAUDE.md");
+    let sha = hex::encode(Sha256::digest(&input.bytes));
+    let notes =
+        chock_migrate::notes(Harness::ClaudeCode, std::slice::from_ref(&input), 8192).unwrap();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].name, "claude-code-1-claude");
+    let first = notes[0].text.lines().next().unwrap();
+    assert!(first.contains(&format!("sha256:{sha}")), "{first}");
+    assert!(first.contains("kept as data"), "{first}");
+    assert!(
+        notes[0]
+            .text
+            .ends_with(std::str::from_utf8(&input.bytes).unwrap())
+    );
+    // A long file is cut at line ends into parts that each fit, and nothing is lost.
+    let long: String = (0..400)
+        .map(|i| format!("line {i} of the notes\n"))
+        .collect();
+    let big = Input {
+        path: PathBuf::from("/p/AGENTS.md"),
+        bytes: long.clone().into_bytes(),
+    };
+    let parts = chock_migrate::notes(Harness::Codex, &[big], 1024).unwrap();
+    assert!(parts.len() > 1);
+    let mut joined = String::new();
+    for p in &parts {
+        assert!(p.text.len() <= 1024, "{}", p.text.len());
+        let (_, body) = p.text.split_once('\n').unwrap();
+        joined.push_str(body);
+    }
+    assert_eq!(joined, long);
+    assert_eq!(parts[1].name, "codex-1-agents-p2");
+}

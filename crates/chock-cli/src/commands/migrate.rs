@@ -2,7 +2,7 @@
 //! chock.toml rows (the library is `chock_migrate`; docs/migrate.md). Offline and one-shot: it
 //! reads files, prints, and writes one new file; no session, model, network or sandbox.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -27,6 +27,10 @@ pub struct MigrateArgs {
     /// named as allowed for fetching become `allow`.
     #[arg(long, value_name = "ACTION")]
     pub permission: Vec<String>,
+    /// Bring the harness's notes (CLAUDE.md, AGENTS.md, .rules) in as this project's memory notes
+    /// instead, as data; chock.toml is not touched.
+    #[arg(long)]
+    pub memory: bool,
 }
 
 fn bad(message: String) -> anyhow::Error {
@@ -55,7 +59,11 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .ok_or_else(|| bad("HOME is not set: give --file".into()))?;
-        let candidates = harness.default_files(&home, &project);
+        let candidates = if args.memory {
+            harness.memory_files(&home, &project)
+        } else {
+            harness.default_files(&home, &project)
+        };
         let found: Vec<PathBuf> = candidates.iter().filter(|p| p.is_file()).cloned().collect();
         if found.is_empty() {
             let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
@@ -72,6 +80,9 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     for path in paths {
         let bytes = std::fs::read(&path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
         inputs.push(Input { path, bytes });
+    }
+    if args.memory {
+        return memory(harness, &inputs, &project);
     }
     let found = chock_migrate::read(harness, &inputs, options).map_err(|e| bad(e.to_string()))?;
     let date = time::OffsetDateTime::now_utc().date().to_string();
@@ -103,4 +114,35 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("writing {}", file.display()))?;
     say_err!("chock: wrote {}", file.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--memory`: each file as one or more notes; a note name already there is left as it is.
+fn memory(harness: Harness, inputs: &[Input], project: &Path) -> anyhow::Result<ExitCode> {
+    let notes = chock_migrate::notes(harness, inputs, chock_tools::memory::MAX_NOTE_BYTES)
+        .map_err(|e| bad(e.to_string()))?;
+    let store =
+        chock_tools::memory::MemoryStore::for_project(project).map_err(|e| bad(e.to_string()))?;
+    say!("carried:");
+    for input in inputs {
+        say!(
+            "  {}  sha256:{}",
+            input.path.display(),
+            chock_migrate::sha256_hex(&input.bytes)
+        );
+    }
+    let mut left = 0;
+    for note in notes {
+        if store.file(&note.name).is_ok() {
+            say!("  note `{}` exists and is left as it is", note.name);
+            left += 1;
+            continue;
+        }
+        let written = store.write(&note.name, &note.text)?;
+        say!("  note `{}`: {} bytes", note.name, written.bytes);
+    }
+    Ok(ExitCode::from(if left == 0 {
+        exit::OK
+    } else {
+        exit::FAILURE
+    }))
 }
