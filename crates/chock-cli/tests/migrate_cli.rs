@@ -151,3 +151,44 @@ fn memory_brings_notes_in_as_data_and_never_replaces_one() {
         insta::assert_snapshot!("memory_second", second);
     });
 }
+
+#[test]
+fn sessions_import_a_transcript_as_a_copy_never_as_events() {
+    let w = World::new();
+    let project = w.project.canonicalize().unwrap();
+    let encoded: String = project
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let body = fixture("claude-code", "transcript.jsonl");
+    place(
+        &w,
+        &w.home
+            .join(".claude/projects")
+            .join(&encoded)
+            .join("5f1c.jsonl"),
+        &body,
+    );
+    let out = run(&w, &["migrate", "--from", "claude-code", "--sessions"]);
+    assert!(out.starts_with("status: 0"), "{out}");
+    let kinds: Vec<String> = w.events().into_iter().map(|(k, _, _)| k).collect();
+    assert_eq!(kinds, ["session.start", "session.imported"]);
+    let (_, _, data) = w.events().pop().unwrap();
+    let sha = data["sha256"].as_str().unwrap().to_owned();
+    assert_eq!(data["events"], 3);
+    assert_eq!(data["transcript"], format!("{sha}.jsonl"));
+    let copy = std::fs::read_to_string(w.session().join(format!("{sha}.jsonl"))).unwrap();
+    assert_eq!(copy, body);
+    w.assert_log_verifies();
+    assert!(!w.project.join("chock.toml").exists());
+    settings(&w).bind(|| {
+        let mut s = insta::Settings::clone_current();
+        s.add_filter(r"session [0-9A-Za-z-]+:", "session [ID]:");
+        s.add_filter(&run_support::regex_escape(&encoded), "[PROJECT]");
+        s.bind(|| insta::assert_snapshot!("sessions_first", out));
+    });
+    // Another harness's transcripts are refused by name.
+    let other = run(&w, &["migrate", "--from", "codex", "--sessions"]);
+    assert!(other.contains("only claude-code transcripts"), "{other}");
+}

@@ -15,6 +15,7 @@ mod mcp;
 mod notes;
 mod opencode;
 mod render;
+mod transcript;
 mod vet;
 mod zed;
 
@@ -26,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 pub use notes::{Note, notes};
 pub use render::{render, report};
+pub use transcript::{Transcript, transcript};
 pub use vet::vet;
 
 /// A harness this build reads.

@@ -324,3 +324,27 @@ fn notes_come_in_as_data_naming_their_file_and_each_fits_a_note() {
     assert_eq!(joined, long);
     assert_eq!(parts[1].name, "codex-1-agents-p2");
 }
+
+#[test]
+fn a_transcript_is_checked_and_counted_never_read_as_events() {
+    let input = fixture("claude-code", "transcript.jsonl");
+    let t = chock_migrate::transcript(Harness::ClaudeCode, &input).unwrap();
+    assert_eq!(t.lines, 3);
+    assert_eq!(t.sha256, hex::encode(Sha256::digest(&input.bytes)));
+    assert_eq!(t.file_name, format!("{}.jsonl", t.sha256));
+    let bad = Input {
+        path: PathBuf::from("/t.jsonl"),
+        bytes: b"{}\nnot json\n".to_vec(),
+    };
+    let err = chock_migrate::transcript(Harness::ClaudeCode, &bad).unwrap_err();
+    assert_eq!(err.to_string(), "/t.jsonl: line 2: not a JSON object");
+    let err = chock_migrate::transcript(Harness::Codex, &input).unwrap_err();
+    assert!(
+        err.to_string().contains("only claude-code transcripts"),
+        "{err}"
+    );
+    assert_eq!(
+        Harness::ClaudeCode.transcript_dir(Path::new("/h"), Path::new("/home/u/my.proj")),
+        Some(PathBuf::from("/h/.claude/projects/-home-u-my-proj"))
+    );
+}

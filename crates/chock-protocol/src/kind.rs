@@ -179,7 +179,7 @@ impl EventKind {
                 "Written before the workspace becomes the project: the act cannot be undone without it.",
             ),
             EventKind::SessionImported => BeforeReturn(
-                "Rare; marks where events from another session begin, so a crash cannot leave imported events without it.",
+                "Rare; written after the transcript's copy is on disk, so the log never names a copy that is not there.",
             ),
             EventKind::NetDecision => BeforeReturn(
                 "Rule 3 for the network broker: the connection is made only after its decision is durable.",

@@ -29,8 +29,12 @@ pub struct MigrateArgs {
     pub permission: Vec<String>,
     /// Bring the harness's notes (CLAUDE.md, AGENTS.md, .rules) in as this project's memory notes
     /// instead, as data; chock.toml is not touched.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sessions")]
     pub memory: bool,
+    /// Import the harness's transcripts of this project (Claude Code only), each as a new session
+    /// holding `session.start` and `session.imported`, the transcript copied beside its log.
+    #[arg(long)]
+    pub sessions: bool,
 }
 
 fn bad(message: String) -> anyhow::Error {
@@ -59,7 +63,9 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .ok_or_else(|| bad("HOME is not set: give --file".into()))?;
-        let candidates = if args.memory {
+        let candidates = if args.sessions {
+            transcripts_of(harness, &home, &project)?
+        } else if args.memory {
             harness.memory_files(&home, &project)
         } else {
             harness.default_files(&home, &project)
@@ -83,6 +89,9 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     }
     if args.memory {
         return memory(harness, &inputs, &project);
+    }
+    if args.sessions {
+        return sessions(harness, &inputs, &project);
     }
     let found = chock_migrate::read(harness, &inputs, options).map_err(|e| bad(e.to_string()))?;
     let date = time::OffsetDateTime::now_utc().date().to_string();
@@ -145,4 +154,88 @@ fn memory(harness: Harness, inputs: &[Input], project: &Path) -> anyhow::Result<
     } else {
         exit::FAILURE
     }))
+}
+
+/// The `*.jsonl` files of the harness's transcript directory for `project`, sorted.
+fn transcripts_of(harness: Harness, home: &Path, project: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let project = project
+        .canonicalize()
+        .map_err(|e| bad(format!("--project {}: {e}", project.display())))?;
+    let dir = harness.transcript_dir(home, &project).ok_or_else(|| {
+        bad(format!(
+            "--sessions: this build imports only claude-code transcripts, not {harness}'s"
+        ))
+    })?;
+    let mut found: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    found.sort();
+    if found.is_empty() {
+        return Err(bad(format!(
+            "no {harness} transcript found in {}",
+            dir.display()
+        )));
+    }
+    Ok(found)
+}
+
+/// `--sessions`: every transcript is checked first; then each becomes a new session whose log
+/// holds `session.start` and `session.imported` only, its copy written before the event names it.
+fn sessions(harness: Harness, inputs: &[Input], project: &Path) -> anyhow::Result<ExitCode> {
+    let mut checked = Vec::new();
+    for input in inputs {
+        let t = chock_migrate::transcript(harness, input).map_err(|e| bad(e.to_string()))?;
+        checked.push((input, t));
+    }
+    let project = project
+        .canonicalize()
+        .map_err(|e| bad(format!("--project {}: {e}", project.display())))?;
+    let root = chock_log::sessions_root()?;
+    for (input, t) in checked {
+        let log = chock_log::Log::create(
+            &root,
+            chock_log::SessionHeader {
+                project: Some(project.clone()),
+                command: Some("migrate".into()),
+                ..Default::default()
+            },
+        )?;
+        let copy = log.dir().join(&t.file_name);
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&copy)
+                .with_context(|| format!("creating {}", copy.display()))?;
+            f.write_all(&input.bytes)
+                .and_then(|()| f.sync_all())
+                .with_context(|| format!("writing {}", copy.display()))?;
+        }
+        log.record(
+            None,
+            chock_protocol::log::SessionImported {
+                from: format!("{harness} {}", input.path.display()),
+                events: t.lines,
+                transcript: Some(t.file_name.clone()),
+                sha256: Some(t.sha256.clone()),
+            },
+        )?;
+        say!(
+            "session {}: {}  sha256:{}, {} lines, copied as {}",
+            log.id(),
+            input.path.display(),
+            t.sha256,
+            t.lines,
+            t.file_name
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

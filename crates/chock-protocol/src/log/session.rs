@@ -289,13 +289,20 @@ pub struct AgentComplete {
     pub changed: Vec<String>,
 }
 
-/// Events were imported from another session.
+/// Another harness's transcript was imported (`chock migrate --sessions`): copied beside this log,
+/// named by its SHA-256, and never replayed as events, so the chain signs only what Chock saw.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionImported {
-    /// The session they came from.
+    /// What it came from: the harness and the file read (`claude-code /home/u/.claude/projects/…/ID.jsonl`).
     pub from: String,
-    /// How many.
+    /// How many lines the transcript held (none of them is an event of this log).
     pub events: u64,
+    /// The copy's file name in this session's directory (`<sha256>.jsonl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
+    /// SHA-256 (hex) of the transcript's bytes as read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 /// What a note is about.
