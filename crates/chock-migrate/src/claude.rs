@@ -12,7 +12,7 @@ use crate::{Input, MigrateError, Migration, Options, foreign, format_error};
 
 pub(crate) fn read(
     input: &Input,
-    options: Options,
+    options: &Options,
     found: &mut Migration,
 ) -> Result<(), MigrateError> {
     let file_name = input
@@ -22,31 +22,31 @@ pub(crate) fn read(
         .unwrap_or_default();
     match file_name {
         ".mcp.json" => read_mcp_json(input, "Claude Code", found),
-        ".claude.json" => read_state(input, found),
+        ".claude.json" => read_state(input, options, found),
         _ => read_settings(input, options, found),
     }
 }
 
 /// `~/.claude.json` is Claude Code's own state; only its `mcpServers` (user scope) and each
 /// `projects.<path>.mcpServers` (local scope) are configuration.
-fn read_state(input: &Input, found: &mut Migration) -> Result<(), MigrateError> {
+fn read_state(input: &Input, options: &Options, found: &mut Migration) -> Result<(), MigrateError> {
     let root = parse_object(input)?;
     if let Some(v) = root.get("mcpServers") {
         servers(input, v, "mcpServers", found)?;
     }
-    if let Some(Value::Object(projects)) = root.get("projects") {
-        for (path, project) in projects {
-            if let Some(v) = project.get("mcpServers") {
-                servers(input, v, &format!("projects.{path}.mcpServers"), found)?;
-            }
-        }
+    // Only this project's entry: the others configure other projects.
+    let this = options.project.as_deref().and_then(|p| p.to_str());
+    if let (Some(Value::Object(projects)), Some(this)) = (root.get("projects"), this)
+        && let Some(v) = projects.get(this).and_then(|p| p.get("mcpServers"))
+    {
+        servers(input, v, &format!("projects.{this}.mcpServers"), found)?;
     }
     Ok(())
 }
 
 fn read_settings(
     input: &Input,
-    options: Options,
+    options: &Options,
     found: &mut Migration,
 ) -> Result<(), MigrateError> {
     let root = parse_object(input)?;
@@ -73,7 +73,7 @@ fn read_settings(
 fn permissions(
     input: &Input,
     value: &Value,
-    options: Options,
+    options: &Options,
     found: &mut Migration,
 ) -> Result<(), MigrateError> {
     let Value::Object(map) = value else {
@@ -98,7 +98,7 @@ fn permissions(
     Ok(())
 }
 
-fn one_rule(input: &Input, list: &str, rule: &str, options: Options, found: &mut Migration) {
+fn one_rule(input: &Input, list: &str, rule: &str, options: &Options, found: &mut Migration) {
     let item = format!("permissions.{list}: {rule}");
     let why = format!("Claude Code {list} `{rule}`");
     let decision = foreign(list == "deny");

@@ -127,12 +127,14 @@ pub struct Input {
     pub bytes: Vec<u8>,
 }
 
-/// What the person allowed beyond the default: `--permission net.fetch` carries the hosts a
-/// source named as allowed for fetching as `allow`.
-#[derive(Debug, Clone, Copy, Default)]
+/// How to read: what the person allowed beyond the default, and which project this is.
+#[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// `--permission net.fetch`.
+    /// `--permission net.fetch`: the hosts a source named as allowed for fetching become `allow`.
     pub carry_net_fetch: bool,
+    /// The project (canonical), so that of `~/.claude.json`'s per-project servers only this
+    /// project's are read. None: none of them.
+    pub project: Option<PathBuf>,
 }
 
 /// One `[[rule]]` row.
@@ -266,7 +268,7 @@ pub fn read(
             sha256: sha256_hex(&input.bytes),
         });
         match harness {
-            Harness::ClaudeCode => claude::read(input, options, &mut found)?,
+            Harness::ClaudeCode => claude::read(input, &options, &mut found)?,
             Harness::Codex => codex::read(input, &mut found)?,
             Harness::OpenCode => opencode::read(input, &mut found)?,
             Harness::Zed => zed::read(input, &mut found)?,

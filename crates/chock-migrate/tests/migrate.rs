@@ -91,8 +91,9 @@ fn a_foreign_deny_is_deny_and_a_foreign_allow_is_ask() {
 fn only_named_fetch_hosts_become_allow_under_permission_net_fetch() {
     let on = Options {
         carry_net_fetch: true,
+        ..Options::default()
     };
-    let m = migrate(Harness::ClaudeCode, on);
+    let m = migrate(Harness::ClaudeCode, on.clone());
     assert_eq!(decision(&m, "net.fetch.rs.docs"), Some(Decision::Allow));
     assert_eq!(
         decision(&m, "net.fetch.com.github.*"),
@@ -122,6 +123,7 @@ fn a_host_that_cannot_be_read_exactly_is_refused() {
         Harness::ClaudeCode,
         Options {
             carry_net_fetch: true,
+            ..Options::default()
         },
     );
     assert!(
@@ -255,6 +257,7 @@ fn every_generated_file_loads_through_the_policy_parser() {
                 h,
                 Options {
                     carry_net_fetch: carry,
+                    ..Options::default()
                 },
             );
             let text = render(&m, h.name(), "0.0.0", "2026-01-01");
@@ -347,4 +350,23 @@ fn a_transcript_is_checked_and_counted_never_read_as_events() {
         Harness::ClaudeCode.transcript_dir(Path::new("/h"), Path::new("/home/u/my.proj")),
         Some(PathBuf::from("/h/.claude/projects/-home-u-my-proj"))
     );
+}
+
+#[test]
+fn of_claude_json_only_this_projects_servers_are_read() {
+    let input = Input {
+        path: PathBuf::from("/h/.claude.json"),
+        bytes: br#"{"numStartups": 3,
+            "mcpServers": {"mine": {"command": "a"}},
+            "projects": {"/p/this": {"mcpServers": {"here": {"command": "b"}}},
+                         "/p/other": {"mcpServers": {"there": {"command": "c"}}}}}"#
+            .to_vec(),
+    };
+    let options = Options {
+        project: Some(PathBuf::from("/p/this")),
+        ..Options::default()
+    };
+    let m = read(Harness::ClaudeCode, &[input], options).unwrap();
+    let names: Vec<&str> = m.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["mine", "here"]);
 }
