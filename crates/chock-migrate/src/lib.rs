@@ -259,7 +259,7 @@ pub(crate) fn format_error(path: &Path, problem: impl fmt::Display) -> MigrateEr
 pub fn read(
     harness: Harness,
     inputs: &[Input],
-    options: Options,
+    options: &Options,
 ) -> Result<Migration, MigrateError> {
     let mut found = Migration::default();
     for input in inputs {
@@ -268,7 +268,7 @@ pub fn read(
             sha256: sha256_hex(&input.bytes),
         });
         match harness {
-            Harness::ClaudeCode => claude::read(input, &options, &mut found)?,
+            Harness::ClaudeCode => claude::read(input, options, &mut found)?,
             Harness::Codex => codex::read(input, &mut found)?,
             Harness::OpenCode => opencode::read(input, &mut found)?,
             Harness::Zed => zed::read(input, &mut found)?,

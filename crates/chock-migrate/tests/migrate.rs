@@ -27,7 +27,7 @@ fn all(harness: Harness) -> Vec<Input> {
     files.iter().map(|f| fixture(harness.name(), f)).collect()
 }
 
-fn migrate(harness: Harness, options: Options) -> Migration {
+fn migrate(harness: Harness, options: &Options) -> Migration {
     read(harness, &all(harness), options).unwrap()
 }
 
@@ -65,7 +65,7 @@ fn a_harness_this_build_does_not_read_is_refused_against_the_list() {
 
 #[test]
 fn a_foreign_deny_is_deny_and_a_foreign_allow_is_ask() {
-    let m = migrate(Harness::ClaudeCode, Options::default());
+    let m = migrate(Harness::ClaudeCode, &Options::default());
     assert_eq!(decision(&m, "net.fetch.example.evil"), Some(Decision::Deny));
     assert_eq!(decision(&m, "mcp.shell.tool.*"), Some(Decision::Deny));
     assert_eq!(decision(&m, "net.fetch.rs.docs"), Some(Decision::Ask));
@@ -74,11 +74,11 @@ fn a_foreign_deny_is_deny_and_a_foreign_allow_is_ask() {
         Some(Decision::Ask)
     );
     assert_eq!(decision(&m, "web.search"), Some(Decision::Ask));
-    let o = migrate(Harness::OpenCode, Options::default());
+    let o = migrate(Harness::OpenCode, &Options::default());
     assert_eq!(decision(&o, "net.fetch.*"), Some(Decision::Ask));
     assert_eq!(decision(&o, "web.search"), Some(Decision::Deny));
     for h in ALL {
-        let m = migrate(h, Options::default());
+        let m = migrate(h, &Options::default());
         assert!(
             m.rows.iter().all(|r| r.decision != Decision::Allow),
             "{h}: {:?}",
@@ -93,7 +93,7 @@ fn only_named_fetch_hosts_become_allow_under_permission_net_fetch() {
         carry_net_fetch: true,
         ..Options::default()
     };
-    let m = migrate(Harness::ClaudeCode, on.clone());
+    let m = migrate(Harness::ClaudeCode, &on);
     assert_eq!(decision(&m, "net.fetch.rs.docs"), Some(Decision::Allow));
     assert_eq!(
         decision(&m, "net.fetch.com.github.*"),
@@ -113,7 +113,7 @@ fn only_named_fetch_hosts_become_allow_under_permission_net_fetch() {
         .collect();
     assert_eq!(allowed.len(), 2, "{allowed:?}");
     // A bare `webfetch: allow` names no host: it stays ask.
-    let o = migrate(Harness::OpenCode, on);
+    let o = migrate(Harness::OpenCode, &on);
     assert_eq!(decision(&o, "net.fetch.*"), Some(Decision::Ask));
 }
 
@@ -121,7 +121,7 @@ fn only_named_fetch_hosts_become_allow_under_permission_net_fetch() {
 fn a_host_that_cannot_be_read_exactly_is_refused() {
     let m = migrate(
         Harness::ClaudeCode,
-        Options {
+        &Options {
             carry_net_fetch: true,
             ..Options::default()
         },
@@ -136,7 +136,7 @@ fn a_host_that_cannot_be_read_exactly_is_refused() {
 
 #[test]
 fn what_has_no_equivalent_is_refused_and_named() {
-    let c = migrate(Harness::ClaudeCode, Options::default());
+    let c = migrate(Harness::ClaudeCode, &Options::default());
     for item in [
         "hooks",
         "enabledPlugins",
@@ -147,10 +147,10 @@ fn what_has_no_equivalent_is_refused_and_named() {
     ] {
         assert!(refused(&c, item), "{item}: {:?}", c.refused);
     }
-    let x = migrate(Harness::Codex, Options::default());
+    let x = migrate(Harness::Codex, &Options::default());
     assert!(refused(&x, "sandbox_mode"), "{:?}", x.refused);
     assert!(refused(&x, "approval_policy"), "{:?}", x.refused);
-    let z = migrate(Harness::Zed, Options::default());
+    let z = migrate(Harness::Zed, &Options::default());
     assert!(
         refused(&z, "^cargo\\s+(build|test|check)"),
         "{:?}",
@@ -162,7 +162,7 @@ fn what_has_no_equivalent_is_refused_and_named() {
         "{:?}",
         z.refused
     );
-    let o = migrate(Harness::OpenCode, Options::default());
+    let o = migrate(Harness::OpenCode, &Options::default());
     for item in ["permission.bash", "permission.edit", "plugin", "command"] {
         assert!(refused(&o, item), "{item}: {:?}", o.refused);
     }
@@ -171,7 +171,7 @@ fn what_has_no_equivalent_is_refused_and_named() {
 #[test]
 fn the_vetting_pass_moves_a_row_no_code_acts_on_into_the_refusals() {
     // Through a reader: `mcp__github__list_*` is no well-formed pattern.
-    let m = migrate(Harness::ClaudeCode, Options::default());
+    let m = migrate(Harness::ClaudeCode, &Options::default());
     assert!(refused(&m, "mcp.github.tool.list_*"), "{:?}", m.refused);
     // Directly, as a reader added later might write it.
     let mut found = Migration::default();
@@ -196,7 +196,7 @@ fn the_vetting_pass_moves_a_row_no_code_acts_on_into_the_refusals() {
 #[test]
 fn mcp_servers_carry_variable_names_never_values() {
     for h in ALL {
-        let m = migrate(h, Options::default());
+        let m = migrate(h, &Options::default());
         assert!(!m.servers.is_empty(), "{h}");
         let text = render(&m, h.name(), "0.0.0", "2026-01-01");
         let report = chock_migrate::report(&m);
@@ -205,19 +205,19 @@ fn mcp_servers_carry_variable_names_never_values() {
             assert!(!out.contains("ghp_") && !out.contains("sk-"), "{h}:\n{out}");
         }
     }
-    let c = migrate(Harness::ClaudeCode, Options::default());
+    let c = migrate(Harness::ClaudeCode, &Options::default());
     let github = c.servers.iter().find(|s| s.name == "github").unwrap();
     assert_eq!(github.env, ["GITHUB_PERSONAL_ACCESS_TOKEN"]);
     assert_eq!(github.command.as_deref(), Some("npx"));
     let legacy = c.servers.iter().find(|s| s.name == "legacy").unwrap();
     assert_eq!(legacy.transport.as_deref(), Some("sse"));
     assert!(refused(&c, "server `bad name`"), "{:?}", c.refused);
-    let o = migrate(Harness::OpenCode, Options::default());
+    let o = migrate(Harness::OpenCode, &Options::default());
     let jira = o.servers.iter().find(|s| s.name == "jira").unwrap();
     assert_eq!(jira.command.as_deref(), Some("bun"));
     assert_eq!(jira.args, ["x", "my-mcp-command"]);
     assert_eq!(jira.env, ["JIRA_TOKEN"]);
-    let z = migrate(Harness::Zed, Options::default());
+    let z = migrate(Harness::Zed, &Options::default());
     let older = z.servers.iter().find(|s| s.name == "older").unwrap();
     assert_eq!(older.command.as_deref(), Some("/usr/local/bin/older-mcp"));
 }
@@ -226,7 +226,7 @@ fn mcp_servers_carry_variable_names_never_values() {
 fn the_header_names_version_date_and_every_file_with_its_sha256() {
     for h in ALL {
         let inputs = all(h);
-        let m = read(h, &inputs, Options::default()).unwrap();
+        let m = read(h, &inputs, &Options::default()).unwrap();
         let text = render(&m, h.name(), "9.8.7", "2026-12-05");
         let report = chock_migrate::report(&m);
         assert!(
@@ -255,7 +255,7 @@ fn every_generated_file_loads_through_the_policy_parser() {
         for carry in [false, true] {
             let m = migrate(
                 h,
-                Options {
+                &Options {
                     carry_net_fetch: carry,
                     ..Options::default()
                 },
@@ -286,7 +286,7 @@ fn a_file_not_in_its_documented_format_is_an_error_naming_it() {
         path: PathBuf::from("/x/opencode.json"),
         bytes: b"{ \"permission\": [] }".to_vec(),
     };
-    let err = read(Harness::OpenCode, &[input], Options::default())
+    let err = read(Harness::OpenCode, &[input], &Options::default())
         .unwrap_err()
         .to_string();
     assert_eq!(err, "/x/opencode.json: permission is not an object");
@@ -366,7 +366,7 @@ fn of_claude_json_only_this_projects_servers_are_read() {
         project: Some(PathBuf::from("/p/this")),
         ..Options::default()
     };
-    let m = read(Harness::ClaudeCode, &[input], options).unwrap();
+    let m = read(Harness::ClaudeCode, &[input], &options).unwrap();
     let names: Vec<&str> = m.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["mine", "here"]);
 }

@@ -94,7 +94,7 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         return sessions(harness, &inputs, &project);
     }
     options.project = project.canonicalize().ok();
-    let found = chock_migrate::read(harness, &inputs, options).map_err(|e| bad(e.to_string()))?;
+    let found = chock_migrate::read(harness, &inputs, &options).map_err(|e| bad(e.to_string()))?;
     let date = time::OffsetDateTime::now_utc().date().to_string();
     let text = chock_migrate::render(&found, harness.name(), env!("CARGO_PKG_VERSION"), &date);
     // A line at a time: one `say!` shows a newline inside its text escaped.
