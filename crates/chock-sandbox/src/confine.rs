@@ -38,7 +38,10 @@ pub trait Confiner: Send + Sync + std::fmt::Debug {
     /// up to its command's start and waits there until the gate's key is opened
     /// ([`crate::GateKey::open`]: the call's decision is durable, rule 3); a key dropped unopened
     /// ends it before anything ran, and this returns the error. Resolves once the command is
-    /// executing, or with the first layer that could not be applied (rule 1).
+    /// executing, or with the first layer that could not be applied (rule 1). The work begins
+    /// when the future is first polled, and goes on without it being polled again (the local
+    /// confiner hands it to the blocking pool): a gated call is polled once, then its decision is
+    /// settled while it is built.
     fn start(
         &self,
         call: PreparedCall,

@@ -8,6 +8,9 @@
 //! pool inside it. `chock exec` awaits it on the one runtime it makes; the agent's run_command on
 //! the agent's.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Instant;
 
 use chock_decide::Settled;
@@ -97,7 +100,19 @@ impl Session {
                 let call = confiner.prepare(plan.clone()).await?;
                 confiner.start(call, StdioMode::Piped, Some(gate)).await
             };
-            let (settled, started) = tokio::join!(self.settle_async(&how, Some(key)), starting);
+            let mut starting = std::pin::pin!(starting);
+            // The start is polled once before the decision is settled, which hands the build to
+            // the confiner's blocking pool: the records' syncs (the decision's `fdatasync`, and on
+            // a session's first act the sync of its new directory entries, together several
+            // milliseconds) are written on this thread while the sandbox is built beside them.
+            // Settled first, they were waited for before the build began.
+            let polled = poll_once(starting.as_mut()).await;
+            let settled = self.settle_async(&how, Some(key)).await;
+            // Awaited even when the decision failed: what was built is gone before this returns.
+            let started = match polled {
+                Poll::Ready(started) => started,
+                Poll::Pending => starting.await,
+            };
             (settled?, Some(started))
         } else {
             (self.settle_async(&how, None).await?, None)
@@ -278,4 +293,11 @@ impl Session {
             began,
         )
     }
+}
+
+/// Polls `future` once and says what it gave: for a future whose first poll hands its work
+/// elsewhere (the confiner's start, to the blocking pool), so that it runs while this task goes
+/// on with something else.
+async fn poll_once<F: Future + ?Sized>(mut future: Pin<&mut F>) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
