@@ -38,4 +38,6 @@ pub use verify::{
     Head, KeyCheck, Problem, ProblemKind, SealCheck, TornTail, VerifyOptions, VerifyReport, verify,
     verify_with,
 };
-pub use writer::{GROUP_MAX_DELAY, GROUP_MAX_LINES, LineTap, Log, SessionHeader, TORN_FILE};
+pub use writer::{
+    FLUSHER_LINGER, GROUP_MAX_DELAY, GROUP_MAX_LINES, LineTap, Log, SessionHeader, TORN_FILE,
+};

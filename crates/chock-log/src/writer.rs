@@ -4,7 +4,9 @@
 //! `fdatasync`ed before [`Log::record`] returns; any other kind is written at once and synced in a
 //! group — by the next durable event (same file, append order, so its sync covers every line
 //! before it), by [`Log::sync`], when the log is dropped, after [`GROUP_MAX_LINES`] lines, or by
-//! the flusher thread at most [`GROUP_MAX_DELAY`] after the first unsynced line was written.
+//! the flusher thread at most [`GROUP_MAX_DELAY`] after the first unsynced line was written. The
+//! flusher runs only while there is something to sync: it ends [`FLUSHER_LINGER`] after the last
+//! sync, so an idle session holds no thread.
 
 use std::fs::File;
 use std::io::Write;
@@ -88,8 +90,10 @@ struct Shared {
     path: PathBuf,
     state: Mutex<State>,
     /// The thread that syncs grouped lines when no durable event comes soon enough: started on
-    /// the first grouped line, so a log that only ever writes durable events has none.
-    flusher: OnceLock<Option<Thread>>,
+    /// a grouped line when there is none, and ended after [`FLUSHER_LINGER`] with nothing
+    /// pending, so an idle session holds no thread. `None`: no thread is running; set and
+    /// cleared under this lock (the flusher clears it itself, with the state's lock held).
+    flusher: Mutex<Option<Thread>>,
     /// Who is told of each line as it is written ([`Log::tap`]): at most one.
     tap: OnceLock<Arc<dyn LineTap>>,
 }
@@ -132,6 +136,10 @@ pub const GROUP_MAX_DELAY: Duration = Duration::from_millis(20);
 
 /// How many grouped lines may stay unsynced: the append that writes one more syncs them.
 pub const GROUP_MAX_LINES: u64 = 256;
+
+/// How long the flusher waits with nothing pending before it ends (the next grouped line
+/// starts another).
+pub const FLUSHER_LINGER: Duration = Duration::from_millis(500);
 
 impl Log {
     fn owning(shared: Shared) -> Log {
@@ -211,8 +219,10 @@ impl Log {
         }
         if !durable && state.unsynced_since.is_none() {
             state.unsynced_since = Some(Instant::now());
-            drop(state);
+            // Under the state's lock: a flusher that is ending clears its slot under it too, so
+            // a line is never left to a thread that has already decided to end.
             self.wake_flusher();
+            drop(state);
         }
         Ok(seq)
     }
@@ -224,19 +234,34 @@ impl Log {
         sync_state(&mut state, &self.shared.path)
     }
 
+    /// Wakes the flusher, or starts one; called with the state's lock held.
     fn wake_flusher(&self) {
-        let thread = self.shared.flusher.get_or_init(|| {
-            let weak = Arc::downgrade(&self.shared);
-            let spawned = std::thread::Builder::new()
-                .name("chock-log-flush".into())
-                .spawn(move || flush_loop(&weak));
-            // Without a thread, grouped lines are still synced by the next durable event, the
-            // line bound, `sync` and drop.
-            spawned.ok().map(|handle| handle.thread().clone())
-        });
-        if let Some(thread) = thread {
+        let mut flusher = self
+            .shared
+            .flusher
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(thread) = flusher.as_ref() {
             thread.unpark();
+            return;
         }
+        let weak = Arc::downgrade(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name("chock-log-flush".into())
+            .spawn(move || flush_loop(&weak));
+        // Without a thread, grouped lines are still synced by the next durable event, the
+        // line bound, `sync` and drop.
+        *flusher = spawned.ok().map(|handle| handle.thread().clone());
+    }
+
+    /// Whether a flusher thread is running now (tests of the idle cost).
+    #[doc(hidden)]
+    pub fn has_flusher(&self) -> bool {
+        self.shared
+            .flusher
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
     }
 
     /// Passes `text` through the redaction funnel without logging it: text that leaves the host
@@ -325,10 +350,11 @@ fn sync_state(state: &mut State, path: &Path) -> Result<(), LogError> {
     Ok(())
 }
 
-/// The flusher: parks until a grouped line is pending, then syncs it once it is
-/// [`GROUP_MAX_DELAY`] old (unless something else synced first). Holds the log only while it
-/// looks, so dropping the last [`Log`] ends it.
+/// The flusher: waits until a grouped line is pending, then syncs it once it is
+/// [`GROUP_MAX_DELAY`] old (unless something else synced first); ends after [`FLUSHER_LINGER`]
+/// with nothing pending. Holds the log only while it looks, so dropping the last [`Log`] ends it.
 fn flush_loop(weak: &Weak<Shared>) {
+    let mut idle_since: Option<Instant> = None;
     loop {
         let wait = {
             let Some(shared) = weak.upgrade() else { return };
@@ -336,7 +362,7 @@ fn flush_loop(weak: &Weak<Shared>) {
                 .state
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match state.unsynced_since {
+            let pending = match state.unsynced_since {
                 _ if state.poisoned.is_some() => None,
                 None => None,
                 Some(since) => match GROUP_MAX_DELAY.checked_sub(since.elapsed()) {
@@ -347,12 +373,30 @@ fn flush_loop(weak: &Weak<Shared>) {
                         None
                     }
                 },
+            };
+            match pending {
+                Some(left) => {
+                    idle_since = None;
+                    left
+                }
+                None => {
+                    let since = *idle_since.get_or_insert_with(Instant::now);
+                    match FLUSHER_LINGER.checked_sub(since.elapsed()) {
+                        Some(left) if !left.is_zero() => left,
+                        _ => {
+                            // Ends with the state's lock held: an append that comes next sees
+                            // no flusher and starts one.
+                            *shared
+                                .flusher
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                            return;
+                        }
+                    }
+                }
             }
         };
-        match wait {
-            Some(left) => std::thread::park_timeout(left),
-            None => std::thread::park(),
-        }
+        std::thread::park_timeout(wait);
     }
 }
 
@@ -379,7 +423,13 @@ impl Drop for Owner {
             // The lock goes with the last clone, whoever else still holds the state.
             state.lock = None;
         }
-        if let Some(Some(thread)) = self.shared.flusher.get() {
+        if let Some(thread) = self
+            .shared
+            .flusher
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+        {
             thread.unpark();
         }
     }

@@ -361,3 +361,28 @@ fn a_write_the_kernel_refuses_leaves_no_torn_line() {
     assert_eq!(report.head.unwrap().seq, last_ok);
     assert!(std::fs::metadata(dir.join("log.jsonl")).unwrap().len() <= 4 * 512);
 }
+
+/// An idle session holds no flusher thread: one runs while grouped lines are pending and ends
+/// after `FLUSHER_LINGER` with none; the next grouped line starts another, which syncs it.
+#[test]
+fn the_flusher_runs_only_while_grouped_lines_are_pending() {
+    let root = tempfile::tempdir().unwrap();
+    let log = Log::create(root.path(), SessionHeader::default()).unwrap();
+    log.append(EventKind::TurnStart, None, json!({"turn": 1}))
+        .unwrap();
+    assert!(log.has_flusher(), "a grouped line starts a flusher");
+    std::thread::sleep(chock_log::FLUSHER_LINGER * 3 + chock_log::GROUP_MAX_DELAY);
+    assert!(
+        !log.has_flusher(),
+        "the flusher ended once nothing was pending"
+    );
+    log.append(EventKind::TurnEnd, None, json!({"turn": 1}))
+        .unwrap();
+    assert!(log.has_flusher(), "the next grouped line starts another");
+    std::thread::sleep(chock_log::GROUP_MAX_DELAY * 10);
+    // Synced by the new flusher (not by a durable line, `sync` or drop): a durable append now
+    // finds nothing pending before it, which the log cannot show; instead, the flusher still
+    // ends, which it only does with nothing pending.
+    std::thread::sleep(chock_log::FLUSHER_LINGER * 3);
+    assert!(!log.has_flusher());
+}

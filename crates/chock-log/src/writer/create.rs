@@ -120,7 +120,7 @@ impl Log {
             id,
             path,
             state: Mutex::new(state),
-            flusher: OnceLock::new(),
+            flusher: Mutex::new(None),
             tap: OnceLock::new(),
         });
         if durable {

@@ -70,7 +70,7 @@ impl Log {
             id,
             path,
             state: Mutex::new(state),
-            flusher: OnceLock::new(),
+            flusher: Mutex::new(None),
             tap: OnceLock::new(),
         });
         if let Some(torn) = report.torn_tail {
