@@ -328,6 +328,7 @@ impl AcpSession {
         }
         // Subscribed before the input is sent, so the task's end cannot pass unseen.
         let mut items = self.handle.subscribe_live();
+        let ended_before = self.handle.last_task().map_or(0, |(n, _)| n);
         match self
             .handle
             .send(Op::UserInput {
@@ -341,7 +342,19 @@ impl AcpSession {
             Err(e) => return Err(internal("session/prompt", e)),
         }
         let ended = loop {
-            match items.next().await {
+            let item = match items.next().await {
+                // Fell behind: go on from now; a task that ended meanwhile is read from the
+                // session.
+                Some(Item::Lagged { .. }) => {
+                    items = self.handle.subscribe_live();
+                    match self.handle.last_task() {
+                        Some((n, outcome)) if n > ended_before => Some(Item::TaskEnded(outcome)),
+                        _ => continue,
+                    }
+                }
+                other => other,
+            };
+            match item {
                 Some(Item::TaskEnded(TaskOutcome::Ended(ended))) => break ended,
                 Some(Item::TaskEnded(TaskOutcome::Failed(e))) => {
                     // The runtime has ended the session (its `session.end` says why).

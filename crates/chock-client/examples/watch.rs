@@ -52,6 +52,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             Item::TaskEnded(outcome) => println!("task ended: {outcome:?}"),
+            Item::Lagged { from_seq } => {
+                println!("fell behind: the log goes on from #{from_seq}");
+                break;
+            }
             Item::State(state) => {
                 println!("state: {state:?}");
                 if matches!(state, SessionState::Idle | SessionState::Ended) {

@@ -274,6 +274,20 @@ async fn relay(session: Weak<OwnedSession>, mut items: Subscription, hub: Arc<Hu
     let mut task = None;
     while let Some(item) = items.next().await {
         match item {
+            // The relay fell a whole queue behind (a burst while the daemon was starved): it
+            // takes the lines up again from the file, from the first it missed. Live items and
+            // state changes in between are lost; the state now is sent again.
+            Item::Lagged { from_seq } => {
+                let Some(handle) = session.upgrade().and_then(|s| s.handle()) else {
+                    break;
+                };
+                items = handle.subscribe(from_seq);
+                hub.broadcast(&Notice::SessionState(StateChange {
+                    session: id.clone(),
+                    state: handle.state(),
+                    task: task.take(),
+                }));
+            }
             Item::Logged(line) => fanout.logged(line.seq, &line.line),
             Item::Live { after_seq, event } => fanout.live(after_seq, &event),
             Item::State(state) => hub.broadcast(&Notice::SessionState(StateChange {

@@ -31,6 +31,14 @@ pub enum Item {
     /// before the [`Item::State`] it leaves the session in; a client that only needs to know
     /// that the task is over waits for that state, which every holder of a handle sends.
     TaskEnded(TaskOutcome),
+    /// The subscriber fell behind by a whole queue: the session went on without it, and this is
+    /// its stream's last item. Every log line before `from_seq` was given; a new subscription
+    /// from `from_seq` gives every later line once (live items in between are lost: they are
+    /// never stored).
+    Lagged {
+        /// The first log line this subscription did not give.
+        from_seq: u64,
+    },
 }
 
 /// A log line.

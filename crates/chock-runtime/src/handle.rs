@@ -200,6 +200,12 @@ impl SessionHandle {
         self.shared.feed.subscribe(from)
     }
 
+    /// How many tasks have ended so far and how the last one did: what a subscriber that lagged
+    /// ([`Item::Lagged`](crate::Item::Lagged)) while a task ended reads instead of its item.
+    pub fn last_task(&self) -> Option<(u64, crate::TaskOutcome)> {
+        self.shared.feed.last_task()
+    }
+
     /// Its items from now on (no earlier line).
     pub fn subscribe_live(&self) -> Subscription {
         self.shared.feed.subscribe(u64::MAX)

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 use crate::item::{Item, Logged};
 
@@ -21,17 +21,17 @@ pub(crate) struct CatchUp {
 }
 
 /// A stream of a session's items from a seq on. It ends when the session has ended (after the
-/// item saying so).
+/// item saying so), or after [`Item::Lagged`] when it fell a whole queue behind.
 #[derive(Debug)]
 pub struct Subscription {
     catch_up: Option<CatchUp>,
     backlog: VecDeque<Item>,
     from: u64,
-    rx: UnboundedReceiver<Item>,
+    rx: Receiver<Item>,
 }
 
 impl Subscription {
-    pub(crate) fn new(catch_up: Option<CatchUp>, from: u64, rx: UnboundedReceiver<Item>) -> Self {
+    pub(crate) fn new(catch_up: Option<CatchUp>, from: u64, rx: Receiver<Item>) -> Self {
         Subscription {
             catch_up,
             backlog: VecDeque::new(),

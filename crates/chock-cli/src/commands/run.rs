@@ -246,9 +246,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             }
         });
         let mut items = session.subscribe_live();
+        let ended = session.last_task().map_or(0, |(n, _)| n);
         let sent = session.send(Op::UserInput { text: task }).await;
         let outcome = match sent {
-            Ok(_) => task_outcome(&mut items).await,
+            Ok(_) => task_outcome(&session, &mut items, ended).await,
             Err(e) => TaskOutcome::Failed(e.to_string()),
         };
         watch.abort();
@@ -286,11 +287,27 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Waits on `items` for the end of the task running now.
-async fn task_outcome(items: &mut chock_runtime::Subscription) -> TaskOutcome {
-    while let Some(item) = items.next().await {
-        if let Item::TaskEnded(outcome) = item {
-            return outcome;
+/// Waits on `items` for the end of the task running now, the `ended`+1th of the session. A
+/// subscription that fell behind is taken up again; a task that ended meanwhile is read from the
+/// session.
+async fn task_outcome(
+    session: &chock_runtime::SessionHandle,
+    items: &mut chock_runtime::Subscription,
+    ended: u64,
+) -> TaskOutcome {
+    loop {
+        match items.next().await {
+            Some(Item::TaskEnded(outcome)) => return outcome,
+            Some(Item::Lagged { .. }) => {
+                *items = session.subscribe_live();
+                if let Some((n, outcome)) = session.last_task()
+                    && n > ended
+                {
+                    return outcome;
+                }
+            }
+            Some(_) => {}
+            None => break,
         }
     }
     TaskOutcome::Failed("the session ended without saying how its task went".into())

@@ -158,14 +158,39 @@ fn reviewed(kind: Review, done: Result<Reply, chock_runtime::OpError>) -> Feed {
 /// The session's live items and task ends, as they come.
 fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
     let mut items = handle.subscribe_live();
+    let handle = handle.clone();
     tokio::spawn(async move {
+        // Tasks ended so far, to tell one that ended while the subscription lagged.
+        let mut ended = handle.last_task().map_or(0, |(n, _)| n);
         while let Some(item) = items.next().await {
             let fed: &[Feed] = &match item {
+                // Fell behind: the live items missed are gone (never stored); go on from now, and
+                // give the end of a task that ended meanwhile.
+                Item::Lagged { .. } => {
+                    items = handle.subscribe_live();
+                    match handle.last_task() {
+                        Some((n, outcome)) if n > ended => {
+                            ended = n;
+                            match outcome {
+                                chock_runtime::TaskOutcome::Ended(end) => {
+                                    vec![Feed::TaskEnded(TaskOutcome::Ended(end))]
+                                }
+                                chock_runtime::TaskOutcome::Failed(why) => vec![
+                                    Feed::TaskEnded(TaskOutcome::Failed(why)),
+                                    Feed::Ended(None),
+                                ],
+                            }
+                        }
+                        _ => Vec::new(),
+                    }
+                }
                 Item::Live { event, .. } => vec![Feed::Live(Box::new((*event).clone()))],
                 Item::TaskEnded(chock_runtime::TaskOutcome::Ended(end)) => {
+                    ended += 1;
                     vec![Feed::TaskEnded(TaskOutcome::Ended(end))]
                 }
                 Item::TaskEnded(chock_runtime::TaskOutcome::Failed(why)) => {
+                    ended += 1;
                     vec![Feed::TaskEnded(TaskOutcome::Failed(why)), Feed::Ended(None)]
                 }
                 Item::Logged(_) | Item::State(_) => Vec::new(),
