@@ -26,6 +26,7 @@ pub(crate) async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
     feed: Arc<Feed>,
 ) {
+    let _ends = EndsOnPanic(Arc::clone(&feed));
     while let Some(command) = commands.recv().await {
         match command {
             Command::Input(text) => match runtime.submit(&text).await {
@@ -47,4 +48,59 @@ pub(crate) async fn run(
     }
     drop(runtime);
     feed.ended();
+}
+
+/// Ends the feed if the loop unwinds: a panic in the session's loop (or in a blocking task it
+/// awaits and unwraps) ends the task as failed and the session with it, so whoever waits on a
+/// subscription hears of it instead of waiting for ever. The panic itself is reported by the
+/// panic hook, on stderr.
+struct EndsOnPanic(Arc<Feed>);
+
+impl Drop for EndsOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.task_ended(TaskOutcome::Failed(
+                "the session's loop panicked (its message is on stderr)".into(),
+            ));
+            self.0.ended();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::Item;
+
+    #[test]
+    fn a_panic_in_the_loop_ends_the_task_as_failed_and_the_stream() {
+        let feed = Arc::new(Feed::default());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut items = feed.subscribe(u64::MAX);
+            let held = Arc::clone(&feed);
+            let task = tokio::spawn(async move {
+                let _ends = EndsOnPanic(held);
+                tokio::task::yield_now().await;
+                panic!("a worker's unwrap");
+            });
+            assert!(task.await.unwrap_err().is_panic());
+            let mut seen = Vec::new();
+            let wait = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while let Some(item) = items.next().await {
+                    seen.push(item);
+                }
+            });
+            wait.await.expect("the stream ended instead of hanging");
+            assert!(
+                seen.iter()
+                    .any(|i| matches!(i, Item::TaskEnded(TaskOutcome::Failed(_)))),
+                "{seen:?}"
+            );
+        });
+    }
 }

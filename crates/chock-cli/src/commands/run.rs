@@ -276,6 +276,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(exit::of_session(&summary.ended)))
         }
         Err(err) => {
+            // A task that failed (a panic in the loop among them) may leave a blocking thread
+            // behind: the process ends without waiting for it.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             if !args.json {
                 say_err!("chock: the session {id} stopped: {err}");
                 say_err!(
