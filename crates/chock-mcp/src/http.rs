@@ -7,8 +7,11 @@
 //! What the client does: POST each message (the answer is JSON, an SSE stream or `202 Accepted`),
 //! GET the server's own SSE stream, send `Mcp-Session-Id` once the server gave one, DELETE the
 //! session when the transport closes. It speaks to the configured endpoint only and follows no
-//! redirect (a `3xx` is an error naming where it pointed). It sends no credentials: the table
-//! holds no header values.
+//! redirect (a `3xx` is an error naming where it pointed), so a token never follows one. The table
+//! holds no header values; the one credential sent is the token `chock mcp login` stored for the
+//! server (crate::oauth), attached here to every request whose origin it was issued for, rmcp's own
+//! `auth_header` ignored. A `401` or `403` is [`HttpClientError::Unauthorized`] with the server's
+//! Bearer challenge.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -35,22 +38,59 @@ use sse_stream::{Sse, SseStream};
 
 use crate::door::DoorConnector;
 
-/// What went wrong between Chock's client and the server, in words (the broker's refusal, a
-/// connection that failed, a response Chock does not take).
+/// What went wrong between Chock's client and the server.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct HttpClientError(String);
+pub enum HttpClientError {
+    /// In words: the broker's refusal, a connection that failed, a response Chock does not take.
+    #[error("{0}")]
+    Other(String),
+    /// The server answered `401` or `403`: it wants a token (none is stored, or it was refused),
+    /// or more scope (`insufficient_scope`, which `chock mcp login` asks for again).
+    #[error("{}", unauthorized_words(*.status, .challenge.as_ref(), *.sent_token))]
+    Unauthorized {
+        /// 401 or 403.
+        status: u16,
+        /// The server's Bearer challenge, if it sent one.
+        challenge: Option<chock_oauth::Challenge>,
+        /// Whether the request carried a stored token.
+        sent_token: bool,
+    },
+}
 
 impl HttpClientError {
     pub(crate) fn new(message: String) -> Self {
-        HttpClientError(message)
+        HttpClientError::Other(message)
+    }
+}
+
+fn unauthorized_words(
+    status: u16,
+    challenge: Option<&chock_oauth::Challenge>,
+    sent_token: bool,
+) -> String {
+    let scope = challenge
+        .and_then(|c| c.scope.as_deref())
+        .map(|s| format!(" (scope `{s}`)"))
+        .unwrap_or_default();
+    if challenge.is_some_and(chock_oauth::Challenge::insufficient_scope) {
+        format!(
+            "HTTP {status}: the stored token lacks the scope the server wants{scope}; sign in again with `chock mcp login`"
+        )
+    } else if sent_token {
+        format!(
+            "HTTP {status}: the server refused the stored token{scope}; sign in again with `chock mcp login`"
+        )
+    } else {
+        format!(
+            "HTTP {status}: the server wants authorization{scope}; sign in with `chock mcp login`"
+        )
     }
 }
 
 pub(crate) type Failure = StreamableHttpError<HttpClientError>;
 
 pub(crate) fn failure(message: impl Into<String>) -> Failure {
-    StreamableHttpError::Client(HttpClientError(message.into()))
+    StreamableHttpError::Client(HttpClientError::Other(message.into()))
 }
 
 /// The words of an error and every error under it (hyper wraps the connector's refusal).
@@ -74,6 +114,8 @@ pub(crate) struct DoorHttpClient {
     client: Client<DoorConnector, Full<Bytes>>,
     endpoint: Uri,
     refusal: Arc<Mutex<Option<String>>>,
+    /// The stored grant, when `chock mcp login` signed in to this server.
+    auth: Option<Arc<crate::oauth::Authorizer>>,
 }
 
 impl std::fmt::Debug for DoorHttpClient {
@@ -161,8 +203,13 @@ pub(crate) fn sse_events(
 }
 
 impl DoorHttpClient {
-    /// A client of `endpoint` whose connections `broker` opens.
-    pub(crate) fn new(broker: Broker, endpoint: &str) -> Result<DoorHttpClient, String> {
+    /// A client of `endpoint` whose connections `broker` opens, attaching `grant`'s token (its
+    /// refresh going through the same door).
+    pub(crate) fn new(
+        broker: Broker,
+        endpoint: &str,
+        grant: Option<chock_oauth::store::Grant>,
+    ) -> Result<DoorHttpClient, String> {
         let endpoint: Uri = endpoint.parse().map_err(|e| format!("`{endpoint}`: {e}"))?;
         if endpoint.host().is_none_or(str::is_empty) {
             return Err(format!("`{endpoint}` names no host"));
@@ -176,6 +223,7 @@ impl DoorHttpClient {
             ));
         }
         let refusal = Arc::new(Mutex::new(None));
+        let auth = grant.map(|g| Arc::new(crate::oauth::Authorizer::new(g, broker.clone())));
         let connector = DoorConnector {
             broker,
             refusal: Arc::clone(&refusal),
@@ -185,6 +233,7 @@ impl DoorHttpClient {
             client,
             endpoint,
             refusal,
+            auth,
         })
     }
 
@@ -193,8 +242,9 @@ impl DoorHttpClient {
         self.refusal.lock().ok().and_then(|r| r.clone())
     }
 
-    /// A request to the endpoint (and nowhere else) with the session and rmcp's headers.
-    fn request(
+    /// A request to the endpoint (and nowhere else) with the session and rmcp's headers, and the
+    /// stored token where it may go (refreshed first when it is about to expire).
+    pub(crate) async fn request(
         &self,
         method: Method,
         uri: &str,
@@ -215,11 +265,27 @@ impl DoorHttpClient {
                 http::header::USER_AGENT,
                 concat!("chock/", env!("CARGO_PKG_VERSION")),
             );
+        // No credential of rmcp's or the configuration's: only the stored token, below.
         for (name, value) in headers {
-            builder = builder.header(name, value);
+            if name != http::header::AUTHORIZATION {
+                builder = builder.header(name, value);
+            }
         }
         if let Some(session) = session {
             builder = builder.header(HEADER_SESSION_ID, session);
+        }
+        if let Some(auth) = &self.auth {
+            let url: url::Url = self
+                .endpoint
+                .to_string()
+                .parse()
+                .map_err(|e| failure(format!("`{}`: {e}", self.endpoint)))?;
+            if let Some(value) = auth.header_for(&url).await.map_err(failure)? {
+                let mut value = HeaderValue::from_str(&value)
+                    .map_err(|_| failure("the stored token is not a valid header value"))?;
+                value.set_sensitive(true);
+                builder = builder.header(http::header::AUTHORIZATION, value);
+            }
         }
         Ok(builder)
     }
@@ -230,6 +296,7 @@ impl DoorHttpClient {
         &self,
         request: http::Request<Full<Bytes>>,
     ) -> Result<http::Response<Body>, Failure> {
+        let sent_token = request.headers().contains_key(http::header::AUTHORIZATION);
         let response = self
             .client
             .request(request)
@@ -243,9 +310,18 @@ impl DoorHttpClient {
             )));
         }
         if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-            return Err(failure(format!(
-                "HTTP {status}: the server wants authorization, and Chock sends no credentials to MCP servers"
-            )));
+            let challenge = chock_oauth::Challenge::from_headers(
+                response
+                    .headers()
+                    .get_all(http::header::WWW_AUTHENTICATE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            );
+            return Err(StreamableHttpError::Client(HttpClientError::Unauthorized {
+                status: status.as_u16(),
+                challenge,
+                sent_token,
+            }));
         }
         Ok(response)
     }
@@ -306,7 +382,8 @@ impl StreamableHttpClient for DoorHttpClient {
     ) -> Result<StreamableHttpPostResponse, Failure> {
         let body = serde_json::to_vec(&message)?;
         let request = self
-            .request(Method::POST, &uri, session_id.as_deref(), custom_headers)?
+            .request(Method::POST, &uri, session_id.as_deref(), custom_headers)
+            .await?
             .header(http::header::CONTENT_TYPE, JSON_MIME_TYPE)
             .header(
                 http::header::ACCEPT,
@@ -385,7 +462,8 @@ impl StreamableHttpClient for DoorHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Failure> {
         let request = self
-            .request(Method::DELETE, &uri, Some(&session_id), custom_headers)?
+            .request(Method::DELETE, &uri, Some(&session_id), custom_headers)
+            .await?
             .body(Full::new(Bytes::new()))
             .map_err(|e| failure(e.to_string()))?;
         let response = self.send(request).await?;
@@ -427,7 +505,8 @@ impl StreamableHttpClient for DoorHttpClient {
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
         let mut builder = self
-            .request(Method::GET, &uri, session_id.as_deref(), custom_headers)?
+            .request(Method::GET, &uri, session_id.as_deref(), custom_headers)
+            .await?
             .header(
                 http::header::ACCEPT,
                 format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),

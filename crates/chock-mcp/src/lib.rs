@@ -23,6 +23,7 @@ mod http;
 mod mrtr;
 pub mod names;
 mod negotiate;
+pub mod oauth;
 mod remote;
 pub mod server;
 mod sse;

@@ -41,7 +41,14 @@ pub(crate) async fn reach(
     )
     .map_err(|e| failed(e.to_string()))?
     .for_call(&call_id);
-    let client = DoorHttpClient::new(broker, url).map_err(failed)?;
+    // The token `chock mcp login` stored for this server, if any (keyed by its URL and resource).
+    // A legacy SSE server is not signed in to (`chock mcp login` takes streamable HTTP only).
+    let grant = if sse {
+        None
+    } else {
+        crate::oauth::stored_grant(url).map_err(&failed)?
+    };
+    let client = DoorHttpClient::new(broker, url, grant).map_err(failed)?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     // A server that lost the session is not silently initialized again: its tools would not be
     // listed and checked against their pins. Its calls fail instead, as a stdio server's do once it

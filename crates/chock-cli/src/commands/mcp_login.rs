@@ -14,97 +14,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use chock_broker::{Broker, BrokerConfig};
 use chock_decide::ApprovalBroker;
+use chock_mcp::oauth::DoorTransport;
 use chock_oauth::client::{ClientConfig, register, revoke};
 use chock_oauth::loopback::{LoopbackReceiver, open_browser};
 use chock_oauth::metadata::canonical_resource;
 use chock_oauth::store::{self, Grant};
-use chock_oauth::{Challenge, HttpRequest, HttpResponse, Transport, discover};
+use chock_oauth::{Challenge, HttpRequest, Transport, discover};
 use chock_policy::mcp::Transport as McpTransport;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
 
 use crate::exit::{BAD_INPUT, Exit, FAILURE};
 use crate::say::{say, say_err};
 
 /// How long the person has to finish in the browser.
 const WAIT: Duration = Duration::from_secs(300);
-/// The most of a response body read (metadata and token answers are small).
-const MAX_BODY: usize = 1 << 20;
-/// The most one request may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The OAuth client's transport: HTTP/1.1 over a connection the broker's door opens (decided,
-/// logged, resolved, checked, pinned; TLS verifying the URL's host). It follows no redirect.
-struct DoorTransport {
-    broker: Broker,
-}
-
-impl Transport for DoorTransport {
-    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        tokio::time::timeout(REQUEST_TIMEOUT, self.send_now(request))
-            .await
-            .map_err(|_| format!("no answer within {}s", REQUEST_TIMEOUT.as_secs()))?
-    }
-}
-
-impl DoorTransport {
-    async fn send_now(&self, request: HttpRequest) -> Result<HttpResponse, String> {
-        let url = &request.url;
-        let tls = url.scheme() == "https";
-        let host = url.host_str().ok_or("the URL names no host")?.to_string();
-        let port = url.port_or_known_default().ok_or("the URL names no port")?;
-        let stream = self
-            .broker
-            .open_stream(chock_broker::Door::Mcp, &host, port, tls)
-            .await
-            .map_err(|e| format!("{e} (destination {host}:{port})"))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
-        let authority = match url.port() {
-            Some(p) => format!("{host}:{p}"),
-            None => host.clone(),
-        };
-        let mut builder = hyper::Request::builder()
-            .method(request.method.clone())
-            .uri(&url[url::Position::BeforePath..])
-            .header("host", authority)
-            .header("user-agent", concat!("chock/", env!("CARGO_PKG_VERSION")));
-        for (name, value) in &request.headers {
-            builder = builder.header(name, value);
-        }
-        let body = builder
-            .body(Full::new(Bytes::from(request.body)))
-            .map_err(|e| e.to_string())?;
-        let response = sender.send_request(body).await.map_err(|e| e.to_string())?;
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        let body = Limited::new(response.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the answer: {e}"))?
-            .to_bytes()
-            .to_vec();
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
-    }
-}
 
 /// The URL of the configured streamable HTTP server `name`.
 fn server_url(name: &str, project: &Path) -> anyhow::Result<String> {
@@ -149,7 +73,7 @@ fn with_door<R>(
     )
     .map_err(|e| Exit::new(FAILURE, e.to_string()))?
     .for_call(call_id);
-    let transport = DoorTransport { broker };
+    let transport = DoorTransport::new(broker);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
