@@ -95,6 +95,174 @@ fn calls_for(scenario: &str, context: &Value, tools: &[McpTool]) -> Vec<(String,
     }
 }
 
+/// The sign-in's transport: each request through the broker's door of a session whose table
+/// allows exactly its destination (the suite's authorization server and the loopback receiver
+/// listen on ports learnt only from discovery, and loopback is reached only by a rule naming the
+/// host and port, no wildcard). The decision of each is logged in that session's log.
+struct Exact;
+
+impl chock_oauth::Transport for Exact {
+    async fn send(
+        &self,
+        request: chock_oauth::HttpRequest,
+    ) -> Result<chock_oauth::HttpResponse, String> {
+        let host = request.url.host_str().ok_or("no host")?.to_string();
+        let port = request.url.port_or_known_default().ok_or("no port")?;
+        let connect = chock_policy::Action::net_connect(&host, port).map_err(|e| e.to_string())?;
+        let world = World::new(&format!(
+            "[[rule]]\naction = \"{connect}\"\ndecision = \"allow\"\n"
+        ));
+        let pipeline = world.pipeline(None);
+        let broker = chock_broker::Broker::new(
+            Arc::new(pipeline.gate("mcp-conformance-login")),
+            pipeline.log().clone(),
+            chock_broker::BrokerConfig::default(),
+        )
+        .map_err(|e| e.to_string())?
+        .for_call("mcp-conformance-login");
+        chock_mcp::oauth::DoorTransport::new(broker)
+            .send(request)
+            .await
+    }
+}
+
+/// Signs in to the server at `url` when it asks for authorization, as `chock mcp login` does but
+/// with no person: the "browser" is an HTTP GET of the authorization URL (the suite's
+/// authorization server approves at once and redirects to the loopback receiver), and a
+/// `client-credentials` scenario takes the client credentials grant with the context's client.
+/// The grant is stored where a session's client finds it. Every request goes through a broker's
+/// door ([`Exact`]).
+fn sign_in(
+    url: &str,
+    scenario: &str,
+    context: &Value,
+    pipeline: &chock_decide::Pipeline,
+) -> Result<(), String> {
+    use chock_oauth::client::{ClientConfig, register};
+    use chock_oauth::loopback::LoopbackReceiver;
+    use chock_oauth::store::{self, Grant};
+    use chock_oauth::{Challenge, HttpRequest, Secret, Transport, discover};
+
+    let _ = pipeline;
+    let transport = Exact;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let text = |field: &str| {
+        context
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    runtime.block_on(async {
+        let probe = HttpRequest {
+            method: http::Method::POST,
+            url: chock_oauth::metadata::check_url(url).map_err(|e| e.to_string())?,
+            headers: vec![
+                ("content-type".into(), "application/json".into()),
+                (
+                    "accept".into(),
+                    "application/json, text/event-stream".into(),
+                ),
+            ],
+            body: br#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#.to_vec(),
+        };
+        let answer = transport.send(probe).await?;
+        if answer.status != 401 {
+            return Ok(());
+        }
+        let challenge = Challenge::from_headers(answer.headers_named("www-authenticate"));
+        let found = discover(&transport, url, challenge.as_ref())
+            .await
+            .map_err(|e| e.to_string())?;
+        let config = ClientConfig {
+            client_id: text("client_id"),
+            client_secret: text("client_secret").map(Secret::new),
+            client_name: "Chock conformance".into(),
+            ..ClientConfig::default()
+        };
+        let (client, token) = if scenario.contains("client-credentials") {
+            let client = register(
+                &transport,
+                &found.auth_server,
+                &config,
+                &[],
+                &["client_credentials"],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let token = found
+                .client_credentials(&transport, &client, found.scope.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            (client, token)
+        } else {
+            let receiver = LoopbackReceiver::bind().await.map_err(|e| e.to_string())?;
+            let redirect = receiver.redirect_uri().to_string();
+            let client = register(
+                &transport,
+                &found.auth_server,
+                &config,
+                std::slice::from_ref(&redirect),
+                &["authorization_code", "refresh_token"],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let request = found
+                .authorization_request(&client, &redirect, found.scope.as_deref())
+                .map_err(|e| e.to_string())?;
+            let state = request.state.clone();
+            let waiting = receiver.wait_owned(state, std::time::Duration::from_secs(20));
+            let browser = async {
+                let approved = transport
+                    .send(chock_oauth::HttpRequest {
+                        method: http::Method::GET,
+                        url: request.url.clone(),
+                        headers: Vec::new(),
+                        body: Vec::new(),
+                    })
+                    .await?;
+                let to = approved.header("location").ok_or(format!(
+                    "the authorization endpoint answered {} with no redirect",
+                    approved.status
+                ))?;
+                let to = url::Url::parse(to).map_err(|e| e.to_string())?;
+                transport
+                    .send(chock_oauth::HttpRequest {
+                        method: http::Method::GET,
+                        url: to,
+                        headers: Vec::new(),
+                        body: Vec::new(),
+                    })
+                    .await
+                    .map(|_| ())
+            };
+            let (code, browsed) = tokio::join!(waiting, browser);
+            browsed?;
+            let code = code.map_err(|e| e.to_string())?;
+            let token = found
+                .exchange_code(&transport, &client, &request, &code)
+                .await
+                .map_err(|e| e.to_string())?;
+            (client, token)
+        };
+        let grant = Grant {
+            server: url.to_string(),
+            resource: found.resource.clone(),
+            issuer: found.auth_server.issuer.to_string(),
+            client_id: client.client_id.clone(),
+            client_secret: client.client_secret.clone(),
+            auth_method: client.auth_method.name().to_string(),
+            revocation_endpoint: None,
+            token,
+        };
+        store::save(&grant).map_err(|e| e.to_string())?;
+        eprintln!("signed in at {}", found.auth_server.issuer);
+        Ok(())
+    })
+}
+
 fn run(url: &str) -> Result<(), String> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
@@ -122,6 +290,9 @@ fn run(url: &str) -> Result<(), String> {
             ..RawServer::default()
         },
     );
+    if scenario.starts_with("auth/") {
+        sign_in(url, &scenario, &context, &pipeline)?;
+    }
     let mut hub = world.start(&[server], &pipeline, false, None);
     if let Some((_, e)) = hub.failures().first() {
         return Err(e.to_string());
@@ -160,6 +331,18 @@ fn run(url: &str) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // Grants are kept in a directory of this run's own, never the person's credential store.
+    let data = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("conformance_client: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // SAFETY: set first thing in main, before any thread exists.
+    unsafe { std::env::set_var("XDG_DATA_HOME", data.path()) };
+    // SAFETY: as above. No keyring either: the grants stay in that directory.
+    unsafe { std::env::remove_var("DBUS_SESSION_BUS_ADDRESS") };
     let Some(url) = std::env::args().nth(1) else {
         eprintln!("usage: conformance_client <server-url>");
         return ExitCode::from(2);

@@ -176,6 +176,8 @@ fn a_stored_token_goes_to_its_server_only_is_refreshed_and_is_never_logged() {
     // SAFETY: the only test of this binary sets the variable before it starts any thread of its
     // own or reads the environment elsewhere.
     unsafe { std::env::set_var("XDG_DATA_HOME", data.path()) };
+    // SAFETY: as above. No keyring: the grant is kept in that directory only.
+    unsafe { std::env::remove_var("DBUS_SESSION_BUS_ADDRESS") };
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let shared: Shared = Arc::default();
