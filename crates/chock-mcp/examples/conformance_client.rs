@@ -132,18 +132,12 @@ impl chock_oauth::Transport for Exact {
 /// `client-credentials` scenario takes the client credentials grant with the context's client.
 /// The grant is stored where a session's client finds it. Every request goes through a broker's
 /// door ([`Exact`]).
-fn sign_in(
-    url: &str,
-    scenario: &str,
-    context: &Value,
-    pipeline: &chock_decide::Pipeline,
-) -> Result<(), String> {
+fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
     use chock_oauth::client::{ClientConfig, register};
     use chock_oauth::loopback::LoopbackReceiver;
     use chock_oauth::store::{self, Grant};
     use chock_oauth::{Challenge, HttpRequest, Secret, Transport, discover};
 
-    let _ = pipeline;
     let transport = Exact;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -291,7 +285,7 @@ fn run(url: &str) -> Result<(), String> {
         },
     );
     if scenario.starts_with("auth/") {
-        sign_in(url, &scenario, &context, &pipeline)?;
+        sign_in(url, &scenario, &context)?;
     }
     let mut hub = world.start(&[server], &pipeline, false, None);
     if let Some((_, e)) = hub.failures().first() {
