@@ -268,6 +268,12 @@ impl Session {
         };
         let push_project = project.clone();
         let push_dir = log.dir().join("git-host");
+        if git_shim.is_some() {
+            // The push directory lives in the session's directory, which the log may still be
+            // making on its own thread: made first by anyone else, the log's exclusive creation
+            // of it would fail.
+            log.made()?;
+        }
         let session = Session {
             project,
             live_policy: Arc::new(RwLock::new(policy.clone())),
