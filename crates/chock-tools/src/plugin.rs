@@ -15,6 +15,7 @@ use chock_log::LogError;
 use chock_plugin::{CallEnd, Doors, LoadedPlugin, Page, PluginEngine, PluginError, ToolDef};
 use chock_policy::{Action, ActionError, Policy};
 use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::ToolOutput;
 use super::tool::{Access, Act, DynTool, Effect, Prepared, ToolContext, ToolFuture};
@@ -158,20 +159,27 @@ impl Prepared for PluginCall<'_> {
                 Err(_) => return Ok(ToolOutput::error("the session's policy is poisoned".into())),
             };
             let changed = Arc::new(Mutex::new(Vec::new()));
+            let (asks, mut asked) = tokio::sync::mpsc::unbounded_channel();
             let doors = AgentDoors {
                 plugin: plugin.name().to_string(),
                 host: Arc::clone(cx.host),
-                decider: cx.decider.clone(),
-                call_id: cx.call_id.to_string(),
-                runtime: tokio::runtime::Handle::current(),
+                asks,
                 changed: Arc::clone(&changed),
             };
             let runner = Arc::clone(&plugin);
             let call_tool = tool.clone();
-            let report = tokio::task::spawn_blocking(move || {
+            let mut running = tokio::task::spawn_blocking(move || {
                 runner.call(&policy, &call_tool, &input, Box::new(doors))
-            })
-            .await
+            });
+            // The plugin runs on the blocking pool; each door it opens is settled here, on the
+            // call's own task, and answered over the door's channel. Dropping this call drops
+            // `asked`, so a door opened after it is refused, never decided.
+            let report = loop {
+                tokio::select! {
+                    ended = &mut running => break ended,
+                    Some(ask) = asked.recv() => ask.answer(cx.decider, cx.call_id, cx.host).await,
+                }
+            }
             .map_err(|e| LogError::Poisoned {
                 path: cx.decider.log.dir().to_path_buf(),
                 reason: format!("the plugin's thread failed: {e}"),
@@ -212,33 +220,126 @@ impl Prepared for PluginCall<'_> {
     }
 }
 
-/// The doors of one plugin call: every act settled through the agent's decider under the call's
-/// id (durably logged before it acts), then done on the workspace view or through the broker.
+/// The doors of one plugin call, on the plugin's thread: every act is sent to the call's task,
+/// which settles it through the agent's decider under the call's id (durably logged before it
+/// acts) and, for a fetch, runs it through the broker; the door waits for the answer until the
+/// call's deadline. Reads and writes are done here, on the workspace view, once allowed.
 struct AgentDoors {
     plugin: String,
     host: Arc<Host>,
-    decider: Decider,
-    call_id: String,
-    runtime: tokio::runtime::Handle,
+    asks: UnboundedSender<Ask>,
     changed: Arc<Mutex<Vec<PathBuf>>>,
 }
 
+/// What a door asks of the call's task, with where to send the answer.
+enum Ask {
+    /// Settle `action`: `Ok` if it may happen, the refusal in words if not.
+    Settle {
+        action: Action,
+        detail: String,
+        deadline: Instant,
+        reply: std::sync::mpsc::SyncSender<Result<(), String>>,
+    },
+    /// Fetch `url` through the broker (which settles `net.fetch.<host>` itself).
+    Fetch {
+        url: String,
+        deadline: Instant,
+        reply: std::sync::mpsc::SyncSender<Result<Page, String>>,
+    },
+}
+
+impl Ask {
+    /// Answers this ask on the call's task, within its deadline.
+    async fn answer(self, decider: &Decider, call_id: &str, host: &Host) {
+        match self {
+            Ask::Settle {
+                action,
+                detail,
+                deadline,
+                reply,
+            } => {
+                let settle = decider.settle(Some(call_id), &action, &detail);
+                let answer = match within(deadline, settle).await {
+                    Some(Ok(settled)) if settled.allowed => Ok(()),
+                    Some(Ok(settled)) => Err(settled.refusal),
+                    Some(Err(err)) => {
+                        Err(format!("refused: the decision could not be logged: {err}"))
+                    }
+                    None => Err(format!(
+                        "refused: {action} was not decided before the call's timeout"
+                    )),
+                };
+                let _ = reply.send(answer);
+            }
+            Ask::Fetch {
+                url,
+                deadline,
+                reply,
+            } => {
+                let config = host.network().clone();
+                let work = super::web::with_broker(
+                    decider,
+                    &config,
+                    call_id,
+                    async move |broker: chock_broker::Broker| broker.fetch_url(&url).await,
+                );
+                let answer = match within(deadline, work).await {
+                    Some(Ok(Ok(page))) => Ok(Page {
+                        final_url: page.final_url,
+                        status: page.status,
+                        text: page.text,
+                    }),
+                    Some(Ok(Err(reason))) => Err(reason),
+                    Some(Err(err)) => {
+                        Err(format!("refused: the decision could not be logged: {err}"))
+                    }
+                    None => Err("the fetch did not finish before the call's timeout".into()),
+                };
+                let _ = reply.send(answer);
+            }
+        }
+    }
+}
+
+/// `work`'s output if it ends before `deadline`.
+async fn within<F: std::future::Future>(deadline: Instant, work: F) -> Option<F::Output> {
+    tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), work)
+        .await
+        .ok()
+}
+
 impl AgentDoors {
+    /// Sends an ask made with `reply` to the call's task and waits for its answer until
+    /// `deadline`. A call that is gone (dropped) or silent past the deadline is a refusal.
+    fn ask<T>(
+        &self,
+        deadline: Instant,
+        make: impl FnOnce(std::sync::mpsc::SyncSender<Result<T, String>>) -> Ask,
+    ) -> Result<T, String> {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        if self.asks.send(make(reply)).is_err() {
+            return Err("refused: the call has ended".into());
+        }
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match answer.recv_timeout(wait) {
+            Ok(answer) => answer,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                Err("refused: the act was not decided before the call's timeout".into())
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err("refused: the call has ended".into())
+            }
+        }
+    }
+
     /// Settles `action` before `deadline`; the refusal in words if it may not happen.
     fn settle(&self, action: &Action, detail: &str, deadline: Instant) -> Result<(), String> {
-        let settle = self.decider.settle(Some(&self.call_id), action, detail);
-        let deadline = tokio::time::Instant::from_std(deadline);
-        match self
-            .runtime
-            .block_on(async { tokio::time::timeout_at(deadline, settle).await })
-        {
-            Ok(Ok(settled)) if settled.allowed => Ok(()),
-            Ok(Ok(settled)) => Err(settled.refusal),
-            Ok(Err(err)) => Err(format!("refused: the decision could not be logged: {err}")),
-            Err(_) => Err(format!(
-                "refused: {action} was not decided before the call's timeout"
-            )),
-        }
+        self.ask(deadline, |reply| Ask::Settle {
+            action: action.clone(),
+            detail: detail.to_string(),
+            deadline,
+            reply,
+        })
     }
 }
 
@@ -279,27 +380,10 @@ impl Doors for AgentDoors {
     }
 
     fn fetch(&mut self, url: &str, deadline: Instant) -> Result<Page, String> {
-        let config = self.host.network().clone();
-        let url = url.to_string();
-        let work = super::web::with_broker(
-            &self.decider,
-            &config,
-            &self.call_id,
-            async move |broker: chock_broker::Broker| broker.fetch_url(&url).await,
-        );
-        let deadline = tokio::time::Instant::from_std(deadline);
-        match self
-            .runtime
-            .block_on(async { tokio::time::timeout_at(deadline, work).await })
-        {
-            Ok(Ok(Ok(page))) => Ok(Page {
-                final_url: page.final_url,
-                status: page.status,
-                text: page.text,
-            }),
-            Ok(Ok(Err(reason))) => Err(reason),
-            Ok(Err(err)) => Err(format!("refused: the decision could not be logged: {err}")),
-            Err(_) => Err("the fetch did not finish before the call's timeout".into()),
-        }
+        self.ask(deadline, |reply| Ask::Fetch {
+            url: url.to_string(),
+            deadline,
+            reply,
+        })
     }
 }

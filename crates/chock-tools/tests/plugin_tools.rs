@@ -25,8 +25,9 @@ fn built() -> Option<&'static Built> {
         .as_ref()
 }
 
+/// A person who gives their answer after a while.
 #[derive(Debug)]
-struct Person(Option<Answer>);
+struct Person(Option<Answer>, std::time::Duration);
 
 impl Answerer for Person {
     fn name(&self) -> String {
@@ -36,7 +37,10 @@ impl Answerer for Person {
         Role::Human
     }
     fn answer<'a>(&'a self, _q: &'a Question) -> AnswerFuture<'a> {
-        Box::pin(async move { self.0.clone() })
+        Box::pin(async move {
+            tokio::time::sleep(self.1).await;
+            self.0.clone()
+        })
     }
 }
 
@@ -51,6 +55,15 @@ struct Env {
 /// A project with the example as plugin `demo` and the hostile one as `hostile`, `rules` in its
 /// chock.toml, a person answering `answer`, a secret next to the project and a link to it inside.
 fn env(built: &Built, rules: &str, answer: Option<Answer>) -> Env {
+    env_asking(
+        built,
+        rules,
+        answer.map(|a| Person(Some(a), std::time::Duration::ZERO)),
+    )
+}
+
+/// As [`env`], with `person` answering.
+fn env_asking(built: &Built, rules: &str, person: Option<Person>) -> Env {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().canonicalize().unwrap();
     let project = base.join("project");
@@ -80,8 +93,8 @@ fn env(built: &Built, rules: &str, answer: Option<Answer>) -> Env {
     let tools = chock_tools::plugin::load_all(session.project(), session.policy()).unwrap();
     let host = Arc::new(Host::new(session));
     let mut broker = ApprovalBroker::new();
-    if let Some(answer) = answer {
-        broker = broker.with(Arc::new(Person(Some(answer))));
+    if let Some(person) = person {
+        broker = broker.with(Arc::new(person));
     }
     let decider = Decider {
         log: host.session().log().clone(),
@@ -191,6 +204,36 @@ async fn an_allowed_tool_runs_and_each_door_it_uses_is_its_own_act() {
     assert!(
         call.memory_peak > 0 && call.memory_peak <= call.memory_limit,
         "{call:?}"
+    );
+}
+
+/// A door is settled on its call's task, not by a thread blocking on the runtime: a call dropped
+/// while its door waits for a person's answer takes the question with it, and the yes that would
+/// have come later is no decision and lets the plugin read nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_door_of_a_dropped_call_is_never_decided() {
+    let Some(built) = built() else { return };
+    let rules = format!("{ALLOW_DEMO}[[rule]]\naction = \"fs.read\"\ndecision = \"ask\"\n");
+    let later = Person(
+        Some(Answer::AllowOnce {
+            reasons: String::new(),
+        }),
+        std::time::Duration::from_millis(800),
+    );
+    let mut env = env_asking(built, &rules, Some(later));
+    let call = env.call("c1", "plugin__demo__count", json!({"path": "notes.txt"}));
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(300), call).await;
+    assert!(dropped.is_err(), "the call waits for its door's answer");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // The question dropped unanswered is a refusal (rule 3); the yes never lands.
+    assert_eq!(
+        env.decisions_of("c1"),
+        [
+            ("plugin.demo.tool.count".to_string(), true),
+            ("fs.read".to_string(), false)
+        ],
+        "{:?}",
+        env.kinds_of("c1")
     );
 }
 
