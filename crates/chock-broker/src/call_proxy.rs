@@ -1,13 +1,11 @@
-//! The egress proxy of one confined call, or of a session's service. Inside a multi-thread tokio
-//! runtime (the confined call is awaited on one: the agent's, or the one `chock exec` makes for
-//! its command) the proxy is served on that runtime; only a caller with none, or on a runtime of
-//! one thread, gets a small runtime of the proxy's own.
+//! The egress proxy of one confined call, or of a session's service, served on the caller's
+//! runtime (the handle it passes): the proxy makes no runtime and no thread of its own, so a call
+//! is awaited end to end on one runtime.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chock_log::Log;
-use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+use tokio::runtime::Handle;
 
 use crate::error::BrokerError;
 use crate::proxy::ProxyHandle;
@@ -27,102 +25,73 @@ pub fn proxy_env(port: u16) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A proxy serving one call's listener until [`CallProxy::stop`] (or drop).
+/// A proxy serving one call's listener until [`CallProxy::shutdown`], [`CallProxy::stop`] or
+/// drop.
 #[derive(Debug)]
 pub struct CallProxy {
-    runtime: Option<Served>,
+    runtime: Handle,
     handle: Option<ProxyHandle>,
 }
 
-/// Which runtime serves the proxy.
-#[derive(Debug)]
-enum Served {
-    /// The caller's own (a multi-thread runtime it runs in).
-    Callers(Handle),
-    /// One made for this proxy: the caller runs in no runtime.
-    Own(Runtime),
-}
-
 impl CallProxy {
-    /// Serve `listener` (handed back by the sandbox) for `call_id`, deciding through `gate`.
+    /// Serve `listener` (handed back by the sandbox) for `call_id` on `runtime` (the caller's:
+    /// one that is being driven, e.g. `Handle::current()` in the async code that awaits the
+    /// call), deciding through `gate`.
     pub fn start(
+        runtime: &Handle,
         gate: Arc<dyn Gate>,
         log: Log,
         config: BrokerConfig,
         call_id: &str,
         listener: std::net::TcpListener,
     ) -> Result<CallProxy, BrokerError> {
-        // A current-thread runtime is left alone: `stop` waits for the shutdown, which such a
-        // runtime could only run on the thread that waits.
-        let runtime = match Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => Served::Callers(h),
-            _ => Served::Own(
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .thread_name("chock-egress")
-                    .enable_all()
-                    .build()
-                    .map_err(|e| BrokerError::Runtime(e.to_string()))?,
-            ),
-        };
         let handle = {
-            let _inside = match &runtime {
-                Served::Callers(h) => h.enter(),
-                Served::Own(rt) => rt.enter(),
-            };
+            let _inside = runtime.enter();
             Broker::new(gate, log, config)?
                 .for_call(call_id)
                 .proxy()
                 .serve(listener)?
         };
         Ok(CallProxy {
-            runtime: Some(runtime),
+            runtime: runtime.clone(),
             handle: Some(handle),
         })
     }
 
-    /// Stop serving: open connections get a moment to end (and log their close), then are cut.
+    /// Stop serving: open connections get a moment to end (and log their close), then are cut;
+    /// this thread waits for that, so the close records come first. For a thread that is not
+    /// one of the runtime's workers (a service's owner, a call on the blocking pool): async code
+    /// awaits [`CallProxy::shutdown`] instead.
     pub fn stop(mut self) {
-        self.shut();
+        if let Some(ended) = self.shut() {
+            let _ = ended.recv();
+        }
     }
 
-    /// As [`CallProxy::stop`], awaited: for a caller on a runtime (the session's call awaited
-    /// end to end), which must not wait for the shutdown on one of its own threads.
+    /// As [`CallProxy::stop`], awaited: the connections' close records are written before it
+    /// returns, so they come before the call's result.
     pub async fn shutdown(mut self) {
-        match (self.runtime.take(), self.handle.take()) {
-            (Some(Served::Callers(_)), Some(handle)) => handle.shutdown().await,
-            (Some(Served::Own(runtime)), Some(handle)) => {
-                handle.shutdown().await;
-                runtime.shutdown_background();
-            }
-            _ => {}
+        if let Some(handle) = self.handle.take() {
+            handle.shutdown().await;
         }
     }
 
-    fn shut(&mut self) {
-        match (self.runtime.take(), self.handle.take()) {
-            (Some(Served::Own(runtime)), Some(handle)) => {
-                runtime.block_on(handle.shutdown());
-                runtime.shutdown_timeout(Duration::from_secs(1));
-            }
-            (Some(Served::Callers(runtime)), Some(handle)) => {
-                // The shutdown runs on the caller's runtime; this thread (the call's, on its
-                // blocking pool) waits for it, so the connections' close records come before
-                // the call's result, as with a runtime of the proxy's own.
-                let (done, ended) = std::sync::mpsc::channel();
-                runtime.spawn(async move {
-                    handle.shutdown().await;
-                    let _ = done.send(());
-                });
-                let _ = ended.recv();
-            }
-            _ => {}
-        }
+    /// Starts the shutdown on the runtime; what tells when it is done.
+    fn shut(&mut self) -> Option<std::sync::mpsc::Receiver<()>> {
+        let handle = self.handle.take()?;
+        let (done, ended) = std::sync::mpsc::channel();
+        self.runtime.spawn(async move {
+            handle.shutdown().await;
+            let _ = done.send(());
+        });
+        Some(ended)
     }
 }
 
 impl Drop for CallProxy {
+    /// A proxy dropped unstopped still shuts down, on its runtime; nothing waits for it here,
+    /// since the drop may run on one of that runtime's own threads.
     fn drop(&mut self) {
-        self.shut();
+        let _ = self.shut();
     }
 }

@@ -115,9 +115,6 @@ pub enum BrokerError {
         /// The environment variable named in the configuration.
         env: String,
     },
-    /// The runtime that serves a call's proxy could not be started.
-    #[error("cannot start the egress proxy's runtime: {0}")]
-    Runtime(String),
     /// The decision or connection could not be logged, so the act did not happen.
     #[error("cannot log the network event, so nothing was opened: {0}")]
     Log(String),

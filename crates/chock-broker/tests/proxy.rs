@@ -189,19 +189,26 @@ async fn garbage_gets_400() {
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
 
-/// The synchronous wrapper chock-session uses: its own runtime, an IP-literal target (no DNS), stop.
-#[test]
-fn a_call_proxy_serves_from_synchronous_code_until_stopped() {
-    let _one = ONE_PROXY_TEST
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    assert!(serve_one_connection_and_stop() > 0, "no runtime of its own");
-}
-
 /// The proxy tests that count threads run one at a time (the test harness runs tests at once).
 static ONE_PROXY_TEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Inside the caller's multi-thread runtime (the agent's: a call runs on its blocking pool), the
+/// A proxy stopped from a thread outside any runtime (a service's owner) is served on the
+/// runtime whose handle it was given, and its close record is written before `stop` returns.
+#[test]
+fn a_call_proxy_serves_on_the_given_runtime_until_stopped() {
+    let _one = ONE_PROXY_TEST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let egress = serve_one_connection_and_stop(runtime.handle());
+    assert_eq!(egress, 0, "threads of a runtime of the proxy's own");
+}
+
+/// On the caller's multi-thread runtime (the agent's: a call runs on its blocking pool), the
 /// proxy is served on that runtime: no runtime of its own, no `chock-egress` thread.
 #[test]
 fn a_call_proxy_in_a_runtime_serves_on_it() {
@@ -214,14 +221,17 @@ fn a_call_proxy_in_a_runtime_serves_on_it() {
         .build()
         .expect("runtime");
     let egress = runtime
-        .block_on(async { tokio::task::spawn_blocking(serve_one_connection_and_stop).await })
+        .block_on(async {
+            let handle = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || serve_one_connection_and_stop(&handle)).await
+        })
         .expect("the call's thread");
     assert_eq!(egress, 0, "threads of a runtime of the proxy's own");
 }
 
 /// Serves one CONNECT through a `CallProxy`, stops it, and checks the log; returns how many
 /// `chock-egress` threads ran while it served.
-fn serve_one_connection_and_stop() -> usize {
+fn serve_one_connection_and_stop(runtime: &tokio::runtime::Handle) -> usize {
     use std::io::{Read, Write};
     let upstream = std::net::TcpListener::bind("127.0.0.1:0").expect("bind upstream");
     let port = upstream.local_addr().expect("addr").port();
@@ -238,6 +248,7 @@ fn serve_one_connection_and_stop() -> usize {
     let listener = proxy_listener();
     let proxy_addr = listener.local_addr().expect("addr");
     let proxy = chock_broker::CallProxy::start(
+        runtime,
         gate,
         log.clone(),
         BrokerConfig::default(),

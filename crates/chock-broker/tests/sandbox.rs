@@ -72,7 +72,13 @@ fn a_confined_command_reaches_only_what_the_broker_allows() {
     let listener = child
         .proxy_listener()
         .expect("the sandbox hands back the proxy listener");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
     let proxy = CallProxy::start(
+        runtime.handle(),
         gate,
         log.clone(),
         BrokerConfig::default(),

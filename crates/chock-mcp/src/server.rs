@@ -451,7 +451,12 @@ async fn launch_stdio(
     let options = service_options(session, def, network)?;
     let failed = |error: String| failed(&log, &def.name, error);
     let mut service = session
-        .spawn_service(argv, &options, &cx.pipeline)
+        .spawn_service(
+            &tokio::runtime::Handle::current(),
+            argv,
+            &options,
+            &cx.pipeline,
+        )
         .map_err(|e| failed(e.to_string()))?;
     let stdin = service.stdin.take();
     let stdout = service.stdout.take();

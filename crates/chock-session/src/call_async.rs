@@ -229,7 +229,14 @@ impl Session {
         let served = call
             .take_egress()
             .map(|listener| {
-                crate::egress::serve(pipeline, &self.log, &call_id, listener, credentials.clone())
+                crate::egress::serve(
+                    &tokio::runtime::Handle::current(),
+                    pipeline,
+                    &self.log,
+                    &call_id,
+                    listener,
+                    credentials.clone(),
+                )
             })
             .transpose();
         let proxy = match served {

@@ -69,13 +69,14 @@ pub(crate) fn point_at_proxy(plan: &mut Plan) {
     }
 }
 
-/// Serves the listener the sandbox handed back, for `call_id`, until the returned proxy is stopped.
+/// Serves the listener the sandbox handed back, for `call_id`, on `runtime` (the caller's), until the returned proxy is stopped.
 /// Each connection is settled by `pipeline` under the call's id (its live policy, so a ratchet
 /// narrowed while the command runs applies to its next connection; its answerers for a question).
 /// A push a person approved in the call grants the one connection its plan names
 /// (`net.connect.<host>.<port>` of the host's remote), reaching what an exact project rule would; a
 /// `deny` row for it still refuses. Every other connection is the pipeline's.
 pub(crate) fn serve(
+    runtime: &tokio::runtime::Handle,
     pipeline: &Pipeline,
     log: &Log,
     call_id: &str,
@@ -88,6 +89,7 @@ pub(crate) fn serve(
         credentials,
     };
     Ok(CallProxy::start(
+        runtime,
         Arc::new(gate),
         log.clone(),
         BrokerConfig::default(),

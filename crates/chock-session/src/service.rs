@@ -125,9 +125,11 @@ impl Session {
     }
 
     /// Starts `argv` as a service, confined by the same driver as every call. The caller has
-    /// decided and logged that it may start (and whether it has the network).
+    /// decided and logged that it may start (and whether it has the network). Its proxy, if it
+    /// has the network, is served on `runtime` (the caller's).
     pub fn spawn_service(
         &self,
+        runtime: &tokio::runtime::Handle,
         argv: &[String],
         opts: &ServiceOptions,
         pipeline: &Pipeline,
@@ -148,7 +150,7 @@ impl Session {
             .map(|listener| {
                 // A service carries out no push: nothing is granted beyond the table.
                 let none = std::sync::Arc::new(crate::channel::Credentials::new());
-                crate::egress::serve(pipeline, &self.log, &opts.call_id, listener, none)
+                crate::egress::serve(runtime, pipeline, &self.log, &opts.call_id, listener, none)
             })
             .transpose()?;
         Ok(Service {
