@@ -304,6 +304,14 @@ pub fn main() -> ! {
     let mut argv = argv.into_iter().map(text);
     let invoked_as = argv.next().unwrap_or_else(|| "git".into());
     let args: Vec<String> = argv.collect();
+    // An approved ssh push names the shim as its ssh's `ProxyCommand`: a tunnel through the call's
+    // proxy to the plan's host and port.
+    if std::env::var_os(crate::channel::CONNECT_MODE).is_some_and(|v| v == "1")
+        && let [flag, host, port] = args.as_slice()
+        && flag == crate::channel::CONNECT_FLAG
+    {
+        crate::channel::connect_main(host, port)
+    }
     // An approved push names the shim as git's askpass (git runs it with its prompt, which ends
     // in `: `): it carries the prompt to the host, which decides whether anyone is asked.
     if std::env::var_os(crate::channel::ASKPASS_MODE).is_some_and(|v| v == "1")

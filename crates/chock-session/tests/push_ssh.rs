@@ -64,11 +64,19 @@ async fn the_agent_proxy_lives_in_the_approved_call_only_and_never_gives_the_key
         return;
     }
     let server = SshServer::start();
-    // SAFETY: this binary's only test sets it before any thread of its own reads the environment;
-    // the host side of a push reads the user's agent from `SSH_AUTH_SOCK`.
-    unsafe { std::env::set_var("SSH_AUTH_SOCK", server.agent().socket()) };
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().canonicalize().unwrap();
+    // The host's user trusts the server's key (an ssh push goes nowhere else).
+    let home = base.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::copy(server.known_hosts(), home.join(".ssh/known_hosts")).unwrap();
+    // SAFETY: this binary's only test sets them before any thread of its own reads the
+    // environment; the host side of a push reads the user's agent from `SSH_AUTH_SOCK` and
+    // `~/.ssh/known_hosts`.
+    unsafe {
+        std::env::set_var("SSH_AUTH_SOCK", server.agent().socket());
+        std::env::set_var("HOME", &home);
+    }
     let project = base.join("project");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("README"), "one\n").unwrap();

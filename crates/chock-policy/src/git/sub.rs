@@ -106,7 +106,10 @@ pub fn classify_command(
     if let Some((_, act)) = READS.iter().find(|(c, _)| *c == name) {
         return Ok(((*act).to_owned(), None));
     }
-    if INSPECT.contains(&name) {
+    // A pack written to standard output only reads the repository (what a push runs); one written
+    // to files is not an inspection.
+    let packs_to_stdout = name == "pack-objects" && args.iter().any(|a| a == "--stdout");
+    if INSPECT.contains(&name) || packs_to_stdout {
         return Ok(("inspect".to_owned(), None));
     }
     if let Some((_, act)) = LOCAL.iter().find(|(c, _)| *c == name) {

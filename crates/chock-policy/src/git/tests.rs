@@ -48,6 +48,8 @@ fn plain_subcommands_are_their_own_act() {
         ("apply fix.patch", "git.apply"),
         ("format-patch -1", "git.format_patch"),
         ("rev-parse HEAD", "git.inspect"),
+        ("pack-objects --revs --stdout --thin -q", "git.inspect"),
+        ("pack-objects --revs out", "git.unknown"),
         ("branch", "git.branch.list"),
         ("branch -a", "git.branch.list"),
         ("branch topic", "git.branch.create"),

@@ -47,6 +47,9 @@ pub struct Credentials {
     pushes: std::sync::atomic::AtomicU64,
     made: Mutex<Vec<std::path::PathBuf>>,
     agents: Mutex<Vec<(chock_broker::AgentProxy, std::fs::File)>>,
+    /// The program variables the host set for an approved push (`GIT_SSH_COMMAND`, `GIT_ASKPASS`):
+    /// the push's own git subprocesses inherit them and are not asked about them.
+    handed: Mutex<Vec<(String, String)>>,
 }
 
 impl Credentials {
@@ -64,6 +67,10 @@ impl Credentials {
     /// directories removed.
     pub fn end(&self) {
         *self.approved.lock().expect("the approval") = None;
+        self.handed
+            .lock()
+            .expect("the handed-out variables")
+            .clear();
         for (agent, call_root) in self.agents.lock().expect("the agents").drain(..) {
             // Closed (its socket removed) while the call's root it was bound under is still held.
             agent.close();
@@ -81,6 +88,27 @@ impl Credentials {
             .as_ref()
             .filter(|plan| plan.connect_action() == action)
             .map(|plan| plan.url.text.clone())
+    }
+
+    /// `env` is what the host set for an approved push of this call.
+    pub(crate) fn hand_out(&self, env: &[(String, String)]) {
+        const PROGRAMS: [&str; 2] = ["GIT_SSH_COMMAND", "GIT_ASKPASS"];
+        let mut handed = self.handed.lock().expect("the handed-out variables");
+        handed.extend(
+            env.iter()
+                .filter(|(k, _)| PROGRAMS.contains(&k.as_str()))
+                .cloned(),
+        );
+    }
+
+    /// `env` without the program variables the host itself set for this call's approved push,
+    /// exactly as it set them (a git the push runs inherits them; any other value stays).
+    pub(crate) fn without_handed(&self, env: &[(String, String)]) -> Vec<(String, String)> {
+        let handed = self.handed.lock().expect("the handed-out variables");
+        env.iter()
+            .filter(|pair| !handed.contains(pair))
+            .cloned()
+            .collect()
     }
 
     /// A number for the call's next push (its directory's and socket's names).

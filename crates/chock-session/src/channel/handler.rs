@@ -55,7 +55,9 @@ impl CallChannel<'_> {
             return refused(reason);
         }
         let (invocation, git_dir) = {
-            let req = req.clone();
+            let mut req = req.clone();
+            // A git an approved push runs (its `pack-objects`) carries what the host set for it.
+            req.env = self.credentials.without_handed(&req.env);
             let root = root.clone();
             let gits = self.gits.clone();
             match tokio::task::spawn_blocking(move || invocation_of(&req, &root, &gits)).await {

@@ -26,6 +26,7 @@ mod frame;
 mod handler;
 mod push;
 mod serve;
+mod tunnel;
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +38,9 @@ pub use frame::{ChannelError, MAX_FRAME, decode, encode};
 pub(crate) use handler::CallChannel;
 pub use push::ASKPASS_MODE;
 pub use serve::{Handler, Reply, serve};
+pub use tunnel::{
+    CONNECT_FLAG, CONNECT_MODE, SshPushError, connect_main, known_hosts_for, ssh_command,
+};
 
 /// What a process inside a call asks the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,7 +13,7 @@ use chock_policy::git::{Classified, Invocation, Scheme};
 use chock_workspace::{PushRequest, PushSource, plan_push};
 
 use super::handler::{CallChannel, inside};
-use super::{Answer, GitAnswer, GitRequest, Reply};
+use super::{Answer, CONNECT_MODE, GitAnswer, GitRequest, Reply, known_hosts_for, ssh_command};
 use crate::call::refused_words;
 
 /// The variable that puts the shim in askpass mode (git runs `GIT_ASKPASS` with the prompt).
@@ -89,6 +89,15 @@ impl CallChannel<'_> {
             Ok(Err(e)) => return refused("chock", "chock", e.to_string()),
             Err(_) => return refused("chock", "chock", "the push could not be planned".into()),
         };
+        // An ssh push goes only to a host whose key the host's user trusts: said before anyone is asked.
+        let known_hosts = if plan.url.scheme == Scheme::Ssh {
+            match host_known_hosts(&plan.url.host, plan.url.port) {
+                Ok(lines) => lines,
+                Err(reason) => return refused("chock", "chock", reason),
+            }
+        } else {
+            String::new()
+        };
         let detail = format!(
             "run `git {}` in the sandbox: {}",
             req.args.join(" "),
@@ -147,12 +156,23 @@ impl CallChannel<'_> {
                 }
             }
             env.push(("SSH_AUTH_SOCK".into(), format!("/tmp/{name}")));
+            match self.ssh_env(
+                &req.invoked_as,
+                &plan.url.host,
+                plan.url.port,
+                &push_dir,
+                &known_hosts,
+            ) {
+                Ok(more) => env.extend(more),
+                Err(reason) => return refused("chock", &settled.rule, reason),
+            }
         } else if let Some(shim) = self.gits.real_for(&req.invoked_as, None) {
             // git runs its askpass by path; the shim sits over the real git there.
             env.push(("GIT_ASKPASS".into(), shim.display().to_string()));
             env.push((ASKPASS_MODE.into(), "1".into()));
         }
         self.credentials.approve(plan.clone());
+        self.credentials.hand_out(&env);
         let real = self.gits.real_for(&req.invoked_as, None);
         match real.and_then(|p| self.wiring.executable(&p).ok()) {
             Some(fd) => Reply {
@@ -173,4 +193,44 @@ impl CallChannel<'_> {
             ),
         }
     }
+
+    /// An approved ssh push's `GIT_SSH_COMMAND` and what its `ProxyCommand` needs: the host's ssh,
+    /// tunnelled by the shim through the call's proxy to `host:port`, trusting only the host user's
+    /// own `known_hosts` entries for it (`lines`), copied into `push_dir` (which the call reads only).
+    fn ssh_env(
+        &self,
+        invoked_as: &str,
+        host: &str,
+        port: u16,
+        push_dir: &Path,
+        lines: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        let written = push_dir.join("known_hosts");
+        std::fs::write(&written, lines).map_err(|e| format!("{}: {e}", written.display()))?;
+        let ssh = chock_sandbox::DEFAULT_PATH
+            .split(':')
+            .map(|d| Path::new(d).join("ssh"))
+            .find(|p| p.starts_with("/usr/") && p.is_file())
+            .ok_or_else(|| "no ssh under /usr on the host".to_string())?;
+        let shim = self
+            .gits
+            .real_for(invoked_as, None)
+            .ok_or_else(|| "no git to run the ssh tunnel as".to_string())?;
+        Ok(vec![
+            (
+                "GIT_SSH_COMMAND".into(),
+                ssh_command(&ssh, &shim, host, port, &written),
+            ),
+            ("GIT_SSH_VARIANT".into(), "ssh".into()),
+            (CONNECT_MODE.into(), "1".into()),
+        ])
+    }
+}
+
+/// The host user's `~/.ssh/known_hosts` lines for `host:port`; none is a refusal naming why.
+fn host_known_hosts(host: &str, port: u16) -> Result<String, String> {
+    let home = std::env::var_os("HOME")
+        .ok_or_else(|| "no HOME on the host, so no known_hosts to trust".to_string())?;
+    let known = Path::new(&home).join(".ssh/known_hosts");
+    known_hosts_for(&known, host, port).map_err(|e| e.to_string())
 }
