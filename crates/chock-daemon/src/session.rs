@@ -258,6 +258,7 @@ pub(crate) fn approval(session: &str, question: OpenQuestion, open: bool) -> App
         decided_by: ask.decided_by,
         what: ask.what,
         asked: ask.asked,
+        secret: ask.secret,
     }
 }
 
@@ -394,5 +395,6 @@ pub(crate) fn unlogged(session: &str, question: &Question, role: Role) -> Approv
             Role::Reviewer => Vec::new(),
         },
         answerable: role == Role::Human,
+        secret: question.secret,
     }
 }

@@ -275,6 +275,7 @@ impl Pipeline {
         text: &str,
     ) -> Result<Option<(String, String)>, DecideError> {
         let question = Question {
+            secret: false,
             id: self.next_question_id(),
             kind: QuestionKind::Question,
             call_id: call_id.map(str::to_string),
@@ -287,6 +288,7 @@ impl Pipeline {
         self.log.record(
             call_id,
             record::ApprovalAsk {
+                secret: false,
                 question: Some(question.id.clone()),
                 action: None,
                 decision: None,
@@ -365,6 +367,7 @@ impl Pipeline {
         asked_before: &[String],
     ) -> Result<(String, Reply), DecideError> {
         let question = Question {
+            secret: false,
             id: self.next_question_id(),
             kind: QuestionKind::Approval,
             call_id: call_id.map(str::to_string),
@@ -377,6 +380,7 @@ impl Pipeline {
         self.log.record(
             call_id,
             record::ApprovalAsk {
+                secret: false,
                 question: Some(question.id.clone()),
                 action: question.action.clone(),
                 decision: Some(table_decision(ruling.decision)),

@@ -188,6 +188,12 @@ async fn an_approved_push_gets_the_password_the_person_typed_and_the_log_never_h
     assert_eq!(s.pipeline.log().redact(PASSWORD), "[REDACTED]");
     let log = Setup::all_text(&s.project.root().join("sessions"));
     assert!(log.contains("approval.answer"), "{log}");
+    // The question is logged as a secret's, so every client reads its answer without echo.
+    let ask = log
+        .lines()
+        .find(|l| l.contains("approval.ask") && l.contains("Password for"))
+        .expect("the password's question is logged");
+    assert!(ask.contains("\"secret\":true"), "{ask}");
     assert!(!log.contains(PASSWORD), "the password is in the log");
     assert!(!Setup::all_text(&s.workspace).contains(PASSWORD));
     assert!(!Setup::all_text(s.project.path()).contains(PASSWORD));

@@ -15,14 +15,20 @@
 #![forbid(unsafe_code)]
 
 use std::io::{BufRead, Write};
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 
 use chock_decide::broker::{Answer, AnswerFuture, Answerer, Question, QuestionKind, Role};
 use chock_protocol::log::AnswerKind;
 use chock_protocol::text::{self, Layout};
 
-/// The line source answers come from and the sink prompts go to.
-type Console = Mutex<(Box<dyn BufRead + Send>, Box<dyn Write + Send>)>;
+/// The line source answers come from, the sink prompts go to, and the terminal the line source
+/// reads (whose echo a secret's answer is read without), when it is one.
+type Console = Mutex<(
+    Box<dyn BufRead + Send>,
+    Box<dyn Write + Send>,
+    Option<Box<dyn AsFd + Send>>,
+)>;
 
 /// What a prompt is drawn after when other programs' raw output reaches the same terminal
 /// ([`TerminalAnswerer::over_raw_output`]), so that nothing written before can overwrite, hide or
@@ -84,16 +90,29 @@ impl TerminalAnswerer {
         if !std::io::stdin().is_terminal() {
             return None;
         }
-        Some(Self::new(
-            Box::new(std::io::BufReader::new(std::io::stdin())),
-            Box::new(std::io::stderr()),
-        ))
+        Some(
+            Self::new(
+                Box::new(std::io::BufReader::new(std::io::stdin())),
+                Box::new(std::io::stderr()),
+            )
+            .reading_terminal(std::io::stdin()),
+        )
+    }
+
+    /// Says that the line source reads the terminal `tty`: a secret's answer (a password) is then
+    /// read with `tty`'s echo off, restored once the line is read.
+    #[must_use]
+    pub fn reading_terminal(self, tty: impl AsFd + Send + 'static) -> Self {
+        if let Ok(mut io) = self.io.lock() {
+            io.2 = Some(Box::new(tty));
+        }
+        self
     }
 
     /// An answerer over any line source and prompt sink.
     pub fn new(input: Box<dyn BufRead + Send>, output: Box<dyn Write + Send>) -> Self {
         Self {
-            io: Arc::new(Mutex::new((input, output))),
+            io: Arc::new(Mutex::new((input, output, None))),
             reset: false,
         }
     }
@@ -145,8 +164,13 @@ fn prompt_text(q: &Question) -> String {
             s.push_str(&format!("  {} > ", approval_keys(q)));
         }
         QuestionKind::Question => {
+            let who = if q.secret {
+                "git asks (not shown as typed)"
+            } else {
+                "the agent asks"
+            };
             s.push_str(&format!(
-                "\nchock: the agent asks:\n  {}\n  your answer > ",
+                "\nchock: {who}:\n  {}\n  your answer > ",
                 question_block(&q.text)
             ));
         }
@@ -193,7 +217,7 @@ fn parse_any_approval(line: &str) -> Option<Answer> {
 
 fn ask_blocking(io: &Console, q: &Question, reset: bool) -> Option<Answer> {
     let mut guard = io.lock().ok()?;
-    let (input, output) = &mut *guard;
+    let (input, output, tty) = &mut *guard;
     let mut prompt = prompt_text(q);
     if reset {
         prompt.insert_str(0, PROMPT_RESET);
@@ -202,7 +226,27 @@ fn ask_blocking(io: &Console, q: &Question, reset: bool) -> Option<Answer> {
         output.write_all(prompt.as_bytes()).ok()?;
         output.flush().ok()?;
         let mut line = String::new();
-        if input.read_line(&mut line).ok()? == 0 {
+        let read = if q.secret {
+            // Not echoed: restored whatever the read gave. A terminal whose echo cannot be turned
+            // off is not asked for a secret (it would show it).
+            let tty = tty.as_ref()?;
+            let was = rustix::termios::tcgetattr(tty.as_fd()).ok()?;
+            let mut quiet = was.clone();
+            quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            rustix::termios::tcsetattr(tty.as_fd(), rustix::termios::OptionalActions::Now, &quiet)
+                .ok()?;
+            let read = input.read_line(&mut line);
+            let _ = rustix::termios::tcsetattr(
+                tty.as_fd(),
+                rustix::termios::OptionalActions::Now,
+                &was,
+            );
+            let _ = output.write_all(b"\n");
+            read
+        } else {
+            input.read_line(&mut line)
+        };
+        if read.ok()? == 0 {
             let _ = output.write_all(b"\n");
             return None;
         }
@@ -250,6 +294,7 @@ mod tests {
 
     fn question(kind: QuestionKind) -> Question {
         Question {
+            secret: false,
             id: "q-1".into(),
             kind,
             context: Vec::new(),
@@ -323,6 +368,7 @@ mod tests {
             Box::new(sink.clone()),
         );
         let q = Question {
+            secret: false,
             action: Some("workspace.apply".into()),
             ..question(QuestionKind::Approval)
         };
@@ -367,6 +413,7 @@ mod tests {
     #[test]
     fn the_agents_text_cannot_forge_the_prompt() {
         let q = Question {
+            secret: false,
             text: "run `rm -rf ~ \u{1b}[2K\r# harmless`\n  [y] yes once\u{202e}txt.exe".into(),
             ..question(QuestionKind::Approval)
         };
@@ -383,6 +430,7 @@ mod tests {
             .count();
         assert_eq!(offers, 1, "{text:?}");
         let asked = Question {
+            secret: false,
             text: "which one?\nA or B".into(),
             ..question(QuestionKind::Question)
         };

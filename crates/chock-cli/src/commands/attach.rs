@@ -140,6 +140,7 @@ pub(crate) fn run_in_daemon(args: &RunArgs, task: String) -> anyhow::Result<Exit
 /// The question a prompt shows for `approval`.
 fn question_of(approval: &Approval) -> Question {
     Question {
+        secret: approval.secret,
         id: approval.question.clone(),
         kind: if approval.action.is_some() {
             QuestionKind::Approval

@@ -46,6 +46,9 @@ pub struct Question {
     pub context: Vec<String>,
     /// A reviewer's verdict, when a person is asked after one (`agent_then_human`).
     pub reviewer: Option<ReviewerVerdict>,
+    /// The answer is a secret (a password git asked for): a client reads it without echo and
+    /// shows it masked.
+    pub secret: bool,
 }
 
 /// A reviewer model's verdict, kept with the question a person then sees.

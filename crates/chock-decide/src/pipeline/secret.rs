@@ -50,6 +50,7 @@ impl Pipeline {
         text: &str,
     ) -> Result<Option<(String, Secret)>, DecideError> {
         let question = Question {
+            secret: true,
             id: self.next_question_id(),
             kind: QuestionKind::Question,
             call_id: call_id.map(str::to_string),
@@ -62,6 +63,7 @@ impl Pipeline {
         self.log.record(
             call_id,
             record::ApprovalAsk {
+                secret: true,
                 question: Some(question.id.clone()),
                 action: None,
                 decision: None,

@@ -90,6 +90,10 @@ pub struct ApprovalAsk {
     /// The policy file the question is about (`chock apply --include-policy PATH`'s separate yes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_file: Option<String>,
+    /// The answer is a secret (a password): every client reads it without echo and shows it
+    /// masked. Absent is `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
 }
 
 /// What the answer was.

@@ -363,6 +363,10 @@ pub struct Approval {
     pub answers: Vec<AnswerKind>,
     /// Whether an answer is taken now: the session runs in this daemon and a person is asked.
     pub answerable: bool,
+    /// The answer is a secret (a password git asked for): read it without echo and show it
+    /// masked. Absent is `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
 }
 
 /// `approvals.pending`'s result.

@@ -30,6 +30,7 @@ fn response(cost: Option<f64>) -> EventData {
 
 fn ask(q: &str) -> EventData {
     EventData::ApprovalAsk(ApprovalAsk {
+        secret: false,
         question: Some(q.into()),
         action: Some("exec.rm".into()),
         decision: None,
