@@ -60,6 +60,15 @@ impl Wiring {
         self
     }
 
+    /// Removes the session's push directory when the session closes. Each push's own directory
+    /// in it went when its call ended; one left behind (a host that crashed mid-call) keeps the
+    /// directory, which is then not empty and stays for a person to see.
+    pub(crate) fn remove_host_dir(&self) {
+        if let Some(dir) = self.host_dir() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+
     /// The host's project, when the session carries out pushes.
     pub(crate) fn project(&self) -> Option<&Path> {
         self.push.as_ref().map(|(p, _)| p.as_path())

@@ -427,6 +427,9 @@ impl Session {
     /// Ends the session: logs `session.end` and, unless `keep_workspace`, removes the workspace (the
     /// log stays: it is the record).
     pub fn close(self, keep_workspace: bool) -> Result<(), SessionError> {
+        if let Some(git) = &self.git {
+            git.remove_host_dir();
+        }
         let end = || {
             self.log.record(
                 None,

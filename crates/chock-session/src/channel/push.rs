@@ -25,6 +25,34 @@ impl CallChannel<'_> {
         Action::git("push").is_ok_and(|push| classified.action == push)
     }
 
+    /// Settles a push the table denies: the table's decision, logged, and its refusal.
+    async fn refuse_by_table(&self, action: &Action, req: &GitRequest) -> Reply {
+        let detail = format!("run `git {}` in the sandbox", req.args.join(" "));
+        let (rule, by, reason) = match self
+            .pipeline
+            .settle(Some(self.call_id), action, &detail)
+            .await
+        {
+            Ok(settled) => {
+                let (by, reason) = refused_words(&settled);
+                (settled.rule.clone(), by, reason)
+            }
+            Err(e) => (
+                "chock".to_string(),
+                "chock".to_string(),
+                format!("{action} could not be decided: {e}"),
+            ),
+        };
+        Reply::plain(Answer::Git(GitAnswer {
+            action: action.as_str().to_string(),
+            allowed: false,
+            rule,
+            by: by.to_string(),
+            reason,
+            ..GitAnswer::default()
+        }))
+    }
+
     /// Plans, asks about and (approved) hands out the push `classified` names.
     pub(super) async fn push(
         &self,
@@ -35,6 +63,34 @@ impl CallChannel<'_> {
         root: &Path,
     ) -> Reply {
         let action = classified.action.clone();
+        // A table that denies the push outright is the answer, logged as its rule says, before
+        // anything of the push is read.
+        if self.pipeline.verdict(&action).decision == chock_policy::Decision::Deny {
+            return self.refuse_by_table(&action, req).await;
+        }
+        // Refused before anyone is asked (no plan can be made): the refusal is still the act's
+        // decision, and is logged as the harness's before the shim hears it.
+        let unplanned = |reason: String| {
+            let logged = self.pipeline.decide_without_table(
+                Some(self.call_id),
+                Some(&action),
+                chock_decide::Harness::Refuse {
+                    why: reason.clone(),
+                },
+            );
+            let reason = match logged {
+                Ok(_) => reason,
+                Err(e) => format!("{reason} (and the refusal could not be logged: {e})"),
+            };
+            Reply::plain(Answer::Git(GitAnswer {
+                action: action.as_str().to_string(),
+                allowed: false,
+                rule: "chock".to_string(),
+                by: "chock".to_string(),
+                reason,
+                ..GitAnswer::default()
+            }))
+        };
         let refused = |by: &str, rule: &str, reason: String| {
             Reply::plain(Answer::Git(GitAnswer {
                 action: action.as_str().to_string(),
@@ -47,10 +103,10 @@ impl CallChannel<'_> {
         };
         let (Some(project), Some(host_dir)) = (self.wiring.project(), self.wiring.host_dir())
         else {
-            return refused("chock", "chock", "this session carries out no push".into());
+            return unplanned("this session carries out no push".into());
         };
         let Some(git_dir) = git_dir else {
-            return refused("chock", "chock", "no repository to push from".into());
+            return unplanned("no repository to push from".into());
         };
         let positional: Vec<&String> = classified
             .args
@@ -78,7 +134,7 @@ impl CallChannel<'_> {
         };
         let policy = self.pipeline.policy().read().ok().map(|p| p.clone());
         let Some(policy) = policy else {
-            return refused("chock", "chock", "the policy could not be read".into());
+            return unplanned("the policy could not be read".into());
         };
         let project = project.to_path_buf();
         let planned =
@@ -86,14 +142,14 @@ impl CallChannel<'_> {
                 .await;
         let plan = match planned {
             Ok(Ok(plan)) => plan,
-            Ok(Err(e)) => return refused("chock", "chock", e.to_string()),
-            Err(_) => return refused("chock", "chock", "the push could not be planned".into()),
+            Ok(Err(e)) => return unplanned(e.to_string()),
+            Err(_) => return unplanned("the push could not be planned".into()),
         };
         // An ssh push goes only to a host whose key the host's user trusts: said before anyone is asked.
         let known_hosts = if plan.url.scheme == Scheme::Ssh {
             match host_known_hosts(&plan.url.host, plan.url.port) {
                 Ok(lines) => lines,
-                Err(reason) => return refused("chock", "chock", reason),
+                Err(reason) => return unplanned(reason),
             }
         } else {
             String::new()
