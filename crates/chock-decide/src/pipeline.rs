@@ -274,8 +274,27 @@ impl Pipeline {
         call_id: Option<&str>,
         text: &str,
     ) -> Result<Option<(String, String)>, DecideError> {
+        let (question, answered) = self.put_free_question(call_id, text, false).await?;
+        self.record_free_answer(
+            call_id,
+            question,
+            answered.as_ref().map(|(by, _)| by),
+            answered.as_ref().map(|(_, t)| t.clone()),
+        )?;
+        Ok(answered)
+    }
+
+    /// Puts a free question (no act, no decision) to the people and waits: its `approval.ask` is
+    /// written first, and an unanswered question is closed as such however this ends. Gives the
+    /// question's id and who answered what; the caller writes the answer (a secret's differently).
+    async fn put_free_question(
+        &self,
+        call_id: Option<&str>,
+        text: &str,
+        secret: bool,
+    ) -> Result<(String, Option<(String, String)>), DecideError> {
         let question = Question {
-            secret: false,
+            secret,
             id: self.next_question_id(),
             kind: QuestionKind::Question,
             call_id: call_id.map(str::to_string),
@@ -288,7 +307,7 @@ impl Pipeline {
         self.log.record(
             call_id,
             record::ApprovalAsk {
-                secret: false,
+                secret,
                 question: Some(question.id.clone()),
                 action: None,
                 decision: None,
@@ -312,30 +331,41 @@ impl Pipeline {
         opened.given_up_by_caller();
         let reply = self.broker.wait(Role::Human, &question, opened).await;
         unanswered.disarm();
-        let (by, text) = match reply {
+        let answered = match reply {
             Reply::Answered {
                 by,
                 answer: Answer::Reply { text },
-            } => (Some(by), Some(text)),
-            _ => (None, None),
+            } => Some((by, text)),
+            _ => None,
         };
+        Ok((question.id, answered))
+    }
+
+    /// Writes a free question's `approval.answer`: who answered, and `reply` (none for a secret).
+    fn record_free_answer(
+        &self,
+        call_id: Option<&str>,
+        question: String,
+        by: Option<&String>,
+        reply: Option<String>,
+    ) -> Result<(), DecideError> {
         self.log.record(
             call_id,
             record::ApprovalAnswer {
-                question: Some(question.id),
+                question: Some(question),
                 action: None,
-                answer: if text.is_some() {
+                answer: if by.is_some() {
                     AnswerKind::Reply
                 } else {
                     AnswerKind::None
                 },
-                by: by.clone(),
+                by: by.cloned(),
                 reasons: None,
-                reply: text.clone(),
+                reply,
                 policy_file: None,
             },
         )?;
-        Ok(by.zip(text))
+        Ok(())
     }
 
     /// The `Gate` the network broker asks for the call `call_id`: every act it names is

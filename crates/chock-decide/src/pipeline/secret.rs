@@ -2,10 +2,7 @@
 //! put to the people like a free question, added to the log's redaction the moment it arrives and
 //! before anything about it is written, never written itself, and wiped from memory when dropped.
 
-use chock_protocol::log::{self as record, AnswerKind, Asked};
-
-use super::{Pipeline, Unanswered};
-use crate::broker::{Answer, Question, QuestionKind, Reply, Role};
+use super::Pipeline;
 use crate::error::DecideError;
 
 /// A secret a person typed. Its text is overwritten when it is dropped; `Debug` never shows it.
@@ -49,72 +46,14 @@ impl Pipeline {
         call_id: Option<&str>,
         text: &str,
     ) -> Result<Option<(String, Secret)>, DecideError> {
-        let question = Question {
-            secret: true,
-            id: self.next_question_id(),
-            kind: QuestionKind::Question,
-            call_id: call_id.map(str::to_string),
-            action: None,
-            decided_by: None,
-            text: text.to_string(),
-            context: Vec::new(),
-            reviewer: None,
-        };
-        self.log.record(
-            call_id,
-            record::ApprovalAsk {
-                secret: true,
-                question: Some(question.id.clone()),
-                action: None,
-                decision: None,
-                decided_by: None,
-                asked: Asked::Person,
-                what: text.to_string(),
-                reviewer: None,
-                policy_file: None,
-            },
-        )?;
-        let unanswered = Unanswered {
-            pipeline: self,
-            call_id,
-            question: &question,
-            role: Role::Human,
-            policy_file: None,
-            settled: None,
-            armed: true,
-        };
-        let mut opened = self.broker.open(Role::Human, &question);
-        opened.given_up_by_caller();
-        let reply = self.broker.wait(Role::Human, &question, opened).await;
-        unanswered.disarm();
-        let answered = match reply {
-            Reply::Answered {
-                by,
-                answer: Answer::Reply { text },
-            } => Some((by, Secret(text))),
-            _ => None,
-        };
+        let (question, answered) = self.put_free_question(call_id, text, true).await?;
+        let answered = answered.map(|(by, text)| (by, Secret(text)));
         if let Some((_, secret)) = &answered {
             // Redacted from every later event (git echoing it, an error quoting it). A secret too
             // short for the funnel is still never written by this function.
             let _ = self.log.add_secret(secret.expose());
         }
-        self.log.record(
-            call_id,
-            record::ApprovalAnswer {
-                question: Some(question.id),
-                action: None,
-                answer: if answered.is_some() {
-                    AnswerKind::Reply
-                } else {
-                    AnswerKind::None
-                },
-                by: answered.as_ref().map(|(by, _)| by.clone()),
-                reasons: None,
-                reply: None,
-                policy_file: None,
-            },
-        )?;
+        self.record_free_answer(call_id, question, answered.as_ref().map(|(by, _)| by), None)?;
         Ok(answered)
     }
 }
