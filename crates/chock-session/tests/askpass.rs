@@ -265,3 +265,31 @@ async fn nobody_answering_is_a_refusal() {
     assert!(!server.saw_the_password());
     assert_eq!(server.head("main"), None);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_password_the_redaction_cannot_cover_is_never_handed_to_git() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    // Shorter than the log's redaction accepts: git could echo it into a logged line, so the
+    // person's answer is refused rather than passed on.
+    let short = "pw1";
+    let server = GitHttpServer::start("alice", short);
+    let s = setup(&server, Some(short));
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("could not be asked"),
+        "{out:?}"
+    );
+    assert_eq!(
+        s.asked.lock().unwrap().len(),
+        1,
+        "the person was asked once"
+    );
+    assert!(!server.saw_the_password());
+    assert_eq!(server.head("main"), None);
+}

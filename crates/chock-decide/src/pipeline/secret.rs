@@ -40,7 +40,8 @@ impl Pipeline {
     /// Asks the people for a secret (`text` says what for and is shown as is): logged as
     /// `approval.ask` and `approval.answer` like [`Pipeline::ask_person`], except that the answer's
     /// text is added to the log's redaction before the answer is logged, and the logged answer
-    /// carries no text at all. `Ok(None)`: nobody answered, which the caller takes as a refusal.
+    /// carries no text at all. `Ok(None)`: nobody answered, which the caller takes as a refusal;
+    /// `Err`: among others, a secret too short for the redaction to cover, which is never handed out.
     pub async fn ask_secret(
         &self,
         call_id: Option<&str>,
@@ -48,12 +49,15 @@ impl Pipeline {
     ) -> Result<Option<(String, Secret)>, DecideError> {
         let (question, answered) = self.put_free_question(call_id, text, true).await?;
         let answered = answered.map(|(by, text)| (by, Secret(text)));
-        if let Some((_, secret)) = &answered {
-            // Redacted from every later event (git echoing it, an error quoting it). A secret too
-            // short for the funnel is still never written by this function.
-            let _ = self.log.add_secret(secret.expose());
-        }
+        // Redacted from every later event (git echoing it, an error quoting it) before the answer
+        // is logged. A secret the funnel cannot cover (too short to redact without mangling the
+        // log) is not handed out: the answer is logged, textless, and the caller gets the refusal.
+        let covered = match &answered {
+            Some((_, secret)) => self.log.add_secret(secret.expose()),
+            None => Ok(()),
+        };
         self.record_free_answer(call_id, question, answered.as_ref().map(|(by, _)| by), None)?;
+        covered?;
         Ok(answered)
     }
 }
