@@ -25,6 +25,10 @@ pub enum ProviderKind {
     /// ai&: a named preset over Chat Completions.
     #[serde(rename = "aiand")]
     AiAnd,
+    /// A ChatGPT account signed in with `chock login --provider NAME` (Codex's backend, over the
+    /// Responses API): no API key, a refreshed access token.
+    #[serde(rename = "chatgpt")]
+    ChatGpt,
 }
 
 impl ProviderKind {
@@ -35,6 +39,7 @@ impl ProviderKind {
             Self::OpenAi => "openai",
             Self::OpenAiChat => "openai-chat",
             Self::AiAnd => "aiand",
+            Self::ChatGpt => "chatgpt",
         }
     }
 }
@@ -58,7 +63,14 @@ pub struct ProviderConfig {
     /// (default 300: a slow first token must not re-send, and re-bill, the whole prompt).
     #[serde(default)]
     pub idle_timeout_secs: Option<u64>,
+    /// `chatgpt` only: the issuer the account signs in at (`https://auth.openai.com` when absent;
+    /// https, or http to a loopback address).
+    #[serde(default)]
+    pub issuer: Option<String>,
 }
+
+/// Where ChatGPT's Codex backend is, for a `chatgpt` provider with no `base_url`.
+pub const CHATGPT_BASE_URL: &str = "https://chatgpt.com/backend-api/codex";
 
 /// A price override for one model, in US dollars per million tokens.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -231,6 +243,23 @@ impl Config {
                     ),
                 });
             }
+            if provider.issuer.is_some() && provider.kind != ProviderKind::ChatGpt {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "providers.{name}.issuer: only a provider of kind \"chatgpt\" signs in at an issuer (this one is \"{}\")",
+                        provider.kind.as_str()
+                    ),
+                });
+            }
+            if provider.kind == ProviderKind::ChatGpt && provider.key_env.is_some() {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "providers.{name}.key_env: a \"chatgpt\" provider has no API key; it signs in with `chock login --provider {name}`"
+                    ),
+                });
+            }
             if let Some(var) = &provider.key_env
                 && !is_env_name(var)
             {
@@ -295,14 +324,16 @@ pub fn builtin_provider(name: &str) -> Option<ProviderConfig> {
         "anthropic" => (ProviderKind::Anthropic, "ANTHROPIC_API_KEY"),
         "openai" => (ProviderKind::OpenAi, "OPENAI_API_KEY"),
         "aiand" => (ProviderKind::AiAnd, "AIAND_API_KEY"),
+        "chatgpt" => (ProviderKind::ChatGpt, ""),
         _ => return None,
     };
     Some(ProviderConfig {
         kind,
         base_url: None,
         model: None,
-        key_env: Some(key_env.to_string()),
+        key_env: (!key_env.is_empty()).then(|| key_env.to_string()),
         idle_timeout_secs: None,
+        issuer: None,
     })
 }
 
@@ -377,6 +408,7 @@ url = "http://127.0.0.1:8888/search"
                 model: None,
                 key_env: Some("LOCAL_KEY".into()),
                 idle_timeout_secs: None,
+                issuer: None,
             })
         );
         assert_eq!(config.prices["qwen3"].output_per_mtok, 0.2);

@@ -1,6 +1,6 @@
 //! One OAuth 2.1 client for Chock: the authorization of MCP servers reached over HTTP (the MCP
-//! authorization spec, 2025-06-18 and 2025-11-25, with the 2025-03-26 fallbacks), and later the
-//! ChatGPT sign-in, which is the same authorization-code flow with PKCE.
+//! authorization spec, 2025-06-18 and 2025-11-25, with the 2025-03-26 fallbacks), and the ChatGPT
+//! sign-in ([`chatgpt`]), which is the same authorization-code flow with PKCE (or a device code).
 //!
 //! Why a library over a caller's [`Transport`]: every request it makes (metadata, registration,
 //! the token endpoint) must go through the host's broker door, so that each destination is an act
@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod challenge;
+pub mod chatgpt;
 pub mod client;
 mod error;
 pub mod flow;

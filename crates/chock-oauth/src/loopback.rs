@@ -17,6 +17,7 @@ const CALLBACK: &str = "/callback";
 pub struct LoopbackReceiver {
     listener: TcpListener,
     redirect_uri: String,
+    path: String,
 }
 
 impl LoopbackReceiver {
@@ -32,6 +33,23 @@ impl LoopbackReceiver {
         Ok(LoopbackReceiver {
             listener,
             redirect_uri: format!("http://127.0.0.1:{port}{CALLBACK}"),
+            path: CALLBACK.to_string(),
+        })
+    }
+
+    /// Listens on 127.0.0.1 at `port` (0: one the kernel picks) for a client whose redirect is
+    /// registered as `http://localhost:<port><path>` (a ChatGPT sign-in's is fixed).
+    pub async fn bind_registered(port: u16, path: &str) -> Result<LoopbackReceiver, OAuthError> {
+        let io = |source| OAuthError::Io {
+            what: format!("listening on 127.0.0.1:{port} for the authorization redirect"),
+            source,
+        };
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(io)?;
+        let port = listener.local_addr().map_err(io)?.port();
+        Ok(LoopbackReceiver {
+            listener,
+            redirect_uri: format!("http://localhost:{port}{path}"),
+            path: path.to_string(),
         })
     }
 
@@ -69,7 +87,7 @@ impl LoopbackReceiver {
                 continue;
             };
             let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-            if path != CALLBACK {
+            if path != self.path {
                 respond(&mut stream, "404 Not Found", "Not here.").await;
                 continue;
             }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::bearer::BearerSource;
 use crate::error::ProviderError;
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::transport::{Secret, Transport};
@@ -52,6 +53,12 @@ pub struct ProviderConfig {
     /// Anthropic only: mark prompt-cache breakpoints (tools, system, the last two user messages) so each
     /// turn re-reads the conversation from the cache. On by default; OpenAI formats cache automatically.
     pub prompt_caching: bool,
+    /// Where the bearer token comes from when it is not `api_key`: a sign-in refreshed during the
+    /// session ([`ProviderConfig::chatgpt`]). Asked before each request.
+    pub bearer: Option<Arc<dyn BearerSource>>,
+    /// Whether `/v1` is added to a base URL that does not end in a version (false for an API
+    /// whose paths carry none, such as ChatGPT's Codex backend).
+    pub add_version: bool,
 }
 
 impl fmt::Debug for ProviderConfig {
@@ -73,6 +80,7 @@ impl fmt::Debug for ProviderConfig {
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("prompt_caching", &self.prompt_caching)
+            .field("bearer", &self.bearer)
             .finish_non_exhaustive()
     }
 }
@@ -90,7 +98,36 @@ impl ProviderConfig {
             connect_timeout: Duration::from_secs(30),
             sleeper: Arc::new(TokioSleeper),
             prompt_caching: true,
+            bearer: None,
+            add_version: true,
         }
+    }
+
+    /// ChatGPT's Codex backend (`https://chatgpt.com/backend-api/codex`), which speaks the Responses
+    /// API to a signed-in ChatGPT account: `bearer` gives the account's access token (refreshed as
+    /// it lapses) and `account_id` the account it is for.
+    pub fn chatgpt(
+        name: &str,
+        base_url: &str,
+        account_id: Option<String>,
+        bearer: Arc<dyn BearerSource>,
+    ) -> Self {
+        let mut config = Self::new(name, WireFormat::OpenAiResponses, base_url, None);
+        config.bearer = Some(bearer);
+        config.add_version = false;
+        config.extra_headers.push((
+            "OpenAI-Beta".to_owned(),
+            "responses=experimental".to_owned(),
+        ));
+        config
+            .extra_headers
+            .push(("originator".to_owned(), "chock".to_owned()));
+        if let Some(account) = account_id {
+            config
+                .extra_headers
+                .push(("chatgpt-account-id".to_owned(), account));
+        }
+        config
     }
 
     /// Anthropic's API at `https://api.anthropic.com`.
@@ -134,9 +171,10 @@ impl ProviderConfig {
     pub fn endpoint(&self, path: &str) -> String {
         let base = self.base_url.trim_end_matches('/');
         let last = base.rsplit('/').next().unwrap_or("");
-        let versioned = last.len() > 1
-            && last.starts_with('v')
-            && last[1..].bytes().all(|b| b.is_ascii_digit());
+        let versioned = !self.add_version
+            || (last.len() > 1
+                && last.starts_with('v')
+                && last[1..].bytes().all(|b| b.is_ascii_digit()));
         if versioned {
             format!("{base}{path}")
         } else {
@@ -256,6 +294,7 @@ impl ProviderConfig {
             url: self.endpoint(path),
             headers,
             secret: self.api_key.clone().filter(|k| !k.is_empty()).map(Secret),
+            bearer: self.bearer.clone(),
             retry: self.retry.clone(),
             sleeper: self.sleeper.clone(),
             idle_timeout: self.idle_timeout,
@@ -284,8 +323,14 @@ pub fn connect(config: &ProviderConfig) -> Result<Box<dyn Provider>, ProviderErr
             ))
         }
         WireFormat::OpenAiResponses => {
-            let key = key.ok_or_else(|| missing_key(config))?;
-            let auth = [("authorization", format!("Bearer {key}"))];
+            // A sign-in's token is set per request by the transport.
+            let auth: Vec<(&str, String)> = match (&config.bearer, key) {
+                (Some(_), _) => Vec::new(),
+                (None, key) => {
+                    let key = key.ok_or_else(|| missing_key(config))?;
+                    vec![("authorization", format!("Bearer {key}"))]
+                }
+            };
             Box::new(responses::Responses::new(
                 config.transport("/responses", &auth)?,
             ))

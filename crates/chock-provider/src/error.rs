@@ -59,6 +59,15 @@ pub enum ProviderError {
         /// The provider's message.
         message: String,
     },
+    /// A signed-in account's token could not be had (its refresh was refused, or nothing is signed
+    /// in): not retried; the message says how to sign in again.
+    #[error("{provider}: {message}")]
+    SignIn {
+        /// Which client.
+        provider: String,
+        /// Why, and what to run.
+        message: String,
+    },
     /// The request could not be sent at all (bad URL, connection refused, TLS).
     #[error("{provider}: cannot reach {url}: {reason}")]
     Connect {

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 mod anthropic;
+mod bearer;
 mod chat;
 mod config;
 mod error;
@@ -17,11 +18,13 @@ mod player;
 mod price;
 mod responses;
 pub mod retry;
+pub mod signin;
 pub mod sse;
 mod transport;
 pub mod types;
 mod wire_json;
 
+pub use bearer::{BearerFuture, BearerSource};
 pub use config::{ProviderConfig, WireFormat, connect};
 pub use error::{ProviderError, StreamFault};
 pub use player::{Player, Recording, ToolShape};

@@ -9,6 +9,7 @@ use std::time::Duration;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use crate::bearer::BearerSource;
 use crate::error::{ProviderError, StreamFault};
 use crate::retry::{RetryPolicy, Sleeper, kind_is_retryable, server_wait, status_is_retryable};
 use crate::sse::{SseEvent, SseParser};
@@ -50,6 +51,8 @@ pub(crate) struct Transport {
     pub(crate) headers: HeaderMap,
     /// The API key, so that an error body echoing it is scrubbed before it becomes a message.
     pub(crate) secret: Option<Secret>,
+    /// A sign-in's token source, asked before each request (then `headers` carry no auth).
+    pub(crate) bearer: Option<Arc<dyn BearerSource>>,
     pub(crate) retry: RetryPolicy,
     pub(crate) sleeper: Arc<dyn Sleeper>,
     pub(crate) idle_timeout: Duration,
@@ -127,12 +130,28 @@ impl Transport {
         mut decoder: Box<dyn Decoder>,
         on_event: &mut OnEvent<'_>,
     ) -> Result<Response, Failure> {
-        let sent = self
-            .client
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .json(body)
-            .send();
+        let mut request = self.client.post(&self.url).headers(self.headers.clone());
+        let bearer = match &self.bearer {
+            Some(source) => Some(source.bearer().await.map_err(|message| {
+                Failure::Fatal(ProviderError::SignIn {
+                    provider: self.provider.clone(),
+                    message,
+                })
+            })?),
+            None => None,
+        };
+        if let Some(token) = &bearer {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| {
+                    Failure::Fatal(ProviderError::SignIn {
+                        provider: self.provider.clone(),
+                        message: "the signed-in token is not a valid header value".to_owned(),
+                    })
+                })?;
+            value.set_sensitive(true);
+            request = request.header(reqwest::header::AUTHORIZATION, value);
+        }
+        let sent = request.json(body).send();
         let response = match tokio::time::timeout(self.idle_timeout, sent).await {
             Err(_) => {
                 return Err(self.broken(StreamFault::Stalled {
@@ -157,7 +176,7 @@ impl Transport {
         };
         let status = response.status().as_u16();
         if !response.status().is_success() {
-            return Err(self.http_failure(status, response).await);
+            return Err(self.http_failure(status, response, bearer.as_deref()).await);
         }
 
         let mut response = response;
@@ -240,7 +259,12 @@ impl Transport {
         }
     }
 
-    async fn http_failure(&self, status: u16, response: reqwest::Response) -> Failure {
+    async fn http_failure(
+        &self,
+        status: u16,
+        response: reqwest::Response,
+        bearer: Option<&str>,
+    ) -> Failure {
         let headers = response.headers().clone();
         let request_id = ["request-id", "x-request-id"].iter().find_map(|name| {
             headers
@@ -256,7 +280,7 @@ impl Transport {
         // Some servers echo the key they refused ("invalid key sk-…"); the error ends up on screens
         // and in the log, so the key is cut out before anything else reads the body.
         let secret = self.secret.as_ref().map(|s| s.0.as_str());
-        let body = scrub(body, secret);
+        let body = scrub(scrub(body, secret), bearer);
         let (kind, message) = error_fields(&body);
         let message = clip(message.as_deref().unwrap_or(&body), QUOTE_CHARS);
         let body = clip(&body, BODY_LIMIT);

@@ -16,7 +16,7 @@ pub enum BuildError {
     Recording(String),
     /// The provider is not configured.
     #[error(
-        "unknown provider `{name}`: add a [providers.{name}] table to {file}, or use demo, anthropic, openai"
+        "unknown provider `{name}`: add a [providers.{name}] table to {file}, or use demo, anthropic, openai, chatgpt"
     )]
     UnknownProvider {
         /// The provider named.
@@ -34,6 +34,12 @@ pub enum BuildError {
         name: String,
         /// The environment variable the key is looked for in (the table's `key_env`).
         env: String,
+    },
+    /// A sign-in provider has no account signed in (or one signed in at another issuer).
+    #[error("provider `{name}` is not signed in: run `chock login --provider {name}`")]
+    NotSignedIn {
+        /// The provider.
+        name: String,
     },
     /// The provider's table lacks a field its kind needs.
     #[error("{file}: providers.{name} needs base_url (kind {kind})")]

@@ -70,6 +70,9 @@ pub(super) fn choose_provider(
             name: name.clone(),
             file: source.clone(),
         })?;
+    if table.kind == ProviderKind::ChatGpt {
+        return signed_in(config, &name, &table, model);
+    }
     let found = credentials::find_key(&name, table.key_env.as_deref())
         .map_err(|e| BuildError::Credentials(e.to_string()))?;
     let key = found.map(|(key, _)| key);
@@ -87,6 +90,7 @@ pub(super) fn choose_provider(
     let mut wire = match table.kind {
         ProviderKind::Anthropic => ProviderConfig::anthropic(secret.clone().unwrap_or_default()),
         ProviderKind::OpenAi => ProviderConfig::openai(secret.clone().unwrap_or_default()),
+        ProviderKind::ChatGpt => unreachable!("a ChatGPT provider is built by signed_in"),
         ProviderKind::OpenAiChat | ProviderKind::AiAnd => {
             let base = table
                 .base_url
@@ -110,9 +114,29 @@ pub(super) fn choose_provider(
         wire.idle_timeout = std::time::Duration::from_secs(secs);
     }
     wire.name = name.clone();
-    let model = model
+    let model = model_for(config, &name, &table, model)?;
+    let provider =
+        chock_provider::connect(&wire).map_err(|e| BuildError::Connect(e.to_string()))?;
+    Ok(Chosen {
+        provider: Arc::from(provider),
+        name,
+        model,
+        key,
+        reviews: true,
+    })
+}
+
+/// The model asked of `name`: the flag, else config.toml's default (for the default provider),
+/// else the table's, else the kind's own.
+fn model_for(
+    config: &Config,
+    name: &str,
+    table: &chock_config::config::ProviderConfig,
+    model: Option<String>,
+) -> Result<String, BuildError> {
+    model
         .or_else(|| {
-            if config.default_provider.as_deref() == Some(name.as_str()) {
+            if config.default_provider.as_deref() == Some(name) {
                 config.default_model.clone()
             } else {
                 None
@@ -122,14 +146,55 @@ pub(super) fn choose_provider(
         .or_else(|| match table.kind {
             ProviderKind::Anthropic => Some("claude-sonnet-4-5".to_string()),
             ProviderKind::OpenAi => Some("gpt-5".to_string()),
+            ProviderKind::ChatGpt => Some("gpt-5-codex".to_string()),
             _ => None,
         })
-        .ok_or_else(|| BuildError::NoModel { name: name.clone() })?;
+        .ok_or_else(|| BuildError::NoModel {
+            name: name.to_string(),
+        })
+}
+
+/// A ChatGPT account signed in with `chock login --provider NAME`: its kept sign-in, refreshed
+/// by the provider's token source as it lapses. Its access token goes to the log's redaction
+/// funnel as a key would.
+fn signed_in(
+    config: &Config,
+    name: &str,
+    table: &chock_config::config::ProviderConfig,
+    model: Option<String>,
+) -> Result<Chosen, BuildError> {
+    use chock_oauth::chatgpt;
+    let signed = chatgpt::load(name)
+        .map_err(|e| BuildError::Credentials(e.to_string()))?
+        .ok_or_else(|| BuildError::NotSignedIn {
+            name: name.to_string(),
+        })?;
+    let issuer_text = table.issuer.as_deref().unwrap_or(chatgpt::ISSUER);
+    if signed.issuer != issuer_text.trim_end_matches('/') {
+        return Err(BuildError::NotSignedIn {
+            name: name.to_string(),
+        });
+    }
+    let issuer = chatgpt::Issuer::new(issuer_text)
+        .map_err(|e| BuildError::Connect(format!("providers.{name}.issuer: {e}")))?;
+    let key = ApiKey::new(signed.access_token.expose());
+    let account = signed.account_id.clone();
+    let bearer = chock_provider::signin::ChatGptBearer::new(name, issuer, signed)
+        .map_err(BuildError::Connect)?;
+    let base = table
+        .base_url
+        .clone()
+        .unwrap_or_else(|| chock_config::config::CHATGPT_BASE_URL.to_string());
+    let mut wire = ProviderConfig::chatgpt(name, &base, account, bearer);
+    if let Some(secs) = table.idle_timeout_secs {
+        wire.idle_timeout = std::time::Duration::from_secs(secs);
+    }
+    let model = model_for(config, name, table, model)?;
     let provider =
         chock_provider::connect(&wire).map_err(|e| BuildError::Connect(e.to_string()))?;
     Ok(Chosen {
         provider: Arc::from(provider),
-        name,
+        name: name.to_string(),
         model,
         key,
         reviews: true,

@@ -15,9 +15,18 @@ use crate::say::{say, say_err};
 /// Arguments of `chock login`.
 #[derive(Debug, clap::Args)]
 pub struct LoginArgs {
-    /// The provider whose key to store (a name from config.toml, or anthropic, openai, aiand).
+    /// The provider whose key to store (a name from config.toml, or anthropic, openai, aiand), or
+    /// the ChatGPT account to sign in (`chatgpt`, or a table of kind "chatgpt").
     #[arg(long)]
     pub provider: String,
+    /// ChatGPT: sign in with a code typed at the issuer's device page instead of a browser
+    /// redirect to this machine.
+    #[arg(long)]
+    pub device_code: bool,
+    /// ChatGPT: the loopback port the browser's redirect comes back to (the client is registered
+    /// at 1455; another port is for a test's own issuer).
+    #[arg(long, default_value_t = chock_oauth::chatgpt::CALLBACK_PORT, hide = true)]
+    pub callback_port: u16,
 }
 
 /// Reads one line from standard input with echo off when it is a terminal (restored afterwards).
@@ -49,6 +58,29 @@ fn read_key() -> anyhow::Result<String> {
 pub fn run(args: &LoginArgs) -> anyhow::Result<ExitCode> {
     if matches!(args.provider.as_str(), "demo") || args.provider.starts_with("script:") {
         return Err(Exit::new(exit::BAD_INPUT, "the offline player needs no key").into());
+    }
+    let config = chock_config::config::Config::load()
+        .map_err(|e| Exit::new(exit::BAD_INPUT, e.to_string()))?;
+    if let Some(table) = config
+        .provider(&args.provider)
+        .filter(|t| t.kind == chock_config::config::ProviderKind::ChatGpt)
+    {
+        return super::login_chatgpt::run(
+            &args.provider,
+            &table,
+            args.device_code,
+            args.callback_port,
+        );
+    }
+    if args.device_code {
+        return Err(Exit::new(
+            exit::BAD_INPUT,
+            format!(
+                "--device-code signs a ChatGPT account in; `{}` takes an API key",
+                args.provider
+            ),
+        )
+        .into());
     }
     let text = read_key()?;
     let key = ApiKey::new(&text)

@@ -10,6 +10,7 @@ pub(crate) mod exec_egress;
 pub(crate) mod exec_terminal;
 pub mod init;
 pub mod login;
+pub mod login_chatgpt;
 pub mod mcp;
 pub(crate) mod mcp_login;
 pub mod memory;
