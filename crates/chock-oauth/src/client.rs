@@ -8,6 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use url::Url;
 
 use crate::OAuthError;
+use crate::assertion::{AssertionKey, JWT_BEARER_ASSERTION};
 use crate::metadata::AuthServerMetadata;
 use crate::token::{Secret, Token, now};
 use crate::transport::{HttpRequest, Transport, excerpt, post_form, send};
@@ -21,6 +22,8 @@ pub enum AuthMethod {
     ClientSecretBasic,
     /// The ID and secret in the form.
     ClientSecretPost,
+    /// A JWT signed with the client's key (RFC 7523), no secret.
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
@@ -30,6 +33,7 @@ impl AuthMethod {
             AuthMethod::None => "none",
             AuthMethod::ClientSecretBasic => "client_secret_basic",
             AuthMethod::ClientSecretPost => "client_secret_post",
+            AuthMethod::PrivateKeyJwt => "private_key_jwt",
         }
     }
 
@@ -63,6 +67,8 @@ pub struct ClientConfig {
     pub metadata_document: Option<String>,
     /// The name shown by dynamic registration.
     pub client_name: String,
+    /// The pre-registered client's signing key: it authenticates by `private_key_jwt`.
+    pub private_key: Option<AssertionKey>,
 }
 
 /// The client as the authorization server knows it.
@@ -74,6 +80,8 @@ pub struct RegisteredClient {
     pub client_secret: Option<Secret>,
     /// How it authenticates at the token endpoint.
     pub auth_method: AuthMethod,
+    /// Its signing key, for `private_key_jwt`.
+    pub private_key: Option<AssertionKey>,
 }
 
 /// Registers (or names) the client at `server`: a configured client ID first, then the client ID
@@ -87,13 +95,19 @@ pub async fn register<T: Transport>(
     grant_types: &[&str],
 ) -> Result<RegisteredClient, OAuthError> {
     if let Some(id) = &config.client_id {
+        let auth_method = if config.private_key.is_some() {
+            AuthMethod::PrivateKeyJwt
+        } else {
+            AuthMethod::choose(
+                config.client_secret.is_some(),
+                &server.token_endpoint_auth_methods_supported,
+            )
+        };
         return Ok(RegisteredClient {
             client_id: id.clone(),
             client_secret: config.client_secret.clone(),
-            auth_method: AuthMethod::choose(
-                config.client_secret.is_some(),
-                &server.token_endpoint_auth_methods_supported,
-            ),
+            auth_method,
+            private_key: config.private_key.clone(),
         });
     }
     if let Some(doc) = &config.metadata_document
@@ -103,6 +117,7 @@ pub async fn register<T: Transport>(
             client_id: doc.clone(),
             client_secret: None,
             auth_method: AuthMethod::None,
+            private_key: None,
         });
     }
     let Some(endpoint) = &server.registration_endpoint else {
@@ -116,6 +131,9 @@ pub async fn register<T: Transport>(
         "grant_types": grant_types,
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
+        // A program on the person's machine with a loopback redirect (OpenID Connect
+        // registration §2; the MCP spec asks for it).
+        "application_type": "native",
     });
     let request = HttpRequest {
         method: http::Method::POST,
@@ -155,6 +173,7 @@ pub async fn register<T: Transport>(
         client_id: client_id.to_string(),
         client_secret,
         auth_method,
+        private_key: None,
     })
 }
 
@@ -195,7 +214,7 @@ pub async fn token_request<T: Transport>(
     let endpoint = &server.token_endpoint;
     let mut pairs: Vec<(&str, &str)> = params.to_vec();
     pairs.push(("resource", resource));
-    let request = authenticated_form(endpoint, client, &pairs);
+    let request = authenticated_form(endpoint, client, &pairs, &server.issuer_text)?;
     let response = send(transport, request).await?;
     if response.status != 200 {
         return Err(oauth_error(endpoint, response.status, &response.body));
@@ -204,14 +223,17 @@ pub async fn token_request<T: Transport>(
 }
 
 /// A form POST to `endpoint` authenticated as `client` (its ID in the form for a public client,
-/// its ID and secret by Basic or in the form for a confidential one).
+/// its ID and secret by Basic or in the form for a confidential one, a JWT assertion for the
+/// authorization server `audience` signed with its key for `private_key_jwt`).
 fn authenticated_form(
     endpoint: &Url,
     client: &RegisteredClient,
     params: &[(&str, &str)],
-) -> HttpRequest {
+    audience: &str,
+) -> Result<HttpRequest, OAuthError> {
     let mut pairs: Vec<(&str, &str)> = params.to_vec();
     let secret = client.client_secret.as_ref().map(Secret::expose);
+    let assertion;
     match client.auth_method {
         AuthMethod::None => pairs.push(("client_id", &client.client_id)),
         AuthMethod::ClientSecretPost => {
@@ -219,6 +241,20 @@ fn authenticated_form(
             pairs.push(("client_secret", secret.unwrap_or_default()));
         }
         AuthMethod::ClientSecretBasic => {}
+        AuthMethod::PrivateKeyJwt => {
+            let key = client
+                .private_key
+                .as_ref()
+                .ok_or_else(|| OAuthError::BadKey {
+                    what: format!("client `{}`", client.client_id),
+                    problem: "authenticates by private_key_jwt but no signing key is configured"
+                        .into(),
+                })?;
+            assertion = key.assertion(&client.client_id, audience)?;
+            pairs.push(("client_id", &client.client_id));
+            pairs.push(("client_assertion_type", JWT_BEARER_ASSERTION));
+            pairs.push(("client_assertion", assertion.expose()));
+        }
     }
     let mut request = post_form(endpoint, &pairs);
     if client.auth_method == AuthMethod::ClientSecretBasic {
@@ -233,7 +269,7 @@ fn authenticated_form(
             .headers
             .push(("authorization".into(), format!("Basic {basic}")));
     }
-    request
+    Ok(request)
 }
 
 /// Revokes `token` at the server's revocation `endpoint` (RFC 7009), `hint` naming its kind
@@ -245,11 +281,14 @@ pub async fn revoke<T: Transport>(
     token: &Secret,
     hint: &str,
 ) -> Result<(), OAuthError> {
+    let mut audience = endpoint.clone();
+    audience.set_path("");
     let request = authenticated_form(
         endpoint,
         client,
         &[("token", token.expose()), ("token_type_hint", hint)],
-    );
+        audience.as_str().trim_end_matches('/'),
+    )?;
     let response = send(transport, request).await?;
     if response.status == 200 {
         Ok(())

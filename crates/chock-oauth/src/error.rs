@@ -85,6 +85,15 @@ pub enum OAuthError {
     /// The redirect's `state` did not match the one sent: the answer is not to this request.
     #[error("the authorization answer's state does not match the request's; refused")]
     StateMismatch,
+    /// The authorization response's `iss` is not the authorization server's issuer, or is
+    /// missing where the server promised it (RFC 9207): the code is not exchanged.
+    #[error("the authorization response's `iss` is {}, not the authorization server's issuer `{expected}` (RFC 9207); its code is not exchanged", got.as_deref().map(|g| format!("`{g}`")).unwrap_or_else(|| "missing although the server promised it".into()))]
+    IssuerMismatch {
+        /// The issuer from the metadata, as written.
+        expected: String,
+        /// The `iss` received, if any.
+        got: Option<String>,
+    },
     /// A token was about to go somewhere other than the origin of the resource it was issued for.
     #[error(
         "{url}: not the origin of the resource `{resource}` the token was issued for; the token is not sent"
@@ -94,6 +103,14 @@ pub enum OAuthError {
         url: String,
         /// The token's resource.
         resource: String,
+    },
+    /// A client signing key that cannot be used (not PKCS#8 PEM, not of its algorithm).
+    #[error("{what}: {problem}")]
+    BadKey {
+        /// Where the key came from (its file or field).
+        what: String,
+        /// What is wrong with it.
+        problem: String,
     },
     /// The person did not finish in time.
     #[error("no authorization answer within {0}s")]

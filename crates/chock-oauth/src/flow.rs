@@ -8,10 +8,11 @@ use url::Url;
 use crate::OAuthError;
 use crate::challenge::Challenge;
 use crate::client::{RegisteredClient, token_request};
+use crate::loopback::AuthorizationResponse;
 use crate::metadata::{
     AuthServerMetadata, ProtectedResourceMetadata, auth_server_metadata_urls, canonical_resource,
-    check_url, fetch_document, parse_auth_server_metadata, parse_resource_metadata,
-    resource_metadata_urls,
+    check_url, fetch_document, parse_auth_server_metadata, parse_legacy_auth_server_metadata,
+    parse_resource_metadata, resource_metadata_urls,
 };
 use crate::pkce::{Pkce, random_token};
 use crate::token::Token;
@@ -56,6 +57,8 @@ impl Discovery {
                 issuer: self.auth_server.issuer.to_string(),
             });
         }
+        let scope = with_offline_access(scope, &self.auth_server);
+        let scope = scope.as_deref();
         let pkce = Pkce::new();
         let state = random_token();
         let mut url = self.auth_server.authorization_endpoint.clone();
@@ -81,14 +84,40 @@ impl Discovery {
         })
     }
 
-    /// Exchanges the redirect's `code` for a token (with the PKCE verifier and the resource).
+    /// Whether an authorization response's `iss` (RFC 9207) says it came from this
+    /// authorization server: when present it must be the metadata's `issuer` exactly (a simple
+    /// string comparison: a trailing slash or a case change is a different issuer); when absent
+    /// it must not have been promised (`authorization_response_iss_parameter_supported`). A
+    /// refused response's code is never sent to the token endpoint (a mix-up attack would hand
+    /// it to another server).
+    pub fn check_issuer(&self, iss: Option<&str>) -> Result<(), OAuthError> {
+        let expected = &self.auth_server.issuer_text;
+        match iss {
+            Some(got) if got == expected => Ok(()),
+            None if !self
+                .auth_server
+                .authorization_response_iss_parameter_supported =>
+            {
+                Ok(())
+            }
+            got => Err(OAuthError::IssuerMismatch {
+                expected: expected.clone(),
+                got: got.map(str::to_string),
+            }),
+        }
+    }
+
+    /// Exchanges the redirect's code for a token (with the PKCE verifier and the resource), once
+    /// its `iss` is checked ([`Discovery::check_issuer`]).
     pub async fn exchange_code<T: Transport>(
         &self,
         transport: &T,
         client: &RegisteredClient,
         request: &AuthorizationRequest,
-        code: &str,
+        response: &AuthorizationResponse,
     ) -> Result<Token, OAuthError> {
+        self.check_issuer(response.iss.as_deref())?;
+        let code = response.code.as_str();
         token_request(
             transport,
             &self.auth_server,
@@ -220,7 +249,7 @@ pub async fn discover<T: Transport>(
     let auth_server = match &resource_metadata {
         Some(prm) => {
             let issuer = &prm.authorization_servers[0];
-            find_auth_server(transport, issuer)
+            find_auth_server(transport, issuer, false)
                 .await?
                 .ok_or_else(|| OAuthError::NotFound {
                     what: "authorization server metadata",
@@ -234,7 +263,7 @@ pub async fn discover<T: Transport>(
             origin.set_path("/");
             origin.set_query(None);
             origin.set_fragment(None);
-            match find_auth_server(transport, &origin).await? {
+            match find_auth_server(transport, &origin, true).await? {
                 Some(found) => found,
                 None => AuthServerMetadata::defaults(&origin),
             }
@@ -259,6 +288,22 @@ pub async fn discover<T: Transport>(
     })
 }
 
+/// `scope` with `offline_access` added when the authorization server lists it in
+/// `scopes_supported` (the MCP spec: a client that wants a refresh token asks for it then, and
+/// only then; a server that does not list it may refuse an unknown scope).
+fn with_offline_access(scope: Option<&str>, server: &AuthServerMetadata) -> Option<String> {
+    const OFFLINE: &str = "offline_access";
+    if !server.scopes_supported.iter().any(|s| s == OFFLINE)
+        || scope.is_some_and(|s| s.split_whitespace().any(|s| s == OFFLINE))
+    {
+        return scope.map(str::to_string);
+    }
+    Some(match scope {
+        Some(s) if !s.trim().is_empty() => format!("{s} {OFFLINE}"),
+        _ => OFFLINE.to_string(),
+    })
+}
+
 fn list(urls: &[Url]) -> String {
     urls.iter().map(Url::as_str).collect::<Vec<_>>().join(", ")
 }
@@ -266,10 +311,15 @@ fn list(urls: &[Url]) -> String {
 async fn find_auth_server<T: Transport>(
     transport: &T,
     issuer: &Url,
+    legacy: bool,
 ) -> Result<Option<AuthServerMetadata>, OAuthError> {
     for url in auth_server_metadata_urls(issuer) {
         if let Some(doc) = fetch_document(transport, &url).await? {
-            return parse_auth_server_metadata(&url, issuer, doc).map(Some);
+            return if legacy {
+                parse_legacy_auth_server_metadata(&url, issuer, doc).map(Some)
+            } else {
+                parse_auth_server_metadata(&url, issuer, doc).map(Some)
+            };
         }
     }
     Ok(None)

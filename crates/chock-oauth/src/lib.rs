@@ -18,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod assertion;
 pub mod challenge;
 pub mod chatgpt;
 pub mod client;
@@ -26,15 +27,18 @@ pub mod flow;
 pub mod loopback;
 pub mod metadata;
 pub mod pkce;
+pub mod signin;
 pub mod store;
 pub mod token;
 pub mod transport;
 
+pub use assertion::{Algorithm, AssertionKey};
 pub use challenge::Challenge;
 pub use client::{AuthMethod, ClientConfig, RegisteredClient};
 pub use error::OAuthError;
 pub use flow::{AuthorizationRequest, Discovery, StepUp, discover, send_with_token};
 pub use metadata::{AuthServerMetadata, ProtectedResourceMetadata};
 pub use pkce::Pkce;
+pub use signin::{Browser, ClientChoice, Visit, sign_in_with_code};
 pub use token::{Secret, Token};
-pub use transport::{HttpRequest, HttpResponse, Transport};
+pub use transport::{DynTransport, HttpRequest, HttpResponse, Transport};

@@ -12,6 +12,24 @@ use crate::OAuthError;
 /// The path the redirect comes back to.
 const CALLBACK: &str = "/callback";
 
+/// What the redirect carried: the code, and the `iss` parameter (RFC 9207) when the
+/// authorization server sent one, for [`crate::Discovery::exchange_code`] to check.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthorizationResponse {
+    /// The authorization code.
+    pub code: String,
+    /// `iss`: the issuer the response says it came from.
+    pub iss: Option<String>,
+}
+
+impl std::fmt::Debug for AuthorizationResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthorizationResponse")
+            .field("iss", &self.iss)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A listener on 127.0.0.1 waiting for one redirect.
 #[derive(Debug)]
 pub struct LoopbackReceiver {
@@ -58,10 +76,14 @@ impl LoopbackReceiver {
         &self.redirect_uri
     }
 
-    /// Waits up to `timeout` for the redirect carrying `state`, and returns its code. Requests to
+    /// Waits up to `timeout` for the redirect carrying `state`, and returns its code and `iss`. Requests to
     /// other paths (a browser's favicon) are answered 404 and waited past. A wrong `state` or an
     /// `error` ends the wait with an error: the answer is refused, not retried.
-    pub async fn wait(self, state: &str, timeout: Duration) -> Result<String, OAuthError> {
+    pub async fn wait(
+        self,
+        state: &str,
+        timeout: Duration,
+    ) -> Result<AuthorizationResponse, OAuthError> {
         let secs = timeout.as_secs();
         tokio::time::timeout(timeout, self.serve(state))
             .await
@@ -69,11 +91,15 @@ impl LoopbackReceiver {
     }
 
     /// [`LoopbackReceiver::wait`] with an owned `state`, for a spawned task.
-    pub async fn wait_owned(self, state: String, timeout: Duration) -> Result<String, OAuthError> {
+    pub async fn wait_owned(
+        self,
+        state: String,
+        timeout: Duration,
+    ) -> Result<AuthorizationResponse, OAuthError> {
         self.wait(&state, timeout).await
     }
 
-    async fn serve(self, state: &str) -> Result<String, OAuthError> {
+    async fn serve(self, state: &str) -> Result<AuthorizationResponse, OAuthError> {
         loop {
             let (mut stream, _) =
                 self.listener
@@ -95,12 +121,14 @@ impl LoopbackReceiver {
             let mut got_state = None;
             let mut error = None;
             let mut description = None;
+            let mut iss = None;
             for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
                 match &*k {
                     "code" => code = Some(v.into_owned()),
                     "state" => got_state = Some(v.into_owned()),
                     "error" => error = Some(v.into_owned()),
                     "error_description" => description = Some(v.into_owned()),
+                    "iss" => iss = Some(v.into_owned()),
                     _ => {}
                 }
             }
@@ -145,7 +173,7 @@ impl LoopbackReceiver {
                 "Chock is authorized. You may close this window.",
             )
             .await;
-            return Ok(code);
+            return Ok(AuthorizationResponse { code, iss });
         }
     }
 }

@@ -27,6 +27,12 @@ pub struct AuthServerMetadata {
     pub url: Option<Url>,
     /// `issuer`.
     pub issuer: Url,
+    /// `issuer` exactly as the document wrote it: what an authorization response's `iss` is
+    /// compared with (RFC 9207 §2.4: simple string comparison, no normalisation).
+    pub issuer_text: String,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207 §3): the server promises `iss`
+    /// in every authorization response, so one without it is refused.
+    pub authorization_response_iss_parameter_supported: bool,
     /// `authorization_endpoint`.
     pub authorization_endpoint: Url,
     /// `token_endpoint`.
@@ -70,6 +76,8 @@ impl AuthServerMetadata {
         AuthServerMetadata {
             url: None,
             issuer: at("/"),
+            issuer_text: at("/").as_str().trim_end_matches('/').to_string(),
+            authorization_response_iss_parameter_supported: false,
             authorization_endpoint: at("/authorize"),
             token_endpoint: at("/token"),
             registration_endpoint: Some(at("/register")),
@@ -228,6 +236,14 @@ impl Fields<'_> {
         Ok(Some(url))
     }
 
+    fn boolean(&self, field: &str) -> Result<bool, OAuthError> {
+        match self.map.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(false),
+            Some(serde_json::Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(OAuthError::bad(self.doc, field, "is not a boolean")),
+        }
+    }
+
     fn required_url(&self, field: &str) -> Result<Url, OAuthError> {
         self.url(field)?
             .ok_or_else(|| OAuthError::bad(self.doc, field, "is missing"))
@@ -320,30 +336,43 @@ pub fn parse_auth_server_metadata(
     issuer: &Url,
     value: serde_json::Value,
 ) -> Result<AuthServerMetadata, OAuthError> {
+    parse_as_metadata(doc, issuer, value, false)
+}
+
+/// The 2025-03-26 fallback's reading of the metadata at an MCP server's own origin (no
+/// protected-resource metadata): that revision did not tie `issuer` to the URL, so an issuer of
+/// the same origin (`https://mcp.example/oauth`) is taken; one of another origin is still refused.
+pub fn parse_legacy_auth_server_metadata(
+    doc: &Url,
+    origin: &Url,
+    value: serde_json::Value,
+) -> Result<AuthServerMetadata, OAuthError> {
+    parse_as_metadata(doc, origin, value, true)
+}
+
+fn parse_as_metadata(
+    doc: &Url,
+    issuer: &Url,
+    value: serde_json::Value,
+    same_origin_is_enough: bool,
+) -> Result<AuthServerMetadata, OAuthError> {
     let f = fields(doc, value);
     let named = f.required_url("issuer")?;
-    if named.as_str().trim_end_matches('/') != issuer.as_str().trim_end_matches('/') {
+    let issuer_text = f.string("issuer")?.unwrap_or_default();
+    let same = named.as_str().trim_end_matches('/') == issuer.as_str().trim_end_matches('/');
+    if !same && !(same_origin_is_enough && named.origin() == issuer.origin()) {
         return Err(OAuthError::bad(
             doc.as_str(),
             "issuer",
             format!("names `{named}`, not the issuer asked for `{issuer}` (RFC 8414 §3.3)"),
         ));
     }
-    let client_id_metadata_document_supported =
-        match f.map.get("client_id_metadata_document_supported") {
-            None | Some(serde_json::Value::Null) => false,
-            Some(serde_json::Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(OAuthError::bad(
-                    doc.as_str(),
-                    "client_id_metadata_document_supported",
-                    "is not a boolean",
-                ));
-            }
-        };
     Ok(AuthServerMetadata {
         url: Some(doc.clone()),
         issuer: named,
+        issuer_text,
+        authorization_response_iss_parameter_supported: f
+            .boolean("authorization_response_iss_parameter_supported")?,
         authorization_endpoint: f.required_url("authorization_endpoint")?,
         token_endpoint: f.required_url("token_endpoint")?,
         registration_endpoint: f.url("registration_endpoint")?,
@@ -353,7 +382,8 @@ pub fn parse_auth_server_metadata(
         token_endpoint_auth_methods_supported: f
             .strings("token_endpoint_auth_methods_supported")?,
         grant_types_supported: f.strings("grant_types_supported")?,
-        client_id_metadata_document_supported,
+        client_id_metadata_document_supported: f
+            .boolean("client_id_metadata_document_supported")?,
     })
 }
 

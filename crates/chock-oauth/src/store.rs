@@ -41,12 +41,15 @@ impl Grant {
         let auth_method = match self.auth_method.as_str() {
             "client_secret_basic" => AuthMethod::ClientSecretBasic,
             "client_secret_post" => AuthMethod::ClientSecretPost,
+            "private_key_jwt" => AuthMethod::PrivateKeyJwt,
             _ => AuthMethod::None,
         };
+        // The signing key of a `private_key_jwt` client is the configuration's, never stored.
         RegisteredClient {
             client_id: self.client_id.clone(),
             client_secret: self.client_secret.clone(),
             auth_method,
+            private_key: None,
         }
     }
 }

@@ -64,6 +64,34 @@ pub trait Transport: Send + Sync {
     ) -> impl Future<Output = Result<HttpResponse, String>> + Send;
 }
 
+/// A [`Transport`] behind a pointer (`Arc<dyn DynTransport>`), for a caller that picks one at
+/// run time; every `Transport` is one, and the pointer is a `Transport` again.
+pub trait DynTransport: Send + Sync {
+    /// [`Transport::send`], boxed.
+    fn send_dyn(
+        &self,
+        request: HttpRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<HttpResponse, String>> + Send + '_>>;
+}
+
+impl<T: Transport> DynTransport for T {
+    fn send_dyn(
+        &self,
+        request: HttpRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<HttpResponse, String>> + Send + '_>> {
+        Box::pin(self.send(request))
+    }
+}
+
+impl<'t> Transport for std::sync::Arc<dyn DynTransport + 't> {
+    fn send(
+        &self,
+        request: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, String>> + Send {
+        self.as_ref().send_dyn(request)
+    }
+}
+
 /// Sends `request` and refuses a redirect, naming where it pointed.
 pub(crate) async fn send<T: Transport>(
     transport: &T,

@@ -109,6 +109,44 @@ pub struct World {
     pub token_auth: Vec<Option<String>>,
     /// Every revocation request's form.
     pub revoked: Vec<HashMap<String, String>>,
+    /// The metadata says `authorization_response_iss_parameter_supported`.
+    pub iss_supported: bool,
+    /// What the redirect carries as `iss`: `correct`, `wrong`, `slash` (the issuer with a
+    /// trailing slash), or nothing (`None`).
+    pub iss_in_redirect: Option<&'static str>,
+    /// The metadata says `client_id_metadata_document_supported`.
+    pub cimd: bool,
+    /// The authorization server's `scopes_supported`.
+    pub as_scopes: Vec<String>,
+    /// Every registration request's body.
+    pub registrations: Vec<serde_json::Value>,
+    /// Every authorization request's query.
+    pub authorizations: Vec<HashMap<String, String>>,
+    /// The public key (uncompressed P-256 point) of the `private_key_jwt` client `jwt-client`.
+    pub jwt_public_key: Option<Vec<u8>>,
+}
+
+/// A browser that GETs the authorization URL and then where the server redirected (the
+/// loopback receiver), as a person's browser would.
+pub struct GetBrowser;
+
+impl chock_oauth::Browser for GetBrowser {
+    fn visit<'a>(&'a self, url: &'a url::Url, _host: &'a str) -> chock_oauth::Visit<'a> {
+        Box::pin(async move {
+            let get = |url: url::Url| HttpRequest {
+                method: http::Method::GET,
+                url,
+                headers: Vec::new(),
+                body: Vec::new(),
+            };
+            let t = TestTransport::default();
+            let at = t.send(get(url.clone())).await?;
+            let to = at.header("location").ok_or("no redirect")?;
+            t.send(get(url::Url::parse(to).map_err(|e| e.to_string())?))
+                .await
+                .map(|_| ())
+        })
+    }
 }
 
 pub type Shared = Arc<Mutex<World>>;
@@ -202,6 +240,19 @@ async fn as_metadata(State(w): State<Shared>) -> Response {
     if w.bad_metadata {
         doc.as_object_mut().unwrap().remove("token_endpoint");
     }
+    if w.iss_supported {
+        doc["authorization_response_iss_parameter_supported"] = json!(true);
+    }
+    if w.cimd {
+        doc["client_id_metadata_document_supported"] = json!(true);
+    }
+    if !w.as_scopes.is_empty() {
+        doc["scopes_supported"] = json!(w.as_scopes);
+    }
+    if w.jwt_public_key.is_some() {
+        doc["token_endpoint_auth_methods_supported"] = json!(["private_key_jwt"]);
+        doc["token_endpoint_auth_signing_alg_values_supported"] = json!(["ES256"]);
+    }
     axum::Json(doc).into_response()
 }
 
@@ -215,7 +266,11 @@ async fn revoke(State(w): State<Shared>, Form(f): Form<HashMap<String, String>>)
     StatusCode::OK
 }
 
-async fn register(axum::Json(body): axum::Json<serde_json::Value>) -> Response {
+async fn register(
+    State(w): State<Shared>,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> Response {
+    w.lock().unwrap().registrations.push(body.clone());
     assert_eq!(body["token_endpoint_auth_method"], "none");
     assert!(
         body["redirect_uris"][0]
@@ -234,6 +289,7 @@ async fn authorize(State(w): State<Shared>, Query(q): Query<HashMap<String, Stri
     assert_eq!(q["response_type"], "code");
     assert_eq!(q["code_challenge_method"], "S256");
     let mut w = w.lock().unwrap();
+    w.authorizations.push(q.clone());
     w.counter += 1;
     let code = format!("code-{}", w.counter);
     let scope = q.get("scope").cloned().unwrap_or_default();
@@ -247,7 +303,20 @@ async fn authorize(State(w): State<Shared>, Query(q): Query<HashMap<String, Stri
             scope,
         ),
     );
-    let to = format!("{}?code={code}&state={}", q["redirect_uri"], q["state"]);
+    let mut to = url::Url::parse(&q["redirect_uri"]).unwrap();
+    to.query_pairs_mut()
+        .append_pair("code", &code)
+        .append_pair("state", &q["state"]);
+    let iss = match w.iss_in_redirect {
+        Some("correct") => Some(w.issuer.clone()),
+        Some("wrong") => Some("https://evil.example".to_string()),
+        Some("slash") => Some(format!("{}/", w.issuer)),
+        _ => None,
+    };
+    if let Some(iss) = iss {
+        to.query_pairs_mut().append_pair("iss", &iss);
+    }
+    let to = to.to_string();
     (StatusCode::FOUND, [(header::LOCATION, to)]).into_response()
 }
 
@@ -302,6 +371,13 @@ async fn token(
             Some((scope, res)) if res == resource => issue(&mut w, scope, resource),
             _ => oauth_error("invalid_grant"),
         },
+        "client_credentials" if f.contains_key("client_assertion") => {
+            if let Err(why) = check_assertion(&w, &f) {
+                return oauth_error(&format!("invalid_client: {why}"));
+            }
+            let scope = f.get("scope").cloned().unwrap_or_default();
+            issue(&mut w, scope, resource)
+        }
         "client_credentials" => {
             let expected = format!(
                 "Basic {}",
@@ -355,4 +431,48 @@ async fn mcp(State(w): State<Shared>, headers: HeaderMap) -> Response {
             .into_response();
     }
     StatusCode::OK.into_response()
+}
+
+/// Checks a `private_key_jwt` assertion as an authorization server does (RFC 7523 §3): its type,
+/// its ES256 signature by the client's key, `iss` and `sub` the client, `aud` the issuer, not
+/// expired.
+fn check_assertion(w: &World, f: &HashMap<String, String>) -> Result<(), String> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    if f.get("client_assertion_type").map(String::as_str)
+        != Some("urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+    {
+        return Err("client_assertion_type".into());
+    }
+    if f.contains_key("client_secret") {
+        return Err("a secret was sent too".into());
+    }
+    let jwt = &f["client_assertion"];
+    let parts: Vec<&str> = jwt.split('.').collect();
+    let [header, claims, signature] = parts[..] else {
+        return Err("not a JWS".into());
+    };
+    let key = w.jwt_public_key.as_ref().ok_or("no key")?;
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|e| e.to_string())?;
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, key)
+        .verify(format!("{header}.{claims}").as_bytes(), &signature)
+        .map_err(|_| "the signature does not verify".to_string())?;
+    let claims: serde_json::Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    if claims["iss"] != "jwt-client" || claims["sub"] != "jwt-client" {
+        return Err("iss/sub".into());
+    }
+    if claims["aud"] != json!(w.issuer) {
+        return Err(format!("aud {}", claims["aud"]));
+    }
+    if claims["exp"].as_u64().unwrap_or(0) <= now {
+        return Err("expired".into());
+    }
+    Ok(())
 }
