@@ -15,6 +15,7 @@ pub mod git;
 mod host_paths;
 mod limits;
 pub mod mcp;
+pub mod mcp_oauth;
 mod pattern;
 mod plugins;
 mod policy;

@@ -60,6 +60,15 @@ pub struct RawServer {
     pub startup_timeout_secs: Option<u64>,
     /// Seconds one tool call may take.
     pub call_timeout_secs: Option<u64>,
+    /// With `url`: a client ID registered beforehand with the server's authorization server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// With `client_id`: the host environment variable holding its secret (names only here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// With `url`: the https URL of Chock's client ID metadata document for this server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
 }
 
 /// How Chock reaches a server.
@@ -102,6 +111,9 @@ pub struct ServerDef {
     pub startup_timeout_secs: u64,
     /// Seconds per call.
     pub call_timeout_secs: u64,
+    /// Who Chock is to its authorization server, when the table says (crate::mcp_oauth).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::mcp_oauth::OAuthClientDef>,
 }
 
 impl ServerDef {
@@ -353,7 +365,7 @@ impl RawServer {
         }
         let def = ServerDef {
             name: name.to_string(),
-            transport,
+            transport: transport.clone(),
             env: self.env.clone(),
             read: expand_paths(&self.read, "read", host, &err)?,
             cache: expand_paths(&self.cache, "cache", host, &err)?,
@@ -369,6 +381,7 @@ impl RawServer {
                 &err,
                 "call_timeout_secs",
             )?,
+            oauth: crate::mcp_oauth::check(self, &transport, &err)?,
         };
         def.check_paths(file, host, &[])?;
         Ok(def)
