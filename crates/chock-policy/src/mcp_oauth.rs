@@ -99,3 +99,112 @@ fn check_metadata_url(url: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::mcp::RawServer;
+
+    fn checked(raw: RawServer) -> Result<Option<super::OAuthClientDef>, String> {
+        raw.check(Path::new("config.toml"), "remote")
+            .map(|d| d.oauth)
+            .map_err(|e| e.to_string())
+    }
+
+    fn http(url: &str) -> RawServer {
+        RawServer {
+            url: Some(url.into()),
+            ..RawServer::default()
+        }
+    }
+
+    #[test]
+    fn the_client_fields_are_kept_for_a_streamable_http_server() {
+        assert_eq!(checked(http("https://mcp.example/mcp")).unwrap(), None);
+        let def = checked(RawServer {
+            client_id: Some("chock-at-example".into()),
+            client_secret_env: Some("EXAMPLE_MCP_SECRET".into()),
+            client_metadata_url: Some("https://chock.example/oauth/client.json".into()),
+            ..http("https://mcp.example/mcp")
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(def.client_id.as_deref(), Some("chock-at-example"));
+        assert_eq!(def.client_secret_env.as_deref(), Some("EXAMPLE_MCP_SECRET"));
+    }
+
+    #[test]
+    fn a_bad_client_field_is_refused_naming_it() {
+        let cases = [
+            (
+                RawServer {
+                    command: Some("server".into()),
+                    client_id: Some("x".into()),
+                    ..RawServer::default()
+                },
+                "mcp.servers.remote.client_id: only a streamable HTTP server",
+            ),
+            (
+                RawServer {
+                    transport: Some("sse".into()),
+                    client_metadata_url: Some("https://chock.example/c.json".into()),
+                    ..http("https://mcp.example/sse")
+                },
+                "mcp.servers.remote.client_metadata_url: only a streamable HTTP server",
+            ),
+            (
+                RawServer {
+                    client_metadata_url: Some("http://chock.example/c.json".into()),
+                    ..http("https://mcp.example/mcp")
+                },
+                "mcp.servers.remote.client_metadata_url: `http://chock.example/c.json` is not an https:// URL",
+            ),
+            (
+                RawServer {
+                    client_metadata_url: Some("https://chock.example/".into()),
+                    ..http("https://mcp.example/mcp")
+                },
+                "mcp.servers.remote.client_metadata_url: `https://chock.example/` has no path",
+            ),
+            (
+                RawServer {
+                    client_secret_env: Some("SECRET".into()),
+                    ..http("https://mcp.example/mcp")
+                },
+                "mcp.servers.remote.client_secret_env: names a secret for a pre-registered client",
+            ),
+            (
+                RawServer {
+                    client_id: Some("x".into()),
+                    client_secret_env: Some("NOT A NAME".into()),
+                    ..http("https://mcp.example/mcp")
+                },
+                "mcp.servers.remote.client_secret_env: `NOT A NAME`",
+            ),
+            (
+                RawServer {
+                    client_id: Some(" ".into()),
+                    ..http("https://mcp.example/mcp")
+                },
+                "mcp.servers.remote.client_id: is empty",
+            ),
+        ];
+        for (raw, want) in cases {
+            let err = checked(raw).unwrap_err();
+            assert!(err.starts_with(&format!("config.toml: {want}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_fields_parse_from_toml_and_an_unknown_one_is_refused() {
+        let raw: RawServer = toml::from_str(
+            "url = \"https://mcp.example/mcp\"\nclient_metadata_url = \"https://chock.example/c.json\"\n",
+        )
+        .unwrap();
+        assert!(checked(raw).unwrap().is_some());
+        assert!(
+            toml::from_str::<RawServer>("url = \"https://x/\"\nclient_secret = \"s\"\n").is_err()
+        );
+    }
+}
