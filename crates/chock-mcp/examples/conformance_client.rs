@@ -126,29 +126,81 @@ impl chock_oauth::Transport for Exact {
     }
 }
 
-/// Signs in to the server at `url` when it asks for authorization, as `chock mcp login` does but
-/// with no person: the "browser" is an HTTP GET of the authorization URL (the suite's
-/// authorization server approves at once and redirects to the loopback receiver), and a
-/// `client-credentials` scenario takes the client credentials grant with the context's client.
-/// The grant is stored where a session's client finds it. Every request goes through a broker's
-/// door ([`Exact`]).
-fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
-    use chock_oauth::client::{ClientConfig, register};
-    use chock_oauth::loopback::LoopbackReceiver;
-    use chock_oauth::store::{self, Grant};
-    use chock_oauth::{Challenge, HttpRequest, Secret, Transport, discover};
+/// The suite's "browser": a GET of the authorization URL (its authorization server approves at
+/// once and redirects), then a GET of where it redirected (the loopback receiver), each through
+/// [`Exact`].
+struct Fetching;
 
-    let transport = Exact;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+impl chock_oauth::Browser for Fetching {
+    fn visit<'a>(&'a self, url: &'a url::Url, _host: &'a str) -> chock_oauth::Visit<'a> {
+        use chock_oauth::Transport;
+        let get = |url: url::Url| chock_oauth::HttpRequest {
+            method: http::Method::GET,
+            url,
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        Box::pin(async move {
+            let approved = Exact.send(get(url.clone())).await?;
+            let to = approved.header("location").ok_or(format!(
+                "the authorization endpoint answered {} with no redirect",
+                approved.status
+            ))?;
+            let to = url::Url::parse(to).map_err(|e| e.to_string())?;
+            Exact.send(get(to)).await.map(|_| ())
+        })
+    }
+}
+
+/// The client ID metadata document URL the suite expects of a client (`auth/basic-cimd`): what
+/// a person would set as `client_metadata_url` of the server in their configuration.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// The client the scenario's context describes (a pre-registered ID, a secret, a signing key),
+/// else Chock's client ID metadata document where the server takes one, else registration.
+fn client_config(context: &Value) -> Result<chock_oauth::ClientConfig, String> {
     let text = |field: &str| {
         context
             .get(field)
             .and_then(Value::as_str)
             .map(str::to_string)
     };
+    let private_key = match text("private_key_pem") {
+        Some(pem) => {
+            let alg = text("signing_algorithm").unwrap_or_else(|| "ES256".into());
+            let alg = chock_oauth::Algorithm::from_name(&alg).ok_or(format!(
+                "signing algorithm `{alg}` is not one Chock signs with"
+            ))?;
+            Some(
+                chock_oauth::AssertionKey::from_pem(&pem, alg, "the context's private_key_pem")
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        None => None,
+    };
+    Ok(chock_oauth::ClientConfig {
+        client_id: text("client_id"),
+        client_secret: text("client_secret").map(chock_oauth::Secret::new),
+        metadata_document: Some(CLIENT_METADATA_URL.into()),
+        client_name: "Chock conformance".into(),
+        private_key,
+    })
+}
+
+/// Signs in to the server at `url` when it asks for authorization, as `chock mcp login` does but
+/// with no person: the "browser" is [`Fetching`], and a `client-credentials` scenario takes the
+/// client credentials grant with the context's client. The grant is stored where a session's
+/// client finds it. Every request goes through a broker's door ([`Exact`]).
+fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
+    use chock_oauth::client::register;
+    use chock_oauth::store::{self, Grant};
+    use chock_oauth::{Challenge, ClientChoice, HttpRequest, Transport, discover};
+
+    let transport = Exact;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let probe = HttpRequest {
             method: http::Method::POST,
@@ -170,12 +222,7 @@ fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
         let found = discover(&transport, url, challenge.as_ref())
             .await
             .map_err(|e| e.to_string())?;
-        let config = ClientConfig {
-            client_id: text("client_id"),
-            client_secret: text("client_secret").map(Secret::new),
-            client_name: "Chock conformance".into(),
-            ..ClientConfig::default()
-        };
+        let config = client_config(context)?;
         let (client, token) = if scenario.contains("client-credentials") {
             let client = register(
                 &transport,
@@ -192,54 +239,16 @@ fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             (client, token)
         } else {
-            let receiver = LoopbackReceiver::bind().await.map_err(|e| e.to_string())?;
-            let redirect = receiver.redirect_uri().to_string();
-            let client = register(
+            chock_oauth::sign_in_with_code(
                 &transport,
-                &found.auth_server,
-                &config,
-                std::slice::from_ref(&redirect),
-                &["authorization_code", "refresh_token"],
+                &found,
+                ClientChoice::Register(&config),
+                found.scope.as_deref(),
+                &Fetching,
+                std::time::Duration::from_secs(20),
             )
             .await
-            .map_err(|e| e.to_string())?;
-            let request = found
-                .authorization_request(&client, &redirect, found.scope.as_deref())
-                .map_err(|e| e.to_string())?;
-            let state = request.state.clone();
-            let waiting = receiver.wait_owned(state, std::time::Duration::from_secs(20));
-            let browser = async {
-                let approved = transport
-                    .send(chock_oauth::HttpRequest {
-                        method: http::Method::GET,
-                        url: request.url.clone(),
-                        headers: Vec::new(),
-                        body: Vec::new(),
-                    })
-                    .await?;
-                let to = approved.header("location").ok_or(format!(
-                    "the authorization endpoint answered {} with no redirect",
-                    approved.status
-                ))?;
-                let to = url::Url::parse(to).map_err(|e| e.to_string())?;
-                transport
-                    .send(chock_oauth::HttpRequest {
-                        method: http::Method::GET,
-                        url: to,
-                        headers: Vec::new(),
-                        body: Vec::new(),
-                    })
-                    .await
-                    .map(|_| ())
-            };
-            let (code, browsed) = tokio::join!(waiting, browser);
-            browsed?;
-            let code = code.map_err(|e| e.to_string())?;
-            let token = found
-                .exchange_code(&transport, &client, &request, &code)
-                .await
-                .map_err(|e| e.to_string())?;
-            (client, token)
+            .map_err(|e| e.to_string())?
         };
         let grant = Grant {
             server: url.to_string(),
@@ -287,7 +296,16 @@ fn run(url: &str) -> Result<(), String> {
     if scenario.starts_with("auth/") {
         sign_in(url, &scenario, &context)?;
     }
-    let mut hub = world.start(&[server], &pipeline, false, None);
+    // A session that meets a 403 `insufficient_scope` or a refused token signs in again the
+    // same way (the "browser" and each request's own door).
+    let mut hub = world.start_with(
+        &[server],
+        &pipeline,
+        false,
+        None,
+        Some(Arc::new(Fetching)),
+        Some(Arc::new(Exact)),
+    );
     if let Some((_, e)) = hub.failures().first() {
         return Err(e.to_string());
     }

@@ -89,6 +89,10 @@ fn unauthorized_words(
 
 pub(crate) type Failure = StreamableHttpError<HttpClientError>;
 
+/// How many times one message may send the person to sign in again (the MCP spec asks for a
+/// limit, so a server that keeps asking cannot loop).
+const STEP_UP_LIMIT: u32 = 2;
+
 pub(crate) fn failure(message: impl Into<String>) -> Failure {
     StreamableHttpError::Client(HttpClientError::Other(message.into()))
 }
@@ -209,6 +213,7 @@ impl DoorHttpClient {
         broker: Broker,
         endpoint: &str,
         grant: Option<chock_oauth::store::Grant>,
+        again: Option<crate::oauth::Reauthorization>,
     ) -> Result<DoorHttpClient, String> {
         let endpoint: Uri = endpoint.parse().map_err(|e| format!("`{endpoint}`: {e}"))?;
         if endpoint.host().is_none_or(str::is_empty) {
@@ -223,7 +228,7 @@ impl DoorHttpClient {
             ));
         }
         let refusal = Arc::new(Mutex::new(None));
-        let auth = grant.map(|g| Arc::new(crate::oauth::Authorizer::new(g, broker.clone())));
+        let auth = grant.map(|g| Arc::new(crate::oauth::Authorizer::new(g, broker.clone(), again)));
         let connector = DoorConnector {
             broker,
             refusal: Arc::clone(&refusal),
@@ -380,18 +385,51 @@ impl StreamableHttpClient for DoorHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Failure> {
-        let body = serde_json::to_vec(&message)?;
-        let request = self
-            .request(Method::POST, &uri, session_id.as_deref(), custom_headers)
-            .await?
-            .header(http::header::CONTENT_TYPE, JSON_MIME_TYPE)
-            .header(
-                http::header::ACCEPT,
-                format!("{JSON_MIME_TYPE}, {EVENT_STREAM_MIME_TYPE}"),
-            )
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| failure(e.to_string()))?;
-        let response = self.send(request).await?;
+        let body = Bytes::from(serde_json::to_vec(&message)?);
+        // A server that wants more scope (403 `insufficient_scope`) or no longer takes the token
+        // (401) is signed in to again when the session can send the person, and the message
+        // sent again: at most STEP_UP_LIMIT times for one message.
+        let mut step = chock_oauth::StepUp::new(STEP_UP_LIMIT);
+        let response = loop {
+            let request = self
+                .request(
+                    Method::POST,
+                    &uri,
+                    session_id.as_deref(),
+                    custom_headers.clone(),
+                )
+                .await?
+                .header(http::header::CONTENT_TYPE, JSON_MIME_TYPE)
+                .header(
+                    http::header::ACCEPT,
+                    format!("{JSON_MIME_TYPE}, {EVENT_STREAM_MIME_TYPE}"),
+                )
+                .body(Full::new(body.clone()))
+                .map_err(|e| failure(e.to_string()))?;
+            let sent = request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            match self.send(request).await {
+                Err(StreamableHttpError::Client(HttpClientError::Unauthorized {
+                    status,
+                    challenge,
+                    sent_token: true,
+                })) if self.auth.as_ref().is_some_and(|a| a.can_reauthorize())
+                    && (status == 401
+                        || challenge
+                            .as_ref()
+                            .is_some_and(chock_oauth::Challenge::insufficient_scope)) =>
+                {
+                    let auth = self.auth.as_ref().expect("checked above");
+                    auth.reauthorize(challenge.as_ref(), sent.as_deref(), &mut step)
+                        .await
+                        .map_err(|e| failure(format!("HTTP {status}: {e}")))?;
+                }
+                other => break other?,
+            }
+        };
         let status = response.status();
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             return Ok(StreamableHttpPostResponse::Accepted);

@@ -5,13 +5,19 @@
 //! first (the authorization server found again by discovery, through the same door) and the fresh
 //! grant is stored. Nothing here logs or prints a token.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use chock_broker::Broker;
+use chock_oauth::client::ClientConfig;
+use chock_oauth::flow::StepUp;
 use chock_oauth::metadata::{canonical_resource, check_url};
 use chock_oauth::store::{self, Grant};
-use chock_oauth::{HttpRequest, HttpResponse, Transport, discover};
+use chock_oauth::{
+    Browser, Challenge, ClientChoice, DynTransport, HttpRequest, HttpResponse, Transport, Visit,
+    discover, sign_in_with_code,
+};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 
@@ -119,18 +125,144 @@ pub(crate) fn stored_grant(url: &str) -> Result<Option<Grant>, String> {
     Ok(None)
 }
 
-/// A session's grant for one server, refreshed in place.
+impl DoorTransport {
+    /// Decides (and logs) `net.connect` to `url`'s host and port by opening a connection there
+    /// through the door, and closes it: a person is sent to an authorization endpoint only once
+    /// the table has let Chock reach that host itself.
+    pub async fn admit(&self, url: &url::Url) -> Result<(), String> {
+        let host = url.host_str().ok_or("the URL names no host")?;
+        let port = url.port_or_known_default().ok_or("the URL names no port")?;
+        let tls = url.scheme() == "https";
+        self.broker
+            .open_stream(chock_broker::Door::Mcp, host, port, tls)
+            .await
+            .map(drop)
+            .map_err(|e| format!("{e} (destination {host}:{port})"))
+    }
+}
+
+/// How long a person has to finish signing in.
+pub const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
+
+/// Who Chock is to `def`'s authorization server, as its table says: a pre-registered client
+/// (its secret read now from the host environment variable the table names), the client ID
+/// metadata document URL, else nothing (dynamic registration). A named variable that is unset
+/// is an error naming the server and field.
+pub fn client_config(def: &chock_policy::mcp::ServerDef) -> Result<ClientConfig, String> {
+    let mut config = ClientConfig {
+        client_name: "Chock".into(),
+        ..ClientConfig::default()
+    };
+    let Some(oauth) = &def.oauth else {
+        return Ok(config);
+    };
+    config.client_id = oauth.client_id.clone();
+    config.metadata_document = oauth.client_metadata_url.clone();
+    if let Some(var) = &oauth.client_secret_env {
+        let secret = std::env::var(var).map_err(|_| {
+            format!(
+                "mcp.servers.{}.client_secret_env: the environment variable `{var}` is not set",
+                def.name
+            )
+        })?;
+        config.client_secret = Some(chock_oauth::Secret::new(secret));
+    }
+    Ok(config)
+}
+
+/// How a session signs in again when a server wants more scope or no longer takes the token:
+/// who sends the person to the authorization server, and who the client is to a new one.
+#[derive(Clone)]
+pub struct Reauthorization {
+    /// Sends the person to the authorization URL (their browser at a terminal).
+    pub browser: Arc<dyn Browser>,
+    /// The client to register as at an authorization server the grant's client is not known to
+    /// (a client ID metadata document, a pre-registered client, else dynamic registration).
+    pub client: ClientConfig,
+    /// How long the person has.
+    pub wait: Duration,
+    /// What the sign-in's requests go through instead of the session's door (none: the door,
+    /// which also decides the authorization endpoint's host before the person is sent there).
+    /// The conformance adapter's, whose every request is decided by a table naming exactly its
+    /// destination (its authorization servers listen on ports learnt only from discovery).
+    pub transport: Option<Arc<dyn DynTransport>>,
+}
+
+impl std::fmt::Debug for Reauthorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reauthorization")
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A session's grant for one server, refreshed in place, and signed in again (more scope, or a
+/// new authorization server) when the session may send the person to authorise.
 pub(crate) struct Authorizer {
     grant: tokio::sync::Mutex<Grant>,
     transport: DoorTransport,
+    again: Option<Reauthorization>,
 }
 
 impl Authorizer {
-    pub(crate) fn new(grant: Grant, broker: Broker) -> Authorizer {
+    pub(crate) fn new(grant: Grant, broker: Broker, again: Option<Reauthorization>) -> Authorizer {
         Authorizer {
             grant: tokio::sync::Mutex::new(grant),
             transport: DoorTransport::new(broker),
+            again,
         }
+    }
+
+    /// Whether the session can sign in again at all.
+    pub(crate) fn can_reauthorize(&self) -> bool {
+        self.again.is_some()
+    }
+
+    /// Signs in again after the server answered `sent` (the `Authorization` value the request
+    /// carried) with a 403 `insufficient_scope` (the scope asked: what the grant held and what
+    /// the challenge names, RFC 6750 §3.1 and the MCP spec's step-up) or a 401 (the token is no
+    /// longer taken: discovery again, which finds a new authorization server if the resource
+    /// moved, and registration anew there, since a client is the issuer's). When another request
+    /// already replaced the token, nothing is done and the caller sends again. The discovery,
+    /// registration and token requests go through the session's door (each destination decided
+    /// and logged), and so does the authorization endpoint's host before the person is sent there.
+    pub(crate) async fn reauthorize(
+        &self,
+        challenge: Option<&Challenge>,
+        sent: Option<&str>,
+        step: &mut StepUp,
+    ) -> Result<(), String> {
+        let Some(again) = &self.again else {
+            return Err("this session cannot send anyone to sign in".into());
+        };
+        let mut grant = self.grant.lock().await;
+        let current = format!("Bearer {}", grant.token.access_token.expose());
+        if sent.is_some_and(|s| s != current) {
+            return Ok(());
+        }
+        let scope = step
+            .next_scope(
+                grant.token.scope.as_deref(),
+                &challenge.cloned().unwrap_or_default(),
+            )
+            .map_err(|e| e.to_string())?;
+        let scope = (!scope.is_empty()).then_some(scope);
+        let fresh = match &again.transport {
+            Some(own) => {
+                let browser = again.browser.as_ref();
+                sign_in_again(own, &grant, again, challenge, scope, browser).await
+            }
+            None => {
+                let admit = AdmittingBrowser {
+                    transport: &self.transport,
+                    inner: again.browser.as_ref(),
+                };
+                sign_in_again(&self.transport, &grant, again, challenge, scope, &admit).await
+            }
+        };
+        *grant = fresh.map_err(|e| format!("signing in again: {e}"))?;
+        store::save(&grant).map_err(|e| format!("storing the new token: {e}"))?;
+        Ok(())
     }
 
     /// The `Authorization` value for a request to `endpoint`, refreshing the token first when it
@@ -151,5 +283,65 @@ impl Authorizer {
             store::save(&grant).map_err(|e| format!("storing the refreshed token: {e}"))?;
         }
         Ok(grant.token.authorization_for(endpoint))
+    }
+}
+
+/// Discovery again from `challenge`, then the code flow for `scope` as the grant's client when
+/// the authorization server is the one that issued it, else as a client registered anew there
+/// (a client is its issuer's: it is never presented to another).
+async fn sign_in_again<T: Transport>(
+    transport: &T,
+    grant: &Grant,
+    again: &Reauthorization,
+    challenge: Option<&Challenge>,
+    scope: Option<String>,
+    browser: &dyn Browser,
+) -> Result<Grant, chock_oauth::OAuthError> {
+    let found = discover(transport, &grant.server, challenge).await?;
+    let known = grant.issuer == found.auth_server.issuer.as_str();
+    let mut reused = grant.client();
+    reused.private_key = again.client.private_key.clone();
+    let choice = if known {
+        ClientChoice::Reuse(&reused)
+    } else {
+        ClientChoice::Register(&again.client)
+    };
+    let (client, token) = sign_in_with_code(
+        transport,
+        &found,
+        choice,
+        scope.as_deref().or(found.scope.as_deref()),
+        browser,
+        again.wait,
+    )
+    .await?;
+    Ok(Grant {
+        server: grant.server.clone(),
+        resource: found.resource.clone(),
+        issuer: found.auth_server.issuer.to_string(),
+        client_id: client.client_id.clone(),
+        client_secret: client.client_secret.clone(),
+        auth_method: client.auth_method.name().to_string(),
+        revocation_endpoint: found
+            .auth_server
+            .revocation_endpoint
+            .as_ref()
+            .map(|u| u.to_string()),
+        token,
+    })
+}
+
+/// A browser that first has the door decide the authorization endpoint's host.
+struct AdmittingBrowser<'a> {
+    transport: &'a DoorTransport,
+    inner: &'a dyn Browser,
+}
+
+impl Browser for AdmittingBrowser<'_> {
+    fn visit<'a>(&'a self, url: &'a url::Url, host: &'a str) -> Visit<'a> {
+        Box::pin(async move {
+            self.transport.admit(url).await?;
+            self.inner.visit(url, host).await
+        })
     }
 }

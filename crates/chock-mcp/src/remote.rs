@@ -48,7 +48,16 @@ pub(crate) async fn reach(
     } else {
         crate::oauth::stored_grant(url).map_err(&failed)?
     };
-    let client = DoorHttpClient::new(broker, url, grant).map_err(failed)?;
+    let again = match &cx.browser {
+        Some(browser) if grant.is_some() => Some(crate::oauth::Reauthorization {
+            browser: Arc::clone(browser),
+            client: crate::oauth::client_config(def).map_err(&failed)?,
+            wait: crate::oauth::SIGN_IN_WAIT,
+            transport: cx.sign_in_transport.clone(),
+        }),
+        _ => None,
+    };
+    let client = DoorHttpClient::new(broker, url, grant, again).map_err(failed)?;
     let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     // A server that lost the session is not silently initialized again: its tools would not be
     // listed and checked against their pins. Its calls fail instead, as a stdio server's do once it

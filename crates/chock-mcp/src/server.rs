@@ -37,6 +37,13 @@ pub struct StartContext {
     /// How the broker that reaches a streamable HTTP server resolves and verifies (the same
     /// configuration `fetch_url` uses: nameservers, extra roots).
     pub network: chock_broker::BrokerConfig,
+    /// Who sends the person to an authorization server when a server asks for more scope or
+    /// no longer takes its token mid-session (none: that is reported, pointing to
+    /// `chock mcp login`).
+    pub browser: Option<Arc<dyn chock_oauth::Browser>>,
+    /// What signing in again goes through instead of the server's door (none: the door). The
+    /// conformance adapter's own.
+    pub sign_in_transport: Option<Arc<dyn chock_oauth::DynTransport>>,
 }
 
 impl std::fmt::Debug for StartContext {

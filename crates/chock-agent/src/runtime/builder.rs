@@ -470,6 +470,8 @@ impl SessionBuilder {
             trust: Arc::new(std::sync::Mutex::new(trust)),
             trusting: false,
             network: agent.host().network().clone(),
+            browser: None,
+            sign_in_transport: None,
         };
         let hub = Arc::new(chock_mcp::McpHub::start(session, &servers, &cx)?);
         for tool in chock_tools::mcp::McpToolAdapter::offered(&hub, &pipeline) {

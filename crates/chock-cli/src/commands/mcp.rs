@@ -253,6 +253,8 @@ fn start_and_show(
         trust: Arc::new(Mutex::new(trust)),
         trusting,
         network: chock_broker::BrokerConfig::default(),
+        browser: None,
+        sign_in_transport: None,
     };
     let mut hub = McpHub::start(&session, std::slice::from_ref(server), &cx)
         .map_err(|e| Exit::new(FAILURE, e.to_string()))?;

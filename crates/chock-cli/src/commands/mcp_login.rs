@@ -17,12 +17,12 @@ use std::time::Duration;
 use chock_broker::{Broker, BrokerConfig};
 use chock_decide::ApprovalBroker;
 use chock_mcp::oauth::DoorTransport;
-use chock_oauth::client::{ClientConfig, register, revoke};
-use chock_oauth::loopback::{LoopbackReceiver, open_browser};
+use chock_oauth::client::{ClientConfig, revoke};
+use chock_oauth::loopback::open_browser;
 use chock_oauth::metadata::canonical_resource;
 use chock_oauth::store::{self, Grant};
-use chock_oauth::{Challenge, HttpRequest, Transport, discover};
-use chock_policy::mcp::Transport as McpTransport;
+use chock_oauth::{Challenge, ClientChoice, HttpRequest, Transport, discover, sign_in_with_code};
+use chock_policy::mcp::{ServerDef, Transport as McpTransport};
 
 use crate::exit::{BAD_INPUT, Exit, FAILURE};
 use crate::say::{say, say_err};
@@ -32,10 +32,15 @@ const WAIT: Duration = Duration::from_secs(300);
 
 /// The URL of the configured streamable HTTP server `name`.
 fn server_url(name: &str, project: &Path) -> anyhow::Result<String> {
+    server_def(name, project).map(|(url, _)| url)
+}
+
+/// The URL and definition of the configured streamable HTTP server `name`.
+fn server_def(name: &str, project: &Path) -> anyhow::Result<(String, ServerDef)> {
     let (servers, _, _) = super::mcp::load(project)?;
     let server = super::mcp::find(&servers, name)?;
     match &server.def.transport {
-        McpTransport::Http { url } => Ok(url.clone()),
+        McpTransport::Http { url } => Ok((url.clone(), server.def.clone())),
         McpTransport::Sse { .. } => Err(Exit::new(
             BAD_INPUT,
             format!("`{name}` is a legacy HTTP+SSE server; `chock mcp login` signs in to streamable HTTP servers (`url = …`) only"),
@@ -84,10 +89,17 @@ fn with_door<R>(
 
 /// `chock mcp login NAME`.
 pub fn login(name: &str, project: &Path, client_id: Option<String>) -> anyhow::Result<ExitCode> {
-    let url = server_url(name, project)?;
+    let (url, def) = server_def(name, project)?;
+    // The table's client (`client_id`, `client_secret_env`, `client_metadata_url`); `--client-id`
+    // names a pre-registered public client over it.
+    let mut config = chock_mcp::oauth::client_config(&def).map_err(|e| Exit::new(BAD_INPUT, e))?;
+    if let Some(id) = client_id {
+        config.client_id = Some(id);
+        config.client_secret = None;
+    }
     let call_id = format!("mcp-{name}-login");
     let result = with_door(project, &call_id, async |t| {
-        sign_in(t, name, &url, client_id).await
+        sign_in(t, name, &url, &config).await
     })?;
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
@@ -99,7 +111,7 @@ async fn sign_in(
     transport: &DoorTransport,
     name: &str,
     url: &str,
-    client_id: Option<String>,
+    config: &ClientConfig,
 ) -> Result<(), chock_oauth::OAuthError> {
     // The server's own challenge first: it may name its metadata document and the scope.
     let probe = HttpRequest {
@@ -127,34 +139,15 @@ async fn sign_in(
         found.auth_server.issuer,
         found.resource
     );
-    let receiver = LoopbackReceiver::bind().await?;
-    let redirect = receiver.redirect_uri().to_string();
-    let config = ClientConfig {
-        client_id,
-        client_name: "Chock".into(),
-        ..ClientConfig::default()
-    };
-    let client = register(
+    let (client, token) = sign_in_with_code(
         transport,
-        &found.auth_server,
-        &config,
-        std::slice::from_ref(&redirect),
-        &["authorization_code", "refresh_token"],
+        &found,
+        ClientChoice::Register(config),
+        found.scope.as_deref(),
+        &Terminal { door: transport },
+        WAIT,
     )
     .await?;
-    let request = found.authorization_request(&client, &redirect, found.scope.as_deref())?;
-    say!(
-        "Open this URL to authorize Chock (it leads to {}):",
-        found.auth_server_host()
-    );
-    say!("  {}", request.url);
-    if open_browser(request.url.as_str()) {
-        say!("(a browser was started; waiting up to {}s)", WAIT.as_secs());
-    }
-    let code = receiver.wait(&request.state, WAIT).await?;
-    let token = found
-        .exchange_code(transport, &client, &request, &code)
-        .await?;
     let grant = Grant {
         server: url.to_string(),
         resource: found.resource.clone(),
@@ -172,6 +165,27 @@ async fn sign_in(
     let kept = store::save(&grant)?;
     say!("{name}: authorized; the token is kept in {kept}");
     Ok(())
+}
+
+/// The person's browser: once the door has decided (and logged) `net.connect` to the
+/// authorization endpoint's host, the URL printed (naming that host) and opened with `$BROWSER`,
+/// else `xdg-open`.
+struct Terminal<'a> {
+    door: &'a DoorTransport,
+}
+
+impl chock_oauth::Browser for Terminal<'_> {
+    fn visit<'a>(&'a self, url: &'a url::Url, host: &'a str) -> chock_oauth::Visit<'a> {
+        Box::pin(async move {
+            self.door.admit(url).await?;
+            say!("Open this URL to authorize Chock (it leads to {host}):");
+            say!("  {url}");
+            if open_browser(url.as_str()) {
+                say!("(a browser was started; waiting up to {}s)", WAIT.as_secs());
+            }
+            Ok(())
+        })
+    }
 }
 
 /// `chock mcp logout NAME`: revokes the grant at the authorization server when it has a

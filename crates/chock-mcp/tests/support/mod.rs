@@ -135,6 +135,19 @@ impl World {
         trusting: bool,
         sampler: Option<Arc<dyn chock_mcp::Sampler>>,
     ) -> McpHub {
+        self.start_with(servers, pipeline, trusting, sampler, None, None)
+    }
+
+    /// [`World::start`] with a browser to sign in again mid-session.
+    pub fn start_with(
+        &self,
+        servers: &[Configured],
+        pipeline: &Pipeline,
+        trusting: bool,
+        sampler: Option<Arc<dyn chock_mcp::Sampler>>,
+        browser: Option<Arc<dyn chock_oauth::Browser>>,
+        sign_in_transport: Option<Arc<dyn chock_oauth::DynTransport>>,
+    ) -> McpHub {
         let trust = TrustStore::open(&self.trust_path()).expect("trust file");
         let cx = StartContext {
             pipeline: pipeline.clone(),
@@ -142,6 +155,8 @@ impl World {
             trust: Arc::new(Mutex::new(trust)),
             trusting,
             network: chock_broker::BrokerConfig::default(),
+            browser,
+            sign_in_transport,
         };
         McpHub::start(&self.session, servers, &cx).expect("the hub")
     }
