@@ -360,7 +360,8 @@ fn parse_as_metadata(
     let named = f.required_url("issuer")?;
     let issuer_text = f.string("issuer")?.unwrap_or_default();
     let same = named.as_str().trim_end_matches('/') == issuer.as_str().trim_end_matches('/');
-    if !same && !(same_origin_is_enough && named.origin() == issuer.origin()) {
+    let same_origin = same_origin_is_enough && named.origin() == issuer.origin();
+    if !(same || same_origin) {
         return Err(OAuthError::bad(
             doc.as_str(),
             "issuer",

@@ -104,11 +104,12 @@ async fn a_client_id_metadata_document_is_the_client_id_where_the_server_takes_o
     world.lock().unwrap().cimd = true;
     let client = code_flow(&world, &with_doc).await.unwrap();
     assert_eq!(client.client_id, doc);
-    let w = world.lock().unwrap();
-    assert_eq!(w.authorizations[0]["client_id"], doc);
-    assert_eq!(w.token_forms[0]["client_id"], doc);
-    assert!(w.registrations.is_empty(), "no dynamic registration");
-    drop(w);
+    {
+        let w = world.lock().unwrap();
+        assert_eq!(w.authorizations[0]["client_id"], doc);
+        assert_eq!(w.token_forms[0]["client_id"], doc);
+        assert!(w.registrations.is_empty(), "no dynamic registration");
+    }
 
     // A server that does not say it takes them: dynamic registration, as a native application.
     let (world, _) = start().await;
@@ -169,10 +170,11 @@ async fn private_key_jwt_signs_an_assertion_for_this_server_and_sends_no_secret(
         .await
         .unwrap();
     assert_eq!(token.scope.as_deref(), Some("read"));
-    let w = world.lock().unwrap();
-    assert!(w.token_auth[0].is_none(), "no Basic header");
-    assert_eq!(w.token_forms[0]["client_id"], "jwt-client");
-    drop(w);
+    {
+        let w = world.lock().unwrap();
+        assert!(w.token_auth[0].is_none(), "no Basic header");
+        assert_eq!(w.token_forms[0]["client_id"], "jwt-client");
+    }
 
     // Another key (the server holds this one's public half only): refused.
     let other = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();

@@ -106,7 +106,7 @@ mod tests {
 
     use crate::mcp::RawServer;
 
-    fn checked(raw: RawServer) -> Result<Option<super::OAuthClientDef>, String> {
+    fn checked(raw: &RawServer) -> Result<Option<super::OAuthClientDef>, String> {
         raw.check(Path::new("config.toml"), "remote")
             .map(|d| d.oauth)
             .map_err(|e| e.to_string())
@@ -121,8 +121,8 @@ mod tests {
 
     #[test]
     fn the_client_fields_are_kept_for_a_streamable_http_server() {
-        assert_eq!(checked(http("https://mcp.example/mcp")).unwrap(), None);
-        let def = checked(RawServer {
+        assert_eq!(checked(&http("https://mcp.example/mcp")).unwrap(), None);
+        let def = checked(&RawServer {
             client_id: Some("chock-at-example".into()),
             client_secret_env: Some("EXAMPLE_MCP_SECRET".into()),
             client_metadata_url: Some("https://chock.example/oauth/client.json".into()),
@@ -191,7 +191,7 @@ mod tests {
             ),
         ];
         for (raw, want) in cases {
-            let err = checked(raw).unwrap_err();
+            let err = checked(&raw).unwrap_err();
             assert!(err.starts_with(&format!("config.toml: {want}")), "{err}");
         }
     }
@@ -202,7 +202,7 @@ mod tests {
             "url = \"https://mcp.example/mcp\"\nclient_metadata_url = \"https://chock.example/c.json\"\n",
         )
         .unwrap();
-        assert!(checked(raw).unwrap().is_some());
+        assert!(checked(&raw).unwrap().is_some());
         assert!(
             toml::from_str::<RawServer>("url = \"https://x/\"\nclient_secret = \"s\"\n").is_err()
         );
