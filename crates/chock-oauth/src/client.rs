@@ -9,6 +9,7 @@ use url::Url;
 
 use crate::OAuthError;
 use crate::assertion::{AssertionKey, JWT_BEARER_ASSERTION};
+use crate::dpop::{DPOP_ALG, DpopKey};
 use crate::metadata::AuthServerMetadata;
 use crate::token::{Secret, Token, now};
 use crate::transport::{HttpRequest, Transport, excerpt, post_form, send};
@@ -82,6 +83,8 @@ pub struct RegisteredClient {
     pub auth_method: AuthMethod,
     /// Its signing key, for `private_key_jwt`.
     pub private_key: Option<AssertionKey>,
+    /// Its DPoP key, when the authorization server binds tokens (RFC 9449).
+    pub dpop: Option<DpopKey>,
 }
 
 /// Registers (or names) the client at `server`: a configured client ID first, then the client ID
@@ -108,6 +111,7 @@ pub async fn register<T: Transport>(
             client_secret: config.client_secret.clone(),
             auth_method,
             private_key: config.private_key.clone(),
+            dpop: dpop_key(server)?,
         });
     }
     if let Some(doc) = &config.metadata_document
@@ -118,6 +122,7 @@ pub async fn register<T: Transport>(
             client_secret: None,
             auth_method: AuthMethod::None,
             private_key: None,
+            dpop: dpop_key(server)?,
         });
     }
     let Some(endpoint) = &server.registration_endpoint else {
@@ -174,7 +179,22 @@ pub async fn register<T: Transport>(
         client_secret,
         auth_method,
         private_key: None,
+        dpop: dpop_key(server)?,
     })
+}
+
+/// A fresh DPoP key when `server` binds tokens with ES256 (the one algorithm Chock signs
+/// proofs with), else none.
+fn dpop_key(server: &AuthServerMetadata) -> Result<Option<DpopKey>, OAuthError> {
+    if server
+        .dpop_signing_alg_values_supported
+        .iter()
+        .any(|a| a == DPOP_ALG)
+    {
+        DpopKey::generate().map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 /// An OAuth error answer (RFC 6749 §5.2) or a bare status, as an error naming the endpoint.
@@ -214,12 +234,36 @@ pub async fn token_request<T: Transport>(
     let endpoint = &server.token_endpoint;
     let mut pairs: Vec<(&str, &str)> = params.to_vec();
     pairs.push(("resource", resource));
-    let request = authenticated_form(endpoint, client, &pairs, &server.issuer_text)?;
-    let response = send(transport, request).await?;
-    if response.status != 200 {
-        return Err(oauth_error(endpoint, response.status, &response.body));
+    let mut nonce: Option<String> = None;
+    loop {
+        let mut request = authenticated_form(endpoint, client, &pairs, &server.issuer_text)?;
+        if let Some(key) = &client.dpop {
+            let proof = key.proof("POST", endpoint, None, nonce.as_deref())?;
+            request.headers.push(("dpop".into(), proof));
+        }
+        let response = send(transport, request).await?;
+        if response.status != 200 {
+            let error = oauth_error(endpoint, response.status, &response.body);
+            // RFC 9449 §8: the server wants its nonce in the proof; once.
+            let asked = response.header("dpop-nonce").map(str::to_string);
+            if client.dpop.is_some()
+                && nonce.is_none()
+                && asked.is_some()
+                && matches!(&error, OAuthError::Refused { error, .. } if error == "use_dpop_nonce")
+            {
+                nonce = asked;
+                continue;
+            }
+            return Err(error);
+        }
+        return parse_token(
+            endpoint,
+            &response.body,
+            resource,
+            asked_scope,
+            client.dpop.is_some(),
+        );
     }
-    parse_token(endpoint, &response.body, resource, asked_scope)
 }
 
 /// A form POST to `endpoint` authenticated as `client` (its ID in the form for a public client,
@@ -302,6 +346,7 @@ fn parse_token(
     body: &[u8],
     resource: &str,
     asked_scope: Option<&str>,
+    dpop: bool,
 ) -> Result<Token, OAuthError> {
     let doc = endpoint.as_str();
     let value: serde_json::Value = serde_json::from_slice(body)
@@ -312,13 +357,19 @@ fn parse_token(
         .ok_or_else(|| OAuthError::bad(doc, "access_token", "is missing or not a string"))?;
     let token_type =
         text("token_type").ok_or_else(|| OAuthError::bad(doc, "token_type", "is missing"))?;
-    if !token_type.eq_ignore_ascii_case("bearer") {
+    let token_type = if token_type.eq_ignore_ascii_case("bearer") {
+        "Bearer"
+    } else if dpop && token_type.eq_ignore_ascii_case("dpop") {
+        "DPoP"
+    } else {
         return Err(OAuthError::bad(
             doc,
             "token_type",
-            format!("is `{token_type}`; only Bearer tokens are used"),
+            format!(
+                "is `{token_type}`; only Bearer tokens, and DPoP ones where a proof was sent, are used"
+            ),
         ));
-    }
+    };
     let expires_at = match value.get("expires_in") {
         None | Some(serde_json::Value::Null) => None,
         Some(v) => Some(
@@ -329,7 +380,7 @@ fn parse_token(
     };
     Ok(Token {
         access_token: Secret::new(access),
-        token_type: "Bearer".into(),
+        token_type: token_type.into(),
         expires_at,
         refresh_token: text("refresh_token").map(Secret::new),
         scope: text("scope").or(asked_scope).map(str::to_string),

@@ -51,6 +51,8 @@ pub struct AuthServerMetadata {
     pub grant_types_supported: Vec<String>,
     /// `client_id_metadata_document_supported` (MCP 2025-11-25).
     pub client_id_metadata_document_supported: bool,
+    /// `dpop_signing_alg_values_supported` (RFC 9449 §5.1): the server binds tokens to a key.
+    pub dpop_signing_alg_values_supported: Vec<String>,
 }
 
 impl AuthServerMetadata {
@@ -87,6 +89,7 @@ impl AuthServerMetadata {
             token_endpoint_auth_methods_supported: Vec::new(),
             grant_types_supported: Vec::new(),
             client_id_metadata_document_supported: false,
+            dpop_signing_alg_values_supported: Vec::new(),
         }
     }
 }
@@ -385,6 +388,7 @@ fn parse_as_metadata(
         grant_types_supported: f.strings("grant_types_supported")?,
         client_id_metadata_document_supported: f
             .boolean("client_id_metadata_document_supported")?,
+        dpop_signing_alg_values_supported: f.strings("dpop_signing_alg_values_supported")?,
     })
 }
 

@@ -33,6 +33,9 @@ pub struct Grant {
     pub revocation_endpoint: Option<String>,
     /// The token.
     pub token: Token,
+    /// The key a DPoP-bound token is bound to (RFC 9449), kept with it.
+    #[serde(default)]
+    pub dpop_key: Option<crate::dpop::DpopKey>,
 }
 
 impl Grant {
@@ -50,6 +53,7 @@ impl Grant {
             client_secret: self.client_secret.clone(),
             auth_method,
             private_key: None,
+            dpop: self.dpop_key.clone(),
         }
     }
 }

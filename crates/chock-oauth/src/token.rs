@@ -75,8 +75,13 @@ impl Token {
     /// The `Authorization` header value for a request to `url`, or `None` when the token may not
     /// go there ([`Token::may_send_to`]).
     pub fn authorization_for(&self, url: &Url) -> Option<String> {
+        let scheme = if self.token_type == "DPoP" {
+            "DPoP"
+        } else {
+            "Bearer"
+        };
         self.may_send_to(url)
-            .then(|| format!("Bearer {}", self.access_token.expose()))
+            .then(|| format!("{scheme} {}", self.access_token.expose()))
     }
 
     /// Whether it has expired, or will within `margin_secs` (then the host refreshes first).

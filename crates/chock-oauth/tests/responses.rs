@@ -243,3 +243,131 @@ async fn the_2025_03_26_metadata_at_the_servers_origin_may_name_an_issuer_of_tha
         .unwrap_err();
     assert!(err.to_string().contains("field `issuer`"), "{err}");
 }
+
+#[tokio::test]
+async fn an_id_token_becomes_an_id_jag_then_a_token_by_the_jwt_bearer_grant() {
+    let (world, _) = start().await;
+    let t = TestTransport::default();
+    let found = found(&world, &t).await;
+    let (issuer, base) = {
+        let w = world.lock().unwrap();
+        (w.issuer.clone(), w.resource_base.clone())
+    };
+    let idp = Url::parse(&issuer.replace("/tenant", "/idp/token")).unwrap();
+    let jag = chock_oauth::grants::exchange_id_token_for_id_jag(
+        &t,
+        &idp,
+        "idp-client",
+        &chock_oauth::Secret::new("id-token-of-alice"),
+        &found,
+    )
+    .await
+    .unwrap();
+    assert_eq!(jag.expose(), "jag-for-alice");
+    let config = ClientConfig {
+        client_id: Some("svc".into()),
+        client_secret: Some(chock_oauth::Secret::new("s3cret")),
+        ..config()
+    };
+    let client = register(&t, &found.auth_server, &config, &[], &[])
+        .await
+        .unwrap();
+    let token = found
+        .jwt_bearer(&t, &client, &jag, Some("read"))
+        .await
+        .unwrap();
+    assert_eq!(token.resource, format!("{base}/mcp"));
+    let w = world.lock().unwrap();
+    let x = &w.exchanges[0];
+    assert_eq!(
+        x["grant_type"],
+        "urn:ietf:params:oauth:grant-type:token-exchange"
+    );
+    assert_eq!(
+        x["subject_token_type"],
+        "urn:ietf:params:oauth:token-type:id_token"
+    );
+    assert_eq!(
+        x["requested_token_type"],
+        "urn:ietf:params:oauth:token-type:id-jag"
+    );
+    assert_eq!(x["audience"], issuer);
+    assert_eq!(x["resource"], format!("{base}/mcp"));
+    assert_eq!(x["client_id"], "idp-client");
+    let form = &w.token_forms[0];
+    assert_eq!(
+        form["grant_type"],
+        "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    );
+    assert_eq!(form["assertion"], "jag-for-alice");
+    assert!(
+        w.token_auth[0]
+            .as_deref()
+            .is_some_and(|a| a.starts_with("Basic ")),
+        "the confidential client authenticates"
+    );
+}
+
+#[tokio::test]
+async fn a_workload_token_is_sent_once_and_a_refusal_is_not_retried() {
+    let (world, _) = start().await;
+    let t = TestTransport::default();
+    let found = found(&world, &t).await;
+    let config = ClientConfig {
+        client_id: Some("workload".into()),
+        ..config()
+    };
+    let client = register(&t, &found.auth_server, &config, &[], &[])
+        .await
+        .unwrap();
+    found
+        .jwt_bearer(
+            &t,
+            &client,
+            &chock_oauth::Secret::new("workload-token"),
+            None,
+        )
+        .await
+        .unwrap();
+    let err = found
+        .jwt_bearer(&t, &client, &chock_oauth::Secret::new("forged"), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, OAuthError::Refused { error, .. } if error == "invalid_grant"),
+        "{err}"
+    );
+    let w = world.lock().unwrap();
+    assert_eq!(w.token_forms.len(), 2, "one request each, no retry");
+    assert_eq!(w.token_forms[0]["client_id"], "workload");
+}
+
+#[tokio::test]
+async fn a_dpop_bound_token_is_asked_with_a_proof_that_takes_the_servers_nonce() {
+    let (world, _) = start().await;
+    world.lock().unwrap().dpop = true;
+    let t = TestTransport::default();
+    let found = found(&world, &t).await;
+    let scope = found.scope.clone();
+    let (client, token) = sign_in_with_code(
+        &t,
+        &found,
+        ClientChoice::Register(&config()),
+        scope.as_deref(),
+        &GetBrowser,
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    assert!(client.dpop.is_some(), "a key for this server's tokens");
+    assert_eq!(token.token_type, "DPoP");
+    let mcp = Url::parse(&token.resource).unwrap();
+    assert!(token.authorization_for(&mcp).unwrap().starts_with("DPoP "));
+    let w = world.lock().unwrap();
+    // The first proof met `use_dpop_nonce`; the one retry carried the nonce; both were signed
+    // by the key in their header, for this endpoint, with fresh jtis.
+    assert_eq!(w.dpop_proofs.len(), 2);
+    assert!(w.dpop_proofs[0].get("nonce").is_none());
+    assert_eq!(w.dpop_proofs[1]["nonce"], "n-42");
+    assert_ne!(w.dpop_proofs[0]["jti"], w.dpop_proofs[1]["jti"]);
+}

@@ -22,6 +22,7 @@ fn grant(server: &str) -> Grant {
             scope: Some("read".into()),
             resource: server.into(),
         },
+        dpop_key: None,
     }
 }
 

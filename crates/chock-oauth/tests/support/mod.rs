@@ -124,6 +124,59 @@ pub struct World {
     pub authorizations: Vec<HashMap<String, String>>,
     /// The public key (uncompressed P-256 point) of the `private_key_jwt` client `jwt-client`.
     pub jwt_public_key: Option<Vec<u8>>,
+    /// Every token exchange form the identity provider (`/idp/token`) saw.
+    pub exchanges: Vec<HashMap<String, String>>,
+    /// DPoP: the metadata lists ES256, and a code exchange needs a proof carrying the nonce
+    /// `n-42` (the first is answered `use_dpop_nonce`).
+    pub dpop: bool,
+    /// Every DPoP proof's claims the token endpoint saw (each verified against its header's key).
+    pub dpop_proofs: Vec<serde_json::Value>,
+}
+
+/// The claims of a DPoP proof, once its signature verifies with the key in its header.
+fn dpop_claims(proof: &str) -> Result<serde_json::Value, String> {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let parts: Vec<&str> = proof.split('.').collect();
+    let [header, claims, signature] = parts[..] else {
+        return Err("not a JWS".into());
+    };
+    let header: serde_json::Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    if header["typ"] != "dpop+jwt" {
+        return Err("typ".into());
+    }
+    let mut point = vec![4u8];
+    for c in ["x", "y"] {
+        let part = header["jwk"][c].as_str().ok_or("jwk")?;
+        point.extend(URL_SAFE_NO_PAD.decode(part).map_err(|e| e.to_string())?);
+    }
+    let signed = &proof[..proof.rfind('.').unwrap()];
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, &point)
+        .verify(
+            signed.as_bytes(),
+            &URL_SAFE_NO_PAD
+                .decode(signature)
+                .map_err(|e| e.to_string())?,
+        )
+        .map_err(|_| "the proof's signature does not verify".to_string())?;
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())
+}
+
+/// An enterprise identity provider's token exchange: the ID token `id-token-of-alice` becomes
+/// the ID-JAG `jag-for-alice`.
+async fn idp_token(State(w): State<Shared>, Form(f): Form<HashMap<String, String>>) -> Response {
+    w.lock().unwrap().exchanges.push(f.clone());
+    if f.get("subject_token").map(String::as_str) != Some("id-token-of-alice") {
+        return oauth_error("invalid_grant");
+    }
+    axum::Json(json!({
+        "access_token": "jag-for-alice",
+        "issued_token_type": "urn:ietf:params:oauth:token-type:id-jag",
+        "token_type": "N_A",
+    }))
+    .into_response()
 }
 
 /// A browser that GETs the authorization URL and then where the server redirected (the
@@ -179,6 +232,7 @@ pub async fn start() -> (Shared, String) {
             .route("/tenant/authorize", get(authorize))
             .route("/tenant/token", post(token))
             .route("/tenant/revoke", post(revoke))
+            .route("/idp/token", post(idp_token))
             .with_state(world.clone()),
     )
     .await;
@@ -248,6 +302,9 @@ async fn as_metadata(State(w): State<Shared>) -> Response {
     }
     if !w.as_scopes.is_empty() {
         doc["scopes_supported"] = json!(w.as_scopes);
+    }
+    if w.dpop {
+        doc["dpop_signing_alg_values_supported"] = json!(["ES256"]);
     }
     if w.jwt_public_key.is_some() {
         doc["token_endpoint_auth_methods_supported"] = json!(["private_key_jwt"]);
@@ -329,7 +386,7 @@ fn issue(w: &mut World, scope: String, resource: String) -> Response {
         .insert(at.clone(), (scope.clone(), resource.clone()));
     w.refresh.insert(rt.clone(), (scope.clone(), resource));
     axum::Json(json!({
-        "access_token": at, "token_type": "Bearer", "expires_in": 3600,
+        "access_token": at, "token_type": if w.dpop { "DPoP" } else { "Bearer" }, "expires_in": 3600,
         "refresh_token": rt, "scope": scope,
     }))
     .into_response()
@@ -351,6 +408,27 @@ async fn token(
     w.token_forms.push(f.clone());
     w.token_auth.push(basic.clone());
     let resource = f.get("resource").cloned().unwrap_or_default();
+    if w.dpop {
+        let Some(proof) = headers.get("dpop").and_then(|v| v.to_str().ok()) else {
+            return oauth_error("invalid_dpop_proof");
+        };
+        let claims = match dpop_claims(proof) {
+            Ok(c) => c,
+            Err(why) => return oauth_error(&format!("invalid_dpop_proof: {why}")),
+        };
+        w.dpop_proofs.push(claims.clone());
+        if claims["htm"] != "POST" || claims["htu"] != json!(format!("{}/token", w.issuer)) {
+            return oauth_error("invalid_dpop_proof");
+        }
+        if claims["nonce"] != "n-42" {
+            return (
+                StatusCode::BAD_REQUEST,
+                [("dpop-nonce", "n-42")],
+                axum::Json(json!({"error": "use_dpop_nonce"})),
+            )
+                .into_response();
+        }
+    }
     match f["grant_type"].as_str() {
         "authorization_code" => {
             let Some((client, redirect, challenge, res, scope)) = w.codes.remove(&f["code"]) else {
@@ -371,6 +449,14 @@ async fn token(
             Some((scope, res)) if res == resource => issue(&mut w, scope, resource),
             _ => oauth_error("invalid_grant"),
         },
+        "urn:ietf:params:oauth:grant-type:jwt-bearer" => {
+            match f.get("assertion").map(String::as_str) {
+                Some("jag-for-alice" | "workload-token") => {}
+                _ => return oauth_error("invalid_grant"),
+            }
+            let scope = f.get("scope").cloned().unwrap_or_default();
+            issue(&mut w, scope, resource)
+        }
         "client_credentials" if f.contains_key("client_assertion") => {
             if let Err(why) = check_assertion(&w, &f) {
                 return oauth_error(&format!("invalid_client: {why}"));
