@@ -223,7 +223,54 @@ fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         let config = client_config(context)?;
-        let (client, token) = if scenario.contains("client-credentials") {
+        let text = |field: &str| {
+            context
+                .get(field)
+                .and_then(Value::as_str)
+                .map(chock_oauth::Secret::new)
+                .ok_or(format!("the scenario's context has no `{field}`"))
+        };
+        let (client, token) = if scenario.contains("wif-") {
+            // Workload identity: the platform's JWT for this authorization server, by the
+            // JWT-bearer grant; a refusal is not retried.
+            let client = register(&transport, &found.auth_server, &config, &[], &[])
+                .await
+                .map_err(|e| e.to_string())?;
+            let token = found
+                .jwt_bearer(
+                    &transport,
+                    &client,
+                    &text("valid_jwt")?,
+                    found.scope.as_deref(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            (client, token)
+        } else if scenario.contains("enterprise-managed") || scenario.contains("cross-app-access") {
+            // Enterprise-managed: the person's ID token exchanged at their identity provider
+            // for an ID-JAG naming this authorization server and resource, then the JWT-bearer
+            // grant with it as the configured client.
+            let endpoint = text("idp_token_endpoint")?;
+            let endpoint =
+                chock_oauth::metadata::check_url(endpoint.expose()).map_err(|e| e.to_string())?;
+            let id_jag = chock_oauth::grants::exchange_id_token_for_id_jag(
+                &transport,
+                &endpoint,
+                text("idp_client_id")?.expose(),
+                &text("idp_id_token")?,
+                &found,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let client = register(&transport, &found.auth_server, &config, &[], &[])
+                .await
+                .map_err(|e| e.to_string())?;
+            let token = found
+                .jwt_bearer(&transport, &client, &id_jag, found.scope.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            (client, token)
+        } else if scenario.contains("client-credentials") {
             let client = register(
                 &transport,
                 &found.auth_server,
@@ -259,6 +306,7 @@ fn sign_in(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
             auth_method: client.auth_method.name().to_string(),
             revocation_endpoint: None,
             token,
+            dpop_key: client.dpop.clone(),
         };
         store::save(&grant).map_err(|e| e.to_string())?;
         eprintln!("signed in at {}", found.auth_server.issuer);

@@ -54,6 +54,8 @@ pub enum HttpClientError {
         challenge: Option<chock_oauth::Challenge>,
         /// Whether the request carried a stored token.
         sent_token: bool,
+        /// The `DPoP-Nonce` the server sent with a `use_dpop_nonce` challenge (RFC 9449 §9).
+        dpop_nonce: Option<String>,
     },
 }
 
@@ -285,11 +287,19 @@ impl DoorHttpClient {
                 .to_string()
                 .parse()
                 .map_err(|e| failure(format!("`{}`: {e}", self.endpoint)))?;
-            if let Some(value) = auth.header_for(&url).await.map_err(failure)? {
+            let method = builder.method_ref().map(|m| m.as_str().to_string());
+            if let Some((value, proof)) = auth
+                .header_for(method.as_deref().unwrap_or("POST"), &url)
+                .await
+                .map_err(failure)?
+            {
                 let mut value = HeaderValue::from_str(&value)
                     .map_err(|_| failure("the stored token is not a valid header value"))?;
                 value.set_sensitive(true);
                 builder = builder.header(http::header::AUTHORIZATION, value);
+                if let Some(proof) = proof {
+                    builder = builder.header("dpop", proof);
+                }
             }
         }
         Ok(builder)
@@ -322,10 +332,19 @@ impl DoorHttpClient {
                     .iter()
                     .filter_map(|v| v.to_str().ok()),
             );
+            let dpop_nonce = response
+                .headers()
+                .get_all(http::header::WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.trim_start().starts_with("DPoP") && v.contains("use_dpop_nonce"))
+                .then(|| header_text(response.headers(), "dpop-nonce"))
+                .flatten();
             return Err(StreamableHttpError::Client(HttpClientError::Unauthorized {
                 status: status.as_u16(),
                 challenge,
                 sent_token,
+                dpop_nonce,
             }));
         }
         Ok(response)
@@ -390,6 +409,7 @@ impl StreamableHttpClient for DoorHttpClient {
         // (401) is signed in to again when the session can send the person, and the message
         // sent again: at most STEP_UP_LIMIT times for one message.
         let mut step = chock_oauth::StepUp::new(STEP_UP_LIMIT);
+        let mut nonce_retried = false;
         let response = loop {
             let request = self
                 .request(
@@ -412,10 +432,24 @@ impl StreamableHttpClient for DoorHttpClient {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
             match self.send(request).await {
+                // RFC 9449 §9: the server wants its nonce in the proof; once per message.
+                Err(StreamableHttpError::Client(HttpClientError::Unauthorized {
+                    dpop_nonce: Some(nonce),
+                    sent_token: true,
+                    ..
+                })) if !nonce_retried
+                    && self
+                        .auth
+                        .as_ref()
+                        .is_some_and(|a| a.take_dpop_nonce(&nonce)) =>
+                {
+                    nonce_retried = true;
+                }
                 Err(StreamableHttpError::Client(HttpClientError::Unauthorized {
                     status,
                     challenge,
                     sent_token: true,
+                    ..
                 })) if self.auth.as_ref().is_some_and(|a| a.can_reauthorize())
                     && (status == 401
                         || challenge

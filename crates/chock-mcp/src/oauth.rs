@@ -202,6 +202,8 @@ pub(crate) struct Authorizer {
     grant: tokio::sync::Mutex<Grant>,
     transport: DoorTransport,
     again: Option<Reauthorization>,
+    /// The resource server's last DPoP nonce.
+    dpop_nonce: std::sync::Mutex<Option<String>>,
 }
 
 impl Authorizer {
@@ -210,6 +212,7 @@ impl Authorizer {
             grant: tokio::sync::Mutex::new(grant),
             transport: DoorTransport::new(broker),
             again,
+            dpop_nonce: std::sync::Mutex::new(None),
         }
     }
 
@@ -236,8 +239,8 @@ impl Authorizer {
             return Err("this session cannot send anyone to sign in".into());
         };
         let mut grant = self.grant.lock().await;
-        let current = format!("Bearer {}", grant.token.access_token.expose());
-        if sent.is_some_and(|s| s != current) {
+        let current = grant.token.access_token.expose();
+        if sent.is_some_and(|s| s.split_once(' ').map(|(_, t)| t) != Some(current)) {
             return Ok(());
         }
         let scope = step
@@ -267,7 +270,11 @@ impl Authorizer {
 
     /// The `Authorization` value for a request to `endpoint`, refreshing the token first when it
     /// expires within a minute (and storing the fresh grant). `None`: the token may not go there.
-    pub(crate) async fn header_for(&self, endpoint: &url::Url) -> Result<Option<String>, String> {
+    pub(crate) async fn header_for(
+        &self,
+        method: &str,
+        endpoint: &url::Url,
+    ) -> Result<Option<(String, Option<String>)>, String> {
         let mut grant = self.grant.lock().await;
         if grant.token.expires_within(REFRESH_MARGIN_SECS) && grant.token.refresh_token.is_some() {
             let found = discover(&self.transport, &grant.server, None)
@@ -282,7 +289,42 @@ impl Authorizer {
             grant.token = fresh;
             store::save(&grant).map_err(|e| format!("storing the refreshed token: {e}"))?;
         }
-        Ok(grant.token.authorization_for(endpoint))
+        let Some(authorization) = grant.token.authorization_for(endpoint) else {
+            return Ok(None);
+        };
+        // A DPoP-bound token goes with a fresh proof of this request (RFC 9449 §7.1).
+        let proof = match (&grant.dpop_key, grant.token.token_type.as_str()) {
+            (Some(key), "DPoP") => {
+                let nonce = self
+                    .dpop_nonce
+                    .lock()
+                    .map(|n| n.clone())
+                    .unwrap_or_default();
+                Some(
+                    key.proof(
+                        method,
+                        endpoint,
+                        Some(grant.token.access_token.expose()),
+                        nonce.as_deref(),
+                    )
+                    .map_err(|e| e.to_string())?,
+                )
+            }
+            _ => None,
+        };
+        Ok(Some((authorization, proof)))
+    }
+
+    /// Keeps the nonce a server asked DPoP proofs to carry (`use_dpop_nonce`, RFC 9449 §9),
+    /// for the proofs that follow; whether it was kept.
+    pub(crate) fn take_dpop_nonce(&self, nonce: &str) -> bool {
+        match self.dpop_nonce.lock() {
+            Ok(mut held) => {
+                *held = Some(nonce.to_string());
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
@@ -328,6 +370,7 @@ async fn sign_in_again<T: Transport>(
             .as_ref()
             .map(|u| u.to_string()),
         token,
+        dpop_key: client.dpop.clone(),
     })
 }
 

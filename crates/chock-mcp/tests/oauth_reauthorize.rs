@@ -347,6 +347,7 @@ fn a_session_signs_in_again_for_more_scope_and_at_a_moved_authorization_server()
             scope: Some("read".into()),
             resource: resource_uri.clone(),
         },
+        dpop_key: None,
     };
     store::save_in(&data.path().join("chock/credentials"), &grant).unwrap();
     let rules = format!(

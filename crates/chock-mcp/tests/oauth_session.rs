@@ -248,6 +248,7 @@ fn a_stored_token_goes_to_its_server_only_is_refreshed_and_is_never_logged() {
             scope: Some("tools".into()),
             resource: resource_uri.clone(),
         },
+        dpop_key: None,
     };
     store::save_in(&data.path().join("chock/credentials"), &grant).unwrap();
 

@@ -161,6 +161,7 @@ async fn sign_in(
             .as_ref()
             .map(|u| u.to_string()),
         token,
+        dpop_key: client.dpop.clone(),
     };
     let kept = store::save(&grant)?;
     say!("{name}: authorized; the token is kept in {kept}");
