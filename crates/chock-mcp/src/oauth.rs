@@ -345,6 +345,17 @@ async fn sign_in_again<T: Transport>(
     reused.private_key = again.client.private_key.clone();
     let choice = if known {
         ClientChoice::Reuse(&reused)
+    } else if again.client.client_id.is_some() {
+        // A configured client was registered with the authorization server it was first used
+        // at; its ID and secret are not shown to another (the MCP spec, SEP-2352).
+        return Err(chock_oauth::OAuthError::Refused {
+            endpoint: found.auth_server.issuer.to_string(),
+            error: "client_not_registered_here".into(),
+            description: Some(format!(
+                "the server now sends Chock to this authorization server, not {}; the configured `client_id` is not presented to it: register a client there, change the table and sign in with `chock mcp login`",
+                grant.issuer
+            )),
+        });
     } else {
         ClientChoice::Register(&again.client)
     };

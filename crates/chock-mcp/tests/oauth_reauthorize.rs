@@ -428,6 +428,46 @@ fn a_session_signs_in_again_for_more_scope_and_at_a_moved_authorization_server()
     assert_eq!(shared.lock().unwrap().authorizations.len(), before + 2);
     drop(hub);
 
+    // A configured (pre-registered) client is not shown to an authorization server the resource
+    // moved to: the call fails saying so, and that server sees no request for it.
+    shared.lock().unwrap().call_needs = "write".into();
+    shared.lock().unwrap().current = 0;
+    let (before_auth, before_seen) = {
+        let s = shared.lock().unwrap();
+        (s.authorizations.len(), s.at_servers.len())
+    };
+    let configured = user_server(
+        "guarded",
+        &RawServer {
+            url: Some(url.clone()),
+            startup_timeout_secs: Some(20),
+            call_timeout_secs: Some(30),
+            client_id: Some("pre-registered".into()),
+            ..RawServer::default()
+        },
+    );
+    let fixed = World::new(&rules);
+    let fixed_pipeline = fixed.pipeline(None);
+    let hub = fixed.start_with(
+        &[configured],
+        &fixed_pipeline,
+        false,
+        None,
+        Some(Arc::new(Person)),
+        None,
+    );
+    let failures = format!("{:?}", hub.failures());
+    assert!(
+        failures.contains("client_not_registered_here"),
+        "{failures}"
+    );
+    {
+        let s = shared.lock().unwrap();
+        assert_eq!(s.authorizations.len(), before_auth);
+        assert_eq!(s.at_servers.len(), before_seen);
+    }
+    drop(hub);
+
     let s = shared.lock().unwrap();
     assert!(
         s.at_servers.iter().all(|(_, a, _)| a.is_none()),
