@@ -38,56 +38,7 @@ use sse_stream::{Sse, SseStream};
 
 use crate::door::DoorConnector;
 
-/// What went wrong between Chock's client and the server.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum HttpClientError {
-    /// In words: the broker's refusal, a connection that failed, a response Chock does not take.
-    #[error("{0}")]
-    Other(String),
-    /// The server answered `401` or `403`: it wants a token (none is stored, or it was refused),
-    /// or more scope (`insufficient_scope`, which `chock mcp login` asks for again).
-    #[error("{}", unauthorized_words(*.status, .challenge.as_ref(), *.sent_token))]
-    Unauthorized {
-        /// 401 or 403.
-        status: u16,
-        /// The server's Bearer challenge, if it sent one.
-        challenge: Option<chock_oauth::Challenge>,
-        /// Whether the request carried a stored token.
-        sent_token: bool,
-        /// The `DPoP-Nonce` the server sent with a `use_dpop_nonce` challenge (RFC 9449 §9).
-        dpop_nonce: Option<String>,
-    },
-}
-
-impl HttpClientError {
-    pub(crate) fn new(message: String) -> Self {
-        HttpClientError::Other(message)
-    }
-}
-
-fn unauthorized_words(
-    status: u16,
-    challenge: Option<&chock_oauth::Challenge>,
-    sent_token: bool,
-) -> String {
-    let scope = challenge
-        .and_then(|c| c.scope.as_deref())
-        .map(|s| format!(" (scope `{s}`)"))
-        .unwrap_or_default();
-    if challenge.is_some_and(chock_oauth::Challenge::insufficient_scope) {
-        format!(
-            "HTTP {status}: the stored token lacks the scope the server wants{scope}; sign in again with `chock mcp login`"
-        )
-    } else if sent_token {
-        format!(
-            "HTTP {status}: the server refused the stored token{scope}; sign in again with `chock mcp login`"
-        )
-    } else {
-        format!(
-            "HTTP {status}: the server wants authorization{scope}; sign in with `chock mcp login`"
-        )
-    }
-}
+pub use crate::http_error::HttpClientError;
 
 pub(crate) type Failure = StreamableHttpError<HttpClientError>;
 
@@ -325,27 +276,9 @@ impl DoorHttpClient {
             )));
         }
         if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-            let challenge = chock_oauth::Challenge::from_headers(
-                response
-                    .headers()
-                    .get_all(http::header::WWW_AUTHENTICATE)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok()),
-            );
-            let dpop_nonce = response
-                .headers()
-                .get_all(http::header::WWW_AUTHENTICATE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .any(|v| v.trim_start().starts_with("DPoP") && v.contains("use_dpop_nonce"))
-                .then(|| header_text(response.headers(), "dpop-nonce"))
-                .flatten();
-            return Err(StreamableHttpError::Client(HttpClientError::Unauthorized {
-                status: status.as_u16(),
-                challenge,
-                sent_token,
-                dpop_nonce,
-            }));
+            return Err(StreamableHttpError::Client(
+                crate::http_error::unauthorized(status.as_u16(), response.headers(), sent_token),
+            ));
         }
         Ok(response)
     }

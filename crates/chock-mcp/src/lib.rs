@@ -20,6 +20,7 @@ mod error;
 pub mod files;
 pub mod gate;
 mod http;
+mod http_error;
 mod mrtr;
 pub mod names;
 mod negotiate;
