@@ -76,9 +76,19 @@ async fn in_browser(
             "(no browser could be started here; open it on this machine, or use --device-code)"
         );
     }
-    let code = receiver.wait(&state, BROWSER_WAIT).await?;
+    let answer = receiver.wait(&state, BROWSER_WAIT).await?;
+    // RFC 9207: an answer that names its issuer must name this one.
+    if let Some(iss) = &answer.iss
+        && iss.trim_end_matches('/') != issuer.as_str()
+    {
+        return Err(OAuthError::BadDocument {
+            document: "the authorization response".into(),
+            field: "iss".into(),
+            problem: format!("names `{iss}`, not the issuer asked ({})", issuer.as_str()),
+        });
+    }
     issuer
-        .exchange(transport, &code, &redirect, pkce.verifier())
+        .exchange(transport, &answer.code, &redirect, pkce.verifier())
         .await
 }
 
