@@ -22,7 +22,10 @@ use chock_tools::gate::Decider;
 use chock_tools::host::Host;
 use chock_tools::prompt::system_prompt;
 
+mod carry;
 mod turn;
+
+pub use carry::{CallState, Carried, OpenCall};
 
 /// How the loop is bounded and what it asks for.
 #[derive(Debug, Clone)]
@@ -76,6 +79,9 @@ pub struct Agent {
     task_noted: bool,
     /// The session's budget: every model call is admitted and charged here.
     budget: crate::budget::Budget,
+    /// Set when another process is to take the session up (`chock detach`): the loop stops at
+    /// the next turn boundary.
+    handover: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How one task ended.
@@ -93,6 +99,8 @@ pub enum TaskEnd {
     Interrupted,
     /// The next model call would have exceeded the session's budget.
     OutOfBudget,
+    /// It stopped at a turn boundary for another process to go on with it (`chock detach`).
+    HandedOver,
 }
 
 impl TaskEnd {
@@ -105,6 +113,8 @@ impl TaskEnd {
             TaskEnd::MaxTurns => Ended::MaxTurns,
             TaskEnd::Interrupted => Ended::Interrupted,
             TaskEnd::OutOfBudget => Ended::OutOfBudget,
+            // Not ended: it goes on in another process.
+            TaskEnd::HandedOver => Ended::Open,
         }
     }
 }
@@ -159,6 +169,7 @@ impl Agent {
             turn: 0,
             task_noted: false,
             budget: crate::budget::Budget::default(),
+            handover: Arc::default(),
         }
     }
 
@@ -186,6 +197,11 @@ impl Agent {
     /// The host the agent acts through.
     pub fn host(&self) -> &Arc<Host> {
         &self.host
+    }
+
+    /// What tells the loop to stop at the next turn boundary for a handover.
+    pub(crate) fn handover_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.handover)
     }
 
     /// Sets the turn count a resumed session goes on from, and that its task is noted.
@@ -318,7 +334,6 @@ impl Agent {
         summary: &mut Summary,
     ) -> Result<TaskEnd, AgentError> {
         interrupt.mark_unchanged();
-        let tools = self.toolbox.specs();
         conversation.push(Message::user_text(input));
         if !self.task_noted {
             self.log().record(
@@ -330,6 +345,21 @@ impl Agent {
             )?;
             self.task_noted = true;
         }
+        self.turns(conversation, Some(input), interrupt, summary)
+            .await
+    }
+
+    /// The task's turns from where `conversation` stands; `input` is the task's (written in its
+    /// first `turn.start`), `None` for a task taken over from another process. Stops at the
+    /// next turn boundary once a handover is asked for.
+    pub(crate) async fn turns(
+        &mut self,
+        conversation: &mut Vec<Message>,
+        input: Option<&str>,
+        interrupt: &mut watch::Receiver<u64>,
+        summary: &mut Summary,
+    ) -> Result<TaskEnd, AgentError> {
+        let tools = self.toolbox.specs();
         // The session's background git (the base) is paused while the agent works and runs only
         // while it waits (for the model's reply, for a person's answer to a command's question):
         // beside the agent's work, even at nice 19, it slowed each call of a 100,000-file project
@@ -339,6 +369,9 @@ impl Agent {
         for _ in 0..self.limits.max_turns {
             if interrupt.has_changed().unwrap_or(false) {
                 return Ok(TaskEnd::Interrupted);
+            }
+            if self.handover.load(std::sync::atomic::Ordering::SeqCst) {
+                return Ok(TaskEnd::HandedOver);
             }
             let Some(max_tokens) = self.admit(conversation, &tools)? else {
                 return Ok(TaskEnd::OutOfBudget);
@@ -353,7 +386,7 @@ impl Agent {
                 None,
                 TurnStart {
                     turn,
-                    input: first.then(|| input.to_string()),
+                    input: input.filter(|_| first).map(str::to_string),
                 },
             )?;
             first = false;

@@ -60,6 +60,10 @@ enum Command {
     /// Attach this terminal to a session the daemon runs: its progress, and its questions to
     /// answer here. Ctrl-C detaches; the session goes on.
     Attach(commands::attach::AttachArgs),
+    /// Move a session that runs in a `chock run` (in another terminal) into the daemon while it
+    /// works: it goes on there at its next turn, and `chock attach`, the browser or an editor
+    /// follow it (docs/handover.md).
+    Detach(commands::detach::DetachArgs),
     /// Be an agent for an editor: the Agent Client Protocol on standard input and output
     /// (docs/editors.md). Commands run in Chock's sandbox; the project changes only through an
     /// apply the editor is asked about.
@@ -143,6 +147,7 @@ pub fn main() -> ExitCode {
         Some(Command::Migrate(args)) => commands::migrate::run(args),
         Some(Command::Serve(args)) => commands::serve::run(&args),
         Some(Command::Attach(args)) => commands::attach::run(&args),
+        Some(Command::Detach(args)) => commands::detach::run(&args),
         Some(Command::Acp(args)) => commands::acp::run(&args),
         Some(Command::Tui(args)) => commands::tui::run(&args),
         // Reads the prompt from its own arguments, prints the answer and exits.

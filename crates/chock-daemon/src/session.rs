@@ -49,7 +49,8 @@ pub(crate) struct OwnedSession {
     questions: Mutex<Questions>,
     /// The daemon's own attachment: while it lives, questions to people wait for a push answer.
     attached: Mutex<Option<Client>>,
-    /// The task it was started with, until [`OwnedSession::begin`].
+    /// The task it was started with, until [`OwnedSession::begin`] (none for a session taken
+    /// over from another process, which goes on with its own).
     pending_task: Mutex<Option<String>>,
 }
 
@@ -77,7 +78,11 @@ pub(crate) fn op_error(e: &OpError) -> RpcError {
 impl OwnedSession {
     /// Takes `handle` over: attaches to its questions, starts its relay and its question
     /// forwarder, and keeps `task` for [`OwnedSession::begin`].
-    pub(crate) fn start(handle: SessionHandle, hub: &Arc<Hub>, task: String) -> Arc<OwnedSession> {
+    pub(crate) fn start(
+        handle: SessionHandle,
+        hub: &Arc<Hub>,
+        task: Option<String>,
+    ) -> Arc<OwnedSession> {
         let id = handle.id().to_string();
         let fanout = Arc::new(Fanout::new(&id));
         // Both taken before anything is sent to the session: nothing it does is missed.
@@ -92,7 +97,7 @@ impl OwnedSession {
                 since: handle.snapshot().head,
             }),
             handle: Mutex::new(Some(handle)),
-            pending_task: Mutex::new(Some(task)),
+            pending_task: Mutex::new(task),
         });
         tokio::spawn(relay(Arc::downgrade(&session), items, Arc::clone(hub)));
         tokio::spawn(forward(
@@ -300,6 +305,8 @@ async fn relay(session: Weak<OwnedSession>, mut items: Subscription, hub: Arc<Hu
                 task = Some(match outcome {
                     TaskOutcome::Ended(ended) => ended,
                     TaskOutcome::Failed(why) => chock_protocol::live::Ended::Error(why),
+                    // Not this daemon's to tell: the session goes on in another process.
+                    TaskOutcome::HandedOver => chock_protocol::live::Ended::Open,
                 });
             }
         }

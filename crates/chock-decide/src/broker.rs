@@ -29,6 +29,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::error::AnswerError;
 
+mod carried;
 mod question;
 use question::offered;
 pub use question::{
@@ -62,6 +63,8 @@ struct Shared {
     notices: broadcast::Sender<Notice>,
     /// Set by [`ApprovalBroker::keep_questions_open`]: a question whose waiter goes away stays open.
     keep_open: AtomicBool,
+    /// Questions an earlier owner of the session left open (`carried::Carried`).
+    carried: Mutex<Vec<carried::Carried>>,
 }
 
 impl Default for Shared {
@@ -73,6 +76,7 @@ impl Default for Shared {
             clients: watch::Sender::new(0),
             notices: broadcast::Sender::new(64),
             keep_open: AtomicBool::new(false),
+            carried: Mutex::default(),
         }
     }
 }

@@ -396,9 +396,14 @@ impl Pipeline {
         reviewer: Option<ReviewerVerdict>,
         asked_before: &[String],
     ) -> Result<(String, Reply), DecideError> {
+        // A person's question an earlier owner left open for this very act is put again under
+        // its id; it is in the log already.
+        let carried = (role == Role::Human)
+            .then(|| call_id.and_then(|c| self.broker.take_carried(c, action.as_str())))
+            .flatten();
         let question = Question {
             secret: false,
-            id: self.next_question_id(),
+            id: carried.clone().unwrap_or_else(|| self.next_question_id()),
             kind: QuestionKind::Approval,
             call_id: call_id.map(str::to_string),
             action: Some(action.as_str().to_string()),
@@ -407,23 +412,25 @@ impl Pipeline {
             context: ruling.context.clone(),
             reviewer,
         };
-        self.log.record(
-            call_id,
-            record::ApprovalAsk {
-                secret: false,
-                question: Some(question.id.clone()),
-                action: question.action.clone(),
-                decision: Some(table_decision(ruling.decision)),
-                decided_by: Some(ruling.rule.clone()),
-                asked: match role {
-                    Role::Human => Asked::Person,
-                    Role::Reviewer => Asked::Reviewer,
+        if carried.is_none() {
+            self.log.record(
+                call_id,
+                record::ApprovalAsk {
+                    secret: false,
+                    question: Some(question.id.clone()),
+                    action: question.action.clone(),
+                    decision: Some(table_decision(ruling.decision)),
+                    decided_by: Some(ruling.rule.clone()),
+                    asked: match role {
+                        Role::Human => Asked::Person,
+                        Role::Reviewer => Asked::Reviewer,
+                    },
+                    what: detail.to_string(),
+                    reviewer: None,
+                    policy_file: ruling.policy_file.clone(),
                 },
-                what: detail.to_string(),
-                reviewer: None,
-                policy_file: ruling.policy_file.clone(),
-            },
-        )?;
+            )?;
+        }
         // From here the question is in the log: if this future is dropped before its answer is,
         // the guard writes it as nobody answering, and the refused decision.
         let unanswered = Unanswered {

@@ -57,6 +57,9 @@ pub enum TaskOutcome {
     Ended(Ended),
     /// The loop failed: the session ended with this error (its `session.end` says so).
     Failed(String),
+    /// This process let go of the session for another to take it up (`chock detach`): it stopped
+    /// at a turn boundary, or at once with a question open, and wrote no `session.end`.
+    HandedOver,
 }
 
 /// What an operation did.

@@ -84,6 +84,8 @@ event_kinds! {
     McpSampling => "mcp.sampling",
     /// Free text from the host (a repaired torn tail, an operator remark).
     Note => "note",
+    /// The session moved to another process (`chock detach`): who let go, who took over.
+    SessionHandover => "session.handover",
     /// The session ended (with why).
     SessionEnd => "session.end",
 }
@@ -198,6 +200,9 @@ impl EventKind {
             ),
             EventKind::Note => Grouped(
                 "Free text: no act waits on a remark (a torn tail's bytes are saved and synced to `log.jsonl.torn` before its note).",
+            ),
+            EventKind::SessionHandover => BeforeReturn(
+                "The new owner acts on the session right after it (a question is put again, the next turn starts): the record of who let go and who took over is durable first.",
             ),
             EventKind::SessionEnd => BeforeReturn(
                 "The last line: the workspace is removed and the process exits right after, and `sessions list` reads it to say `ended`.",

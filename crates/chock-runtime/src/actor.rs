@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use chock_agent::agent::TaskEnd;
 use chock_agent::runtime::SessionRuntime;
 use chock_tools::events::Summary;
 use tokio::sync::{mpsc, oneshot};
@@ -27,16 +28,24 @@ pub(crate) async fn run(
     feed: Arc<Feed>,
 ) {
     let _ends = EndsOnPanic(Arc::clone(&feed));
+    if runtime.carries_on() {
+        let outcome = runtime.carry_on().await;
+        if !went_on(outcome, &feed) {
+            drop(runtime);
+            feed.ended();
+            return;
+        }
+    }
     while let Some(command) = commands.recv().await {
         match command {
-            Command::Input(text) => match runtime.submit(&text).await {
-                Ok(end) => feed.task_ended(TaskOutcome::Ended(end.ended())),
-                Err(err) => {
-                    // The runtime wrote `session.end` (error) itself.
-                    feed.task_ended(TaskOutcome::Failed(err.to_string()));
+            Command::Input(text) => {
+                let outcome = runtime.submit(&text).await;
+                if !went_on(outcome, &feed) {
+                    drop(runtime);
+                    feed.ended();
                     return;
                 }
-            },
+            }
             Command::End(reply) => {
                 // The one rule: the session ends as its last task ended.
                 let closed = runtime.close().await.map_err(|e| e.to_string());
@@ -48,6 +57,25 @@ pub(crate) async fn run(
     }
     drop(runtime);
     feed.ended();
+}
+
+/// Tells the feed how a task ended; `false` when the session does not go on here (an error ended
+/// it, and the runtime wrote `session.end` itself; or it was handed over and writes none).
+fn went_on(outcome: Result<TaskEnd, chock_agent::agent::AgentError>, feed: &Feed) -> bool {
+    match outcome {
+        Ok(TaskEnd::HandedOver) => {
+            feed.task_ended(TaskOutcome::HandedOver);
+            false
+        }
+        Ok(end) => {
+            feed.task_ended(TaskOutcome::Ended(end.ended()));
+            true
+        }
+        Err(err) => {
+            feed.task_ended(TaskOutcome::Failed(err.to_string()));
+            false
+        }
+    }
 }
 
 /// Ends the feed if the loop unwinds: a panic in the session's loop (or in a blocking task it

@@ -191,7 +191,7 @@ impl Feed {
         Self::fold(&mut state);
         let next = match outcome {
             TaskOutcome::Ended(_) => SessionState::Idle,
-            TaskOutcome::Failed(_) => SessionState::Ended,
+            TaskOutcome::Failed(_) | TaskOutcome::HandedOver => SessionState::Ended,
         };
         let count = state.last_task.as_ref().map_or(0, |(n, _)| *n) + 1;
         state.last_task = Some((count, outcome.clone()));

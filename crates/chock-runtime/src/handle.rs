@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::actor::Command;
 use crate::feed::Feed;
+use crate::item::TaskOutcome;
 use crate::review;
 use crate::subscription::Subscription;
 
@@ -89,6 +90,7 @@ pub(crate) struct Shared {
     pub(crate) pipeline: Pipeline,
     pub(crate) log: Log,
     pub(crate) interrupter: Interrupter,
+    pub(crate) handover: chock_agent::runtime::HandoverSwitch,
     pub(crate) actor: Mutex<Option<JoinHandle<()>>>,
     /// The conversation the session started with (a resumed one's, rebuilt from its log).
     pub(crate) earlier: Vec<chock_provider::Message>,
@@ -342,6 +344,61 @@ impl SessionHandle {
                 while sub.next().await.is_some() {}
             }
         }
+    }
+
+    /// Lets go of the session for another process to take it up (`chock detach`; the daemon's
+    /// `sessions.adopt` asks for it): the task stops at the next turn boundary, or at once while
+    /// a question waits for an answer (the question stays open in the log, for the new owner's
+    /// clients). No `session.end` is written; subscribers get [`TaskOutcome::HandedOver`] and the
+    /// end of the stream. Returns `false` when the task ended some other way first (the session
+    /// is then this process's to end), or when no task runs.
+    pub async fn hand_over(&self) -> bool {
+        if self.state() != SessionState::Working {
+            return false;
+        }
+        let mut items = self.subscribe_live();
+        let mut notices = self.questions();
+        self.shared.handover.request();
+        if !self.snapshot().view.questions.is_empty() {
+            self.let_go();
+            return true;
+        }
+        loop {
+            tokio::select! {
+                item = items.next() => match item {
+                    Some(crate::Item::TaskEnded(TaskOutcome::HandedOver)) => return true,
+                    Some(crate::Item::TaskEnded(_)) | None => return false,
+                    Some(_) => {}
+                },
+                notice = notices.recv() => match notice {
+                    Ok(chock_decide::Notice::Asked { .. }) => {
+                        self.let_go();
+                        return true;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
+                    Ok(_) | Err(_) => {}
+                },
+            }
+        }
+    }
+
+    /// Lets go of the session where it stands, a question open: the question stays open, the
+    /// loop is stopped without writing an end.
+    fn let_go(&self) {
+        self.shared.pipeline.broker().keep_questions_open();
+        self.shared.handover.release();
+        let actor = self
+            .shared
+            .actor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(actor) = actor {
+            actor.abort();
+        }
+        let _ = self.shared.log.sync();
+        self.shared.feed.task_ended(TaskOutcome::HandedOver);
+        self.shared.feed.ended();
     }
 
     /// Stops the session where it is without answering anything (a stopping daemon): its open

@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+pub use chock_agent::runtime::handover::Handover;
 pub use chock_agent::runtime::{BuildError, SessionBuilder};
 pub use chock_config::config::Config;
 pub use chock_decide::{Notice, Question, QuestionKind, Resolution, Role};
@@ -48,6 +49,9 @@ pub enum Opening {
     New,
     /// The ended or crashed session in this directory, going on from its log.
     Resume(PathBuf),
+    /// The session in this directory, which another process was running and has let go of (or
+    /// died): taken up where it stands, its task going on at the next turn (`chock detach`).
+    Adopt(PathBuf, Handover),
 }
 
 /// Why a session could not be started.
@@ -103,6 +107,7 @@ pub async fn start(
     let runtime = tokio::task::spawn_blocking(move || match opening {
         Opening::New => builder.build(),
         Opening::Resume(dir) => builder.resume(&dir),
+        Opening::Adopt(dir, handover) => builder.adopt(&dir, handover),
     })
     .await
     .map_err(|e| StartError::Panicked(e.to_string()))??;
@@ -132,6 +137,7 @@ pub async fn start(
         pipeline: runtime.pipeline(),
         log: runtime.log().clone(),
         interrupter: runtime.interrupter(),
+        handover: runtime.handover(),
         actor: Mutex::new(None),
         earlier,
         earlier_calls,
@@ -144,6 +150,10 @@ pub async fn start(
         provider: shared.provider.clone(),
         model: shared.model.clone(),
     });
+    if runtime.carries_on() {
+        // A task taken over goes on at once: the session is working from its first item.
+        let _ = feed.start_working();
+    }
     let actor = tokio::spawn(actor::run(runtime, received, feed));
     *shared
         .actor

@@ -277,6 +277,13 @@ impl SessionBuilder {
     /// Opens the ended or crashed session in `session_dir` again: its log goes on, its workspace
     /// is the one it had, and the conversation is rebuilt from the log's typed events.
     pub fn resume(self, session_dir: &std::path::Path) -> Result<SessionRuntime, BuildError> {
+        let r = self.reopen(session_dir)?;
+        SessionRuntime::resumed(r.agent, r.chosen, r.review, r.off_turn, &r.events)
+    }
+
+    /// The session in `session_dir` opened again (its log, workspace, policy, budget), with its
+    /// lineage's events to rebuild the conversation from.
+    pub(super) fn reopen(self, session_dir: &std::path::Path) -> Result<Reopened, BuildError> {
         let chosen = self.choose()?;
         let session = Session::reopen(
             session_dir,
@@ -322,7 +329,13 @@ impl SessionBuilder {
         // A fork's conversation is its parent's up to the turn it forked at, then its own (what
         // was spent and promised above is this session's own).
         let events = chock_log::read_lineage(session_dir)?;
-        SessionRuntime::resumed(agent, chosen, self.review, self.off_turn, &events)
+        Ok(Reopened {
+            agent,
+            chosen,
+            review: self.review,
+            off_turn: self.off_turn,
+            events,
+        })
     }
 
     /// The agent over `session`: keys into the redaction funnel, answerers, network.
@@ -503,4 +516,13 @@ fn inherit(session: &Session, ratchet: &[(String, String)]) -> Result<(), BuildE
             .map_err(|e| BuildError::Child(format!("the ratchet on {pattern}: {e}")))?;
     }
     Ok(())
+}
+
+/// A session opened again, before its conversation is rebuilt.
+pub(super) struct Reopened {
+    pub(super) agent: Agent,
+    pub(super) chosen: Chosen,
+    pub(super) review: ReviewContext,
+    pub(super) off_turn: OffTurnTally,
+    pub(super) events: Vec<chock_log::Event>,
 }

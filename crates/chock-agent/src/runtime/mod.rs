@@ -12,6 +12,7 @@
 mod build_error;
 mod builder;
 mod choose;
+pub mod handover;
 mod ops;
 pub mod resume;
 
@@ -41,6 +42,35 @@ impl Interrupter {
     }
 }
 
+/// What asks a session to let go for another process to take it up (`chock detach`). Cheap to
+/// clone; usable from any task.
+#[derive(Debug, Clone)]
+pub struct HandoverSwitch {
+    requested: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HandoverSwitch {
+    /// Asks the loop to stop at the next turn boundary (its task then ends as
+    /// [`TaskEnd::HandedOver`]).
+    pub fn request(&self) {
+        self.requested
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a handover was asked for.
+    pub fn requested(&self) -> bool {
+        self.requested.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The session is let go where it stands (a question open: the caller stops the loop and
+    /// keeps the question open): the runtime, dropped, writes no `session.end`.
+    pub fn release(&self) {
+        self.released
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// A session, between and during tasks.
 pub struct SessionRuntime {
     agent: Agent,
@@ -56,6 +86,10 @@ pub struct SessionRuntime {
     review: ReviewContext,
     /// What the calls outside the turns spent, for the summary.
     off_turn: OffTurnTally,
+    /// A task taken over from another process, to go on with ([`SessionRuntime::carry_on`]).
+    carried: Option<crate::agent::Carried>,
+    /// Set when the session was let go for another process: dropped, it writes no end.
+    released: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -83,6 +117,8 @@ impl SessionRuntime {
             last_task: None,
             review,
             off_turn,
+            carried: None,
+            released: std::sync::Arc::default(),
         }
     }
 
@@ -94,6 +130,28 @@ impl SessionRuntime {
         events: &[Event],
     ) -> Result<Self, BuildError> {
         let rebuilt = resume::rebuild(events)?;
+        let turns = rebuilt.turns;
+        let runtime = Self::from_rebuilt(agent, chosen, review, off_turn, rebuilt);
+        runtime.agent.log().record(
+            None,
+            chock_protocol::log::Note::Text {
+                text: format!(
+                    "resumed: {} messages rebuilt from the log, {} turns so far",
+                    runtime.conversation.len(),
+                    turns
+                ),
+            },
+        )?;
+        Ok(runtime)
+    }
+
+    fn from_rebuilt(
+        agent: Agent,
+        chosen: Chosen,
+        review: ReviewContext,
+        off_turn: OffTurnTally,
+        rebuilt: resume::Rebuilt,
+    ) -> Self {
         for input in &rebuilt.inputs {
             review.told(input);
         }
@@ -105,17 +163,47 @@ impl SessionRuntime {
         runtime.summary.input_tokens = rebuilt.input_tokens;
         runtime.summary.output_tokens = rebuilt.output_tokens;
         runtime.summary.cost_usd = rebuilt.cost_usd;
-        runtime.agent.log().record(
-            None,
-            chock_protocol::log::Note::Text {
-                text: format!(
-                    "resumed: {} messages rebuilt from the log, {} turns so far",
-                    runtime.conversation.len(),
-                    rebuilt.turns
-                ),
-            },
-        )?;
-        Ok(runtime)
+        runtime
+    }
+
+    /// A session taken over from another process ([`SessionBuilder::adopt`]).
+    fn taken_over(r: builder::Reopened, rebuilt: resume::Rebuilt) -> Result<Self, BuildError> {
+        Ok(Self::from_rebuilt(
+            r.agent, r.chosen, r.review, r.off_turn, rebuilt,
+        ))
+    }
+
+    /// What asks this session to let go for another process.
+    pub fn handover(&self) -> HandoverSwitch {
+        HandoverSwitch {
+            requested: self.agent.handover_flag(),
+            released: std::sync::Arc::clone(&self.released),
+        }
+    }
+
+    /// Whether it was taken over in the middle of a task, which [`SessionRuntime::carry_on`]
+    /// goes on with.
+    pub fn carries_on(&self) -> bool {
+        self.carried.is_some()
+    }
+
+    /// Goes on with the task taken over from another process, at its next turn (the calls the
+    /// old owner left open first: see [`handover`]). Ends as [`SessionRuntime::submit`] does.
+    pub async fn carry_on(&mut self) -> Result<TaskEnd, AgentError> {
+        if self.ended {
+            return Err(AgentError::Ended);
+        }
+        let carried = self.carried.take().unwrap_or_default();
+        let outcome = self
+            .agent
+            .carry_on(
+                &mut self.conversation,
+                carried,
+                &mut self.interrupted,
+                &mut self.summary,
+            )
+            .await;
+        self.task_ended(outcome).await
     }
 
     /// The session's id.
@@ -188,8 +276,23 @@ impl SessionRuntime {
                 &mut self.summary,
             )
             .await;
+        self.task_ended(outcome).await
+    }
+
+    async fn task_ended(
+        &mut self,
+        outcome: Result<TaskEnd, AgentError>,
+    ) -> Result<TaskEnd, AgentError> {
         self.off_turn.take_into(&mut self.summary);
         match outcome {
+            Ok(TaskEnd::HandedOver) => {
+                // Let go: another process writes the log from here, so this one writes no end.
+                self.ended = true;
+                self.released
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.agent.log().sync()?;
+                Ok(TaskEnd::HandedOver)
+            }
             Ok(end) => {
                 self.last_task = Some(end);
                 self.summary.ended = end.ended();
@@ -249,7 +352,7 @@ impl Drop for SessionRuntime {
     /// A runtime dropped without [`SessionRuntime::end`] (a panic, a caller that gave up) still
     /// leaves a closed record: `session.end`, interrupted.
     fn drop(&mut self) {
-        if !self.ended {
+        if !self.ended && !self.released.load(std::sync::atomic::Ordering::SeqCst) {
             self.off_turn.take_into(&mut self.summary);
             let _ = self.agent.log().record(
                 None,

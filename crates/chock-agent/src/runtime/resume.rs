@@ -70,6 +70,13 @@ pub struct Rebuilt {
 /// Rebuilds the conversation from `events` (a whole log, in order): the loop's requests and
 /// replies; the calls outside its turns count for tokens and price only.
 pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
+    rebuild_with(events, true)
+}
+
+/// [`rebuild`]; with `answer_last` false, the calls of the model's last reply are left without
+/// results when the log has none after them (the new owner of a handed-over session gives them
+/// theirs: `crate::runtime::handover`).
+pub fn rebuild_with(events: &[Event], answer_last: bool) -> Result<Rebuilt, ResumeError> {
     let mut out = Rebuilt {
         cost_usd: Some(0.0),
         ..Rebuilt::default()
@@ -161,7 +168,9 @@ pub fn rebuild(events: &[Event]) -> Result<Rebuilt, ResumeError> {
     if !asked {
         return Err(ResumeError::Empty);
     }
-    answer_open_calls(&mut out.messages, &results);
+    if answer_last {
+        answer_open_calls(&mut out.messages, &results);
+    }
     Ok(out)
 }
 

@@ -36,7 +36,7 @@ pub struct AttachArgs {
 
 /// A client error as the command's exit: no daemon or a refusal is a failure (1), an unknown
 /// session bad input (2).
-fn client_error(err: &ClientError) -> anyhow::Error {
+pub(crate) fn client_error(err: &ClientError) -> anyhow::Error {
     let status = match err {
         ClientError::Rpc(e) => match e.kind() {
             chock_protocol::rpc::ErrorKind::UnknownSession

@@ -3,6 +3,7 @@
 pub mod acp;
 pub mod apply;
 pub mod attach;
+pub mod detach;
 pub mod diff;
 pub mod doctor;
 pub mod exec;

@@ -218,6 +218,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     // The renderer sees every item on the thread that made it, so what it printed is on the
     // screen before a terminal question asked on that thread.
     let render: Arc<dyn Observer> = Arc::new(Render(Arc::clone(&sink)));
+    // `chock detach` (the daemon's adopt) asks this process to let go of its session with
+    // SIGUSR1: taken from before the session's log exists, so the signal never ends the process.
+    let mut let_go = runtime
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        })
+        .context("listening for SIGUSR1")?;
     let session = runtime
         .block_on(chock_runtime::start(builder, opening, Some(render)))
         .map_err(|e| start_error(&e))?;
@@ -245,6 +252,14 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 let _ = interrupter.send(Op::Interrupt).await;
             }
         });
+        let handing = session.clone();
+        let detach = tokio::spawn(async move {
+            while let_go.recv().await.is_some() {
+                if handing.hand_over().await {
+                    return;
+                }
+            }
+        });
         let mut items = session.subscribe_live();
         let ended = session.last_task().map_or(0, |(n, _)| n);
         let sent = session.send(Op::UserInput { text: task }).await;
@@ -253,15 +268,29 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) => TaskOutcome::Failed(e.to_string()),
         };
         watch.abort();
+        detach.abort();
         match outcome {
             TaskOutcome::Ended(end) => match session.send(Op::End).await {
-                Ok(Reply::Ended(summary)) => Ok((end, summary)),
+                Ok(Reply::Ended(summary)) => Ok(Some((end, summary))),
                 Ok(other) => Err(format!("the end was answered {other:?}")),
                 Err(e) => Err(e.to_string()),
             },
+            TaskOutcome::HandedOver => Ok(None),
             TaskOutcome::Failed(why) => Err(why),
         }
     });
+    let outcome = match outcome {
+        Ok(None) => {
+            // Another process writes the session from here; a call this one still runs (a
+            // question's thread) is left behind.
+            runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+            say_err!();
+            say_err!("chock: session {id} was handed over; follow it: chock attach {id}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Ok(Some(ended)) => Ok(ended),
+        Err(e) => Err(e),
+    };
     match outcome {
         Ok((Ended::Interrupted, _)) => {
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));

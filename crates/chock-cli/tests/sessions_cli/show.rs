@@ -233,6 +233,13 @@ fn every_kind_session(env: &Env) -> Log {
         ),
         (
             None,
+            EventKind::SessionHandover,
+            json!({"number": 1, "how": "found_dead", "from": {"pid": 41, "process": "chock run"},
+            "to": {"pid": 42, "process": "chock serve"}, "unknown": ["call_1"],
+            "open_questions": ["q-1"]}),
+        ),
+        (
+            None,
             EventKind::SessionEnd,
             json!({"reason": "error", "error": "boom", "workspace_kept": true,
             "summary": {"session": "s", "ended": "error: boom", "turns": 1, "tool_calls": 1,

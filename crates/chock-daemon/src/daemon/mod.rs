@@ -1,5 +1,6 @@
 //! The daemon: the sessions it owns, every client connected, and what each method does.
 
+mod adopt;
 mod workspace_acts;
 
 use std::collections::HashMap;
@@ -185,6 +186,7 @@ impl Daemon {
             Call::LogVerify(p) => out(self.verify(&p.session).await?),
             Call::SessionsResume(p) => out(self.resume(p, caller).await?),
             Call::SessionsFork(p) => out(self.fork(&p.session, p.turn).await?),
+            Call::SessionsAdopt(p) => out(self.adopt(p, caller).await?),
         }
     }
 
@@ -245,7 +247,7 @@ impl Daemon {
         let handle = chock_runtime::start(builder, Opening::New, None)
             .await
             .map_err(|e| start_error(&e))?;
-        self.take_up(handle, task, p.subscribe, caller).await
+        self.take_up(handle, Some(task), p.subscribe, caller).await
     }
 
     /// `sessions.resume`: a session no process runs, taken up again on a follow-up.
@@ -278,7 +280,7 @@ impl Daemon {
                     start_error(&e)
                 }
             })?;
-        self.take_up(handle, task, p.subscribe, caller).await
+        self.take_up(handle, Some(task), p.subscribe, caller).await
     }
 
     /// A session builder from config.toml (read again for each session) and the daemon's options.
@@ -302,11 +304,12 @@ impl Daemon {
     }
 
     /// Owns the session of `handle` from now on: registered, followed, its questions forwarded,
-    /// `task` begun (after the caller subscribed, when it asked to).
+    /// `task` begun (after the caller subscribed, when it asked to; a session taken over from
+    /// another process goes on with its own task, and has none).
     async fn take_up(
         self: &Arc<Self>,
         handle: SessionHandle,
-        task: String,
+        task: Option<String>,
         subscribe: bool,
         caller: &Caller,
     ) -> Result<Started, RpcError> {

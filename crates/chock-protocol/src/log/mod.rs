@@ -7,6 +7,7 @@
 //! writer wrote something the type does not describe.
 
 mod acts;
+mod handover;
 mod mcp;
 mod net;
 mod plugin;
@@ -14,6 +15,7 @@ mod session;
 mod stop;
 
 pub use acts::*;
+pub use handover::*;
 pub use mcp::*;
 pub use net::*;
 pub use plugin::*;
@@ -139,6 +141,7 @@ payloads! {
     McpDefinition(McpDefinition),
     McpSampling(McpSampling),
     Note(Note),
+    SessionHandover(SessionHandover),
     SessionEnd(SessionEnd),
 }
 

@@ -124,6 +124,29 @@ methods! {
     /// up. A turn that
     /// does not exist or did not complete is `bad_input`.
     SessionsFork("sessions.fork", ForkParams) -> ForkMade,
+    /// Takes a session that runs in another process (`chock run`) into this daemon while it
+    /// works (`chock detach`): the owner is asked to let go (it stops at the next turn boundary,
+    /// or at once while a question is open), or is found gone; the daemon opens the session's
+    /// log and workspace, writes `session.handover` naming both processes, and goes on with the
+    /// task at its next turn. A call the old owner left running is logged as outcome unknown and
+    /// never run again; an open question stays open for this daemon's clients. Refused
+    /// (`not_running`) for a session that ended: `sessions.resume` takes that up.
+    SessionsAdopt("sessions.adopt", AdoptParams) -> Started,
+}
+
+/// `sessions.adopt`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdoptParams {
+    /// The session's id, or a unique prefix of it.
+    pub session: String,
+    /// How long to wait for the owner to let go, in seconds (default 600: it lets go at the end
+    /// of the turn it is in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_secs: Option<u64>,
+    /// Subscribe this client (a WebSocket) to the session from seq 0 before it goes on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subscribe: bool,
 }
 
 /// `sessions.resume`.

@@ -156,6 +156,16 @@ fn reviewed(kind: Review, done: Result<Reply, chock_runtime::OpError>) -> Feed {
 }
 
 /// The session's live items and task ends, as they come.
+/// The session moved to another process: it stopped here, and goes on there.
+fn handed_over() -> Vec<Feed> {
+    vec![
+        Feed::TaskEnded(TaskOutcome::Failed(
+            "it was handed over to another process (chock attach follows it there)".into(),
+        )),
+        Feed::Ended(None),
+    ]
+}
+
 fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
     let mut items = handle.subscribe_live();
     let handle = handle.clone();
@@ -179,6 +189,7 @@ fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
                                     Feed::TaskEnded(TaskOutcome::Failed(why)),
                                     Feed::Ended(None),
                                 ],
+                                chock_runtime::TaskOutcome::HandedOver => handed_over(),
                             }
                         }
                         _ => Vec::new(),
@@ -192,6 +203,10 @@ fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
                 Item::TaskEnded(chock_runtime::TaskOutcome::Failed(why)) => {
                     ended += 1;
                     vec![Feed::TaskEnded(TaskOutcome::Failed(why)), Feed::Ended(None)]
+                }
+                Item::TaskEnded(chock_runtime::TaskOutcome::HandedOver) => {
+                    ended += 1;
+                    handed_over()
                 }
                 Item::Logged(_) | Item::State(_) => Vec::new(),
             };

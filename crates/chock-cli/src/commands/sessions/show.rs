@@ -90,6 +90,7 @@ fn lead(kind: EventKind) -> &'static [&'static str] {
         EventKind::McpDefinition => &["change", "server", "tool", "action"],
         EventKind::McpSampling => &["server", "called", "max_tokens"],
         EventKind::Note => &["about"],
+        EventKind::SessionHandover => &["number", "how"],
         EventKind::SessionEnd => &["reason", "error"],
         _ => &[],
     }

@@ -1,0 +1,129 @@
+//! Going on with a task that another process was working on (a handover, `chock detach`).
+//!
+//! The new owner rebuilt the conversation from the log. When the old owner let go at a turn
+//! boundary, every call of the last reply has its result in the log, and the task goes on at the
+//! next turn. When it let go with a question open, or died, the last reply's calls are where the
+//! log left them: a call with its result is told that result; a call that was started and never
+//! recorded its end is told its outcome is unknown (the new owner logged that) and is never run
+//! again; a call that waits on a person's question that is still open, or that never started, is
+//! run now (nothing of it ran: its decision is not in the log), its question put again under the
+//! same id. The turn they belong to ends, and the next begins.
+
+use std::collections::HashMap;
+
+use chock_provider::{Block, Message, Role};
+use chock_tools::events::Summary;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::{Agent, AgentError, TaskEnd};
+use chock_protocol::log::TurnEndReason;
+
+/// What a model's call left open by the old owner gets now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallState {
+    /// It ended, and the log has what the model was told.
+    Answered {
+        /// The result's text.
+        content: String,
+        /// Whether it was an error.
+        is_error: bool,
+    },
+    /// It was started and its end was never recorded: the model is told the outcome is unknown.
+    Unknown(String),
+    /// Nothing of it ran: it is run now.
+    Run,
+}
+
+/// One call of the last reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenCall {
+    /// The model's call id.
+    pub id: String,
+    /// The tool.
+    pub name: String,
+    /// Its input.
+    pub input: Value,
+    /// What it gets.
+    pub state: CallState,
+}
+
+/// Where the task stood when the old owner let go.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Carried {
+    /// The calls of the model's last reply, when no results followed it yet.
+    pub calls: Vec<OpenCall>,
+    /// Whether the turn they belong to has no `turn.end` yet.
+    pub turn_open: bool,
+}
+
+impl Agent {
+    /// Goes on with the task from `carried`: the open calls get their results (running those
+    /// that never ran), their turn ends, and the turns go on as in any task.
+    pub(crate) async fn carry_on(
+        &mut self,
+        conversation: &mut Vec<Message>,
+        carried: Carried,
+        interrupt: &mut watch::Receiver<u64>,
+        summary: &mut Summary,
+    ) -> Result<TaskEnd, AgentError> {
+        interrupt.mark_unchanged();
+        if !carried.calls.is_empty() {
+            let turn = self.turn;
+            self.decider
+                .turn
+                .store(turn, std::sync::atomic::Ordering::Relaxed);
+            let to_run: Vec<(String, String, Value)> = carried
+                .calls
+                .iter()
+                .filter(|c| c.state == CallState::Run)
+                .map(|c| (c.id.clone(), c.name.clone(), c.input.clone()))
+                .collect();
+            let (ran, interrupted) = self.run_calls(to_run, interrupt).await?;
+            let mut by_id: HashMap<String, Block> = HashMap::new();
+            let mut notes = Vec::new();
+            for block in ran {
+                match &block {
+                    Block::ToolResult { tool_use_id, .. } => {
+                        by_id.insert(tool_use_id.clone(), block);
+                    }
+                    _ => notes.push(block),
+                }
+            }
+            let mut content: Vec<Block> = carried
+                .calls
+                .into_iter()
+                .map(|call| match call.state {
+                    CallState::Answered { content, is_error } => Block::ToolResult {
+                        tool_use_id: call.id,
+                        content,
+                        is_error,
+                    },
+                    CallState::Unknown(content) => Block::ToolResult {
+                        tool_use_id: call.id,
+                        content,
+                        is_error: true,
+                    },
+                    CallState::Run => by_id.remove(&call.id).unwrap_or(Block::ToolResult {
+                        tool_use_id: call.id,
+                        content: "not run: the turn was interrupted".into(),
+                        is_error: true,
+                    }),
+                })
+                .collect();
+            content.extend(notes);
+            conversation.push(Message {
+                role: Role::User,
+                content,
+            });
+            if carried.turn_open {
+                if interrupted {
+                    self.end_turn(turn, TurnEndReason::Interrupted)?;
+                    return Ok(TaskEnd::Interrupted);
+                }
+                self.end_turn(turn, TurnEndReason::ToolResults)?;
+            }
+        }
+        self.turns(conversation, None, interrupt, summary).await
+    }
+}

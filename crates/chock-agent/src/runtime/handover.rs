@@ -1,0 +1,225 @@
+//! Taking up a session that another process was running (`chock detach`, the daemon's adopt).
+//!
+//! The new owner opens the session as a resume does (the policy read first, then the log — whose
+//! lock the old owner let go of, or lost by dying — and the workspace, rebuilt over the layout on
+//! disk), writes `session.handover` naming both processes, and goes on with the task at its next
+//! turn ([`SessionRuntime::carry_on`]). What the old owner left half done is read from the log
+//! ([`crate::agent::Carried`]): a call it started and never recorded the end of is logged as outcome
+//! unknown and is never run again; a person's question still open stays open, under its id, for
+//! the new owner's answerers.
+
+use std::collections::{HashMap, HashSet};
+
+use chock_log::{Event, EventKind};
+use chock_protocol::EventData;
+use chock_protocol::log::{Asked, HandoverHow, Note, Owner, SessionHandover, ToolResult};
+use chock_provider::{Block, Role};
+
+use super::{BuildError, SessionBuilder, SessionRuntime, resume};
+use crate::agent::{CallState, Carried, OpenCall};
+
+/// Who let go of the session and who takes it up.
+#[derive(Debug, Clone)]
+pub struct Handover {
+    /// The process that wrote the log until now.
+    pub from: Owner,
+    /// This process.
+    pub to: Owner,
+    /// How the old owner let go.
+    pub how: HandoverHow,
+}
+
+impl SessionBuilder {
+    /// Takes up the session in `session_dir`, which another process was running and has let go
+    /// of (or died): see the module's doc. The runtime returned goes on with the task at its next
+    /// turn once [`SessionRuntime::carry_on`] is called; a session whose task had ended waits
+    /// for input.
+    pub fn adopt(
+        self,
+        session_dir: &std::path::Path,
+        handover: Handover,
+    ) -> Result<SessionRuntime, BuildError> {
+        let r = self.reopen(session_dir)?;
+        let rebuilt = resume::rebuild_with(&r.events, false)?;
+        let own = chock_log::read_events(session_dir)?;
+        let log = r.agent.log().clone();
+        let left = left_open(&own, &rebuilt.messages);
+        let number = own
+            .iter()
+            .filter(|e| e.kind == EventKind::SessionHandover)
+            .count();
+        let (from_pid, to_pid) = (handover.from.pid, handover.to.pid);
+        let unknown_text = format!(
+            "outcome unknown: this call was running in process {} (the session's owner until \
+             it was handed over), which stopped before it recorded how the call ended; it is not \
+             run again, so check what it did before relying on it",
+            from_pid
+        );
+        let unknown: Vec<String> = left
+            .calls
+            .iter()
+            .filter(|c| matches!(c.state, CallState::Unknown(_)))
+            .map(|c| c.id.clone())
+            .collect();
+        log.record(
+            None,
+            SessionHandover {
+                number: u32::try_from(number + 1).unwrap_or(u32::MAX),
+                from: handover.from,
+                to: handover.to,
+                how: handover.how,
+                unknown: unknown.clone(),
+                open_questions: left.questions.iter().map(|q| q.2.clone()).collect(),
+            },
+        )?;
+        let mut carried = left.carried();
+        for call in &mut carried.calls {
+            if let CallState::Unknown(text) = &mut call.state {
+                text.clone_from(&unknown_text);
+                log.record(
+                    Some(&call.id),
+                    ToolResult {
+                        tool: call.name.clone(),
+                        is_error: true,
+                        output: unknown_text.clone(),
+                        changed: Vec::new(),
+                        shown: Vec::new(),
+                    },
+                )?;
+            }
+        }
+        let mut runtime = SessionRuntime::taken_over(r, rebuilt)?;
+        let broker = &runtime.agent.decider().broker;
+        for (call, action, question) in &left.questions {
+            broker.carry_question(call, action, question);
+        }
+        // The task goes on when it was under way: the last message is not the model's final
+        // answer.
+        let finished = matches!(
+            runtime.conversation.last(),
+            Some(m) if m.role == Role::Assistant
+                && !m.content.iter().any(|b| matches!(b, Block::ToolUse { .. }))
+        );
+        if !finished {
+            runtime.carried = Some(carried);
+        }
+        log.record(
+            None,
+            Note::Text {
+                text: format!(
+                    "handed over from process {} to process {}: {} messages rebuilt from the log, {} turns so far",
+                    from_pid,
+                    to_pid,
+                    runtime.conversation.len(),
+                    runtime.summary.turns
+                ),
+            },
+        )?;
+        Ok(runtime)
+    }
+}
+
+/// What the log left open, read from this session's own events.
+struct Left {
+    calls: Vec<OpenCall>,
+    turn_open: bool,
+    /// (call id, action, question id) of each person's question still open on a call that runs
+    /// again.
+    questions: Vec<(String, String, String)>,
+}
+
+impl Left {
+    fn carried(&self) -> Carried {
+        Carried {
+            calls: self.calls.clone(),
+            turn_open: self.turn_open,
+        }
+    }
+}
+
+/// The calls of the model's last reply that have no results after them, and what each gets.
+fn left_open(events: &[Event], messages: &[chock_provider::Message]) -> Left {
+    let mut left = Left {
+        calls: Vec::new(),
+        turn_open: false,
+        questions: Vec::new(),
+    };
+    let Some(last) = messages.last() else {
+        return left;
+    };
+    if last.role != Role::Assistant {
+        return left;
+    }
+    let mut results: HashMap<&str, (String, bool)> = HashMap::new();
+    let mut started: HashSet<&str> = HashSet::new();
+    let mut asks: HashMap<String, (String, String, String)> = HashMap::new();
+    let mut open_turn: Option<u32> = None;
+    for event in events {
+        let call = event.call_id.as_deref();
+        match event.payload() {
+            Ok(EventData::ToolResult(result)) => {
+                if let Some(call) = call {
+                    results.insert(call, (result.output, result.is_error));
+                }
+            }
+            Ok(EventData::ToolCall(_) | EventData::Decision(_) | EventData::CommandResult(_)) => {
+                if let Some(call) = call {
+                    started.insert(call);
+                }
+            }
+            Ok(EventData::ApprovalAsk(ask)) => {
+                if let (Some(call), Some(question), Some(action), Asked::Person) =
+                    (call, ask.question, ask.action, ask.asked)
+                {
+                    asks.insert(question.clone(), (call.to_string(), action, question));
+                }
+            }
+            Ok(EventData::ApprovalAnswer(answer)) => {
+                if let Some(question) = answer.question {
+                    asks.remove(&question);
+                }
+            }
+            Ok(EventData::TurnStart(start)) => open_turn = Some(start.turn),
+            Ok(EventData::TurnEnd(end)) if open_turn == Some(end.turn) => open_turn = None,
+            _ => {}
+        }
+    }
+    // A call is asked about before its decision: one whose person's question is open has no
+    // decision, and nothing of it ran.
+    let decided: HashSet<&str> = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Decision | EventKind::CommandResult))
+        .filter_map(|e| e.call_id.as_deref())
+        .collect();
+    let waiting: HashMap<&str, &(String, String, String)> = asks
+        .values()
+        .filter(|(call, _, _)| !decided.contains(call.as_str()))
+        .map(|q| (q.0.as_str(), q))
+        .collect();
+    for block in &last.content {
+        let Block::ToolUse { id, name, input } = block else {
+            continue;
+        };
+        let state = if let Some((content, is_error)) = results.get(id.as_str()) {
+            CallState::Answered {
+                content: content.clone(),
+                is_error: *is_error,
+            }
+        } else if let Some(question) = waiting.get(id.as_str()) {
+            left.questions.push((*question).clone());
+            CallState::Run
+        } else if started.contains(id.as_str()) {
+            CallState::Unknown(String::new())
+        } else {
+            CallState::Run
+        };
+        left.calls.push(OpenCall {
+            id: id.clone(),
+            name: name.clone(),
+            input: input.clone(),
+            state,
+        });
+    }
+    left.turn_open = open_turn.is_some();
+    left
+}

@@ -1,0 +1,429 @@
+//! `chock detach` as real processes: a `chock run` works on a task with the offline player, the
+//! daemon (`chock serve`) is asked to take the session over, the `chock run` is killed with
+//! SIGKILL, and the session goes on in the daemon at its next turn and takes a follow-up through
+//! a client — in a git project and in a project without git (the overlay backing); with a
+//! question open at the handover (it stays open, and a client of the daemon answers it); and
+//! with the owner killed while a command ran (the call is logged as outcome unknown, never run
+//! again).
+
+mod run_support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use chock_client::DaemonClient;
+use chock_protocol::log::AnswerKind;
+use chock_protocol::rpc::{
+    AnswerParams, Call, Done, InputParams, Pending, PendingParams, SessionList, SessionParams,
+    SessionState,
+};
+use run_support::*;
+
+/// A running `chock serve`.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(w: &World) -> Daemon {
+        let mut child = w
+            .command(&["serve"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("chock: serving on "), "{line}");
+        Daemon(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        signal(self.0.id(), rustix::process::Signal::TERM);
+        let _ = self.0.wait();
+    }
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Waits (up to a minute) until `ready` holds of the session's log.
+fn wait_for_log(w: &World, what: &str, ready: impl Fn(&[Logged]) -> bool) -> Vec<Logged> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if !w.sessions().is_empty() {
+            let events = w.events();
+            if ready(&events) {
+                return events;
+            }
+        }
+        assert!(Instant::now() < until, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The session's state as the daemon lists it.
+async fn state(client: &mut DaemonClient, id: &str) -> SessionState {
+    let list: SessionList = client
+        .call(&Call::SessionsList(chock_protocol::rpc::NoParams {}))
+        .await
+        .unwrap();
+    list.sessions
+        .into_iter()
+        .find(|s| s.session == id)
+        .map(|s| s.state)
+        .unwrap()
+}
+
+/// Waits (up to a minute) until the daemon lists the session as `want`.
+async fn wait_state(client: &mut DaemonClient, id: &str, want: SessionState) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = state(client, id).await;
+        if now == want {
+            return;
+        }
+        assert_ne!(now, SessionState::Ended, "session {id} ended");
+        assert!(
+            Instant::now() < until,
+            "session {id} stayed {now:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn count(events: &[Logged], kind: &str, call: Option<&str>) -> usize {
+    events
+        .iter()
+        .filter(|(k, c, _)| k == kind && (call.is_none() || c.as_deref() == call))
+        .count()
+}
+
+fn handovers(events: &[Logged]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|(k, _, _)| k == "session.handover")
+        .map(|(_, _, d)| d.clone())
+        .collect()
+}
+
+/// Starts `chock run` on `task` with the recording `script`, its standard input `stdin`.
+fn chock_run(w: &World, script: &str, task: &str, stdin: Stdio) -> Child {
+    let provider = w.script(script);
+    w.command(&["run", "--provider", &provider, task])
+        .stdin(stdin)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `chock detach` of the world's one session: it succeeds and says where the session went.
+fn detach(w: &World) {
+    let id = w.session_id();
+    let out = w.chock(&["detach", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("now runs in the daemon"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+const TWO_COMMANDS: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 2; echo one > one.txt" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo two > two.txt" }
+expect = { is_error = false }
+
+[[turn]]
+text = "both made"
+
+[[turn]]
+text = "the follow-up, answered by the daemon"
+"#;
+
+/// The session moves to the daemon at the boundary after turn 1, the original process is
+/// killed, and the daemon runs turn 2 and a follow-up sent through a client.
+fn moves_at_a_turn_boundary(w: &World) {
+    let daemon = Daemon::start(w);
+    let mut run = chock_run(w, TWO_COMMANDS, "make two files", Stdio::null());
+    wait_for_log(w, "the first command is called", |e| {
+        count(e, "tool.call", Some("play_1_1")) == 1
+    });
+    let id = w.session_id();
+    detach(w);
+    signal(run.id(), rustix::process::Signal::KILL);
+    let mut stderr = String::new();
+    run.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    run.wait().unwrap();
+    assert!(stderr.contains("was handed over"), "{stderr}");
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+        let _: Done = client
+            .call(&Call::SessionsInput(InputParams {
+                session: id.clone(),
+                text: "and one more thing".into(),
+            }))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.clone(),
+            }))
+            .await
+            .unwrap();
+    });
+    let events = w.events_exact();
+    let handed = handovers(&events);
+    assert_eq!(handed.len(), 1, "{events:#?}");
+    let h = &handed[0];
+    assert_eq!(h["number"], 1);
+    assert_eq!(h["how"], "released");
+    assert_eq!(h["from"]["pid"], run.id());
+    assert_eq!(h["from"]["process"], "chock run");
+    assert_eq!(h["to"]["pid"], daemon.pid());
+    assert!(h.get("unknown").is_none(), "{h}");
+    // Turn 1's command ran once, in the old owner; turn 2's once, in the daemon; the follow-up
+    // was a turn of its own; one end, the daemon's.
+    let at = events
+        .iter()
+        .position(|(k, _, _)| k == "session.handover")
+        .unwrap();
+    assert_eq!(count(&events[..at], "command.result", Some("play_1_1")), 1);
+    assert_eq!(count(&events, "tool.call", Some("play_1_1")), 1);
+    assert_eq!(count(&events[at..], "command.result", Some("play_2_1")), 1);
+    assert_eq!(count(&events[..at], "session.end", None), 0);
+    assert_eq!(count(&events, "session.end", None), 1);
+    let turns: Vec<u64> = events
+        .iter()
+        .filter(|(k, _, _)| k == "turn.start")
+        .map(|(_, _, d)| d["turn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(turns, [1, 2, 3, 4], "{events:#?}");
+    // Both files are in the session's workspace, the second written through the daemon's
+    // overlay over the layout the first process left.
+    let upper = w.session().join("workspace/upper");
+    assert_eq!(
+        std::fs::read_to_string(upper.join("one.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(upper.join("two.txt")).unwrap(),
+        "two\n"
+    );
+    w.assert_log_verifies();
+}
+
+#[test]
+fn a_git_session_moves_to_the_daemon_at_a_turn_boundary_and_goes_on_there() {
+    let w = World::with_git_project();
+    moves_at_a_turn_boundary(&w);
+    let meta = std::fs::read_to_string(w.session().join("workspace/meta.json")).unwrap();
+    assert!(meta.contains("refs/chock/"), "{meta}");
+}
+
+#[test]
+fn an_overlay_session_moves_to_the_daemon_at_a_turn_boundary_and_goes_on_there() {
+    let w = World::new();
+    w.write("readme.txt", "a project without git\n");
+    moves_at_a_turn_boundary(&w);
+    let meta = std::fs::read_to_string(w.session().join("workspace/meta.json")).unwrap();
+    assert!(meta.contains("overlay"), "{meta}");
+}
+
+const ASK_SH: &str = "[[rule]]\naction = \"exec.system.*\"\ndecision = \"ask\"\n";
+const ONE_ASKING: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo asked > asked.txt" }
+expect = { is_error = false }
+
+[[turn]]
+text = "done"
+"#;
+
+#[test]
+fn a_question_open_at_the_handover_stays_open_and_a_client_of_the_daemon_answers_it() {
+    let w = World::with_git_project_and_policy(Some(ASK_SH));
+    let _daemon = Daemon::start(&w);
+    let (_master, slave) = open_pty();
+    let mut run = chock_run(&w, ONE_ASKING, "ask first", Stdio::from(slave));
+    let mut stderr = BufReader::new(run.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    while !seen.contains("[n] no > ") {
+        let n = stderr.read(&mut byte).unwrap();
+        assert!(n > 0, "the prompt never came: {seen}");
+        seen.push(char::from(byte[0]));
+    }
+    let id = w.session_id();
+    detach(&w);
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+    let before = w.events();
+    assert_eq!(count(&before, "approval.answer", None), 0, "{before:#?}");
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        let question = loop {
+            let pending: Pending = client
+                .call(&Call::ApprovalsPending(PendingParams {
+                    session: Some(id.clone()),
+                }))
+                .await
+                .unwrap();
+            if let Some(a) = pending.approvals.iter().find(|a| a.answerable) {
+                assert_eq!(pending.approvals.len(), 1, "{pending:?}");
+                break a.question.clone();
+            }
+            assert!(Instant::now() < until, "never answerable: {pending:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(question, "q-1");
+        let _: Done = client
+            .call(&Call::ApprovalsAnswer(AnswerParams {
+                session: id.clone(),
+                question,
+                answer: AnswerKind::AllowOnce,
+                reasons: None,
+                reply: None,
+            }))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.clone(),
+            }))
+            .await
+            .unwrap();
+    });
+    let events = w.events_exact();
+    let h = &handovers(&events)[0];
+    assert_eq!(h["how"], "released");
+    assert_eq!(h["open_questions"], serde_json::json!(["q-1"]));
+    // The first process wrote no end: one, the daemon's, after the handover.
+    assert_eq!(count(&events, "session.end", None), 1, "{events:#?}");
+    assert_eq!(events.last().unwrap().0, "session.end");
+    // One question, asked by the first process and answered through the daemon; then the
+    // decision, and the command ran once.
+    assert_eq!(count(&events, "approval.ask", None), 1, "{events:#?}");
+    let answers: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "approval.answer")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(answers.len(), 1, "{events:#?}");
+    assert_eq!(answers[0]["question"], "q-1");
+    assert_eq!(answers[0]["answer"], "allow_once");
+    assert_eq!(count(&events, "command.result", Some("play_1_1")), 1);
+    let upper = w.session().join("workspace/upper");
+    assert_eq!(
+        std::fs::read_to_string(upper.join("asked.txt")).unwrap(),
+        "asked\n"
+    );
+    w.assert_log_verifies();
+}
+
+const SLOW: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 20; echo late > late.txt", timeout_secs = 60 }
+expect = { is_error = true, contains = "outcome unknown" }
+
+[[turn]]
+text = "noted"
+"#;
+
+#[test]
+fn a_call_running_when_the_owner_died_is_logged_as_outcome_unknown_and_never_run_again() {
+    let w = World::with_git_project();
+    let _daemon = Daemon::start(&w);
+    let mut run = chock_run(&w, SLOW, "wait a while", Stdio::null());
+    wait_for_log(&w, "the command is allowed", |e| {
+        count(e, "decision", Some("play_1_1")) == 1
+    });
+    let id = w.session_id();
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+    detach(&w);
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.clone(),
+            }))
+            .await
+            .unwrap();
+    });
+    let events = w.events_exact();
+    let h = &handovers(&events)[0];
+    assert_eq!(h["how"], "found_dead");
+    assert_eq!(h["from"]["pid"], run.id());
+    assert_eq!(h["unknown"], serde_json::json!(["play_1_1"]));
+    assert_eq!(
+        count(&events, "tool.call", Some("play_1_1")),
+        1,
+        "{events:#?}"
+    );
+    assert_eq!(count(&events, "command.result", Some("play_1_1")), 0);
+    let told: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("play_1_1"))
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(told.len(), 1);
+    assert!(
+        told[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("outcome unknown"),
+        "{told:?}"
+    );
+    w.assert_log_verifies();
+}
