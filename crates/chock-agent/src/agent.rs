@@ -371,6 +371,9 @@ impl Agent {
                 return Ok(TaskEnd::Interrupted);
             }
             if self.handover.load(std::sync::atomic::Ordering::SeqCst) {
+                // A background command lives in this process: its end is recorded here before
+                // the session is let go (it cannot move yet; docs/handover.md).
+                self.toolbox.finish_background().await;
                 return Ok(TaskEnd::HandedOver);
             }
             let Some(max_tokens) = self.admit(conversation, &tools)? else {

@@ -427,3 +427,112 @@ fn a_call_running_when_the_owner_died_is_logged_as_outcome_unknown_and_never_run
     );
     w.assert_log_verifies();
 }
+
+const BACKGROUND: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "for i in 1 2 3 4 5 6; do echo line $i; sleep 0.3; done", background = true }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 1; echo two" }
+
+[[turn]]
+text = "done"
+"#;
+
+/// A background command cannot move yet: the owner asked to let go records its end first, then
+/// lets go at the next turn boundary, and the daemon goes on.
+#[test]
+fn a_background_command_ends_and_is_recorded_before_its_owner_lets_go() {
+    let w = World::with_git_project();
+    let _daemon = Daemon::start(&w);
+    let mut run = chock_run(&w, BACKGROUND, "in the background", Stdio::null());
+    wait_for_log(&w, "the background command runs", |e| {
+        count(e, "tool.result", Some("play_1_1")) == 1
+    });
+    let id = w.session_id();
+    detach(&w);
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+    });
+    let events = w.events_exact();
+    let at = events
+        .iter()
+        .position(|(k, _, _)| k == "session.handover")
+        .unwrap();
+    let ended: Vec<&serde_json::Value> = events[..at]
+        .iter()
+        .filter(|(k, _, d)| k == "note" && d["about"] == "background_ended")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(ended.len(), 1, "{events:#?}");
+    assert_eq!(ended[0]["status"], 0);
+    assert_eq!(count(&events[..at], "command.result", Some("play_1_1")), 1);
+    let h = &events[at].2;
+    assert!(h.get("unknown").is_none(), "{h}");
+    w.assert_log_verifies();
+}
+
+const BACKGROUND_DIES: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "for i in $(seq 1 100); do echo line $i; sleep 0.3; done", background = true }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 20", timeout_secs = 60 }
+expect = { is_error = true, contains = "outcome unknown" }
+
+[[turn]]
+text = "noted"
+"#;
+
+/// The owner dies while a background command runs: the command dies with it, and the daemon
+/// records its end as unknown (never as a success, never run again).
+#[test]
+fn a_background_command_of_an_owner_that_died_is_recorded_as_ended_unknown() {
+    let w = World::with_git_project();
+    let _daemon = Daemon::start(&w);
+    let mut run = chock_run(&w, BACKGROUND_DIES, "in the background", Stdio::null());
+    wait_for_log(&w, "the second command is allowed", |e| {
+        count(e, "decision", Some("play_2_1")) == 1
+    });
+    let id = w.session_id();
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+    detach(&w);
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+    });
+    let events = w.events_exact();
+    let h = &handovers(&events)[0];
+    assert_eq!(h["how"], "found_dead");
+    assert_eq!(
+        h["unknown"],
+        serde_json::json!(["play_2_1", "bg-play_1_1"]),
+        "{events:#?}"
+    );
+    let ended: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _, d)| k == "note" && d["about"] == "background_ended")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(ended.len(), 1, "{events:#?}");
+    assert!(ended[0]["status"].is_null());
+    assert_eq!(ended[0]["is_error"], true);
+    assert_eq!(count(&events, "tool.call", Some("play_1_1")), 1);
+    w.assert_log_verifies();
+}

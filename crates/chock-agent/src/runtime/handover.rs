@@ -55,11 +55,13 @@ impl SessionBuilder {
              run again, so check what it did before relying on it",
             from_pid
         );
+        let background = background_left(&own);
         let unknown: Vec<String> = left
             .calls
             .iter()
             .filter(|c| matches!(c.state, CallState::Unknown(_)))
             .map(|c| c.id.clone())
+            .chain(background.iter().map(|call| background_handle(call)))
             .collect();
         log.record(
             None,
@@ -72,6 +74,19 @@ impl SessionBuilder {
                 open_questions: left.questions.iter().map(|q| q.2.clone()).collect(),
             },
         )?;
+        // A background command died with the process that ran it, before its end was
+        // recorded: its end is unknown, and the model is told so.
+        for call in &background {
+            let handle = background_handle(call);
+            log.record(
+                Some(&handle),
+                Note::BackgroundEnded {
+                    background: handle.clone(),
+                    status: None,
+                    is_error: true,
+                },
+            )?;
+        }
         let mut carried = left.carried();
         for call in &mut carried.calls {
             if let CallState::Unknown(text) = &mut call.state {
@@ -117,6 +132,42 @@ impl SessionBuilder {
         )?;
         Ok(runtime)
     }
+}
+
+/// The handle run_command gives a background command of call `call`.
+fn background_handle(call: &str) -> String {
+    format!("bg-{call}")
+}
+
+/// The run_command calls that were told they run in the background and whose command never
+/// recorded its end (`command.result`): they ran in the old owner, and died with it. (A
+/// command in the foreground records its end before the model is told anything.)
+fn background_left(events: &[Event]) -> Vec<String> {
+    let mut told: Vec<&str> = Vec::new();
+    let mut ended: HashSet<&str> = HashSet::new();
+    for event in events {
+        let Some(call) = event.call_id.as_deref() else {
+            continue;
+        };
+        match event.kind {
+            EventKind::ToolResult => {
+                if let Ok(EventData::ToolResult(r)) = event.payload()
+                    && r.tool == "run_command"
+                    && !ended.contains(call)
+                {
+                    told.push(call);
+                }
+            }
+            EventKind::CommandResult => {
+                ended.insert(call);
+            }
+            _ => {}
+        }
+    }
+    told.into_iter()
+        .filter(|call| !ended.contains(call))
+        .map(str::to_string)
+        .collect()
 }
 
 /// What the log left open, read from this session's own events.
