@@ -1089,3 +1089,137 @@ fn a_take_removes_what_the_child_removed() {
     );
     assert_eq!(w.read("old.txt"), "to go\n", "nothing applied yet");
 }
+
+/// A child that outlives its parent killed outright is adopted with the parent (`chock detach`):
+/// the daemon waits for it by its pid file descriptor and its log's lock, records its
+/// `agent.complete`, gives the `spawn_agent` call its result and goes on (docs/handover.md).
+#[test]
+fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_recorded() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let w = World::with_git_project();
+    let flag = w.tmp().join("let-the-child-answer");
+    let wait_for = flag.clone();
+    let script = move |tag: &str, step: usize, _body: &Value| match (tag, step) {
+        ("P", 0) => call(
+            "p0",
+            1000,
+            "spawn_agent",
+            &json!({"task": "[agent:C] take your time"}),
+        ),
+        ("C", 0) => {
+            let until = Instant::now() + Duration::from_secs(120);
+            while !wait_for.exists() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            answer("c0", 1000, "the child is done")
+        }
+        _ => answer("p1", 1000, "the parent is done"),
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
+    let mut daemon = w
+        .command(&["serve"])
+        .env(key.0, key.1)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut BufReader::new(daemon.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("chock: serving on "), "{line}");
+    let mut top = w
+        .command(&["run", "--provider", "fake", "[agent:P] spawn one"])
+        .env(key.0, key.1)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.lock().unwrap().iter().any(|(t, _)| t == "C") {
+        assert!(Instant::now() < deadline, "the child never asked its model");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let parent = session_of(&w, "P");
+    let child = session_of(&w, "C");
+    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
+    let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
+    top.kill().unwrap();
+    top.wait().unwrap();
+    let out = w.chock(&["detach", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        matches!(
+            chock_log::is_live(&child),
+            Ok(chock_log::Liveness::Live { .. })
+        ),
+        "the child still runs once the parent is adopted"
+    );
+    std::fs::write(&flag, "go").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = events_of(&parent);
+        if events
+            .iter()
+            .any(|(k, _, d)| k == "turn.end" && d["turn"] == 2)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent never went on: {events:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    daemon.wait().unwrap();
+    let events = events_of(&parent);
+    let at = events
+        .iter()
+        .position(|(k, _, _)| k == "session.handover")
+        .expect("a handover");
+    assert_eq!(events[at].2["how"], "found_dead");
+    assert!(events[at].2.get("unknown").is_none(), "{:?}", events[at].2);
+    let spawns = events
+        .iter()
+        .filter(|(k, _, _)| k == "session.spawn")
+        .count();
+    let completes: Vec<&Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "agent.complete")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!((spawns, completes.len()), (1, 1), "{events:#?}");
+    assert_eq!(completes[0]["child"], child_id);
+    let complete_at = events
+        .iter()
+        .position(|(k, _, _)| k == "agent.complete")
+        .unwrap();
+    assert!(complete_at > at, "recorded by the new owner");
+    let told: Vec<&Value> = events
+        .iter()
+        .filter(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("p0"))
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(told.len(), 1, "{events:#?}");
+    assert!(
+        !told[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("outcome unknown"),
+        "{told:?}"
+    );
+    for dir in [&parent, &child] {
+        let report = chock_log::verify(dir).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}

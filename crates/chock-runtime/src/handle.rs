@@ -359,7 +359,11 @@ impl SessionHandle {
         let mut items = self.subscribe_live();
         let mut notices = self.questions();
         self.shared.handover.request();
-        if !self.snapshot().view.questions.is_empty() {
+        // Only a person's question holds the session where it is: a reviewer answers soon.
+        let person = |q: &chock_protocol::view::OpenQuestion| {
+            q.ask.asked == chock_protocol::log::Asked::Person
+        };
+        if self.snapshot().view.questions.iter().any(person) {
             self.let_go();
             return true;
         }
@@ -371,7 +375,7 @@ impl SessionHandle {
                     Some(_) => {}
                 },
                 notice = notices.recv() => match notice {
-                    Ok(chock_decide::Notice::Asked { .. }) => {
+                    Ok(chock_decide::Notice::Asked { role: chock_decide::Role::Human, .. }) => {
                         self.let_go();
                         return true;
                     }

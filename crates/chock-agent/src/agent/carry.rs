@@ -31,6 +31,9 @@ pub enum CallState {
     },
     /// It was started and its end was never recorded: the model is told the outcome is unknown.
     Unknown(String),
+    /// It spawned these children, which still run: its result comes when they end (their
+    /// `agent.complete` is recorded then).
+    Children(Vec<String>),
     /// Nothing of it ran: it is run now.
     Run,
 }
@@ -69,6 +72,12 @@ impl Agent {
     ) -> Result<TaskEnd, AgentError> {
         interrupt.mark_unchanged();
         if !carried.calls.is_empty() {
+            let mut carried = carried;
+            for call in &mut carried.calls {
+                if let CallState::Children(children) = &call.state {
+                    call.state = self.adopt_children(&call.id, children).await?;
+                }
+            }
             let turn = self.turn;
             self.decider
                 .turn
@@ -104,11 +113,13 @@ impl Agent {
                         content,
                         is_error: true,
                     },
-                    CallState::Run => by_id.remove(&call.id).unwrap_or(Block::ToolResult {
-                        tool_use_id: call.id,
-                        content: "not run: the turn was interrupted".into(),
-                        is_error: true,
-                    }),
+                    CallState::Run | CallState::Children(_) => {
+                        by_id.remove(&call.id).unwrap_or(Block::ToolResult {
+                            tool_use_id: call.id,
+                            content: "not run: the turn was interrupted".into(),
+                            is_error: true,
+                        })
+                    }
                 })
                 .collect();
             content.extend(notes);
@@ -125,5 +136,32 @@ impl Agent {
             }
         }
         self.turns(conversation, None, interrupt, summary).await
+    }
+
+    /// Waits for the children call `call` spawned, records their end, and gives the result the
+    /// call was told (logged by [`crate::subagent::complete_orphans`]).
+    async fn adopt_children(
+        &self,
+        call: &str,
+        children: &[String],
+    ) -> Result<CallState, AgentError> {
+        crate::subagent::adopt::await_children(self.log(), &self.budget, children).await?;
+        let told = chock_log::read_events(self.log().dir())?
+            .into_iter()
+            .rev()
+            .find_map(|e| match e.payload() {
+                Ok(chock_protocol::EventData::ToolResult(r))
+                    if e.call_id.as_deref() == Some(call) =>
+                {
+                    Some(CallState::Answered {
+                        content: r.output,
+                        is_error: r.is_error,
+                    })
+                }
+                _ => None,
+            });
+        Ok(told.unwrap_or_else(|| {
+            CallState::Unknown("its children ended, and their end says nothing of it".into())
+        }))
     }
 }

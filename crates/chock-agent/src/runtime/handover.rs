@@ -9,6 +9,7 @@
 //! the new owner's answerers.
 
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use chock_log::{Event, EventKind};
 use chock_protocol::EventData;
@@ -43,7 +44,8 @@ impl SessionBuilder {
         let rebuilt = resume::rebuild_with(&r.events, false)?;
         let own = chock_log::read_events(session_dir)?;
         let log = r.agent.log().clone();
-        let left = left_open(&own, &rebuilt.messages);
+        let root = session_dir.parent().unwrap_or(session_dir);
+        let left = left_open(&own, &rebuilt.messages, root);
         let number = own
             .iter()
             .filter(|e| e.kind == EventKind::SessionHandover)
@@ -134,6 +136,27 @@ impl SessionBuilder {
     }
 }
 
+/// Which of a call's `children` have no `agent.complete` and still run (their log's lock is
+/// held): the new owner adopts them.
+fn running_children(
+    children: Option<&Vec<String>>,
+    completed: &HashSet<String>,
+    root: &Path,
+) -> Option<Vec<String>> {
+    let running: Vec<String> = children?
+        .iter()
+        .filter(|c| !completed.contains(*c))
+        .filter(|c| {
+            matches!(
+                chock_log::is_live(&root.join(c)),
+                Ok(chock_log::Liveness::Live { .. })
+            )
+        })
+        .cloned()
+        .collect();
+    (!running.is_empty()).then_some(running)
+}
+
 /// The handle run_command gives a background command of call `call`.
 fn background_handle(call: &str) -> String {
     format!("bg-{call}")
@@ -189,7 +212,7 @@ impl Left {
 }
 
 /// The calls of the model's last reply that have no results after them, and what each gets.
-fn left_open(events: &[Event], messages: &[chock_provider::Message]) -> Left {
+fn left_open(events: &[Event], messages: &[chock_provider::Message], root: &Path) -> Left {
     let mut left = Left {
         calls: Vec::new(),
         turn_open: false,
@@ -205,9 +228,21 @@ fn left_open(events: &[Event], messages: &[chock_provider::Message]) -> Left {
     let mut started: HashSet<&str> = HashSet::new();
     let mut asks: HashMap<String, (String, String, String)> = HashMap::new();
     let mut open_turn: Option<u32> = None;
+    let mut spawned: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut completed: HashSet<String> = HashSet::new();
     for event in events {
         let call = event.call_id.as_deref();
         match event.payload() {
+            Ok(EventData::SessionSpawn(spawn)) => {
+                if let Some(call) = call {
+                    spawned.entry(call).or_default().push(spawn.child);
+                }
+            }
+            Ok(EventData::AgentComplete(done)) => {
+                if let Some(child) = done.child {
+                    completed.insert(child);
+                }
+            }
             Ok(EventData::ToolResult(result)) => {
                 if let Some(call) = call {
                     results.insert(call, (result.output, result.is_error));
@@ -259,6 +294,9 @@ fn left_open(events: &[Event], messages: &[chock_provider::Message]) -> Left {
         } else if let Some(question) = waiting.get(id.as_str()) {
             left.questions.push((*question).clone());
             CallState::Run
+        } else if let Some(children) = running_children(spawned.get(id.as_str()), &completed, root)
+        {
+            CallState::Children(children)
         } else if started.contains(id.as_str()) {
             CallState::Unknown(String::new())
         } else {

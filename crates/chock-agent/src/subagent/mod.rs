@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 
+pub(crate) mod adopt;
 mod changes;
 mod child;
 mod spawn;
