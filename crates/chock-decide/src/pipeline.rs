@@ -396,11 +396,8 @@ impl Pipeline {
         reviewer: Option<ReviewerVerdict>,
         asked_before: &[String],
     ) -> Result<(String, Reply), DecideError> {
-        // A person's question an earlier owner left open for this very act is put again under
-        // its id; it is in the log already.
-        let carried = (role == Role::Human)
-            .then(|| call_id.and_then(|c| self.broker.take_carried(c, action.as_str())))
-            .flatten();
+        // A person's question an earlier owner left open for this act: put again, under its id.
+        let carried = self.broker.take_carried(role, call_id, action.as_str());
         let question = Question {
             secret: false,
             id: carried.clone().unwrap_or_else(|| self.next_question_id()),

@@ -25,6 +25,7 @@ use super::SessionRuntime;
 pub use super::build_error::BuildError;
 pub use super::choose::Chosen;
 use super::choose::{choose_provider, prices};
+use super::resume::Reopened;
 
 /// Everything a session is made from.
 pub struct SessionBuilder {
@@ -516,13 +517,4 @@ fn inherit(session: &Session, ratchet: &[(String, String)]) -> Result<(), BuildE
             .map_err(|e| BuildError::Child(format!("the ratchet on {pattern}: {e}")))?;
     }
     Ok(())
-}
-
-/// A session opened again, before its conversation is rebuilt.
-pub(super) struct Reopened {
-    pub(super) agent: Agent,
-    pub(super) chosen: Chosen,
-    pub(super) review: ReviewContext,
-    pub(super) off_turn: OffTurnTally,
-    pub(super) events: Vec<chock_log::Event>,
 }

@@ -167,7 +167,7 @@ impl SessionRuntime {
     }
 
     /// A session taken over from another process ([`SessionBuilder::adopt`]).
-    fn taken_over(r: builder::Reopened, rebuilt: resume::Rebuilt) -> Result<Self, BuildError> {
+    fn taken_over(r: resume::Reopened, rebuilt: resume::Rebuilt) -> Result<Self, BuildError> {
         Ok(Self::from_rebuilt(
             r.agent, r.chosen, r.review, r.off_turn, rebuilt,
         ))

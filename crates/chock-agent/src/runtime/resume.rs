@@ -222,3 +222,12 @@ fn answer_open_calls(messages: &mut Vec<Message>, results: &HashMap<String, (Str
         content,
     });
 }
+
+/// A session opened again (`SessionBuilder::reopen`), before its conversation is rebuilt.
+pub(super) struct Reopened {
+    pub(super) agent: crate::agent::Agent,
+    pub(super) chosen: super::Chosen,
+    pub(super) review: crate::approval_reviewer::ReviewContext,
+    pub(super) off_turn: crate::booking::OffTurnTally,
+    pub(super) events: Vec<Event>,
+}

@@ -5,7 +5,7 @@
 //! under its id, rather than asking a second one: the question stays open across the move and is
 //! answered once.
 
-use super::{ApprovalBroker, lock};
+use super::{ApprovalBroker, Role, lock};
 
 /// One question left open by an earlier owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +27,15 @@ impl ApprovalBroker {
         });
     }
 
-    /// The carried question for `action` of `call_id`, taken (it is put once).
-    pub(crate) fn take_carried(&self, call_id: &str, action: &str) -> Option<String> {
+    /// The carried question for `action` of `call_id` when it is put to a person, taken (it is
+    /// put once).
+    pub(crate) fn take_carried(
+        &self,
+        role: Role,
+        call_id: Option<&str>,
+        action: &str,
+    ) -> Option<String> {
+        let call_id = call_id.filter(|_| role == Role::Human)?;
         let mut carried = lock(&self.shared.carried);
         let at = carried
             .iter()
