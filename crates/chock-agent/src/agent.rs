@@ -199,6 +199,11 @@ impl Agent {
         &self.host
     }
 
+    /// The session's tools.
+    pub(crate) fn toolbox(&self) -> &Toolbox {
+        &self.toolbox
+    }
+
     /// What tells the loop to stop at the next turn boundary for a handover.
     pub(crate) fn handover_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
         Arc::clone(&self.handover)

@@ -440,11 +440,18 @@ tool = "run_command"
 input = { command = "sleep 1; echo two" }
 
 [[turn]]
+[[turn.call]]
+tool = "read_output"
+input = { handle = "bg-play_1_1" }
+expect = { is_error = false, contains = "its output stayed there" }
+
+[[turn]]
 text = "done"
 "#;
 
 /// A background command cannot move yet: the owner asked to let go records its end first, then
-/// lets go at the next turn boundary, and the daemon goes on.
+/// lets go at the next turn boundary, and the daemon goes on; asked for the command's output
+/// there, read_output says how it ended and that its output stayed with the first process.
 #[test]
 fn a_background_command_ends_and_is_recorded_before_its_owner_lets_go() {
     let w = World::with_git_project();

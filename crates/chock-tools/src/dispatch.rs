@@ -150,6 +150,13 @@ impl Toolbox {
         self.state.commands.ended_notes()
     }
 
+    /// A background command another process ran for this session before it was handed over
+    /// (`handle`, running `command`), which ended with `status`: read_output says so. Its output
+    /// stayed with that process.
+    pub fn ended_elsewhere(&self, handle: &str, command: &str, status: Option<i32>) {
+        self.state.commands.ended_elsewhere(handle, command, status);
+    }
+
     /// Waits for (and records the end of) background commands before the session ends.
     pub async fn finish_background(&self) {
         self.state.commands.finish_all().await;

@@ -106,6 +106,15 @@ impl SessionBuilder {
             }
         }
         let mut runtime = SessionRuntime::taken_over(r, rebuilt)?;
+        // read_output knows the old owner's background commands, and that their output is not
+        // here.
+        let own = chock_log::read_events(session_dir)?;
+        for (handle, command, status) in background_ends(&own) {
+            runtime
+                .agent
+                .toolbox()
+                .ended_elsewhere(&handle, &command, status);
+        }
         let broker = &runtime.agent.decider().broker;
         for (call, action, question) in &left.questions {
             broker.carry_question(call, action, question);
@@ -191,6 +200,33 @@ fn background_left(events: &[Event]) -> Vec<String> {
         .filter(|call| !ended.contains(call))
         .map(str::to_string)
         .collect()
+}
+
+/// Every background command whose end the log records: its handle, its command (the shell's
+/// script, as the model wrote it) and its status.
+fn background_ends(events: &[Event]) -> Vec<(String, String, Option<i32>)> {
+    let mut commands: HashMap<String, String> = HashMap::new();
+    let mut ends = Vec::new();
+    for event in events {
+        match event.payload() {
+            Ok(EventData::ToolCall(call)) => {
+                if let (Some(id), Some(argv)) = (&event.call_id, call.argv) {
+                    commands.insert(
+                        background_handle(id),
+                        argv.last().cloned().unwrap_or_default(),
+                    );
+                }
+            }
+            Ok(EventData::Note(Note::BackgroundEnded {
+                background, status, ..
+            })) => {
+                let command = commands.get(&background).cloned().unwrap_or_default();
+                ends.push((background, command, status));
+            }
+            _ => {}
+        }
+    }
+    ends
 }
 
 /// What the log left open, read from this session's own events.

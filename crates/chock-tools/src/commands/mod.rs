@@ -353,6 +353,26 @@ impl Commands {
         }
     }
 
+    /// A background command another process ran before the session was handed over to this one:
+    /// its end is known (`status`, `None` when unknown), its output is not here.
+    pub fn ended_elsewhere(&self, handle: &str, command: &str, status: Option<i32>) {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.insert(
+                handle.to_string(),
+                Job::Ended {
+                    command: command.to_string(),
+                    text: format!(
+                        "exit status {}; it ran in the process that had the session before it \
+                         was handed over, and its output stayed there",
+                        status.map_or("unknown".to_string(), |s| s.to_string())
+                    ),
+                    status,
+                    told: true,
+                },
+            );
+        }
+    }
+
     /// Lines for the model about background commands that ended and that it has not heard of.
     pub fn ended_notes(&self) -> Vec<String> {
         let Ok(mut jobs) = self.jobs.lock() else {
