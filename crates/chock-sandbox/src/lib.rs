@@ -16,7 +16,7 @@ mod layering;
 mod wire;
 
 pub use child::seccomp_rules;
-pub use host::base_set::BASE_HOST_DIRS;
+pub use host::base_set::{BASE_HOST_DIRS, ETC_ENTRIES};
 pub use host::credential_mask::{HOME_CREDENTIALS, credential_paths};
 pub use host::doctor;
 

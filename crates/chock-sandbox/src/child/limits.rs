@@ -19,7 +19,14 @@ impl Rlimits {
     }
 }
 
-fn set(resource: libc::__rlimit_resource_t, value: u64) -> Result<(), i32> {
+/// The type `getrlimit` takes its resource as: glibc's own enum type, musl's `int` (the guest's
+/// driver is built for musl, docs/microvm.md).
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+fn set(resource: Resource, value: u64) -> Result<(), i32> {
     // SAFETY: rlimit is plain data; getrlimit fills it.
     let mut cur: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: valid out pointer.

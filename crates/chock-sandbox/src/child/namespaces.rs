@@ -63,12 +63,12 @@ pub(crate) fn loopback_up() -> Result<(), i32> {
     }
     // SAFETY: `req` is a valid ifreq for SIOCGIFFLAGS/SIOCSIFFLAGS.
     let result = unsafe {
-        if libc::ioctl(sock, libc::SIOCGIFFLAGS, &raw mut req) == -1 {
+        if libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &raw mut req) == -1 {
             Err(errno())
         } else {
             req.ifr_ifru.ifru_flags |=
                 libc::c_short::try_from(libc::IFF_UP | libc::IFF_RUNNING).unwrap_or(1);
-            check(libc::ioctl(sock, libc::SIOCSIFFLAGS, &raw const req))
+            check(libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &raw const req))
         }
     };
     // SAFETY: `sock` was opened above.

@@ -22,7 +22,7 @@ pub const BASE_HOST_DIRS: &[&str] = &[
 /// The /etc entries programs and toolchains need: the loader cache, certificates, alternatives,
 /// names for ids, host name lookup, time zone, terminal descriptions. Nothing with secrets
 /// (shadow, ssh keys) and nothing about the host's network (resolv.conf: a call has no DNS).
-const ETC_ENTRIES: &[&str] = &[
+pub const ETC_ENTRIES: &[&str] = &[
     "ld.so.cache",
     "ld.so.conf",
     "ld.so.conf.d",

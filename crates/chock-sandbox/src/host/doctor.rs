@@ -290,7 +290,7 @@ pub fn kvm() -> LayerReport {
         Err(e) => Err(e.to_string()),
         Ok(f) => {
             // SAFETY: KVM_GET_API_VERSION takes no argument and returns an int.
-            let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION, 0) };
+            let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION as _, 0) };
             if v < 0 {
                 Err(errno_words(errno()))
             } else {

@@ -30,3 +30,21 @@ impl GateKey {
         let _ = crate::child::sys::write_all(self.0.as_raw_fd(), b"g");
     }
 }
+
+impl Gate {
+    /// Waits until the key is opened (true) or dropped unopened (false), on this thread: for a
+    /// confiner that builds its call elsewhere (a microVM guest, which is sent the call only once
+    /// its decision is durable) rather than handing the gate to a local init.
+    pub fn wait_opened(self) -> bool {
+        use std::io::Read;
+        let mut byte = [0u8; 1];
+        let mut read = std::fs::File::from(self.0);
+        loop {
+            match read.read(&mut byte) {
+                Ok(n) => return n == 1,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}

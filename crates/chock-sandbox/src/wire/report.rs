@@ -102,13 +102,13 @@ pub(crate) fn send(sock: RawFd, record: Record, fd: Option<RawFd>) -> Result<(),
         // SAFETY: CMSG_SPACE only computes a size.
         let space = unsafe { libc::CMSG_SPACE(FD_LEN) } as usize;
         msg.msg_control = cmsg.0.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        msg.msg_controllen = space as _;
         // SAFETY: msg_control points at a buffer of `space` bytes (<= 64), so the first header fits.
         unsafe {
             let hdr = libc::CMSG_FIRSTHDR(&raw const msg);
             (*hdr).cmsg_level = libc::SOL_SOCKET;
             (*hdr).cmsg_type = libc::SCM_RIGHTS;
-            (*hdr).cmsg_len = libc::CMSG_LEN(FD_LEN) as usize;
+            (*hdr).cmsg_len = libc::CMSG_LEN(FD_LEN) as _;
             std::ptr::write_unaligned(libc::CMSG_DATA(hdr).cast::<RawFd>(), fd);
         }
     }
@@ -141,7 +141,7 @@ pub(crate) fn recv(sock: RawFd) -> std::io::Result<Option<(Record, Option<OwnedF
     msg.msg_iov = &raw mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg.0.as_mut_ptr().cast();
-    msg.msg_controllen = cmsg.0.len();
+    msg.msg_controllen = cmsg.0.len() as _;
     let n = loop {
         // SAFETY: `msg` points at live buffers for the duration of the call.
         let n = unsafe { libc::recvmsg(sock, &raw mut msg, libc::MSG_CMSG_CLOEXEC) };

@@ -1,0 +1,516 @@
+//! [`GuestConfiner`]: the execution seam's second implementation (docs/architecture.md, "The
+//! execution seam"). A call's plan is checked as on the host, sent to a guest as its serialised
+//! bytes (`PreparedCall::to_wire`), and run there by the same driver; its streams come back as
+//! frames and are handed to the session as pipes, exactly as a local call's are.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chock_guest::{CallStdio, Ended, Frame, GuestError, tag};
+use chock_sandbox::{
+    BoxFuture, CallHandle, Confiner, Gate, Kill, Killer, NetworkPlan, Outcome, Plan, PreparedCall,
+    SandboxError, StdioMode, WorkspaceMount,
+};
+
+use crate::VmError;
+use crate::accel::AccelChoice;
+use crate::kernel::GuestKernel;
+use crate::machine::{HostShare, Machine, MachineSpec, Monitor, send};
+
+/// How long past its plan's timeout a call's end may take to arrive before the host stops the
+/// guest itself (the guest's driver enforces the timeout; this is the host's backstop).
+const TIMEOUT_GRACE: Duration = Duration::from_secs(30);
+
+/// What a [`GuestConfiner`] boots its guests from.
+#[derive(Debug, Clone)]
+pub struct GuestConfig {
+    /// The kernel directory (`chock_vm::kernel::fetch`).
+    pub kernel_dir: PathBuf,
+    /// The guest's init: chock-guest built for x86_64-unknown-linux-musl.
+    pub guest_init: PathBuf,
+    /// The guest's memory in MiB.
+    pub memory_mib: u32,
+}
+
+/// The guest's init beside the running program (`chock-guest`, installed with `chock`), unless
+/// `CHOCK_GUEST_INIT` names it.
+pub fn default_guest_init() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHOCK_GUEST_INIT").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.join("chock-guest"))
+}
+
+fn first_of(candidates: &[&str]) -> Option<PathBuf> {
+    candidates.iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+/// Runs a session's calls in microVM guests (see the module). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GuestConfiner(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    spec: MachineSpec,
+    warm: Mutex<Option<Machine>>,
+    last_hello: Mutex<Option<chock_guest::Hello>>,
+    live: Arc<Mutex<Vec<u32>>>,
+    _files: tempfile::TempDir,
+}
+
+fn boot_failed(e: VmError) -> SandboxError {
+    SandboxError::Host {
+        what: "start the microVM guest (there is no fallback to the host's sandbox)".into(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+fn lost(what: &str) -> SandboxError {
+    SandboxError::Host {
+        what: "the microVM guest".into(),
+        source: std::io::Error::other(what.to_string()),
+    }
+}
+
+impl GuestConfiner {
+    /// A confiner booting guests from `config`: the kernel is read and the initramfs built
+    /// now, so a missing piece is an error here, before any call.
+    pub fn new(config: &GuestConfig) -> Result<GuestConfiner, VmError> {
+        let kernel = GuestKernel::open(&config.kernel_dir)?;
+        let qemu = first_of(&["/usr/bin/qemu-system-x86_64"]).ok_or_else(|| {
+            VmError::Guest("qemu-system-x86_64 is not installed (Debian: qemu-system-x86)".into())
+        })?;
+        let virtiofsd = first_of(&["/usr/libexec/virtiofsd", "/usr/lib/qemu/virtiofsd"])
+            .ok_or_else(|| VmError::Guest("QEMU's virtiofsd is not installed".into()))?;
+        let image = crate::initramfs::build(&config.guest_init, &kernel)?;
+        let files = tempfile::Builder::new()
+            .prefix("chock-vm-boot-")
+            .tempdir()
+            .map_err(|e| VmError::Guest(format!("a directory for the initramfs: {e}")))?;
+        let initramfs = files.path().join("initramfs.cpio");
+        std::fs::write(&initramfs, image)
+            .map_err(|e| VmError::Guest(format!("write the initramfs: {e}")))?;
+        let spec = MachineSpec {
+            kernel,
+            initramfs,
+            accel: crate::accel::choose(),
+            memory_mib: config.memory_mib,
+            qemu,
+            virtiofsd,
+        };
+        Ok(GuestConfiner(Arc::new(Inner {
+            spec,
+            warm: Mutex::new(None),
+            last_hello: Mutex::new(None),
+            live: Arc::new(Mutex::new(Vec::new())),
+            _files: files,
+        })))
+    }
+
+    /// The accelerator its guests run with, and why.
+    pub fn accel(&self) -> &AccelChoice {
+        &self.0.spec.accel
+    }
+
+    /// The guest kernel's release.
+    pub fn kernel_release(&self) -> &str {
+        &self.0.spec.kernel.release
+    }
+
+    /// The pids of the monitor processes running now (for tests and `chock doctor`'s checks
+    /// from outside: a monitor's namespaces and seccomp mode).
+    pub fn monitors(&self) -> Vec<u32> {
+        self.0
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// What the last guest booted said of itself: its kernel, interfaces and virtio devices.
+    pub fn last_hello(&self) -> Option<chock_guest::Hello> {
+        self.0
+            .last_hello
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Boots a guest for `plan`'s shares now and keeps it warm, so the next call starts at once.
+    pub fn warm_up(&self, plan: &Plan) -> Result<(), SandboxError> {
+        let shares = shares_for(plan)?;
+        let machine = self.0.take_or_boot(shares)?;
+        self.0.give_back(machine);
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn take_or_boot(&self, shares: Vec<HostShare>) -> Result<Machine, SandboxError> {
+        let warm = self.warm.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match warm {
+            Some(m) if m.shares == shares && m.alive() => Ok(m),
+            _ => {
+                let m = Machine::boot(&self.spec, shares, &self.live).map_err(boot_failed)?;
+                *self.last_hello.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.hello.clone());
+                Ok(m)
+            }
+        }
+    }
+
+    /// Keeps `machine` warm for the next call, unless one is kept already or it stopped.
+    fn give_back(&self, machine: Machine) {
+        let mut warm = self.warm.lock().unwrap_or_else(|e| e.into_inner());
+        if warm.is_none() && machine.alive() {
+            *warm = Some(machine);
+        }
+    }
+
+    fn start_blocking(
+        self: Arc<Self>,
+        wire: Vec<u8>,
+        shares: Vec<HostShare>,
+        mode: CallStdio,
+        gate: Option<Gate>,
+    ) -> Result<GuestCall, SandboxError> {
+        // The guest boots while the call's decision is made; the call is sent only once the
+        // decision is durable (rule 3).
+        let mut machine = self.take_or_boot(shares)?;
+        if let Some(gate) = gate
+            && !gate.wait_opened()
+        {
+            self.give_back(machine);
+            return Err(SandboxError::Host {
+                what: "wait at the call's gate".into(),
+                source: std::io::Error::other("the call's key was dropped unopened"),
+            });
+        }
+        let mut body = vec![mode as u8];
+        body.extend_from_slice(&wire);
+        if machine.send(&Frame::new(tag::CALL, body)).is_err() {
+            return Err(lost("its channel is gone: the guest stopped"));
+        }
+        match Frame::read_from(&mut machine.reader) {
+            Ok(Some(f)) if f.tag == tag::STARTED => {}
+            Ok(Some(f)) if f.tag == tag::START_FAILED => {
+                let e: GuestError = f
+                    .parse()
+                    .map_err(|e| lost(&format!("its start's error: {e}")))?;
+                self.give_back(machine);
+                return Err(e.into());
+            }
+            _ => return Err(lost("the guest stopped before the call started")),
+        }
+        GuestCall::run(self, machine, mode)
+    }
+}
+
+/// The host directories a plan's call needs in its guest, each shown at its own path: the
+/// system's /usr (read-only, as every call sees it), the workspace, the declared read and write
+/// paths, and the policy file's directory (read-only) when the workspace does not hold it.
+/// What a guest cannot show yet is refused by name rather than run without (rule 1).
+pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
+    let refuse = |what: &str| {
+        Err(SandboxError::Plan(format!(
+            "a microVM guest (`[sandbox] isolation = \"microvm\"`) cannot run a call with {what} \
+             yet (docs/microvm.md)"
+        )))
+    };
+    if !plan.store_paths.is_empty() {
+        return refuse("nix store paths");
+    }
+    if !plan.shims.is_empty() {
+        return refuse("shims");
+    }
+    if plan.host_channel {
+        return refuse("a host channel");
+    }
+    if matches!(plan.network, NetworkPlan::Proxy { .. }) {
+        return refuse("network access");
+    }
+    let share = |path: &Path, read_only| HostShare {
+        path: path.to_path_buf(),
+        read_only,
+    };
+    let mut shares = vec![share(Path::new("/usr"), true)];
+    match &plan.workspace {
+        WorkspaceMount::Bind { source } => shares.push(share(source, false)),
+        WorkspaceMount::ReadOnly { source } => shares.push(share(source, true)),
+        WorkspaceMount::Overlay { .. } => return refuse("an overlay workspace"),
+    }
+    shares.extend(plan.extra_read.iter().map(|p| share(p, true)));
+    shares.extend(plan.extra_write.iter().map(|p| share(p, false)));
+    for s in &shares {
+        if !s.path.is_dir() {
+            return refuse(&format!(
+                "{} (only directories can be shared)",
+                s.path.display()
+            ));
+        }
+    }
+    if let Some(policy) = &plan.policy_file
+        && !shares.iter().any(|s| policy.starts_with(&s.path))
+        && let Some(dir) = policy.parent()
+    {
+        shares.push(share(dir, true));
+    }
+    shares.sort();
+    shares.dedup();
+    Ok(shares)
+}
+
+impl Confiner for GuestConfiner {
+    fn prepare(&self, plan: Plan) -> BoxFuture<'_, Result<PreparedCall, SandboxError>> {
+        Box::pin(async move {
+            shares_for(&plan)?;
+            PreparedCall::new(plan)
+        })
+    }
+
+    fn start(
+        &self,
+        call: PreparedCall,
+        stdio: StdioMode,
+        gate: Option<Gate>,
+    ) -> BoxFuture<'_, Result<Box<dyn CallHandle>, SandboxError>> {
+        let inner = self.0.clone();
+        Box::pin(async move {
+            let mode = match stdio {
+                StdioMode::Piped => CallStdio::Piped,
+                StdioMode::Duplex => CallStdio::Duplex,
+                StdioMode::Null => CallStdio::Null,
+                StdioMode::Inherit => {
+                    return Err(SandboxError::Plan(
+                        "a call in a microVM guest cannot share the host's terminal".into(),
+                    ));
+                }
+            };
+            let shares = shares_for(call.plan())?;
+            let wire = call.to_wire()?;
+            let timeout = call.plan().timeout;
+            let mut started =
+                tokio::task::spawn_blocking(move || inner.start_blocking(wire, shares, mode, gate))
+                    .await
+                    .map_err(|e| SandboxError::Host {
+                        what: "start the call".into(),
+                        source: std::io::Error::other(e),
+                    })??;
+            started.timeout = timeout;
+            Ok(Box::new(started) as Box<dyn CallHandle>)
+        })
+    }
+}
+
+/// Kills a call in a guest: a kill frame to the guest's init (the guest stays warm), or, when
+/// the channel is gone, the guest itself.
+#[derive(Debug)]
+struct GuestKill {
+    writer: Arc<Mutex<std::os::unix::net::UnixStream>>,
+    monitor: Arc<Monitor>,
+    done: Arc<AtomicBool>,
+}
+
+impl Kill for GuestKill {
+    fn kill(&self) -> bool {
+        if self.done.load(Ordering::SeqCst) {
+            return false;
+        }
+        if send(&self.writer, &Frame::new(tag::KILL, Vec::new())).is_err() {
+            self.monitor.kill();
+        }
+        true
+    }
+}
+
+/// A call running in a guest.
+#[derive(Debug)]
+pub struct GuestCall {
+    stdin: Option<File>,
+    stdout: Option<File>,
+    stderr: Option<File>,
+    outcome: Option<tokio::sync::oneshot::Receiver<Result<Outcome, SandboxError>>>,
+    killer: Arc<GuestKill>,
+    timeout: Option<Duration>,
+}
+
+fn pipe() -> Result<(File, File), SandboxError> {
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| {
+        SandboxError::Host {
+            what: "make a pipe for the call's streams".into(),
+            source: e.into(),
+        }
+    })?;
+    Ok((File::from(OwnedFd::from(r)), File::from(OwnedFd::from(w))))
+}
+
+impl GuestCall {
+    /// The call's streams as pipes, and a thread that reads the channel until the call ends.
+    fn run(inner: Arc<Inner>, mut machine: Machine, mode: CallStdio) -> Result<Self, SandboxError> {
+        let streams = mode != CallStdio::Null;
+        let (out_r, out_w) = if streams {
+            pipe().map(|(r, w)| (Some(r), Some(w)))?
+        } else {
+            (None, None)
+        };
+        let (err_r, err_w) = if streams {
+            pipe().map(|(r, w)| (Some(r), Some(w)))?
+        } else {
+            (None, None)
+        };
+        let done = Arc::new(AtomicBool::new(false));
+        let killer = Arc::new(GuestKill {
+            writer: machine.writer.clone(),
+            monitor: machine.monitor.clone(),
+            done: done.clone(),
+        });
+        let stdin = if mode == CallStdio::Duplex {
+            let (r, w) = pipe()?;
+            forward_stdin(r, machine.writer.clone(), done.clone());
+            Some(w)
+        } else {
+            None
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let (mut out_w, mut err_w) = (out_w, err_w);
+            let ended = loop {
+                let frame = match Frame::read_from(&mut machine.reader) {
+                    Ok(Some(f)) => f,
+                    _ => break Err(lost("the guest stopped mid-call (its monitor ended)")),
+                };
+                let to = match frame.tag {
+                    tag::STDOUT => &mut out_w,
+                    tag::STDERR => &mut err_w,
+                    tag::STDOUT_END => {
+                        out_w = None;
+                        continue;
+                    }
+                    tag::STDERR_END => {
+                        err_w = None;
+                        continue;
+                    }
+                    tag::ENDED => {
+                        break frame
+                            .parse::<Ended>()
+                            .map_err(|e| lost(&format!("its call's end: {e}")))
+                            .and_then(|e| e.map_err(SandboxError::from));
+                    }
+                    _ => continue,
+                };
+                // A reader that went away only loses the rest of its stream.
+                if let Some(w) = to.as_mut()
+                    && w.write_all(&frame.body).is_err()
+                {
+                    *to = None;
+                }
+            };
+            done.store(true, Ordering::SeqCst);
+            drop((out_w, err_w));
+            match ended {
+                Ok(_) | Err(SandboxError::Layer { .. } | SandboxError::Exec { .. }) => {
+                    inner.give_back(machine);
+                }
+                Err(_) => drop(machine),
+            }
+            let _ = tx.send(ended);
+        });
+        Ok(GuestCall {
+            stdin,
+            stdout: out_r,
+            stderr: err_r,
+            outcome: Some(rx),
+            killer,
+            timeout: None,
+        })
+    }
+}
+
+/// Sends what the session writes to the call's stdin as frames, then its end.
+fn forward_stdin(
+    mut from: File,
+    writer: Arc<Mutex<std::os::unix::net::UnixStream>>,
+    done: Arc<AtomicBool>,
+) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if done.load(Ordering::SeqCst)
+                || send(&writer, &Frame::new(tag::STDIN, buf[..n].to_vec())).is_err()
+            {
+                return;
+            }
+        }
+        if !done.load(Ordering::SeqCst) {
+            let _ = send(&writer, &Frame::new(tag::STDIN_END, Vec::new()));
+        }
+    });
+}
+
+impl CallHandle for GuestCall {
+    fn wait(&mut self) -> BoxFuture<'_, Result<Outcome, SandboxError>> {
+        Box::pin(async move {
+            let rx = self
+                .outcome
+                .take()
+                .ok_or_else(|| lost("the call was waited for already"))?;
+            let ended = match self.timeout {
+                Some(t) => match tokio::time::timeout(t + TIMEOUT_GRACE, rx).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        self.killer.monitor.kill();
+                        return Err(lost("the guest did not end the call after its timeout"));
+                    }
+                },
+                None => rx.await,
+            };
+            ended.map_err(|_| lost("the call's reader ended"))?
+        })
+    }
+
+    fn take_stdin(&mut self) -> Option<File> {
+        self.stdin.take()
+    }
+
+    fn take_stdout(&mut self) -> Option<File> {
+        self.stdout.take()
+    }
+
+    fn take_stderr(&mut self) -> Option<File> {
+        self.stderr.take()
+    }
+
+    fn take_egress(&mut self) -> Option<TcpListener> {
+        None
+    }
+
+    fn killer(&self) -> Result<Killer, SandboxError> {
+        Ok(Killer::new(KillerRef(self.killer.clone())))
+    }
+}
+
+/// A [`Killer`]'s share of the call's [`GuestKill`].
+#[derive(Debug)]
+struct KillerRef(Arc<GuestKill>);
+
+impl Kill for KillerRef {
+    fn kill(&self) -> bool {
+        self.0.kill()
+    }
+}
+
+impl Drop for GuestCall {
+    fn drop(&mut self) {
+        self.killer.kill();
+    }
+}

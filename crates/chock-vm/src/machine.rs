@@ -1,0 +1,393 @@
+//! One booted guest: QEMU's `microvm` machine, a virtiofs server per share, and the channel.
+//!
+//! Every process runs confined from the start: QEMU in new user, network, IPC and UTS
+//! namespaces (it has no network device and needs none of the host's) under its own seccomp
+//! filter (`-sandbox on` with every optional group denied: no spawning, no privilege changes,
+//! no obsolete calls, no resource control); each virtiofs server in new user and mount
+//! namespaces where its one directory is bound over itself (read-only for a read-only share),
+//! chrooted into it. Dropping a [`Machine`] kills them all.
+
+use std::io::{self, Read};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chock_guest::{Frame, Hello, Setup, Share, tag};
+
+use crate::VmError;
+use crate::accel::{Accel, AccelChoice};
+use crate::kernel::GuestKernel;
+
+/// The guest kernel's command line: the console, the clock hints TCG needs (without them a TCG
+/// boot may hang calibrating), Landlock first among the security modules, and a panic that
+/// ends the machine rather than hanging it.
+pub const KERNEL_CMDLINE: &str = "console=ttyS0 quiet tsc_early_khz=2000000 lpj=4000000 \
+     lsm=landlock,lockdown,yama,integrity,bpf panic=-1 rdinit=/init";
+
+/// How long a guest may take from its monitor's start to its init's hello and setup (TCG on a
+/// loaded machine is slow).
+const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What every guest of a confiner is booted from.
+#[derive(Debug, Clone)]
+pub struct MachineSpec {
+    /// The kernel and its modules.
+    pub kernel: GuestKernel,
+    /// The initramfs (`initramfs::build`), written to a file.
+    pub initramfs: PathBuf,
+    /// The accelerator and why.
+    pub accel: AccelChoice,
+    /// The guest's memory.
+    pub memory_mib: u32,
+    /// `qemu-system-x86_64`.
+    pub qemu: PathBuf,
+    /// QEMU's virtiofs server.
+    pub virtiofsd: PathBuf,
+}
+
+/// A host directory a guest shows at the same path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostShare {
+    /// The directory.
+    pub path: PathBuf,
+    /// Whether the guest may only read it.
+    pub read_only: bool,
+}
+
+/// The monitor process of a booted guest, killable from any thread.
+#[derive(Debug)]
+pub(crate) struct Monitor {
+    child: Mutex<Child>,
+    pid: u32,
+    live: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Monitor {
+    /// Stops the machine (its init and every call in it with it).
+    pub(crate) fn kill(&self) {
+        let mut c = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.kill();
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| *p != self.pid);
+    }
+}
+
+/// A booted guest, ready for calls.
+#[derive(Debug)]
+pub(crate) struct Machine {
+    pub(crate) monitor: Arc<Monitor>,
+    pub(crate) reader: UnixStream,
+    pub(crate) writer: Arc<Mutex<UnixStream>>,
+    pub(crate) shares: Vec<HostShare>,
+    pub(crate) hello: Hello,
+    servers: Vec<Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        self.monitor.kill();
+        for s in &mut self.servers {
+            let _ = s.kill();
+            let _ = s.wait();
+        }
+    }
+}
+
+fn guest_err(what: &str, e: impl std::fmt::Display) -> VmError {
+    VmError::Guest(format!("{what}: {e}"))
+}
+
+/// A virtiofs server for `share`, listening on `socket`.
+fn serve_share(
+    spec: &MachineSpec,
+    share: &HostShare,
+    socket: &Path,
+    log: &Path,
+) -> Result<Child, VmError> {
+    let script = if share.read_only {
+        r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot"#
+    } else {
+        r#"mount --bind "$1" "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot"#
+    };
+    let log = std::fs::File::create(log).map_err(|e| guest_err("a server's log", e))?;
+    Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(&share.path)
+        .arg(socket)
+        .arg(&spec.virtiofsd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| guest_err("start a virtiofs server (unshare)", e))
+}
+
+fn wait_for(path: &Path, servers: &mut [Child], what: &str) -> Result<(), VmError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !path.exists() {
+        for s in servers.iter_mut() {
+            if let Ok(Some(status)) = s.try_wait() {
+                return Err(VmError::Guest(format!("{what} exited ({status})")));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(VmError::Guest(format!("{what} did not start")));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn qemu_command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--user", "--map-root-user", "--net", "--ipc", "--uts", "--"]);
+    c.arg(&spec.qemu);
+    let mem = spec.memory_mib;
+    c.args([
+        "-M",
+        "microvm,memory-backend=mem",
+        "-global",
+        "virtio-mmio.force-legacy=false",
+        "-accel",
+        spec.accel.accel.name(),
+        "-cpu",
+        if spec.accel.accel == Accel::Kvm {
+            "host"
+        } else {
+            "max"
+        },
+        "-m",
+        &format!("{mem}M"),
+        "-smp",
+        "1",
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-nic",
+        "none",
+        "-no-reboot",
+        "-sandbox",
+        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        "-object",
+        &format!("memory-backend-memfd,id=mem,size={mem}M,share=on"),
+        "-serial",
+    ]);
+    c.arg(format!("file:{}", dir.join("console.log").display()));
+    c.arg("-kernel").arg(&spec.kernel.vmlinux);
+    c.arg("-initrd").arg(&spec.initramfs);
+    c.args(["-append", KERNEL_CMDLINE]);
+    c.arg("-chardev").arg(format!(
+        "socket,id=chan,path={}",
+        dir.join("chan.sock").display()
+    ));
+    c.args(["-device", "virtio-serial-device"]);
+    c.args([
+        "-device",
+        &format!(
+            "virtserialport,chardev=chan,name={}",
+            chock_guest::PORT_NAME
+        ),
+    ]);
+    for i in 0..tags {
+        c.arg("-chardev").arg(format!(
+            "socket,id=fs{i},path={}",
+            dir.join(format!("fs{i}.sock")).display()
+        ));
+        c.args([
+            "-device",
+            &format!("vhost-user-fs-device,chardev=fs{i},tag=s{i}"),
+        ]);
+    }
+    c
+}
+
+/// The last lines of the guest's console, for an error.
+fn console_tail(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+impl Machine {
+    /// Boots a guest showing `shares`; its monitor's pid is kept in `live` while it runs.
+    pub(crate) fn boot(
+        spec: &MachineSpec,
+        shares: Vec<HostShare>,
+        live: &Arc<Mutex<Vec<u32>>>,
+    ) -> Result<Machine, VmError> {
+        let dir = tempfile::Builder::new()
+            .prefix("chock-vm-")
+            .tempdir()
+            .map_err(|e| guest_err("make the guest's directory", e))?;
+        let mut servers = Vec::new();
+        for (i, share) in shares.iter().enumerate() {
+            let socket = dir.path().join(format!("fs{i}.sock"));
+            let log = dir.path().join(format!("fs{i}.log"));
+            servers.push(serve_share(spec, share, &socket, &log)?);
+            wait_for(
+                &socket,
+                &mut servers,
+                &format!("the virtiofs server of {}", share.path.display()),
+            )?;
+        }
+        let listener = UnixListener::bind(dir.path().join("chan.sock"))
+            .map_err(|e| guest_err("listen for the guest's channel", e))?;
+        let console = std::fs::File::create(dir.path().join("monitor.log"))
+            .map_err(|e| guest_err("the monitor's log", e))?;
+        let child = qemu_command(spec, dir.path(), shares.len())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(console)
+            .spawn()
+            .map_err(|e| guest_err("start QEMU", e))?;
+        let pid = child.id();
+        live.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        let monitor = Arc::new(Monitor {
+            child: Mutex::new(child),
+            pid,
+            live: live.clone(),
+        });
+        let dir_path = dir.path().to_path_buf();
+        let failed = |what: &str| {
+            let log = std::fs::read_to_string(dir_path.join("monitor.log")).unwrap_or_default();
+            VmError::Guest(format!(
+                "{what}\n  monitor: {}\n  console: {}",
+                log.trim(),
+                console_tail(&dir_path)
+            ))
+        };
+        let reader = accept(&listener, &monitor).map_err(|e| failed(&e))?;
+        reader
+            .set_read_timeout(Some(BOOT_TIMEOUT))
+            .map_err(|e| guest_err("the channel", e))?;
+        let writer = reader
+            .try_clone()
+            .map_err(|e| guest_err("the channel", e))?;
+        let mut machine = Machine {
+            monitor,
+            reader,
+            writer: Arc::new(Mutex::new(writer)),
+            shares: shares.clone(),
+            hello: Hello {
+                kernel: String::new(),
+                interfaces: Vec::new(),
+                virtio_devices: Vec::new(),
+            },
+            servers,
+            _dir: dir,
+        };
+        let hello = machine
+            .expect(tag::HELLO)
+            .map_err(|e| failed(&format!("the guest did not say hello: {e}")))?;
+        machine.hello = hello
+            .parse()
+            .map_err(|e| guest_err("the guest's hello", e))?;
+        let setup = Setup {
+            shares: shares
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Share {
+                    tag: format!("s{i}"),
+                    path: s.path.clone(),
+                    read_only: s.read_only,
+                })
+                .collect(),
+        };
+        machine
+            .send(&Frame::json(tag::SETUP, &setup))
+            .map_err(|e| guest_err("send the setup", e))?;
+        let ready = machine
+            .expect(tag::READY)
+            .map_err(|e| failed(&format!("the guest's setup: {e}")))?;
+        drop(ready);
+        machine
+            .reader
+            .set_read_timeout(None)
+            .map_err(|e| guest_err("the channel", e))?;
+        Ok(machine)
+    }
+
+    /// Sends one frame.
+    pub(crate) fn send(&self, frame: &Frame) -> io::Result<()> {
+        send(&self.writer, frame)
+    }
+
+    /// Reads the next frame, which must be `want` (a guest's refusal is its words).
+    fn expect(&mut self, want: u8) -> io::Result<Frame> {
+        match Frame::read_from(&mut self.reader)? {
+            Some(f) if f.tag == want => Ok(f),
+            Some(f) if f.tag == tag::SETUP_FAILED => Err(io::Error::other(
+                String::from_utf8_lossy(&f.body).into_owned(),
+            )),
+            Some(f) => Err(io::Error::other(format!("an unexpected frame {}", f.tag))),
+            None => Err(io::Error::other("the channel ended (the guest stopped)")),
+        }
+    }
+
+    /// Whether the monitor still runs.
+    pub(crate) fn alive(&self) -> bool {
+        let mut c = self.monitor.child.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(c.try_wait(), Ok(None))
+    }
+}
+
+/// Sends one frame through a shared writer.
+pub(crate) fn send(writer: &Mutex<UnixStream>, frame: &Frame) -> io::Result<()> {
+    let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+    frame.write_to(&mut *w)
+}
+
+/// The monitor's connection to the channel's socket, while the monitor runs.
+fn accept(listener: &UnixListener, monitor: &Monitor) -> Result<UnixStream, String> {
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("the channel's socket: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)
+                    .map_err(|e| format!("the channel: {e}"))?;
+                return Ok(s);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(format!("the channel's socket: {e}")),
+        }
+        {
+            let mut c = monitor.child.lock().unwrap_or_else(|e| e.into_inner());
+            if let Ok(Some(status)) = c.try_wait() {
+                let mut err = String::new();
+                if let Some(e) = c.stderr.as_mut() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return Err(format!("QEMU exited before the guest started ({status})"));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err("QEMU never connected the guest's channel".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

@@ -1,0 +1,349 @@
+//! The microVM guest for real: QEMU's microvm machine under TCG or KVM, Debian's cloud kernel,
+//! the guest's init built for musl. Each test boots guests of its own.
+//!
+//! Needs (`.ci/run` installs and builds them; built without the `microvm` feature the tests are
+//! ignored): qemu-system-x86 with its virtiofsd, the kernel (fetched into the target directory
+//! on first use), `chock-guest` built for x86_64-unknown-linux-musl, and `chock-hostile` built.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use chock_sandbox::{
+    CallHandle, Confiner, ExitStatus, Outcome, Plan, SandboxError, StdioMode, WorkspaceMount,
+};
+use chock_test_support::{installed, requires};
+use chock_vm::{GuestConfig, GuestConfiner};
+
+/// The target directory this test binary was built in.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+/// The kernel directory, fetched once per machine (the first test binary to need it fetches it).
+fn kernel_dir() -> Option<PathBuf> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = std::env::var_os("CHOCK_VM_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
+        if chock_vm::GuestKernel::open(&dir).is_ok() {
+            return Ok(dir);
+        }
+        chock_vm::kernel::fetch(&dir)
+            .map(|_| dir)
+            .map_err(|e| e.to_string())
+    });
+    match dir {
+        Ok(d) => Some(d.clone()),
+        Err(e) => {
+            requires(false, format_args!("the guest kernel: {e}"));
+            None
+        }
+    }
+}
+
+fn guest_init() -> PathBuf {
+    target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest")
+}
+
+/// A confiner, or `None` when something it needs is missing (outside CI).
+fn confiner() -> Option<GuestConfiner> {
+    if !installed("/usr/bin/qemu-system-x86_64") || !installed(guest_init()) {
+        return None;
+    }
+    let kernel_dir = kernel_dir()?;
+    let config = GuestConfig {
+        kernel_dir,
+        guest_init: guest_init(),
+        memory_mib: 512,
+    };
+    Some(GuestConfiner::new(&config).expect("a guest confiner"))
+}
+
+/// A project directory under the home (the sandbox gives a call its own /tmp), removed on drop.
+struct Project(PathBuf);
+
+impl Project {
+    fn new() -> Project {
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+        let dir = tempfile::Builder::new()
+            .prefix(".chock-vm-test-")
+            .tempdir_in(home)
+            .unwrap()
+            .keep();
+        Project(dir)
+    }
+
+    fn plan(&self, argv: &[&str]) -> Plan {
+        Plan::builder(
+            argv.iter().map(|s| s.to_string()).collect(),
+            WorkspaceMount::Bind {
+                source: self.0.clone(),
+            },
+            self.0.clone(),
+        )
+        .timeout(Some(Duration::from_secs(120)))
+        .build()
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `plan` in `c` to its end: what it printed on stdout and stderr, and how it ended.
+async fn run(c: &GuestConfiner, plan: Plan) -> Result<(String, String, Outcome), SandboxError> {
+    let call = c.prepare(plan).await?;
+    let mut h = c.start(call, StdioMode::Piped, None).await?;
+    let (out, err) = pump(h.as_mut());
+    let outcome = h.wait().await?;
+    Ok((out.join().unwrap(), err.join().unwrap(), outcome))
+}
+
+type Reader = std::thread::JoinHandle<String>;
+
+fn pump(h: &mut dyn CallHandle) -> (Reader, Reader) {
+    let read = |f: Option<std::fs::File>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut f) = f {
+                let _ = f.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    (read(h.take_stdout()), read(h.take_stderr()))
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn a_call_runs_under_the_guest_kernel_and_the_next_in_the_same_warm_guest() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    rt().block_on(async {
+        let (out, err, outcome) = run(&c, p.plan(&["uname", "-r"])).await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0), "stderr: {err}");
+        let host = rustix::system::uname()
+            .release()
+            .to_string_lossy()
+            .into_owned();
+        assert_eq!(out.trim(), c.kernel_release());
+        assert_ne!(out.trim(), host, "the call ran under the host's kernel");
+        let first = c.monitors();
+        assert_eq!(first.len(), 1, "one guest: {first:?}");
+        // The next call runs in the same guest, kept warm, and writes into the shared workspace.
+        let (_, err, outcome) = run(&c, p.plan(&["sh", "-c", "echo from-guest > out.txt"]))
+            .await
+            .unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0), "stderr: {err}");
+        assert_eq!(c.monitors(), first, "the warm guest was not reused");
+        assert_eq!(
+            std::fs::read_to_string(p.0.join("out.txt")).unwrap(),
+            "from-guest\n"
+        );
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn the_guest_has_no_network_device() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    rt().block_on(async {
+        let (_, err, outcome) = run(&c, p.plan(&["true"])).await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0), "stderr: {err}");
+    });
+    let hello = c.last_hello().expect("the guest said hello");
+    assert_eq!(hello.interfaces, vec!["lo".to_string()]);
+    // virtio ids: 1 is a network card; the guest has the console (3) and virtiofs (26) only.
+    assert!(
+        !hello.virtio_devices.contains(&1),
+        "{:?}",
+        hello.virtio_devices
+    );
+    assert!(
+        hello.virtio_devices.contains(&26),
+        "{:?}",
+        hello.virtio_devices
+    );
+}
+
+/// chock-hostile (built beside this test) copied into the project.
+fn hostile_in(p: &Project) -> Option<String> {
+    let built = target_dir().join("debug/chock-hostile");
+    if !installed(&built) {
+        return None;
+    }
+    let to = p.0.join("chock-hostile");
+    std::fs::copy(&built, &to).unwrap();
+    Some(to.to_string_lossy().into_owned())
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn the_escape_suites_key_attacks_are_stopped_inside_the_guest() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    let Some(hostile) = hostile_in(&p) else {
+        return;
+    };
+    rt().block_on(async {
+        // Every layer is on in the guest: no capabilities, no_new_privs, a seccomp filter.
+        let (out, err, _) = run(&c, p.plan(&[&hostile, "status"])).await.unwrap();
+        assert!(out.contains("NoNewPrivs:\t1"), "{out}\n{err}");
+        assert!(out.contains("Seccomp:\t2"), "{out}\n{err}");
+        // The filter's kill list holds in the guest as on the host, naming the call.
+        for act in ["mount", "keyctl", "ptrace", "bpf", "init_module", "setns"] {
+            let (out, err, outcome) = run(&c, p.plan(&[&hostile, act])).await.unwrap();
+            assert_eq!(
+                outcome.status,
+                ExitStatus::Signaled(libc::SIGKILL),
+                "{act} was not killed: {out} {err}"
+            );
+            assert_eq!(outcome.forbidden_call.as_deref(), Some(act), "{act}");
+        }
+        // A new user namespace is refused by argument.
+        let (out, _, outcome) = run(&c, p.plan(&[&hostile, "unshare-user"])).await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0), "{out}");
+        assert_eq!(out.trim(), "refused EPERM");
+        // Nothing outside the workspace is writable, and the guest's init is not visible.
+        let (_, _, outcome) = run(&c, p.plan(&["sh", "-c", "echo x > /usr/escaped"]))
+            .await
+            .unwrap();
+        assert_ne!(outcome.status, ExitStatus::Exited(0));
+        assert!(!Path::new("/usr/escaped").exists());
+        let (out, _, _) = run(&c, p.plan(&["sh", "-c", "cat /proc/1/cmdline; echo"]))
+            .await
+            .unwrap();
+        assert!(!out.contains("/init"), "the guest's init is visible: {out}");
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn a_guest_killed_mid_call_fails_the_call_and_the_next_call_boots_a_new_one() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    rt().block_on(async {
+        let call = c.prepare(p.plan(&["sleep", "60"])).await.unwrap();
+        let mut h = c.start(call, StdioMode::Piped, None).await.unwrap();
+        let (out, err) = pump(h.as_mut());
+        let monitors = c.monitors();
+        assert_eq!(monitors.len(), 1);
+        let pid = rustix::process::Pid::from_raw(monitors[0] as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+        let started = Instant::now();
+        let ended = h.wait().await;
+        assert!(ended.is_err(), "the call survived its guest: {ended:?}");
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let _ = (out.join(), err.join());
+        let (out, _, outcome) = run(&c, p.plan(&["echo", "again"])).await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0));
+        assert_eq!(out, "again\n");
+        let now = c.monitors();
+        assert_eq!(now.len(), 1);
+        assert_ne!(now, monitors, "the dead guest was reused");
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn a_killed_call_ends_and_its_guest_stays_warm() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    rt().block_on(async {
+        let call = c.prepare(p.plan(&["sleep", "60"])).await.unwrap();
+        let mut h = c.start(call, StdioMode::Piped, None).await.unwrap();
+        let (out, err) = pump(h.as_mut());
+        let monitors = c.monitors();
+        assert!(h.killer().unwrap().kill());
+        let outcome = h.wait().await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Signaled(libc::SIGKILL));
+        let _ = (out.join(), err.join());
+        let (_, _, outcome) = run(&c, p.plan(&["true"])).await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0));
+        assert_eq!(c.monitors(), monitors);
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn the_monitor_runs_confined() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    c.warm_up(&p.plan(&["true"])).unwrap();
+    let pid = c.monitors()[0];
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(
+        status.contains("Seccomp:\t2"),
+        "QEMU runs without its filter:\n{status}"
+    );
+    for ns in ["net", "user", "ipc", "uts"] {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(theirs, ours, "QEMU shares the host's {ns} namespace");
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn a_guest_that_cannot_start_fails_the_call() {
+    if !installed("/usr/bin/qemu-system-x86_64") || !installed(guest_init()) {
+        return;
+    }
+    let Some(kernel_dir) = kernel_dir() else {
+        return;
+    };
+    // An init that is not a program: the guest's kernel finds nothing to run.
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("not-an-init");
+    std::fs::write(&bad, b"not a program").unwrap();
+    let c = GuestConfiner::new(&GuestConfig {
+        kernel_dir,
+        guest_init: bad,
+        memory_mib: 256,
+    })
+    .unwrap();
+    let p = Project::new();
+    rt().block_on(async {
+        let err = run(&c, p.plan(&["true"])).await.unwrap_err();
+        assert!(
+            matches!(&err, SandboxError::Host { what, .. } if what.contains("microVM")),
+            "{err}"
+        );
+    });
+    assert!(c.monitors().is_empty());
+}
