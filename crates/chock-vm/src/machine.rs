@@ -70,16 +70,16 @@ impl Monitor {
         let mut c = self.child.lock().unwrap_or_else(|e| e.into_inner());
         let _ = c.kill();
         let _ = c.wait();
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| *p != self.pid);
     }
 }
 
 impl Drop for Monitor {
     fn drop(&mut self) {
         self.kill();
-        self.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|p| *p != self.pid);
     }
 }
 
