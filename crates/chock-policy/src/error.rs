@@ -71,6 +71,11 @@ pub enum ErrorKind {
     /// A `[plugins.NAME]` table that cannot be used (a bad name, path, digest or limit).
     #[error("plugin refused: {0}")]
     Plugin(String),
+    /// `[sandbox] isolation` is not one of the isolations this build has.
+    #[error(
+        "unknown `[sandbox] isolation` (expected \"process\", the in-process sandbox, or \"microvm\", the same sandbox inside a guest with a kernel of its own)"
+    )]
+    Isolation,
 }
 
 /// A policy file that cannot be loaded. Nothing runs after one of these.

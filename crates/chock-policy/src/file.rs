@@ -58,6 +58,8 @@ struct RawSandbox {
     forbid: SpannedList,
     /// Shipped profiles to expand (`toolchains.rs`).
     toolchains: SpannedList,
+    /// What confines each call: `process` or `microvm` (docs/microvm.md).
+    isolation: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -414,6 +416,17 @@ fn parse_sandbox(
                 return Err(wrong_layer(list, "`forbid` belongs in the org bundle"));
             }
         }
+    }
+    if let Some(isolation) = &raw.isolation {
+        let span = isolation.span();
+        if role != Role::Project {
+            return Err(loc.error(
+                span,
+                ErrorKind::SandboxPath("`isolation` belongs in the project's chock.toml".into()),
+            ));
+        }
+        parsed.sandbox.isolation = sandbox::Isolation::parse(isolation.get_ref())
+            .ok_or_else(|| loc.error(span, ErrorKind::Isolation))?;
     }
     // `None`: an org bundle's `forbid` entry, only expanded and made absolute.
     let lists = [

@@ -43,7 +43,7 @@ pub use policy::{
     DecidedBy, Policy, SHIPPED_DEFAULTS, SHIPPED_DEFAULTS_NAME, Verdict, shipped_defaults,
 };
 pub use ratchet::{Ratchet, RatchetError};
-pub use sandbox::{SandboxConfig, check_passed_env};
+pub use sandbox::{Isolation, SandboxConfig, check_passed_env};
 pub use sources::{
     DEFAULT_ORG_BUNDLE, ORG_POLICY_ENV, PROJECT_FILE, Presence, Source, Sources,
     chock_dirs_from_env, org_bundle_path, project_file_path, read_source,

@@ -22,6 +22,40 @@ pub struct SandboxConfig {
     /// Variables every call gets set to a value (not passed from the host): a toolchain's
     /// per-project cache (`GOCACHE` = this project's copy), each path also in `write`.
     pub set_env: Vec<(String, PathBuf)>,
+    /// What confines each call (`[sandbox] isolation`).
+    pub isolation: Isolation,
+}
+
+/// What confines a project's calls: the in-process sandbox alone, or that same sandbox built
+/// inside a microVM guest with a kernel of its own (docs/microvm.md). There is no fallback from
+/// one to the other: a guest that cannot start fails the call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// `"process"`: the layers built in-process on the host's kernel (the default).
+    #[default]
+    Process,
+    /// `"microvm"`: the same layers, built by the same driver inside a guest.
+    Microvm,
+}
+
+impl Isolation {
+    /// The isolation a `[sandbox] isolation` value names, if any.
+    pub fn parse(value: &str) -> Option<Isolation> {
+        match value {
+            "process" => Some(Isolation::Process),
+            "microvm" => Some(Isolation::Microvm),
+            _ => None,
+        }
+    }
+
+    /// Its name in chock.toml.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::Process => "process",
+            Isolation::Microvm => "microvm",
+        }
+    }
 }
 
 impl SandboxConfig {

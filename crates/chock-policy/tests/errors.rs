@@ -342,3 +342,17 @@ fn a_budget_that_is_not_positive_is_refused_where_it_is_written() {
     let err = project_error("[budget]\ndollars = 1\n");
     assert!(err.contains("unknown field `dollars`"), "{err}");
 }
+
+#[test]
+fn sandbox_isolation_is_process_or_microvm_and_a_bad_value_names_the_field() {
+    let policy = load(Some("[sandbox]\nisolation = \"microvm\"\n"), None).unwrap();
+    assert_eq!(policy.sandbox().isolation, chock_policy::Isolation::Microvm);
+    let policy = load(Some("[sandbox]\nread = []\n"), None).unwrap();
+    assert_eq!(policy.sandbox().isolation, chock_policy::Isolation::Process);
+    let err = project_error("[sandbox]\nisolation = \"vm\"\n");
+    assert!(
+        err.starts_with("chock.toml:2:13: unknown `[sandbox] isolation` (expected \"process\""),
+        "{err}"
+    );
+    assert!(err.ends_with(": `vm`"), "{err}");
+}
