@@ -17,6 +17,7 @@ pub(crate) struct Calls(Arc<Mutex<Running>>);
 struct Running {
     killer: Option<Killer>,
     stdin: Option<File>,
+    relay: Option<crate::egress::Relay>,
 }
 
 impl Calls {
@@ -48,10 +49,16 @@ impl Calls {
             CallStdio::Null => StdioMode::Null,
         };
         let mut child = chock_sandbox::spawn(call.plan(), stdio)?;
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let mut running = self.lock();
             running.killer = Some(child.killer()?);
             running.stdin = child.take_stdin();
+            if let Some(listener) = child.proxy_listener() {
+                let relay = crate::egress::Relay::default();
+                relay.serve(listener, writer.clone(), done.clone());
+                running.relay = Some(relay);
+            }
         }
         let _ = send(writer, &Frame::new(tag::STARTED, Vec::new()));
         let pumps = [
@@ -66,6 +73,7 @@ impl Calls {
         for pump in pumps.into_iter().flatten() {
             let _ = pump.join();
         }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
         *self.lock() = Running::default();
         let _ = send(writer, &Frame::json(tag::ENDED, &ended));
         Ok(())
@@ -83,6 +91,16 @@ impl Calls {
                 }
             }
             None => running.stdin = None,
+        }
+    }
+
+    /// Bytes from the host for egress connection `id`, or its end (`None`).
+    pub(crate) fn net(&self, id: u32, bytes: Option<&[u8]>) {
+        let relay = self.lock().relay.clone();
+        match (relay, bytes) {
+            (Some(r), Some(b)) => r.data(id, b),
+            (Some(r), None) => r.end(id),
+            (None, _) => {}
         }
     }
 

@@ -36,6 +36,10 @@ pub mod tag {
     pub const STDIN_END: u8 = 4;
     /// Host: kill the running call (every process of it).
     pub const KILL: u8 = 5;
+    /// Host: bytes for one of the call's egress connections: a `u32` id, then the bytes.
+    pub const NET_IN: u8 = 6;
+    /// Host: the host's side of an egress connection ended (a `u32` id): a refusal is this.
+    pub const NET_IN_END: u8 = 7;
     /// Guest: booted; a [`super::Hello`] (JSON).
     pub const HELLO: u8 = 101;
     /// Guest: the shares are mounted; ready for calls.
@@ -56,6 +60,13 @@ pub mod tag {
     pub const STDERR_END: u8 = 109;
     /// Guest: the call ended: a [`super::Ended`] (JSON), after both streams' ends.
     pub const ENDED: u8 = 110;
+    /// Guest: the call opened an egress connection to its proxy port (a `u32` id); the host
+    /// connects it to its broker's proxy, which decides by the policy what it names.
+    pub const NET_OPEN: u8 = 111;
+    /// Guest: bytes of an egress connection (a `u32` id, then the bytes).
+    pub const NET_OUT: u8 = 112;
+    /// Guest: the call's side of an egress connection ended (a `u32` id).
+    pub const NET_OUT_END: u8 = 113;
 }
 
 /// One frame on the channel.
@@ -132,6 +143,19 @@ impl Frame {
         r.read_exact(&mut body)?;
         Ok(Some(Frame { tag: head[0], body }))
     }
+}
+
+/// A frame for egress connection `id`: the id, then `bytes`.
+pub fn net_frame(tag: u8, id: u32, bytes: &[u8]) -> Frame {
+    let mut body = id.to_be_bytes().to_vec();
+    body.extend_from_slice(bytes);
+    Frame::new(tag, body)
+}
+
+/// The connection id and bytes of an egress frame.
+pub fn net_parts(body: &[u8]) -> Option<(u32, &[u8])> {
+    let (id, rest) = body.split_first_chunk::<4>()?;
+    Some((u32::from_be_bytes(*id), rest))
 }
 
 /// What the guest says once it has booted.

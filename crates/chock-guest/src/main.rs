@@ -10,6 +10,7 @@
 
 mod boot;
 mod call;
+mod egress;
 
 use std::fs::File;
 use std::io;
@@ -67,6 +68,11 @@ fn run() -> io::Result<()> {
             tag::STDIN => calls.stdin(Some(&frame.body)),
             tag::STDIN_END => calls.stdin(None),
             tag::KILL => calls.kill(),
+            tag::NET_IN | tag::NET_IN_END => {
+                if let Some((id, bytes)) = chock_guest::net_parts(&frame.body) {
+                    calls.net(id, (frame.tag == tag::NET_IN).then_some(bytes));
+                }
+            }
             other => eprintln!("chock-guest: an unknown frame {other} from the host"),
         }
     }

@@ -101,6 +101,9 @@ pub struct Session {
     /// call does not walk a toolchain tree to find the sockets to mask, and a socket bound
     /// between two calls is masked in the next one; and the session init its calls fork from.
     confiner: chock_sandbox::LocalConfiner,
+    /// With `[sandbox] isolation = "microvm"`: the guest each call runs in instead
+    /// (docs/microvm.md). Its calls mount their own overlay instance in the guest, one at a time.
+    guest: Option<chock_vm::GuestConfiner>,
     /// Whether the log already says the socket index walks every call (see
     /// [`chock_protocol::log::Note::SocketIndexDegraded`]).
     sockets_degraded_noted: std::sync::atomic::AtomicBool,
@@ -122,6 +125,19 @@ pub struct Session {
     nix: nix::NixState,
     /// The git shim and the host's real gits ([`SessionOptions::git_shim`]).
     git: Option<git_shim::Wiring>,
+}
+
+/// The guest confiner for `[sandbox] isolation = "microvm"`, from where Chock keeps the guest
+/// kernel and its init (`chock_vm::GuestConfig::from_env`). One that cannot be made fails the
+/// session's opening: there is no fallback to the in-process sandbox alone.
+fn guest_confiner() -> Result<chock_vm::GuestConfiner, SessionError> {
+    let refused = |e: String| {
+        SessionError::Sandbox(chock_sandbox::SandboxError::Plan(format!(
+            "`[sandbox] isolation = \"microvm\"`: {e}"
+        )))
+    };
+    let config = chock_vm::GuestConfig::from_env().map_err(|e| refused(e.to_string()))?;
+    chock_vm::GuestConfiner::new(&config).map_err(|e| refused(e.to_string()))
 }
 
 /// The session's throwaway workspace. One small function so the backing can change without touching
@@ -255,7 +271,12 @@ impl Session {
             own_overlay,
             git_shim,
         } = how;
+        let guest = match policy.sandbox().isolation {
+            chock_policy::Isolation::Microvm => Some(guest_confiner()?),
+            chock_policy::Isolation::Process => None,
+        };
         let overlay = match workspace.mount() {
+            _ if guest.is_some() => None,
             chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
             mount @ chock_sandbox::WorkspaceMount::Overlay { .. } if scratch => {
                 Some(chock_sandbox::SharedOverlay::new_volatile(&mount)?)
@@ -288,7 +309,10 @@ impl Session {
             next_call: AtomicU64::new(next_call),
             withheld_env,
             running: RunningCalls::default(),
-            in_turn: (calls != Calls::Overlapping).then(|| tokio::sync::Mutex::new(false)),
+            // A guest's calls each mount their own overlay instance: never two at once.
+            in_turn: (calls != Calls::Overlapping || guest.is_some())
+                .then(|| tokio::sync::Mutex::new(false)),
+            guest,
             calls,
             own_overlay,
             nix: nix::NixState::default(),
@@ -390,7 +414,15 @@ impl Session {
     /// through it runs in this session's sandbox (its shared overlay, socket index and session
     /// init).
     pub fn confiner(&self) -> Arc<dyn chock_sandbox::Confiner> {
-        Arc::new(self.confiner.clone())
+        match &self.guest {
+            Some(guest) => Arc::new(guest.clone()),
+            None => Arc::new(self.confiner.clone()),
+        }
+    }
+
+    /// The microVM guest the session's calls run in, with `[sandbox] isolation = "microvm"`.
+    pub fn guest(&self) -> Option<&chock_vm::GuestConfiner> {
+        self.guest.as_ref()
     }
 
     /// The confined calls running now: [`RunningCalls::kill`] ends one with its whole process

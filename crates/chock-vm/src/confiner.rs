@@ -38,14 +38,54 @@ pub struct GuestConfig {
     pub memory_mib: u32,
 }
 
-/// The guest's init beside the running program (`chock-guest`, installed with `chock`), unless
-/// `CHOCK_GUEST_INIT` names it.
+/// The guest's init: `CHOCK_GUEST_INIT` when set; else `chock-guest` beside the running program
+/// (installed with `chock`), or, in a build tree, the musl build of it beside the target's
+/// profile directories.
 pub fn default_guest_init() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("CHOCK_GUEST_INIT").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.join("chock-guest"))
+    let dir = exe.parent()?;
+    let beside = dir.join("chock-guest");
+    if beside.is_file() {
+        return Some(beside);
+    }
+    dir.ancestors()
+        .take(3)
+        .flat_map(|d| {
+            ["release", "debug"].map(|p| {
+                d.join("x86_64-unknown-linux-musl")
+                    .join(p)
+                    .join("chock-guest")
+            })
+        })
+        .find(|p| p.is_file())
+        .or(Some(beside))
+}
+
+impl GuestConfig {
+    /// The configuration Chock uses: the kernel in `chock_vm::kernel::default_dir`, the init
+    /// from [`default_guest_init`], 1 GiB of memory.
+    pub fn from_env() -> Result<GuestConfig, VmError> {
+        let kernel_dir = crate::kernel::default_dir().ok_or_else(|| {
+            VmError::Kernel("no directory for the guest kernel (set CHOCK_VM_DIR or HOME)".into())
+        })?;
+        let guest_init = default_guest_init()
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                VmError::Guest(
+                    "the guest's init `chock-guest` is not installed beside chock (or set \
+                     CHOCK_GUEST_INIT)"
+                        .into(),
+                )
+            })?;
+        Ok(GuestConfig {
+            kernel_dir,
+            guest_init,
+            memory_mib: 1024,
+        })
+    }
 }
 
 fn first_of(candidates: &[&str]) -> Option<PathBuf> {
@@ -179,6 +219,7 @@ impl Inner {
         shares: Vec<HostShare>,
         mode: CallStdio,
         gate: Option<Gate>,
+        egress: bool,
     ) -> Result<GuestCall, SandboxError> {
         // The guest boots while the call's decision is made; the call is sent only once the
         // decision is durable (rule 3).
@@ -208,7 +249,7 @@ impl Inner {
             }
             _ => return Err(lost("the guest stopped before the call started")),
         }
-        GuestCall::run(self, machine, mode)
+        GuestCall::run(self, machine, mode, egress)
     }
 }
 
@@ -232,9 +273,6 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     if plan.host_channel {
         return refuse("a host channel");
     }
-    if matches!(plan.network, NetworkPlan::Proxy { .. }) {
-        return refuse("network access");
-    }
     let share = |path: &Path, read_only| HostShare {
         path: path.to_path_buf(),
         read_only,
@@ -243,7 +281,15 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     match &plan.workspace {
         WorkspaceMount::Bind { source } => shares.push(share(source, false)),
         WorkspaceMount::ReadOnly { source } => shares.push(share(source, true)),
-        WorkspaceMount::Overlay { .. } => return refuse("an overlay workspace"),
+        WorkspaceMount::Overlay { lower, upper, work } => {
+            // overlayfs wants its upper and work directories on one filesystem: one share of
+            // the directory holding both.
+            let Some(both) = upper.parent().filter(|p| work.starts_with(p)) else {
+                return refuse("an overlay whose upper and work directories are not siblings");
+            };
+            shares.push(share(lower, true));
+            shares.push(share(both, false));
+        }
     }
     shares.extend(plan.extra_read.iter().map(|p| share(p, true)));
     shares.extend(plan.extra_write.iter().map(|p| share(p, false)));
@@ -295,13 +341,15 @@ impl Confiner for GuestConfiner {
             let shares = shares_for(call.plan())?;
             let wire = call.to_wire()?;
             let timeout = call.plan().timeout;
-            let mut started =
-                tokio::task::spawn_blocking(move || inner.start_blocking(wire, shares, mode, gate))
-                    .await
-                    .map_err(|e| SandboxError::Host {
-                        what: "start the call".into(),
-                        source: std::io::Error::other(e),
-                    })??;
+            let egress = matches!(call.plan().network, NetworkPlan::Proxy { .. });
+            let mut started = tokio::task::spawn_blocking(move || {
+                inner.start_blocking(wire, shares, mode, gate, egress)
+            })
+            .await
+            .map_err(|e| SandboxError::Host {
+                what: "start the call".into(),
+                source: std::io::Error::other(e),
+            })??;
             started.timeout = timeout;
             Ok(Box::new(started) as Box<dyn CallHandle>)
         })
@@ -337,6 +385,7 @@ pub struct GuestCall {
     stderr: Option<File>,
     outcome: Option<tokio::sync::oneshot::Receiver<Result<Outcome, SandboxError>>>,
     killer: Arc<GuestKill>,
+    egress: Option<TcpListener>,
     timeout: Option<Duration>,
 }
 
@@ -352,7 +401,27 @@ fn pipe() -> Result<(File, File), SandboxError> {
 
 impl GuestCall {
     /// The call's streams as pipes, and a thread that reads the channel until the call ends.
-    fn run(inner: Arc<Inner>, mut machine: Machine, mode: CallStdio) -> Result<Self, SandboxError> {
+    fn run(
+        inner: Arc<Inner>,
+        mut machine: Machine,
+        mode: CallStdio,
+        egress: bool,
+    ) -> Result<Self, SandboxError> {
+        // The listener the session's broker serves; the guest's connections are relayed to it.
+        let listener = if egress {
+            let listen = |e| SandboxError::Host {
+                what: "listen for the guest call's egress".into(),
+                source: e,
+            };
+            let l = TcpListener::bind(("127.0.0.1", 0)).map_err(listen)?;
+            let addr = l.local_addr().map_err(listen)?;
+            Some((l, addr))
+        } else {
+            None
+        };
+        let mut relay = listener
+            .as_ref()
+            .map(|(_, addr)| crate::relay::HostRelay::new(*addr, machine.writer.clone()));
         let streams = mode != CallStdio::Null;
         let (out_r, out_w) = if streams {
             pipe().map(|(r, w)| (Some(r), Some(w)))?
@@ -396,6 +465,12 @@ impl GuestCall {
                         err_w = None;
                         continue;
                     }
+                    tag::NET_OPEN | tag::NET_OUT | tag::NET_OUT_END => {
+                        if let Some(r) = relay.as_mut() {
+                            r.frame(frame.tag, &frame.body);
+                        }
+                        continue;
+                    }
                     tag::ENDED => {
                         break frame
                             .parse::<Ended>()
@@ -427,6 +502,7 @@ impl GuestCall {
             stderr: err_r,
             outcome: Some(rx),
             killer,
+            egress: listener.map(|(l, _)| l),
             timeout: None,
         })
     }
@@ -491,7 +567,7 @@ impl CallHandle for GuestCall {
     }
 
     fn take_egress(&mut self) -> Option<TcpListener> {
-        None
+        self.egress.take()
     }
 
     fn killer(&self) -> Result<Killer, SandboxError> {

@@ -15,6 +15,7 @@ pub mod initramfs;
 pub mod kernel;
 mod lz4;
 mod machine;
+mod relay;
 
 pub use accel::{Accel, AccelChoice, choose as choose_accel};
 pub use confiner::{GuestConfig, GuestConfiner, default_guest_init, shares_for};

@@ -117,9 +117,9 @@ fn serve_share(
     log: &Path,
 ) -> Result<Child, VmError> {
     let script = if share.read_only {
-        r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot"#
+        r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
     } else {
-        r#"mount --bind "$1" "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot"#
+        r#"mount --bind "$1" "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
     };
     let log = std::fs::File::create(log).map_err(|e| guest_err("a server's log", e))?;
     Command::new("unshare")

@@ -351,3 +351,48 @@ fn a_guest_that_cannot_start_fails_the_call() {
     });
     assert!(c.monitors().is_empty());
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn an_overlay_workspace_takes_the_calls_writes_in_its_upper_layer() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    let (lower, upper, work) = (p.0.join("lower"), p.0.join("s/upper"), p.0.join("s/work"));
+    for d in [&lower, &upper, &work] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(lower.join("old.txt"), "old\n").unwrap();
+    let plan = |argv: &[&str]| {
+        Plan::builder(
+            argv.iter().map(|s| s.to_string()).collect(),
+            WorkspaceMount::Overlay {
+                lower: lower.clone(),
+                upper: upper.clone(),
+                work: work.clone(),
+            },
+            lower.clone(),
+        )
+        .build()
+    };
+    rt().block_on(async {
+        let script = "cat old.txt && echo new > new.txt && rm old.txt";
+        let (out, err, outcome) = run(&c, plan(&["sh", "-c", script])).await.unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exited(0), "{out}\n{err}");
+        assert_eq!(out, "old\n");
+    });
+    assert_eq!(
+        std::fs::read_to_string(upper.join("new.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(
+        lower.join("old.txt").exists(),
+        "the lower layer was written"
+    );
+    // The removal is overlayfs' whiteout in the upper layer, as the host's review reads it.
+    use std::os::unix::fs::FileTypeExt;
+    let whiteout = std::fs::symlink_metadata(upper.join("old.txt")).unwrap();
+    assert!(whiteout.file_type().is_char_device(), "{whiteout:?}");
+}
