@@ -52,6 +52,9 @@ enum Command {
     /// Manage session workspaces.
     #[command(subcommand)]
     Workspace(commands::workspace::WorkspaceCommand),
+    /// The microVM guest (`[sandbox] isolation = "microvm"`): fetch its kernel.
+    #[command(subcommand)]
+    Vm(commands::vm::VmCommand),
     /// Store a provider's API key in the OS keyring, or a 0600 file.
     Login(commands::login::LoginArgs),
     /// Run the daemon that owns sessions: a unix socket for this user, and with --host a loopback
@@ -141,6 +144,7 @@ pub fn main() -> ExitCode {
         Some(Command::Apply(args)) => commands::apply::run_apply(args),
         Some(Command::Undo(args)) => commands::apply::run_undo(args),
         Some(Command::Workspace(cmd)) => commands::workspace::run(cmd),
+        Some(Command::Vm(cmd)) => commands::vm::run(cmd),
         Some(Command::Login(args)) => commands::login::run(&args),
         Some(Command::Protocol(cmd)) => commands::protocol::run(&cmd),
         Some(Command::Memory(cmd)) => commands::memory::run(cmd),

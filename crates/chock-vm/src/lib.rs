@@ -11,6 +11,7 @@
 
 mod accel;
 mod confiner;
+pub mod doctor;
 pub mod initramfs;
 pub mod kernel;
 mod lz4;

@@ -21,6 +21,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let DoctorArgs { json } = args;
     let mut rows = chock_sandbox::doctor::probe_all();
     rows.push(nix_row(chock_session::find_nix()));
+    rows.push(chock_vm::doctor::row());
     let all_required_on = rows.iter().all(|r| r.on || !r.required);
     if json {
         let doc = serde_json::json!({ "ok": all_required_on, "layers": rows });

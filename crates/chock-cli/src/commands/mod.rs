@@ -24,4 +24,5 @@ pub mod run;
 pub mod serve;
 pub mod sessions;
 pub mod tui;
+pub mod vm;
 pub mod workspace;
