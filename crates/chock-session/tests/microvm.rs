@@ -48,7 +48,9 @@ fn target_dir() -> PathBuf {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_microvm_session_runs_its_calls_in_the_guest_and_its_egress_through_the_broker() {
-    let guest_init = target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest");
+    let guest_init = std::env::var_os("CHOCK_GUEST_INIT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"));
     let kernel = std::env::var_os("CHOCK_VM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));

@@ -45,8 +45,12 @@ fn kernel_dir() -> Option<PathBuf> {
     }
 }
 
+/// The guest's init: `CHOCK_GUEST_INIT` (CI names its build), else the musl build beside this
+/// test's target directory.
 fn guest_init() -> PathBuf {
-    target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest")
+    std::env::var_os("CHOCK_GUEST_INIT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"))
 }
 
 /// A confiner, or `None` when something it needs is missing (outside CI).
