@@ -6,7 +6,6 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -105,7 +104,7 @@ struct Inner {
     _files: tempfile::TempDir,
 }
 
-fn boot_failed(e: VmError) -> SandboxError {
+fn boot_failed(e: &VmError) -> SandboxError {
     SandboxError::Host {
         what: "start the microVM guest (there is no fallback to the host's sandbox)".into(),
         source: std::io::Error::other(e.to_string()),
@@ -198,7 +197,8 @@ impl Inner {
         match warm {
             Some(m) if m.shares == shares && m.alive() => Ok(m),
             _ => {
-                let m = Machine::boot(&self.spec, shares, &self.live).map_err(boot_failed)?;
+                let m =
+                    Machine::boot(&self.spec, shares, &self.live).map_err(|e| boot_failed(&e))?;
                 *self.last_hello.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.hello.clone());
                 Ok(m)
             }
@@ -215,7 +215,7 @@ impl Inner {
 
     fn start_blocking(
         self: Arc<Self>,
-        wire: Vec<u8>,
+        wire: &[u8],
         shares: Vec<HostShare>,
         mode: CallStdio,
         gate: Option<Gate>,
@@ -234,7 +234,7 @@ impl Inner {
             });
         }
         let mut body = vec![mode as u8];
-        body.extend_from_slice(&wire);
+        body.extend_from_slice(wire);
         if machine.send(&Frame::new(tag::CALL, body)).is_err() {
             return Err(lost("its channel is gone: the guest stopped"));
         }
@@ -343,7 +343,7 @@ impl Confiner for GuestConfiner {
             let timeout = call.plan().timeout;
             let egress = matches!(call.plan().network, NetworkPlan::Proxy { .. });
             let mut started = tokio::task::spawn_blocking(move || {
-                inner.start_blocking(wire, shares, mode, gate, egress)
+                inner.start_blocking(&wire, shares, mode, gate, egress)
             })
             .await
             .map_err(|e| SandboxError::Host {
@@ -396,7 +396,7 @@ fn pipe() -> Result<(File, File), SandboxError> {
             source: e.into(),
         }
     })?;
-    Ok((File::from(OwnedFd::from(r)), File::from(OwnedFd::from(w))))
+    Ok((File::from(r), File::from(w)))
 }
 
 impl GuestCall {

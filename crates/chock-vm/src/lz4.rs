@@ -109,7 +109,7 @@ mod tests {
     fn literals_and_an_overlapping_match() {
         let block = [0x44, b'a', b'b', b'c', b'd', 4, 0, 0x10, b'!'];
         let mut stream = MAGIC.to_vec();
-        stream.extend_from_slice(&(block.len() as u32).to_le_bytes());
+        stream.extend_from_slice(&u32::try_from(block.len()).unwrap().to_le_bytes());
         stream.extend_from_slice(&block);
         stream.extend_from_slice(&13u32.to_le_bytes());
         assert_eq!(decompress_legacy(&stream).unwrap(), b"abcdabcdabcd!");
@@ -119,7 +119,7 @@ mod tests {
     fn a_match_before_the_start_is_an_error() {
         let block = [0x10, b'a', 9, 0];
         let mut stream = MAGIC.to_vec();
-        stream.extend_from_slice(&(block.len() as u32).to_le_bytes());
+        stream.extend_from_slice(&u32::try_from(block.len()).unwrap().to_le_bytes());
         stream.extend_from_slice(&block);
         stream.extend_from_slice(&0u32.to_le_bytes());
         assert!(decompress_legacy(&stream).is_err());

@@ -285,11 +285,22 @@ impl Machine {
         let writer = reader
             .try_clone()
             .map_err(|e| guest_err("the channel", e))?;
+        let setup = Setup {
+            shares: shares
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Share {
+                    tag: format!("s{i}"),
+                    path: s.path.clone(),
+                    read_only: s.read_only,
+                })
+                .collect(),
+        };
         let mut machine = Machine {
             monitor,
             reader,
             writer: Arc::new(Mutex::new(writer)),
-            shares: shares.clone(),
+            shares,
             hello: Hello {
                 kernel: String::new(),
                 interfaces: Vec::new(),
@@ -304,17 +315,6 @@ impl Machine {
         machine.hello = hello
             .parse()
             .map_err(|e| guest_err("the guest's hello", e))?;
-        let setup = Setup {
-            shares: shares
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Share {
-                    tag: format!("s{i}"),
-                    path: s.path.clone(),
-                    read_only: s.read_only,
-                })
-                .collect(),
-        };
         machine
             .send(&Frame::json(tag::SETUP, &setup))
             .map_err(|e| guest_err("send the setup", e))?;
