@@ -109,6 +109,49 @@ fn guest_err(what: &str, e: impl std::fmt::Display) -> VmError {
     VmError::Guest(format!("{what}: {e}"))
 }
 
+/// The user namespace a virtiofs server runs in. As root: root mapped to itself. Unprivileged:
+/// the user's own uid as the namespace's root, and its first subordinate group (/etc/subgid,
+/// mapped by newgidmap) as the root group, because QEMU's virtiofsd drops its supplementary
+/// groups with `setgroups`, which a namespace whose group map the user wrote alone forbids.
+/// Files the guest creates are then the user's, in that subordinate group.
+fn server_user_namespace() -> Result<Vec<String>, VmError> {
+    let uid = rustix::process::geteuid().as_raw();
+    if uid == 0 {
+        return Ok(vec!["--user".into(), "--map-root-user".into()]);
+    }
+    let uid_text = uid.to_string();
+    let name = std::fs::read_to_string("/etc/passwd")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.get(2) == Some(&uid_text.as_str())).then(|| f[0].to_string())
+        })
+        .unwrap_or_default();
+    let sub = std::fs::read_to_string("/etc/subgid")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            let owner = f.first().copied().unwrap_or_default();
+            (owner == name || owner == uid_text)
+                .then(|| f.get(1).map(|s| s.to_string()))
+                .flatten()
+        });
+    match sub {
+        Some(gid) if Path::new("/usr/bin/newgidmap").is_file() => Ok(vec![
+            "--user".into(),
+            format!("--map-users={uid},0,1"),
+            format!("--map-groups={gid},0,1"),
+            "--setgid=0".into(),
+        ]),
+        _ => Err(VmError::Guest(format!(
+            "the guest's file servers need, for an unprivileged user, a subordinate group range \
+             in /etc/subgid for {name} (uid {uid}) and newgidmap (Debian: uidmap)"
+        ))),
+    }
+}
+
 /// A virtiofs server for `share`, listening on `socket`.
 fn serve_share(
     spec: &MachineSpec,
@@ -117,22 +160,14 @@ fn serve_share(
     log: &Path,
 ) -> Result<Child, VmError> {
     let script = if share.read_only {
-        r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
+        r#"mount -t tmpfs chock-run /run && mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
     } else {
-        r#"mount --bind "$1" "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
+        r#"mount -t tmpfs chock-run /run && mount --bind "$1" "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
     };
     let log = std::fs::File::create(log).map_err(|e| guest_err("a server's log", e))?;
     Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
+        .args(server_user_namespace()?)
+        .args(["--mount", "--", "sh", "-c", script, "sh"])
         .arg(&share.path)
         .arg(socket)
         .arg(&spec.virtiofsd)
@@ -143,12 +178,16 @@ fn serve_share(
         .map_err(|e| guest_err("start a virtiofs server (unshare)", e))
 }
 
-fn wait_for(path: &Path, servers: &mut [Child], what: &str) -> Result<(), VmError> {
+fn wait_for(path: &Path, servers: &mut [Child], what: &str, log: &Path) -> Result<(), VmError> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !path.exists() {
         for s in servers.iter_mut() {
             if let Ok(Some(status)) = s.try_wait() {
-                return Err(VmError::Guest(format!("{what} exited ({status})")));
+                let said = std::fs::read_to_string(log).unwrap_or_default();
+                return Err(VmError::Guest(format!(
+                    "{what} exited ({status}): {}",
+                    said.trim()
+                )));
             }
         }
         if Instant::now() > deadline {
@@ -250,6 +289,7 @@ impl Machine {
                 &socket,
                 &mut servers,
                 &format!("the virtiofs server of {}", share.path.display()),
+                &log,
             )?;
         }
         let listener = UnixListener::bind(dir.path().join("chan.sock"))
