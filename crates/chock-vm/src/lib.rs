@@ -16,6 +16,7 @@ pub mod initramfs;
 pub mod kernel;
 mod lz4;
 mod machine;
+mod monitor;
 mod relay;
 
 pub use accel::{Accel, AccelChoice, choose as choose_accel};

@@ -1,9 +1,7 @@
 //! One booted guest: QEMU's `microvm` machine, a virtiofs server per share, and the channel.
 //!
-//! Every process runs confined from the start: QEMU in new user, network, IPC and UTS
-//! namespaces (it has no network device and needs none of the host's) under its own seccomp
-//! filter (`-sandbox on` with every optional group denied: no spawning, no privilege changes,
-//! no obsolete calls, no resource control); each virtiofs server in new user and mount
+//! Every process runs confined from the start: QEMU as `monitor.rs` says (its own namespaces and
+//! root, its own seccomp filter); each virtiofs server in new user and mount
 //! namespaces where its one directory is bound over itself (read-only for a read-only share),
 //! chrooted into it. Dropping a [`Machine`] kills them all.
 
@@ -17,7 +15,7 @@ use std::time::{Duration, Instant};
 use chock_guest::{Frame, Hello, Setup, Share, tag};
 
 use crate::VmError;
-use crate::accel::{Accel, AccelChoice};
+use crate::accel::AccelChoice;
 use crate::kernel::GuestKernel;
 
 /// The guest kernel's command line: the console, the clock hints TCG needs (without them a TCG
@@ -41,7 +39,7 @@ pub struct MachineSpec {
     pub accel: AccelChoice,
     /// The guest's memory.
     pub memory_mib: u32,
-    /// `qemu-system-x86_64`.
+    /// `qemu-system-x86_64`, under /usr (the monitor's root shows /usr alone).
     pub qemu: PathBuf,
     /// QEMU's virtiofs server.
     pub virtiofsd: PathBuf,
@@ -198,70 +196,6 @@ fn wait_for(path: &Path, servers: &mut [Child], what: &str, log: &Path) -> Resul
     Ok(())
 }
 
-fn qemu_command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
-    let mut c = Command::new("unshare");
-    c.args(["--user", "--map-root-user", "--net", "--ipc", "--uts", "--"]);
-    c.arg(&spec.qemu);
-    let mem = spec.memory_mib;
-    c.args([
-        "-M",
-        "microvm,memory-backend=mem",
-        "-global",
-        "virtio-mmio.force-legacy=false",
-        "-accel",
-        spec.accel.accel.name(),
-        "-cpu",
-        if spec.accel.accel == Accel::Kvm {
-            "host"
-        } else {
-            "max"
-        },
-        "-m",
-        &format!("{mem}M"),
-        "-smp",
-        "1",
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-nic",
-        "none",
-        "-no-reboot",
-        "-sandbox",
-        "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-        "-object",
-        &format!("memory-backend-memfd,id=mem,size={mem}M,share=on"),
-        "-serial",
-    ]);
-    c.arg(format!("file:{}", dir.join("console.log").display()));
-    c.arg("-kernel").arg(&spec.kernel.vmlinux);
-    c.arg("-initrd").arg(&spec.initramfs);
-    c.args(["-append", KERNEL_CMDLINE]);
-    c.arg("-chardev").arg(format!(
-        "socket,id=chan,path={}",
-        dir.join("chan.sock").display()
-    ));
-    c.args(["-device", "virtio-serial-device"]);
-    c.args([
-        "-device",
-        &format!(
-            "virtserialport,chardev=chan,name={}",
-            chock_guest::PORT_NAME
-        ),
-    ]);
-    for i in 0..tags {
-        c.arg("-chardev").arg(format!(
-            "socket,id=fs{i},path={}",
-            dir.join(format!("fs{i}.sock")).display()
-        ));
-        c.args([
-            "-device",
-            &format!("vhost-user-fs-device,chardev=fs{i},tag=s{i}"),
-        ]);
-    }
-    c
-}
-
 /// The last lines of the guest's console, for an error.
 fn console_tail(dir: &Path) -> String {
     let text = std::fs::read_to_string(dir.join("console.log")).unwrap_or_default();
@@ -296,7 +230,7 @@ impl Machine {
             .map_err(|e| guest_err("listen for the guest's channel", e))?;
         let console = std::fs::File::create(dir.path().join("monitor.log"))
             .map_err(|e| guest_err("the monitor's log", e))?;
-        let child = qemu_command(spec, dir.path(), shares.len())
+        let child = crate::monitor::command(spec, dir.path(), shares.len())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(console)

@@ -321,6 +321,27 @@ fn the_monitor_runs_confined() {
         let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
         assert_ne!(theirs, ours, "QEMU shares the host's {ns} namespace");
     }
+    // Its root is its own: /usr, /dev's few nodes, the kernel and the machine's sockets, and
+    // nothing of the project, the workspace or the home.
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let mut seen: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    seen.sort();
+    for name in &seen {
+        assert!(
+            [
+                "bin", "boot", "dev", "etc", "lib", "lib64", "sbin", "tmp", "usr", "vm"
+            ]
+            .contains(&name.as_str()),
+            "the monitor sees /{name}: {seen:?}"
+        );
+    }
+    assert!(!root.join(p.0.strip_prefix("/").unwrap()).exists());
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    let home = std::env::var("HOME").unwrap_or_default();
+    assert!(!mounts.contains(&format!(" {home} ")), "{mounts}");
 }
 
 #[test]
