@@ -421,3 +421,37 @@ fn an_overlay_workspace_takes_the_calls_writes_in_its_upper_layer() {
     let whiteout = std::fs::symlink_metadata(upper.join("old.txt")).unwrap();
     assert!(whiteout.file_type().is_char_device(), "{whiteout:?}");
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn a_gated_call_runs_only_once_its_key_is_opened() {
+    let Some(c) = confiner() else { return };
+    let p = Project::new();
+    rt().block_on(async {
+        // A key dropped unopened (a refused decision): the start fails and nothing ran.
+        let (gate, key) = chock_sandbox::gate().unwrap();
+        let call = c
+            .prepare(p.plan(&["sh", "-c", "echo ran > refused.txt"]))
+            .await
+            .unwrap();
+        let starting = c.start(call, StdioMode::Piped, Some(gate));
+        drop(key);
+        assert!(starting.await.is_err(), "a call started without its key");
+        // An opened key lets the next call run, in the same warm guest.
+        let (gate, key) = chock_sandbox::gate().unwrap();
+        let call = c
+            .prepare(p.plan(&["sh", "-c", "echo ran > allowed.txt"]))
+            .await
+            .unwrap();
+        key.open();
+        let mut h = c.start(call, StdioMode::Piped, Some(gate)).await.unwrap();
+        let (out, err) = pump(h.as_mut());
+        assert_eq!(h.wait().await.unwrap().status, ExitStatus::Exited(0));
+        let _ = (out.join(), err.join());
+    });
+    assert!(!p.0.join("refused.txt").exists(), "the refused call ran");
+    assert!(p.0.join("allowed.txt").exists());
+}
