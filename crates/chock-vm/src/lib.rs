@@ -10,6 +10,7 @@
 //! boots a new one.
 
 mod accel;
+mod call;
 mod confiner;
 pub mod doctor;
 pub mod initramfs;
