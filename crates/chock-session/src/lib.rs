@@ -160,10 +160,14 @@ fn create_workspace(
 
 /// Where a call's own overlay instance keeps its writes, by how the session's calls follow one
 /// another and whether anybody reads the workspace after them.
-fn own_overlay(calls: Calls, scratch: bool) -> chock_sandbox::OwnOverlay {
+fn own_overlay(calls: Calls, scratch: bool, guest: bool) -> chock_sandbox::OwnOverlay {
     use chock_sandbox::OwnOverlay;
     match calls {
-        Calls::One if scratch && chock_sandbox::in_memory_supported() => OwnOverlay::InMemory,
+        // The host's kernel answers for its own tmpfs, not the guest's (Debian's cloud kernel
+        // 6.1 keeps no `user.` attributes on tmpfs): a guest's call keeps its layers on disk.
+        Calls::One if scratch && !guest && chock_sandbox::in_memory_supported() => {
+            OwnOverlay::InMemory
+        }
         Calls::One | Calls::InTurn if scratch => OwnOverlay::Volatile,
         _ => OwnOverlay::Durable,
     }
@@ -226,7 +230,8 @@ impl Session {
             toolchains: toolchains_of(&policy),
             ..options.header
         };
-        let own = own_overlay(options.calls, options.scratch);
+        let guest = policy.sandbox().isolation == chock_policy::Isolation::Microvm;
+        let own = own_overlay(options.calls, options.scratch, guest);
         // A workspace kept in memory touches nothing in the session directory, so the log's
         // directory and files are made while the session gets its first call ready (its sandbox
         // built beside them); its first record waits for them (chock-log's `create.rs`). Every
@@ -275,6 +280,10 @@ impl Session {
             chock_policy::Isolation::Microvm => Some(guest_confiner()?),
             chock_policy::Isolation::Process => None,
         };
+        // The git shim needs the call's host channel, which a guest cannot carry yet
+        // (docs/microvm.md): in a guest git runs as any program does (`exec.system.git`), its
+        // connections decided by the broker as every other's.
+        let git_shim = git_shim.filter(|_| guest.is_none());
         let overlay = match workspace.mount() {
             _ if guest.is_some() => None,
             chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
@@ -374,7 +383,7 @@ impl Session {
                 // A reopened workspace is one that was kept: its upper directory is the record.
                 scratch: false,
                 calls: options.calls,
-                own_overlay: own_overlay(options.calls, false),
+                own_overlay: own_overlay(options.calls, false, false),
                 git_shim: options.git_shim,
             },
         )

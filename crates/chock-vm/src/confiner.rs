@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use chock_guest::{CallStdio, Frame, GuestError, tag};
 use chock_sandbox::{
-    BoxFuture, CallHandle, Confiner, Gate, NetworkPlan, Plan, PreparedCall, SandboxError,
-    StdioMode, WorkspaceMount,
+    BoxFuture, CallHandle, Confiner, Gate, NetworkPlan, OwnOverlay, Plan, PreparedCall,
+    SandboxError, StdioMode, WorkspaceMount,
 };
 
 use crate::VmError;
@@ -280,7 +280,10 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
                 return refuse("an overlay whose upper and work directories are not siblings");
             };
             shares.push(share(lower, true));
-            shares.push(share(both, false));
+            // A call whose upper layer is a tmpfs of its own names directories it never uses.
+            if plan.own_overlay != OwnOverlay::InMemory || plan.shared_overlay {
+                shares.push(share(both, false));
+            }
         }
     }
     shares.extend(plan.extra_read.iter().map(|p| share(p, true)));
