@@ -37,13 +37,20 @@ fn json_lists_every_layer_and_the_status_matches() {
     socket index
     kvm
     nix
+    microvm guest
     ");
     let required_on = layers
         .iter()
         .all(|l| l["on"] == true || l["required"] == false);
     assert_eq!(doc["ok"], required_on);
     assert_eq!(out.status.code(), Some(if required_on { 0 } else { 1 }));
-    for optional in ["cgroup limits", "socket index", "kvm", "nix"] {
+    for optional in [
+        "cgroup limits",
+        "socket index",
+        "kvm",
+        "nix",
+        "microvm guest",
+    ] {
         let row = layers.iter().find(|l| l["layer"] == optional).unwrap();
         assert_eq!(row["required"], false, "{optional} is not required");
     }
@@ -61,5 +68,11 @@ fn on_this_machine_every_required_layer_is_on_and_kvm_is_described() {
     assert!(
         kvm.contains("modules:") && kvm.contains("cpu flags:"),
         "{kvm}"
+    );
+    // The guest's row says which accelerator a guest would run with, and why.
+    let guest = table.lines().find(|l| l.contains("microvm guest")).unwrap();
+    assert!(
+        guest.contains("under tcg (") || guest.contains("under kvm ("),
+        "{guest}"
     );
 }
