@@ -89,14 +89,24 @@ pub(crate) struct Machine {
     pub(crate) writer: Arc<Mutex<UnixStream>>,
     pub(crate) shares: Vec<HostShare>,
     pub(crate) hello: Hello,
-    servers: Vec<Child>,
+    _servers: Servers,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for Machine {
     fn drop(&mut self) {
+        // The monitor first, then its file servers (the field's own drop).
         self.monitor.kill();
-        for s in &mut self.servers {
+    }
+}
+
+/// A guest's virtiofs servers, killed when dropped: a boot that fails half way leaves none.
+#[derive(Debug, Default)]
+struct Servers(Vec<Child>);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for s in &mut self.0 {
             let _ = s.kill();
             let _ = s.wait();
         }
@@ -214,14 +224,14 @@ impl Machine {
             .prefix("chock-vm-")
             .tempdir()
             .map_err(|e| guest_err("make the guest's directory", e))?;
-        let mut servers = Vec::new();
+        let mut servers = Servers::default();
         for (i, share) in shares.iter().enumerate() {
             let socket = dir.path().join(format!("fs{i}.sock"));
             let log = dir.path().join(format!("fs{i}.log"));
-            servers.push(serve_share(spec, share, &socket, &log)?);
+            servers.0.push(serve_share(spec, share, &socket, &log)?);
             wait_for(
                 &socket,
-                &mut servers,
+                &mut servers.0,
                 &format!("the virtiofs server of {}", share.path.display()),
                 &log,
             )?;
@@ -280,7 +290,7 @@ impl Machine {
                 interfaces: Vec::new(),
                 virtio_devices: Vec::new(),
             },
-            servers,
+            _servers: servers,
             _dir: dir,
         };
         let hello = machine

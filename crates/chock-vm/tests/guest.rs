@@ -361,7 +361,7 @@ fn a_guest_that_cannot_start_fails_the_call() {
     let bad = d.path().join("not-an-init");
     std::fs::write(&bad, b"not a program").unwrap();
     let c = GuestConfiner::new(&GuestConfig {
-        kernel_dir,
+        kernel_dir: kernel_dir.clone(),
         guest_init: bad,
         memory_mib: 256,
     })
@@ -375,6 +375,40 @@ fn a_guest_that_cannot_start_fails_the_call() {
         );
     });
     assert!(c.monitors().is_empty());
+    assert_eq!(processes_naming(&p.0), Vec::<String>::new());
+    // A kernel QEMU cannot load: the monitor exits before the guest's channel is connected, and
+    // the file servers started for it are gone too.
+    let bad_kernel = d.path().join("kernel");
+    std::fs::create_dir_all(bad_kernel.join("modules")).unwrap();
+    let good = kernel_dir;
+    std::fs::copy(good.join("release"), bad_kernel.join("release")).unwrap();
+    for m in std::fs::read_dir(good.join("modules")).unwrap() {
+        let m = m.unwrap();
+        std::fs::copy(m.path(), bad_kernel.join("modules").join(m.file_name())).unwrap();
+    }
+    std::fs::write(bad_kernel.join("vmlinux"), b"not a kernel").unwrap();
+    let c = GuestConfiner::new(&GuestConfig {
+        kernel_dir: bad_kernel,
+        guest_init: guest_init(),
+        memory_mib: 256,
+    })
+    .unwrap();
+    rt().block_on(async {
+        assert!(run(&c, p.plan(&["true"])).await.is_err());
+    });
+    assert_eq!(processes_naming(&p.0), Vec::<String>::new());
+}
+
+/// The command lines of the processes that name `path` (a guest's file servers do).
+fn processes_naming(path: &Path) -> Vec<String> {
+    let needle = path.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&needle))
+        .collect()
 }
 
 #[test]
