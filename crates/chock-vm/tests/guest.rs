@@ -96,6 +96,18 @@ impl Project {
 
 impl Drop for Project {
     fn drop(&mut self) {
+        // overlayfs leaves its work directory's own `work` at mode 000: opened up first, or an
+        // unprivileged user could not remove it.
+        fn open_up(dir: &Path) {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    open_up(&e.path());
+                }
+            }
+        }
+        open_up(&self.0);
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
