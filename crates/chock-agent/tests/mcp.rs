@@ -56,6 +56,8 @@ fn try_run(
         .mcp_trust_file(dir.join("mcp-trust.json"))
         .build()
         .unwrap();
+    // The servers start on the runtime that then drives the session (a front end's).
+    rt.block_on(session.start_mcp()).unwrap();
     let log_dir = session.log().dir().to_path_buf();
     let result = rt.block_on(session.submit("use the clock")).map(|_| ());
     let _ = rt.block_on(session.end(chock_protocol::log::EndReason::Done));

@@ -386,7 +386,7 @@ fn run(url: &str) -> Result<(), String> {
             CallOutcome::Refused { reason } => return Err(format!("{name} refused: {reason}")),
         }
     }
-    hub.stop("the scenario is done");
+    world.stop(&mut hub, "the scenario is done");
     Ok(())
 }
 

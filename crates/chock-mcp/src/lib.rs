@@ -109,10 +109,12 @@ pub fn configured(
     out
 }
 
-/// The servers of one session, running on a runtime of their own (rmcp's tasks live as long as
-/// the session, whichever runtime the caller is on).
+/// The servers of one session. They run on the runtime of whoever started them (rmcp's tasks,
+/// the stderr drains, a networked server's proxy): that runtime outlives the session, whose
+/// front end drives it. Stopping them ([`McpHub::stop`]) ends each through its confiner's
+/// handle and waits until every process of it is gone; a hub dropped unstopped kills them
+/// without waiting.
 pub struct McpHub {
-    runtime: Option<tokio::runtime::Runtime>,
     servers: Vec<Arc<Server>>,
     /// Servers that did not start, with why (they are logged too).
     failures: Vec<(String, McpError)>,
@@ -144,22 +146,14 @@ pub enum CallOutcome {
 }
 
 impl McpHub {
-    /// Starts every server in `servers` for `session`. A server that is not trusted, or does not
-    /// start, is logged and left out (see [`McpHub::failures`]); the others go on.
-    pub fn start(
+    /// Starts every server in `servers` for `session`, on the caller's runtime. A server that
+    /// is not trusted, or does not start, is logged and left out (see [`McpHub::failures`]); the
+    /// others go on.
+    pub async fn start(
         session: &Session,
         servers: &[Configured],
         cx: &StartContext,
     ) -> Result<McpHub, McpError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("chock-mcp")
-            .enable_all()
-            .build()
-            .map_err(|e| McpError::Start {
-                server: "*".into(),
-                message: format!("cannot make the MCP runtime: {e}"),
-            })?;
         let mut started = Vec::new();
         let mut failures = Vec::new();
         for configured in servers {
@@ -169,21 +163,12 @@ impl McpHub {
                 failures.push((configured.def.name.clone(), e));
                 continue;
             }
-            // `start` speaks to the server on the hub's runtime; this thread waits (it may be
-            // inside another runtime, so it must not block on one itself).
-            let result = std::thread::scope(|scope| {
-                scope
-                    .spawn(|| runtime.block_on(server::start(session, configured, cx)))
-                    .join()
-            });
-            match result {
-                Ok(Ok(server)) => started.push(Arc::new(server)),
-                Ok(Err(e)) => failures.push((configured.def.name.clone(), e)),
-                Err(_) => failures.push((configured.def.name.clone(), McpError::Poisoned)),
+            match server::start(session, configured, cx).await {
+                Ok(server) => started.push(Arc::new(server)),
+                Err(e) => failures.push((configured.def.name.clone(), e)),
             }
         }
         Ok(McpHub {
-            runtime: Some(runtime),
             servers: started,
             failures,
         })
@@ -226,7 +211,6 @@ impl McpHub {
                         server: Arc::clone(server),
                         model_name: names::model_name(server.name(), &listed.def.name),
                         def: listed.def,
-                        handle: self.handle(),
                     });
                 }
             }
@@ -234,47 +218,23 @@ impl McpHub {
         out
     }
 
-    fn handle(&self) -> tokio::runtime::Handle {
-        self.runtime
-            .as_ref()
-            .map(|r| r.handle().clone())
-            .unwrap_or_else(tokio::runtime::Handle::current)
-    }
-
-    /// Stops every server, each logged `mcp.server` `stopped` with `reason`.
-    pub fn stop(&mut self, reason: &str) {
-        self.stop_servers(Some(reason));
-    }
-
-    /// Stops every server; `None`: without logging (the hub is dropped with its session, whose
-    /// log may already end with `session.end`).
-    fn stop_servers(&mut self, reason: Option<&str>) {
-        let servers = std::mem::take(&mut self.servers);
-        if let Some(runtime) = &self.runtime {
-            let reason = reason.map(str::to_string);
-            let _ = std::thread::scope(|scope| {
-                scope
-                    .spawn(|| {
-                        runtime.block_on(async {
-                            for server in &servers {
-                                server.stop_client().await;
-                            }
-                        });
-                        for server in &servers {
-                            server.stop_service(reason.as_deref());
-                        }
-                    })
-                    .join()
-            });
+    /// Stops every server, each logged `mcp.server` `stopped` with `reason`: its MCP session
+    /// ended, then its sandbox killed through its handle and waited for.
+    pub async fn stop(&mut self, reason: &str) {
+        for server in std::mem::take(&mut self.servers) {
+            server.stop_client().await;
+            server.stop_service(Some(reason)).await;
         }
     }
 }
 
 impl Drop for McpHub {
+    /// Unstopped (the hub goes with its session, whose log may already end with `session.end`,
+    /// maybe outside any runtime): each server's sandbox is killed through its handle without
+    /// logging, and its client dropped (which cancels rmcp's tasks).
     fn drop(&mut self) {
-        self.stop_servers(None);
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
+        for server in &self.servers {
+            server.kill_service();
         }
     }
 }
@@ -285,7 +245,6 @@ pub struct McpTool {
     server: Arc<Server>,
     def: ToolDef,
     model_name: String,
-    handle: tokio::runtime::Handle,
 }
 
 fn content_text(result: &Value) -> String {
@@ -356,13 +315,7 @@ impl McpTool {
         arguments: &Value,
         pipeline: &Pipeline,
     ) -> Result<CallOutcome, McpError> {
-        let server = Arc::clone(&self.server);
-        let refresh = self
-            .handle
-            .spawn(async move { server.refresh_if_changed().await })
-            .await
-            .map_err(|_| McpError::Poisoned)?;
-        refresh?;
+        self.server.refresh_if_changed().await?;
         let now = self
             .server
             .tools()
@@ -418,14 +371,8 @@ impl McpTool {
         let handler = self.server.handler.clone();
         let timeout = self.server.configured.def.call_timeout();
         let name = self.server.name().to_string();
-        let result = self
-            .handle
-            .spawn(async move {
-                tokio::time::timeout(timeout, mrtr::call_tool(&peer, &handler, params)).await
-            })
+        let result = tokio::time::timeout(timeout, mrtr::call_tool(&peer, &handler, params))
             .await
-            .map_err(|_| McpError::Poisoned)?;
-        let result = result
             .map_err(|_| McpError::Timeout {
                 server: name.clone(),
                 what: format!("tools/call {}", current.name),

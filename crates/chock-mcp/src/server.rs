@@ -3,7 +3,6 @@
 //! rmcp's client over its pipes; for a streamable HTTP one rmcp's client over the broker's door
 //! (crate::remote); then the tool list checked against the pins.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +14,7 @@ use chock_protocol::log::{McpDefinition, McpServer};
 use chock_session::{Service, ServiceOptions, Session};
 use rmcp::RoleClient;
 use rmcp::service::RunningService;
+use tokio::io::AsyncReadExt;
 
 use crate::client::{Handler, Sampler};
 use crate::tools::ToolDef;
@@ -139,7 +139,7 @@ impl Server {
         Ok(())
     }
 
-    /// Ends the MCP session with it (on the hub's runtime).
+    /// Ends the MCP session with it.
     pub(crate) async fn stop_client(&self) {
         let client = self.client.lock().ok().and_then(|mut c| c.take());
         if let Some(client) = client {
@@ -147,12 +147,12 @@ impl Server {
         }
     }
 
-    /// Stops its sandbox (every process in it) and its proxy, outside any runtime (the proxy's
-    /// stop waits for its own), and logs it when there is a `reason`.
-    pub(crate) fn stop_service(&self, reason: Option<&str>) {
+    /// Stops its sandbox through its confiner's handle (every process in it is gone when this
+    /// returns) and its proxy, and logs it when there is a `reason`.
+    pub(crate) async fn stop_service(&self, reason: Option<&str>) {
         let service = self.service.lock().ok().and_then(|mut s| s.take());
         if let Some(service) = service {
-            service.stop();
+            service.stop().await;
         }
         if let Some(reason) = reason {
             let _ = self.log.record(
@@ -162,6 +162,15 @@ impl Server {
                     reason: reason.to_string(),
                 },
             );
+        }
+    }
+
+    /// Kills its sandbox without waiting (a hub dropped unstopped, maybe outside any runtime):
+    /// the handle's drop then reaps what is left.
+    pub(crate) fn kill_service(&self) {
+        let service = self.service.lock().ok().and_then(|mut s| s.take());
+        if let Some(service) = service {
+            service.killer().kill();
         }
     }
 }
@@ -232,28 +241,33 @@ async fn list_and_check(server: &Server, pin_new: bool) -> Result<Vec<Listed>, M
     Ok(listed)
 }
 
-/// Drains the server's stderr, keeping the last few kilobytes for an error message.
+/// Drains the server's stderr on the caller's runtime, keeping the last few kilobytes for an
+/// error message. It ends when the server's last process is gone (the pipe's end-of-file).
 fn drain_stderr(stderr: Option<std::fs::File>) -> Arc<Mutex<String>> {
     let tail = Arc::new(Mutex::new(String::new()));
-    if let Some(mut file) = stderr {
-        let tail_in = Arc::clone(&tail);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = file.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut t) = tail_in.lock() {
-                    t.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    if t.len() > 4096 {
-                        let cut = t.len() - 4096;
-                        let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
-                        t.drain(..cut);
-                    }
+    let Some(file) = stderr else {
+        return tail;
+    };
+    let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_file(file) else {
+        return tail;
+    };
+    let tail_in = Arc::clone(&tail);
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut t) = tail_in.lock() {
+                t.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if t.len() > 4096 {
+                    let cut = t.len() - 4096;
+                    let cut = (cut..t.len()).find(|&i| t.is_char_boundary(i)).unwrap_or(0);
+                    t.drain(..cut);
                 }
             }
-        });
-    }
+        }
+    });
     tail
 }
 
@@ -366,7 +380,6 @@ pub(crate) async fn start(
             false,
         ),
     };
-    let pid = service.as_ref().map(Service::pid);
     let server_info = client
         .peer_info()
         .and_then(|info| info.server_info.clone())
@@ -383,7 +396,6 @@ pub(crate) async fn start(
             }
             .to_string(),
             definition: configured.hash.clone(),
-            pid,
             network,
             server_info,
         },
@@ -405,9 +417,7 @@ pub(crate) async fn start(
         Err(e) => {
             server.stop_client().await;
             let reason = format!("listing its tools failed: {e}");
-            std::thread::scope(|scope| {
-                let _ = scope.spawn(|| server.stop_service(Some(&reason))).join();
-            });
+            server.stop_service(Some(&reason)).await;
             return Err(e);
         }
     };
@@ -458,12 +468,8 @@ async fn launch_stdio(
     let options = service_options(session, def, network)?;
     let failed = |error: String| failed(&log, &def.name, error);
     let mut service = session
-        .spawn_service(
-            &tokio::runtime::Handle::current(),
-            argv,
-            &options,
-            &cx.pipeline,
-        )
+        .spawn_service(argv, &options, &cx.pipeline)
+        .await
         .map_err(|e| failed(e.to_string()))?;
     let stdin = service.stdin.take();
     let stdout = service.stdout.take();

@@ -203,7 +203,7 @@ fn the_everything_server_over_http_is_decided_call_by_call() {
     assert!(text.contains("forty-two"), "{text}");
     assert_eq!(model.calls.load(Ordering::SeqCst), 1);
 
-    hub.stop("the test is done");
+    world.stop(&mut hub, "the test is done");
     drop(hub);
     let events = world.events();
     let started = events
@@ -277,7 +277,7 @@ fn an_asked_destination_is_asked_once_per_session() {
             .unwrap();
         assert!(matches!(out, CallOutcome::Answered { .. }), "{out:?}");
     }
-    hub.stop("the test is done");
+    world.stop(&mut hub, "the test is done");
     drop(hub);
     let asked: Vec<_> = yes
         .questions()

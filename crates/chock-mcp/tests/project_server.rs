@@ -105,7 +105,7 @@ fn a_trusted_project_server_runs_the_real_project_and_a_changed_file_is_refused(
     assert_eq!(hub.servers().len(), 1, "{:?}", hub.failures());
     let said = call(&hub, &world, "which", &json!({}));
     assert!(said.starts_with("the real v1 in "), "{said}");
-    hub.stop("trusted");
+    world.stop(&mut hub, "trusted");
     drop(hub);
     let record = std::fs::read_to_string(world.trust_path()).unwrap();
     assert!(record.contains("\"srv.py\": \"sha256:"), "{record}");

@@ -88,7 +88,7 @@ fn the_everything_server_over_legacy_sse_is_reached_through_the_broker() {
         panic!("{out:?}")
     };
     assert!(!is_error && text.contains("hello over sse"), "{text}");
-    hub.stop("the test is done");
+    world.stop(&mut hub, "the test is done");
     drop(hub);
 
     let events = world.events();

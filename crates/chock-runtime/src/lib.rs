@@ -93,7 +93,8 @@ impl StartError {
 /// Builds (or resumes) a session from `builder` and starts its actor; `observer`, if any, sees
 /// every item synchronously from the first (a terminal renderer). The builder's own event sink is
 /// replaced: the session's items reach clients through the handle. The session is idle: send it
-/// [`Op::UserInput`]. Blocks a worker thread while the workspace is made.
+/// [`Op::UserInput`]. Blocks a worker thread while the workspace is made; its MCP servers are
+/// started on the caller's runtime.
 pub async fn start(
     builder: SessionBuilder,
     opening: Opening,
@@ -104,13 +105,16 @@ pub async fn start(
         feed.observe(observer);
     }
     let builder = builder.sink(Arc::new(feed::FeedSink(Arc::clone(&feed))));
-    let runtime = tokio::task::spawn_blocking(move || match opening {
+    let mut runtime = tokio::task::spawn_blocking(move || match opening {
         Opening::New => builder.build(),
         Opening::Resume(dir) => builder.resume(&dir),
         Opening::Adopt(dir, handover) => builder.adopt(&dir, handover),
     })
     .await
     .map_err(|e| StartError::Panicked(e.to_string()))??;
+    // Its MCP servers start here, on the caller's runtime, which drives them for the session's
+    // life.
+    runtime.start_mcp().await?;
     feed.bind(runtime.log())?;
     let earlier = runtime.conversation().to_vec();
     // How the earlier calls are shown, as the session's own tools describe them (the tools live

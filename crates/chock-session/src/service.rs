@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use chock_broker::{CallProxy, PROXY_VARIABLES};
 use chock_decide::Pipeline;
 use chock_sandbox::{
-    NetworkPlan, OwnOverlay, Plan, SandboxChild, SandboxError, StdioMode, WorkspaceMount,
+    CallHandle, Killer, NetworkPlan, OwnOverlay, Plan, SandboxError, StdioMode, WorkspaceMount,
 };
 
 use crate::{CallOptions, Session, SessionError};
@@ -49,10 +49,13 @@ pub struct ServiceOptions {
 }
 
 /// A running service: its three streams and, when it has the network, the proxy serving it.
-/// Dropping it kills the service and its whole process tree.
+/// It is held through its confiner's [`CallHandle`] and ended through it, never by a host pid
+/// (a service confined somewhere else has none the host could signal). Dropping it kills the
+/// service and its whole process tree (the handle's drop).
 #[derive(Debug)]
 pub struct Service {
-    child: SandboxChild,
+    call: Box<dyn CallHandle>,
+    killer: Killer,
     proxy: Option<CallProxy>,
     /// What the host writes to it.
     pub stdin: Option<File>,
@@ -63,18 +66,19 @@ pub struct Service {
 }
 
 impl Service {
-    /// The host pid of its init, for the log's `mcp.server` record only: it is never signalled
-    /// (the service is ended through its confiner's handle).
-    pub fn pid(&self) -> u32 {
-        self.child.pid()
+    /// What kills it from anywhere, without waiting (an owner dropped outside any runtime).
+    pub fn killer(&self) -> &Killer {
+        &self.killer
     }
 
-    /// Ends it (its whole process tree) and stops its proxy.
-    pub fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Ends it: its whole process tree killed through its handle and waited for (every process
+    /// of it is gone when this returns), then its proxy shut down (the connections' close
+    /// records written).
+    pub async fn stop(mut self) {
+        self.killer.kill();
+        let _ = self.call.wait().await;
         if let Some(proxy) = self.proxy.take() {
-            proxy.stop();
+            proxy.shutdown().await;
         }
     }
 }
@@ -124,12 +128,12 @@ impl Session {
         plan
     }
 
-    /// Starts `argv` as a service, confined by the same driver as every call. The caller has
-    /// decided and logged that it may start (and whether it has the network). Its proxy, if it
-    /// has the network, is served on `runtime` (the caller's).
-    pub fn spawn_service(
+    /// Starts `argv` as a service, through the session's confiner like every call (prepared,
+    /// then started with its standard streams piped both ways). The caller has decided and
+    /// logged that it may start (and whether it has the network). Its proxy, if it has the
+    /// network, is served on the caller's runtime.
+    pub async fn spawn_service(
         &self,
-        runtime: &tokio::runtime::Handle,
         argv: &[String],
         opts: &ServiceOptions,
         pipeline: &Pipeline,
@@ -142,22 +146,31 @@ impl Session {
         let plan = self.service_plan(argv, opts);
         agent_writes_unseen(&plan, &self.policy.sandbox().write)?;
         // Its plan shares no overlay: the workspace is not in its sandbox.
-        let mut child = self
-            .confiner
-            .start_blocking(&plan, StdioMode::Duplex, None)?;
-        let proxy = child
-            .proxy_listener()
+        let confiner = self.confiner();
+        let prepared = confiner.prepare(plan).await?;
+        let mut call = confiner.start(prepared, StdioMode::Duplex, None).await?;
+        let killer = call.killer()?;
+        let proxy = call
+            .take_egress()
             .map(|listener| {
                 // A service carries out no push: nothing is granted beyond the table.
                 let none = std::sync::Arc::new(crate::channel::Credentials::new());
-                crate::egress::serve(runtime, pipeline, &self.log, &opts.call_id, listener, none)
+                crate::egress::serve(
+                    &tokio::runtime::Handle::current(),
+                    pipeline,
+                    &self.log,
+                    &opts.call_id,
+                    listener,
+                    none,
+                )
             })
             .transpose()?;
         Ok(Service {
-            stdin: child.take_stdin(),
-            stdout: child.take_stdout(),
-            stderr: child.take_stderr(),
-            child,
+            stdin: call.take_stdin(),
+            stdout: call.take_stdout(),
+            stderr: call.take_stderr(),
+            call,
+            killer,
             proxy,
         })
     }

@@ -207,7 +207,8 @@ impl SessionBuilder {
         choose_provider(&self.config, self.provider.clone(), self.model.clone())
     }
 
-    /// Opens a new session and returns its runtime, idle until the first input.
+    /// Opens a new session and returns its runtime, idle until the first input. Its MCP servers
+    /// start when [`SessionRuntime::start_mcp`] is awaited.
     pub fn build(self) -> Result<SessionRuntime, BuildError> {
         let chosen = self.choose()?;
         let project = match &self.project {
@@ -267,19 +268,20 @@ impl SessionBuilder {
             log.record(None, Note::Budget { limit })?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
-        Ok(SessionRuntime::new(
-            agent,
-            chosen,
-            self.review,
-            self.off_turn,
-        ))
+        let mcp = self.pending_mcp(&agent, &chosen)?;
+        let mut runtime = SessionRuntime::new(agent, chosen, self.review, self.off_turn);
+        runtime.mcp = mcp;
+        Ok(runtime)
     }
 
     /// Opens the ended or crashed session in `session_dir` again: its log goes on, its workspace
     /// is the one it had, and the conversation is rebuilt from the log's typed events.
     pub fn resume(self, session_dir: &std::path::Path) -> Result<SessionRuntime, BuildError> {
         let r = self.reopen(session_dir)?;
-        SessionRuntime::resumed(r.agent, r.chosen, r.review, r.off_turn, &r.events)
+        let mut runtime =
+            SessionRuntime::resumed(r.agent, r.chosen, r.review, r.off_turn, &r.events)?;
+        runtime.mcp = r.mcp;
+        Ok(runtime)
     }
 
     /// The session in `session_dir` opened again (its log, workspace, policy, budget), with its
@@ -327,6 +329,7 @@ impl SessionBuilder {
             inherit(&session, ratchet)?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
+        let mcp = self.pending_mcp(&agent, &chosen)?;
         // A fork's conversation is its parent's up to the turn it forked at, then its own (what
         // was spent and promised above is this session's own).
         let events = chock_log::read_lineage(session_dir)?;
@@ -336,6 +339,7 @@ impl SessionBuilder {
             review: self.review,
             off_turn: self.off_turn,
             events,
+            mcp,
         })
     }
 
@@ -447,13 +451,17 @@ impl SessionBuilder {
         if agent.host().session().has_nix() {
             agent.offer_tool(Arc::new(chock_tools::builtin::ProvisionProgram))?;
         }
-        self.start_mcp(&mut agent, chosen)?;
         Ok(agent)
     }
 
-    /// Starts the session's MCP servers (chock.toml's once trusted, config.toml's, an editor's)
-    /// and registers the tools they offer under the session's table (docs/mcp.md).
-    fn start_mcp(&self, agent: &mut Agent, chosen: &Chosen) -> Result<(), BuildError> {
+    /// The session's MCP servers (chock.toml's once trusted, config.toml's, an editor's) and
+    /// what starting them needs; they are started on the caller's runtime
+    /// ([`SessionRuntime::start_mcp`]).
+    fn pending_mcp(
+        &self,
+        agent: &Agent,
+        chosen: &Chosen,
+    ) -> Result<Option<super::mcp::PendingMcp>, BuildError> {
         let session = agent.host().session();
         let mut servers = chock_mcp::configured(
             session.policy(),
@@ -467,7 +475,7 @@ impl SessionBuilder {
             }
         }
         if servers.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let pipeline = agent.decider().pipeline();
         let sampler = crate::mcp_sampler::ModelSampler {
@@ -487,11 +495,7 @@ impl SessionBuilder {
             browser: None,
             sign_in_transport: None,
         };
-        let hub = Arc::new(chock_mcp::McpHub::start(session, &servers, &cx)?);
-        for tool in chock_tools::mcp::McpToolAdapter::offered(&hub, &pipeline) {
-            agent.register_tool(tool)?;
-        }
-        Ok(())
+        Ok(Some(super::mcp::PendingMcp { servers, cx }))
     }
 }
 

@@ -13,6 +13,7 @@ mod build_error;
 mod builder;
 mod choose;
 pub mod handover;
+mod mcp;
 mod ops;
 pub mod resume;
 
@@ -90,6 +91,8 @@ pub struct SessionRuntime {
     carried: Option<crate::agent::Carried>,
     /// Set when the session was let go for another process: dropped, it writes no end.
     released: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Its MCP servers, until [`SessionRuntime::start_mcp`] starts them.
+    mcp: Option<mcp::PendingMcp>,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -119,6 +122,7 @@ impl SessionRuntime {
             off_turn,
             carried: None,
             released: std::sync::Arc::default(),
+            mcp: None,
         }
     }
 
@@ -168,9 +172,9 @@ impl SessionRuntime {
 
     /// A session taken over from another process ([`SessionBuilder::adopt`]).
     fn taken_over(r: resume::Reopened, rebuilt: resume::Rebuilt) -> Result<Self, BuildError> {
-        Ok(Self::from_rebuilt(
-            r.agent, r.chosen, r.review, r.off_turn, rebuilt,
-        ))
+        let mut runtime = Self::from_rebuilt(r.agent, r.chosen, r.review, r.off_turn, rebuilt);
+        runtime.mcp = r.mcp;
+        Ok(runtime)
     }
 
     /// What asks this session to let go for another process.

@@ -230,4 +230,6 @@ pub(super) struct Reopened {
     pub(super) review: crate::approval_reviewer::ReviewContext,
     pub(super) off_turn: crate::booking::OffTurnTally,
     pub(super) events: Vec<Event>,
+    /// Its MCP servers, to start once the runtime is made ([`super::SessionRuntime::start_mcp`]).
+    pub(super) mcp: Option<super::mcp::PendingMcp>,
 }

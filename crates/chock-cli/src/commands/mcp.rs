@@ -256,9 +256,23 @@ fn start_and_show(
         browser: None,
         sign_in_transport: None,
     };
-    let mut hub = McpHub::start(&session, std::slice::from_ref(server), &cx)
-        .map_err(|e| Exit::new(FAILURE, e.to_string()))?;
-    let code = if let Some((_, err)) = hub.failures().first() {
+    // The servers run on this command's runtime, and are stopped on it before it goes.
+    let code = super::block_on(async {
+        let mut hub = McpHub::start(&session, std::slice::from_ref(server), &cx)
+            .await
+            .map_err(|e| Exit::new(FAILURE, e.to_string()))?;
+        let code = show(&hub, &pipeline);
+        hub.stop("chock mcp is done").await;
+        Ok::<u8, anyhow::Error>(code)
+    })??;
+    let _ = session.close(false);
+    Ok(ExitCode::from(code))
+}
+
+/// Says how each started server stands (its tools, their decisions and pins), or why the one
+/// that did not start did not; the exit status.
+fn show(hub: &McpHub, pipeline: &chock_decide::Pipeline) -> u8 {
+    if let Some((_, err)) = hub.failures().first() {
         let status = if chock_mcp::server::is_untrusted(err).is_some() {
             REFUSED
         } else {
@@ -280,7 +294,7 @@ fn start_and_show(
                 ),
             }
             for listed in running.tools() {
-                let decision = McpHub::decision_for(&pipeline, &listed.def);
+                let decision = McpHub::decision_for(pipeline, &listed.def);
                 let pin = match &listed.pin {
                     PinState::Pinned => "approved".to_string(),
                     PinState::Changed { pinned: None } => "new since trusted: refused".to_string(),
@@ -301,11 +315,7 @@ fn start_and_show(
             }
         }
         0
-    };
-    hub.stop("chock mcp is done");
-    drop(hub);
-    let _ = session.close(false);
-    Ok(ExitCode::from(code))
+    }
 }
 
 fn test(name: &str, project: &Path) -> anyhow::Result<ExitCode> {

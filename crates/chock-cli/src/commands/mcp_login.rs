@@ -79,10 +79,7 @@ fn with_door<R>(
     .map_err(|e| Exit::new(FAILURE, e.to_string()))?
     .for_call(call_id);
     let transport = DoorTransport::new(broker);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let result = runtime.block_on(work(&transport));
+    let result = super::block_on(work(&transport))?;
     let _ = session.close(false);
     Ok(result)
 }

@@ -79,12 +79,25 @@ impl Person {
     }
 }
 
-/// A project with `chock_toml`, a session over it and its temp directories.
+/// A runtime for a test's servers, as a front end's: multi-threaded, so its workers drive them
+/// while the test blocks on calls.
+pub fn servers_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the servers' runtime")
+}
+
+/// A project with `chock_toml`, a session over it and its temp directories, and the runtime its
+/// servers run on (as a front end's, it outlives them and its workers drive them while the test
+/// calls their tools from runtimes of its own).
 pub struct World {
     pub project: tempfile::TempDir,
     pub sessions: tempfile::TempDir,
     pub data: tempfile::TempDir,
     pub session: Session,
+    pub runtime: tokio::runtime::Runtime,
 }
 
 impl World {
@@ -107,6 +120,7 @@ impl World {
             sessions,
             data,
             session,
+            runtime: servers_runtime(),
         }
     }
 
@@ -158,7 +172,14 @@ impl World {
             browser,
             sign_in_transport,
         };
-        McpHub::start(&self.session, servers, &cx).expect("the hub")
+        self.runtime
+            .block_on(McpHub::start(&self.session, servers, &cx))
+            .expect("the hub")
+    }
+
+    /// Stops `hub`'s servers on the runtime they run on.
+    pub fn stop(&self, hub: &mut McpHub, reason: &str) {
+        self.runtime.block_on(hub.stop(reason));
     }
 
     /// The kinds of the session's log, in order.

@@ -5,7 +5,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// An MCP server started (confined, or reached over HTTP through the broker), failed to start,
-/// was refused a start (not trusted), or stopped.
+/// was refused a start (not trusted), or stopped. A confined server is named by its server
+/// name, never a host pid: it is held through its confiner's handle, and one confined elsewhere
+/// (a microVM guest) has no host pid at all. Logs written before carry a `pid` on `started`;
+/// it is read past (an unknown field) and their chain verifies as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum McpServer {
@@ -20,9 +23,6 @@ pub enum McpServer {
         transport: String,
         /// The SHA-256 of its definition.
         definition: String,
-        /// The host pid of its sandbox's init (stdio only).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pid: Option<u32>,
         /// Whether its process may reach the network (`mcp.<server>.network` allowed; stdio only:
         /// an `http` server is reached by the host, each connection decided as
         /// `net.connect.<host>.<port>`, and is `false` here).

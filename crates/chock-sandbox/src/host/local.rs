@@ -61,9 +61,9 @@ impl LocalConfiner {
     }
 
     /// Starts `plan` now, on this thread (the fork and the setup's report included): what
-    /// [`Confiner::start`] runs on the blocking pool, and what a caller without a tokio runtime
-    /// (a session's service, a test) calls itself. A confined call uses [`Confiner::start`].
-    pub fn start_blocking(
+    /// [`Confiner::start`] runs on the blocking pool, and only there. Every caller, a confined
+    /// call and a session's service alike, goes through [`Confiner::start`].
+    fn start_blocking(
         &self,
         plan: &Plan,
         stdio: StdioMode,
