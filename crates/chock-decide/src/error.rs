@@ -8,9 +8,6 @@ pub enum DecideError {
     /// The log could not record the question, the answer or the decision.
     #[error(transparent)]
     Log(#[from] chock_log::LogError),
-    /// No async runtime could be made to wait for the answer on.
-    #[error("cannot wait for an answer: {0}")]
-    Runtime(#[source] std::io::Error),
 }
 
 /// Why a narrowing of the session's policy was refused.

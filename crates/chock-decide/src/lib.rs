@@ -32,6 +32,5 @@ pub use gate::{
 };
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
 pub use pipeline::{
-    Harness, Observer, Pipeline, PipelineGate, Ruling, Secret, block_on, policy_decision,
-    table_decision,
+    Harness, Observer, Pipeline, PipelineGate, Ruling, Secret, policy_decision, table_decision,
 };

@@ -9,7 +9,6 @@
 //! nobody answering — the same `approval.answer` (`none`) and refused `decision` as a question
 //! nobody answered in time — unless the broker keeps questions open (a stopping daemon).
 
-use std::future::Future;
 use std::sync::{Arc, RwLock};
 
 use crate::AllowScope;
@@ -60,19 +59,6 @@ impl std::fmt::Debug for Pipeline {
         f.debug_struct("Pipeline")
             .field("broker", &self.broker)
             .finish_non_exhaustive()
-    }
-}
-
-/// Runs `work` to completion from synchronous code: on the current runtime when called from a
-/// blocking thread of one (never from inside an async task), else on a small runtime of its own.
-pub fn block_on<F: Future>(work: F) -> Result<F::Output, DecideError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => Ok(handle.block_on(work)),
-        Err(_) => Ok(tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(DecideError::Runtime)?
-            .block_on(work)),
     }
 }
 
@@ -130,27 +116,6 @@ impl Pipeline {
     ) -> Result<Settled, DecideError> {
         let ruling = Ruling::of(&self.verdict(action), action);
         self.settle_ruled(call_id, action, detail, ruling).await
-    }
-
-    /// [`Pipeline::settle`] from synchronous code (see [`block_on`]).
-    pub fn settle_blocking(
-        &self,
-        call_id: Option<&str>,
-        action: &Action,
-        detail: &str,
-    ) -> Result<Settled, DecideError> {
-        block_on(self.settle(call_id, action, detail))?
-    }
-
-    /// [`Pipeline::settle_ruled`] from synchronous code (see [`block_on`]).
-    pub fn settle_ruled_blocking(
-        &self,
-        call_id: Option<&str>,
-        action: &Action,
-        detail: &str,
-        ruling: Ruling,
-    ) -> Result<Settled, DecideError> {
-        block_on(self.settle_ruled(call_id, action, detail, ruling))?
     }
 
     /// As [`Pipeline::settle`], with the table's say given by the caller.

@@ -68,7 +68,7 @@ impl Session {
         let _turn = self.take_turn().await?;
         let pipeline = deciding.pipeline_for(self);
         let call_id = opts.call_id.clone().unwrap_or_else(|| self.next_call_id());
-        crate::nix::off_the_runtime(|| self.settle_devshell(&pipeline, &call_id))?;
+        self.settle_devshell(&pipeline, &call_id).await?;
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();
         // A session's first plan with the git shim finds the host's gits (a `git --exec-path`
         // each, a few directories read): off the runtime's workers.

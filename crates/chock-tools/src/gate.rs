@@ -144,15 +144,10 @@ impl Observer for Tally {
     }
 }
 
-/// A pipeline error as the agent's tools report it: the log's.
-pub(crate) fn log_error(err: DecideError, log: &Log) -> LogError {
-    match err {
-        DecideError::Log(err) => err,
-        other => LogError::Poisoned {
-            path: log.dir().to_path_buf(),
-            reason: other.to_string(),
-        },
-    }
+/// A pipeline error as the agent's tools report it: the log's (the only way settling fails).
+pub(crate) fn log_error(err: DecideError) -> LogError {
+    let DecideError::Log(err) = err;
+    err
 }
 
 impl Decider {
@@ -184,7 +179,7 @@ impl Decider {
             .pipeline()
             .settle(call_id, action, detail)
             .await
-            .map_err(|e| log_error(e, &self.log))?;
+            .map_err(log_error)?;
         Ok(Settled::from(&settled))
     }
 
@@ -205,7 +200,7 @@ impl Decider {
         };
         self.pipeline()
             .decide_without_table(Some(call_id), action, harness)
-            .map_err(|e| log_error(e, &self.log))?;
+            .map_err(log_error)?;
         Ok(())
     }
 }
@@ -218,7 +213,7 @@ impl Decider {
             .pipeline()
             .ask_person(Some(call_id), text)
             .await
-            .map_err(|e| log_error(e, &self.log))?;
+            .map_err(log_error)?;
         Ok(reply.map(|(_, text)| text))
     }
 }

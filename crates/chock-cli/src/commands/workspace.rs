@@ -224,7 +224,7 @@ pub(crate) fn approve(
         context,
         ..Ruling::of(&pipeline.verdict(&action), &action)
     };
-    let settled = pipeline.settle_ruled_blocking(None, &action, question, ruling)?;
+    let settled = super::block_on(pipeline.settle_ruled(None, &action, question, ruling))??;
     match refusal(act, &settled) {
         None => Ok(()),
         Some(why) => Err(Exit::new(REFUSED, why).into()),
@@ -300,7 +300,7 @@ pub(crate) fn confirm_policy_changes(
                 .map(str::to_string)
                 .collect(),
         };
-        let settled = pipeline.settle_ruled_blocking(None, &action, &question, ruling)?;
+        let settled = super::block_on(pipeline.settle_ruled(None, &action, &question, ruling))??;
         let why = match &settled.outcome {
             Outcome::Allowed { .. } => continue,
             Outcome::Unanswered { .. } => format!(

@@ -98,25 +98,28 @@ impl Session {
     /// the call's deadline and interrupt (`call_id`). A refusal or a failure is logged and the
     /// session goes on without a dev shell: the agent may be the one to fix the flake. An
     /// interrupt ends the call (`SessionError::Nix`) and leaves the shell to the next call.
-    pub(crate) fn settle_devshell(
+    ///
+    /// Async like the call it comes before: the decision is awaited on the caller's runtime
+    /// ([`Pipeline::settle`]); only nix itself, a host process waited for, runs off the
+    /// runtime's workers.
+    pub(crate) async fn settle_devshell(
         &self,
         pipeline: &Pipeline,
         call_id: &str,
     ) -> Result<(), SessionError> {
-        let _one = self
-            .nix
-            .settling
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.nix.devshell.get().is_some() {
             return Ok(());
         }
-        let shell = self.devshell_now(pipeline, call_id)?;
+        let _one = self.nix.settling.lock().await;
+        if self.nix.devshell.get().is_some() {
+            return Ok(());
+        }
+        let shell = self.devshell_now(pipeline, call_id).await?;
         let _ = self.nix.devshell.set(shell);
         Ok(())
     }
 
-    fn devshell_now(
+    async fn devshell_now(
         &self,
         pipeline: &Pipeline,
         call_id: &str,
@@ -158,7 +161,7 @@ impl Session {
             "evaluate and build the project's dev shell ({}) with nix on the host",
             installable(&self.project)
         );
-        let settled = pipeline.settle_blocking(Some(CALL_ID), &action, &detail)?;
+        let settled = pipeline.settle(Some(CALL_ID), &action, &detail).await?;
         if !settled.allowed() {
             let (by, reason) = crate::call::refused_words(&settled);
             self.log
@@ -166,7 +169,10 @@ impl Session {
             return Ok(None);
         }
         let started = Instant::now();
-        match self.build_devshell(&dir, &profile, &args, deadline, call_id) {
+        let built = super::off_the_runtime(|| {
+            self.build_devshell(&dir, &profile, &args, deadline, call_id)
+        });
+        match built {
             Ok((shell, bytes)) => {
                 self.log.record(
                     Some(CALL_ID),

@@ -167,8 +167,10 @@ pub(crate) struct NixState {
     /// The project's dev shell: settled at the session's first call (`None`: the project has
     /// none, nix is missing, it was refused or failed; the log says which).
     devshell: OnceLock<Option<DevShell>>,
-    /// Held while the dev shell is settled, so two first calls do not both build it.
-    settling: Mutex<()>,
+    /// Held while the dev shell is settled, so two first calls do not both build it (an async
+    /// lock: the second call waits without holding a runtime thread, and the first holds it
+    /// across its decision's await).
+    settling: tokio::sync::Mutex<()>,
     /// What the agent asked for and was given, in order.
     provisioned: Mutex<Vec<Provisioned>>,
 }
@@ -269,8 +271,8 @@ impl NixState {
     }
 }
 
-/// Runs `f`, which blocks (nix, a decision), from async code without stalling the runtime: in
-/// place on a multi-threaded runtime, else on a thread of its own.
+/// Runs `f`, which blocks (nix, a host process waited for), from async code without stalling the
+/// runtime: in place on a multi-threaded runtime, else on a thread of its own.
 pub(crate) fn off_the_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {

@@ -74,7 +74,7 @@ impl ToolContext<'_> {
                 }
                 Err(RestrictError::Log(err)) => return Err(err),
                 Err(RestrictError::Decision(err)) => {
-                    return Err(crate::gate::log_error(err, &self.decider.log));
+                    return Err(crate::gate::log_error(err));
                 }
             }
         }
