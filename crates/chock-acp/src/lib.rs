@@ -17,6 +17,8 @@
 //! The wire types are a small hand-written [`schema`] pinned to ACP protocol version 1; see
 //! docs/editors.md for what maps to what.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod apply;
 pub mod live;

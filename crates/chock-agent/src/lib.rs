@@ -9,6 +9,8 @@
 //! answering is a refusal. The tools it calls and the session they reach (host, decider, view) are
 //! chock-tools; the person's configuration is chock-config.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod agent;
 pub mod approval;

@@ -15,6 +15,8 @@
 //! This is the one place for that walk: the workspace (scan, diff, checkpoint, apply, adopt, undo)
 //! and the agent's host-side file tools all go through it.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod dir;
 mod make;

@@ -7,6 +7,8 @@
 //! name itself, checks every address of the answer against the [`AddressPolicy`], logs that, and
 //! connects to a checked address only, with no second lookup. docs/network.md describes the door.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod address;
 mod call_proxy;

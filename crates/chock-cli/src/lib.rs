@@ -12,6 +12,9 @@
 //! machine, a third of a whole bubblewrap call (docs/sandbox.md, "The fourth pass"). The commands
 //! that are not `exec` run for seconds to hours and pay one more `execve` instead.
 
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
+
 pub mod build_id;
 mod cli;
 mod commands;

@@ -15,6 +15,8 @@
 //! that runs a session; a test over `cargo metadata` keeps it so. `examples/watch.rs` is a whole
 //! client.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod connection;
 mod remote;

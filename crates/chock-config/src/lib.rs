@@ -6,6 +6,8 @@
 //! one session does cannot change what the next one trusts. A crate of its own so that reading the
 //! person's settings does not pull in the agent's loop and tools.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod config;
 pub mod credentials;

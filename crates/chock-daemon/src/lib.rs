@@ -17,6 +17,8 @@
 //! subscription's one catch-up (`fanout`). Questions are derived from the log, so a late client
 //! or a restarted daemon still shows them, and the daemon never answers one on anyone's behalf.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod conn;
 mod daemon;

@@ -14,6 +14,8 @@
 //!
 //! Nobody answering — nobody to ask, no answer in time, every answerer giving up — is a refusal.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod broker;
 mod error;

@@ -7,6 +7,8 @@
 //! It reads only the environment: nothing here touches the file system. Both the state and the
 //! runtime directory are among the paths chock-policy refuses as `[sandbox]` paths.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 use std::path::PathBuf;
 

@@ -7,6 +7,8 @@
 //! (the redaction funnel runs before any byte is written), and be checkable on another
 //! machine (the Ed25519 seal). docs/log.md describes the format for readers in any language.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod chain;
 pub mod clock;

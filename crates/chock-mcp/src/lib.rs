@@ -12,6 +12,8 @@
 //! the table denies, or one that would ask with nobody to ask, is never offered.
 
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod client;
 mod declared;

@@ -7,6 +7,8 @@
 //! stance over the whole session) is refused and named, never guessed at. [`vet`] runs last on
 //! every read and moves any row this build does not act on into the refusals. See docs/migrate.md.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod claude;
 mod codex;

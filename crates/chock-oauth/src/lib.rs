@@ -17,6 +17,8 @@
 //! - a token's `Debug` never prints it, and [`store`] keeps it in the keyring or a 0600 file.
 
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod assertion;
 pub mod challenge;

@@ -9,6 +9,8 @@
 //! pipeline before it acts. This crate reads the component's imports before it is instantiated and
 //! refuses an import whose act the table denies: it is never linked.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod bindings;
 mod engine;

@@ -5,6 +5,8 @@
 //! project's `chock.toml` — plus the session's ratchet, which only narrows. The crate is pure: it reads
 //! files and environment variables when asked to load, and never touches the kernel. See docs/policy.md.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod action;
 pub mod catalogue;

@@ -19,6 +19,8 @@
 //! [`PROTOCOL_VERSION`] names the client-facing shape; [`schema::client_schema`] exports it as JSON
 //! Schema.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod doc;
 pub mod handle;

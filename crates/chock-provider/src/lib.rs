@@ -5,6 +5,8 @@
 //! the [`Player`] replays a recorded model through the very same trait so that offline runs and tests
 //! exercise the real loop, tools, sandbox and log.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 use std::future::Future;
 use std::pin::Pin;

@@ -12,6 +12,8 @@
 //! runtime's event sink — never by reading back the file it writes, except once for a
 //! subscription's catch-up.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod actor;
 mod feed;

@@ -5,6 +5,9 @@
 //! [`SandboxError::Layer`] before the command runs; there is no switch that turns a layer off.
 //! See docs/sandbox.md for each layer and what it does and does not stop.
 
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
+
 // The crate is split by where its code runs (docs/architecture.md, "The execution seam"):
 // `host` in the Chock process, `child` after fork in the call's processes, `wire` the definitions
 // both read. `child` and `wire` never use `host`, and `wire` uses neither (`layering` checks it).

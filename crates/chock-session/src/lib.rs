@@ -2,6 +2,8 @@
 //! log and sandbox together. There is one confined call, awaited ([`Session::confined_call_async`]):
 //! `chock exec` and the agent's run_command both go through it, so the two cannot drift apart.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod approve;
 mod call;

@@ -13,6 +13,8 @@
 //! its own so that asking a person (`chock apply`, `chock exec`, `chock attach`) does not depend on
 //! the agent's loop.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 use std::io::{BufRead, Write};
 use std::os::fd::AsFd;

@@ -19,6 +19,8 @@
 //! - `git_servers` (feature `git-servers`): real git remotes on loopback, one taking a password over
 //!   smart HTTP, one an `sshd` whose key only a test `ssh-agent` holds.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod events;
 #[cfg(feature = "git-servers")]

@@ -14,6 +14,8 @@
 //! [`dispatch::Toolbox`] and registers its own tools (subagents) on it; nothing here depends on
 //! the loop.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 pub mod builtin;
 pub mod commands;

@@ -19,6 +19,8 @@
 //! area of the viewport the transcript never draws into, in a frame and colours no escaped text
 //! can produce.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod backend;
 pub mod driver;

@@ -71,6 +71,10 @@ impl Drop for Restore {
 
 /// Runs the interface on this terminal until the person leaves (the session it drives is ended
 /// first, or left running in the daemon).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the terminal interface's entry: its runtime, made and driven at the binary's edge"
+)]
 pub fn run(opts: Options) -> Result<(), TuiError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

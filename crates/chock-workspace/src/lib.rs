@@ -7,6 +7,8 @@
 //! the project still matches the base under every selected hunk before it writes anything.
 //! docs/workspace.md explains the choices and their measured cost.
 #![forbid(unsafe_code)]
+// No library makes an async runtime or blocks on one (the workspace's clippy.toml).
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod adopt;
 mod apply;

@@ -29,6 +29,10 @@ pub struct AcpArgs {
     pub answer_timeout: u64,
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the ACP agent's runtime, made and driven at the binary's edge"
+)]
 pub fn run(args: &AcpArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load().map_err(|e| Exit::new(exit::BAD_INPUT, e.to_string()))?;
     let options = chock_acp::Options {

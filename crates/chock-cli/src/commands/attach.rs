@@ -56,6 +56,10 @@ pub(crate) async fn connect() -> anyhow::Result<DaemonClient> {
 
 /// The sessions the running daemon owns and their states (`idle`, `working`, `stopped`, …);
 /// `None` when no daemon answers within two seconds.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "a sync command's one question to the daemon, at the binary's edge"
+)]
 pub(crate) fn daemon_states() -> Option<std::collections::HashMap<String, String>> {
     let socket = chock_dirs::socket_path().ok()?;
     if !socket.exists() {
@@ -94,6 +98,10 @@ pub(crate) fn daemon_states() -> Option<std::collections::HashMap<String, String
     })
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the attaching command's runtime, made at the binary's edge"
+)]
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -101,6 +109,10 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the runtime")
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "`chock attach` drives its runtime at the binary's edge"
+)]
 pub fn run(args: &AttachArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async {
         let client = connect().await?;
@@ -109,6 +121,10 @@ pub fn run(args: &AttachArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `chock run --daemon`: the task started in the daemon, then attached until it ends.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "`chock run --daemon` drives its runtime at the binary's edge"
+)]
 pub(crate) fn run_in_daemon(args: &RunArgs, task: String) -> anyhow::Result<ExitCode> {
     let project = match &args.project {
         Some(p) => p.clone(),

@@ -91,6 +91,10 @@ fn host_location(program: &str) -> Option<String> {
 /// Makes the command's one confined call on the one runtime of the command, made here (a
 /// multi-threaded one: the call's egress proxy is served on it, and its decision may wait on the
 /// terminal on its blocking pool).
+#[allow(
+    clippy::disallowed_methods,
+    reason = "`chock exec`'s one runtime, made and driven at the binary's edge"
+)]
 fn call(
     session: &Session,
     command: &[String],

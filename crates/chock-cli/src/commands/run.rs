@@ -164,6 +164,10 @@ fn build_error(err: &BuildError) -> Exit {
     Exit::new(status, err.to_string())
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "`chock run`'s runtime, which drives the session: the binary's edge"
+)]
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let task = read_task(&args.task)?;
     if args.daemon {

@@ -32,6 +32,10 @@ fn start_error(err: &DaemonError) -> anyhow::Error {
     Exit::new(status, err.to_string()).into()
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the daemon's runtime, made and driven at the binary's edge"
+)]
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(host) = &args.host {
         chock_daemon::loopback_addr(host).map_err(|e| start_error(&e))?;
