@@ -279,9 +279,24 @@ impl SandboxChild {
         if !ended {
             self.signal_init();
             drop(init.readable().await.map_err(io)?);
+        } else if !self.status_written() {
+            // The init died without a status (killed: an interrupt, a service stopped). Its end
+            // of the status pipe closed as it began to exit, before the kernel killed the rest of
+            // its pid namespace; the namespace is gone once the init's pidfd reads.
+            drop(init.readable().await.map_err(io)?);
         }
         drop((status, init));
         Ok(self.conclude(ended))
+    }
+
+    /// Whether the init wrote the command's status (it does once every other process of the
+    /// call is gone), rather than its end of the pipe closing without one.
+    fn status_written(&self) -> bool {
+        let mut pending: libc::c_int = 0;
+        // SAFETY: FIONREAD on our own pipe's read end writes one int.
+        let rc =
+            unsafe { libc::ioctl(self.status_r.as_raw_fd(), libc::FIONREAD, &raw mut pending) };
+        rc == 0 && pending > 0
     }
 
     /// A handle that kills the call from anywhere (another task, an interrupt), through a
