@@ -30,6 +30,7 @@ pub mod oauth;
 mod remote;
 pub mod server;
 mod sse;
+mod stdio;
 pub mod tools;
 pub mod trust;
 

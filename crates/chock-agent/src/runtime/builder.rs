@@ -268,7 +268,13 @@ impl SessionBuilder {
             log.record(None, Note::Budget { limit })?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
-        let mcp = self.pending_mcp(&agent, &chosen)?;
+        let mcp = super::mcp::pending(
+            &agent,
+            &self.config,
+            &self.mcp_extra,
+            self.mcp_trust.as_deref(),
+            || self.off_turn(&chosen, agent.log(), agent.budget()),
+        )?;
         let mut runtime = SessionRuntime::new(agent, chosen, self.review, self.off_turn);
         runtime.mcp = mcp;
         Ok(runtime)
@@ -329,7 +335,13 @@ impl SessionBuilder {
             inherit(&session, ratchet)?;
         }
         let agent = self.agent(session, &chosen, budget, depth)?;
-        let mcp = self.pending_mcp(&agent, &chosen)?;
+        let mcp = super::mcp::pending(
+            &agent,
+            &self.config,
+            &self.mcp_extra,
+            self.mcp_trust.as_deref(),
+            || self.off_turn(&chosen, agent.log(), agent.budget()),
+        )?;
         // A fork's conversation is its parent's up to the turn it forked at, then its own (what
         // was spent and promised above is this session's own).
         let events = chock_log::read_lineage(session_dir)?;
@@ -452,50 +464,6 @@ impl SessionBuilder {
             agent.offer_tool(Arc::new(chock_tools::builtin::ProvisionProgram))?;
         }
         Ok(agent)
-    }
-
-    /// The session's MCP servers (chock.toml's once trusted, config.toml's, an editor's) and
-    /// what starting them needs; they are started on the caller's runtime
-    /// ([`SessionRuntime::start_mcp`]).
-    fn pending_mcp(
-        &self,
-        agent: &Agent,
-        chosen: &Chosen,
-    ) -> Result<Option<super::mcp::PendingMcp>, BuildError> {
-        let session = agent.host().session();
-        let mut servers = chock_mcp::configured(
-            session.policy(),
-            session.project(),
-            &self.config.mcp_servers,
-            self.config.source.as_deref(),
-        );
-        for extra in &self.mcp_extra {
-            if !servers.iter().any(|s| s.def.name == extra.def.name) {
-                servers.push(extra.clone());
-            }
-        }
-        if servers.is_empty() {
-            return Ok(None);
-        }
-        let pipeline = agent.decider().pipeline();
-        let sampler = crate::mcp_sampler::ModelSampler {
-            session: self.off_turn(chosen, agent.log(), agent.budget()),
-        };
-        let trust_path = match &self.mcp_trust {
-            Some(path) => path.clone(),
-            None => chock_mcp::default_trust_path()?,
-        };
-        let trust = chock_mcp::TrustStore::open(&trust_path)?;
-        let cx = chock_mcp::StartContext {
-            pipeline: pipeline.clone(),
-            sampler: Some(Arc::new(sampler)),
-            trust: Arc::new(std::sync::Mutex::new(trust)),
-            trusting: false,
-            network: agent.host().network().clone(),
-            browser: None,
-            sign_in_transport: None,
-        };
-        Ok(Some(super::mcp::PendingMcp { servers, cx }))
     }
 }
 

@@ -3,14 +3,65 @@
 //! caller's runtime ([`SessionRuntime::start_mcp`]), where their rmcp clients, stderr drains and
 //! proxies then run for the session's life. Starting them builds no runtime of its own.
 
+use std::path::Path;
 use std::sync::Arc;
 
+use chock_config::config::Config;
+
 use super::{BuildError, SessionRuntime};
+use crate::agent::Agent;
+use crate::booking::OffTurn;
 
 /// Servers configured for a session and what starting them needs, until they are started.
 pub(crate) struct PendingMcp {
     pub(crate) servers: Vec<chock_mcp::Configured>,
     pub(crate) cx: chock_mcp::StartContext,
+}
+
+/// The session's MCP servers (chock.toml's once trusted, config.toml's `config`, an editor's
+/// `extra`) and what starting them needs (`trust`: the trust file, else the person's; `off_turn`:
+/// the account a server's sampling is booked to); `None` when there are none.
+pub(crate) fn pending(
+    agent: &Agent,
+    config: &Config,
+    extra: &[chock_mcp::Configured],
+    trust: Option<&Path>,
+    off_turn: impl FnOnce() -> OffTurn,
+) -> Result<Option<PendingMcp>, BuildError> {
+    let session = agent.host().session();
+    let mut servers = chock_mcp::configured(
+        session.policy(),
+        session.project(),
+        &config.mcp_servers,
+        config.source.as_deref(),
+    );
+    for extra in extra {
+        if !servers.iter().any(|s| s.def.name == extra.def.name) {
+            servers.push(extra.clone());
+        }
+    }
+    if servers.is_empty() {
+        return Ok(None);
+    }
+    let pipeline = agent.decider().pipeline();
+    let sampler = crate::mcp_sampler::ModelSampler {
+        session: off_turn(),
+    };
+    let trust_path = match trust {
+        Some(path) => path.to_path_buf(),
+        None => chock_mcp::default_trust_path()?,
+    };
+    let trust = chock_mcp::TrustStore::open(&trust_path)?;
+    let cx = chock_mcp::StartContext {
+        pipeline,
+        sampler: Some(Arc::new(sampler)),
+        trust: Arc::new(std::sync::Mutex::new(trust)),
+        trusting: false,
+        network: agent.host().network().clone(),
+        browser: None,
+        sign_in_transport: None,
+    };
+    Ok(Some(PendingMcp { servers, cx }))
 }
 
 impl SessionRuntime {
