@@ -7,6 +7,7 @@
 //! The guest names nothing of the host here but the paths it was told to mount.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;

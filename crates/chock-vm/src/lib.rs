@@ -9,6 +9,8 @@
 //! A guest is kept warm between calls; one killed mid-call fails that call, and the next call
 //! boots a new one.
 
+#![cfg_attr(not(test), deny(clippy::disallowed_methods))]
+
 mod accel;
 mod call;
 mod confiner;

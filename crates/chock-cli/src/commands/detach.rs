@@ -4,7 +4,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use chock_protocol::rpc::{AdoptParams, Call, Started};
 
 use super::attach::{client_error, connect};
@@ -22,11 +21,7 @@ pub struct DetachArgs {
 }
 
 pub fn run(args: &DetachArgs) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    runtime.block_on(async {
+    super::block_on(async {
         let mut client = connect().await?;
         let started: Started = client
             .call(&Call::SessionsAdopt(AdoptParams {
@@ -43,5 +38,5 @@ pub fn run(args: &DetachArgs) -> anyhow::Result<ExitCode> {
             started.session
         );
         Ok(ExitCode::SUCCESS)
-    })
+    })?
 }

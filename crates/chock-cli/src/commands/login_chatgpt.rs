@@ -32,19 +32,14 @@ pub fn run(
     let issuer = Issuer::new(table.issuer.as_deref().unwrap_or(chatgpt::ISSUER))
         .map_err(|e| Exit::new(BAD_INPUT, format!("providers.{name}.issuer: {e}")))?;
     let transport = DirectTransport::new().map_err(|e| Exit::new(FAILURE, e))?;
-    // The binary's edge: one runtime for the one sign-in.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let signed = runtime
-        .block_on(async {
-            if device_code {
-                by_device_code(&issuer, &transport).await
-            } else {
-                in_browser(&issuer, &transport, callback_port).await
-            }
-        })
-        .map_err(|e| Exit::new(FAILURE, format!("signing in to {}: {e}", issuer.as_str())))?;
+    let signed = super::block_on(async {
+        if device_code {
+            by_device_code(&issuer, &transport).await
+        } else {
+            in_browser(&issuer, &transport, callback_port).await
+        }
+    })?
+    .map_err(|e| Exit::new(FAILURE, format!("signing in to {}: {e}", issuer.as_str())))?;
     let kept = chatgpt::save(name, &signed).map_err(|e| Exit::new(FAILURE, e.to_string()))?;
     let who = signed.email.as_deref().unwrap_or("a ChatGPT account");
     match signed.account_id.as_deref() {
