@@ -29,6 +29,7 @@ mod negotiate;
 pub mod oauth;
 mod remote;
 pub mod server;
+mod sign_in_question;
 mod sse;
 mod stdio;
 pub mod tools;
@@ -48,6 +49,7 @@ pub use error::McpError;
 pub use files::ProjectFiles;
 pub use remote::destination_action;
 pub use server::{Listed, PinState, Server, StartContext};
+pub use sign_in_question::QuestionBrowser;
 pub use tools::ToolDef;
 pub use trust::{FileChange, Origin, TrustState, TrustStore, default_trust_path};
 

@@ -221,6 +221,33 @@ impl chock_oauth::Browser for Person {
     }
 }
 
+/// The person at a client, answering a free question: goes to the address on its last line in
+/// their browser ([`Person`]), then replies `accept`.
+#[derive(Debug, Default)]
+struct SignsIn {
+    asked: Mutex<Vec<String>>,
+}
+
+impl chock_decide::Answerer for SignsIn {
+    fn name(&self) -> String {
+        "the person".into()
+    }
+    fn role(&self) -> chock_decide::Role {
+        chock_decide::Role::Human
+    }
+    fn answer<'a>(&'a self, q: &'a chock_decide::Question) -> chock_decide::AnswerFuture<'a> {
+        self.asked.lock().unwrap().push(q.text.clone());
+        let address = q.text.lines().last().unwrap_or_default().to_string();
+        Box::pin(async move {
+            let url = url::Url::parse(&address).ok()?;
+            chock_oauth::Browser::visit(&Person, &url, "").await.ok()?;
+            Some(chock_decide::Answer::Reply {
+                text: "accept".into(),
+            })
+        })
+    }
+}
+
 async fn plain_get(url: url::Url) -> Result<chock_oauth::HttpResponse, String> {
     use http_body_util::BodyExt;
     let stream = tokio::net::TcpStream::connect((
@@ -468,6 +495,59 @@ fn a_session_signs_in_again_for_more_scope_and_at_a_moved_authorization_server()
     }
     drop(hub);
 
+    // A session's own way: the person is asked, through the pipeline every client answers, to
+    // sign in at the authorization server; nobody answering fails the call before any
+    // authorization request, and a person who signs in and replies `accept` lets it through.
+    shared.lock().unwrap().call_needs = "deploy".into();
+    let asked = World::new(&rules);
+    let nobody = asked.pipeline(None);
+    let before = shared.lock().unwrap().authorizations.len();
+    let hub = asked.start_with(
+        &[server(&url)],
+        &nobody,
+        false,
+        None,
+        Some(Arc::new(chock_mcp::QuestionBrowser::new(nobody.clone()))),
+        None,
+    );
+    // (The kept grant is the other server's now: the start itself needs the sign-in.)
+    let failures = format!("{:?}", hub.failures());
+    assert!(failures.contains("nobody answered"), "{failures}");
+    assert_eq!(
+        shared.lock().unwrap().authorizations.len(),
+        before,
+        "nobody was sent to the authorization server"
+    );
+    drop(hub);
+    let person = Arc::new(SignsIn::default());
+    let answered = asked.session.pipeline(
+        chock_decide::ApprovalBroker::new()
+            .with(Arc::clone(&person) as Arc<dyn chock_decide::Answerer>),
+    );
+    let hub = asked.start_with(
+        &[server(&url)],
+        &answered,
+        false,
+        None,
+        Some(Arc::new(chock_mcp::QuestionBrowser::new(answered.clone()))),
+        None,
+    );
+    assert_eq!(call(&asked, &hub, &rt), "written");
+    // Two sign-ins, each a question: at the start (the kept grant is the other server's), and
+    // the step-up for `deploy`.
+    let questions = person.asked.lock().unwrap().clone();
+    assert_eq!(questions.len(), 2, "{questions:?}");
+    for q in &questions {
+        assert!(q.contains("sign in again at 127.0.0.1"), "{q}");
+    }
+    assert!(
+        questions[1].contains("scope=read+write+deploy"),
+        "{}",
+        questions[1]
+    );
+    assert!(shared.lock().unwrap().authorizations.len() > before);
+    drop(hub);
+
     let s = shared.lock().unwrap();
     assert!(
         s.at_servers.iter().all(|(_, a, _)| a.is_none()),
@@ -476,7 +556,11 @@ fn a_session_signs_in_again_for_more_scope_and_at_a_moved_authorization_server()
     let tokens: Vec<String> = s.tokens.keys().cloned().collect();
     drop(s);
     let mut logged = String::new();
-    for dir in [alone.session.log().dir(), world.session.log().dir()] {
+    for dir in [
+        alone.session.log().dir(),
+        world.session.log().dir(),
+        asked.session.log().dir(),
+    ] {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_file() {

@@ -53,12 +53,14 @@ pub(crate) fn pending(
     };
     let trust = chock_mcp::TrustStore::open(&trust_path)?;
     let cx = chock_mcp::StartContext {
-        pipeline,
+        pipeline: pipeline.clone(),
         sampler: Some(Arc::new(sampler)),
         trust: Arc::new(std::sync::Mutex::new(trust)),
         trusting: false,
         network: agent.host().network().clone(),
-        browser: None,
+        // A server that needs a new sign-in mid-session sends the person there by a question
+        // every client shows (its authorization server's host decided first, as `net.connect`).
+        browser: Some(Arc::new(chock_mcp::QuestionBrowser::new(pipeline.clone()))),
         sign_in_transport: None,
     };
     Ok(Some(PendingMcp { servers, cx }))
