@@ -179,13 +179,14 @@ fn lint_without_a_table_is_bad_input() {
 }
 
 #[test]
-fn lint_warns_on_a_rule_only_a_pending_name_can_match() {
+fn lint_says_what_allow_means_for_a_password() {
+    // Only the `allow` row gets the note: a password is still typed by a person at the prompt.
     let w = project(
         Some(
             "[[rule]]\naction = \"git.commit\"\ndecision = \"deny\"\n\n\
-             [[rule]]\naction = \"git.*\"\ndecision = \"ask\"\n\n\
-             [[rule]]\naction = \"secret.password.github\"\ndecision = \"deny\"\n\n\
-             [[rule]]\naction = \"fs.write\"\ndecision = \"ask\"\n\n\
+             [[rule]]\naction = \"secret.password.com.github\"\ndecision = \"allow\"\n\n\
+             [[rule]]\naction = \"secret.password.*\"\ndecision = \"deny\"\n\n\
+             [[rule]]\naction = \"fs.write\"\ndecision = \"allow\"\n\n\
              [[rule]]\naction = \"*\"\ndecision = \"ask\"\n",
         ),
         "",
@@ -194,10 +195,10 @@ fn lint_warns_on_a_rule_only_a_pending_name_can_match() {
 }
 
 #[test]
-fn lint_warns_on_a_pending_rule_in_an_org_bundle() {
+fn lint_says_what_allow_means_for_a_password_in_an_org_bundle() {
     let w = project(
         None,
-        "[[rule]]\naction = \"secret.password.*\"\ndecision = \"deny\"\n",
+        "[[rule]]\naction = \"secret.password.*\"\ndecision = \"allow\"\n",
     );
     insta::assert_snapshot!(chock(
         &w,
@@ -207,11 +208,11 @@ fn lint_warns_on_a_pending_rule_in_an_org_bundle() {
 }
 
 #[test]
-fn check_says_a_pending_name_is_asked_by_nothing() {
+fn check_says_how_a_password_is_asked() {
     let w = project(None, "");
     insta::assert_snapshot!(chock(
         &w,
         "org.toml",
-        &["policy", "check", "secret.password.github"]
+        &["policy", "check", "secret.password.com.github"]
     ));
 }

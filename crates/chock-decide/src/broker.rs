@@ -42,6 +42,7 @@ struct Open {
     role: Role,
     kind: QuestionKind,
     action: Option<String>,
+    secret: bool,
     push: Option<oneshot::Sender<(String, Answer)>>,
 }
 
@@ -305,11 +306,11 @@ impl ApprovalBroker {
         if open.role != Role::Human {
             return Err(AnswerError::NotForPeople(question.to_string()));
         }
-        if !answer.fits(open.kind, open.action.as_deref()) {
+        if !answer.fits(open.kind, open.action.as_deref(), open.secret) {
             return Err(AnswerError::DoesNotFit {
                 question: question.to_string(),
                 answer: answer.kind(),
-                offered: offered(open.kind, open.action.as_deref()),
+                offered: offered(open.kind, open.action.as_deref(), open.secret),
             });
         }
         let push = open.push.take();
@@ -357,6 +358,7 @@ impl ApprovalBroker {
                 role,
                 kind: question.kind,
                 action: question.action.clone(),
+                secret: question.secret,
                 push: Some(push_tx),
             },
         );
@@ -464,7 +466,7 @@ impl ApprovalBroker {
                     },
                     (_, answer) => answer,
                 };
-                if !answer.fits(question.kind, question.action.as_deref()) {
+                if !answer.fits(question.kind, question.action.as_deref(), question.secret) {
                     continue;
                 }
                 if self.close(id, Some(&name)) {

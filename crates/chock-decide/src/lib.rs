@@ -34,5 +34,6 @@ pub use gate::{
 };
 pub use outcome::{AllowedBy, Count, Outcome, RefusedBy, Settled};
 pub use pipeline::{
-    Harness, Observer, Pipeline, PipelineGate, Ruling, Secret, policy_decision, table_decision,
+    Harness, Observer, Pipeline, PipelineGate, Ruling, Secret, SettledSecret, policy_decision,
+    table_decision,
 };

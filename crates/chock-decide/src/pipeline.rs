@@ -30,7 +30,7 @@ mod secret;
 pub use gate::PipelineGate;
 use questions::{Unanswered, from_reply, highest_question_number, reasons_of};
 pub use ruling::{Harness, Ruling, policy_decision, table_decision};
-pub use secret::Secret;
+pub use secret::{Secret, SettledSecret};
 
 /// Told what the pipeline did, after it is in the log (the agent streams its events from here and
 /// counts its summary).
@@ -239,7 +239,14 @@ impl Pipeline {
         call_id: Option<&str>,
         text: &str,
     ) -> Result<Option<(String, String)>, DecideError> {
-        let (question, answered) = self.put_free_question(call_id, text, false).await?;
+        let (question, reply) = self.put_free_question(call_id, text, false, None).await?;
+        let answered = match reply {
+            Reply::Answered {
+                by,
+                answer: Answer::Reply { text },
+            } => Some((by, text)),
+            _ => None,
+        };
         self.record_free_answer(
             call_id,
             question,
@@ -249,15 +256,17 @@ impl Pipeline {
         Ok(answered)
     }
 
-    /// Puts a free question (no act, no decision) to the people and waits: its `approval.ask` is
-    /// written first, and an unanswered question is closed as such however this ends. Gives the
-    /// question's id and who answered what; the caller writes the answer (a secret's differently).
+    /// Puts a free question (not an approval) to the people and waits: its `approval.ask` is
+    /// written first, and an unanswered question is closed as such however this ends (with
+    /// `if_dropped`, the act's refused decision, logged too). Gives the question's id and its
+    /// reply; the caller writes the answer (a secret's differently).
     async fn put_free_question(
         &self,
         call_id: Option<&str>,
         text: &str,
         secret: bool,
-    ) -> Result<(String, Option<(String, String)>), DecideError> {
+        if_dropped: Option<Settled>,
+    ) -> Result<(String, Reply), DecideError> {
         let question = Question {
             secret,
             id: self.next_question_id(),
@@ -289,21 +298,17 @@ impl Pipeline {
             question: &question,
             role: Role::Human,
             policy_file: None,
-            settled: None,
+            settled: if_dropped.map(|mut settled| {
+                settled.questions.push(question.id.clone());
+                settled
+            }),
             armed: true,
         };
         let mut opened = self.broker.open(Role::Human, &question);
         opened.given_up_by_caller();
         let reply = self.broker.wait(Role::Human, &question, opened).await;
         unanswered.disarm();
-        let answered = match reply {
-            Reply::Answered {
-                by,
-                answer: Answer::Reply { text },
-            } => Some((by, text)),
-            _ => None,
-        };
-        Ok((question.id, answered))
+        Ok((question.id, reply))
     }
 
     /// Writes a free question's `approval.answer`: who answered, and `reply` (none for a secret).

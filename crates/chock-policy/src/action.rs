@@ -132,6 +132,13 @@ impl Action {
         Action::parse(&format!("net.connect.{}.{port}", reverse_host(host)?))
     }
 
+    /// `secret.password.<reversed host>`: a password for `host` typed by a person at git's prompt
+    /// and handed to one call (`chock askpass`). Reversed like `net.*`, so `secret.password.com.
+    /// github.*` names a host and everything under it.
+    pub fn secret_password(host: &str) -> Result<Action, ActionError> {
+        Action::parse(&format!("secret.password.{}", reverse_host(host)?))
+    }
+
     /// `exec.<class>.<program>`: running `program` (a file name; dots in it become further labels, so
     /// `python3.12` is `exec.system.python3.12`).
     pub fn exec(class: ExecClass, program: &str) -> Result<Action, ActionError> {
@@ -234,6 +241,12 @@ mod tests {
             Action::net_fetch("127.0.0.1").unwrap().as_str(),
             "net.fetch.1.0.0.127"
         );
+        assert_eq!(
+            Action::secret_password("Git.Example.org").unwrap().as_str(),
+            "secret.password.org.example.git"
+        );
+        assert!(Action::secret_password("a host").is_err());
+        assert!(Action::secret_password("").is_err());
         assert_eq!(
             Action::net_fetch("[::1]").unwrap().as_str(),
             "net.fetch.0-0-0-0-0-0-0-1"

@@ -124,7 +124,7 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     ("subagent.spawn", Decision::Allow, Some("subagent.spawn")),
     ("subagent.take", Decision::Allow, Some("subagent.take")),
     (
-        "secret.password.github",
+        "secret.password.com.github",
         Decision::Ask,
         Some("secret.password.*"),
     ),

@@ -43,7 +43,15 @@ struct Setup {
 }
 
 fn setup(server: &GitHttpServer, reply: Option<&str>) -> Setup {
+    setup_with(server, reply, "")
+}
+
+/// As [`setup`], with `table` as the project's chock.toml.
+fn setup_with(server: &GitHttpServer, reply: Option<&str>, table: &str) -> Setup {
     let project = GitProject::new();
+    if !table.is_empty() {
+        project.write("chock.toml", table);
+    }
     git(project.path(), &["remote", "add", "origin", &server.url()]);
     let workspace = project.root().join("workspace");
     git(
@@ -150,6 +158,24 @@ impl Setup {
         text
     }
 }
+
+/// The `decision` events for `action`: (allowed, decided_by).
+fn decisions(s: &Setup, action: &str) -> Vec<(bool, String)> {
+    chock_log::read_events(s.pipeline.log().dir())
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind.to_string() == "decision" && e.data["action"] == action)
+        .map(|e| {
+            (
+                e.data["allowed"].as_bool().unwrap(),
+                e.data["decided_by"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The act git's password prompt for the test server is settled as.
+const PASSWORD_ACT: &str = "secret.password.1.0.0.127";
 
 /// A socket pair like the call's: the host's end close-on-exec, the call's end inherited.
 fn channel() -> (OwnedFd, OwnedFd) {
@@ -292,4 +318,103 @@ async fn a_password_the_redaction_cannot_cover_is_never_handed_to_git() {
     );
     assert!(!server.saw_the_password());
     assert_eq!(server.head("main"), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_table_that_denies_the_hosts_password_asks_nobody_and_the_push_fails() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let s = setup_with(
+        &server,
+        Some(PASSWORD),
+        "[[rule]]\naction = \"secret.password.1.0.0.127\"\ndecision = \"deny\"\n",
+    );
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(!out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`secret.password.1.0.0.127` is denied by")
+            && stderr.contains("chock.toml:2 (rule `secret.password.1.0.0.127`)")
+            && stderr.contains("nobody is asked"),
+        "{stderr}"
+    );
+    assert!(s.asked.lock().unwrap().is_empty(), "a prompt was shown");
+    assert!(!server.saw_the_password());
+    assert_eq!(server.head("main"), None);
+    let logged = decisions(&s, PASSWORD_ACT);
+    assert!(!logged.is_empty(), "the deny is not logged");
+    assert!(logged.iter().all(|(allowed, _)| !allowed), "{logged:?}");
+    assert!(logged[0].1.contains("chock.toml:2"), "{logged:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shipped_ask_puts_the_prompt_to_the_person_and_the_push_works() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let server = GitHttpServer::start("alice", PASSWORD);
+    // Another host's password denied: this host's is the shipped `ask`.
+    let s = setup_with(
+        &server,
+        Some(PASSWORD),
+        "[[rule]]\naction = \"secret.password.org.example.*\"\ndecision = \"deny\"\n",
+    );
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
+    let asked = s.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "the prompt is the one question: {asked:?}");
+    assert!(asked[0].contains(PASSWORD_ACT), "{}", asked[0]);
+    let logged = decisions(&s, PASSWORD_ACT);
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(logged[0].0, "{logged:?}");
+    assert!(
+        logged[0].1.contains("`secret.password.*`")
+            && logged[0].1.contains("ask; allowed by browser"),
+        "{logged:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allow_still_asks_the_person_and_hands_out_nothing_stored() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let table = "[[rule]]\naction = \"secret.password.1.0.0.127\"\ndecision = \"allow\"\n";
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let s = setup_with(&server, Some(PASSWORD), table);
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
+    assert_eq!(s.asked.lock().unwrap().len(), 1, "the person typed it");
+    let logged = decisions(&s, PASSWORD_ACT);
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(
+        logged[0].0 && logged[0].1.contains("allowed by browser"),
+        "{logged:?}"
+    );
+
+    // With nobody there, `allow` gives git nothing.
+    let server = GitHttpServer::start("alice", PASSWORD);
+    let s = setup_with(&server, None, table);
+    let plan = s.plan();
+    let credentials = Credentials::new();
+    credentials.approve(plan.clone());
+    let out = s.push(&plan, &credentials).await;
+    assert!(!out.status.success(), "{out:?}");
+    assert!(!server.saw_the_password());
+    assert_eq!(server.head("main"), None);
+    let logged = decisions(&s, PASSWORD_ACT);
+    assert!(logged.iter().all(|(allowed, _)| !allowed), "{logged:?}");
 }

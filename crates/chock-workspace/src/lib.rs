@@ -49,6 +49,7 @@ pub use manage::{Listed, list, remove};
 pub use meta::{Backing, Meta};
 pub use push::{
     PromptKind, PushError, PushPlan, PushRequest, PushSource, PushedRef, host_config, plan_push,
+    read_prompt,
 };
 pub use record::{ApplyRecord, session_of as session_dir_of_apply};
 pub use render::{RenderMode, render, render_content};

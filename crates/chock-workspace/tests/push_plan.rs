@@ -356,3 +356,40 @@ fn the_planned_push_reaches_the_hosts_remote_whatever_the_workspace_configures()
         decoy.served()
     );
 }
+
+#[test]
+fn a_prompt_is_read_for_its_host_and_one_naming_none_is_refused() {
+    use chock_workspace::read_prompt;
+    let (kind, url) = read_prompt("Password for 'https://alice@Git.Example.org:8443': ").unwrap();
+    assert_eq!(kind, PromptKind::Password);
+    assert_eq!(url.host, "git.example.org");
+    assert_eq!(url.port, 8443);
+    assert_eq!(url.user.as_deref(), Some("alice"));
+    // git's trailing space, or none, or a newline after it.
+    for prompt in [
+        "Username for 'http://127.0.0.1:8080':",
+        "Username for 'http://127.0.0.1:8080': \n",
+    ] {
+        let (kind, url) = read_prompt(prompt).unwrap();
+        assert_eq!(
+            (kind, url.host.as_str()),
+            (PromptKind::Username, "127.0.0.1")
+        );
+    }
+    for prompt in [
+        "",
+        "Password: ",
+        "Enter passphrase for key '/root/.ssh/id_ed25519': ",
+        "Password for https://example.org: ",
+        "Password for 'https://example.org",
+        "Password for '': ",
+        "Password for 'https://': ",
+        "Password for 'https://a b/': ",
+        "Password for 'https://alice:pw@example.org': ",
+        "Password for 'ssh://git@example.org/x': ",
+        "Password for 'file:///tmp/x': ",
+        "Password for 'https://example.org:99999': ",
+    ] {
+        assert!(read_prompt(prompt).is_err(), "{prompt:?} was read");
+    }
+}

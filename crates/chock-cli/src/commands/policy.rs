@@ -119,6 +119,9 @@ fn check(name: &str, project: &Path) -> anyhow::Result<ExitCode> {
     if let catalogue::State::Pending(pending) = entry.state {
         say!("note:       nothing asks {action} yet ({pending}): this answer is never given");
     }
+    if let Some(means) = catalogue::allow_means(entry) {
+        say!("note:       {means}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -181,6 +184,15 @@ fn lint(file: Option<&Path>, as_org: bool) -> anyhow::Result<ExitCode> {
                 rule.pattern
             );
         }
+        if rule.decision == chock_policy::Decision::Allow
+            && let Some(means) = allow_means(&rule.pattern)
+        {
+            say!(
+                "note: {}: rule `{}` = allow: {means}",
+                rule.place(),
+                rule.pattern
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -217,6 +229,17 @@ fn no_effect(pattern: &chock_policy::Pattern) -> Option<String> {
                 + ", …"
         ),
     })
+}
+
+/// What an `allow` on `pattern` does when it is not "goes ahead unasked": every name the pattern
+/// can match says the same ([`catalogue::allow_means`]; `secret.password.*`, not `*`).
+fn allow_means(pattern: &chock_policy::Pattern) -> Option<&'static str> {
+    let matched = catalogue::entries_matched_by(pattern);
+    let first = catalogue::allow_means(matched.first()?)?;
+    matched
+        .iter()
+        .all(|e| catalogue::allow_means(e) == Some(first))
+        .then_some(first)
 }
 
 /// The absolute directory holding a table, for refusing write paths into the real project.

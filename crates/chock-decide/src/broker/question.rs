@@ -121,16 +121,19 @@ impl Answer {
     }
 
     /// Whether the answer is one `question` offers ([`Question::answers`]).
-    pub(super) fn fits(&self, kind: QuestionKind, action: Option<&str>) -> bool {
-        offered(kind, action).contains(&self.kind())
+    pub(super) fn fits(&self, kind: QuestionKind, action: Option<&str>, secret: bool) -> bool {
+        offered(kind, action, secret).contains(&self.kind())
     }
 }
 
-/// The answers a person may give a question of `kind` about `action`.
-pub(super) fn offered(kind: QuestionKind, action: Option<&str>) -> Vec<AnswerKind> {
+/// The answers a person may give a question of `kind` about `action`. A secret may also be
+/// refused with a reason: an answerer that cannot take one masked (an editor over ACP) says so
+/// in the log instead of leaving the prompt to time out.
+pub(super) fn offered(kind: QuestionKind, action: Option<&str>, secret: bool) -> Vec<AnswerKind> {
     match kind {
         // An approval always names its act; one that did not would still be an act.
         QuestionKind::Approval => answers_for(Asked::Person, Some(action.unwrap_or_default())),
+        QuestionKind::Question if secret => vec![AnswerKind::Reply, AnswerKind::Deny],
         QuestionKind::Question => answers_for(Asked::Person, None),
     }
 }
@@ -140,7 +143,7 @@ impl Question {
     /// for an apply; a reply to a free question): what an answerer offers, and all the broker
     /// takes.
     pub fn answers(&self) -> Vec<AnswerKind> {
-        offered(self.kind, self.action.as_deref())
+        offered(self.kind, self.action.as_deref(), self.secret)
     }
 }
 

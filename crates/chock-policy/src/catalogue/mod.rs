@@ -18,7 +18,7 @@ use crate::pattern::Pattern;
 
 mod names;
 
-pub use names::{ASKPASS, CATALOGUE, Entry, State};
+pub use names::{CATALOGUE, Entry, PASSWORD_ALLOW, State};
 
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +122,13 @@ pub fn asked_entries_matched_by(pattern: &Pattern) -> Vec<&'static Entry> {
         .collect()
 }
 
+/// What a rule's `allow` does for `entry` when it is not "the act goes ahead unasked": for
+/// `secret.password.<host>` the grant is a password only a person has, so `allow` still puts the
+/// prompt to a person ([`PASSWORD_ALLOW`]). `None`: `allow` means what it says.
+pub fn allow_means(entry: &Entry) -> Option<&'static str> {
+    (entry.template == "secret.password.<host>").then_some(PASSWORD_ALLOW)
+}
+
 /// True when `pattern` can match at least one action this build defines.
 pub fn pattern_is_defined(pattern: &Pattern) -> bool {
     !entries_matched_by(pattern).is_empty()
@@ -200,7 +207,8 @@ mod tests {
             "subagent.spawn",
             "subagent.take",
             "secret.password.*",
-            "secret.password.github",
+            "secret.password.com.github",
+            "secret.password.1.0.0.127",
             "memory.read",
             "memory.write",
             "memory.*",

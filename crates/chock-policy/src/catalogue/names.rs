@@ -21,8 +21,9 @@ pub enum State {
     Pending(&'static str),
 }
 
-/// Why `secret.password.*` is pending.
-pub const ASKPASS: &str = "a push's password goes to the person through `chock askpass` under the push's approval, not to the table";
+/// What `allow` means for `secret.password.<host>`: the grant is a secret only a person has, so no
+/// decision hands one out without a person typing it.
+pub const PASSWORD_ALLOW: &str = "a password is never handed out from a store: `allow` puts git's prompt to a person exactly as `ask` does (the prompt is the question, the typed answer the password); only `deny` changes what happens (nobody is asked and git gets no password)";
 
 /// Every action name this build defines.
 pub const CATALOGUE: &[Entry] = &[
@@ -230,11 +231,10 @@ pub const CATALOGUE: &[Entry] = &[
         "subagent.take",
         "writes a finished child session's changes into this session's workspace",
     ),
-    Entry {
-        template: "secret.password.<name>",
-        why: "hands a password to one call (git's askpass, issue 33)",
-        state: State::Pending(ASKPASS),
-    },
+    e(
+        "secret.password.<host>",
+        "hands a password a person types at git's prompt to one call (`chock askpass`, for an approved push to that host)",
+    ),
     // The agent's notes kept between sessions of a project (docs/memory.md).
     e(
         "memory.read",

@@ -1,9 +1,10 @@
 //! `chock askpass`: git's `GIT_ASKPASS` inside a call. The program carries git's prompt over the
 //! call's channel; the host answers it only for a push of this call that a person approved
 //! ([`Credentials::approve`]), only for a prompt about that push's remote (same scheme, host, port
-//! and user: [`PushPlan::prompt_kind`]), and only with what a person typed after seeing the prompt
-//! ([`Pipeline::ask_secret`]) — so the socket is no oracle: nothing is answered from memory, and
-//! nobody answering is a refusal. The password is added to the log's redaction before anything
+//! and user: [`PushPlan::prompt_kind`]), and only as the act `secret.password.<host>` settles
+//! through the pipeline ([`Pipeline::settle_secret`]): `deny` asks nobody; otherwise the answer is
+//! what a person typed after seeing the prompt — so the socket is no oracle: nothing is answered
+//! from memory, and nobody answering is a refusal. The password is added to the log's redaction before anything
 //! about it is written, never stored, and wiped when the answer is sent. The approval ends with the
 //! call ([`Credentials::end`]).
 
@@ -131,13 +132,20 @@ impl Credentials {
             .push((agent, call_root));
     }
 
-    /// Answers one prompt for the call `call_id`.
+    /// Answers one prompt for the call `call_id`: only for this call's approved push, only about
+    /// its remote, and a password only as `secret.password.<host>` settles it through the
+    /// pipeline ([`Pipeline::settle_secret`]: `deny` asks nobody; otherwise the prompt is the
+    /// question and the answer is what a person typed).
     pub async fn answer(&self, pipeline: &Pipeline, call_id: &str, prompt: &str) -> AskpassAnswer {
         let plan = self.approved.lock().expect("the approval").clone();
         let Some(plan) = plan else {
             return AskpassAnswer::refused(
                 "askpass: no push of this call was approved, so no credential is asked for",
             );
+        };
+        let asked = match chock_workspace::read_prompt(prompt) {
+            Ok((_, url)) => url,
+            Err(why) => return AskpassAnswer::refused(format!("askpass: {why}")),
         };
         let Some(kind) = plan.prompt_kind(prompt) else {
             return AskpassAnswer::refused(format!(
@@ -153,35 +161,91 @@ impl Credentials {
                 reason: String::new(),
             };
         }
+        let action = match chock_policy::Action::secret_password(&asked.host) {
+            Ok(action) => action,
+            Err(e) => {
+                return AskpassAnswer::refused(format!(
+                    "askpass: the prompt's host `{}` names no act: {e}",
+                    asked.host
+                ));
+            }
+        };
         let what = match kind {
             PromptKind::Username => "the user name",
             PromptKind::Password => "the password",
         };
         let text = format!(
-            "git asks for {what} to push to {} (approved: {}). It is used for this push only, \
-             never stored, and redacted from the log. git's prompt: {}",
+            "git asks for {what} to push to {} (`{action}`; approved: {}). It is used for this \
+             push only, never stored, and redacted from the log. git's prompt: {}",
             plan.url.text,
             plan.question(),
             prompt.trim_end()
         );
-        let asked = if kind == PromptKind::Password {
-            pipeline.ask_secret(Some(call_id), &text).await
-        } else {
-            pipeline
-                .ask_person(Some(call_id), &text)
-                .await
-                .map(|a| a.map(|(by, user)| (by, chock_decide::Secret::from(user))))
-        };
-        match asked {
-            Ok(Some((_by, secret))) => AskpassAnswer {
+        if kind == PromptKind::Username {
+            // The user name is no secret, but a password the table denies will not follow it:
+            // the refusal is settled (and logged) now, and nobody is asked for a name in vain.
+            if pipeline.verdict(&action).decision == chock_policy::Decision::Deny {
+                return match pipeline.settle_secret(Some(call_id), &action, &text).await {
+                    Ok(settled) => AskpassAnswer::refused(refusal(&action, &settled.settled)),
+                    Err(e) => AskpassAnswer::refused(format!(
+                        "askpass: `{action}` could not be decided: {e}"
+                    )),
+                };
+            }
+            return match pipeline.ask_person(Some(call_id), &text).await {
+                Ok(Some((_by, user))) => AskpassAnswer {
+                    answer: Some(user),
+                    reason: String::new(),
+                },
+                Ok(None) => AskpassAnswer::refused("askpass: nobody answered the prompt"),
+                Err(e) => {
+                    AskpassAnswer::refused(format!("askpass: the prompt could not be asked: {e}"))
+                }
+            };
+        }
+        match pipeline.settle_secret(Some(call_id), &action, &text).await {
+            Ok(chock_decide::SettledSecret {
+                secret: Some(secret),
+                ..
+            }) => AskpassAnswer {
                 answer: Some(secret.expose().to_owned()),
                 reason: String::new(),
             },
-            Ok(None) => AskpassAnswer::refused("askpass: nobody answered the prompt"),
+            Ok(settled) => AskpassAnswer::refused(refusal(&action, &settled.settled)),
             Err(e) => {
                 AskpassAnswer::refused(format!("askpass: the prompt could not be asked: {e}"))
             }
         }
+    }
+}
+
+/// Why `action` gives git no password, in words for git's standard error.
+fn refusal(action: &chock_policy::Action, settled: &chock_decide::Settled) -> String {
+    use chock_decide::{Outcome, RefusedBy};
+    match &settled.outcome {
+        Outcome::Refused {
+            by: RefusedBy::Table,
+            ..
+        } => format!(
+            "askpass: `{action}` is denied by {}: nobody is asked and git gets no password",
+            settled.rule
+        ),
+        Outcome::Refused { by, reason } => {
+            let who = match by {
+                RefusedBy::Person { name } | RefusedBy::Reviewer { name } => name.as_str(),
+                RefusedBy::Table | RefusedBy::Harness => "chock",
+            };
+            let reason = if reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            };
+            format!("askpass: `{action}` was refused by {who}{reason}")
+        }
+        Outcome::Unanswered { .. } => {
+            format!("askpass: nobody answered the prompt (`{action}`), so git gets no password")
+        }
+        Outcome::Allowed { .. } => format!("askpass: `{action}` was allowed but no answer came"),
     }
 }
 

@@ -173,15 +173,7 @@ impl PushPlan {
         if self.url.scheme == Scheme::Ssh {
             return None;
         }
-        let (kind, rest) = if let Some(rest) = prompt.strip_prefix("Password for '") {
-            (PromptKind::Password, rest)
-        } else if let Some(rest) = prompt.strip_prefix("Username for '") {
-            (PromptKind::Username, rest)
-        } else {
-            return None;
-        };
-        let quoted = rest.strip_suffix("': ")?;
-        let asked = RemoteUrl::parse(quoted).ok()?;
+        let (kind, asked) = read_prompt(prompt).ok()?;
         let same = asked.scheme == self.url.scheme
             && asked.host == self.url.host
             && asked.port == self.url.port
@@ -210,6 +202,37 @@ impl PushPlan {
         }
         Ok(())
     }
+}
+
+/// Reads a credential prompt git wrote for its askpass: `Password for 'https://alice@host:8443': `
+/// (or `Username for '…': `) — which credential, and the URL it is for, read as a remote URL so its
+/// host can name the act `secret.password.<host>`. git builds the text as `<What> for '<url>': `;
+/// trailing white space is not held against it. Anything else — another wording, no quoted URL,
+/// a URL whose host cannot be read, a password in it — is an error saying why, and nobody is asked.
+pub fn read_prompt(prompt: &str) -> Result<(PromptKind, RemoteUrl), String> {
+    let trimmed = prompt.trim_end();
+    let (kind, rest) = if let Some(rest) = trimmed.strip_prefix("Password for '") {
+        (PromptKind::Password, rest)
+    } else if let Some(rest) = trimmed.strip_prefix("Username for '") {
+        (PromptKind::Username, rest)
+    } else {
+        return Err(format!(
+            "`{}` is not git's `Username for '<url>': ` or `Password for '<url>': `",
+            trimmed.escape_debug()
+        ));
+    };
+    let Some(quoted) = rest.strip_suffix("':") else {
+        return Err(format!(
+            "`{}` does not end with the quoted URL git names",
+            trimmed.escape_debug()
+        ));
+    };
+    let url = RemoteUrl::parse(quoted)
+        .map_err(|e| format!("the prompt names no host that can be read: {e}"))?;
+    if url.scheme == Scheme::Ssh {
+        return Err(format!("`{}` is not an https or http URL", url.text));
+    }
+    Ok((kind, url))
 }
 
 /// Which credential a prompt asks for.
