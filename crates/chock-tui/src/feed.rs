@@ -58,6 +58,9 @@ pub struct Asked {
     pub decided_by: Option<String>,
     /// Lines shown before the act (an apply's paths), raw.
     pub context: Vec<String>,
+    /// The answer is a secret (a password git asks for): typed as bullets, never drawn, kept in no
+    /// transcript, and wiped from the input once sent.
+    pub secret: bool,
 }
 
 impl Asked {

@@ -174,13 +174,22 @@ fn screen_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Effect {
     }
 }
 
+/// Empties `input`, overwriting its bytes first: what was typed for a secret question leaves no
+/// copy in the input's buffer.
+pub fn wipe(input: &mut String) {
+    let mut bytes = std::mem::take(input).into_bytes();
+    bytes.fill(0);
+    // Keeps the writes from being optimised away as dead stores.
+    std::hint::black_box(&bytes);
+}
+
 fn main_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Effect {
     if ctrl {
         return match key.code {
             KeyCode::Char('c') => ctrl_c(app),
             KeyCode::Char('d') if app.input.is_empty() => Effect::Quit,
             KeyCode::Char('u') => {
-                app.input.clear();
+                wipe(&mut app.input);
                 Effect::None
             }
             _ => Effect::None,
@@ -192,11 +201,15 @@ fn main_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Effect {
             Effect::None
         }
         KeyCode::Backspace => {
-            app.input.pop();
+            // Rewritten whole so the removed character's byte is not left behind.
+            let mut kept: String = app.input.clone();
+            kept.pop();
+            wipe(&mut app.input);
+            app.input = kept;
             Effect::None
         }
         KeyCode::Esc => {
-            app.input.clear();
+            wipe(&mut app.input);
             Effect::None
         }
         KeyCode::Enter => enter(app),
@@ -214,24 +227,31 @@ fn ctrl_c(app: &mut App) -> Effect {
         return Effect::Send(Cmd::Interrupt);
     }
     if !app.input.is_empty() {
-        app.input.clear();
+        wipe(&mut app.input);
         return Effect::None;
     }
     Effect::Quit
 }
 
 fn enter(app: &mut App) -> Effect {
-    let text = app.input.trim().to_string();
+    let mut text = app.input.trim().to_string();
     if text.is_empty() {
         return Effect::None;
     }
     if let Some(q) = app.question() {
         let question = q.id.clone();
-        app.input.clear();
+        // A secret is sent as typed (a password's spaces are its own) and the input wiped.
+        let reply = if q.secret {
+            wipe(&mut text);
+            app.input.clone()
+        } else {
+            text
+        };
+        wipe(&mut app.input);
         return Effect::Send(Cmd::Answer {
             question,
             answer: AnswerKind::Reply,
-            reply: Some(text),
+            reply: Some(reply),
         });
     }
     if text.starts_with('/') {

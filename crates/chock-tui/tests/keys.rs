@@ -69,6 +69,7 @@ fn asked(app: &mut App, id: &str) {
         what: "apply: write 1 path(s)".into(),
         decided_by: None,
         context: Vec::new(),
+        secret: false,
     }));
 }
 
@@ -113,6 +114,7 @@ fn another_act_may_be_allowed_for_the_session_and_an_apply_never() {
         what: "run `sh`".into(),
         decided_by: None,
         context: Vec::new(),
+        secret: false,
     }));
     assert_eq!(
         app.question().unwrap().answers(),

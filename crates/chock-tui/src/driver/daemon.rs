@@ -26,6 +26,7 @@ fn asked(approval: Approval) -> Asked {
         what: approval.what,
         decided_by: approval.decided_by,
         context: Vec::new(),
+        secret: approval.secret,
     }
 }
 

@@ -240,6 +240,7 @@ fn forward_questions(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
                     what: question.text,
                     decided_by: question.decided_by,
                     context: question.context,
+                    secret: question.secret,
                 })),
                 Notice::Asked { .. } => Ok(()),
                 Notice::Resolved(r) => feed.send(Feed::Resolved {

@@ -131,10 +131,12 @@ fn draw_question(frame: &mut Frame<'_>, area: Rect, app: &App) {
     frame.render_widget(block, area);
     let label = Style::new().add_modifier(Modifier::BOLD);
     if !q.approval {
-        let lines = vec![
-            TextLine::styled("the agent asks:", label),
-            TextLine::raw(clean(&q.what)),
-        ];
+        let who = if q.secret {
+            "git asks (what you type is not shown, and not kept):"
+        } else {
+            "the agent asks:"
+        };
+        let lines = vec![TextLine::styled(who, label), TextLine::raw(clean(&q.what))];
         frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
         return;
     }
@@ -293,6 +295,11 @@ fn draw_input(frame: &mut Frame<'_>, area: Rect, app: &App) {
     let key = Style::new().add_modifier(Modifier::BOLD);
     let text = match app.question() {
         Some(q) if q.approval => answer_keys(app),
+        // A secret is never drawn: one bullet a character, so only its length shows.
+        Some(q) if q.secret => TextLine::from(vec![
+            Span::styled("password (not shown) › ", key),
+            Span::raw("•".repeat(app.input.chars().count())),
+        ]),
         Some(_) => TextLine::from(vec![
             Span::styled("reply › ", key),
             Span::raw(clean(&app.input)),
