@@ -7,6 +7,11 @@
 //! all leave the question unanswered — which the pipeline turns into a refusal, logged as
 //! nobody answering. An `ask_user` question (free text) has no ACP form: the editor is not
 //! asked, and the model is told nobody answered.
+//!
+//! A secret question (the password git asks for) is refused at once, with [`SECRET_REFUSED`] as
+//! the reason — logged with the answer and shown to the editor as a failed tool call: a permission
+//! request carries options, not a typed answer, and ACP's elicitation (its form mode) is for
+//! non-sensitive data only, so there is no masked input an editor is bound to offer.
 
 use std::sync::Arc;
 
@@ -23,6 +28,9 @@ use crate::schema::{
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_SESSION: &str = "allow_always";
 const REJECT: &str = "reject_once";
+
+/// Why the editor refuses a secret question: the reason logged with the refusal and shown.
+pub(crate) const SECRET_REFUSED: &str = "an editor over ACP cannot take a typed secret: a permission request carries options, not a masked input, so this password is refused here (answer it in `chock attach`, the TUI or the browser UI of a daemon's session)";
 
 /// Answers a session's questions by asking the editor.
 #[derive(Debug)]
@@ -70,6 +78,25 @@ fn answer_of(option_id: &str, offered: &[PermissionOption]) -> Option<Answer> {
 }
 
 impl EditorAnswerer {
+    /// Refuses secret question `question`, showing the editor why as a failed tool call of its
+    /// own: its title is the question (git's prompt), never anything typed.
+    fn refuse_secret(&self, question: &Question) -> Option<Answer> {
+        self.0.id()?;
+        self.0.start_call(ToolCall {
+            tool_call_id: question.id.clone(),
+            title: visible(&question.text),
+            kind: ToolKind::Other,
+            status: ToolCallStatus::Pending,
+            content: Vec::new(),
+            locations: Vec::new(),
+            raw_input: None,
+        });
+        self.0.end_call(&question.id, false, SECRET_REFUSED);
+        Some(Answer::Deny {
+            reasons: SECRET_REFUSED.into(),
+        })
+    }
+
     /// The tool call the question is about: the model's call, the apply offered now, or (a
     /// question with no call, such as a command's connection) one made for the question.
     fn call_for(&self, question: &Question) -> (String, bool) {
@@ -190,6 +217,7 @@ impl Answerer for EditorAnswerer {
         Box::pin(async move {
             match question.kind {
                 QuestionKind::Approval => self.ask(question).await,
+                QuestionKind::Question if question.secret => self.refuse_secret(question),
                 QuestionKind::Question => None,
             }
         })
@@ -199,6 +227,49 @@ impl Answerer for EditorAnswerer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_secret_is_refused_with_its_reason_shown_and_no_permission_asked() {
+        let (peer, mut frames) = crate::rpc::Peer::new();
+        let shared = Shared::new("/nonexistent".into(), peer, None, "editor:test".into());
+        shared.set_id("s-1");
+        let editor = EditorAnswerer(Arc::new(shared));
+        let question = Question {
+            id: "q-4".into(),
+            kind: QuestionKind::Question,
+            call_id: Some("c-1".into()),
+            action: None,
+            decided_by: None,
+            text: "git asks for the password to push to http://alice@127.0.0.1:8080/r.git".into(),
+            context: Vec::new(),
+            reviewer: None,
+            secret: true,
+        };
+        let answer = editor.answer(&question).await;
+        assert_eq!(
+            answer,
+            Some(Answer::Deny {
+                reasons: SECRET_REFUSED.into()
+            })
+        );
+        let mut sent = Vec::new();
+        while let Ok(frame) = frames.try_recv() {
+            sent.push(frame);
+        }
+        assert!(
+            sent.iter().all(|f| f["method"] == "session/update"),
+            "the editor was asked: {sent:?}"
+        );
+        let shown = serde_json::to_string(&sent).unwrap();
+        assert!(shown.contains("cannot take a typed secret"), "{shown}");
+        assert!(shown.contains("\"failed\""), "{shown}");
+        // A free question is still not put to the editor at all.
+        let free = Question {
+            secret: false,
+            ..question
+        };
+        assert_eq!(editor.answer(&free).await, None);
+    }
 
     #[test]
     fn only_an_offered_option_is_an_answer() {
