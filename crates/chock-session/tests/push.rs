@@ -74,6 +74,11 @@ struct Fixture {
 /// push's own planning keeps it from there) and says nothing of the real server (only the approved
 /// push's grant reaches it).
 fn fixture(real: &GitHttpServer, decoy: &GitHttpServer) -> Fixture {
+    fixture_with(real, decoy, "")
+}
+
+/// As [`fixture`], with `rows` added to the table.
+fn fixture_with(real: &GitHttpServer, decoy: &GitHttpServer, rows: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().canonicalize().unwrap();
     let project = base.join("project");
@@ -83,6 +88,7 @@ fn fixture(real: &GitHttpServer, decoy: &GitHttpServer) -> Fixture {
         "[[rule]]\naction = \"net.connect.1.0.0.127.{}\"\ndecision = \"allow\"\n",
         decoy.addr().port()
     ));
+    table.push_str(rows);
     std::fs::write(project.join("chock.toml"), table).unwrap();
     host_git(&project, &["init", "-q", "-b", "main"]);
     host_git(&project, &["config", "user.name", "t"]);
@@ -261,4 +267,52 @@ async fn a_refused_push_reaches_nothing_and_nobody_is_asked_for_a_password() {
         asked.iter().all(|(k, _, _)| *k != QuestionKind::Question),
         "{asked:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_denying_the_hosts_password_stops_an_approved_push_before_any_prompt() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let real = GitHttpServer::start("alice", PASSWORD);
+    let decoy = GitHttpServer::start("alice", PASSWORD);
+    let f = fixture_with(
+        &real,
+        &decoy,
+        "[[rule]]\naction = \"secret.password.1.0.0.127\"\ndecision = \"deny\"\n",
+    );
+    let s = open(&f);
+    let person = Arc::new(Person {
+        approve: true,
+        asked: Mutex::default(),
+    });
+    let (_, out, err) = run(&s, &person, &script(&real, &decoy)).await;
+    assert!(!out.contains("push 0"), "{out}{err}");
+    assert!(
+        err.contains("`secret.password.1.0.0.127` is denied by"),
+        "{out}{err}"
+    );
+    assert_eq!(real.head("main"), None);
+    assert!(!real.saw_the_password());
+    let asked = person.asked.lock().unwrap().clone();
+    assert!(
+        asked
+            .iter()
+            .any(|(_, action, _)| action.as_deref() == Some("git.push")),
+        "{asked:?}"
+    );
+    assert!(
+        asked.iter().all(|(k, _, _)| *k != QuestionKind::Question),
+        "a password prompt was shown: {asked:?}"
+    );
+    let denied = chock_log::read_events(s.log().dir())
+        .unwrap()
+        .into_iter()
+        .any(|e| {
+            e.kind.to_string() == "decision"
+                && e.data["action"] == "secret.password.1.0.0.127"
+                && e.data["allowed"] == false
+        });
+    assert!(denied, "the deny is not in the log");
 }
