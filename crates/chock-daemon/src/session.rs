@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use chock_decide::{Client, Notice as BrokerNotice, Question, Role};
-use chock_protocol::log::{Asked, answers_for};
+use chock_protocol::log::{AnswerKind, Asked, answers_for};
 use chock_protocol::rpc::{
     Applied, Approval, ErrorKind, Notice, Resolved, RpcError, SessionState, StateChange,
 };
@@ -251,12 +251,17 @@ impl OwnedSession {
 /// `question` of `session` as the protocol lists it; `open`: its broker takes an answer now.
 pub(crate) fn approval(session: &str, question: OpenQuestion, open: bool) -> Approval {
     let ask = question.ask;
+    let mut answers = answers_for(ask.asked, ask.action.as_deref());
+    // A secret may also be refused, as its broker takes (`chock_decide::Question::answers`).
+    if ask.secret && ask.asked == Asked::Person && !answers.contains(&AnswerKind::Deny) {
+        answers.push(AnswerKind::Deny);
+    }
     Approval {
         session: session.to_string(),
         question: question.question,
         seq: question.seq,
         call_id: question.call_id,
-        answers: answers_for(ask.asked, ask.action.as_deref()),
+        answers,
         answerable: open && ask.asked == Asked::Person,
         action: ask.action,
         decision: ask.decision,

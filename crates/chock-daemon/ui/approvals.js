@@ -60,13 +60,22 @@ export class Approvals {
     const key = this.key(q.session, q.question);
     if (this.open.has(key)) return;
     const status = h("p", { class: "status", role: "status" });
-    const note = h("input", {
+    // A secret (the password git asks for) is typed into a password field: masked, never
+    // remembered by the browser, emptied once sent, and no free note beside it to mistype into.
+    const secret = q.secret === true;
+    const note = secret ? null : h("input", {
       type: "text", class: "note", placeholder: "A note, logged with the answer (optional)",
       aria: { label: "Note for the answer" },
     });
-    const reply = q.answers.includes("reply")
-      ? h("textarea", { class: "reply", rows: 3, aria: { label: "Your reply" } })
-      : null;
+    let reply = null;
+    if (q.answers.includes("reply")) {
+      reply = secret
+        ? h("input", {
+          type: "password", class: "reply secret", autocomplete: "off", spellcheck: false,
+          placeholder: "Password (not shown, not kept)", aria: { label: "The password" },
+        })
+        : h("textarea", { class: "reply", rows: 3, aria: { label: "Your reply" } });
+    }
     const buttons = q.answers
       .filter((a) => a !== "none")
       .map((answer) => h("button", {
@@ -79,7 +88,7 @@ export class Approvals {
     const title = q.action ? q.action : "A question from the agent";
     const el = h("article", {
       class: "approval",
-      dataset: { question: q.question, session: q.session, action: q.action ?? "" },
+      dataset: { question: q.question, session: q.session, action: q.action ?? "", secret: secret ? "true" : null },
       aria: { label: `Question ${q.question} of session ${q.session}` },
     },
     h("header", {},
@@ -104,8 +113,10 @@ export class Approvals {
     for (const b of buttons) b.disabled = true;
     status.textContent = "Sending…";
     const params = { session: q.session, question: q.question, answer };
-    if (note.value.trim()) params.reasons = note.value.trim();
+    if (note && note.value.trim()) params.reasons = note.value.trim();
     if (answer === "reply") params.reply = reply ? reply.value : "";
+    // A secret leaves the field as it is sent: the page keeps no copy, whatever comes back.
+    if (q.secret === true && reply) reply.value = "";
     try {
       await this.conn.call("approvals.answer", params);
       status.textContent = "Answered; waiting for the session…";
@@ -113,6 +124,8 @@ export class Approvals {
       status.textContent = `Not taken: ${e.message}`;
       status.dataset.error = e.kind;
       for (const b of buttons) b.disabled = !q.answerable;
+    } finally {
+      if (q.secret === true) delete params.reply;
     }
   }
 
