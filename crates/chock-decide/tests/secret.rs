@@ -111,7 +111,7 @@ impl Setup {
 #[tokio::test]
 async fn deny_asks_nobody_and_logs_the_refusal() {
     let person = fake("person", Role::Human, typed());
-    let s = setup("deny", &[person.clone()]);
+    let s = setup("deny", std::slice::from_ref(&person));
     let settled = s.settle().await;
     assert!(settled.secret.is_none());
     assert!(matches!(
@@ -134,7 +134,7 @@ async fn deny_asks_nobody_and_logs_the_refusal() {
 async fn ask_and_allow_each_put_the_one_prompt_and_log_no_text() {
     for decision in ["ask", "allow"] {
         let person = fake("person", Role::Human, typed());
-        let s = setup(decision, &[person.clone()]);
+        let s = setup(decision, std::slice::from_ref(&person));
         let settled = s.settle().await;
         assert_eq!(
             settled.secret.as_ref().map(|p| p.expose()),
@@ -206,7 +206,7 @@ async fn an_answerer_that_cannot_take_a_secret_refuses_it_and_the_reason_is_logg
             reasons: "an ACP editor has no masked input".into(),
         },
     );
-    let s = setup("ask", &[editor.clone()]);
+    let s = setup("ask", std::slice::from_ref(&editor));
     let settled = s.settle().await;
     assert!(settled.secret.is_none());
     assert!(matches!(
