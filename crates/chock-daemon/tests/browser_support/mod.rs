@@ -277,3 +277,21 @@ pub fn artifacts() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// Headless chromium with a profile of its own in the world.
+pub fn capabilities(world: &World, tools: &Tools) -> serde_json::Map<String, serde_json::Value> {
+    let profile = world.base.join("chromium-profile");
+    let caps = serde_json::json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": tools.chromium,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1400,1000",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        },
+    });
+    caps.as_object().cloned().unwrap()
+}
