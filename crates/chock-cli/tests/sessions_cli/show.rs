@@ -116,7 +116,7 @@ fn every_kind_session(env: &Env) -> Log {
             None,
             EventKind::McpServer,
             json!({"phase": "started", "server": "time", "origin": "project", "transport": "stdio",
-            "definition": "ab12", "pid": 7, "network": false}),
+            "definition": "ab12", "network": false}),
         ),
         (
             None,

@@ -97,7 +97,17 @@ pub struct World {
     pub sessions: tempfile::TempDir,
     pub data: tempfile::TempDir,
     pub session: Session,
-    pub runtime: tokio::runtime::Runtime,
+    /// Taken on drop and shut down without waiting, so a world may be dropped on an async task
+    /// (the conformance adapter's door makes one per request).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl World {
@@ -120,8 +130,14 @@ impl World {
             sessions,
             data,
             session,
-            runtime: servers_runtime(),
+            runtime: Some(servers_runtime()),
         }
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the world's runtime lives as long as it")
     }
 
     pub fn trust_path(&self) -> PathBuf {
@@ -172,14 +188,14 @@ impl World {
             browser,
             sign_in_transport,
         };
-        self.runtime
+        self.runtime()
             .block_on(McpHub::start(&self.session, servers, &cx))
             .expect("the hub")
     }
 
     /// Stops `hub`'s servers on the runtime they run on.
     pub fn stop(&self, hub: &mut McpHub, reason: &str) {
-        self.runtime.block_on(hub.stop(reason));
+        self.runtime().block_on(hub.stop(reason));
     }
 
     /// The kinds of the session's log, in order.
