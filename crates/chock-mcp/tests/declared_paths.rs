@@ -115,7 +115,7 @@ fn a_server_s_env_cannot_name_a_configured_key_variable() {
         sessions,
         data: tempfile::tempdir().unwrap(),
         session,
-        runtime: support::servers_runtime(),
+        runtime: Some(support::servers_runtime()),
     };
     let pipeline = world.pipeline(None);
     let hub = world.start(std::slice::from_ref(&server), &pipeline, false, None);

@@ -99,7 +99,7 @@ pub struct World {
     pub session: Session,
     /// Taken on drop and shut down without waiting, so a world may be dropped on an async task
     /// (the conformance adapter's door makes one per request).
-    runtime: Option<tokio::runtime::Runtime>,
+    pub runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for World {
