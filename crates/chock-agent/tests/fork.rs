@@ -4,9 +4,7 @@
 //! never a later turn's. The first session plays a recording; everything else is real (the
 //! sandbox runs the commands, the log and workspaces are on disk).
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use chock_agent::agent::TaskEnd;
 use chock_agent::runtime::SessionBuilder;
@@ -15,6 +13,7 @@ use chock_log::{EventData, read_events};
 use chock_policy::{Action, DecidedBy, Decision};
 use chock_protocol::log::EndReason;
 use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionError, SessionOptions};
+use chock_test_support::wire::{FakeServer, Reply, chat_sse};
 
 struct Env {
     _tmp: tempfile::TempDir,
@@ -124,52 +123,16 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A Chat Completions server on loopback that answers every request with one text reply and keeps
-/// each request's body.
-fn recording_server() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let bodies: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
-    let kept = Arc::clone(&bodies);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let lower = line.to_ascii_lowercase();
-                if let Some(v) = lower.strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0u8; length];
-            reader.read_exact(&mut body).unwrap();
-            kept.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&body).unwrap());
-            let chunks = [
-                r#"{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"forked answer"},"finish_reason":null}]}"#,
-                r#"{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
-                "[DONE]",
-            ];
-            let mut reply = String::from(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
-            );
-            for chunk in chunks {
-                reply.push_str(&format!("data: {chunk}\n\n"));
-            }
-            let _ = stream.write_all(reply.as_bytes());
-            let _ = stream.flush();
-        }
-    });
-    (format!("http://{addr}/v1"), bodies)
+/// The shared fake model speaking Chat Completions on loopback, with one text reply; it records
+/// each request.
+fn recording_server(rt: &tokio::runtime::Runtime) -> (String, FakeServer) {
+    let reply = Reply::sse(chat_sse(&[
+        r#"{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"forked answer"},"finish_reason":null}]}"#,
+        r#"{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+        "[DONE]",
+    ]));
+    let server = rt.block_on(FakeServer::start(vec![reply]));
+    (format!("{}/v1", server.base_url()), server)
 }
 
 /// What a confined `sh -c script` in the session `dir` prints (the overlay as a call sees it).
@@ -277,7 +240,8 @@ fn a_fork_at_turn_one_is_turn_one(with_git: bool) {
     assert_eq!(decision(&parent, "exec.system.wget").0, Decision::Deny);
 
     // Its conversation is turn 1's: what the model is sent when the fork is taken up.
-    let (base, bodies) = recording_server();
+    let rt = runtime();
+    let (base, server) = recording_server(&rt);
     let config = Config::parse(
         &format!(
             "[providers.loopback]\nkind = \"openai-chat\"\nbase_url = \"{base}\"\nmodel = \"m\"\n"
@@ -285,14 +249,13 @@ fn a_fork_at_turn_one_is_turn_one(with_git: bool) {
         Path::new("config.toml"),
     )
     .unwrap();
-    let rt = runtime();
     let mut fork = env.builder(config, "loopback").resume(&forked.dir).unwrap();
     assert_eq!(fork.id(), forked.id.as_str());
     rt.block_on(async {
         assert_eq!(fork.submit("a follow-up").await.unwrap(), TaskEnd::Done);
         fork.end(EndReason::Done).await.unwrap();
     });
-    let bodies = bodies.lock().unwrap();
+    let bodies: Vec<serde_json::Value> = server.requests().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), 1);
     let messages = bodies[0]["messages"].as_array().unwrap();
     let text = serde_json::to_string(messages).unwrap();

@@ -3,7 +3,6 @@
 //! `session.end` on every way out. The model is the offline player or a loopback server speaking
 //! the Chat Completions wire format; everything else is real (sandbox, log, workspace).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use chock_agent::runtime::SessionBuilder;
 use chock_config::config::Config;
 use chock_log::{EventData, EventKind, read_events};
 use chock_protocol::log::{EndReason, TurnEndReason};
+use chock_test_support::wire::{FakeServer, Framing, Reply, chat_sse};
 use chock_tools::events::AgentEvent;
 
 /// A project (a git repository with one file), a sessions root, and a recording.
@@ -262,34 +262,25 @@ text = "after the interrupt"
     });
 }
 
-/// A Chat Completions server on loopback that starts a reply and then stalls.
-fn stalling_server() -> (String, std::thread::JoinHandle<()>) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let handle = std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
-        let mut buf = [0u8; 65536];
-        let _ = std::io::Read::read(&mut stream, &mut buf);
-        let chunk = r#"data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"thinking about it"},"finish_reason":null}]}"#;
-        let _ = write!(
-            stream,
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{chunk}\n\n"
-        );
-        let _ = stream.flush();
-        // Stall until the client goes away (bounded).
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
-        let _ = std::io::Read::read(&mut stream, &mut buf);
-    });
-    (format!("http://{addr}/v1"), handle)
+/// The shared fake model speaking Chat Completions on loopback: it starts a reply and then
+/// stalls, the connection held open.
+fn stalling_server(rt: &tokio::runtime::Runtime) -> (String, FakeServer) {
+    let body = chat_sse(&[
+        r#"{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"thinking about it"},"finish_reason":null}]}"#,
+    ]);
+    let stalled = body.len();
+    let reply = Reply::sse(body)
+        .framing(Framing::CloseDelimited)
+        .stall_after(stalled);
+    let server = rt.block_on(FakeServer::start(vec![reply]));
+    (format!("{}/v1", server.base_url()), server)
 }
 
 #[test]
 fn an_interrupt_during_the_model_stream_stops_it_and_is_logged() {
     let env = Env::new();
-    let (base, server) = stalling_server();
+    let rt = runtime();
+    let (base, server) = stalling_server(&rt);
     let config = Config::parse(
         &format!(
             "[providers.loopback-stall]\nkind = \"openai-chat\"\nbase_url = \"{base}\"\nmodel = \"m\"\n"
@@ -297,7 +288,6 @@ fn an_interrupt_during_the_model_stream_stops_it_and_is_logged() {
         Path::new("config.toml"),
     )
     .unwrap();
-    let rt = runtime();
     let streamed = Arc::new(Mutex::new(false));
     let seen = Arc::clone(&streamed);
     let sink = move |event: &AgentEvent| {
@@ -327,7 +317,11 @@ fn an_interrupt_during_the_model_stream_stops_it_and_is_logged() {
     watcher.join().unwrap();
     assert_eq!(end.unwrap(), TaskEnd::Interrupted);
     rt.block_on(session.end(EndReason::Interrupted)).unwrap();
-    server.join().unwrap();
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "one request, whose reply stalled"
+    );
     let events = payloads(&dir);
     assert!(
         !events.iter().any(|(k, _)| *k == EventKind::ModelResponse),
@@ -358,7 +352,7 @@ fn child_session_that_gets_killed() {
         .build()
         .unwrap();
     println!("SESSION {}", session.log().dir().display());
-    std::io::stdout().flush().unwrap();
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
     let _ = runtime().block_on(session.submit("sleep, then be killed"));
     std::process::exit(3);
 }

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::path::Path;
 
 use chock_sandbox::NetworkPlan;
@@ -16,29 +15,7 @@ use chock_session::{CallOptions, CallOutcome, NoApprover, PROXY_PORT, Session, S
 
 /// A tiny HTTP server on the host's loopback answering every request with `body`.
 fn http_server(body: &'static str) -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { return };
-            std::thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut byte) {
-                        Ok(1) => head.push(byte[0]),
-                        _ => return,
-                    }
-                }
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(reply.as_bytes());
-            });
-        }
-    });
-    port
+    chock_test_support::model::page_server(None, body)
 }
 
 fn session(project: &Path, sessions: &Path, chock_toml: &str) -> Session {

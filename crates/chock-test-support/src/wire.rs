@@ -114,6 +114,16 @@ impl Reply {
     }
 }
 
+/// A Chat Completions event stream as it goes on the wire: each chunk (a chunk's JSON, or the
+/// closing `[DONE]`) as a `data:` line and a blank line, for [`Reply::sse`].
+pub fn chat_sse(chunks: &[&str]) -> Vec<u8> {
+    chunks
+        .iter()
+        .map(|chunk| format!("data: {chunk}\n\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// A request as the server received it.
 #[derive(Debug, Clone)]
 pub struct Recorded {

@@ -1,13 +1,13 @@
 //! Deciding acts through the table and the approval broker, with a real policy file, a real session
 //! log, and (for fetch_url) the real network broker against a loopback HTTP server.
 
-use std::io::{BufRead, BufReader, Write};
 use std::sync::{Arc, RwLock};
 
 use chock_decide::broker::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, Role};
 use chock_log::{Log, SessionHeader};
 use chock_policy::{Action, Policy};
 use chock_protocol::EventData;
+use chock_test_support::model::page_server;
 use chock_tools::events::NoEvents;
 use chock_tools::gate::{Decider, Settled};
 use chock_tools::web::{FetchInput, fetch_url};
@@ -275,32 +275,12 @@ async fn agent_then_human_needs_both_and_a_reviewer_no_asks_nobody_else() {
     }
 }
 
-/// A one-shot loopback HTTP server answering `body`.
-fn http_once(body: &'static str) -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        if let Ok((mut stream, _)) = listener.accept() {
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-            }
-            let reply = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = stream.write_all(reply.as_bytes());
-        }
-    });
-    port
-}
-
 #[tokio::test]
 async fn fetch_url_is_decided_logged_and_fetched_through_the_broker() {
-    let port = http_once("<html><body><h1>Docs</h1><p>hello &amp; welcome</p></body></html>");
+    let port = page_server(
+        Some("text/html"),
+        "<html><body><h1>Docs</h1><p>hello &amp; welcome</p></body></html>",
+    );
     let s = setup(
         "[[rule]]\naction = \"net.fetch.1.0.0.127\"\ndecision = \"allow\"\n",
         ApprovalBroker::new(),
