@@ -42,7 +42,7 @@ pub use wire::host_channel::{HOST_CHANNEL_ENV, HOST_CHANNEL_FD, inherited_host_c
 pub use wire::outcome::{ExitStatus, LimitsReport, Outcome};
 pub use wire::plan::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, NetworkPlan, OwnOverlay, Plan, PlanBuilder, STORE_DIR,
-    Shim, StorePath, WorkspaceMount, scrub_env,
+    Shim, ShimDir, StorePath, WorkspaceMount, scrub_env,
 };
 
 /// Walks `plan`'s declared `[sandbox]` paths into the session's socket `index` now, as the

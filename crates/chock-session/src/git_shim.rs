@@ -14,8 +14,6 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-use chock_sandbox::Shim;
-
 use crate::channel::{Answer, Client, GitRequest, Request};
 
 /// The shim's file name, installed beside `chock`.
@@ -34,6 +32,11 @@ pub fn installed() -> Option<PathBuf> {
 pub(crate) struct Wiring {
     shim: PathBuf,
     gits: std::sync::OnceLock<Gits>,
+    /// The session's directory of shim layers (`shim_layers.rs`), written by the host only and
+    /// seen by no call but through its overlays (removed when the wiring is dropped), and what a
+    /// plan is given to show the shim over every real git.
+    layers: PathBuf,
+    shown: std::sync::OnceLock<crate::shim_layers::Shown>,
     /// One sealed in-memory copy of each real git handed out, made at its first allowed use.
     copies: std::sync::Mutex<std::collections::BTreeMap<PathBuf, OwnedFd>>,
     /// For an approved push: the host's project (whose configuration decides where a push goes)
@@ -42,10 +45,14 @@ pub(crate) struct Wiring {
 }
 
 impl Wiring {
-    pub(crate) fn new(shim: PathBuf) -> Wiring {
+    /// The shim at `shim`; `layers` (made at the first call) is where the session keeps the
+    /// layers that show it over a directory of many gits.
+    pub(crate) fn new(shim: PathBuf, layers: PathBuf) -> Wiring {
         Wiring {
             shim,
             gits: std::sync::OnceLock::new(),
+            layers,
+            shown: std::sync::OnceLock::new(),
             copies: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             push: None,
         }
@@ -102,14 +109,21 @@ impl Wiring {
         self.gits.get_or_init(|| Gits::find(path))
     }
 
-    /// Gives `plan` the host channel and the shim over every real git.
+    /// Gives `plan` the host channel and the shim over every real git: a bind over a git alone in
+    /// its directory, one overlay over a directory of several (`shim_layers.rs`), prepared at
+    /// the first plan.
     pub(crate) fn apply(&self, plan: &mut chock_sandbox::Plan) {
         let path = plan
             .env_var("PATH")
             .unwrap_or(chock_sandbox::DEFAULT_PATH)
             .to_string();
         plan.host_channel = true;
-        plan.shims = self.gits(&path).shims(&self.shim);
+        let gits = self.gits(&path);
+        let shown = self.shown.get_or_init(|| {
+            crate::shim_layers::show(&self.shim, &gits.masked, Some(self.layers.as_path()))
+        });
+        plan.shims = shown.files.clone();
+        plan.shim_dirs = shown.dirs.clone();
         if let Some(dir) = self.host_dir() {
             plan.extra_read.push(dir.to_path_buf());
         }
@@ -118,6 +132,16 @@ impl Wiring {
     /// The real gits, once a call found them.
     pub(crate) fn found(&self) -> Option<&Gits> {
         self.gits.get()
+    }
+}
+
+impl Drop for Wiring {
+    /// The shim layers go with the session's last use of them, however it ends (an agent's
+    /// session is dropped, never closed): a copy of the shim is megabytes.
+    fn drop(&mut self) {
+        if self.shown.get().is_some() {
+            let _ = std::fs::remove_dir_all(&self.layers);
+        }
     }
 }
 
@@ -228,17 +252,6 @@ impl Gits {
             exec_dirs,
             system_config,
         }
-    }
-
-    /// The plan's shims: `shim` over every real git.
-    pub(crate) fn shims(&self, shim: &Path) -> Vec<Shim> {
-        self.masked
-            .iter()
-            .map(|target| Shim {
-                source: shim.to_path_buf(),
-                target: target.clone(),
-            })
-            .collect()
     }
 
     pub(crate) fn exec_dirs(&self) -> impl Iterator<Item = &str> {

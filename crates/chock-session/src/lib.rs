@@ -19,6 +19,7 @@ pub mod git_shim;
 mod nix;
 mod running;
 mod service;
+mod shim_layers;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -300,6 +301,7 @@ impl Session {
         };
         let push_project = project.clone();
         let push_dir = log.dir().join("git-host");
+        let shim_layers = log.dir().join("git-shims");
         if git_shim.is_some() {
             // The push directory lives in the session's directory, which the log may still be
             // making on its own thread: made first by anyone else, the log's exclusive creation
@@ -327,8 +329,9 @@ impl Session {
             calls,
             own_overlay,
             nix: nix::NixState::default(),
-            git: git_shim
-                .map(|shim| git_shim::Wiring::new(shim).with_push(&push_project, push_dir)),
+            git: git_shim.map(|shim| {
+                git_shim::Wiring::new(shim, shim_layers).with_push(&push_project, push_dir)
+            }),
         };
         session.warm_socket_index();
         Ok(session)

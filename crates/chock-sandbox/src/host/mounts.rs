@@ -331,6 +331,15 @@ fn build_tree(
         }
         b.shim(&shim.source, &shim.target)?;
     }
+    let mounted: Vec<&Path> = targets
+        .iter()
+        .chain(plan.shims.iter().map(|s| &s.target))
+        .map(PathBuf::as_path)
+        .collect();
+    for dir in &plan.shim_dirs {
+        check_shim_dir(dir, &mounted)?;
+        b.shim_dir(&dir.layer, &dir.target)?;
+    }
     crate::host::base_set::proc(&mut b)?;
     b.push(Op::DropOldRoot, fs, "detach the host root".into());
     b.push(
@@ -426,6 +435,30 @@ fn policy_source(policy: &Path, project: &Path) -> Result<(PathBuf, u64, u64), S
         )));
     }
     Ok((source, meta.dev(), meta.ino()))
+}
+
+/// A shim directory's layer and target must be absolute, its target outside /proc, /sys and /dev,
+/// and no other mount of the call may lie at or below its target: the overlay would cover it (and
+/// a call of a session sandbox could no longer tell the two apart).
+fn check_shim_dir(dir: &crate::wire::plan::ShimDir, mounted: &[&Path]) -> Result<(), SandboxError> {
+    let target = &dir.target;
+    if !dir.layer.is_absolute() || !target.is_absolute() || forbidden_target(target) {
+        return Err(SandboxError::Plan(format!(
+            "shim directory {} over {}: both must be absolute paths, the second outside /proc, \
+             /sys and /dev",
+            dir.layer.display(),
+            target.display()
+        )));
+    }
+    if let Some(t) = mounted.iter().find(|t| t.starts_with(target)) {
+        return Err(SandboxError::Plan(format!(
+            "shim directory {} cannot lie over {}: {} is mounted there",
+            dir.layer.display(),
+            target.display(),
+            t.display()
+        )));
+    }
+    Ok(())
 }
 
 fn forbidden_target(p: &Path) -> bool {

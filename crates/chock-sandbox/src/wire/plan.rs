@@ -77,6 +77,12 @@ pub struct Plan {
     /// everything else is mounted. Each target must exist in the tree (under `/usr`, say).
     #[serde(default)]
     pub shims: Vec<Shim>,
+    /// Directories of the tree with host programs shown over many of their files (the git shim
+    /// over each hard link of a git in its exec path): one read-only overlay each, whatever the
+    /// number of files it hides, mounted with [`Plan::shims`]. Each target must be a directory of
+    /// the tree with no other mount at or below it.
+    #[serde(default)]
+    pub shim_dirs: Vec<ShimDir>,
 }
 
 /// A host program shown in place of a file of the call's tree ([`Plan::shims`]).
@@ -85,6 +91,18 @@ pub struct Shim {
     /// The program on the host.
     pub source: PathBuf,
     /// The file of the tree it hides (absolute, inside the sandbox).
+    pub target: PathBuf,
+}
+
+/// A directory of the call's tree shown with a host directory's files over some of its own
+/// ([`Plan::shim_dirs`]): the call sees `layer`'s entries in place of the target's entries of the
+/// same names, and every other entry of the target as it was, read-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShimDir {
+    /// The host directory holding, under each name to hide, the program shown in its place
+    /// (absolute, written by the host only).
+    pub layer: PathBuf,
+    /// The directory of the tree it lies over (absolute, inside the sandbox).
     pub target: PathBuf,
 }
 
@@ -364,6 +382,7 @@ impl PlanBuilder {
                 timeout: None,
                 host_channel: false,
                 shims: Vec::new(),
+                shim_dirs: Vec::new(),
             },
             extra_env_names: Vec::new(),
         }

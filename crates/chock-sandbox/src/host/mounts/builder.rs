@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::wire::error::{Layer, SandboxError};
-use crate::wire::mount_ops::{Op, Step, cstr, under_old_root};
+use crate::wire::mount_ops::{Op, Step, cstr, old_root_path, under_old_root};
 
 pub(crate) struct Builder {
     pub(crate) steps: Vec<Step>,
@@ -94,6 +94,29 @@ impl Builder {
             readonly: true,
             devices: false,
         };
+        self.push(op, Layer::Filesystem, label);
+        Ok(())
+    }
+
+    /// Host programs shown over files of a directory the tree already has (`Plan::shim_dirs`):
+    /// one read-only overlay whose upper lower layer is the host's `layer` (a program under each
+    /// name it hides) and whose bottom layer is the tree's own `target`, so hiding any number of
+    /// the directory's files is one mount. A target missing from the tree fails the step (rule 1).
+    pub(crate) fn shim_dir(&mut self, layer: &Path, target: &Path) -> Result<(), SandboxError> {
+        let mut data = b"lowerdir=".to_vec();
+        escape_layer(&mut data, &old_root_path(layer));
+        data.push(b':');
+        escape_layer(&mut data, target);
+        let op = Op::Overlay {
+            target: cstr(target.as_os_str().as_bytes())?,
+            data: cstr(data)?,
+            readonly: true,
+        };
+        let label = format!(
+            "ro overlay {} over {} (shims)",
+            layer.display(),
+            target.display()
+        );
         self.push(op, Layer::Filesystem, label);
         Ok(())
     }

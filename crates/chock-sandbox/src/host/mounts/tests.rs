@@ -121,3 +121,71 @@ fn a_project_at_the_home_itself_gets_no_home_tmpfs() {
         "{labels:?}"
     );
 }
+
+#[test]
+fn a_shim_directory_is_one_read_only_overlay_and_covers_no_other_mount() {
+    use crate::wire::plan::{Shim, ShimDir};
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let (layer, read) = (base.join("layer"), base.join("read"));
+    std::fs::create_dir_all(read.join("sub")).unwrap();
+    let plan = |target: &Path, shims: Vec<Shim>| {
+        let mut plan = Plan::builder(
+            vec!["true".into()],
+            WorkspaceMount::Bind {
+                source: "/tmp".into(),
+            },
+            "/p".into(),
+        )
+        .extra_read(vec![read.clone()])
+        .shims(shims)
+        .build_with_env(&[]);
+        plan.shim_dirs = vec![ShimDir {
+            layer: layer.clone(),
+            target: target.to_path_buf(),
+        }];
+        plan
+    };
+    let steps = build(&plan(Path::new("/usr/libexec/x"), Vec::new()), None, None).unwrap();
+    let overlays: Vec<&Step> = steps
+        .iter()
+        .filter(|s| s.label.ends_with("(shims)"))
+        .collect();
+    assert_eq!(overlays.len(), 1);
+    let expected = format!("lowerdir=/oldroot{}:/usr/libexec/x", layer.display());
+    assert!(
+        matches!(&overlays[0].op, Op::Overlay { target, data, readonly: true }
+            if target.to_bytes() == b"/usr/libexec/x" && data.to_bytes() == expected.as_bytes()),
+        "{:?}",
+        overlays[0].op
+    );
+    // Made after the tree it lies over, before /proc.
+    let at = |label: &str| steps.iter().position(|s| s.label == label).unwrap();
+    let shims = steps
+        .iter()
+        .position(|s| s.label.ends_with("(shims)"))
+        .unwrap();
+    assert!(at(&format!("ro overlay {}", read.display())) < shims);
+    assert!(shims < at("proc /proc (this call's pid namespace)"));
+    // A declared path below the target, or a shim file there, would be covered: refused.
+    for (target, shims) in [
+        (read.clone(), Vec::new()),
+        (base.clone(), Vec::new()),
+        (
+            PathBuf::from("/usr/libexec/x"),
+            vec![Shim {
+                source: "/bin/true".into(),
+                target: "/usr/libexec/x/git".into(),
+            }],
+        ),
+    ] {
+        let error = build(&plan(&target, shims), None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("is mounted there"), "{error}");
+    }
+    let error = build(&plan(Path::new("/proc/x"), Vec::new()), None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("outside /proc"), "{error}");
+}
