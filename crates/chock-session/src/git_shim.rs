@@ -122,8 +122,7 @@ impl Wiring {
         let shown = self.shown.get_or_init(|| {
             crate::shim_layers::show(&self.shim, &gits.masked, Some(self.layers.as_path()))
         });
-        plan.shims = shown.files.clone();
-        plan.shim_dirs = shown.dirs.clone();
+        shown.apply(plan);
         if let Some(dir) = self.host_dir() {
             plan.extra_read.push(dir.to_path_buf());
         }

@@ -22,8 +22,33 @@ use chock_sandbox::{Shim, ShimDir};
 pub(crate) struct Shown {
     /// A bind of the shim over each git alone in its directory.
     pub(crate) files: Vec<Shim>,
-    /// One overlay over each directory of several.
-    pub(crate) dirs: Vec<ShimDir>,
+    /// One overlay over each directory of several, and the binds that would hide the same gits
+    /// (for a plan that mounts something at or below the directory, which an overlay would cover).
+    pub(crate) dirs: Vec<(ShimDir, Vec<Shim>)>,
+}
+
+impl Shown {
+    /// Gives `plan` the shim over every real git: a directory at or above which the plan mounts
+    /// one of its own paths (a declared path under `/usr/local/bin`, say) gets its gits bound one
+    /// by one, as an overlay there would cover that mount.
+    pub(crate) fn apply(&self, plan: &mut chock_sandbox::Plan) {
+        plan.shims = self.files.clone();
+        plan.shim_dirs.clear();
+        for (dir, binds) in &self.dirs {
+            let own = [&plan.project_path, &plan.home];
+            let covered = own
+                .into_iter()
+                .chain(&plan.extra_read)
+                .chain(&plan.extra_write)
+                .chain(plan.store_paths.iter().map(|s| &s.target))
+                .any(|p| p.starts_with(&dir.target));
+            if covered {
+                plan.shims.extend(binds.iter().cloned());
+            } else {
+                plan.shim_dirs.push(dir.clone());
+            }
+        }
+    }
 }
 
 /// Shows `shim` over each of `masked` (the real gits). For each directory holding two or more,
@@ -48,15 +73,18 @@ pub(crate) fn show(shim: &Path, masked: &[PathBuf], root: Option<&Path>) -> Show
             Some(root) if names.len() > 1 => layer(shim, root, i, &names, &mut program).ok(),
             _ => None,
         };
+        let binds = names.iter().map(|name| Shim {
+            source: shim.to_path_buf(),
+            target: dir.join(name),
+        });
         match layer {
-            Some(layer) => shown.dirs.push(ShimDir {
-                layer,
-                target: dir.to_path_buf(),
-            }),
-            None => shown.files.extend(names.iter().map(|name| Shim {
-                source: shim.to_path_buf(),
-                target: dir.join(name),
-            })),
+            Some(layer) => {
+                let target = dir.to_path_buf();
+                shown
+                    .dirs
+                    .push((ShimDir { layer, target }, binds.collect()));
+            }
+            None => shown.files.extend(binds),
         }
     }
     shown
@@ -114,7 +142,8 @@ mod tests {
         assert_eq!(shown.files.len(), 1);
         assert_eq!(shown.files[0].target, Path::new("/usr/bin/git"));
         assert_eq!(shown.dirs.len(), 1);
-        let ShimDir { layer, target } = &shown.dirs[0];
+        let (ShimDir { layer, target }, binds) = &shown.dirs[0];
+        assert_eq!(binds.len(), 51);
         assert_eq!(target, Path::new("/usr/lib/git-core"));
         let mut names: Vec<String> = std::fs::read_dir(layer)
             .unwrap()
@@ -127,6 +156,20 @@ mod tests {
             assert_eq!(std::fs::read(layer.join(n)).unwrap(), b"#!/bin/sh\n");
         }
         assert!(!root.join("stale").exists(), "a stale layer is gone");
+        // A plan with a path of its own below the directory: its gits are bound instead.
+        let mut plan = chock_sandbox::Plan::builder(
+            vec!["true".into()],
+            chock_sandbox::WorkspaceMount::Bind {
+                source: "/tmp".into(),
+            },
+            "/p".into(),
+        )
+        .build_with_env(&[]);
+        shown.apply(&mut plan);
+        assert_eq!((plan.shims.len(), plan.shim_dirs.len()), (1, 1));
+        plan.extra_read.push("/usr/lib/git-core/templates".into());
+        shown.apply(&mut plan);
+        assert_eq!((plan.shims.len(), plan.shim_dirs.len()), (52, 0));
         // No directory for layers: every git bound, as before.
         let shown = show(&shim, &masked, None);
         assert_eq!((shown.files.len(), shown.dirs.len()), (52, 0));

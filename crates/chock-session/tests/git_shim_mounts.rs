@@ -254,3 +254,46 @@ fn a_git_hidden_in_a_directory_of_many_runs_the_shim_and_the_rest_reads_as_it_is
         }
     }
 }
+
+#[test]
+fn a_declared_path_inside_a_directory_of_gits_leaves_its_gits_bound_one_by_one() {
+    let gits = real_gits();
+    let mut counts: BTreeMap<&Path, usize> = BTreeMap::new();
+    for g in &gits {
+        *counts.entry(g.parent().unwrap()).or_default() += 1;
+    }
+    let declared = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(d, _)| d.join("mergetools"))
+        .find(|m| m.is_dir());
+    let Some(declared) = declared else {
+        chock_test_support::requires(
+            false,
+            "an exec path of several gits with a `mergetools` directory (a source build's)",
+        );
+        return;
+    };
+    let project = GitProject::with_files(&[(
+        "chock.toml",
+        &format!("[sandbox]\nread = [\"{}\"]\n", declared.display()),
+    )]);
+    let shim = std::fs::metadata(env!("CARGO_BIN_EXE_chock-git-shim"))
+        .unwrap()
+        .len();
+    let dir = declared.parent().unwrap();
+    let hidden: Vec<&PathBuf> = gits.iter().filter(|g| g.starts_with(dir)).collect();
+    for calls in [Calls::One, Calls::Overlapping] {
+        let mut s = Caller::new(&project, true, calls);
+        // An overlay over the directory would cover the declared path: its gits are bound.
+        let script = format!(
+            "ls {} >/dev/null && wc -c < {} && wc -c < {}",
+            declared.display(),
+            hidden[0].display(),
+            hidden[hidden.len() - 1].display()
+        );
+        let (code, out, _) = s.run("declared", &script);
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(out, format!("{shim}\n{shim}\n"));
+    }
+}
