@@ -34,8 +34,8 @@ fn recording() -> String {
 }
 
 /// Answers the session's questions over the socket as a person at a terminal would: the push
-/// `allow_once` (and the `git remote-http` and `git send-pack` it starts, asked as `git.unknown`),
-/// git's password (a secret question) with [`PASSWORD`]; until `done`. Returns whether a password
+/// `allow_once` (the `git remote-http` and `git send-pack` it starts are part of that act, never
+/// asked about), git's password (a secret question) with [`PASSWORD`]; until `done`. Returns whether a password
 /// question came and was marked secret.
 async fn person(socket: &std::path::Path, session: &str, done: Arc<AtomicBool>) -> bool {
     let mut client = DaemonClient::unix(socket).await.unwrap();
@@ -56,12 +56,6 @@ async fn person(socket: &std::path::Path, session: &str, done: Arc<AtomicBool>) 
             }
             let (answer, reply) = match q.action.as_deref() {
                 Some("git.push") => (AnswerKind::AllowOnce, None),
-                // The push's own remote helper, which the classifier does not name (yet).
-                Some("git.unknown")
-                    if q.what.contains("git remote-http") || q.what.contains("git send-pack") =>
-                {
-                    (AnswerKind::AllowOnce, None)
-                }
                 Some(other) => panic!("unexpected question about {other}: {}", q.what),
                 None => (AnswerKind::Reply, Some(PASSWORD.to_string())),
             };

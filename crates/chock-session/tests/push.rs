@@ -229,9 +229,30 @@ async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_l
         .filter(|(k, _, _)| *k == QuestionKind::Question)
         .count();
     assert_eq!(password_questions, 1, "{asked:?}");
+    // The transport helpers the push starts (`git remote-http`, `git send-pack`) are the act the
+    // person approved: nobody is asked about them, and the harness's allow is logged.
+    let approvals: Vec<String> = asked.iter().filter_map(|(_, a, _)| a.clone()).collect();
+    assert!(
+        approvals.iter().all(|a| a != "git.unknown"),
+        "a helper was asked about: {asked:?}"
+    );
+    assert_eq!(
+        approvals.iter().filter(|a| *a == "git.push").count(),
+        1,
+        "{asked:?}"
+    );
+    let session_dir = s.log().dir().to_path_buf();
+    assert!(
+        std::fs::read_to_string(session_dir.join("log.jsonl"))
+            .unwrap()
+            .contains(&format!(
+                "a transport helper of the approved push to {}",
+                real.url()
+            )),
+        "the helpers' decision is logged"
+    );
     // The password is in neither the log nor the workspace (the session's directory holds both),
     // nor the project; and what the call was given is gone.
-    let session_dir = s.log().dir().to_path_buf();
     assert!(
         !all_text(&session_dir).contains(PASSWORD),
         "the password was written"

@@ -102,6 +102,18 @@ impl Credentials {
         );
     }
 
+    /// The URL of this call's approved push when `env` carries every program variable the host
+    /// set for it, exactly as set: the asking git was started by that push (a git the push runs
+    /// inherits them; the agent cannot guess the askpass socket's name).
+    pub(crate) fn push_of(&self, env: &[(String, String)]) -> Option<String> {
+        let handed = self.handed.lock().expect("the handed-out variables");
+        if handed.is_empty() || !handed.iter().all(|pair| env.contains(pair)) {
+            return None;
+        }
+        let approved = self.approved.lock().expect("the approval");
+        approved.as_ref().map(|plan| plan.url.text.clone())
+    }
+
     /// `env` without the program variables the host itself set for this call's approved push,
     /// exactly as it set them (a git the push runs inherits them; any other value stays).
     pub(crate) fn without_handed(&self, env: &[(String, String)]) -> Vec<(String, String)> {

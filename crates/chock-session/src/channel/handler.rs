@@ -79,11 +79,23 @@ impl CallChannel<'_> {
         if let Some(why) = &classified.reason {
             detail.push_str(&format!(" ({why})"));
         }
-        let settled = match self
-            .pipeline
-            .settle(Some(self.call_id), &action, &detail)
-            .await
-        {
+        let settled = match transport_of_push(&req, self.credentials) {
+            // The remote helper and `send-pack` an approved push starts, to its own URL: part of
+            // the act a person approved, so not asked again; the harness's decision is logged.
+            Some(url) => self.pipeline.decide_without_table(
+                Some(self.call_id),
+                Some(&action),
+                chock_decide::Harness::Allow {
+                    why: format!("a transport helper of the approved push to {url}"),
+                },
+            ),
+            None => {
+                self.pipeline
+                    .settle(Some(self.call_id), &action, &detail)
+                    .await
+            }
+        };
+        let settled = match settled {
             Ok(s) => s,
             Err(e) => return refused(format!("{action} could not be decided: {e}")),
         };
@@ -122,6 +134,21 @@ impl CallChannel<'_> {
             }
         }
     }
+}
+
+/// The commands git starts to carry a push over https, and the one a fetch would.
+const TRANSPORT_HELPERS: [&str; 4] = ["remote-http", "remote-https", "send-pack", "fetch-pack"];
+
+/// The approved push's URL when `req` is one of git's transport helpers started by that push
+/// (it carries the variables the host set for it) and names that URL as its remote; else `None`.
+fn transport_of_push(req: &GitRequest, credentials: &super::Credentials) -> Option<String> {
+    let url = credentials.push_of(&req.env)?;
+    let helper = req.args.first()?;
+    if !TRANSPORT_HELPERS.contains(&helper.as_str()) {
+        return None;
+    }
+    let same = |arg: &String| arg.trim_end_matches('/') == url.trim_end_matches('/');
+    req.args[1..].iter().any(same).then_some(url)
 }
 
 fn env_of<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
