@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use chock_policy::mcp::RawServer;
@@ -16,32 +15,10 @@ const ALLOW_ALL: &str = "[[rule]]\naction = \"mcp.hostile.tool.*\"\ndecision = \
 
 /// A number no other process on the machine sleeps for: this test's mark in /proc.
 fn mark(which: u32) -> String {
-    (2_000_000 + std::process::id() * 2 + which).to_string()
+    chock_test_support::processes::mark(2_000_000, which)
 }
 
-/// The host pids of the processes running `sleep <mark>`, read from /proc.
-fn sleeping(mark: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(cmdline) =
-            std::fs::read(PathBuf::from("/proc").join(pid.to_string()).join("cmdline"))
-        else {
-            continue;
-        };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.len() >= 2 && args[0].ends_with(b"sleep") && args[1] == mark.as_bytes() {
-            pids.push(pid);
-        }
-    }
-    pids
-}
+use chock_test_support::processes::sleeping;
 
 /// The hostile server, started by a shell that first leaves `sleep <mark>` running in the
 /// server's sandbox.

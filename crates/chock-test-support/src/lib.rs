@@ -26,6 +26,7 @@ pub mod events;
 #[cfg(feature = "git-servers")]
 pub mod git_servers;
 pub mod model;
+pub mod processes;
 mod project;
 mod skip;
 pub mod wire;
