@@ -402,27 +402,17 @@ fn post_json(url: &Url, body: &Value) -> HttpRequest {
 
 /// A token endpoint's `200` answer as JSON, or its OAuth error.
 async fn answered<T: Transport>(transport: &T, request: HttpRequest) -> Result<Value, OAuthError> {
-    let url = request.url.to_string();
+    let url = request.url.clone();
     let response = send(transport, request).await?;
-    let value: Option<Value> = serde_json::from_slice(&response.body).ok();
     if response.status != 200 {
-        if let Some(error) = value.as_ref().and_then(|v| v["error"].as_str()) {
-            return Err(OAuthError::Refused {
-                endpoint: url,
-                error: error.to_string(),
-                description: value
-                    .as_ref()
-                    .and_then(|v| v["error_description"].as_str())
-                    .map(str::to_string),
-            });
-        }
-        return Err(OAuthError::Status {
-            url,
-            status: response.status,
-            body: excerpt(&response.body),
-        });
+        return Err(crate::client::oauth_error(
+            &url,
+            response.status,
+            &response.body,
+        ));
     }
-    value.ok_or_else(|| OAuthError::bad(&url, "(document)", "not JSON"))
+    serde_json::from_slice(&response.body)
+        .map_err(|_| OAuthError::bad(url.as_str(), "(document)", "not JSON"))
 }
 
 #[cfg(test)]

@@ -198,7 +198,7 @@ fn dpop_key(server: &AuthServerMetadata) -> Result<Option<DpopKey>, OAuthError> 
 }
 
 /// An OAuth error answer (RFC 6749 §5.2) or a bare status, as an error naming the endpoint.
-fn oauth_error(endpoint: &Url, status: u16, body: &[u8]) -> OAuthError {
+pub(crate) fn oauth_error(endpoint: &Url, status: u16, body: &[u8]) -> OAuthError {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     match parsed
         .as_ref()
