@@ -44,18 +44,7 @@ struct Seen {
 
 type Shared = Arc<Mutex<Seen>>;
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
-}
-
-fn auth_of(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap().to_string())
-}
+use support::{authorization_of as auth_of, serve_app as serve};
 
 async fn prm(State(s): State<Shared>) -> Response {
     let s = s.lock().unwrap();

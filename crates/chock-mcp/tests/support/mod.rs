@@ -237,3 +237,19 @@ pub fn python_server(script: &Path, args: &[&str]) -> Option<RawServer> {
         ..RawServer::default()
     })
 }
+
+/// Serves `app` on a loopback port of its own (an authorization server or a resource of the
+/// test's): its origin, `http://127.0.0.1:PORT`.
+pub async fn serve_app(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// The `Authorization` header a test server received, if any.
+pub fn authorization_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap().to_string())
+}
