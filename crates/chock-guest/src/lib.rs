@@ -41,6 +41,10 @@ pub mod tag {
     pub const NET_IN: u8 = 6;
     /// Host: the host's side of an egress connection ended (a `u32` id): a refusal is this.
     pub const NET_IN_END: u8 = 7;
+    /// Host: the answer to a request on the call's host channel: a `u32` id, then the answer's
+    /// datagram as the host's channel handler wrote it (empty: the host closed without one, a
+    /// refusal).
+    pub const CHANNEL_ANSWER: u8 = 8;
     /// Guest: booted; a [`super::Hello`] (JSON).
     pub const HELLO: u8 = 101;
     /// Guest: the shares are mounted; ready for calls.
@@ -68,6 +72,10 @@ pub mod tag {
     pub const NET_OUT: u8 = 112;
     /// Guest: the call's side of an egress connection ended (a `u32` id).
     pub const NET_OUT_END: u8 = 113;
+    /// Guest: a request a process of the call sent on its host channel (descriptor 3): a `u32`
+    /// id, then the request's datagram as it was sent. The host hands it to the session's
+    /// channel handler and answers with [`CHANNEL_ANSWER`] of the same id.
+    pub const CHANNEL_ASK: u8 = 114;
 }
 
 /// One frame on the channel.
@@ -146,14 +154,14 @@ impl Frame {
     }
 }
 
-/// A frame for egress connection `id`: the id, then `bytes`.
+/// A frame for egress connection (or host channel request) `id`: the id, then `bytes`.
 pub fn net_frame(tag: u8, id: u32, bytes: &[u8]) -> Frame {
     let mut body = id.to_be_bytes().to_vec();
     body.extend_from_slice(bytes);
     Frame::new(tag, body)
 }
 
-/// The connection id and bytes of an egress frame.
+/// The id and bytes of an egress or host channel frame.
 pub fn net_parts(body: &[u8]) -> Option<(u32, &[u8])> {
     let (id, rest) = body.split_first_chunk::<4>()?;
     Some((u32::from_be_bytes(*id), rest))
