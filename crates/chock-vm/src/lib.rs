@@ -13,6 +13,7 @@
 
 mod accel;
 mod call;
+mod channel;
 mod confiner;
 pub mod doctor;
 pub mod initramfs;
