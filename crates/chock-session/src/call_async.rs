@@ -259,6 +259,11 @@ impl Session {
         let channel = call.take_host_channel();
         let wiring = self.git.as_ref();
         let gits = wiring.and_then(crate::git_shim::Wiring::found);
+        // A guest's call is read through the host's view of its workspace (it has no host pid).
+        let guest_view = self
+            .guest
+            .is_some()
+            .then(|| crate::channel::GuestView::new(&self.project, &self.workspace.mount()));
         let waited = match (channel, gits, wiring) {
             (Some(channel), Some(gits), Some(wiring)) => {
                 let handler = crate::channel::CallChannel {
@@ -267,6 +272,7 @@ impl Session {
                     gits,
                     wiring,
                     credentials: &credentials,
+                    guest: guest_view.as_ref(),
                 };
                 let serving = async {
                     let _ = crate::channel::serve(channel, &handler).await;

@@ -42,6 +42,10 @@ pub(crate) struct Wiring {
     /// For an approved push: the host's project (whose configuration decides where a push goes)
     /// and the session's directory the host writes and every call reads only.
     push: Option<(PathBuf, PathBuf)>,
+    /// The session's calls run in a microVM guest: the shim is shown from the session's own
+    /// copy of it, in the layers' directory, which is what the guest is given to see (not the
+    /// directory the shim is installed in).
+    guest: bool,
 }
 
 impl Wiring {
@@ -55,7 +59,15 @@ impl Wiring {
             shown: std::sync::OnceLock::new(),
             copies: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             push: None,
+            guest: false,
         }
+    }
+
+    /// For a session whose calls run in a microVM guest: the shim is shown from the session's
+    /// own copy of it (`shim_layers::show`'s `own_copy`), a directory the guest is given alone.
+    pub(crate) fn for_guest(mut self) -> Wiring {
+        self.guest = true;
+        self
     }
 
     /// Lets the session carry out approved pushes: `project` is the host's repository, `host_dir`
@@ -120,7 +132,12 @@ impl Wiring {
         plan.host_channel = true;
         let gits = self.gits(&path);
         let shown = self.shown.get_or_init(|| {
-            crate::shim_layers::show(&self.shim, &gits.masked, Some(self.layers.as_path()))
+            crate::shim_layers::show(
+                &self.shim,
+                &gits.masked,
+                Some(self.layers.as_path()),
+                self.guest,
+            )
         });
         shown.apply(plan);
         if let Some(dir) = self.host_dir() {
@@ -283,22 +300,57 @@ impl Gits {
     /// The entries of one configuration file as `git config --list` gives them, read by the
     /// host's git with the file named alone (`--file`: no includes followed, nothing run).
     pub(crate) fn read_config(&self, file: &Path) -> Vec<(String, Option<String>)> {
-        let Some(git) = self.masked.first() else {
-            return Vec::new();
-        };
         if !file.is_file() {
             return Vec::new();
         }
-        let out = std::process::Command::new(git)
-            .args(["config", "--list", "-z", "--file"])
+        self.list_config(std::ffi::OsStr::new("--file"), file.as_os_str(), None)
+    }
+
+    /// The entries of a configuration file's `text` (read by the host from a guest's workspace),
+    /// as [`Gits::read_config`] gives them: git reads it from its standard input.
+    pub(crate) fn read_config_text(&self, text: &[u8]) -> Vec<(String, Option<String>)> {
+        self.list_config(
+            std::ffi::OsStr::new("--file"),
+            std::ffi::OsStr::new("-"),
+            Some(text),
+        )
+    }
+
+    fn list_config(
+        &self,
+        flag: &std::ffi::OsStr,
+        file: &std::ffi::OsStr,
+        text: Option<&[u8]>,
+    ) -> Vec<(String, Option<String>)> {
+        use std::io::Write;
+        let Some(git) = self.masked.first() else {
+            return Vec::new();
+        };
+        let child = std::process::Command::new(git)
+            .args(["config", "--list", "-z"])
+            .arg(flag)
             .arg(file)
             .env_clear()
             .env("HOME", "/nonexistent")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .stdin(std::process::Stdio::null())
+            .stdin(if text.is_some() {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
-            .output();
-        let Ok(out) = out else { return Vec::new() };
+            .spawn();
+        let Ok(mut child) = child else {
+            return Vec::new();
+        };
+        if let (Some(text), Some(mut stdin)) = (text, child.stdin.take()) {
+            // git reads its input whole before it writes: a write cut short is git gone.
+            let _ = stdin.write_all(text);
+        }
+        let Ok(out) = child.wait_with_output() else {
+            return Vec::new();
+        };
         String::from_utf8_lossy(&out.stdout)
             .split('\0')
             .filter(|e| !e.is_empty())

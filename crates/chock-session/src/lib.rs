@@ -283,10 +283,6 @@ impl Session {
             chock_policy::Isolation::Microvm => Some(guest_confiner()?),
             chock_policy::Isolation::Process => None,
         };
-        // The git shim needs the call's host channel, which a guest cannot carry yet
-        // (docs/microvm.md): in a guest git runs as any program does (`exec.system.git`), its
-        // connections decided by the broker as every other's.
-        let git_shim = git_shim.filter(|_| guest.is_none());
         let overlay = match workspace.mount() {
             _ if guest.is_some() => None,
             chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
@@ -300,6 +296,7 @@ impl Session {
             | chock_sandbox::WorkspaceMount::ReadOnly { .. } => None,
         };
         let push_project = project.clone();
+        let guest_calls = guest.is_some();
         let push_dir = log.dir().join("git-host");
         let shim_layers = log.dir().join("git-shims");
         if git_shim.is_some() {
@@ -329,8 +326,13 @@ impl Session {
             calls,
             own_overlay,
             nix: nix::NixState::default(),
-            git: git_shim.map(|shim| {
-                git_shim::Wiring::new(shim, shim_layers).with_push(&push_project, push_dir)
+            // In a guest the shim's channel is relayed over the guest's port (docs/microvm.md,
+            // "The host channel"); an approved push from a guest is not built yet.
+            git: git_shim.map(|shim| match guest_calls {
+                true => git_shim::Wiring::new(shim, shim_layers).for_guest(),
+                false => {
+                    git_shim::Wiring::new(shim, shim_layers).with_push(&push_project, push_dir)
+                }
             }),
         };
         session.warm_socket_index();

@@ -23,6 +23,7 @@
 mod askpass;
 mod client;
 mod frame;
+mod guest_view;
 mod handler;
 mod push;
 mod serve;
@@ -35,6 +36,7 @@ pub use askpass::{
 };
 pub use client::Client;
 pub use frame::{ChannelError, MAX_FRAME, decode, encode};
+pub(crate) use guest_view::GuestView;
 pub(crate) use handler::CallChannel;
 pub use push::ASKPASS_MODE;
 pub use serve::{Handler, Reply, serve};
@@ -107,4 +109,9 @@ pub struct GitAnswer {
     /// askpass, its agent).
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// For a call in a microVM guest, where no descriptor crosses the guest's port: the real
+    /// git's path under the `/usr` the guest sees read-only from the host. The guest's init
+    /// hands the shim a sealed copy of it as the descriptor a local call's answer carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
 }
