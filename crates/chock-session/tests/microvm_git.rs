@@ -179,7 +179,7 @@ fn git_in_a_guest_is_decided_on_the_host_and_held_to_the_workspace() {
             "cd sub && python3 ../ask.py '[\"status\"]' {p}/sub; \
              cd /tmp && python3 {p}/ask.py '[\"status\"]' /tmp; \
              cd {p} && python3 ask.py '[\"-C\", \"/tmp\", \"status\"]' {p}; \
-             python3 ask.py '[\"status\"]' /tmp"
+             cd /tmp && python3 {p}/ask.py '[\"status\"]' {p}/sub"
         ),
     );
     let lines: Vec<&str> = out.lines().collect();
@@ -204,7 +204,8 @@ fn git_in_a_guest_is_decided_on_the_host_and_held_to_the_workspace() {
             && lines[2].ends_with(" 0"),
         "{out}"
     );
-    // Another directory than its own: refused by the guest's init before the host is asked.
+    // A directory of the workspace that is not its own: refused by the guest's init before the
+    // host is asked (the host cannot see the asking process).
     assert!(
         lines[3].contains(r#""kind":"refused""#)
             && lines[3].contains("not the asking process's")
