@@ -146,7 +146,16 @@ impl Session {
             },
         };
         self.note_socket_walks(&plan);
-        self.run_async(call_id, action, settled, started, opts, &pipeline)
+        // A guest's call is read through the host's view of its workspace (it has no host pid).
+        let guest_view = self
+            .guest
+            .is_some()
+            .then(|| crate::channel::GuestView::new(&plan));
+        let begun = Begun {
+            started,
+            guest_view,
+        };
+        self.run_async(call_id, action, settled, begun, opts, &pipeline)
             .await
     }
 
@@ -209,10 +218,14 @@ impl Session {
         call_id: String,
         action: String,
         settled: Settled,
-        started: Result<Box<dyn CallHandle>, SandboxError>,
+        begun: Begun,
         opts: &CallOptions,
         pipeline: &chock_decide::Pipeline,
     ) -> Result<CallResult, SessionError> {
+        let Begun {
+            started,
+            guest_view,
+        } = begun;
         let began = Instant::now();
         let mut call = match started {
             Ok(call) => call,
@@ -259,11 +272,6 @@ impl Session {
         let channel = call.take_host_channel();
         let wiring = self.git.as_ref();
         let gits = wiring.and_then(crate::git_shim::Wiring::found);
-        // A guest's call is read through the host's view of its workspace (it has no host pid).
-        let guest_view = self
-            .guest
-            .is_some()
-            .then(|| crate::channel::GuestView::new(&self.project, &self.workspace.mount()));
         let waited = match (channel, gits, wiring) {
             (Some(channel), Some(gits), Some(wiring)) => {
                 let handler = crate::channel::CallChannel {
@@ -306,6 +314,13 @@ impl Session {
             began,
         )
     }
+}
+
+/// A call as its start left it, and, for a call in a microVM guest, the host's view of its
+/// workspace that its channel's requests are read through.
+struct Begun {
+    started: Result<Box<dyn CallHandle>, SandboxError>,
+    guest_view: Option<crate::channel::GuestView>,
 }
 
 /// Polls `future` once and says what it gave: for a future whose first poll hands its work

@@ -42,6 +42,7 @@ fn session(dir: &Path, policy: &str) -> (Session, PathBuf) {
     host_git(&project, &["init", "-q", "-b", "main"]);
     host_git(&project, &["config", "user.name", "t"]);
     host_git(&project, &["config", "user.email", "t@example.invalid"]);
+    host_git(&project, &["config", "alias.st", "status"]);
     host_git(&project, &["add", "-A"]);
     host_git(&project, &["commit", "-qm", "one"]);
     let opts = SessionOptions {
@@ -168,6 +169,25 @@ fn git_in_a_guest_is_decided_on_the_host_and_held_to_the_workspace() {
     assert_eq!(
         host_git(&project, &["rev-list", "--count", "HEAD"]).trim(),
         "1"
+    );
+
+    // An alias is its act; but with a directory on `PATH` the host cannot see (the guest's
+    // `/tmp`), where a `git-st` git would run first may lie, it is `git.unknown` (asked: nobody
+    // is there, so refused).
+    let (out, err) = run(
+        &s,
+        "a1",
+        "export PATH=/usr/local/bin:/usr/bin:/bin; git st >/dev/null; echo \"st=$?\"; \
+         mkdir -p /tmp/bin; PATH=/tmp/bin:$PATH git st >/dev/null; echo \"hidden=$?\"",
+    );
+    assert_eq!(out, "st=0\nhidden=126\n", "{err}");
+    // (git runs an alias's command as a git of its own: one `git.status` more.)
+    let decided = git_decisions(&s, "a1");
+    let (last, before) = decided.split_last().expect("decisions");
+    assert_eq!(last, &("git.unknown".to_string(), false), "{decided:?}");
+    assert!(
+        !before.is_empty() && before.iter().all(|d| d == &("git.status".to_string(), true)),
+        "{decided:?}"
     );
 
     // A replaced shim (the channel spoken directly) is held to the workspace by the host.

@@ -31,25 +31,32 @@ pub(crate) enum CallFiles {
 }
 
 /// The host's view of a guest call's workspace: the project's path in the call and the host
-/// directories that show it, the top layer first.
+/// directories that show it, the top layer first; and the places the call can write that the
+/// host does not see (its home, `/tmp`, `/dev`, `/proc`'s links into the call, the declared
+/// write paths).
 #[derive(Debug, Clone)]
 pub(crate) struct GuestView {
     project: PathBuf,
     layers: Vec<PathBuf>,
+    unseen: Vec<PathBuf>,
 }
 
 impl GuestView {
-    /// The view of `mount` shown at `project` in the call.
-    pub(crate) fn new(project: &Path, mount: &WorkspaceMount) -> GuestView {
-        let layers = match mount {
+    /// The view of `plan`'s call.
+    pub(crate) fn new(plan: &chock_sandbox::Plan) -> GuestView {
+        let layers = match &plan.workspace {
             WorkspaceMount::Bind { source } | WorkspaceMount::ReadOnly { source } => {
                 vec![source.clone()]
             }
             WorkspaceMount::Overlay { lower, upper, .. } => vec![upper.clone(), lower.clone()],
         };
+        let mut unseen: Vec<PathBuf> = ["/tmp", "/dev", "/proc"].map(PathBuf::from).into();
+        unseen.push(plan.home.clone());
+        unseen.extend(plan.extra_write.iter().cloned());
         GuestView {
-            project: project.to_path_buf(),
+            project: plan.project_path.clone(),
             layers,
+            unseen,
         }
     }
 
@@ -119,26 +126,30 @@ impl GuestView {
             .is_some_and(|(_, _, kind)| kind == FileType::Directory)
     }
 
-    /// The names in the directory at `path`, every layer's, less the upper's whiteouts.
-    fn names(&self, path: &str) -> Vec<String> {
-        let Some(rel) = self.relative(path) else {
-            return Vec::new();
-        };
+    /// The names in the directory at `path`, every layer's, less what a layer above hides with
+    /// a whiteout; `None` when the walk meets a symbolic link (it may lead anywhere in the
+    /// guest) or anything else it cannot read.
+    fn names(&self, path: &str) -> Option<Vec<String>> {
+        let rel = self.relative(path)?;
+        let mut seen = std::collections::BTreeSet::new();
         let mut out = Vec::new();
         for layer in &self.layers {
-            let Ok(root) = Dir::open_root(layer) else {
-                continue;
+            let root = Dir::open_root(layer).ok()?;
+            let dir = match root.open_dir(&rel, false) {
+                Ok(dir) => dir,
+                Err(chock_beneath::WalkError::Missing { .. }) => continue,
+                Err(_) => return None,
             };
-            let Ok(dir) = root.open_dir(&rel, false) else {
-                continue;
-            };
-            for name in dir.names().unwrap_or_default() {
-                let shown = dir
+            for name in dir.names().ok()? {
+                let whiteout = dir
                     .meta(&name)
                     .ok()
                     .flatten()
-                    .is_some_and(|m| !chock_beneath::is_whiteout(&dir, &name, &m));
-                if let (true, Some(n)) = (shown, name.to_str()) {
+                    .is_some_and(|m| chock_beneath::is_whiteout(&dir, &name, &m));
+                if seen.insert(name.clone())
+                    && !whiteout
+                    && let Some(n) = name.to_str()
+                {
                     out.push(n.to_string());
                 }
             }
@@ -146,7 +157,12 @@ impl GuestView {
                 break;
             }
         }
-        out
+        Some(out)
+    }
+
+    /// Whether `path` lies where the call can write and the host cannot see.
+    fn unseen(&self, path: &str) -> bool {
+        normalize(path).is_none_or(|p| self.unseen.iter().any(|u| p.starts_with(u)))
     }
 }
 
@@ -167,10 +183,17 @@ fn normalize(path: &str) -> Option<PathBuf> {
     path.starts_with('/').then_some(out)
 }
 
-/// A path of the system's `/usr`, which a guest sees read-only from the host, read on the host.
+/// A path of the system's `/usr`, which a guest sees read-only from the host, read on the host;
+/// `/bin`, `/sbin`, `/lib` and `/lib64` are the guest's merged-`/usr` links into it.
 fn system(path: &str) -> Option<PathBuf> {
     let normal = normalize(path)?;
-    normal.starts_with("/usr").then_some(normal)
+    if normal.starts_with("/usr") {
+        return Some(normal);
+    }
+    ["bin", "sbin", "lib", "lib64"].into_iter().find_map(|top| {
+        let rest = normal.strip_prefix(Path::new("/").join(top)).ok()?;
+        Some(Path::new("/usr").join(top).join(rest))
+    })
 }
 
 impl CallFiles {
@@ -197,8 +220,11 @@ impl CallFiles {
         }
     }
 
-    /// The names in the directory at `path`.
-    pub(crate) fn names(&self, path: &str) -> Vec<String> {
+    /// The names in the directory at `path`; `None` when the host cannot see that directory (a
+    /// guest's `/tmp` or home, or a symbolic link in its workspace). Elsewhere a guest's call
+    /// sees only what the host shows it read-only (`/usr`, declared read paths) or nothing, so
+    /// the host lists its own directory at that path: a name too many is only more caution.
+    pub(crate) fn names(&self, path: &str) -> Option<Vec<String>> {
         let list = |dir: PathBuf| -> Vec<String> {
             std::fs::read_dir(dir)
                 .into_iter()
@@ -208,9 +234,109 @@ impl CallFiles {
                 .collect()
         };
         match self {
-            CallFiles::Root(root) => list(super::handler::inside(root, path)),
+            CallFiles::Root(root) => Some(list(super::handler::inside(root, path))),
             CallFiles::Guest(view) if view.holds(path) => view.names(path),
-            CallFiles::Guest(_) => system(path).map(list).unwrap_or_default(),
+            CallFiles::Guest(view) if view.unseen(path) => None,
+            CallFiles::Guest(_) => Some(list(system(path).unwrap_or_else(|| PathBuf::from(path)))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A project at `/p` in the call, shown by an upper layer over a lower one.
+    fn layered() -> (tempfile::TempDir, CallFiles) {
+        let t = tempfile::tempdir().unwrap();
+        let (upper, lower) = (t.path().join("upper"), t.path().join("lower"));
+        for d in [&upper, &lower] {
+            std::fs::create_dir_all(d.join(".git")).unwrap();
+            std::fs::create_dir_all(d.join("bin")).unwrap();
+        }
+        std::fs::write(lower.join(".git/config"), "lower").unwrap();
+        std::fs::write(upper.join(".git/config"), "upper").unwrap();
+        std::fs::write(lower.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(lower.join(".git/commondir"), "..").unwrap();
+        std::fs::write(lower.join("bin/git-kept"), "").unwrap();
+        std::fs::write(lower.join("bin/git-gone"), "").unwrap();
+        std::fs::write(upper.join("bin/git-new"), "").unwrap();
+        let up = Dir::open_root(&upper).unwrap();
+        let git = up.child(OsStr::new(".git")).unwrap();
+        git.make_whiteout(OsStr::new("commondir")).unwrap();
+        up.child(OsStr::new("bin"))
+            .unwrap()
+            .make_whiteout(OsStr::new("git-gone"))
+            .unwrap();
+        // A symbolic link out of the workspace, as a file and as a directory on the way.
+        git.make_symlink(OsStr::new("HEAD"), OsStr::new("/etc/hostname"))
+            .unwrap();
+        up.make_symlink(OsStr::new("etc"), OsStr::new("/etc"))
+            .unwrap();
+        let plan = chock_sandbox::Plan::builder(
+            vec!["true".into()],
+            WorkspaceMount::Overlay {
+                lower,
+                upper,
+                work: t.path().join("work"),
+            },
+            PathBuf::from("/p"),
+        )
+        .home(PathBuf::from("/home/call"))
+        .build();
+        let view = GuestView::new(&plan);
+        (t, CallFiles::Guest(view))
+    }
+
+    use std::ffi::OsStr;
+
+    #[test]
+    fn the_upper_layer_wins_and_a_whiteout_hides() {
+        let (_t, files) = layered();
+        assert_eq!(
+            files.read_string("/p/.git/config").as_deref(),
+            Some("upper")
+        );
+        assert_eq!(
+            files.read_string("/p/sub/../.git/config").as_deref(),
+            Some("upper")
+        );
+        assert_eq!(files.read("/p/.git/commondir"), None);
+        assert!(files.is_dir("/p/.git") && files.is_dir("/p"));
+        let mut names = files.names("/p/bin").unwrap();
+        names.sort();
+        assert_eq!(names, ["git-kept", "git-new"]);
+    }
+
+    #[test]
+    fn nothing_outside_the_workspace_is_read_but_the_system_usr() {
+        let (_t, files) = layered();
+        // A symbolic link is not followed, as the file or on the way to it.
+        assert_eq!(files.read("/p/.git/HEAD"), None);
+        assert_eq!(files.read("/p/etc/hostname"), None);
+        assert!(!files.is_dir("/p/etc"));
+        // A path outside the workspace, however it is spelt.
+        assert_eq!(files.read("/etc/hostname"), None);
+        assert_eq!(files.read("/p/../etc/hostname"), None);
+        // Where the call writes and the host does not see, or through a link: nothing is known.
+        for unseen in [
+            "/tmp/bin",
+            "/home/call/bin",
+            "/proc/self/cwd",
+            "/p/etc",
+            "p/bin",
+        ] {
+            assert_eq!(files.names(unseen), None, "{unseen}");
+        }
+        // Elsewhere the call sees only what the host shows it: the host's own listing.
+        assert!(files.names("/bin").is_some_and(|n| !n.is_empty()));
+        assert_eq!(files.names("/nonexistent/bin"), Some(Vec::new()));
+        assert_eq!(files.read("p/.git/config"), None);
+        // The system's /usr, which the guest sees from the host, is read.
+        assert!(files.is_dir("/usr/bin"));
+        let CallFiles::Guest(view) = &files else {
+            unreachable!()
+        };
+        assert!(view.holds("/p/sub") && !view.holds("/tmp") && !view.holds("/p/../tmp"));
     }
 }

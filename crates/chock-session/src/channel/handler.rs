@@ -304,7 +304,7 @@ fn invocation_of(
                 .map(str::to_string)
         });
     }
-    let config = configs
+    let config: Vec<(String, Option<String>)> = configs
         .iter()
         .flat_map(|f| match files {
             CallFiles::Root(root) => gits.read_config(&inside(root, f)),
@@ -316,12 +316,32 @@ fn invocation_of(
         .collect();
     let mut path_commands = Vec::new();
     let path = env_of(&req.env, "PATH").unwrap_or(chock_sandbox::DEFAULT_PATH);
+    let mut unseen = false;
     for d in path.split(':').chain(gits.exec_dirs()) {
-        for name in files.names(d) {
+        let Some(names) = files.names(d) else {
+            unseen = true;
+            continue;
+        };
+        for name in names {
             if let Some(x) = name.strip_prefix("git-") {
                 path_commands.push(x.to_string());
             }
         }
+    }
+    if unseen {
+        // A directory of `PATH` the host cannot see (a guest's `/tmp`) may hold a `git-<x>` git
+        // would run before an alias `x`: every alias is taken for such a program, so an
+        // invocation through one is `git.unknown`, never the alias's milder act.
+        path_commands.extend(
+            config
+                .iter()
+                .filter_map(|(k, _): &(String, Option<String>)| {
+                    let (section, name) = k.split_once('.')?;
+                    section
+                        .eq_ignore_ascii_case("alias")
+                        .then(|| name.to_string())
+                }),
+        );
     }
     let invocation = Invocation {
         args,
