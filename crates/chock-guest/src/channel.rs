@@ -33,11 +33,14 @@ const MAX_DATAGRAM: usize = 128 * 1024;
 /// At most this many requests of a call wait for the host at once; more are refused here.
 const MAX_WAITING: usize = 64;
 
+/// Request ids, unique for the guest's life: an answer that comes after its call ended (the
+/// host closes what it had not answered) finds no request of the next call under its id.
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
+
 /// One call's requests waiting for the host's answers, by id.
 #[derive(Default, Clone)]
 pub(crate) struct Channel {
     waiting: Arc<Mutex<HashMap<u32, OwnedFd>>>,
-    next: Arc<AtomicU32>,
 }
 
 impl Channel {
@@ -55,7 +58,7 @@ impl Channel {
                     let _ = send_datagram(reply_to.as_fd(), &refusal(&reason), &[]);
                     continue;
                 }
-                let id = this.next.fetch_add(1, Ordering::SeqCst);
+                let id = NEXT_ID.fetch_add(1, Ordering::SeqCst);
                 {
                     let mut waiting = this.lock();
                     if waiting.len() >= MAX_WAITING {
