@@ -31,12 +31,13 @@ pub fn installed() -> Option<PathBuf> {
 #[derive(Debug)]
 pub(crate) struct Wiring {
     shim: PathBuf,
-    gits: std::sync::OnceLock<Gits>,
-    /// The session's directory of shim layers (`shim_layers.rs`), written by the host only and
-    /// seen by no call but through its overlays (removed when the wiring is dropped), and what a
-    /// plan is given to show the shim over every real git.
+    /// The session's own directory of shim layers (`shim_layers.rs`), written by the host only
+    /// and seen by no call but through its overlays (removed when the wiring is dropped): used
+    /// when the user's cache of them (`shim_cache.rs`, under `cache`) cannot be.
     layers: PathBuf,
-    shown: std::sync::OnceLock<crate::shim_layers::Shown>,
+    cache: Option<PathBuf>,
+    /// The real gits and what a plan is given to show the shim over each, from the first call.
+    wired: std::sync::OnceLock<Wired>,
     /// One sealed in-memory copy of each real git handed out, made at its first allowed use.
     copies: std::sync::Mutex<std::collections::BTreeMap<PathBuf, OwnedFd>>,
     /// For an approved push: the host's project (whose configuration decides where a push goes)
@@ -49,14 +50,15 @@ pub(crate) struct Wiring {
 }
 
 impl Wiring {
-    /// The shim at `shim`; `layers` (made at the first call) is where the session keeps the
-    /// layers that show it over a directory of many gits.
-    pub(crate) fn new(shim: PathBuf, layers: PathBuf) -> Wiring {
+    /// The shim at `shim`; the layers that show it over a directory of many gits come from the
+    /// user's cache under `cache`, else are the session's own under `layers` (made at the first
+    /// call).
+    pub(crate) fn new(shim: PathBuf, layers: PathBuf, cache: Option<PathBuf>) -> Wiring {
         Wiring {
             shim,
-            gits: std::sync::OnceLock::new(),
             layers,
-            shown: std::sync::OnceLock::new(),
+            cache,
+            wired: std::sync::OnceLock::new(),
             copies: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             push: None,
             guest: false,
@@ -64,9 +66,11 @@ impl Wiring {
     }
 
     /// For a session whose calls run in a microVM guest: the shim is shown from the session's
-    /// own copy of it (`shim_layers::show`'s `own_copy`), a directory the guest is given alone.
+    /// own copy of it (`shim_layers::show`'s `own_copy`), a directory the guest is given alone,
+    /// never from the user's cache (whose directory holds other sessions' layers too).
     pub(crate) fn for_guest(mut self) -> Wiring {
         self.guest = true;
+        self.cache = None;
         self
     }
 
@@ -116,9 +120,35 @@ impl Wiring {
         Ok(mine)
     }
 
-    /// The real gits, found from `path` (the call's `PATH`) the first time.
-    pub(crate) fn gits(&self, path: &str) -> &Gits {
-        self.gits.get_or_init(|| Gits::find(path))
+    /// The real gits and their layers, found from `path` (the call's `PATH`) the first time.
+    fn wired(&self, path: &str) -> &Wired {
+        self.wired.get_or_init(|| {
+            let cached = self
+                .cache
+                .as_deref()
+                .and_then(|root| crate::shim_cache::take(root, &self.shim, path));
+            match cached {
+                Some(taken) => Wired {
+                    gits: taken.gits,
+                    shown: taken.shown,
+                    hold: Some(taken.hold),
+                },
+                None => {
+                    let gits = Gits::find(path);
+                    let shown = crate::shim_layers::show(
+                        &self.shim,
+                        &gits.masked,
+                        Some(&self.layers),
+                        self.guest,
+                    );
+                    Wired {
+                        gits,
+                        shown,
+                        hold: None,
+                    }
+                }
+            }
+        })
     }
 
     /// Gives `plan` the host channel and the shim over every real git: a bind over a git alone in
@@ -130,16 +160,7 @@ impl Wiring {
             .unwrap_or(chock_sandbox::DEFAULT_PATH)
             .to_string();
         plan.host_channel = true;
-        let gits = self.gits(&path);
-        let shown = self.shown.get_or_init(|| {
-            crate::shim_layers::show(
-                &self.shim,
-                &gits.masked,
-                Some(self.layers.as_path()),
-                self.guest,
-            )
-        });
-        shown.apply(plan);
+        self.wired(&path).shown.apply(plan);
         if let Some(dir) = self.host_dir() {
             plan.extra_read.push(dir.to_path_buf());
         }
@@ -147,15 +168,24 @@ impl Wiring {
 
     /// The real gits, once a call found them.
     pub(crate) fn found(&self) -> Option<&Gits> {
-        self.gits.get()
+        self.wired.get().map(|w| &w.gits)
     }
+}
+
+/// What a session's first call found: the gits, how a plan shows the shim over them, and, when
+/// the layers are the user's cached ones, the lock that keeps them in place.
+#[derive(Debug)]
+struct Wired {
+    gits: Gits,
+    shown: crate::shim_layers::Shown,
+    hold: Option<std::fs::File>,
 }
 
 impl Drop for Wiring {
     /// The shim layers go with the session's last use of them, however it ends (an agent's
     /// session is dropped, never closed): a copy of the shim is megabytes.
     fn drop(&mut self) {
-        if self.shown.get().is_some() {
+        if self.wired.get().is_some_and(|w| w.hold.is_none()) {
             let _ = std::fs::remove_dir_all(&self.layers);
         }
     }
@@ -181,7 +211,7 @@ fn sealed_copy(path: &Path) -> std::io::Result<OwnedFd> {
 
 /// The host's real gits, as a call's tree shows them: found once per session from the first
 /// call's `PATH`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Gits {
     /// Every file of the tree that is a real git (each `git` on `PATH` under `/usr`, the `git` of
     /// each one's exec path, and every hard link of any of them there): the shim hides each.
@@ -268,6 +298,24 @@ impl Gits {
             exec_dirs,
             system_config,
         }
+    }
+
+    /// Every real git the shim hides.
+    pub(crate) fn masked(&self) -> &[PathBuf] {
+        &self.masked
+    }
+
+    /// The directories the gits were found in: an entry added, removed or renamed in any of
+    /// them may change what [`Gits::find`] finds.
+    pub(crate) fn dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        let parents = self
+            .masked
+            .iter()
+            .filter_map(|g| g.parent().map(Path::to_path_buf));
+        let dirs: BTreeSet<PathBuf> = parents
+            .chain(self.exec_dirs.iter().map(PathBuf::from))
+            .collect();
+        dirs.into_iter()
     }
 
     pub(crate) fn exec_dirs(&self) -> impl Iterator<Item = &str> {

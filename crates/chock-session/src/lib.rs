@@ -19,6 +19,7 @@ pub mod git_shim;
 mod nix;
 mod running;
 mod service;
+mod shim_cache;
 mod shim_layers;
 
 use std::path::{Path, PathBuf};
@@ -299,6 +300,12 @@ impl Session {
         let guest_calls = guest.is_some();
         let push_dir = log.dir().join("git-host");
         let shim_layers = log.dir().join("git-shims");
+        // The user's layers kept between sessions, beside the sessions root.
+        let shim_cache = log
+            .dir()
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join(shim_cache::CACHE_DIR));
         if git_shim.is_some() {
             // The push directory lives in the session's directory, which the log may still be
             // making on its own thread: made first by anyone else, the log's exclusive creation
@@ -328,10 +335,11 @@ impl Session {
             nix: nix::NixState::default(),
             // In a guest the shim's channel is relayed over the guest's port (docs/microvm.md,
             // "The host channel"); an approved push from a guest is not built yet.
-            git: git_shim.map(|shim| match guest_calls {
-                true => git_shim::Wiring::new(shim, shim_layers).for_guest(),
-                false => {
-                    git_shim::Wiring::new(shim, shim_layers).with_push(&push_project, push_dir)
+            git: git_shim.map(|shim| {
+                let wiring = git_shim::Wiring::new(shim, shim_layers, shim_cache);
+                match guest_calls {
+                    true => wiring.for_guest(),
+                    false => wiring.with_push(&push_project, push_dir),
                 }
             }),
         };

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use chock_sandbox::{Shim, ShimDir};
 
 /// What a plan gets to show the shim over every real git.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Shown {
     /// A bind of the shim over each git alone in its directory.
     pub(crate) files: Vec<Shim>,
@@ -48,6 +48,16 @@ impl Shown {
                 plan.shim_dirs.push(dir.clone());
             }
         }
+    }
+
+    /// The same, its layers made under `from` and since moved to `to`.
+    pub(crate) fn moved(mut self, from: &Path, to: &Path) -> Shown {
+        for (dir, _) in &mut self.dirs {
+            if let Ok(rest) = dir.layer.strip_prefix(from) {
+                dir.layer = to.join(rest);
+            }
+        }
+        self
     }
 }
 
