@@ -5,18 +5,14 @@
 //! refuses it; and a request about a directory outside the workspace is refused, whatever the
 //! guest says.
 
+#[path = "support/guest.rs"]
+mod guest;
 mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionOptions};
-
-/// The target directory the test binary was built in.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    exe.ancestors().nth(3).expect("target").to_path_buf()
-}
 
 fn host_git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -97,21 +93,8 @@ fn git_decisions(s: &Session, call_id: &str) -> Vec<(String, bool)> {
         .collect()
 }
 
-/// A process that speaks the channel itself: it asks about `git <args>` claiming `cwd`, and
-/// prints the answer and how many descriptors came with it.
-const REPLACED_SHIM: &str = r#"
-import array, json, os, socket, struct, sys
-args, cwd = json.loads(sys.argv[1]), sys.argv[2]
-ch = socket.socket(fileno=int(os.environ["CHOCK_CHANNEL_FD"]))
-mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-body = json.dumps({"kind": "git", "invoked_as": "git", "args": args,
-                   "env": [[k, v] for k, v in os.environ.items()], "cwd": cwd}).encode()
-ch.sendmsg([struct.pack(">I", len(body)) + body],
-           [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [theirs.fileno()]))])
-theirs.close()
-msg, anc, _, _ = mine.recvmsg(1 << 17, socket.CMSG_SPACE(16))
-print(msg[4:].decode(), sum(len(d) // 4 for _, _, d in anc))
-"#;
+/// A process that speaks the channel itself (`support/replaced_shim.py`).
+const REPLACED_SHIM: &str = include_str!("support/replaced_shim.py");
 
 #[test]
 #[cfg_attr(
@@ -119,24 +102,8 @@ print(msg[4:].decode(), sum(len(d) // 4 for _, _, d in anc))
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn git_in_a_guest_is_decided_on_the_host_and_held_to_the_workspace() {
-    let guest_init = std::env::var_os("CHOCK_GUEST_INIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"));
-    let kernel = std::env::var_os("CHOCK_VM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
-    if !chock_test_support::installed("/usr/bin/qemu-system-x86_64")
-        || !chock_test_support::installed(&guest_init)
-        || !chock_test_support::installed(kernel.join("vmlinux"))
-        || !chock_test_support::installed("/usr/bin/python3")
-    {
+    if !guest::ready(&["/usr/bin/python3"]) {
         return;
-    }
-    // SAFETY: the only test of this binary, before it starts any thread of its own; nothing
-    // else reads the environment meanwhile.
-    unsafe {
-        std::env::set_var("CHOCK_VM_DIR", &kernel);
-        std::env::set_var("CHOCK_GUEST_INIT", &guest_init);
     }
     let dir = tempfile::tempdir().expect("dir");
     let base = dir.path().canonicalize().expect("canonical");
