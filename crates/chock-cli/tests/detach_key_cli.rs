@@ -373,3 +373,67 @@ impl Drop for KillTmux<'_> {
         let _ = tmux(self.0, &["kill-server"]);
     }
 }
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
+/// The daemon's wait for an owner that does not let go (a `chock run` stopped with SIGSTOP: the
+/// SIGUSR1 waits) gives up when `--wait` is out, and when the daemon is stopped meanwhile it
+/// stops at once, not held by the wait on the lock; the session is then still the owner's.
+#[test]
+fn the_wait_for_an_owner_that_does_not_let_go_gives_up_on_time_and_when_the_daemon_stops() {
+    let w = World::with_git_project();
+    let mut daemon = Daemon::start(&w);
+    let provider = w.script(TWO_COMMANDS);
+    let mut run = w
+        .command(&["run", "--provider", &provider, "make two files"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_log(&w, "the first command is called", |e| {
+        count(e, "tool.call", Some("play_1_1")) == 1
+    });
+    signal(run.id(), rustix::process::Signal::STOP);
+    let id = w.session_id();
+    let started = Instant::now();
+    let out = w.chock(&["detach", &id, "--wait", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("was asked to let go and still runs it after 1 s"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // A second wait, long; the daemon is stopped while it waits.
+    let waiting = w
+        .command(&["detach", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let stopping = Instant::now();
+    signal(daemon.0.id(), rustix::process::Signal::TERM);
+    let status = daemon.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "the daemon took {:?} to stop",
+        stopping.elapsed()
+    );
+    let detach = waiting.wait_with_output().unwrap();
+    assert_eq!(detach.status.code(), Some(1));
+    // Nothing was taken over: the owner still holds the session.
+    assert_eq!(count(&w.events(), "session.handover", None), 0);
+    assert!(matches!(
+        chock_log::is_live(&w.session()).unwrap(),
+        chock_log::Liveness::Live { .. }
+    ));
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+}
