@@ -27,10 +27,9 @@ pub(crate) fn listen() -> std::io::Result<Signal> {
 /// Takes SIGQUIT and does nothing with it: a subagent's `chock run` shares its parent's process
 /// group, so the parent's Ctrl-\ reaches it too and must not end it.
 pub(crate) fn swallow() -> std::io::Result<()> {
-    let presses = signal(SignalKind::quit())?;
-    // The handler stays installed for the life of the process; the stream is not read.
-    std::mem::forget(presses);
-    Ok(())
+    // tokio's handler stays installed for the life of the process once registered: the stream
+    // itself is not needed, and is dropped unread.
+    signal(SignalKind::quit()).map(drop)
 }
 
 /// Hands session `id` to the daemon at each press of the key, until one is taken up. Runs for as
