@@ -470,16 +470,43 @@ pub fn main() -> ! {
             let _ = rustix::io::fcntl_setfd(client.channel(), rustix::io::FdFlags::empty());
             let name = invoked_as.rsplit('/').next().unwrap_or("git").to_string();
             let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&real));
-            // An approved push runs the host's plan, not the invocation.
+            // An approved push or fetch runs the host's plan, not the invocation, and from the
+            // host's environment alone.
             let run_args = a.args.clone().unwrap_or_else(|| args.clone());
-            let err = std::process::Command::new(path)
-                .arg0(name)
-                .args(&run_args)
-                .envs(a.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            let mut real_git = std::process::Command::new(path);
+            real_git.arg0(&name).args(&run_args);
+            if a.env_clear {
+                real_git.env_clear();
+            }
+            real_git.envs(a.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            let Some(then) = a.then.clone() else {
+                let err = real_git.exec();
+                fail(format!(
+                    "`{}` was allowed, but git could not be started: {err}",
+                    a.action
+                ))
+            };
+            // A pull: the fetch, then its next step as a git invocation of its own, asked like any
+            // other, with the invocation's environment.
+            let status = real_git.status().unwrap_or_else(|err| {
+                fail(format!(
+                    "`{}` was allowed, but git could not be started: {err}",
+                    a.action
+                ))
+            });
+            if !status.success() {
+                std::process::exit(status.code().unwrap_or(128))
+            }
+            drop(real);
+            let shim = std::env::current_exe()
+                .unwrap_or_else(|e| fail(format!("the shim cannot find itself: {e}")));
+            let err = std::process::Command::new(shim)
+                .arg0(&name)
+                .args(&then)
                 .exec();
             fail(format!(
-                "`{}` was allowed, but git could not be started: {err}",
-                a.action
+                "`git {}` could not be started: {err}",
+                then.join(" ")
             ))
         }
         Answer::Git(a) => {

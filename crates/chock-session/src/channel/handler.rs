@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use chock_decide::Pipeline;
 use chock_policy::git::{self, Invocation};
 use chock_sandbox::BoxFuture;
+use chock_workspace::RemoteOp;
 
 use super::guest_view::{CallFiles, GuestView};
 use super::serve::{Handler, Reply};
@@ -20,7 +21,7 @@ pub(crate) struct CallChannel<'a> {
     pub call_id: &'a str,
     pub gits: &'a Gits,
     pub wiring: &'a Wiring,
-    /// The push a person approved in this call, for `chock askpass`.
+    /// The push or fetch a person approved in this call, for `chock askpass`.
     pub credentials: &'a super::Credentials,
     /// For a call in a microVM guest: the host's view of its workspace, the only files its
     /// requests are read from (a guest call has no host pid, and its init is not trusted).
@@ -92,8 +93,18 @@ impl CallChannel<'_> {
             ));
         }
         let classified = git::classify(&invocation);
-        if Self::is_push(&classified) {
-            let Some(root) = root else {
+        match &root {
+            Some(root) => {
+                if let Some(reply) = self
+                    .remote(&req, &invocation, &classified, git_dir, root)
+                    .await
+                {
+                    return reply;
+                }
+            }
+            // A push carries out from the call's host root, which a guest call has not; a
+            // fetch from a guest runs as written, with no credential, decided as any act is.
+            None if chock_policy::Action::git("push").is_ok_and(|a| classified.action == a) => {
                 return Reply::plain(Answer::Git(GitAnswer {
                     action: classified.action.as_str().to_string(),
                     allowed: false,
@@ -101,10 +112,8 @@ impl CallChannel<'_> {
                     reason: "a push from a microVM guest is not built yet (docs/microvm.md)".into(),
                     ..GitAnswer::default()
                 }));
-            };
-            return self
-                .push(&req, &invocation, &classified, git_dir, &root)
-                .await;
+            }
+            None => {}
         }
         let action = classified.action.clone();
         let mut detail = format!("run `git {}` in the sandbox", invocation.args.join(" "));
@@ -114,14 +123,15 @@ impl CallChannel<'_> {
         if let Some(why) = &classified.reason {
             detail.push_str(&format!(" ({why})"));
         }
-        let settled = match transport_of_push(&req, self.credentials) {
-            // The remote helper and `send-pack` an approved push starts, to its own URL: part of
-            // the act a person approved, so not asked again; the harness's decision is logged.
-            Some(url) => self.pipeline.decide_without_table(
+        let settled = match transport_of_operation(&req, self.credentials) {
+            // The remote helper, `send-pack` or `fetch-pack` an approved push or fetch starts, to
+            // its own URL (and what a fetch stores its objects with): part of the act a person
+            // approved, so not asked again; the harness's decision is logged.
+            Some((op, url)) => self.pipeline.decide_without_table(
                 Some(self.call_id),
                 Some(&action),
                 chock_decide::Harness::Allow {
-                    why: format!("a transport helper of the approved push to {url}"),
+                    why: format!("a transport helper of the approved {} {url}", op_words(op)),
                 },
             ),
             None => {
@@ -187,19 +197,37 @@ impl CallChannel<'_> {
     }
 }
 
-/// The commands git starts to carry a push over https, and the one a fetch would.
+/// The commands git starts to carry a push or fetch over https.
 const TRANSPORT_HELPERS: [&str; 4] = ["remote-http", "remote-https", "send-pack", "fetch-pack"];
 
-/// The approved push's URL when `req` is one of git's transport helpers started by that push
-/// (it carries the variables the host set for it) and names that URL as its remote; else `None`.
-fn transport_of_push(req: &GitRequest, credentials: &super::Credentials) -> Option<String> {
-    let url = credentials.push_of(&req.env)?;
+/// What a fetch's transport starts to store what it received (they name no URL).
+const FETCH_STORES: [&str; 2] = ["index-pack", "unpack-objects"];
+
+/// `push to` or `fetch from`.
+fn op_words(op: RemoteOp) -> &'static str {
+    match op {
+        RemoteOp::Push => "push to",
+        RemoteOp::Fetch => "fetch from",
+    }
+}
+
+/// The approved operation and its URL when `req` is one of git's transport helpers started by it
+/// (it carries the variables the host set for it) and names that URL as its remote, or, for a
+/// fetch, one of the commands that store what it received; else `None`.
+fn transport_of_operation(
+    req: &GitRequest,
+    credentials: &super::Credentials,
+) -> Option<(RemoteOp, String)> {
+    let (op, url) = credentials.operation_of(&req.env)?;
     let helper = req.args.first()?;
+    if op == RemoteOp::Fetch && FETCH_STORES.contains(&helper.as_str()) {
+        return Some((op, url));
+    }
     if !TRANSPORT_HELPERS.contains(&helper.as_str()) {
         return None;
     }
     let same = |arg: &String| arg.trim_end_matches('/') == url.trim_end_matches('/');
-    req.args[1..].iter().any(same).then_some(url)
+    req.args[1..].iter().any(same).then_some((op, url))
 }
 
 fn env_of<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {

@@ -25,7 +25,7 @@ mod client;
 mod frame;
 mod guest_view;
 mod handler;
-mod push;
+mod remote;
 mod serve;
 mod tunnel;
 
@@ -38,7 +38,7 @@ pub use client::Client;
 pub use frame::{ChannelError, MAX_FRAME, decode, encode};
 pub(crate) use guest_view::GuestView;
 pub(crate) use handler::CallChannel;
-pub use push::ASKPASS_MODE;
+pub use remote::ASKPASS_MODE;
 pub use serve::{Handler, Reply, serve};
 pub use tunnel::{
     CONNECT_FLAG, CONNECT_MODE, SshPushError, connect_main, known_hosts_for, ssh_command,
@@ -114,4 +114,13 @@ pub struct GitAnswer {
     /// hands the shim a sealed copy of it as the descriptor a local call's answer carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    /// Whether the real git starts from [`GitAnswer::env`] alone, none of the invocation's
+    /// variables (an approved push or fetch: nothing of the agent's reaches the git that holds
+    /// the credential).
+    #[serde(default)]
+    pub env_clear: bool,
+    /// What runs after the real git succeeded, as a new git invocation of the shim's, with the
+    /// invocation's own environment, asked like any other (an approved pull's `merge FETCH_HEAD`).
+    #[serde(default)]
+    pub then: Option<Vec<String>>,
 }
