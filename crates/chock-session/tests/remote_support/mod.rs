@@ -231,3 +231,15 @@ pub fn left_in_git_host(s: &Session) -> Vec<PathBuf> {
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
 }
+
+/// How many threads of this process are an agent proxy's accept loop (it names its thread).
+pub fn proxy_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "ssh-agent-proxy")
+        })
+        .count()
+}
