@@ -186,3 +186,50 @@ async fn an_approved_pull_brings_the_remotes_commit_onto_the_branch() {
     assert!(merged, "the merge was not decided as its own act");
     assert!(!all_text(s.log().dir()).contains(PASSWORD));
 }
+
+/// A fetch the host's configuration gives no credential to runs as written, with none: a remote the
+/// agent added (its URL the decoy's) gets no password and asks nobody for one, and a fetch from a
+/// repository inside the call works as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_from_a_remote_the_host_does_not_name_gets_no_credential() {
+    if !installed(HTTP_BACKEND) {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let real = GitHttpServer::start("alice", PASSWORD);
+    let decoy = GitHttpServer::start("alice", PASSWORD);
+    let f = http_project(&real, &decoy, "git.fetch", CONFIG_ALLOWED);
+    let s = open(&f);
+    let person = Person::new(true);
+    let script = format!(
+        "git remote add mine '{decoy}' && git fetch mine main; echo \"mine $?\"; \
+         git init -q -b main /tmp/other && \
+         git -C /tmp/other -c user.name=t -c user.email=t@t commit -q --allow-empty -m local && \
+         git fetch /tmp/other main; echo \"local $?\"; git rev-parse FETCH_HEAD",
+        decoy = decoy.url()
+    );
+    let (_, out, err) = run(&s, &person, "n1", &script).await;
+    assert!(out.contains("local 0"), "{out}{err}");
+    assert!(!out.contains("mine 0"), "{out}{err}");
+    assert!(!decoy.saw_the_password(), "{:?}", decoy.served());
+    assert!(real.served().is_empty(), "{:?}", real.served());
+    assert_eq!(person.prompts(), 0, "{:?}", person.asked());
+    // Each was asked as written, naming what the workspace said it reaches.
+    let asked = person.asked();
+    let fetches: Vec<&String> = asked
+        .iter()
+        .filter(|(_, a, _)| a.as_deref() == Some("git.fetch"))
+        .map(|(_, _, text)| text)
+        .collect();
+    assert_eq!(fetches.len(), 2, "{asked:?}");
+    assert!(
+        fetches[0].contains(&format!("(reaches {})", decoy.url())),
+        "{}",
+        fetches[0]
+    );
+    assert!(
+        fetches[1].contains("(reaches /tmp/other)"),
+        "{}",
+        fetches[1]
+    );
+}
