@@ -19,14 +19,16 @@ async fn run(s: &Session, person: &std::sync::Arc<Person>, script: &str) -> (i32
 }
 
 /// The workspace commits, then rewrites `origin`, points the real URL at the decoy with
-/// `insteadOf` and asks git to store credentials, then pushes `origin main`.
+/// `insteadOf` (in its configuration, and as `pushInsteadOf` in the environment git reads) and asks
+/// git to store credentials, then pushes `origin main`.
 fn script(real: &GitHttpServer, decoy: &GitHttpServer) -> String {
     format!(
         "echo new > new.txt && git add new.txt && git commit -qm two && \
          git remote set-url origin '{decoy}' && \
          git config 'url.{decoy}.insteadOf' '{real}' && \
          git config credential.helper store && \
-         git push origin main; echo \"push $?\"; \
+         GIT_CONFIG_PARAMETERS=\"'url.{decoy}.pushinsteadof'='{real}'\" git push origin main; \
+         echo \"push $?\"; \
          echo \"stored: $(cat \"$HOME/.git-credentials\" 2>/dev/null)\"; git rev-parse HEAD",
         decoy = decoy.url(),
         real = real.url()

@@ -34,6 +34,14 @@ impl RemoteOp {
         }
     }
 
+    /// `push to` or `fetch from`, as a sentence names it before the URL.
+    pub fn toward(self) -> &'static str {
+        match self {
+            RemoteOp::Push => "push to",
+            RemoteOp::Fetch => "fetch from",
+        }
+    }
+
     fn direction(self) -> Direction {
         match self {
             RemoteOp::Push => Direction::Push,

@@ -115,13 +115,14 @@ impl Credentials {
         }
     }
 
-    /// Whether `action` is the connection of this call's approved operation; the URL it reaches.
+    /// Whether `action` is the connection of this call's approved operation: what it is, in words
+    /// (`push to <URL>`, `fetch from <URL>`).
     pub(crate) fn granted(&self, action: &chock_policy::Action) -> Option<String> {
         let approved = self.approved.lock().expect("the approval");
         approved
             .as_ref()
             .filter(|plan| plan.connect == *action)
-            .map(|plan| plan.url.text.clone())
+            .map(|plan| format!("{} {}", plan.op.toward(), plan.url.text))
     }
 
     /// `env` is what the host set for an approved operation of this call.
@@ -222,10 +223,7 @@ impl Credentials {
             PromptKind::Username => "the user name",
             PromptKind::Password => "the password",
         };
-        let (verb, op) = match plan.op {
-            RemoteOp::Push => ("push to", "push"),
-            RemoteOp::Fetch => ("fetch from", "fetch"),
-        };
+        let (verb, op) = (plan.op.toward(), plan.op.as_str());
         let text = format!(
             "git asks for {what} to {verb} {} (`{action}`; approved: {}). It is used for this \
              {op} only, never stored, and redacted from the log. git's prompt: {}",

@@ -131,7 +131,7 @@ impl CallChannel<'_> {
                 Some(self.call_id),
                 Some(&action),
                 chock_decide::Harness::Allow {
-                    why: format!("a transport helper of the approved {} {url}", op_words(op)),
+                    why: format!("a transport helper of the approved {} {url}", op.toward()),
                 },
             ),
             None => {
@@ -202,14 +202,6 @@ const TRANSPORT_HELPERS: [&str; 4] = ["remote-http", "remote-https", "send-pack"
 
 /// What a fetch's transport starts to store what it received (they name no URL).
 const FETCH_STORES: [&str; 2] = ["index-pack", "unpack-objects"];
-
-/// `push to` or `fetch from`.
-fn op_words(op: RemoteOp) -> &'static str {
-    match op {
-        RemoteOp::Push => "push to",
-        RemoteOp::Fetch => "fetch from",
-    }
-}
 
 /// The approved operation and its URL when `req` is one of git's transport helpers started by it
 /// (it carries the variables the host set for it) and names that URL as its remote, or, for a
