@@ -159,7 +159,14 @@ async fn an_approved_pull_brings_the_remotes_commit_onto_the_branch() {
     let new = serve_one_more(&real, &f.project);
     let s = open(&f);
     let person = Person::new(true);
-    let script = format!("{} && cat fetched.txt", script(&real, &decoy, "pull"));
+    // Pulled from another directory with `-C`: the merge runs in the repository pulled into.
+    let script = format!(
+        "here=$(pwd) && {} && cat fetched.txt",
+        script(&real, &decoy, "pull")
+            .replace("GIT_CONFIG_PARAMETERS", "cd / && GIT_CONFIG_PARAMETERS")
+            .replace("git pull origin", "git -C \"$here\" pull origin")
+            .replace("echo \"pull $?\";", "echo \"pull $?\"; cd \"$here\";")
+    );
     let (code, out, err) = run(&s, &person, "p1", &script).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("pull 0"), "{out}{err}");

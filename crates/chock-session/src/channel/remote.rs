@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use chock_policy::Action;
-use chock_policy::git::{Classified, Invocation, Scheme};
+use chock_policy::git::{Classified, Invocation, Location, Scheme};
 use chock_workspace::{
     FetchPlan, FetchRequest, PushError, PushPlan, PushRequest, PushSource, RemotePlan, plan_fetch,
     plan_push,
@@ -350,7 +350,7 @@ impl CallChannel<'_> {
                     args: Some(plan.git_args()),
                     env,
                     env_clear: true,
-                    then: plan.then(),
+                    then: plan.then().map(|then| located(&classified.location, then)),
                     ..GitAnswer::default()
                 }),
                 fds: vec![fd],
@@ -426,4 +426,22 @@ fn clean_env(req: &GitRequest) -> Vec<(String, String)> {
     ];
     env.extend(chock_broker::proxy_env(crate::egress::PROXY_PORT));
     env
+}
+
+/// A pull's next step, run where the invocation ran: its `-C`s, `--git-dir` and `--work-tree` (or
+/// `GIT_DIR`, `GIT_WORK_TREE`, read the same), before the command.
+fn located(location: &Location, then: Vec<String>) -> Vec<String> {
+    let mut args = Vec::new();
+    for dir in &location.chdir {
+        args.push("-C".to_owned());
+        args.push(dir.clone());
+    }
+    if let Some(dir) = &location.git_dir {
+        args.push(format!("--git-dir={dir}"));
+    }
+    if let Some(dir) = &location.work_tree {
+        args.push(format!("--work-tree={dir}"));
+    }
+    args.extend(then);
+    args
 }
