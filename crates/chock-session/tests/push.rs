@@ -122,11 +122,14 @@ async fn a_refused_push_reaches_nothing_and_nobody_is_asked_for_a_password() {
     let _one = ONE_AT_A_TIME.lock().await;
     let real = GitHttpServer::start("alice", PASSWORD);
     let decoy = GitHttpServer::start("alice", PASSWORD);
-    let f = http_project(&real, &decoy, "git.push", "");
+    // The workspace's own configuration changes are allowed, so the push itself is what is refused.
+    let config = "[[rule]]\naction = \"git.config\"\ndecision = \"allow\"\n";
+    let f = http_project(&real, &decoy, "git.push", config);
     let s = open(&f);
     let person = Person::new(false);
     let (_, out, err) = run(&s, &person, &script(&real, &decoy)).await;
     assert!(out.contains("push 126"), "{out}{err}");
+    assert_eq!(person.acts(), ["git.push"], "{out}{err}");
     assert!(real.served().is_empty(), "{:?}", real.served());
     assert!(decoy.served().is_empty(), "{:?}", decoy.served());
     assert_eq!(real.head("main"), None);
