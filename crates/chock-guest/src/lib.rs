@@ -9,6 +9,8 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
+pub mod confine;
+
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
