@@ -120,6 +120,7 @@ impl GuestConfiner {
         })?;
         let virtiofsd = first_of(&["/usr/libexec/virtiofsd", "/usr/lib/qemu/virtiofsd"])
             .ok_or_else(|| VmError::Guest("QEMU's virtiofsd is not installed".into()))?;
+        let confine = crate::confine::default_helper(&config.guest_init)?;
         let image = crate::initramfs::build(&config.guest_init, &kernel)?;
         let files = tempfile::Builder::new()
             .prefix("chock-vm-boot-")
@@ -135,6 +136,7 @@ impl GuestConfiner {
             memory_mib: config.memory_mib,
             qemu,
             virtiofsd,
+            confine,
         };
         Ok(GuestConfiner(Arc::new(Inner {
             spec,

@@ -1,26 +1,30 @@
 //! The monitor's command: QEMU confined from its start (step 5 of docs/microvm.md).
 //!
-//! It runs in new user, mount, network, IPC and UTS namespaces, chrooted into a root of its own
-//! built in its mount namespace: a tmpfs holding /usr read-only (QEMU, its libraries and its
+//! It runs in new user, mount, network, IPC and UTS namespaces, in a root of its own built in its
+//! mount namespace (pivoted to, the host's root detached): a tmpfs holding /usr read-only (QEMU, its libraries and its
 //! firmware), the loader's cache, /dev/null and /dev/urandom (and /dev/kvm under KVM), the kernel
 //! and the initramfs read-only at /boot, and the machine's directory at /vm (the channel's and the
 //! shares' sockets, the console). Nothing else of the host is in it: not the project, not the
 //! workspace (the virtiofs servers hold those), not the home. Under it QEMU's own seccomp filter
 //! denies every optional group (`-sandbox on`: no spawning, no privilege changes, no obsolete
-//! calls, no resource control).
+//! calls, no resource control). Between the two, last before QEMU's exec, Landlock: the
+//! monitor's rows of `confine/rules.rs`, applied by `chock-confine` (`confine.rs`).
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
 use crate::accel::Accel;
+use crate::confine::{self, rules::Process};
 use crate::machine::{KERNEL_CMDLINE, MachineSpec};
 
-/// Builds the monitor's root in its mount namespace, then becomes QEMU inside it. `$1` the new
-/// root, `$2` the machine's directory, `$3` the kernel, `$4` the initramfs, `$5` whether to bind
-/// /dev/kvm, `$6` QEMU (under /usr, which the root shows at the same path); its arguments follow.
+/// Builds the monitor's root in its mount namespace, then becomes the confinement helper, which
+/// makes it the only root (pivot_root, the host's root detached), applies the monitor's Landlock rules and becomes QEMU. `$1` the new root, `$2`
+/// the machine's directory, `$3` the kernel, `$4` the initramfs, `$5` whether to bind /dev/kvm;
+/// the helper's command line follows.
 const ROOT_SCRIPT: &str = r#"set -e
-R=$1 VM=$2 KERNEL=$3 INITRD=$4 KVM=$5 QEMU=$6
-shift 6
+R=$1 VM=$2 KERNEL=$3 INITRD=$4 KVM=$5
+shift 5
 mkdir -p "$R"
 mount -t tmpfs -o mode=0755 chock-monitor "$R"
 mkdir -p "$R/usr" "$R/vm" "$R/dev" "$R/boot" "$R/etc" "$R/tmp"
@@ -36,12 +40,22 @@ mount -o remount,bind,ro "$R/boot/initramfs"
 for d in null urandom; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done
 if [ "$KVM" = 1 ]; then touch "$R/dev/kvm"; mount --bind /dev/kvm "$R/dev/kvm"; fi
 mount --bind "$VM" "$R/vm"
-cd "$R"
-exec /usr/sbin/chroot . "$QEMU" "$@"
+exec "$@"
 "#;
 
 /// The command that starts the monitor of a guest whose directory is `dir`, with `tags` shares.
 pub(crate) fn command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
+    confined(spec, dir, &spec.qemu, qemu_args(spec, tags))
+}
+
+/// `program` with `args`, run as the monitor is: in its namespaces and root, under its
+/// Landlock rules (the tests run a probe in QEMU's place).
+pub(crate) fn confined(
+    spec: &MachineSpec,
+    dir: &Path,
+    program: &Path,
+    args: Vec<OsString>,
+) -> Command {
     let kvm = spec.accel.accel == Accel::Kvm;
     let mut c = Command::new("unshare");
     c.args([
@@ -57,14 +71,31 @@ pub(crate) fn command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
         ROOT_SCRIPT,
         "sh",
     ]);
-    c.arg(dir.join("root"))
+    let root = dir.join("root");
+    c.arg(&root)
         .arg(dir)
         .arg(&spec.kernel.vmlinux)
         .arg(&spec.initramfs)
-        .arg(if kvm { "1" } else { "0" })
-        .arg(&spec.qemu);
+        .arg(if kvm { "1" } else { "0" });
+    let rules = confine::rules_for(Process::Monitor, &confine::Machine { kvm, dir }, None);
+    c.args(confine::wrap(
+        &spec.confine,
+        Some(&root),
+        rules,
+        program,
+        args,
+    ));
+    c
+}
+
+/// QEMU's arguments: the machine, its one vCPU and memory, no network device, its own seccomp
+/// filter, the kernel, the channel and one vhost-user-fs device per share.
+fn qemu_args(spec: &MachineSpec, tags: usize) -> Vec<OsString> {
+    let kvm = spec.accel.accel == Accel::Kvm;
+    let mut c: Vec<OsString> = Vec::new();
     let mem = spec.memory_mib;
-    c.args([
+    let mut args = |a: &[&str]| c.extend(a.iter().map(OsString::from));
+    args(&[
         "-M",
         "microvm,memory-backend=mem",
         "-global",
@@ -107,7 +138,7 @@ pub(crate) fn command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
         ),
     ]);
     for i in 0..tags {
-        c.args([
+        args(&[
             "-chardev",
             &format!("socket,id=fs{i},path=/vm/fs{i}.sock"),
             "-device",
