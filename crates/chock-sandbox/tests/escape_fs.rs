@@ -361,7 +361,10 @@ fn root_only_proc_files_are_masked() {
             continue;
         }
         let r = run(&fx.hostile_plan(&["open-read", &path]));
-        if r.stdout.trim() != "refused EACCES" {
+        // The list is the host's /proc: a file the guest's kernel does not have is not there to
+        // read (its cloud kernel lacks some the host's has, e.g. program_cpu).
+        let absent_in_guest = escape_support::in_guest() && r.stdout.trim() == "refused ENOENT";
+        if r.stdout.trim() != "refused EACCES" && !absent_in_guest {
             failures.push(format!("{path}: {:?} {}", r.status, r.stdout.trim()));
         }
     }
@@ -422,20 +425,12 @@ fn a_policy_file_symlink_does_not_bind_a_host_secret() {
         std::fs::remove_file(&policy).unwrap();
         std::os::unix::fs::symlink(&fx.secret, &policy).unwrap();
         let plan = fx.hostile_plan(&["read", &policy.to_string_lossy()]);
-        match chock_sandbox::spawn(&plan, chock_sandbox::StdioMode::Null) {
-            Err(chock_sandbox::SandboxError::Layer { layer, reason, .. }) => {
+        match escape_support::start_error(&plan) {
+            chock_sandbox::SandboxError::Layer { layer, reason, .. } => {
                 assert_eq!(layer, chock_sandbox::Layer::PolicyFile, "{reason}");
                 assert!(reason.contains("symlink"), "{reason}");
             }
-            Err(e) => panic!("refused, but not by the policy-file layer ({backing:?}): {e}"),
-            Ok(mut child) => {
-                let _ = child.wait();
-                let r = run(&plan);
-                panic!(
-                    "a policy file that is a symlink was accepted ({backing:?}); secret printed: {}: {r:?}",
-                    r.stdout.contains(SECRET)
-                );
-            }
+            e => panic!("refused, but not by the policy-file layer ({backing:?}): {e}"),
         }
     }
 }
@@ -534,6 +529,12 @@ fn set_id_modes_are_refused_by_the_filter() {
 /// and nothing may land on the host's disk.
 #[test]
 fn an_in_memory_upper_layer_is_reached_only_through_the_workspace() {
+    if escape_support::not_in_guest(
+        "a guest's calls have no in-memory upper layer: the guest kernel (Debian's cloud 6.1) \
+         keeps no user.* attributes on tmpfs, so its scratch calls keep their layers on disk",
+    ) {
+        return;
+    }
     let fx = Fixture::new(Backing::Overlay);
     std::fs::create_dir(fx.project.join("dir")).unwrap();
     std::fs::write(fx.project.join("dir/old.txt"), "old\n").unwrap();

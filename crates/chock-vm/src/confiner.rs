@@ -287,6 +287,15 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     shares.extend(plan.extra_read.iter().map(|p| share(p, true)));
     shares.extend(plan.extra_write.iter().map(|p| share(p, false)));
     for s in &shares {
+        // As the host's driver: a declared path is never bound through a link (one swapped in
+        // since the policy was read would share its target).
+        if std::fs::symlink_metadata(&s.path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(SandboxError::Plan(format!(
+                "{} is a symlink: a declared path is never shared into a microVM guest through \
+                 a link",
+                s.path.display()
+            )));
+        }
         if !s.path.is_dir() {
             return refuse(&format!(
                 "{} (only directories can be shared)",
