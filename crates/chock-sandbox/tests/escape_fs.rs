@@ -11,6 +11,16 @@ use escape_support::{Backing, Fixture, SECRET, run, run_per_call};
 #[test]
 fn writing_the_project_never_reaches_the_real_directory() {
     for backing in [Backing::Overlay, Backing::BindCopy] {
+        if backing == Backing::Overlay
+            && !nix::unistd::geteuid().is_root()
+            && escape_support::not_in_guest(
+                "as an unprivileged user a guest's overlay cannot copy a project file up yet \
+                 (EOVERFLOW: the file's group, as the file server shows it, is not mapped in the \
+                 call's user namespace in the guest; docs/microvm.md, \"Not built yet\")",
+            )
+        {
+            continue;
+        }
         let fx = Fixture::new(backing);
         let readme = fx.project.join("README.md");
         let before = std::fs::read_to_string(&readme).unwrap();
@@ -282,8 +292,9 @@ fn proc_sys_cannot_be_written() {
 fn dangerous_proc_files_cannot_be_opened_for_writing() {
     let fx = Fixture::new(Backing::Overlay);
     // For a user other than root the files' own permissions answer first (EACCES) and the
-    // sandbox's layers are not reached; for root they are the only answer.
-    let root = nix::unistd::geteuid().is_root();
+    // sandbox's layers are not reached; for root they are the only answer. In a guest the
+    // call's uid 0 is the guest kernel's root (its init's), whoever runs the host's side.
+    let root = nix::unistd::geteuid().is_root() || escape_support::in_guest();
     let sys_errno = if root { "EROFS" } else { "EACCES" };
     for (path, errno, layer) in [
         // Not even listed in a procfs mounted from a user namespace (ENOENT), where it exists.
