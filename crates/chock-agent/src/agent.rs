@@ -376,9 +376,9 @@ impl Agent {
                 return Ok(TaskEnd::Interrupted);
             }
             if self.handover.load(std::sync::atomic::Ordering::SeqCst) {
-                // A background command lives in this process: its end is recorded here before
-                // the session is let go (it cannot move yet; docs/handover.md).
-                self.toolbox.finish_background().await;
+                // A background command the session's keeper keeps moves with the session; one
+                // that lives in this process (no keeper) has its end recorded here first.
+                self.toolbox.release_background().await;
                 return Ok(TaskEnd::HandedOver);
             }
             let Some(max_tokens) = self.admit(conversation, &tools)? else {

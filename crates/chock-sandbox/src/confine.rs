@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::future::Future;
 use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -74,6 +75,40 @@ pub trait CallHandle: Send + std::fmt::Debug {
     }
     /// A handle that kills the call from elsewhere (an interrupt, another task).
     fn killer(&self) -> Result<Killer, SandboxError>;
+    /// Hands the call's keeping to another process (a session's keeper, docs/handover.md): the
+    /// descriptors that keep it running, read its output and tell its end, for a call started in
+    /// [`StdioMode::Piped`] from a plan with [`Plan::kept`]. From then on the call no longer ends
+    /// with this handle or with this process: it ends when its command does, at the timeout the
+    /// keeper enforces, or when the last copy of [`KeptCall::lifeline`] is closed. This handle's
+    /// [`CallHandle::wait`] still resolves when the call's processes are gone (and cleans up after
+    /// them), but its status is the keeper's to read. A confiner that cannot hand a call over
+    /// refuses, and the call stays with this handle.
+    fn keep(&mut self) -> Result<KeptCall, SandboxError> {
+        Err(SandboxError::Plan(
+            "this confiner cannot hand a call to another process".into(),
+        ))
+    }
+}
+
+/// What keeps a started call running and says how it went, as descriptors another process can be
+/// given over a unix socket ([`CallHandle::keep`]). No host pid: the call's init is named by a
+/// pidfd only.
+#[derive(Debug)]
+pub struct KeptCall {
+    /// While any copy of it is open, the call runs on; when the last is closed, the call is killed.
+    pub lifeline: OwnedFd,
+    /// A pidfd of the call's init: readable once every process of the call is gone, and what
+    /// kills it ([`Killer::from_pidfd`]).
+    pub pidfd: OwnedFd,
+    /// The read end of the call's status pipe: the command's wait status (4 bytes, native
+    /// order) once every process of the call is gone; nothing if the init was killed first.
+    pub status: OwnedFd,
+    /// The read ends of the command's stdout and stderr.
+    pub stdout: OwnedFd,
+    /// As `stdout`.
+    pub stderr: OwnedFd,
+    /// What is left of the plan's wall-clock limit, for the keeper to enforce.
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// A plan checked by a [`Confiner`] and ready to be started by it.
@@ -129,5 +164,32 @@ impl Killer {
     /// Kills the call; true when it was still running.
     pub fn kill(&self) -> bool {
         self.0.kill()
+    }
+
+    /// A killer of the call whose init `pidfd` names (as [`KeptCall::pidfd`] gives it, or a
+    /// copy received from another process): SIGKILL through the pidfd, never a pid.
+    pub fn from_pidfd(pidfd: OwnedFd) -> Killer {
+        Killer::new(PidfdKill(pidfd))
+    }
+}
+
+/// SIGKILL through a pidfd of a call's init, pid 1 of its pid namespace, whose death ends every
+/// process of the call.
+#[derive(Debug)]
+pub(crate) struct PidfdKill(pub(crate) OwnedFd);
+
+impl Kill for PidfdKill {
+    fn kill(&self) -> bool {
+        // SAFETY: signal through a pidfd we hold; the kernel refuses if the process exited.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        };
+        rc == 0
     }
 }

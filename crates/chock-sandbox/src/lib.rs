@@ -14,6 +14,7 @@
 mod child;
 pub mod confine;
 mod host;
+pub mod keeper;
 #[cfg(test)]
 mod layering;
 mod wire;
@@ -26,7 +27,7 @@ pub use host::doctor;
 pub use child::landlock_rules::{
     MINIMUM_ABI as LANDLOCK_MINIMUM_ABI, features as landlock_features, kernel_abi as landlock_abi,
 };
-pub use confine::{BoxFuture, CallHandle, Confiner, Kill, Killer, PreparedCall};
+pub use confine::{BoxFuture, CallHandle, Confiner, KeptCall, Kill, Killer, PreparedCall};
 pub use host::gate::{Gate, GateKey, gate};
 pub use host::local::LocalConfiner;
 pub use host::own_overlay::in_memory_supported;

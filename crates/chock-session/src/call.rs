@@ -35,6 +35,10 @@ pub struct CallOptions {
     /// too. `false`, or nobody to ask: such a connection is refused and only allowing rows give
     /// the call a proxy.
     pub ask_connections: bool,
+    /// Hand the call, once started, to this keeper ([`crate::Keep`]): the command outlives this
+    /// process, and its output and end come through the keeper. A confiner that cannot hand a
+    /// call over keeps it here, as without.
+    pub keep: Option<crate::Keeping>,
 }
 
 impl Default for CallOptions {
@@ -47,6 +51,7 @@ impl Default for CallOptions {
             network: NetworkPlan::None,
             call_id: None,
             ask_connections: true,
+            keep: None,
         }
     }
 }

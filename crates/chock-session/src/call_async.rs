@@ -72,11 +72,14 @@ impl Session {
         let can_ask = opts.ask_connections && pipeline.broker().can_ask();
         // A session's first plan with the git shim finds the host's gits (a `git --exec-path`
         // each, a few directories read): off the runtime's workers.
-        let plan = if self.git.as_ref().is_some_and(|g| g.found().is_none()) {
+        let mut plan = if self.git.as_ref().is_some_and(|g| g.found().is_none()) {
             crate::nix::off_the_runtime(|| self.plan_asking(argv, opts, can_ask))
         } else {
             self.plan_asking(argv, opts, can_ask)
         };
+        // A call to be kept by the session's keeper may outlive this process: it is built the
+        // per-call way (a session sandbox ends with this process).
+        plan.kept = opts.keep.is_some();
         let classified = self.classify(&plan);
         let action = classified.action.as_str().to_string();
         let table = self.decide(&classified.action).decision;
@@ -257,6 +260,16 @@ impl Session {
             Err(e) => return Err(self.proxy_failed(&call_id, e)?),
         };
         let limit = opts.capture_limit;
+        // A call handed to the session's keeper: its output and end come through the keeper,
+        // followed beside the wait (which then only cleans up after the call's processes).
+        let kept = match &opts.keep {
+            Some(keeping) => match call.keep() {
+                // Spawned, so the keeper has the call from now on, not from when it is awaited.
+                Ok(k) => Some(tokio::spawn(keeping.0.follow(&call_id, k))),
+                Err(_) => None,
+            },
+            None => None,
+        };
         // Both streams are read on the runtime's blocking pool while the call is awaited: the
         // wait enforces the timeout, and the call's end is what ends the streams.
         let pump_on = |f: Option<std::fs::File>, stream: Stream| {
@@ -300,8 +313,18 @@ impl Session {
                 None => Default::default(),
             }
         };
-        let (stdout, out_trunc) = joined(out_task).await;
-        let (stderr, err_trunc) = joined(err_task).await;
+        let (mut stdout, out_trunc) = joined(out_task).await;
+        let (mut stderr, err_trunc) = joined(err_task).await;
+        let mut truncated = out_trunc || err_trunc;
+        let mut waited = waited?;
+        if let Some(kept) = kept {
+            let end = kept
+                .await
+                .map_err(|e| SessionError::Output(std::io::Error::other(e)))?
+                .map_err(SessionError::Output)?;
+            waited.status = end.status;
+            (stdout, stderr, truncated) = (end.stdout, end.stderr, end.truncated);
+        }
         if let Some(proxy) = proxy {
             proxy.shutdown().await;
         }
@@ -309,8 +332,8 @@ impl Session {
             call_id,
             action,
             settled,
-            waited?,
-            (stdout, stderr, out_trunc || err_trunc),
+            waited,
+            (stdout, stderr, truncated),
             began,
         )
     }

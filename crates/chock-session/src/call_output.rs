@@ -82,3 +82,40 @@ pub(crate) fn pump(
     }
     (kept, truncated)
 }
+
+/// Takes a started call to be kept by another process (a session's keeper, docs/handover.md)
+/// and follows it to its end: given as [`crate::CallOptions::keep`] for a background command,
+/// so the command outlives this process and its output is recorded wherever the session goes.
+pub trait Keep: Send + Sync {
+    /// Hands `kept` (the started call `call_id`) over and follows it; resolves once the call has
+    /// ended and its output was recorded, with how it ended and its output (as much as the
+    /// capture keeps).
+    fn follow(
+        &self,
+        call_id: &str,
+        kept: chock_sandbox::KeptCall,
+    ) -> chock_sandbox::BoxFuture<'static, std::io::Result<KeptEnd>>;
+}
+
+/// How a kept call ended, as its keeper said, and its output.
+#[derive(Debug, Clone)]
+pub struct KeptEnd {
+    /// The command's status.
+    pub status: chock_sandbox::ExitStatus,
+    /// Its stdout (up to the capture limit).
+    pub stdout: Vec<u8>,
+    /// Its stderr (up to the capture limit).
+    pub stderr: Vec<u8>,
+    /// Whether the capture was cut.
+    pub truncated: bool,
+}
+
+/// A [`Keep`] shared by a call's options.
+#[derive(Clone)]
+pub struct Keeping(pub Arc<dyn Keep>);
+
+impl std::fmt::Debug for Keeping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keeping(..)")
+    }
+}

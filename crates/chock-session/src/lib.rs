@@ -32,7 +32,7 @@ use chock_workspace::Workspace;
 
 pub use approve::{Deciding, NoApprover};
 pub use call::{CallOptions, CallOutcome, CallResult};
-pub use call_output::{Output, OutputSink, Stream, StreamSink};
+pub use call_output::{Keep, Keeping, KeptEnd, Output, OutputSink, Stream, StreamSink};
 pub use classify::{Classified, ExecContext};
 pub use egress::PROXY_PORT;
 pub use error::SessionError;

@@ -162,6 +162,24 @@ impl Toolbox {
         self.state.commands.finish_all().await;
     }
 
+    /// The session is let go (a handover): background commands the session's keeper keeps move
+    /// with it; any other is waited for and its end recorded here.
+    pub async fn release_background(&self) {
+        self.state.commands.release_all().await;
+    }
+
+    /// A new owner: the handles of the background commands the old owner's keeper still keeps
+    /// (this owner holds the keeper from now on).
+    pub fn take_up_kept(&self) -> Vec<String> {
+        self.state.commands.take_up_kept()
+    }
+
+    /// A new owner: follows the kept background command `handle` (running `command`) to its end,
+    /// recording the rest of its output and its end (its `command.result` unless `has_result`).
+    pub fn follow_kept(&self, handle: &str, command: &str, has_result: bool) {
+        self.state.commands.follow_kept(handle, command, has_result);
+    }
+
     /// Runs one call and returns what the model reads. Errors are only the log's: a failed tool is
     /// an error *result*, not an error.
     pub async fn call(

@@ -62,7 +62,13 @@ impl SessionBuilder {
              run again, so check what it did before relying on it",
             from_pid
         );
-        let background = background_left(&own);
+        // The background commands the old owner's keeper keeps move with the session: this
+        // owner takes the keeper up and follows them. Any other that never recorded its end
+        // died with the old owner (it had no keeper), and its end is unknown.
+        let kept: HashSet<String> = r.agent.toolbox().take_up_kept().into_iter().collect();
+        let (moving, background): (Vec<String>, Vec<String>) = background_left(&own)
+            .into_iter()
+            .partition(|call| kept.contains(&background_handle(call)));
         let unknown: Vec<String> = left
             .calls
             .iter()
@@ -130,6 +136,24 @@ impl SessionBuilder {
             )?;
         }
         let mut runtime = SessionRuntime::taken_over(r, rebuilt)?;
+        let commands = background_commands(&own);
+        for call in &moving {
+            let handle = background_handle(call);
+            let command = commands.get(&handle).cloned().unwrap_or_default();
+            runtime
+                .agent
+                .toolbox()
+                .follow_kept(&handle, &command, false);
+        }
+        // A kept command whose `command.result` the old owner wrote just before it let go, but
+        // not the note that ends it: only the note is left to write.
+        for handle in kept.iter().filter(|h| {
+            !moving.iter().any(|c| background_handle(c) == **h)
+                && !background_ends(&own).iter().any(|(b, _, _)| b == *h)
+        }) {
+            let command = commands.get(handle).cloned().unwrap_or_default();
+            runtime.agent.toolbox().follow_kept(handle, &command, true);
+        }
         // read_output knows the old owner's background commands, and that their output is not
         // here.
         let own = chock_log::read_events(session_dir)?;
@@ -226,28 +250,34 @@ fn background_left(events: &[Event]) -> Vec<String> {
         .collect()
 }
 
+/// The command (the shell's script, as the model wrote it) of each call's background handle.
+fn background_commands(events: &[Event]) -> HashMap<String, String> {
+    let mut commands: HashMap<String, String> = HashMap::new();
+    for event in events {
+        if let Ok(EventData::ToolCall(call)) = event.payload()
+            && let (Some(id), Some(argv)) = (&event.call_id, call.argv)
+        {
+            commands.insert(
+                background_handle(id),
+                argv.last().cloned().unwrap_or_default(),
+            );
+        }
+    }
+    commands
+}
+
 /// Every background command whose end the log records: its handle, its command (the shell's
 /// script, as the model wrote it) and its status.
 fn background_ends(events: &[Event]) -> Vec<(String, String, Option<i32>)> {
-    let mut commands: HashMap<String, String> = HashMap::new();
+    let commands = background_commands(events);
     let mut ends = Vec::new();
     for event in events {
-        match event.payload() {
-            Ok(EventData::ToolCall(call)) => {
-                if let (Some(id), Some(argv)) = (&event.call_id, call.argv) {
-                    commands.insert(
-                        background_handle(id),
-                        argv.last().cloned().unwrap_or_default(),
-                    );
-                }
-            }
-            Ok(EventData::Note(Note::BackgroundEnded {
-                background, status, ..
-            })) => {
-                let command = commands.get(&background).cloned().unwrap_or_default();
-                ends.push((background, command, status));
-            }
-            _ => {}
+        if let Ok(EventData::Note(Note::BackgroundEnded {
+            background, status, ..
+        })) = event.payload()
+        {
+            let command = commands.get(&background).cloned().unwrap_or_default();
+            ends.push((background, command, status));
         }
     }
     ends

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use crate::confine::{BoxFuture, CallHandle, Confiner, Killer, PreparedCall};
+use crate::confine::{BoxFuture, CallHandle, Confiner, KeptCall, Killer, PreparedCall};
 use crate::host::call_io::StdioMode;
 use crate::host::gate::Gate;
 use crate::host::ready::ReadyCall;
@@ -128,5 +128,9 @@ impl CallHandle for SandboxChild {
 
     fn killer(&self) -> Result<Killer, SandboxError> {
         SandboxChild::killer(self)
+    }
+
+    fn keep(&mut self) -> Result<KeptCall, SandboxError> {
+        SandboxChild::keep(self)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::child::prepared::Prepared;
-use crate::confine::Killer;
+use crate::confine::{KeptCall, Killer};
 use crate::host::call_io::{CallIo, Setup};
 use crate::host::cgroup::Cgroup;
 use crate::host::plumbing::{SetupReport, host_pid_of, poll_any_readable, poll_readable};
@@ -44,6 +44,9 @@ pub struct SandboxChild {
     timeout: Option<Duration>,
     finished: Option<Outcome>,
     killed: bool,
+    /// Handed over to a keeper ([`SandboxChild::keep`]): the call is no longer this handle's to
+    /// time out, kill on drop or read the status of.
+    kept: bool,
     /// The host's watch over the call's seccomp filter: which forbidden call killed a process.
     seccomp: crate::host::seccomp_watch::Watch,
 }
@@ -146,6 +149,7 @@ impl CallIo {
                     timeout: plan.timeout,
                     finished: None,
                     killed: false,
+                    kept: false,
                     seccomp,
                 })
             }
@@ -217,12 +221,62 @@ impl SandboxChild {
         &self.limits
     }
 
+    /// Hands the call's keeping to another process ([`crate::CallHandle::keep`]): the lifeline,
+    /// the command's output and copies of the init's pidfd and the status pipe go to the
+    /// [`KeptCall`]; this handle keeps what it needs to clean up once the call's processes are
+    /// gone. Only a call of the per-call way (a session sandbox's calls end with its init) with
+    /// piped output can be kept.
+    pub fn keep(&mut self) -> Result<KeptCall, SandboxError> {
+        let refuse = |why: &str| {
+            Err(SandboxError::Plan(format!(
+                "the call cannot be kept: {why}"
+            )))
+        };
+        if self.finished.is_some() || self.kept {
+            return refuse("it has ended or was kept already");
+        }
+        if matches!(self.setup, Setup::Session { .. }) {
+            return refuse("it runs in the session's sandbox, which ends with this process");
+        }
+        if self.stdout.is_none() || self.stderr.is_none() || self.lifeline.is_none() {
+            return refuse("its output is not piped to the host");
+        }
+        let dup = |fd: &OwnedFd, what: &str| {
+            fd.try_clone()
+                .map_err(|e| SandboxError::host(format!("duplicate {what}"), e))
+        };
+        let pidfd = dup(&self.init_pidfd, "the init's pidfd")?;
+        let status = dup(&self.status_r, "the status pipe")?;
+        let (Some(stdout), Some(stderr), Some(lifeline)) =
+            (self.stdout.take(), self.stderr.take(), self.lifeline.take())
+        else {
+            return refuse("its output is not piped to the host");
+        };
+        let timeout = self
+            .timeout
+            .map(|t| t.saturating_sub(self.started.elapsed()));
+        self.timeout = None;
+        self.kept = true;
+        Ok(KeptCall {
+            lifeline,
+            pidfd,
+            status,
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            timeout,
+        })
+    }
+
     /// Waits for the call to end (or its timeout), then makes sure every process it started is
     /// gone: the init's death takes the whole pid namespace with it, and the cgroup (if any) is
     /// killed as well.
     pub fn wait(&mut self) -> Result<Outcome, SandboxError> {
         if let Some(done) = &self.finished {
             return Ok(done.clone());
+        }
+        if self.kept {
+            poll_readable(self.init_pidfd.as_raw_fd(), None);
+            return Ok(self.conclude(true));
         }
         let deadline = self.timeout.map(|t| self.started + t);
         // The init writes the command's status once every other process of the call is gone
@@ -258,6 +312,13 @@ impl SandboxChild {
             }
             .map_err(|e| io(e.into_parts().1))
         };
+        if self.kept {
+            // The keeper reads the status; the call's processes are gone once the init is.
+            let init = watch(self.init_pidfd.as_raw_fd())?;
+            drop(init.readable().await.map_err(io)?);
+            drop(init);
+            return Ok(self.conclude(true));
+        }
         let status = watch(self.status_r.as_raw_fd())?;
         let init = watch(self.init_pidfd.as_raw_fd())?;
         let either = async {
@@ -307,7 +368,7 @@ impl SandboxChild {
             .init_pidfd
             .try_clone()
             .map_err(|e| SandboxError::host("duplicate the init's pidfd", e))?;
-        Ok(Killer::new(PidfdKill(pidfd)))
+        Ok(Killer::from_pidfd(pidfd))
     }
 
     /// The end of a wait, once the init wrote the status or exited (`ended`), or was killed at
@@ -348,8 +409,13 @@ impl SandboxChild {
             cleanup(&leftovers);
         }
         let mut buf = [0u8; 4];
-        // SAFETY: reading into a 4-byte buffer from our own pipe.
-        let n = unsafe { libc::read(self.status_r.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
+        // A kept call's status is the keeper's to read (it holds a copy of the pipe).
+        let n = if self.kept {
+            0
+        } else {
+            // SAFETY: reading into a 4-byte buffer from our own pipe.
+            unsafe { libc::read(self.status_r.as_raw_fd(), buf.as_mut_ptr().cast(), 4) }
+        };
         let status = if !ended {
             ExitStatus::TimedOut
         } else if n == 4 {
@@ -402,7 +468,8 @@ impl SandboxChild {
 
 impl Drop for SandboxChild {
     fn drop(&mut self) {
-        if self.finished.is_none() {
+        // A kept call is its keeper's to end.
+        if self.finished.is_none() && !self.kept {
             self.signal_init();
             poll_readable(self.init_pidfd.as_raw_fd(), None);
             self.setup.reap();
@@ -421,27 +488,6 @@ struct Watched(std::os::fd::RawFd);
 impl AsRawFd for Watched {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.0
-    }
-}
-
-/// The local kill of a running call ([`SandboxChild::killer`]): SIGKILL through a pidfd of its
-/// init, pid 1 of its pid namespace, whose death ends every process of the call.
-#[derive(Debug)]
-struct PidfdKill(OwnedFd);
-
-impl crate::confine::Kill for PidfdKill {
-    fn kill(&self) -> bool {
-        // SAFETY: signal through a pidfd we hold; the kernel refuses if the process exited.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.0.as_raw_fd(),
-                libc::SIGKILL,
-                std::ptr::null::<u8>(),
-                0,
-            )
-        };
-        rc == 0
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) fn prepare<'a>(
     seccomp: &[seccompiler::BpfProgram],
     index: &'a SocketIndex,
 ) -> Result<Option<SessionCall<'a>>, SandboxError> {
-    if index.session_slot().first_call() {
+    if plan.kept || index.session_slot().first_call() {
         return Ok(None);
     }
     if matches!(plan.workspace, WorkspaceMount::Overlay { .. }) && !plan.shared_overlay {

@@ -83,6 +83,11 @@ pub struct Plan {
     /// the tree with no other mount at or below it.
     #[serde(default)]
     pub shim_dirs: Vec<ShimDir>,
+    /// The call is to be kept by another process than the one that starts it (a session's
+    /// keeper, [`crate::CallHandle::keep`]), and so may outlive it: it is built the per-call way,
+    /// never in the session's sandbox, whose init ends with the process that made it.
+    #[serde(default)]
+    pub kept: bool,
 }
 
 /// A host program shown in place of a file of the call's tree ([`Plan::shims`]).
@@ -383,6 +388,7 @@ impl PlanBuilder {
                 host_channel: false,
                 shims: Vec::new(),
                 shim_dirs: Vec::new(),
+                kept: false,
             },
             extra_env_names: Vec::new(),
         }

@@ -5,8 +5,12 @@
 //! A background command (`background: true`) runs the same confined call on a blocking thread and
 //! returns a handle at once. `read_output` shows its output once it has ended (the confined call
 //! captures output whole) or says it is still running; its end is recorded as a `note` event with its
-//! status, and the model is told at its next turn.
+//! status, and the model is told at its next turn. Once started, a background command is handed
+//! to the session's keeper (`kept.rs`, docs/handover.md), so it moves with the session when the
+//! session is handed over; its output is recorded in the session's directory as it comes.
 
+mod adopt;
+mod kept;
 pub(crate) mod live_output;
 
 use std::collections::BTreeMap;
@@ -86,7 +90,9 @@ pub struct Commands {
     decider: Decider,
     sink: Arc<dyn EventSink>,
     jobs: Arc<Mutex<BTreeMap<String, Job>>>,
-    handles: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Each background command's waiter, and whether the keeper keeps the command.
+    handles: Mutex<Vec<(bool, tokio::task::JoinHandle<()>)>>,
+    keeper: Arc<kept::Keeper>,
 }
 
 impl std::fmt::Debug for Commands {
@@ -152,37 +158,7 @@ fn describe(result: &Result<CallResult, SessionError>, command: &str) -> (ToolOu
                     truncated,
                 },
             ..
-        }) => {
-            let code = outcome.status.code();
-            let status = match code {
-                Some(c) => format!("exit status {c}"),
-                None => format!("{:?}", outcome.status),
-            };
-            let mut text = format!("{status}\n");
-            if let Some(note) = outcome.filter_note() {
-                text.push_str(&format!("{note}\n"));
-            }
-            if !stdout.is_empty() {
-                text.push_str(&format!("--- stdout\n{}\n", clip(stdout).trim_end()));
-            }
-            if !stderr.is_empty() {
-                text.push_str(&format!("--- stderr\n{}\n", clip(stderr).trim_end()));
-            }
-            if *truncated {
-                text.push_str("(output was cut at the capture limit)\n");
-            }
-            // 127: the shell found no such program on the sandbox's PATH.
-            text.push_str(toolchain_hint(code == Some(127), command).trim_start());
-            let failed = code != Some(0);
-            (
-                if failed {
-                    ToolOutput::error(text)
-                } else {
-                    ToolOutput::ok(text)
-                },
-                code,
-            )
-        }
+        }) => describe_ran(outcome, stdout, stderr, *truncated, command),
         Err(err) => (
             ToolOutput::error(format!("the command did not run: {err}")),
             None,
@@ -190,10 +166,51 @@ fn describe(result: &Result<CallResult, SessionError>, command: &str) -> (ToolOu
     }
 }
 
+/// What the model reads about a command that ran, and its exit status.
+fn describe_ran(
+    outcome: &chock_sandbox::Outcome,
+    stdout: &[u8],
+    stderr: &[u8],
+    truncated: bool,
+    command: &str,
+) -> (ToolOutput, Option<i32>) {
+    let code = outcome.status.code();
+    let status = match code {
+        Some(c) => format!("exit status {c}"),
+        None => format!("{:?}", outcome.status),
+    };
+    let mut text = format!("{status}\n");
+    if let Some(note) = outcome.filter_note() {
+        text.push_str(&format!("{note}\n"));
+    }
+    if !stdout.is_empty() {
+        text.push_str(&format!("--- stdout\n{}\n", clip(stdout).trim_end()));
+    }
+    if !stderr.is_empty() {
+        text.push_str(&format!("--- stderr\n{}\n", clip(stderr).trim_end()));
+    }
+    if truncated {
+        text.push_str("(output was cut at the capture limit)\n");
+    }
+    // 127: the shell found no such program on the sandbox's PATH.
+    text.push_str(toolchain_hint(code == Some(127), command).trim_start());
+    let failed = code != Some(0);
+    (
+        if failed {
+            ToolOutput::error(text)
+        } else {
+            ToolOutput::ok(text)
+        },
+        code,
+    )
+}
+
 impl Commands {
     /// The commands of the session behind `host`.
     pub fn new(host: Arc<Host>, decider: Decider, sink: Arc<dyn EventSink>) -> Self {
+        let keeper = Arc::new(kept::Keeper::new(decider.log.dir()));
         Self {
+            keeper,
             host,
             decider,
             sink,
@@ -222,7 +239,27 @@ impl Commands {
             self.decider.log.clone(),
             Arc::clone(&self.sink),
         ));
+        // A background command is handed to the session's keeper once it started (when the
+        // keeper program is installed), so it moves with the session.
+        let ended_follow = Arc::new(Mutex::new(None));
+        let keeping = input
+            .background
+            .then(|| self.keeper.link())
+            .flatten()
+            .map(|link| {
+                chock_session::Keeping(Arc::new(kept::Handing {
+                    keeper: Arc::clone(&self.keeper),
+                    link,
+                    handle: format!("bg-{call_id}"),
+                    live: Arc::clone(&output_item) as Arc<dyn chock_session::OutputSink>,
+                    limit: CallOptions::default().capture_limit,
+                    ended: Arc::clone(&ended_follow),
+                    log: self.decider.log.clone(),
+                }) as Arc<dyn chock_session::Keep>)
+            });
+        let is_kept = keeping.is_some();
         let options = CallOptions {
+            keep: keeping,
             timeout: Some(timeout),
             call_id: Some(call_id.to_string()),
             // With someone to ask, a connection the table puts to a question waits for them.
@@ -273,10 +310,15 @@ impl Commands {
         let bg = handle.clone();
         let command = input.command.clone();
         let background_item = Arc::clone(&output_item);
+        let keeper = Arc::clone(&self.keeper);
         let waiter = tokio::spawn(async move {
             let result = task.await.unwrap_or_else(|e| {
                 Err(SessionError::Output(std::io::Error::other(e.to_string())))
             });
+            if is_kept && keeper.released() {
+                // Let go with the session: the next owner records its end.
+                return;
+            }
             let (output, status) = describe(&result, &command);
             background_item.complete(!output.is_error);
             let _ = log.record(
@@ -302,9 +344,14 @@ impl Commands {
                     },
                 );
             }
+            // The end is in the log: the keeper may forget the command.
+            let follow = ended_follow.lock().ok().and_then(|mut f| f.take());
+            if let Some(follow) = follow {
+                let _ = follow.recorded();
+            }
         });
         if let Ok(mut handles) = self.handles.lock() {
-            handles.push(waiter);
+            handles.push((is_kept, waiter));
         }
         self.told(
             call_id,
@@ -393,15 +440,35 @@ impl Commands {
         notes
     }
 
-    /// Waits for every background command, so each one's end is in the log before `session.end`.
+    /// Waits for every background command, so each one's end is in the log before `session.end`;
+    /// then the session's keeper ends.
     pub async fn finish_all(&self) {
         let handles: Vec<_> = self
             .handles
             .lock()
             .map(|mut h| std::mem::take(&mut *h))
             .unwrap_or_default();
-        for handle in handles {
+        for (_, handle) in handles {
             let _ = handle.await;
+        }
+        let keeper = Arc::clone(&self.keeper);
+        let _ = tokio::task::spawn_blocking(move || keeper.finish()).await;
+    }
+
+    /// The session is let go (a handover): the background commands this process runs itself
+    /// (no keeper) are waited for and their end recorded; those the keeper keeps move with the
+    /// session, and this process stops following them (the next owner records the rest).
+    pub async fn release_all(&self) {
+        let handles: Vec<_> = self
+            .handles
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default();
+        self.keeper.release();
+        for (kept, handle) in handles {
+            if !kept {
+                let _ = handle.await;
+            }
         }
     }
 }

@@ -1,0 +1,145 @@
+//! What the handover tests share: a running daemon, waits on the log and on the daemon's view
+//! of a session, and `chock detach`.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use chock_client::DaemonClient;
+use chock_protocol::rpc::{Call, SessionList, SessionState};
+
+use crate::run_support::*;
+
+/// A running `chock serve`.
+pub struct Daemon(pub Child);
+
+impl Daemon {
+    pub fn start(w: &World) -> Daemon {
+        let mut child = w
+            .command(&["serve"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("chock: serving on "), "{line}");
+        Daemon(child)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        signal(self.0.id(), rustix::process::Signal::TERM);
+        let _ = self.0.wait();
+    }
+}
+
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Waits (up to a minute) until `ready` holds of the session's log.
+pub fn wait_for_log(w: &World, what: &str, ready: impl Fn(&[Logged]) -> bool) -> Vec<Logged> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if !w.sessions().is_empty() {
+            let events = w.events();
+            if ready(&events) {
+                return events;
+            }
+        }
+        assert!(Instant::now() < until, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The session's state as the daemon lists it.
+pub async fn state(client: &mut DaemonClient, id: &str) -> SessionState {
+    let list: SessionList = client
+        .call(&Call::SessionsList(chock_protocol::rpc::NoParams {}))
+        .await
+        .unwrap();
+    list.sessions
+        .into_iter()
+        .find(|s| s.session == id)
+        .map(|s| s.state)
+        .unwrap()
+}
+
+/// Waits (up to a minute) until the daemon lists the session as `want`.
+pub async fn wait_state(client: &mut DaemonClient, id: &str, want: SessionState) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = state(client, id).await;
+        if now == want {
+            return;
+        }
+        assert_ne!(now, SessionState::Ended, "session {id} ended");
+        assert!(
+            Instant::now() < until,
+            "session {id} stayed {now:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub fn count(events: &[Logged], kind: &str, call: Option<&str>) -> usize {
+    events
+        .iter()
+        .filter(|(k, c, _)| k == kind && (call.is_none() || c.as_deref() == call))
+        .count()
+}
+
+pub fn handovers(events: &[Logged]) -> Vec<serde_json::Value> {
+    events
+        .iter()
+        .filter(|(k, _, _)| k == "session.handover")
+        .map(|(_, _, d)| d.clone())
+        .collect()
+}
+
+/// Starts `chock run` on `task` with the recording `script`, its standard input `stdin`.
+pub fn chock_run(w: &World, script: &str, task: &str, stdin: Stdio) -> Child {
+    let provider = w.script(script);
+    w.command(&["run", "--provider", &provider, task])
+        .stdin(stdin)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `chock detach` of the world's one session: it succeeds and says where the session went.
+pub fn detach(w: &World) {
+    let id = w.session_id();
+    let out = w.chock(&["detach", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("now runs in the daemon"),
+        "{}",
+        text(&out.stdout)
+    );
+}
