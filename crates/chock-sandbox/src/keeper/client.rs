@@ -148,6 +148,9 @@ pub fn keep(link: &KeeperLink, handle: &str, call: KeptCall) -> std::io::Result<
         call.stderr.as_fd(),
     ];
     send(conn.as_fd(), &msg, &[], &fds)?;
+    // This process's copies close here: the keeper alone holds the call from now on (its
+    // lifeline above all, so this process's end no longer ends the call).
+    drop(call);
     Ok(Follow { conn })
 }
 

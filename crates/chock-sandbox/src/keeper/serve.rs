@@ -113,6 +113,8 @@ pub fn serve(listener: OwnedFd) -> std::io::Result<()> {
         }
         k.poll_once(&listener, wait)?;
     }
+    // No owner can reach the keeper from here on; then what it keeps ends.
+    drop(listener);
     for job in &k.jobs {
         job.kill();
     }
