@@ -61,11 +61,7 @@ fn list(sock: &OwnedFd) -> std::io::Result<Vec<String>> {
 /// process group (a terminal's signals do not reach it) with the listener as its descriptor 3
 /// and an empty environment, and waits for its first answer (it answers once confined).
 pub fn start(program: &Path, dir: &Path) -> std::io::Result<KeeperLink> {
-    let (dirfd, path) = socket_path(dir)?;
-    let _ = rustix::fs::unlinkat(&dirfd, super::SOCKET, rustix::fs::AtFlags::empty());
-    let listener = socket()?;
-    rustix::net::bind(&listener, &SocketAddrUnix::new(path.as_str())?)?;
-    rustix::net::listen(&listener, 16)?;
+    let listener = bind(dir)?;
     let raw = listener.as_raw_fd();
     let mut command = std::process::Command::new(program);
     command
@@ -98,6 +94,17 @@ pub fn start(program: &Path, dir: &Path) -> std::io::Result<KeeperLink> {
         hold,
         child: Mutex::new(Some(child)),
     })
+}
+
+/// Binds and listens on the keeper socket of the session in `dir` (replacing one no keeper
+/// serves): what [`start`] hands the keeper, and what a test serves itself.
+pub fn bind(dir: &Path) -> std::io::Result<OwnedFd> {
+    let (dirfd, path) = socket_path(dir)?;
+    let _ = rustix::fs::unlinkat(&dirfd, super::SOCKET, rustix::fs::AtFlags::empty());
+    let listener = socket()?;
+    rustix::net::bind(&listener, &SocketAddrUnix::new(path.as_str())?)?;
+    rustix::net::listen(&listener, 16)?;
+    Ok(listener)
 }
 
 /// The keeper of the session in `dir`, if one runs (a new owner's hold on it), and the calls it

@@ -37,7 +37,9 @@ use rustix::net::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use client::{Follow, Frame, KeeperLink, connect, follow, inherited_listener, keep, start};
+pub use client::{
+    Follow, Frame, KeeperLink, bind, connect, follow, inherited_listener, keep, start,
+};
 pub use confine::confine_self;
 pub use serve::serve;
 
