@@ -70,7 +70,10 @@ fn a_second_owner_gets_exactly_what_the_first_did_not_record_and_then_the_end() 
                 offset,
                 bytes,
             } => {
-                assert_eq!(offset as usize, recorded.len() + received_past);
+                assert_eq!(
+                    usize::try_from(offset).unwrap(),
+                    recorded.len() + received_past
+                );
                 if recorded.len() < 100 {
                     recorded.extend_from_slice(&bytes);
                     follow.ack(0, recorded.len() as u64).unwrap();
@@ -98,12 +101,16 @@ fn a_second_owner_gets_exactly_what_the_first_did_not_record_and_then_the_end() 
                 offset,
                 bytes,
             } => {
-                assert_eq!(offset as usize, recorded.len(), "a gap or a repeat");
+                assert_eq!(
+                    usize::try_from(offset).unwrap(),
+                    recorded.len(),
+                    "a gap or a repeat"
+                );
                 recorded.extend_from_slice(&bytes);
                 follow.ack(0, recorded.len() as u64).unwrap();
             }
             Frame::Out { offset, bytes, .. } => {
-                assert_eq!(offset as usize, stderr.len());
+                assert_eq!(usize::try_from(offset).unwrap(), stderr.len());
                 stderr.extend_from_slice(&bytes);
             }
             Frame::End { status, timed_out } => break (status, timed_out),

@@ -242,21 +242,28 @@ impl Commands {
         // A background command is handed to the session's keeper once it started (when the
         // keeper program is installed), so it moves with the session.
         let ended_follow = Arc::new(Mutex::new(None));
-        let keeping = input
-            .background
-            .then(|| self.keeper.link())
-            .flatten()
-            .map(|link| {
-                chock_session::Keeping(Arc::new(kept::Handing {
-                    keeper: Arc::clone(&self.keeper),
-                    link,
-                    handle: format!("bg-{call_id}"),
-                    live: Arc::clone(&output_item) as Arc<dyn chock_session::OutputSink>,
-                    limit: CallOptions::default().capture_limit,
-                    ended: Arc::clone(&ended_follow),
-                    log: self.decider.log.clone(),
-                }) as Arc<dyn chock_session::Keep>)
-            });
+        // Started at the session's first background command: a process started and waited
+        // for (its first answer), off the runtime's workers.
+        let link = if input.background {
+            let keeper = Arc::clone(&self.keeper);
+            tokio::task::spawn_blocking(move || keeper.link())
+                .await
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
+        let keeping = link.map(|link| {
+            chock_session::Keeping(Arc::new(kept::Handing {
+                keeper: Arc::clone(&self.keeper),
+                link,
+                handle: format!("bg-{call_id}"),
+                live: Arc::clone(&output_item) as Arc<dyn chock_session::OutputSink>,
+                limit: CallOptions::default().capture_limit,
+                ended: Arc::clone(&ended_follow),
+                log: self.decider.log.clone(),
+            }) as Arc<dyn chock_session::Keep>)
+        });
         let is_kept = keeping.is_some();
         let options = CallOptions {
             keep: keeping,
