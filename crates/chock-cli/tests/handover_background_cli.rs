@@ -30,21 +30,16 @@ input = { command = "for i in $(seq 1 60); do echo line $i; sleep 0.1; done; ech
 [[turn]]
 [[turn.call]]
 tool = "run_command"
-input = { command = "sleep 1" }
+input = { command = "sleep 2" }
 
 [[turn]]
-[[turn.call]]
-tool = "run_command"
-input = { command = "sleep 7" }
+text = "it runs in the background"
 
 [[turn]]
 [[turn.call]]
 tool = "read_output"
 input = { handle = "bg-play_1_1" }
 expect = { is_error = false, contains = "line 60" }
-
-[[turn]]
-text = "done"
 
 [[turn]]
 text = "the follow-up, answered by the daemon"
@@ -92,6 +87,35 @@ fn assert_moved_whole(w: &World, events: &[Logged]) {
     assert!(ended_at > at, "the end was recorded before the handover");
 }
 
+/// Once the daemon has recorded the command's end (the task itself ended before), a follow-up
+/// through a client: the model reads the command's whole output with read_output there.
+fn follow_up_once_ended(w: &World, id: &str) {
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        wait_state(&mut client, id, SessionState::Idle).await;
+        wait_for_log(w, "the daemon records the command's end", |e| {
+            e.iter()
+                .any(|(k, _, d)| k == "note" && d["about"] == "background_ended")
+        });
+        let _: Done = client
+            .call(&Call::SessionsInput(InputParams {
+                session: id.to_string(),
+                text: "and one more thing".into(),
+            }))
+            .await
+            .unwrap();
+        wait_state(&mut client, id, SessionState::Idle).await;
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.to_string(),
+            }))
+            .await
+            .unwrap();
+    });
+}
+
 /// Every keeper process this user runs is confined: no new privileges and a seccomp filter.
 /// Returns how many there were.
 fn keepers_confined() -> usize {
@@ -132,26 +156,7 @@ fn moves_with_the_session(w: &World) {
         "the first process recorded {} bytes before it let go: the move was not mid-output",
         recorded_first.len()
     );
-    rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
-        wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsInput(InputParams {
-                session: id.clone(),
-                text: "and one more thing".into(),
-            }))
-            .await
-            .unwrap();
-        wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
-    });
+    follow_up_once_ended(w, &id);
     let events = w.events_exact();
     let h = &handovers(&events)[0];
     assert_eq!(h["how"], "released");
@@ -189,9 +194,7 @@ input = { command = "sleep 20", timeout_secs = 60 }
 expect = { is_error = true, contains = "outcome unknown" }
 
 [[turn]]
-[[turn.call]]
-tool = "run_command"
-input = { command = "sleep 7" }
+text = "noted"
 
 [[turn]]
 [[turn.call]]
@@ -200,7 +203,7 @@ input = { handle = "bg-play_1_1" }
 expect = { is_error = false, contains = "line 60" }
 
 [[turn]]
-text = "noted"
+text = "the follow-up, answered by the daemon"
 "#;
 
 /// The owner is SIGKILLed while its background command prints (it never let go): the keeper
@@ -218,16 +221,12 @@ fn a_background_command_outlives_an_owner_killed_outright_and_the_daemon_records
     signal(run.id(), rustix::process::Signal::KILL);
     let _ = run.wait();
     detach(&w);
-    rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
-        wait_state(&mut client, &id, SessionState::Idle).await;
-    });
+    follow_up_once_ended(&w, &id);
     let events = w.events_exact();
     let h = &handovers(&events)[0];
     assert_eq!(h["how"], "found_dead");
     assert_eq!(h["unknown"], serde_json::json!(["play_2_1"]), "{events:#?}");
     assert_moved_whole(&w, &events);
+    assert_eq!(count(&events, "session.end", None), 1);
     w.assert_log_verifies();
 }
