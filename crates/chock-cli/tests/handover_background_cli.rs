@@ -116,6 +116,19 @@ fn follow_up_once_ended(w: &World, id: &str) {
     });
 }
 
+/// The session has ended: its keeper ended with it (within a few seconds; not the half minute an
+/// ownerless keeper waits), so nothing answers on its socket.
+fn assert_keeper_gone(w: &World) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while chock_sandbox::keeper::connect(&w.session()).unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the keeper outlived the session"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Every keeper process this user runs is confined: no new privileges and a seccomp filter.
 /// Returns how many there were.
 fn keepers_confined() -> usize {
@@ -163,6 +176,7 @@ fn moves_with_the_session(w: &World) {
     assert!(h.get("unknown").is_none(), "{h}");
     assert_moved_whole(w, &events);
     assert_eq!(count(&events, "session.end", None), 1);
+    assert_keeper_gone(w);
     w.assert_log_verifies();
 }
 
@@ -228,5 +242,6 @@ fn a_background_command_outlives_an_owner_killed_outright_and_the_daemon_records
     assert_eq!(h["unknown"], serde_json::json!(["play_2_1"]), "{events:#?}");
     assert_moved_whole(&w, &events);
     assert_eq!(count(&events, "session.end", None), 1);
+    assert_keeper_gone(&w);
     w.assert_log_verifies();
 }
