@@ -120,7 +120,10 @@ fn follow_up_once_ended(w: &World, id: &str) {
 /// ownerless keeper waits), so nothing answers on its socket.
 fn assert_keeper_gone(w: &World) {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while chock_sandbox::keeper::connect(&w.session()).unwrap().is_some() {
+    while chock_sandbox::keeper::connect(&w.session())
+        .unwrap()
+        .is_some()
+    {
         assert!(
             std::time::Instant::now() < until,
             "the keeper outlived the session"

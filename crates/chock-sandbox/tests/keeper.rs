@@ -141,3 +141,37 @@ fn finish_kills_what_the_keeper_keeps() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
+
+/// Nobody holds the keeper (its owner died, or let go and nobody took the session up): after
+/// its wait it ends, and what it keeps is killed with it.
+#[test]
+fn an_ownerless_keeper_ends_and_kills_what_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = keeper::bind(dir.path()).unwrap();
+    let alone = std::time::Duration::from_millis(300);
+    let served = std::thread::spawn(move || keeper::serve_alone(listener, alone));
+    let (link, _) = keeper::connect(dir.path()).unwrap().unwrap();
+    let (kept, mut child) = kept_command(100_000);
+    let follow = keeper::keep(&link, "bg-c3", kept).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the command ended early"
+    );
+    // The owner goes: every connection it held closes.
+    drop((follow, link));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the command outlived its keeper"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    served.join().unwrap().unwrap();
+}

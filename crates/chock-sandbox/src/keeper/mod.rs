@@ -41,7 +41,7 @@ pub use client::{
     Follow, Frame, KeeperLink, bind, connect, follow, inherited_listener, keep, start,
 };
 pub use confine::confine_self;
-pub use serve::serve;
+pub use serve::{serve, serve_alone};
 
 /// The keeper's socket, in the session's directory.
 pub const SOCKET: &str = "keeper.sock";

@@ -85,6 +85,11 @@ struct Keeper {
 /// ends or no owner has been connected for [`ALONE`]; then every call it keeps is killed.
 /// Returns the error that stopped it early, if any.
 pub fn serve(listener: OwnedFd) -> std::io::Result<()> {
+    serve_alone(listener, ALONE)
+}
+
+/// As [`serve`], ending once no owner has been connected for `alone`.
+pub fn serve_alone(listener: OwnedFd, alone: Duration) -> std::io::Result<()> {
     set_nonblocking(listener.as_raw_fd())?;
     let mut k = Keeper::default();
     let mut alone_since: Option<Instant> = Some(Instant::now());
@@ -95,7 +100,7 @@ pub fn serve(listener: OwnedFd) -> std::io::Result<()> {
         }
         match (k.conns.is_empty(), alone_since) {
             (true, None) => alone_since = Some(now),
-            (true, Some(t)) if now.duration_since(t) >= ALONE => break,
+            (true, Some(t)) if now.duration_since(t) >= alone => break,
             (false, _) => alone_since = None,
             _ => {}
         }
@@ -106,7 +111,7 @@ pub fn serve(listener: OwnedFd) -> std::io::Result<()> {
                 job.deadline = None;
             }
         }
-        let mut wait = alone_since.map(|t| (t + ALONE).saturating_duration_since(now));
+        let mut wait = alone_since.map(|t| (t + alone).saturating_duration_since(now));
         for d in k.jobs.iter().filter_map(|j| j.deadline) {
             let left = d.saturating_duration_since(now);
             wait = Some(wait.map_or(left, |w| w.min(left)));
