@@ -246,11 +246,14 @@ impl Keeper {
                     let reason = "keep needs five descriptors".to_string();
                     return self.reply(id, &Msg::Refused { reason }, &[]);
                 };
+                // The status too: once the init is gone its status is in the pipe, or never
+                // will be (killed first), and the read must not wait on another writer.
                 if set_nonblocking(stdout.as_raw_fd())
                     .and_then(|()| set_nonblocking(stderr.as_raw_fd()))
+                    .and_then(|()| set_nonblocking(status.as_raw_fd()))
                     .is_err()
                 {
-                    let reason = "the output pipes cannot be made non-blocking".to_string();
+                    let reason = "the call's pipes cannot be made non-blocking".to_string();
                     return self.reply(id, &Msg::Refused { reason }, &[]);
                 }
                 self.jobs.push(Job {
