@@ -5,102 +5,52 @@
 //! task; with no daemon, the key says so and the session goes on where it is (the process is
 //! not quit by the key's SIGQUIT). The terminal interface, in tmux, does the same with Ctrl-\.
 
+mod handover_support;
 mod run_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chock_client::DaemonClient;
 use chock_protocol::rpc::{Call, Done, SessionList, SessionParams, SessionState};
+use handover_support::{Daemon, count, rt, wait_for_log};
 use run_support::*;
-
-/// A running `chock serve`, stopped with SIGTERM when dropped.
-struct Daemon(Child);
-
-impl Daemon {
-    fn start(w: &World) -> Daemon {
-        let mut child = w
-            .command(&["serve"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("chock: serving on "), "{line}");
-        Daemon(child)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(i32::try_from(self.0.id()).unwrap()).unwrap();
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        let _ = self.0.wait();
-    }
-}
-
-/// Waits (up to a minute) until `ready` holds of the world's one session's log.
-fn wait_for_log(w: &World, what: &str, ready: impl Fn(&[Logged]) -> bool) {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if !w.sessions().is_empty() && ready(&w.events()) {
-            return;
-        }
-        assert!(Instant::now() < until, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn count(events: &[Logged], kind: &str, call: Option<&str>) -> usize {
-    events
-        .iter()
-        .filter(|(k, c, _)| k == kind && (call.is_none() || c.as_deref() == call))
-        .count()
-}
 
 /// Waits (up to a minute) until the daemon lists session `id` as idle, then ends it there.
 fn daemon_finishes(w: &World, id: &str) {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let list: SessionList = client
+                .call(&Call::SessionsList(chock_protocol::rpc::NoParams {}))
                 .await
                 .unwrap();
-            let until = Instant::now() + Duration::from_secs(60);
-            loop {
-                let list: SessionList = client
-                    .call(&Call::SessionsList(chock_protocol::rpc::NoParams {}))
-                    .await
-                    .unwrap();
-                let state = list
-                    .sessions
-                    .iter()
-                    .find(|s| s.session == id && s.owned)
-                    .map(|s| s.state);
-                if state == Some(SessionState::Idle) {
-                    break;
-                }
-                assert!(
-                    Instant::now() < until,
-                    "the daemon never ran {id}: {state:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            let state = list
+                .sessions
+                .iter()
+                .find(|s| s.session == id && s.owned)
+                .map(|s| s.state);
+            if state == Some(SessionState::Idle) {
+                break;
             }
-            let _: Done = client
-                .call(&Call::SessionsEnd(SessionParams {
-                    session: id.to_string(),
-                }))
-                .await
-                .unwrap();
-        });
+            assert!(
+                Instant::now() < until,
+                "the daemon never ran {id}: {state:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.to_string(),
+            }))
+            .await
+            .unwrap();
+    });
 }
 
 /// A `chock run` on a pty of its own, and everything the pty showed so far.
