@@ -5,7 +5,10 @@
 //! firmware), the loader's cache, /dev/null and /dev/urandom (and /dev/kvm under KVM), the kernel
 //! and the initramfs read-only at /boot, and the machine's directory at /vm (the channel's and the
 //! shares' sockets, the console). Nothing else of the host is in it: not the project, not the
-//! workspace (the virtiofs servers hold those), not the home. Under it QEMU's own seccomp filter
+//! workspace (the virtiofs servers hold those), not the home — except for a guest that can be
+//! snapshotted, whose shares QEMU serves itself by virtio-9p: exactly those directories are
+//! bound into its root at their own paths (read-only for a read-only share), and nothing else of
+//! the project. Under it QEMU's own seccomp filter
 //! denies every optional group (`-sandbox on`: no spawning, no privilege changes, no obsolete
 //! calls, no resource control).
 
@@ -13,14 +16,15 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::accel::Accel;
-use crate::machine::{KERNEL_CMDLINE, MachineSpec};
+use crate::machine::{HostShare, KERNEL_CMDLINE, MachineSpec};
 
 /// Builds the monitor's root in its mount namespace, then becomes QEMU inside it. `$1` the new
 /// root, `$2` the machine's directory, `$3` the kernel, `$4` the initramfs, `$5` whether to bind
-/// /dev/kvm, `$6` QEMU (under /usr, which the root shows at the same path); its arguments follow.
+/// /dev/kvm, `$6` QEMU (under /usr, which the root shows at the same path), `$7` how many
+/// directories QEMU serves itself, then each as its path and `ro` or `rw`; QEMU's arguments follow.
 const ROOT_SCRIPT: &str = r#"set -e
-R=$1 VM=$2 KERNEL=$3 INITRD=$4 KVM=$5 QEMU=$6
-shift 6
+R=$1 VM=$2 KERNEL=$3 INITRD=$4 KVM=$5 QEMU=$6 SERVED=$7
+shift 7
 mkdir -p "$R"
 mount -t tmpfs -o mode=0755 chock-monitor "$R"
 mkdir -p "$R/usr" "$R/vm" "$R/dev" "$R/boot" "$R/etc" "$R/tmp"
@@ -36,12 +40,33 @@ mount -o remount,bind,ro "$R/boot/initramfs"
 for d in null urandom; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done
 if [ "$KVM" = 1 ]; then touch "$R/dev/kvm"; mount --bind /dev/kvm "$R/dev/kvm"; fi
 mount --bind "$VM" "$R/vm"
+# QEMU's 9p server changes a file's mode and attributes through /proc/self/fd/N: its own
+# descriptors (this shell's pid is QEMU's, which it becomes), and nothing else of /proc.
+if [ "$SERVED" -gt 0 ]; then
+  mkdir -p "$R/proc/self/fd"
+  mount --bind "/proc/$$/fd" "$R/proc/self/fd"
+fi
+while [ "$SERVED" -gt 0 ]; do
+  mkdir -p "$R$1"
+  mount --bind "$1" "$R$1"
+  if [ "$2" = ro ]; then mount -o remount,bind,ro "$R$1"; fi
+  shift 2
+  SERVED=$((SERVED - 1))
+done
 cd "$R"
 exec /usr/sbin/chroot . "$QEMU" "$@"
 "#;
 
-/// The command that starts the monitor of a guest whose directory is `dir`, with `tags` shares.
-pub(crate) fn command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
+/// The command that starts the monitor of a guest whose directory is `dir`, showing `shares`:
+/// through virtiofs servers (their sockets in `dir`), or, for a guest that can be snapshotted
+/// (`spec.snapshots`), served by QEMU itself over virtio-9p, with a QMP socket to migrate it by.
+/// `incoming`: the machine's state is loaded from the socket `in.sock` instead of booting.
+pub(crate) fn command(
+    spec: &MachineSpec,
+    dir: &Path,
+    shares: &[HostShare],
+    incoming: bool,
+) -> Command {
     let kvm = spec.accel.accel == Accel::Kvm;
     let mut c = Command::new("unshare");
     c.args([
@@ -63,6 +88,14 @@ pub(crate) fn command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
         .arg(&spec.initramfs)
         .arg(if kvm { "1" } else { "0" })
         .arg(&spec.qemu);
+    if spec.snapshots {
+        c.arg(shares.len().to_string());
+        for s in shares {
+            c.arg(&s.path).arg(if s.read_only { "ro" } else { "rw" });
+        }
+    } else {
+        c.arg("0");
+    }
     let mem = spec.memory_mib;
     c.args([
         "-M",
@@ -106,13 +139,33 @@ pub(crate) fn command(spec: &MachineSpec, dir: &Path, tags: usize) -> Command {
             chock_guest::PORT_NAME
         ),
     ]);
-    for i in 0..tags {
-        c.args([
-            "-chardev",
-            &format!("socket,id=fs{i},path=/vm/fs{i}.sock"),
-            "-device",
-            &format!("vhost-user-fs-device,chardev=fs{i},tag=s{i}"),
-        ]);
+    for (i, share) in shares.iter().enumerate() {
+        if spec.snapshots {
+            // QEMU's option syntax doubles a comma inside a value.
+            let path = share.path.to_string_lossy().replace(',', ",,");
+            let ro = if share.read_only { ",readonly=on" } else { "" };
+            // `none`: files are created as QEMU's own user, as a virtiofs server's are; a
+            // guest's chown is not carried to the host.
+            c.args([
+                "-fsdev",
+                &format!("local,id=fs{i},path={path},security_model=none{ro}"),
+                "-device",
+                &format!("virtio-9p-device,fsdev=fs{i},mount_tag=s{i}"),
+            ]);
+        } else {
+            c.args([
+                "-chardev",
+                &format!("socket,id=fs{i},path=/vm/fs{i}.sock"),
+                "-device",
+                &format!("vhost-user-fs-device,chardev=fs{i},tag=s{i}"),
+            ]);
+        }
+    }
+    if spec.snapshots {
+        c.args(["-qmp", "unix:/vm/qmp.sock,server=on,wait=off"]);
+    }
+    if incoming {
+        c.args(["-incoming", "unix:/vm/in.sock"]);
     }
     c
 }
