@@ -27,6 +27,10 @@ pub struct GuestConfig {
     pub guest_init: PathBuf,
     /// The guest's memory in MiB.
     pub memory_mib: u32,
+    /// Whether its guests can be snapshotted ([`GuestConfiner::snapshot`]) and started from a
+    /// snapshot ([`GuestConfiner::warm_up_from`]): their shares are then virtio-9p, served by
+    /// QEMU itself, rather than virtiofs (docs/microvm.md, "Snapshots and forks").
+    pub snapshots: bool,
 }
 
 /// The guest's init: `CHOCK_GUEST_INIT` when set; else `chock-guest` beside the running program
@@ -75,6 +79,7 @@ impl GuestConfig {
             kernel_dir,
             guest_init,
             memory_mib: 1024,
+            snapshots: false,
         })
     }
 }
@@ -115,6 +120,12 @@ impl GuestConfiner {
     /// now, so a missing piece is an error here, before any call.
     pub fn new(config: &GuestConfig) -> Result<GuestConfiner, VmError> {
         let kernel = GuestKernel::open(&config.kernel_dir)?;
+        if config.snapshots && !kernel.nine_p {
+            return Err(VmError::Kernel(format!(
+                "the guest kernel in {} has no 9p modules, which a guest that can be                  snapshotted shares by (fetch it again with `chock vm kernel`)",
+                config.kernel_dir.display()
+            )));
+        }
         let qemu = first_of(&["/usr/bin/qemu-system-x86_64"]).ok_or_else(|| {
             VmError::Guest("qemu-system-x86_64 is not installed (Debian: qemu-system-x86)".into())
         })?;
@@ -135,6 +146,7 @@ impl GuestConfiner {
             memory_mib: config.memory_mib,
             qemu,
             virtiofsd,
+            snapshots: config.snapshots,
         };
         Ok(GuestConfiner(Arc::new(Inner {
             spec,
@@ -179,6 +191,41 @@ impl GuestConfiner {
         let shares = shares_for(plan)?;
         let machine = self.0.take_or_boot(shares)?;
         self.0.give_back(machine);
+        Ok(())
+    }
+
+    /// Snapshots the warm guest into the directory `to` (the guest's memory: keep it private;
+    /// the directory is made 0700 and its files 0600, replacing an earlier snapshot there once
+    /// this one is whole). The guest stays warm. Calls wait while it is taken. An error when no
+    /// guest is warm, or when this confiner was made without `snapshots`.
+    pub fn snapshot(&self, to: &Path) -> Result<(), VmError> {
+        let mut warm = self.0.warm.lock().unwrap_or_else(|e| e.into_inner());
+        match warm.as_mut() {
+            Some(m) if m.alive() => m.snapshot(&self.0.spec, to),
+            _ => Err(VmError::Guest("no warm guest to snapshot".into())),
+        }
+    }
+
+    /// Starts a guest from the snapshot in `from`, showing `plan`'s shares (a fork's own
+    /// workspace), and keeps it warm in place of any other: the next call runs in it. A
+    /// snapshot that cannot be restored is an error, and nothing boots cold in its place.
+    pub fn warm_up_from(&self, from: &Path, plan: &Plan) -> Result<(), SandboxError> {
+        let shares = shares_for(plan)?;
+        let machine = Machine::restore(&self.0.spec, shares, &self.0.live, from).map_err(|e| {
+            SandboxError::Host {
+                what: "start the microVM guest from its snapshot (no cold boot takes its place)"
+                    .into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
+        *self.0.last_hello.lock().unwrap_or_else(|e| e.into_inner()) = Some(machine.hello.clone());
+        let old = self
+            .0
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(machine);
+        drop(old);
         Ok(())
     }
 }
