@@ -188,7 +188,7 @@ impl GuestConfiner {
 
     /// Boots a guest for `plan`'s shares now and keeps it warm, so the next call starts at once.
     pub fn warm_up(&self, plan: &Plan) -> Result<(), SandboxError> {
-        let shares = shares_for(plan)?;
+        let shares = self.0.shares(plan)?;
         let machine = self.0.take_or_boot(shares)?;
         self.0.give_back(machine);
         Ok(())
@@ -210,7 +210,7 @@ impl GuestConfiner {
     /// workspace), and keeps it warm in place of any other: the next call runs in it. A
     /// snapshot that cannot be restored is an error, and nothing boots cold in its place.
     pub fn warm_up_from(&self, from: &Path, plan: &Plan) -> Result<(), SandboxError> {
-        let shares = shares_for(plan)?;
+        let shares = self.0.shares(plan)?;
         let machine = Machine::restore(&self.0.spec, shares, &self.0.live, from).map_err(|e| {
             SandboxError::Host {
                 what: "start the microVM guest from its snapshot (no cold boot takes its place)"
@@ -231,6 +231,20 @@ impl GuestConfiner {
 }
 
 impl Inner {
+    /// The plan's shares, as [`shares_for`] says, refusing by name what a guest that can be
+    /// snapshotted cannot show yet: an overlay workspace, whose deletions need whiteouts that the
+    /// guest's overlayfs cannot make on a virtio-9p upper layer (docs/microvm.md).
+    fn shares(&self, plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
+        let shares = shares_for(plan)?;
+        if self.spec.snapshots && matches!(plan.workspace, WorkspaceMount::Overlay { .. }) {
+            return Err(SandboxError::Plan(
+                "a microVM guest that can be snapshotted (virtio-9p shares) cannot run a call                  with an overlay workspace yet: its deletions' whiteouts cannot be made on 9p                  (docs/microvm.md)"
+                    .into(),
+            ));
+        }
+        Ok(shares)
+    }
+
     fn take_or_boot(&self, shares: Vec<HostShare>) -> Result<Machine, SandboxError> {
         let warm = self.warm.lock().unwrap_or_else(|e| e.into_inner()).take();
         match warm {
@@ -357,7 +371,7 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
 impl Confiner for GuestConfiner {
     fn prepare(&self, plan: Plan) -> BoxFuture<'_, Result<PreparedCall, SandboxError>> {
         Box::pin(async move {
-            shares_for(&plan)?;
+            self.0.shares(&plan)?;
             PreparedCall::new(plan)
         })
     }
@@ -380,7 +394,7 @@ impl Confiner for GuestConfiner {
                     ));
                 }
             };
-            let shares = shares_for(call.plan())?;
+            let shares = inner.shares(call.plan())?;
             let wire = call.to_wire()?;
             let timeout = call.plan().timeout;
             let egress = matches!(call.plan().network, NetworkPlan::Proxy { .. });

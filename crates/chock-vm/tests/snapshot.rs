@@ -292,3 +292,35 @@ fn the_monitor_that_serves_the_shares_holds_those_directories_and_nothing_else()
         "{usr:?}"
     );
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn an_overlay_workspace_is_refused_by_name_in_a_guest_that_can_be_snapshotted() {
+    let Some(c) = confiner() else { return };
+    let ws = Dir::new(".chock-vm-overlay-");
+    for d in ["lower", "layers/upper", "layers/work"] {
+        std::fs::create_dir_all(ws.0.join(d)).unwrap();
+    }
+    let plan = Plan::builder(
+        vec!["true".into()],
+        WorkspaceMount::Overlay {
+            lower: ws.0.join("lower"),
+            upper: ws.0.join("layers/upper"),
+            work: ws.0.join("layers/work"),
+        },
+        ws.0.join("lower"),
+    )
+    .build();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let e = rt.block_on(c.prepare(plan.clone())).unwrap_err();
+    assert!(e.to_string().contains("overlay workspace"), "{e}");
+    let e = c.warm_up(&plan).unwrap_err();
+    assert!(e.to_string().contains("overlay workspace"), "{e}");
+    assert!(c.monitors().is_empty(), "a guest booted");
+}
