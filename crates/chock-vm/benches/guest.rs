@@ -156,30 +156,18 @@ fn main() {
         println!(
             "a call of `true`, medians ({runs} calls, {boots} cold boots); guest under {accel}"
         );
-        println!("  host call (in-process sandbox)   {:>10.2?}   1.0x", host);
-        let w = median(warm);
-        println!(
-            "  warm guest call                  {:>10.2?}   {:.1}x",
-            w,
-            ratio(w)
-        );
-        let w9 = median(warm_9p);
-        println!(
-            "  warm guest call, 9p shares       {:>10.2?}   {:.1}x",
-            w9,
-            ratio(w9)
-        );
+        let line = |label: &str, d: Duration| {
+            println!("  {label:<40} {d:>10.2?}   {:.1}x", ratio(d));
+        };
+        line("host call (in-process sandbox)", host);
+        line("warm guest call (virtiofs)", median(warm));
+        line("warm guest call (9p, can be snapshotted)", median(warm_9p));
         let c = median(cold);
-        println!(
-            "  cold boot to first call's end    {:>10.2?}   {:.0}x",
-            c,
-            ratio(c)
-        );
+        line("cold boot to first call's end", c);
         let f = median(forks);
+        line("fork from a snapshot to first call's end", f);
         println!(
-            "  fork from a snapshot to first call's end {:>6.2?}   {:.0}x ({:.2}x a cold boot)",
-            f,
-            ratio(f),
+            "  a fork from a snapshot is {:.2}x a cold boot",
             f.as_secs_f64() / c.as_secs_f64()
         );
         println!(

@@ -44,7 +44,7 @@ pub const NINE_P_MODULES: &[&str] = &[
 pub struct GuestKernel {
     /// The uncompressed kernel (an ELF with a PVH entry).
     pub vmlinux: PathBuf,
-    /// The kernel's release (`6.1.0-…-cloud-amd64`), what `uname -r` says in the guest.
+    /// The kernel's release (`6.1.0-…-amd64`), what `uname -r` says in the guest.
     pub release: String,
     /// The modules, each a `.ko` file.
     pub modules: Vec<PathBuf>,
