@@ -136,20 +136,34 @@ impl Machine {
             .mode(0o700)
             .create(&partial)
             .map_err(|e| err(&format!("make {}", partial.display()), e))?;
+        let made = self.snapshot_into(spec, &partial);
+        // Calls read the channel without a timeout (a call may take its whole limit).
+        let _ = self.reader.set_read_timeout(None);
+        if made.is_err() {
+            // Nothing half-made is left: it would hold guest memory.
+            let _ = std::fs::remove_dir_all(&partial);
+            return made;
+        }
+        let _ = std::fs::remove_dir_all(to);
+        std::fs::rename(&partial, to).map_err(|e| {
+            let _ = std::fs::remove_dir_all(&partial);
+            err(&format!("keep {}", to.display()), e)
+        })
+    }
+
+    /// The snapshot's files, in the directory `dir`.
+    fn snapshot_into(&mut self, spec: &MachineSpec, dir: &Path) -> Result<(), VmError> {
         self.reader
             .set_read_timeout(Some(STEP_TIMEOUT))
             .map_err(|e| err("the channel", e))?;
-        let suspended = self
-            .send(&Frame::new(tag::SUSPEND, Vec::new()))
+        // A guest that could not unmount (it said why) kept its shares and waits for calls.
+        self.send(&Frame::new(tag::SUSPEND, Vec::new()))
             .and_then(|()| self.expect(tag::SUSPENDED).map(drop))
-            .map_err(|e| err("unmount the guest's shares", e));
-        let migrated = suspended.and_then(|()| self.migrate(&partial.join(STATE)));
-        // The guest mounts its shares again whatever happened: it stays warm for the next call
-        // (or, if it cannot, it powers off and the next call boots a new one).
+            .map_err(|e| err("unmount the guest's shares", e))?;
+        let migrated = self.migrate(&dir.join(STATE));
+        // Unmounted, the guest mounts its shares again whatever happened: it stays warm for the
+        // next call (or, if it cannot, it powers off and the next call boots a new one).
         let remounted = self.set_up();
-        self.reader
-            .set_read_timeout(None)
-            .map_err(|e| err("the channel", e))?;
         migrated?;
         remounted?;
         let about = About {
@@ -159,11 +173,9 @@ impl Machine {
             kernel: spec.kernel.release.clone(),
             hello: self.hello.clone(),
         };
-        private_file(&partial.join(ABOUT))
+        private_file(&dir.join(ABOUT))
             .and_then(|mut f| f.write_all(&serde_json::to_vec(&about).unwrap_or_default()))
-            .map_err(|e| err("write the snapshot's description", e))?;
-        let _ = std::fs::remove_dir_all(to);
-        std::fs::rename(&partial, to).map_err(|e| err(&format!("keep {}", to.display()), e))
+            .map_err(|e| err("write the snapshot's description", e))
     }
 
     /// Stops the machine, migrates it into the file `state` and lets it run on.

@@ -324,3 +324,31 @@ fn an_overlay_workspace_is_refused_by_name_in_a_guest_that_can_be_snapshotted() 
     assert!(e.to_string().contains("overlay workspace"), "{e}");
     assert!(c.monitors().is_empty(), "a guest booted");
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "microvm"),
+    ignore = "needs the `microvm` feature (QEMU, a kernel)"
+)]
+fn a_snapshot_that_cannot_be_kept_leaves_nothing_and_the_guest_warm() {
+    let Some(c) = confiner() else { return };
+    let ws = Dir::new(".chock-vm-ws-");
+    std::fs::write(ws.0.join("who"), "parent\n").unwrap();
+    let first = run(&c, &ws, WHO);
+    let monitor = c.monitors();
+    // Where the snapshot should go is a file: it cannot be put there.
+    let state = Dir::new(".chock-vm-state-");
+    let to = state.0.join("guest");
+    std::fs::write(&to, "not a directory").unwrap();
+    c.snapshot(&to).expect_err("a snapshot put over a file");
+    let left: Vec<_> = std::fs::read_dir(&state.0)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("guest")], "{left:?}");
+    assert_eq!(std::fs::read_to_string(&to).unwrap(), "not a directory");
+    // The guest is the same, warm, its workspace mounted again.
+    assert_eq!(run(&c, &ws, WHO), first);
+    assert_eq!(c.monitors(), monitor);
+}
