@@ -3,6 +3,7 @@
 //! bytes (`PreparedCall::to_wire`), and run there by the same driver; its streams come back as
 //! frames and are handed to the session as pipes, exactly as a local call's are.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -231,18 +232,27 @@ impl GuestConfiner {
 }
 
 impl Inner {
-    /// The plan's shares, as [`shares_for`] says, refusing by name what a guest that can be
-    /// snapshotted cannot show yet: an overlay workspace, whose deletions need whiteouts that the
-    /// guest's overlayfs cannot make on a virtio-9p upper layer (docs/microvm.md).
+    /// The plan's shares, as [`shares_for`] says; for a guest that can be snapshotted, an overlay
+    /// workspace is one share of its merged directory, mounted by the monitor ([`overlay_share`]).
     fn shares(&self, plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
-        let shares = shares_for(plan)?;
         if self.spec.snapshots && matches!(plan.workspace, WorkspaceMount::Overlay { .. }) {
-            return Err(SandboxError::Plan(
-                "a microVM guest that can be snapshotted (virtio-9p shares) cannot run a call                  with an overlay workspace yet: its deletions' whiteouts cannot be made on 9p                  (docs/microvm.md)"
-                    .into(),
-            ));
+            let (bound, overlay) = guest_plan(plan)?;
+            let mut shares = shares_for(&bound)?;
+            for s in shares.iter_mut().filter(|s| s.path == overlay.path) {
+                s.overlay.clone_from(&overlay.overlay);
+            }
+            return Ok(shares);
         }
-        Ok(shares)
+        shares_for(plan)
+    }
+
+    /// The call's bytes as the guest runs them: for a guest that can be snapshotted, the plan
+    /// of [`guest_plan`] (its workspace a bind of the overlay's merged directory).
+    fn wire(&self, call: &PreparedCall) -> Result<Vec<u8>, SandboxError> {
+        if self.spec.snapshots && matches!(call.plan().workspace, WorkspaceMount::Overlay { .. }) {
+            return PreparedCall::new(guest_plan(call.plan())?.0)?.to_wire();
+        }
+        call.to_wire()
     }
 
     fn take_or_boot(&self, shares: Vec<HostShare>) -> Result<Machine, SandboxError> {
@@ -306,6 +316,57 @@ impl Inner {
     }
 }
 
+/// The name of the overlay's merged directory, beside its upper and work directories.
+const MERGED: &str = "guest-merged";
+
+/// For a guest whose shares are 9p, whose overlayfs cannot make a whiteout on a 9p upper layer:
+/// `plan` with its overlay workspace replaced by a bind of the overlay's merged directory (made
+/// empty beside the upper directory, the mount point), and the share that mounts that overlay
+/// there in the monitor's root. Layers whose paths overlayfs's options cannot carry are refused
+/// by name.
+fn guest_plan(plan: &Plan) -> Result<(Plan, HostShare), SandboxError> {
+    let WorkspaceMount::Overlay { lower, upper, work } = &plan.workspace else {
+        return Err(SandboxError::Plan("not an overlay workspace".into()));
+    };
+    let Some(dir) = upper.parent().filter(|p| work.starts_with(p)) else {
+        return Err(SandboxError::Plan(
+            "a microVM guest cannot run a call with an overlay whose upper and work directories \
+             are not siblings (docs/microvm.md)"
+                .into(),
+        ));
+    };
+    for p in [lower, upper, work] {
+        if p.to_string_lossy().contains([',', ':', '\\', '\n']) {
+            return Err(SandboxError::Plan(format!(
+                "the overlay layer {} has a `,`, `:`, `\\` or newline in its path, which \
+                 overlayfs's options cannot carry (docs/microvm.md)",
+                p.display()
+            )));
+        }
+    }
+    let merged = dir.join(MERGED);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&merged)
+        .or_else(|e| if merged.is_dir() { Ok(()) } else { Err(e) })
+        .map_err(|e| SandboxError::Host {
+            what: format!("make the overlay's mount point {}", merged.display()),
+            source: e,
+        })?;
+    let mut bound = plan.clone();
+    bound.workspace = WorkspaceMount::Bind {
+        source: merged.clone(),
+    };
+    bound.own_overlay = OwnOverlay::Durable;
+    bound.shared_overlay = false;
+    let share = HostShare {
+        path: merged,
+        read_only: false,
+        overlay: Some([lower.clone(), upper.clone(), work.clone()]),
+    };
+    Ok((bound, share))
+}
+
 /// The host directories a plan's call needs in its guest, each shown at its own path: the
 /// system's /usr (read-only, as every call sees it), the workspace, the declared read and write
 /// paths, and the policy file's directory (read-only) when the workspace does not hold it.
@@ -329,6 +390,7 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     let share = |path: &Path, read_only| HostShare {
         path: path.to_path_buf(),
         read_only,
+        overlay: None,
     };
     let mut shares = vec![share(Path::new("/usr"), true)];
     match &plan.workspace {
@@ -395,7 +457,7 @@ impl Confiner for GuestConfiner {
                 }
             };
             let shares = inner.shares(call.plan())?;
-            let wire = call.to_wire()?;
+            let wire = inner.wire(&call)?;
             let timeout = call.plan().timeout;
             let egress = matches!(call.plan().network, NetworkPlan::Proxy { .. });
             let mut started = tokio::task::spawn_blocking(move || {

@@ -55,6 +55,11 @@ pub struct HostShare {
     pub path: PathBuf,
     /// Whether the guest may only read it.
     pub read_only: bool,
+    /// For a guest that can be snapshotted, whose shares QEMU serves by 9p: the overlay (its
+    /// lower, upper and work directories) the monitor mounts at `path` in its own root before it
+    /// becomes QEMU, so the guest is shown the merged directory as a plain share and the
+    /// whiteouts of its deletions are made by the host kernel's overlayfs, not over 9p.
+    pub overlay: Option<[PathBuf; 3]>,
 }
 
 /// The monitor process of a booted guest, killable from any thread.

@@ -8,7 +8,8 @@
 //! workspace (the virtiofs servers hold those), not the home — except for a guest that can be
 //! snapshotted, whose shares QEMU serves itself by virtio-9p: exactly those directories are
 //! bound into its root at their own paths (read-only for a read-only share), and nothing else of
-//! the project. Under it QEMU's own seccomp filter
+//! the project; an overlay workspace is mounted there by the monitor itself (overlayfs with
+//! `userxattr`, in its user namespace), so QEMU serves the merged directory. Under it QEMU's own seccomp filter
 //! denies every optional group (`-sandbox on`: no spawning, no privilege changes, no obsolete
 //! calls, no resource control).
 
@@ -21,7 +22,8 @@ use crate::machine::{HostShare, KERNEL_CMDLINE, MachineSpec};
 /// Builds the monitor's root in its mount namespace, then becomes QEMU inside it. `$1` the new
 /// root, `$2` the machine's directory, `$3` the kernel, `$4` the initramfs, `$5` whether to bind
 /// /dev/kvm, `$6` QEMU (under /usr, which the root shows at the same path), `$7` how many
-/// directories QEMU serves itself, then each as its path and `ro` or `rw`; QEMU's arguments follow.
+/// directories QEMU serves itself, then each as its path and `ro` or `rw`, or `ov` and the lower,
+/// upper and work directories of the overlay mounted there; QEMU's arguments follow.
 const ROOT_SCRIPT: &str = r#"set -e
 R=$1 VM=$2 KERNEL=$3 INITRD=$4 KVM=$5 QEMU=$6 SERVED=$7
 shift 7
@@ -48,8 +50,13 @@ if [ "$SERVED" -gt 0 ]; then
 fi
 while [ "$SERVED" -gt 0 ]; do
   mkdir -p "$R$1"
-  mount --bind "$1" "$R$1"
-  if [ "$2" = ro ]; then mount -o remount,bind,ro "$R$1"; fi
+  if [ "$2" = ov ]; then
+    mount -t overlay chock-workspace -o "lowerdir=$3,upperdir=$4,workdir=$5,userxattr" "$R$1"
+    shift 3
+  else
+    mount --bind "$1" "$R$1"
+    if [ "$2" = ro ]; then mount -o remount,bind,ro "$R$1"; fi
+  fi
   shift 2
   SERVED=$((SERVED - 1))
 done
@@ -91,7 +98,11 @@ pub(crate) fn command(
     if spec.snapshots {
         c.arg(shares.len().to_string());
         for s in shares {
-            c.arg(&s.path).arg(if s.read_only { "ro" } else { "rw" });
+            c.arg(&s.path);
+            match &s.overlay {
+                Some(layers) => c.arg("ov").args(layers),
+                None => c.arg(if s.read_only { "ro" } else { "rw" }),
+            };
         }
     } else {
         c.arg("0");

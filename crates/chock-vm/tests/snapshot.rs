@@ -98,12 +98,17 @@ impl Drop for Dir {
 
 /// Runs `script` in `c` in the workspace `ws`: its stdout, after checking it exited 0.
 fn run(c: &GuestConfiner, ws: &Dir, script: &str) -> String {
+    run_plan(c, ws.plan(script))
+}
+
+/// Runs `plan` in `c`: its stdout, after checking it exited 0.
+fn run_plan(c: &GuestConfiner, plan: Plan) -> String {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let call = c.prepare(ws.plan(script)).await.unwrap();
+        let call = c.prepare(plan).await.unwrap();
         let mut h = c.start(call, StdioMode::Piped, None).await.unwrap();
         let read = |f: Option<std::fs::File>| {
             std::thread::spawn(move || {
@@ -117,7 +122,7 @@ fn run(c: &GuestConfiner, ws: &Dir, script: &str) -> String {
         let (out, err) = (read(h.take_stdout()), read(h.take_stderr()));
         let outcome = h.wait().await.unwrap();
         let (out, err) = (out.join().unwrap(), err.join().unwrap());
-        assert_eq!(outcome.status, ExitStatus::Exited(0), "{script}: {err}");
+        assert_eq!(outcome.status, ExitStatus::Exited(0), "{out}\n{err}");
         out
     })
 }
@@ -298,31 +303,64 @@ fn the_monitor_that_serves_the_shares_holds_those_directories_and_nothing_else()
     not(feature = "microvm"),
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
-fn an_overlay_workspace_is_refused_by_name_in_a_guest_that_can_be_snapshotted() {
+fn an_overlay_workspace_is_mounted_by_the_monitor_and_its_deletions_are_whiteouts() {
+    use std::os::unix::fs::FileTypeExt;
     let Some(c) = confiner() else { return };
     let ws = Dir::new(".chock-vm-overlay-");
-    for d in ["lower", "layers/upper", "layers/work"] {
+    for d in ["lower/sub", "layers/upper", "layers/work"] {
         std::fs::create_dir_all(ws.0.join(d)).unwrap();
     }
-    let plan = Plan::builder(
-        vec!["true".into()],
-        WorkspaceMount::Overlay {
-            lower: ws.0.join("lower"),
-            upper: ws.0.join("layers/upper"),
-            work: ws.0.join("layers/work"),
-        },
-        ws.0.join("lower"),
-    )
-    .build();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+    std::fs::write(ws.0.join("lower/gone.txt"), "lower\n").unwrap();
+    std::fs::write(ws.0.join("lower/sub/kept.txt"), "lower\n").unwrap();
+    let plan = |script: &str| {
+        Plan::builder(
+            vec!["sh".into(), "-c".into(), script.into()],
+            WorkspaceMount::Overlay {
+                lower: ws.0.join("lower"),
+                upper: ws.0.join("layers/upper"),
+                work: ws.0.join("layers/work"),
+            },
+            ws.0.join("lower"),
+        )
+        .timeout(Some(Duration::from_secs(120)))
         .build()
-        .unwrap();
-    let e = rt.block_on(c.prepare(plan.clone())).unwrap_err();
-    assert!(e.to_string().contains("overlay workspace"), "{e}");
-    let e = c.warm_up(&plan).unwrap_err();
-    assert!(e.to_string().contains("overlay workspace"), "{e}");
-    assert!(c.monitors().is_empty(), "a guest booted");
+    };
+    // The guest's own overlayfs over a 9p upper layer fails this `rm` (ENXIO): no whiteout.
+    let out = run_plan(
+        &c,
+        plan(
+            "rm gone.txt && echo new > new.txt && echo more >> sub/kept.txt && ls -a && cat sub/kept.txt",
+        ),
+    );
+    assert!(!out.contains("gone.txt"), "{out}");
+    assert!(out.contains("new.txt"), "{out}");
+    assert!(out.ends_with("lower\nmore\n"), "{out}");
+    // The upper layer is the host's overlayfs's: a whiteout for the deletion, the writes.
+    let upper = ws.0.join("layers/upper");
+    let gone = std::fs::symlink_metadata(upper.join("gone.txt")).expect("a whiteout");
+    assert!(gone.file_type().is_char_device(), "{gone:?}");
+    assert_eq!(
+        std::fs::read_to_string(upper.join("new.txt")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(upper.join("sub/kept.txt")).unwrap(),
+        "lower\nmore\n"
+    );
+    // The project (the lower layer) is untouched.
+    assert_eq!(
+        std::fs::read_to_string(ws.0.join("lower/gone.txt")).unwrap(),
+        "lower\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.0.join("lower/sub/kept.txt")).unwrap(),
+        "lower\n"
+    );
+    assert!(!ws.0.join("lower/new.txt").exists());
+    // A snapshot of that guest is taken and the next call still sees the workspace.
+    let snap = ws.0.join("snap");
+    c.snapshot(&snap).expect("snapshot");
+    assert_eq!(run_plan(&c, plan("cat new.txt")), "new\n");
 }
 
 #[test]
