@@ -195,6 +195,16 @@ impl GuestConfiner {
         Ok(())
     }
 
+    /// Whether a guest is warm now (booted, or restored, and still running).
+    pub fn is_warm(&self) -> bool {
+        self.0
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(Machine::alive)
+    }
+
     /// Snapshots the warm guest into the directory `to` (the guest's memory: keep it private;
     /// the directory is made 0700 and its files 0600, replacing an earlier snapshot there once
     /// this one is whole). The guest stays warm. Calls wait while it is taken. An error when no
