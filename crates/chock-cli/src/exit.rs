@@ -2,7 +2,7 @@
 //!
 //! | status | meaning |
 //! |---|---|
-//! | 0 | success (for `exec`: the command's own status is passed through) |
+//! | 0 | success (for `exec`: the command's own status is passed through; for `run` and `tui`: also a session handed to the daemon, which goes on there) |
 //! | 1 | the command ran and failed (a verify that found a break, a replay whose decisions differ, a doctor with a layer off, …) |
 //! | 2 | bad input: usage, a malformed chock.toml or config, an unknown session; nothing ran |
 //! | 123 | the act was refused by the policy table or by a person |

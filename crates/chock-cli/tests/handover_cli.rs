@@ -543,3 +543,98 @@ fn a_background_command_of_an_owner_that_died_is_recorded_as_ended_unknown() {
     assert_eq!(count(&events, "tool.call", Some("play_1_1")), 1);
     w.assert_log_verifies();
 }
+
+const CONNECTS: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "curl -s --max-time 60 http://127.0.0.1:9/", timeout_secs = 90 }
+expect = { is_error = true, contains = "outcome unknown" }
+
+[[turn]]
+text = "noted"
+"#;
+
+/// A person's question about a running command's connection (`net.connect`, asked after the
+/// command's own decision) is open when the owner dies: what asked died with it, so the new owner
+/// settles the question as refused, `owner-gone` (an unanswered question is a refusal), instead
+/// of leaving it open in the log for nobody to answer; the call is outcome unknown.
+#[test]
+fn a_connection_question_open_when_the_owner_died_is_settled_as_refused_owner_gone() {
+    if !chock_test_support::installed("/usr/bin/curl") {
+        return;
+    }
+    let w = World::with_git_project_and_policy(Some(
+        "[[rule]]\naction = \"exec.system.curl\"\ndecision = \"allow\"\n\n\
+         [[rule]]\naction = \"net.connect.1.0.0.127.9\"\ndecision = \"ask\"\n",
+    ));
+    let _daemon = Daemon::start(&w);
+    let (_master, slave) = open_pty();
+    let mut run = chock_run(&w, CONNECTS, "connect", Stdio::from(slave));
+    let mut stderr = BufReader::new(run.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    while !(seen.contains("net.connect.1.0.0.127.9") && seen.ends_with("[n] no > ")) {
+        let n = stderr.read(&mut byte).unwrap();
+        assert!(n > 0, "the connection's question never came: {seen}");
+        seen.push(char::from(byte[0]));
+    }
+    let id = w.session_id();
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+    detach(&w);
+    rt().block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        wait_state(&mut client, &id, SessionState::Idle).await;
+        let pending: Pending = client
+            .call(&Call::ApprovalsPending(PendingParams {
+                session: Some(id.clone()),
+            }))
+            .await
+            .unwrap();
+        assert!(pending.approvals.is_empty(), "{pending:?}");
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.clone(),
+            }))
+            .await
+            .unwrap();
+    });
+    let events = w.events_exact();
+    let h = &handovers(&events)[0];
+    assert_eq!(h["how"], "found_dead");
+    assert_eq!(h["unknown"], serde_json::json!(["play_1_1"]));
+    let asked: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "approval.ask")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(asked.len(), 1, "{events:#?}");
+    let question = asked[0]["question"].as_str().unwrap();
+    let answers: Vec<(usize, &serde_json::Value)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _, _))| k == "approval.answer")
+        .map(|(i, (_, _, d))| (i, d))
+        .collect();
+    assert_eq!(answers.len(), 1, "{events:#?}");
+    let (at, answer) = answers[0];
+    assert_eq!(answer["question"], question);
+    assert_eq!(answer["answer"], "none");
+    assert!(answer["by"].is_null());
+    assert!(
+        answer["reasons"]
+            .as_str()
+            .unwrap()
+            .starts_with("owner-gone:"),
+        "{answer}"
+    );
+    let handover_at = events
+        .iter()
+        .position(|(k, _, _)| k == "session.handover")
+        .unwrap();
+    assert!(at > handover_at, "settled by the new owner");
+    w.assert_log_verifies();
+}

@@ -1223,3 +1223,249 @@ fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_record
         assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }
+
+/// `chock serve` with the tree's key, once it listens.
+fn serve_with_key(w: &World, key: (&str, &str)) -> std::process::Child {
+    let mut daemon = w
+        .command(&["serve"])
+        .env(key.0, key.1)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut BufReader::new(daemon.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("chock: serving on "), "{line}");
+    daemon
+}
+
+/// `chock run` of the tree's top agent on `task`, in the background.
+fn top_agent(w: &World, key: (&str, &str), task: &str) -> std::process::Child {
+    w.command(&["run", "--provider", "fake", task])
+        .env(key.0, key.1)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (up to a minute) until `ready` holds of the log in `dir`.
+fn wait_for_events(
+    dir: &Path,
+    what: &str,
+    ready: impl Fn(&[(String, Option<String>, Value)]) -> bool,
+) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let events = events_of(dir);
+        if ready(&events) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never {what}: {events:#?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The session's interrupt reaches a child adopted with its parent: the daemon's wait for it is
+/// not held until the child ends on its own. The child (its model never answers) is sent SIGINT
+/// as a child `spawn_agent` runs itself is, ends its turn interrupted and writes its end; the
+/// parent records its `agent.complete` and ends the turn as interrupted, and is idle again.
+#[test]
+fn an_interrupt_reaches_a_child_adopted_with_its_killed_parent() {
+    use std::time::{Duration, Instant};
+    let w = World::with_git_project();
+    let script = |tag: &str, step: usize, _body: &Value| match (tag, step) {
+        ("P", 0) => call(
+            "p0",
+            1000,
+            "spawn_agent",
+            &json!({"task": "[agent:C] wait for the model"}),
+        ),
+        ("C", 0) => Step::Hang,
+        _ => answer("x", 1000, "done"),
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
+    let mut daemon = serve_with_key(&w, key);
+    let mut top = top_agent(&w, key, "[agent:P] spawn one");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.lock().unwrap().iter().any(|(t, _)| t == "C") {
+        assert!(Instant::now() < deadline, "the child never asked its model");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let parent = session_of(&w, "P");
+    let child = session_of(&w, "C");
+    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
+    let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
+    top.kill().unwrap();
+    top.wait().unwrap();
+    let out = w.chock(&["detach", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let interrupted = Instant::now();
+    rt.block_on(async {
+        let mut client = chock_client::DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        let _: chock_protocol::rpc::Done = client
+            .call(&chock_protocol::rpc::Call::SessionsInterrupt(
+                chock_protocol::rpc::SessionParams {
+                    session: id.clone(),
+                },
+            ))
+            .await
+            .unwrap();
+    });
+    wait_for_events(&parent, "the turn ended interrupted", |e| {
+        e.iter()
+            .any(|(k, _, d)| k == "turn.end" && d["reason"] == "interrupted")
+    });
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(30),
+        "the interrupt waited {:?}",
+        interrupted.elapsed()
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    daemon.wait().unwrap();
+    let events = events_of(&parent);
+    let completes: Vec<&Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "agent.complete")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(completes.len(), 1, "{events:#?}");
+    assert_eq!(completes[0]["child"], child_id);
+    assert_eq!(completes[0]["ended"], "interrupted");
+    let end = events_of(&child)
+        .into_iter()
+        .find(|(k, _, _)| k == "session.end")
+        .expect("the child ended its log");
+    assert_eq!(end.2["reason"], "interrupted");
+    for dir in [&parent, &child] {
+        let report = chock_log::verify(dir).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}
+
+/// With `spawn_agents`, a parent killed while its two children run: one child ends before the
+/// parent is adopted, the other after. The call's one result, given by the new owner once both
+/// have ended, names both children in the order they were spawned (as the call itself would
+/// have), and each gets its `agent.complete`.
+#[test]
+fn spawn_agents_children_of_a_killed_parent_are_all_named_in_the_calls_result() {
+    use std::time::{Duration, Instant};
+    let w = World::with_git_project();
+    let (flag_a, flag_b) = (w.tmp().join("a-may-end"), w.tmp().join("b-may-end"));
+    let (wait_a, wait_b) = (flag_a.clone(), flag_b.clone());
+    let script = move |tag: &str, step: usize, _body: &Value| {
+        let wait = |flag: &Path| {
+            let until = Instant::now() + Duration::from_secs(120);
+            while !flag.exists() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        };
+        match (tag, step) {
+            ("P", 0) => call(
+                "p0",
+                1000,
+                "spawn_agents",
+                &json!({"agents": [
+                    {"task": "[agent:A] the first"},
+                    {"task": "[agent:B] the second"}
+                ]}),
+            ),
+            ("A", 0) => {
+                wait(&wait_a);
+                answer("a0", 1000, "A is done")
+            }
+            ("B", 0) => {
+                wait(&wait_b);
+                answer("b0", 1000, "B is done")
+            }
+            _ => answer("p1", 1000, "the parent is done"),
+        }
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
+    let mut daemon = serve_with_key(&w, key);
+    let mut top = top_agent(&w, key, "[agent:P] spawn two");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !["A", "B"]
+        .iter()
+        .all(|t| seen.lock().unwrap().iter().any(|(s, _)| s == t))
+    {
+        assert!(Instant::now() < deadline, "the children never asked");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (parent, a, b) = (
+        session_of(&w, "P"),
+        session_of(&w, "A"),
+        session_of(&w, "B"),
+    );
+    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
+    let name = |dir: &PathBuf| dir.file_name().unwrap().to_string_lossy().into_owned();
+    top.kill().unwrap();
+    top.wait().unwrap();
+    // A ends before the adopt; B still runs then.
+    std::fs::write(&flag_a, "go").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while matches!(chock_log::is_live(&a), Ok(chock_log::Liveness::Live { .. })) {
+        assert!(Instant::now() < deadline, "A never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = w.chock(&["detach", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    std::fs::write(&flag_b, "go").unwrap();
+    wait_for_events(&parent, "the parent went on", |e| {
+        e.iter().any(|(k, _, d)| k == "turn.end" && d["turn"] == 2)
+    });
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    daemon.wait().unwrap();
+    let events = events_of(&parent);
+    let completes: Vec<String> = events
+        .iter()
+        .filter(|(k, _, _)| k == "agent.complete")
+        .map(|(_, _, d)| d["child"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(completes, [name(&a), name(&b)], "{events:#?}");
+    let told: Vec<&Value> = events
+        .iter()
+        .filter(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("p0"))
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(told.len(), 1, "{events:#?}");
+    let output = told[0]["output"].as_str().unwrap();
+    assert_eq!(told[0]["tool"], "spawn_agents");
+    let first = output.find(&format!("[1] child {}", name(&a)));
+    let second = output.find(&format!("[2] child {}", name(&b)));
+    assert!(
+        first.is_some() && second.is_some() && first < second,
+        "{output}"
+    );
+    assert!(
+        output.contains("A is done") && output.contains("B is done"),
+        "{output}"
+    );
+    for dir in [&parent, &a, &b] {
+        let report = chock_log::verify(dir).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}

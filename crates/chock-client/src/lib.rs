@@ -19,6 +19,7 @@
 #![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
 mod connection;
+pub mod handover;
 mod remote;
 
 pub use chock_protocol::handle::{Item, Logged, Reply, Snapshot, TaskOutcome};

@@ -5,7 +5,7 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chock_guest::{MODULE_DIR, PORT_NAME, Setup, ShareFs};
+use chock_guest::{MODULE_DIR, PORT_NAME, Setup, Share, ShareFs};
 use rustix::mount::{MountFlags, UnmountFlags, mount, unmount};
 
 fn words(what: &str, e: impl std::fmt::Display) -> io::Error {
@@ -208,7 +208,8 @@ pub(crate) fn mount_shares(setup: &Setup) -> io::Result<()> {
 
 /// Unmounts every share, innermost first, so nothing of the host is open in the guest (a
 /// virtio-9p share blocks the machine's migration while it is mounted). A call that just ended
-/// may still hold a mount for a moment: a busy share is tried again for a few seconds.
+/// may still hold a mount for a moment: a busy share is tried again for a few seconds, and a
+/// 9p share's client is waited for until it is gone ([`wait_released`]).
 pub(crate) fn unmount_shares(setup: &Setup) -> io::Result<()> {
     rustix::fs::sync();
     for share in setup.shares.iter().rev() {
@@ -224,8 +225,42 @@ pub(crate) fn unmount_shares(setup: &Setup) -> io::Result<()> {
                 }
             }
         }
+        if share.fs == ShareFs::NineP {
+            wait_released(share)?;
+        }
     }
     Ok(())
+}
+
+/// Waits until the 9p client of an unmounted share is gone, so that QEMU has seen its root
+/// clunked (only then does it lift the share's migration blocker). The unmount above can leave
+/// it alive for a moment: a mount namespace of the call that just ended, or an overlay in it over
+/// the share, is torn down by the kernel after its last process, not before `umount` returns.
+/// The channel is taken while a client lives (a mount of its tag fails with EBUSY), so a mount
+/// of the tag that succeeds, unmounted at once, says the old client has clunked everything.
+fn wait_released(share: &Share) -> io::Result<()> {
+    let probe = Path::new("/run/chock-suspend-probe");
+    fs::create_dir_all(probe).map_err(|e| words("mkdir the unmount probe", e))?;
+    let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::RDONLY;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match mount(share.tag.as_str(), probe, "9p", flags, Some(NINE_P_OPTIONS)) {
+            Ok(()) => {
+                return unmount(probe, UnmountFlags::empty()).map_err(|e| {
+                    words(&format!("unmount the probe of {}", share.path.display()), e)
+                });
+            }
+            Err(rustix::io::Errno::BUSY) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(words(
+                    &format!("wait until {} is released", share.path.display()),
+                    e,
+                ));
+            }
+        }
+    }
 }
 
 /// The network interfaces the guest's kernel has (`/sys/class/net`).

@@ -18,6 +18,7 @@ struct Running {
     killer: Option<Killer>,
     stdin: Option<File>,
     relay: Option<crate::egress::Relay>,
+    channel: Option<crate::channel::Channel>,
 }
 
 impl Calls {
@@ -58,6 +59,11 @@ impl Calls {
                 let relay = crate::egress::Relay::default();
                 relay.serve(listener, writer.clone(), done.clone());
                 running.relay = Some(relay);
+            }
+            if let Some(host_end) = child.host_channel() {
+                let channel = crate::channel::Channel::default();
+                channel.serve(host_end, writer.clone());
+                running.channel = Some(channel);
             }
         }
         let _ = send(writer, &Frame::new(tag::STARTED, Vec::new()));
@@ -101,6 +107,14 @@ impl Calls {
             (Some(r), Some(b)) => r.data(id, b),
             (Some(r), None) => r.end(id),
             (None, _) => {}
+        }
+    }
+
+    /// The host's answer to request `id` on the running call's host channel.
+    pub(crate) fn channel_answer(&self, id: u32, bytes: &[u8]) {
+        let channel = self.lock().channel.clone();
+        if let Some(c) = channel {
+            c.answer(id, bytes);
         }
     }
 

@@ -9,6 +9,8 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), deny(clippy::disallowed_methods))]
 
+pub mod confine;
+
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
@@ -41,10 +43,14 @@ pub mod tag {
     pub const NET_IN: u8 = 6;
     /// Host: the host's side of an egress connection ended (a `u32` id): a refusal is this.
     pub const NET_IN_END: u8 = 7;
+    /// Host: the answer to a request on the call's host channel: a `u32` id, then the answer's
+    /// datagram as the host's channel handler wrote it (empty: the host closed without one, a
+    /// refusal).
+    pub const CHANNEL_ANSWER: u8 = 8;
     /// Host: unmount every share (no call runs), for a snapshot of the machine; the guest
     /// answers [`SUSPENDED`] and then waits for a new [`SETUP`] (the same shares in the guest
     /// that was snapshotted, a fork's own in the guest restored from it).
-    pub const SUSPEND: u8 = 8;
+    pub const SUSPEND: u8 = 9;
     /// Guest: booted; a [`super::Hello`] (JSON).
     pub const HELLO: u8 = 101;
     /// Guest: the shares are mounted; ready for calls.
@@ -72,10 +78,14 @@ pub mod tag {
     pub const NET_OUT: u8 = 112;
     /// Guest: the call's side of an egress connection ended (a `u32` id).
     pub const NET_OUT_END: u8 = 113;
+    /// Guest: a request a process of the call sent on its host channel (descriptor 3): a `u32`
+    /// id, then the request's datagram as it was sent. The host hands it to the session's
+    /// channel handler and answers with [`CHANNEL_ANSWER`] of the same id.
+    pub const CHANNEL_ASK: u8 = 114;
     /// Guest: the shares are unmounted; nothing of the host is open in the guest.
-    pub const SUSPENDED: u8 = 114;
+    pub const SUSPENDED: u8 = 115;
     /// Guest: a share could not be unmounted (words); the shares stay as they were.
-    pub const SUSPEND_FAILED: u8 = 115;
+    pub const SUSPEND_FAILED: u8 = 116;
 }
 
 /// One frame on the channel.
@@ -154,14 +164,14 @@ impl Frame {
     }
 }
 
-/// A frame for egress connection `id`: the id, then `bytes`.
+/// A frame for egress connection (or host channel request) `id`: the id, then `bytes`.
 pub fn net_frame(tag: u8, id: u32, bytes: &[u8]) -> Frame {
     let mut body = id.to_be_bytes().to_vec();
     body.extend_from_slice(bytes);
     Frame::new(tag, body)
 }
 
-/// The connection id and bytes of an egress frame.
+/// The id and bytes of an egress or host channel frame.
 pub fn net_parts(body: &[u8]) -> Option<(u32, &[u8])> {
     let (id, rest) = body.split_first_chunk::<4>()?;
     Some((u32::from_be_bytes(*id), rest))

@@ -10,6 +10,7 @@
 
 mod boot;
 mod call;
+mod channel;
 mod egress;
 
 use std::fs::File;
@@ -88,6 +89,11 @@ fn run() -> io::Result<()> {
             tag::NET_IN | tag::NET_IN_END => {
                 if let Some((id, bytes)) = chock_guest::net_parts(&frame.body) {
                     calls.net(id, (frame.tag == tag::NET_IN).then_some(bytes));
+                }
+            }
+            tag::CHANNEL_ANSWER => {
+                if let Some((id, bytes)) = chock_guest::net_parts(&frame.body) {
+                    calls.channel_answer(id, bytes);
                 }
             }
             other => eprintln!("chock-guest: an unknown frame {other} from the host"),

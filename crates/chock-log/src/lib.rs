@@ -29,7 +29,7 @@ pub use error::LogError;
 pub use id::{SessionId, data_root, default_seal_key_path, sessions_root};
 pub use line::{Event, LOG_FILE, LOG_FORMAT, genesis_hash, sha256_hex};
 pub use lineage::{MAX_FORK_DEPTH, fork_origin, line_hash, read_lineage, read_lineage_at};
-pub use lock::{LOCK_FILE, Liveness, is_live};
+pub use lock::{LOCK_FILE, Liveness, is_live, wait_until_free};
 pub use read::{SessionSummary, find_session, list_sessions, read_events, view_of};
 pub use redact::{MIN_SECRET_LEN, REDACTED, Redactor};
 pub use seal::{

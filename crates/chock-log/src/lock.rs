@@ -104,6 +104,28 @@ pub fn is_live(dir: &Path) -> Result<Liveness, LogError> {
     }
 }
 
+/// Blocks until no process holds the writer's lock of the session in `dir` (returns at once when
+/// nobody does, or when there is no lock file): it waits on the lock itself (`flock(2)` shared,
+/// blocking), so it returns as soon as the writer lets go, however it does. For a blocking
+/// thread: the caller that wants to give up waits on it from elsewhere (the thread then stays
+/// blocked until the lock is let go, or the process ends).
+pub fn wait_until_free(dir: &Path) -> Result<(), LogError> {
+    let path = dir.join(LOCK_FILE);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(LogError::io("open", &path, e)),
+    };
+    loop {
+        match file.lock_shared() {
+            // Had it, so nobody holds it exclusively; dropping `file` lets it go again at once.
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(LogError::io("wait for lock", &path, e)),
+        }
+    }
+}
+
 fn read_pid(file: &mut File) -> Option<u32> {
     let mut text = String::new();
     file.seek(SeekFrom::Start(0)).ok()?;

@@ -188,3 +188,29 @@ fn a_liveness_probe_never_makes_a_free_session_look_busy_to_its_next_writer() {
     prober.join().unwrap();
     assert_eq!(busy, 0, "reopens refused as busy while only a probe looked");
 }
+
+/// `wait_until_free` waits on the lock itself: it blocks while a writer (a real process) holds
+/// it, and returns as soon as the writer is gone; on a lock nobody holds it returns at once.
+#[test]
+fn waiting_until_free_blocks_while_a_writer_lives_and_returns_once_it_is_gone() {
+    let root = tempfile::tempdir().unwrap();
+    let (mut holder, dir) = spawn_holder(root.path());
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let waited = dir.clone();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(chock_log::wait_until_free(&waited));
+    });
+    assert!(
+        done.recv_timeout(std::time::Duration::from_millis(500))
+            .is_err(),
+        "it returned while the writer held the lock"
+    );
+    holder.0.kill().unwrap();
+    holder.0.wait().unwrap();
+    done.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("it did not return once the writer was gone")
+        .unwrap();
+    // Free now: at once, and a writer can take the lock after it.
+    chock_log::wait_until_free(&dir).unwrap();
+    assert!(matches!(is_live(&dir).unwrap(), Liveness::Stale { .. }));
+}

@@ -112,6 +112,8 @@ const EXPECTED: &[(&str, Decision, Option<&str>)] = &[
     // No shipped row: a push to a host no remote of the host's configuration names needs a project or org
     // rule naming the host exactly (the host-side push resolution reads it).
     ("git.push.com.example", Decision::Ask, None),
+    // Nor for a fetch or pull that would get a credential from such a host.
+    ("git.fetch.com.example", Decision::Ask, None),
     ("git.unknown", Decision::Ask, Some("git.unknown")),
     ("workspace.apply", Decision::Ask, Some("workspace.apply")),
     ("workspace.adopt", Decision::Ask, Some("workspace.adopt")),

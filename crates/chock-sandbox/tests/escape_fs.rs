@@ -11,6 +11,16 @@ use escape_support::{Backing, Fixture, SECRET, run, run_per_call};
 #[test]
 fn writing_the_project_never_reaches_the_real_directory() {
     for backing in [Backing::Overlay, Backing::BindCopy] {
+        if backing == Backing::Overlay
+            && !nix::unistd::geteuid().is_root()
+            && escape_support::not_in_guest(
+                "as an unprivileged user a guest's overlay cannot copy a project file up yet \
+                 (EOVERFLOW: the file's group, as the file server shows it, is not mapped in the \
+                 call's user namespace in the guest; docs/microvm.md, \"Not built yet\")",
+            )
+        {
+            continue;
+        }
         let fx = Fixture::new(backing);
         let readme = fx.project.join("README.md");
         let before = std::fs::read_to_string(&readme).unwrap();
@@ -282,8 +292,9 @@ fn proc_sys_cannot_be_written() {
 fn dangerous_proc_files_cannot_be_opened_for_writing() {
     let fx = Fixture::new(Backing::Overlay);
     // For a user other than root the files' own permissions answer first (EACCES) and the
-    // sandbox's layers are not reached; for root they are the only answer.
-    let root = nix::unistd::geteuid().is_root();
+    // sandbox's layers are not reached; for root they are the only answer. In a guest the
+    // call's uid 0 is the guest kernel's root (its init's), whoever runs the host's side.
+    let root = nix::unistd::geteuid().is_root() || escape_support::in_guest();
     let sys_errno = if root { "EROFS" } else { "EACCES" };
     for (path, errno, layer) in [
         // Not even listed in a procfs mounted from a user namespace (ENOENT), where it exists.
@@ -361,7 +372,10 @@ fn root_only_proc_files_are_masked() {
             continue;
         }
         let r = run(&fx.hostile_plan(&["open-read", &path]));
-        if r.stdout.trim() != "refused EACCES" {
+        // The list is the host's /proc: a file the guest's kernel does not have is not there to
+        // read (its cloud kernel lacks some the host's has, e.g. program_cpu).
+        let absent_in_guest = escape_support::in_guest() && r.stdout.trim() == "refused ENOENT";
+        if r.stdout.trim() != "refused EACCES" && !absent_in_guest {
             failures.push(format!("{path}: {:?} {}", r.status, r.stdout.trim()));
         }
     }
@@ -422,20 +436,12 @@ fn a_policy_file_symlink_does_not_bind_a_host_secret() {
         std::fs::remove_file(&policy).unwrap();
         std::os::unix::fs::symlink(&fx.secret, &policy).unwrap();
         let plan = fx.hostile_plan(&["read", &policy.to_string_lossy()]);
-        match chock_sandbox::spawn(&plan, chock_sandbox::StdioMode::Null) {
-            Err(chock_sandbox::SandboxError::Layer { layer, reason, .. }) => {
+        match escape_support::start_error(&plan) {
+            chock_sandbox::SandboxError::Layer { layer, reason, .. } => {
                 assert_eq!(layer, chock_sandbox::Layer::PolicyFile, "{reason}");
                 assert!(reason.contains("symlink"), "{reason}");
             }
-            Err(e) => panic!("refused, but not by the policy-file layer ({backing:?}): {e}"),
-            Ok(mut child) => {
-                let _ = child.wait();
-                let r = run(&plan);
-                panic!(
-                    "a policy file that is a symlink was accepted ({backing:?}); secret printed: {}: {r:?}",
-                    r.stdout.contains(SECRET)
-                );
-            }
+            e => panic!("refused, but not by the policy-file layer ({backing:?}): {e}"),
         }
     }
 }
@@ -534,6 +540,12 @@ fn set_id_modes_are_refused_by_the_filter() {
 /// and nothing may land on the host's disk.
 #[test]
 fn an_in_memory_upper_layer_is_reached_only_through_the_workspace() {
+    if escape_support::not_in_guest(
+        "a guest's calls have no in-memory upper layer: the guest kernel (Debian's cloud 6.1) \
+         keeps no user.* attributes on tmpfs, so its scratch calls keep their layers on disk",
+    ) {
+        return;
+    }
     let fx = Fixture::new(Backing::Overlay);
     std::fs::create_dir(fx.project.join("dir")).unwrap();
     std::fs::write(fx.project.join("dir/old.txt"), "old\n").unwrap();

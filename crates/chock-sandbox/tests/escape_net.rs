@@ -192,7 +192,7 @@ fn a_host_socket_bound_under_a_read_path_while_the_call_runs_is_unreachable() {
         r.assert_refused("ECONNREFUSED", "the read directory's overlay");
     }
     assert!(
-        index.session_init_pid().is_some(),
+        escape_support::in_guest() || index.session_init_pid().is_some(),
         "the last call ran in a session sandbox"
     );
 }
@@ -238,14 +238,19 @@ fn every_call_of_a_session_has_a_network_namespace_of_its_own() {
         );
     }
     assert!(
-        index.session_init_pid().is_some(),
+        escape_support::in_guest() || index.session_init_pid().is_some(),
         "the last calls ran in a session sandbox"
     );
 }
 
 /// Runs `plan` as one call of a session that keeps `index`, as `run` does for a call without one.
+/// In a guest, as every call of the guest is built: the per-call way, by the guest's init (the
+/// session sandbox is the host driver's; the attacks stand against the guest's calls as well).
 fn run_in_session(plan: &chock_sandbox::Plan, index: &SocketIndex) -> escape_support::Run {
     use std::io::Read;
+    if escape_support::in_guest() {
+        return escape_support::run(plan);
+    }
     let mut child = chock_sandbox::spawn_in_session(plan, StdioMode::Piped, None, index)
         .unwrap_or_else(|e| panic!("the sandbox refused to start the call: {e}"));
     let read = |f: Option<std::fs::File>| {

@@ -9,7 +9,7 @@ mod escape_support;
 
 use std::os::unix::net::UnixListener;
 
-use chock_sandbox::{Plan, StdioMode, WorkspaceMount};
+use chock_sandbox::{Plan, WorkspaceMount};
 use escape_support::{Backing, Fixture, HOSTILE_SUCCEEDED, run};
 
 fn read_only(fx: &Fixture, args: &[&str]) -> Plan {
@@ -78,7 +78,7 @@ fn a_write_path_inside_the_read_only_project_is_refused() {
     for (write, why) in [(inside, "read-only"), (link, "is a symlink")] {
         let mut plan = read_only(&fx, &["write", &write.join("x").to_string_lossy()]);
         plan.extra_write = vec![write.clone()];
-        let err = chock_sandbox::spawn(&plan, StdioMode::Null).unwrap_err();
+        let err = escape_support::start_error(&plan);
         assert!(err.to_string().contains(why), "{}: {err}", write.display());
         assert!(!write.join("x").exists());
     }

@@ -146,7 +146,16 @@ impl Session {
             },
         };
         self.note_socket_walks(&plan);
-        self.run_async(call_id, action, settled, started, opts, &pipeline)
+        // A guest's call is read through the host's view of its workspace (it has no host pid).
+        let guest_view = self
+            .guest
+            .is_some()
+            .then(|| crate::channel::GuestView::new(&plan));
+        let begun = Begun {
+            started,
+            guest_view,
+        };
+        self.run_async(call_id, action, settled, begun, opts, &pipeline)
             .await
     }
 
@@ -209,10 +218,14 @@ impl Session {
         call_id: String,
         action: String,
         settled: Settled,
-        started: Result<Box<dyn CallHandle>, SandboxError>,
+        begun: Begun,
         opts: &CallOptions,
         pipeline: &chock_decide::Pipeline,
     ) -> Result<CallResult, SessionError> {
+        let Begun {
+            started,
+            guest_view,
+        } = begun;
         let began = Instant::now();
         let mut call = match started {
             Ok(call) => call,
@@ -267,6 +280,7 @@ impl Session {
                     gits,
                     wiring,
                     credentials: &credentials,
+                    guest: guest_view.as_ref(),
                 };
                 let serving = async {
                     let _ = crate::channel::serve(channel, &handler).await;
@@ -300,6 +314,13 @@ impl Session {
             began,
         )
     }
+}
+
+/// A call as its start left it, and, for a call in a microVM guest, the host's view of its
+/// workspace that its channel's requests are read through.
+struct Begun {
+    started: Result<Box<dyn CallHandle>, SandboxError>,
+    guest_view: Option<crate::channel::GuestView>,
 }
 
 /// Polls `future` once and says what it gave: for a future whose first poll hands its work

@@ -117,7 +117,7 @@ impl chock_decide::Gate for PushGrant {
             return Box::pin(async move {
                 chock_decide::GateAnswer::Allow {
                     scope: chock_decide::AllowScope::ExactHost,
-                    decided_by: format!("the approved push to {granted}"),
+                    decided_by: format!("the approved {granted}"),
                 }
             });
         }

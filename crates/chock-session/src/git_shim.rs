@@ -31,31 +31,47 @@ pub fn installed() -> Option<PathBuf> {
 #[derive(Debug)]
 pub(crate) struct Wiring {
     shim: PathBuf,
-    gits: std::sync::OnceLock<Gits>,
-    /// The session's directory of shim layers (`shim_layers.rs`), written by the host only and
-    /// seen by no call but through its overlays (removed when the wiring is dropped), and what a
-    /// plan is given to show the shim over every real git.
+    /// The session's own directory of shim layers (`shim_layers.rs`), written by the host only
+    /// and seen by no call but through its overlays (removed when the wiring is dropped): used
+    /// when the user's cache of them (`shim_cache.rs`, under `cache`) cannot be.
     layers: PathBuf,
-    shown: std::sync::OnceLock<crate::shim_layers::Shown>,
+    cache: Option<PathBuf>,
+    /// The real gits and what a plan is given to show the shim over each, from the first call.
+    wired: std::sync::OnceLock<Wired>,
     /// One sealed in-memory copy of each real git handed out, made at its first allowed use.
     copies: std::sync::Mutex<std::collections::BTreeMap<PathBuf, OwnedFd>>,
     /// For an approved push: the host's project (whose configuration decides where a push goes)
     /// and the session's directory the host writes and every call reads only.
     push: Option<(PathBuf, PathBuf)>,
+    /// The session's calls run in a microVM guest: the shim is shown from the session's own
+    /// copy of it, in the layers' directory, which is what the guest is given to see (not the
+    /// directory the shim is installed in).
+    guest: bool,
 }
 
 impl Wiring {
-    /// The shim at `shim`; `layers` (made at the first call) is where the session keeps the
-    /// layers that show it over a directory of many gits.
-    pub(crate) fn new(shim: PathBuf, layers: PathBuf) -> Wiring {
+    /// The shim at `shim`; the layers that show it over a directory of many gits come from the
+    /// user's cache under `cache`, else are the session's own under `layers` (made at the first
+    /// call).
+    pub(crate) fn new(shim: PathBuf, layers: PathBuf, cache: Option<PathBuf>) -> Wiring {
         Wiring {
             shim,
-            gits: std::sync::OnceLock::new(),
             layers,
-            shown: std::sync::OnceLock::new(),
+            cache,
+            wired: std::sync::OnceLock::new(),
             copies: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             push: None,
+            guest: false,
         }
+    }
+
+    /// For a session whose calls run in a microVM guest: the shim is shown from the session's
+    /// own copy of it (`shim_layers::show`'s `own_copy`), a directory the guest is given alone,
+    /// never from the user's cache (whose directory holds other sessions' layers too).
+    pub(crate) fn for_guest(mut self) -> Wiring {
+        self.guest = true;
+        self.cache = None;
+        self
     }
 
     /// Lets the session carry out approved pushes: `project` is the host's repository, `host_dir`
@@ -104,9 +120,35 @@ impl Wiring {
         Ok(mine)
     }
 
-    /// The real gits, found from `path` (the call's `PATH`) the first time.
-    pub(crate) fn gits(&self, path: &str) -> &Gits {
-        self.gits.get_or_init(|| Gits::find(path))
+    /// The real gits and their layers, found from `path` (the call's `PATH`) the first time.
+    fn wired(&self, path: &str) -> &Wired {
+        self.wired.get_or_init(|| {
+            let cached = self
+                .cache
+                .as_deref()
+                .and_then(|root| crate::shim_cache::take(root, &self.shim, path));
+            match cached {
+                Some(taken) => Wired {
+                    gits: taken.gits,
+                    shown: taken.shown,
+                    hold: Some(taken.hold),
+                },
+                None => {
+                    let gits = Gits::find(path);
+                    let shown = crate::shim_layers::show(
+                        &self.shim,
+                        &gits.masked,
+                        Some(&self.layers),
+                        self.guest,
+                    );
+                    Wired {
+                        gits,
+                        shown,
+                        hold: None,
+                    }
+                }
+            }
+        })
     }
 
     /// Gives `plan` the host channel and the shim over every real git: a bind over a git alone in
@@ -118,11 +160,7 @@ impl Wiring {
             .unwrap_or(chock_sandbox::DEFAULT_PATH)
             .to_string();
         plan.host_channel = true;
-        let gits = self.gits(&path);
-        let shown = self.shown.get_or_init(|| {
-            crate::shim_layers::show(&self.shim, &gits.masked, Some(self.layers.as_path()))
-        });
-        shown.apply(plan);
+        self.wired(&path).shown.apply(plan);
         if let Some(dir) = self.host_dir() {
             plan.extra_read.push(dir.to_path_buf());
         }
@@ -130,15 +168,24 @@ impl Wiring {
 
     /// The real gits, once a call found them.
     pub(crate) fn found(&self) -> Option<&Gits> {
-        self.gits.get()
+        self.wired.get().map(|w| &w.gits)
     }
+}
+
+/// What a session's first call found: the gits, how a plan shows the shim over them, and, when
+/// the layers are the user's cached ones, the lock that keeps them in place.
+#[derive(Debug)]
+struct Wired {
+    gits: Gits,
+    shown: crate::shim_layers::Shown,
+    hold: Option<std::fs::File>,
 }
 
 impl Drop for Wiring {
     /// The shim layers go with the session's last use of them, however it ends (an agent's
     /// session is dropped, never closed): a copy of the shim is megabytes.
     fn drop(&mut self) {
-        if self.shown.get().is_some() {
+        if self.wired.get().is_some_and(|w| w.hold.is_none()) {
             let _ = std::fs::remove_dir_all(&self.layers);
         }
     }
@@ -164,7 +211,7 @@ fn sealed_copy(path: &Path) -> std::io::Result<OwnedFd> {
 
 /// The host's real gits, as a call's tree shows them: found once per session from the first
 /// call's `PATH`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Gits {
     /// Every file of the tree that is a real git (each `git` on `PATH` under `/usr`, the `git` of
     /// each one's exec path, and every hard link of any of them there): the shim hides each.
@@ -253,6 +300,24 @@ impl Gits {
         }
     }
 
+    /// Every real git the shim hides.
+    pub(crate) fn masked(&self) -> &[PathBuf] {
+        &self.masked
+    }
+
+    /// The directories the gits were found in: an entry added, removed or renamed in any of
+    /// them may change what [`Gits::find`] finds.
+    pub(crate) fn dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        let parents = self
+            .masked
+            .iter()
+            .filter_map(|g| g.parent().map(Path::to_path_buf));
+        let dirs: BTreeSet<PathBuf> = parents
+            .chain(self.exec_dirs.iter().map(PathBuf::from))
+            .collect();
+        dirs.into_iter()
+    }
+
     pub(crate) fn exec_dirs(&self) -> impl Iterator<Item = &str> {
         self.exec_dirs.iter().map(String::as_str)
     }
@@ -283,22 +348,57 @@ impl Gits {
     /// The entries of one configuration file as `git config --list` gives them, read by the
     /// host's git with the file named alone (`--file`: no includes followed, nothing run).
     pub(crate) fn read_config(&self, file: &Path) -> Vec<(String, Option<String>)> {
-        let Some(git) = self.masked.first() else {
-            return Vec::new();
-        };
         if !file.is_file() {
             return Vec::new();
         }
-        let out = std::process::Command::new(git)
-            .args(["config", "--list", "-z", "--file"])
+        self.list_config(std::ffi::OsStr::new("--file"), file.as_os_str(), None)
+    }
+
+    /// The entries of a configuration file's `text` (read by the host from a guest's workspace),
+    /// as [`Gits::read_config`] gives them: git reads it from its standard input.
+    pub(crate) fn read_config_text(&self, text: &[u8]) -> Vec<(String, Option<String>)> {
+        self.list_config(
+            std::ffi::OsStr::new("--file"),
+            std::ffi::OsStr::new("-"),
+            Some(text),
+        )
+    }
+
+    fn list_config(
+        &self,
+        flag: &std::ffi::OsStr,
+        file: &std::ffi::OsStr,
+        text: Option<&[u8]>,
+    ) -> Vec<(String, Option<String>)> {
+        use std::io::Write;
+        let Some(git) = self.masked.first() else {
+            return Vec::new();
+        };
+        let child = std::process::Command::new(git)
+            .args(["config", "--list", "-z"])
+            .arg(flag)
             .arg(file)
             .env_clear()
             .env("HOME", "/nonexistent")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .stdin(std::process::Stdio::null())
+            .stdin(if text.is_some() {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
-            .output();
-        let Ok(out) = out else { return Vec::new() };
+            .spawn();
+        let Ok(mut child) = child else {
+            return Vec::new();
+        };
+        if let (Some(text), Some(mut stdin)) = (text, child.stdin.take()) {
+            // git reads its input whole before it writes: a write cut short is git gone.
+            let _ = stdin.write_all(text);
+        }
+        let Ok(out) = child.wait_with_output() else {
+            return Vec::new();
+        };
         String::from_utf8_lossy(&out.stdout)
             .split('\0')
             .filter(|e| !e.is_empty())
@@ -370,16 +470,43 @@ pub fn main() -> ! {
             let _ = rustix::io::fcntl_setfd(client.channel(), rustix::io::FdFlags::empty());
             let name = invoked_as.rsplit('/').next().unwrap_or("git").to_string();
             let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&real));
-            // An approved push runs the host's plan, not the invocation.
+            // An approved push or fetch runs the host's plan, not the invocation, and from the
+            // host's environment alone.
             let run_args = a.args.clone().unwrap_or_else(|| args.clone());
-            let err = std::process::Command::new(path)
-                .arg0(name)
-                .args(&run_args)
-                .envs(a.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            let mut real_git = std::process::Command::new(path);
+            real_git.arg0(&name).args(&run_args);
+            if a.env_clear {
+                real_git.env_clear();
+            }
+            real_git.envs(a.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            let Some(then) = a.then.clone() else {
+                let err = real_git.exec();
+                fail(format!(
+                    "`{}` was allowed, but git could not be started: {err}",
+                    a.action
+                ))
+            };
+            // A pull: the fetch, then its next step as a git invocation of its own, asked like any
+            // other, with the invocation's environment.
+            let status = real_git.status().unwrap_or_else(|err| {
+                fail(format!(
+                    "`{}` was allowed, but git could not be started: {err}",
+                    a.action
+                ))
+            });
+            if !status.success() {
+                std::process::exit(status.code().unwrap_or(128))
+            }
+            drop(real);
+            let shim = std::env::current_exe()
+                .unwrap_or_else(|e| fail(format!("the shim cannot find itself: {e}")));
+            let err = std::process::Command::new(shim)
+                .arg0(&name)
+                .args(&then)
                 .exec();
             fail(format!(
-                "`{}` was allowed, but git could not be started: {err}",
-                a.action
+                "`git {}` could not be started: {err}",
+                then.join(" ")
             ))
         }
         Answer::Git(a) => {

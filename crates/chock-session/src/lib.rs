@@ -20,6 +20,7 @@ mod guest_snapshot;
 mod nix;
 mod running;
 mod service;
+mod shim_cache;
 mod shim_layers;
 
 use std::path::{Path, PathBuf};
@@ -287,10 +288,6 @@ impl Session {
             chock_policy::Isolation::Microvm => Some(guest_confiner(policy.sandbox().snapshots)?),
             chock_policy::Isolation::Process => None,
         };
-        // The git shim needs the call's host channel, which a guest cannot carry yet
-        // (docs/microvm.md): in a guest git runs as any program does (`exec.system.git`), its
-        // connections decided by the broker as every other's.
-        let git_shim = git_shim.filter(|_| guest.is_none());
         let overlay = match workspace.mount() {
             _ if guest.is_some() => None,
             chock_sandbox::WorkspaceMount::Overlay { .. } if calls != Calls::Overlapping => None,
@@ -304,8 +301,15 @@ impl Session {
             | chock_sandbox::WorkspaceMount::ReadOnly { .. } => None,
         };
         let push_project = project.clone();
+        let guest_calls = guest.is_some();
         let push_dir = log.dir().join("git-host");
         let shim_layers = log.dir().join("git-shims");
+        // The user's layers kept between sessions, beside the sessions root.
+        let shim_cache = log
+            .dir()
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join(shim_cache::CACHE_DIR));
         if git_shim.is_some() {
             // The push directory lives in the session's directory, which the log may still be
             // making on its own thread: made first by anyone else, the log's exclusive creation
@@ -333,8 +337,14 @@ impl Session {
             calls,
             own_overlay,
             nix: nix::NixState::default(),
+            // In a guest the shim's channel is relayed over the guest's port (docs/microvm.md,
+            // "The host channel"); an approved push from a guest is not built yet.
             git: git_shim.map(|shim| {
-                git_shim::Wiring::new(shim, shim_layers).with_push(&push_project, push_dir)
+                let wiring = git_shim::Wiring::new(shim, shim_layers, shim_cache);
+                match guest_calls {
+                    true => wiring.for_guest(),
+                    false => wiring.with_push(&push_project, push_dir),
+                }
             }),
         };
         session.warm_socket_index();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use chock_sandbox::{Shim, ShimDir};
 
 /// What a plan gets to show the shim over every real git.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Shown {
     /// A bind of the shim over each git alone in its directory.
     pub(crate) files: Vec<Shim>,
@@ -49,13 +49,25 @@ impl Shown {
             }
         }
     }
+
+    /// The same, its layers made under `from` and since moved to `to`.
+    pub(crate) fn moved(mut self, from: &Path, to: &Path) -> Shown {
+        for (dir, _) in &mut self.dirs {
+            if let Ok(rest) = dir.layer.strip_prefix(from) {
+                dir.layer = to.join(rest);
+            }
+        }
+        self
+    }
 }
 
 /// Shows `shim` over each of `masked` (the real gits). For each directory holding two or more,
 /// a layer under `root` (made anew, the session's own) holds the shim under each of their names.
 /// A layer that cannot be made (a full disk) leaves that directory's gits bound one by one, as
-/// they were before layers: every git is hidden either way, only the call's cost differs.
-pub(crate) fn show(shim: &Path, masked: &[PathBuf], root: Option<&Path>) -> Shown {
+/// they were before layers: every git is hidden either way, only the call's cost differs. With
+/// `own_copy` (a session whose calls run in a microVM guest) the binds show the copy of the shim
+/// under `root` too, so everything the calls are shown of the shim lies in that one directory.
+pub(crate) fn show(shim: &Path, masked: &[PathBuf], root: Option<&Path>, own_copy: bool) -> Shown {
     let mut by_dir: BTreeMap<&Path, Vec<&OsStr>> = BTreeMap::new();
     for m in masked {
         if let (Some(dir), Some(name)) = (m.parent(), m.file_name()) {
@@ -68,6 +80,13 @@ pub(crate) fn show(shim: &Path, masked: &[PathBuf], root: Option<&Path>) -> Show
     }
     let mut shown = Shown::default();
     let mut program: Option<PathBuf> = None;
+    let mut shim = shim.to_path_buf();
+    if let (true, Some(root)) = (own_copy, root)
+        && let Ok(copy) = own(&shim, root, &mut program)
+    {
+        shim = copy;
+    }
+    let shim = shim.as_path();
     for (i, (dir, names)) in by_dir.into_iter().enumerate() {
         let layer = match root {
             Some(root) if names.len() > 1 => layer(shim, root, i, &names, &mut program).ok(),
@@ -100,26 +119,30 @@ fn layer(
     names: &[&OsStr],
     program: &mut Option<PathBuf>,
 ) -> std::io::Result<PathBuf> {
-    let program = match program {
-        Some(p) => p.clone(),
-        None => {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(root)?;
-            let p = root.join(crate::git_shim::SHIM_BINARY);
-            if std::fs::hard_link(shim, &p).is_err() {
-                std::fs::copy(shim, &p)?;
-            }
-            program.insert(p).clone()
-        }
-    };
+    let program = own(shim, root, program)?;
     let layer = root.join(i.to_string());
     std::fs::DirBuilder::new().mode(0o755).create(&layer)?;
     for name in names {
         std::fs::hard_link(&program, layer.join(name))?;
     }
     Ok(layer)
+}
+
+/// The session's one copy of `shim` under `root` (`program`, made the first time: a hard link
+/// of `shim` itself where the filesystem and its owner allow, else a copy).
+fn own(shim: &Path, root: &Path, program: &mut Option<PathBuf>) -> std::io::Result<PathBuf> {
+    if let Some(p) = program {
+        return Ok(p.clone());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)?;
+    let p = root.join(crate::git_shim::SHIM_BINARY);
+    if std::fs::hard_link(shim, &p).is_err() {
+        std::fs::copy(shim, &p)?;
+    }
+    Ok(program.insert(p).clone())
 }
 
 #[cfg(test)]
@@ -138,7 +161,7 @@ mod tests {
             .map(PathBuf::from)
             .chain((0..50).map(|i| PathBuf::from(format!("/usr/lib/git-core/git-{i}"))))
             .collect();
-        let shown = show(&shim, &masked, Some(&root));
+        let shown = show(&shim, &masked, Some(&root), false);
         assert_eq!(shown.files.len(), 1);
         assert_eq!(shown.files[0].target, Path::new("/usr/bin/git"));
         assert_eq!(shown.dirs.len(), 1);
@@ -171,7 +194,7 @@ mod tests {
         shown.apply(&mut plan);
         assert_eq!((plan.shims.len(), plan.shim_dirs.len()), (52, 0));
         // No directory for layers: every git bound, as before.
-        let shown = show(&shim, &masked, None);
+        let shown = show(&shim, &masked, None, false);
         assert_eq!((shown.files.len(), shown.dirs.len()), (52, 0));
     }
 }

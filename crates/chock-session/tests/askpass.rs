@@ -199,7 +199,7 @@ async fn an_approved_push_gets_the_password_the_person_typed_and_the_log_never_h
     let s = setup(&server, Some(PASSWORD));
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
@@ -236,13 +236,15 @@ async fn without_an_approved_push_nobody_is_asked_and_no_password_reaches_the_se
     let credentials = Credentials::new();
     let out = s.push(&plan, &credentials).await;
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no push of this call was approved"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no push or fetch of this call was approved")
+    );
     assert!(s.asked.lock().unwrap().is_empty(), "a person was asked");
     assert!(!server.saw_the_password());
     assert_eq!(server.head("main"), None);
 
     // Approved, then the call ended: the same.
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     credentials.end();
     let out = s.push(&plan, &credentials).await;
     assert!(!out.status.success());
@@ -260,7 +262,7 @@ async fn a_prompt_about_another_remote_is_refused_without_asking() {
     let s = setup(&server, Some(PASSWORD));
     let approved = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(approved.clone());
+    credentials.approve(&approved);
     // The same refs, pushed to another server (another port): git prompts about that one.
     git(
         s.project.path(),
@@ -284,7 +286,7 @@ async fn nobody_answering_is_a_refusal() {
     let s = setup(&server, None);
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nobody answered"));
@@ -304,7 +306,7 @@ async fn a_password_the_redaction_cannot_cover_is_never_handed_to_git() {
     let s = setup(&server, Some(short));
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(!out.status.success(), "{out:?}");
     assert!(
@@ -333,7 +335,7 @@ async fn a_table_that_denies_the_hosts_password_asks_nobody_and_the_push_fails()
     );
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(!out.status.success(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -366,7 +368,7 @@ async fn the_shipped_ask_puts_the_prompt_to_the_person_and_the_push_works() {
     );
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
@@ -393,7 +395,7 @@ async fn allow_still_asks_the_person_and_hands_out_nothing_stored() {
     let s = setup_with(&server, Some(PASSWORD), table);
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
@@ -410,7 +412,7 @@ async fn allow_still_asks_the_person_and_hands_out_nothing_stored() {
     let s = setup_with(&server, None, table);
     let plan = s.plan();
     let credentials = Credentials::new();
-    credentials.approve(plan.clone());
+    credentials.approve(&plan);
     let out = s.push(&plan, &credentials).await;
     assert!(!out.status.success(), "{out:?}");
     assert!(!server.saw_the_password());

@@ -191,11 +191,32 @@ fn a_calls_mounts_do_not_grow_with_the_gits_the_shim_hides() {
         assert_eq!(code, 0, "{out}");
         let sizes: Vec<u64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
         assert_eq!(sizes, vec![shim; gits.len()], "{gits:?}");
-        // The session's layers go with it.
-        let layers = with.session.as_ref().unwrap().log().dir().join("git-shims");
-        assert!(layers.is_dir());
+        // The layers are the user's, kept beside the sessions root for the next session (the
+        // session made none of its own), and stay when it ends.
+        let session_dir = with.session.as_ref().unwrap().log().dir().to_path_buf();
+        assert!(!session_dir.join("git-shims").exists());
+        let cache = session_dir
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("git-shims");
+        let entries = || -> Vec<std::path::PathBuf> {
+            std::fs::read_dir(&cache)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with("entry-")
+                })
+                .collect()
+        };
+        let kept = entries();
+        assert_eq!(kept.len(), 1, "{}", cache.display());
         drop(with);
-        assert!(!layers.exists(), "{}", layers.display());
+        assert_eq!(entries(), kept);
     }
 }
 

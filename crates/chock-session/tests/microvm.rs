@@ -3,10 +3,12 @@
 //! the policy: an allowed loopback host is reached, a refused one is a stream that ended, and
 //! nothing is reached directly (the guest has no network device).
 
+#[path = "support/guest.rs"]
+mod guest;
 mod support;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionOptions};
 
@@ -36,36 +38,14 @@ fn http_server(body: &'static str) -> u16 {
     port
 }
 
-/// The target directory the test binary was built in.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    exe.ancestors().nth(3).expect("target").to_path_buf()
-}
-
 #[test]
 #[cfg_attr(
     not(feature = "microvm"),
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_microvm_session_runs_its_calls_in_the_guest_and_its_egress_through_the_broker() {
-    let guest_init = std::env::var_os("CHOCK_GUEST_INIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"));
-    let kernel = std::env::var_os("CHOCK_VM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
-    if !chock_test_support::installed("/usr/bin/qemu-system-x86_64")
-        || !chock_test_support::installed(&guest_init)
-        || !chock_test_support::installed(kernel.join("vmlinux"))
-        || !chock_test_support::installed("/usr/bin/curl")
-    {
+    if !guest::ready(&["/usr/bin/curl"]) {
         return;
-    }
-    // SAFETY: the only test of this binary, before it starts any thread of its own; nothing
-    // else reads the environment meanwhile.
-    unsafe {
-        std::env::set_var("CHOCK_VM_DIR", &kernel);
-        std::env::set_var("CHOCK_GUEST_INIT", &guest_init);
     }
     let allowed = http_server("allowed body");
     let refused = http_server("refused body");

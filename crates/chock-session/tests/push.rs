@@ -3,177 +3,32 @@
 //! workspace says, the password a person typed reaches the server and nowhere else (not the log,
 //! not the workspace), a refused push reaches nothing, and what the call was given is gone after it.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, Mutex};
+mod remote_support;
 
-use chock_decide::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, QuestionKind, Role};
-use chock_session::{CallOptions, CallOutcome, Calls, Session, SessionOptions};
+use chock_decide::QuestionKind;
+use chock_session::Session;
 use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND};
 use chock_test_support::installed;
-
-const PASSWORD: &str = "correct-horse-battery-staple";
+use remote_support::{PASSWORD, Person, all_text, http_project, open};
 
 /// One test at a time: each runs sandboxes and servers.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn host_git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// A person: approvals answered `approve`, free questions answered with the password; every
-/// question's text noted.
-#[derive(Debug)]
-struct Person {
-    approve: bool,
-    asked: Mutex<Vec<(QuestionKind, Option<String>, String)>>,
-}
-
-impl Answerer for Person {
-    fn name(&self) -> String {
-        "person".into()
-    }
-    fn role(&self) -> Role {
-        Role::Human
-    }
-    fn answer<'a>(&'a self, q: &'a Question) -> AnswerFuture<'a> {
-        self.asked
-            .lock()
-            .unwrap()
-            .push((q.kind, q.action.clone(), q.text.clone()));
-        let answer = match q.kind {
-            QuestionKind::Question => Answer::Reply {
-                text: PASSWORD.into(),
-            },
-            _ if self.approve => Answer::AllowOnce {
-                reasons: String::new(),
-            },
-            _ => Answer::Deny {
-                reasons: "not now".into(),
-            },
-        };
-        Box::pin(async move { Some(answer) })
-    }
-}
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    project: PathBuf,
-    root: PathBuf,
-}
-
-/// A project whose `origin` is `real`, with a table that lets commands reach the decoy (so only the
-/// push's own planning keeps it from there) and says nothing of the real server (only the approved
-/// push's grant reaches it).
-fn fixture(real: &GitHttpServer, decoy: &GitHttpServer) -> Fixture {
-    fixture_with(real, decoy, "")
-}
-
-/// As [`fixture`], with `rows` added to the table.
-fn fixture_with(real: &GitHttpServer, decoy: &GitHttpServer, rows: &str) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let base = dir.path().canonicalize().unwrap();
-    let project = base.join("project");
-    std::fs::create_dir_all(&project).unwrap();
-    let mut table = String::from("[[rule]]\naction = \"git.push\"\ndecision = \"ask\"\n");
-    table.push_str(&format!(
-        "[[rule]]\naction = \"net.connect.1.0.0.127.{}\"\ndecision = \"allow\"\n",
-        decoy.addr().port()
-    ));
-    table.push_str(rows);
-    std::fs::write(project.join("chock.toml"), table).unwrap();
-    host_git(&project, &["init", "-q", "-b", "main"]);
-    host_git(&project, &["config", "user.name", "t"]);
-    host_git(&project, &["config", "user.email", "t@example.invalid"]);
-    host_git(&project, &["remote", "add", "origin", &real.url()]);
-    host_git(&project, &["add", "-A"]);
-    host_git(&project, &["commit", "-qm", "one"]);
-    Fixture {
-        _dir: dir,
-        project,
-        root: base.join("sessions"),
-    }
-}
-
-fn open(f: &Fixture) -> Session {
-    let opts = SessionOptions {
-        sessions_root: Some(f.root.clone()),
-        git_shim: Some(PathBuf::from(env!("CARGO_BIN_EXE_chock-git-shim"))),
-        calls: Calls::Overlapping,
-        ..SessionOptions::default()
-    };
-    Session::open(&f.project, opts).unwrap()
-}
-
-async fn run(s: &Session, person: &Arc<Person>, script: &str) -> (i32, String, String) {
-    let pipeline = s.pipeline(ApprovalBroker::new().with(person.clone()));
-    let opts = CallOptions {
-        call_id: Some("p1".into()),
-        ..CallOptions::default()
-    };
-    let argv = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
-    let r = s
-        .confined_call_async(&argv, &opts, &pipeline)
-        .await
-        .unwrap();
-    match r.outcome {
-        CallOutcome::Ran {
-            outcome,
-            stdout,
-            stderr,
-            ..
-        } => {
-            let code = match outcome.status {
-                chock_sandbox::ExitStatus::Exited(c) => c,
-                other => panic!("{other:?}"),
-            };
-            (
-                code,
-                String::from_utf8_lossy(&stdout).into_owned(),
-                String::from_utf8_lossy(&stderr).into_owned(),
-            )
-        }
-        other => panic!("{other:?}"),
-    }
-}
-
-/// Every byte under `dir`, as text (the session's directory holds its log and its workspace).
-fn all_text(dir: &Path) -> String {
-    let mut text = String::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return text;
-    };
-    for e in entries.flatten() {
-        let path = e.path();
-        let Ok(kind) = e.file_type() else { continue };
-        if kind.is_dir() {
-            text.push_str(&all_text(&path));
-        } else if kind.is_file()
-            && let Ok(bytes) = std::fs::read(&path)
-        {
-            text.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    }
-    text
+async fn run(s: &Session, person: &std::sync::Arc<Person>, script: &str) -> (i32, String, String) {
+    remote_support::run(s, person, "p1", script).await
 }
 
 /// The workspace commits, then rewrites `origin`, points the real URL at the decoy with
-/// `insteadOf` and asks git to store credentials, then pushes `origin main`.
+/// `insteadOf` (in its configuration, and as `pushInsteadOf` in the environment git reads) and asks
+/// git to store credentials, then pushes `origin main`.
 fn script(real: &GitHttpServer, decoy: &GitHttpServer) -> String {
     format!(
         "echo new > new.txt && git add new.txt && git commit -qm two && \
          git remote set-url origin '{decoy}' && \
          git config 'url.{decoy}.insteadOf' '{real}' && \
          git config credential.helper store && \
-         git push origin main; echo \"push $?\"; \
+         GIT_CONFIG_PARAMETERS=\"'url.{decoy}.pushinsteadof'='{real}'\" git push origin main; \
+         echo \"push $?\"; \
          echo \"stored: $(cat \"$HOME/.git-credentials\" 2>/dev/null)\"; git rev-parse HEAD",
         decoy = decoy.url(),
         real = real.url()
@@ -188,12 +43,9 @@ async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_l
     let _one = ONE_AT_A_TIME.lock().await;
     let real = GitHttpServer::start("alice", PASSWORD);
     let decoy = GitHttpServer::start("alice", PASSWORD);
-    let f = fixture(&real, &decoy);
+    let f = http_project(&real, &decoy, "git.push", "");
     let s = open(&f);
-    let person = Arc::new(Person {
-        approve: true,
-        asked: Mutex::default(),
-    });
+    let person = Person::new(true);
     let (code, out, err) = run(&s, &person, &script(&real, &decoy)).await;
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("push 0"), "{out}{err}");
@@ -210,7 +62,7 @@ async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_l
         "the decoy was reached: {:?}",
         decoy.served()
     );
-    let asked = person.asked.lock().unwrap().clone();
+    let asked = person.asked();
     let push = asked
         .iter()
         .find(|(_, action, _)| action.as_deref() == Some("git.push"))
@@ -258,9 +110,7 @@ async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_l
         "the password was written"
     );
     assert!(!all_text(&f.project).contains(PASSWORD));
-    let left: Vec<_> = std::fs::read_dir(session_dir.join("git-host"))
-        .unwrap()
-        .collect();
+    let left = remote_support::left_in_git_host(&s);
     assert!(left.is_empty(), "left after the call: {left:?}");
 }
 
@@ -272,18 +122,18 @@ async fn a_refused_push_reaches_nothing_and_nobody_is_asked_for_a_password() {
     let _one = ONE_AT_A_TIME.lock().await;
     let real = GitHttpServer::start("alice", PASSWORD);
     let decoy = GitHttpServer::start("alice", PASSWORD);
-    let f = fixture(&real, &decoy);
+    // The workspace's own configuration changes are allowed, so the push itself is what is refused.
+    let config = "[[rule]]\naction = \"git.config\"\ndecision = \"allow\"\n";
+    let f = http_project(&real, &decoy, "git.push", config);
     let s = open(&f);
-    let person = Arc::new(Person {
-        approve: false,
-        asked: Mutex::default(),
-    });
+    let person = Person::new(false);
     let (_, out, err) = run(&s, &person, &script(&real, &decoy)).await;
     assert!(out.contains("push 126"), "{out}{err}");
+    assert_eq!(person.acts(), ["git.push"], "{out}{err}");
     assert!(real.served().is_empty(), "{:?}", real.served());
     assert!(decoy.served().is_empty(), "{:?}", decoy.served());
     assert_eq!(real.head("main"), None);
-    let asked = person.asked.lock().unwrap().clone();
+    let asked = person.asked();
     assert!(
         asked.iter().all(|(k, _, _)| *k != QuestionKind::Question),
         "{asked:?}"
@@ -298,16 +148,14 @@ async fn a_table_denying_the_hosts_password_stops_an_approved_push_before_any_pr
     let _one = ONE_AT_A_TIME.lock().await;
     let real = GitHttpServer::start("alice", PASSWORD);
     let decoy = GitHttpServer::start("alice", PASSWORD);
-    let f = fixture_with(
+    let f = http_project(
         &real,
         &decoy,
+        "git.push",
         "[[rule]]\naction = \"secret.password.1.0.0.127\"\ndecision = \"deny\"\n",
     );
     let s = open(&f);
-    let person = Arc::new(Person {
-        approve: true,
-        asked: Mutex::default(),
-    });
+    let person = Person::new(true);
     let (_, out, err) = run(&s, &person, &script(&real, &decoy)).await;
     assert!(!out.contains("push 0"), "{out}{err}");
     assert!(
@@ -316,7 +164,7 @@ async fn a_table_denying_the_hosts_password_stops_an_approved_push_before_any_pr
     );
     assert_eq!(real.head("main"), None);
     assert!(!real.saw_the_password());
-    let asked = person.asked.lock().unwrap().clone();
+    let asked = person.asked();
     assert!(
         asked
             .iter()

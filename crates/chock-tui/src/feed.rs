@@ -130,6 +130,13 @@ pub enum Feed {
     TaskEnded(TaskOutcome),
     /// The session ended (or was left, for a daemon's session).
     Ended(Option<Summary>),
+    /// The session moved to the daemon (a detach key here, or `chock detach` from elsewhere): it
+    /// goes on there, and the interface leaves. `follow` says how to follow it
+    /// (`chock attach ID`, the browser's address).
+    HandedOver {
+        /// How to follow it.
+        follow: String,
+    },
     /// A diff.
     Diff(Review, Box<ReviewDiff>),
     /// An apply or undo was written.

@@ -6,7 +6,8 @@
 //! a typed reply) once it has been up with no key pressed for [`crate::state::ARM_DELAY`]: a key
 //! pressed before that (typing meant for something else) answers nothing and starts the wait
 //! again. Ctrl-C interrupts a running turn; a second Ctrl-C (or one when idle with
-//! nothing typed) leaves. Diff screen: arrows move, Space selects, Enter applies the selection
+//! nothing typed) leaves. Ctrl-\ (or `/detach`) hands the running session to the daemon. Diff
+//! screen: arrows move, Space selects, Enter applies the selection
 //! pinned to the digest shown, `u` undoes the last apply, Esc goes back. Sessions screen: arrows,
 //! Enter resumes or attaches, `f` then a turn number and Enter forks at that turn, Esc back.
 
@@ -37,11 +38,14 @@ pub enum Effect {
     Back,
     /// Resume or attach to another session, or fork one and resume the fork.
     Take(Target),
+    /// Hand the session to the daemon and leave (Ctrl-\, `/detach`); attached to the daemon
+    /// already, leave it running there.
+    Detach,
     /// Leave.
     Quit,
 }
 
-const HELP: &str = "/diff review and apply · /undo revert the last apply · /sessions resume, attach or fork · /quit leave";
+const HELP: &str = "/diff review and apply · /undo revert the last apply · /sessions resume, attach or fork · /detach (Ctrl-\\) hand the session to the daemon · /quit leave";
 
 /// Handles one key on whatever screen is up, pressed now.
 pub fn on_key(app: &mut App, key: KeyEvent) -> Effect {
@@ -188,6 +192,8 @@ fn main_key(app: &mut App, key: KeyEvent, ctrl: bool) -> Effect {
         return match key.code {
             KeyCode::Char('c') => ctrl_c(app),
             KeyCode::Char('d') if app.input.is_empty() => Effect::Quit,
+            // Ctrl-\ (a terminal's 0x1c, which crossterm reads as Ctrl-4).
+            KeyCode::Char('\\' | '4') => Effect::Detach,
             KeyCode::Char('u') => {
                 wipe(&mut app.input);
                 Effect::None
@@ -258,6 +264,7 @@ fn enter(app: &mut App) -> Effect {
         app.input.clear();
         return match text.as_str() {
             "/quit" | "/exit" => Effect::Quit,
+            "/detach" => Effect::Detach,
             "/sessions" | "/resume" => Effect::OpenSessions,
             "/diff" | "/review" if app.session.is_some() => Effect::OpenDiff,
             "/undo" if app.session.is_some() => match &app.last_apply {

@@ -103,6 +103,7 @@ async fn run_async(opts: Options) -> Result<(), TuiError> {
         full: None,
         shown: Vec::new(),
         size: None,
+        attached: false,
     };
     let (feed_tx, mut feeds) = unbounded_channel();
     ui.feed_tx = feed_tx;
@@ -162,7 +163,13 @@ struct Ui {
     shown: Vec<crate::state::Line>,
     /// The terminal's size at the last draw.
     size: Option<(u16, u16)>,
+    /// The session driven now is the daemon's (attached), not this process's.
+    attached: bool,
 }
+
+/// How long the daemon waits for this process to let go of a session handed to it: it does at
+/// the end of the turn it is in.
+const DETACH_WAIT_SECS: u64 = 600;
 
 /// How many transcript lines are kept for drawing again after a resize.
 const KEPT_LINES: usize = 500;
@@ -262,6 +269,7 @@ impl Ui {
         match effect {
             Effect::None => {}
             Effect::Quit => self.app.quit = true,
+            Effect::Detach => self.detach(),
             Effect::Send(cmd) => self.send(cmd),
             Effect::Start(task) => {
                 let started = match local::builder(&self.opts, Some(&task)) {
@@ -272,6 +280,7 @@ impl Ui {
                     Ok(driver) => {
                         let _ = driver.send(Cmd::Input(task));
                         self.driver = Some(driver);
+                        self.attached = false;
                     }
                     Err(e) => {
                         self.app.phase = Phase::NoSession;
@@ -323,11 +332,56 @@ impl Ui {
         Ok(())
     }
 
+    /// The detach key: a session of this process's is handed to the daemon (`sessions.adopt`,
+    /// which asks this process to let go: [`Feed::HandedOver`] then leaves); one attached to the
+    /// daemon is left running there.
+    fn detach(&mut self) {
+        let Some(id) = self.app.session.as_ref().map(|s| s.0.clone()) else {
+            self.app.status = Some((
+                Kind::Error,
+                "no session to hand over: give a task first".into(),
+            ));
+            return;
+        };
+        if self.attached {
+            let follow = chock_client::handover::how_to_follow(&id);
+            self.app.say(
+                Kind::Note,
+                &format!("chock: left session {id}; it goes on in the daemon; follow it: {follow}"),
+            );
+            self.app.quit = true;
+            return;
+        }
+        if self.app.phase != Phase::Working {
+            self.app.status = Some((
+                Kind::Note,
+                "no task runs, so there is nothing to hand over: send a follow-up first".into(),
+            ));
+            return;
+        }
+        self.app.status = Some((
+            Kind::Note,
+            "handing the session to the daemon (at the end of this turn)".into(),
+        ));
+        let feed = self.feed_tx.clone();
+        tokio::spawn(async move {
+            if let Err(e) = chock_client::handover::hand_to_daemon(&id, DETACH_WAIT_SECS).await {
+                let _ = feed.send(Feed::Failed(format!(
+                    "not handed over: {e}; the session goes on here"
+                )));
+            }
+        });
+    }
+
     /// Ends the session driven now (a daemon's is left running), showing what comes back.
     async fn end(&mut self, feeds: &mut UnboundedReceiver<Feed>) {
         let Some(driver) = self.driver.take() else {
             return;
         };
+        // Handed to the daemon: it is the daemon's to end.
+        if self.app.handed_over {
+            return;
+        }
         if self.app.phase == Phase::Working {
             let _ = driver.send(Cmd::Interrupt);
         }
@@ -355,6 +409,7 @@ impl Ui {
     /// Leaves the session driven now and takes `target` instead.
     async fn take(&mut self, target: Target, feeds: &mut UnboundedReceiver<Feed>) {
         self.end(feeds).await;
+        self.attached = false;
         let mut fresh = App::new();
         fresh.input = std::mem::take(&mut self.app.input);
         // What the old session said is already in the scrollback, or about to be.
@@ -398,6 +453,7 @@ impl Ui {
             }
             Target::Attach(id) => match daemon::attach(&id, self.feed_tx.clone()).await {
                 Ok(driver) => {
+                    self.attached = true;
                     self.app.say(
                         Kind::Note,
                         &format!("chock: attached to {id} in the daemon; leaving detaches"),

@@ -254,3 +254,72 @@ fn f_a_turn_and_enter_fork_the_session_under_the_cursor() {
     };
     assert_eq!(view.forking, None);
 }
+
+/// Ctrl-\ as a terminal sends it (0x1c, which crossterm reads as Ctrl-4) and as a terminal with
+/// the kitty keyboard protocol names it.
+fn ctrl_backslash() -> [KeyEvent; 2] {
+    [
+        KeyEvent::new(KeyCode::Char('4'), KeyModifiers::CONTROL),
+        KeyEvent::new(KeyCode::Char('\\'), KeyModifiers::CONTROL),
+    ]
+}
+
+#[test]
+fn ctrl_backslash_and_slash_detach_hand_the_session_over_even_with_a_question_open() {
+    for press in ctrl_backslash() {
+        let mut app = App::new();
+        typed(&mut app, "fix it");
+        assert_eq!(on_key(&mut app, press), Effect::Detach);
+        assert_eq!(
+            app.phase,
+            Phase::Working,
+            "nothing changes until it is handed over"
+        );
+        // A question open does not take the key as an answer: it is handed over with it.
+        app.apply(Feed::Asked(Asked {
+            id: "q-1".into(),
+            approval: true,
+            action: Some("exec.system.sh".into()),
+            what: "sh -c true".into(),
+            decided_by: None,
+            context: Vec::new(),
+            secret: false,
+        }));
+        assert_eq!(on_key(&mut app, press), Effect::Detach);
+        assert_eq!(app.questions.len(), 1);
+    }
+    let mut app = App::new();
+    typed(&mut app, "fix it");
+    app.input = "/detach".into();
+    assert_eq!(on_key(&mut app, key(KeyCode::Enter)), Effect::Detach);
+    // The help a mistyped command shows names it.
+    app.input = "/help".into();
+    on_key(&mut app, key(KeyCode::Enter));
+    let help = app.status.clone().unwrap().1;
+    assert!(
+        help.contains("/detach (Ctrl-\\) hand the session to the daemon"),
+        "{help}"
+    );
+}
+
+#[test]
+fn handed_over_the_interface_leaves_without_ending_the_session() {
+    let mut app = App::new();
+    app.apply(Feed::Started {
+        session: "S1".into(),
+        provider: "demo".into(),
+        model: "m".into(),
+    });
+    typed(&mut app, "fix it");
+    app.apply(Feed::HandedOver {
+        follow: "chock attach S1".into(),
+    });
+    assert!(app.quit && app.handed_over);
+    assert_eq!(app.phase, Phase::Ended);
+    let said: Vec<String> = app.take_lines().into_iter().map(|l| l.text).collect();
+    assert!(
+        said.iter().any(|l| l
+            == "── session S1 was handed over to the daemon; follow it: chock attach S1"),
+        "{said:?}"
+    );
+}

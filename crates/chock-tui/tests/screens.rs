@@ -522,3 +522,18 @@ fn a_secret_question_shows_bullets() {
         .collect();
     assert!(!text.contains("hunter2"), "{text}");
 }
+
+/// Handed to the daemon mid-task (the detach key): the transcript's last line says how to follow
+/// the session, and the footer of a working session names the key.
+#[test]
+fn handed_over_to_the_daemon() {
+    let mut app = working();
+    let before = main_screen(&mut app);
+    let footer = format!("{:?}", before.backend());
+    assert!(footer.contains("Ctrl-\\ detaches"), "{footer}");
+    app.apply(Feed::HandedOver {
+        follow: "chock attach 20260101T000000Z-000001, or in the browser at http://127.0.0.1:8080/"
+            .into(),
+    });
+    insta::assert_snapshot!(main_screen(&mut app).backend());
+}

@@ -49,6 +49,7 @@ pub struct GuestCall {
     outcome: Option<tokio::sync::oneshot::Receiver<Result<Outcome, SandboxError>>>,
     killer: Arc<GuestKill>,
     egress: Option<TcpListener>,
+    host_channel: Option<std::os::fd::OwnedFd>,
     pub(crate) timeout: Option<Duration>,
 }
 
@@ -69,6 +70,7 @@ impl GuestCall {
         mut machine: Machine,
         mode: CallStdio,
         egress: bool,
+        host_channel: bool,
     ) -> Result<Self, SandboxError> {
         // The listener the session's broker serves; the guest's connections are relayed to it.
         let listener = if egress {
@@ -85,6 +87,20 @@ impl GuestCall {
         let mut relay = listener
             .as_ref()
             .map(|(_, addr)| crate::relay::HostRelay::new(*addr, machine.writer.clone()));
+        // The call's host channel: requests from the guest are served by the session's handler
+        // on the other end (`channel.rs`).
+        let (channel, session_end) = if host_channel {
+            let (c, s) =
+                crate::channel::HostChannel::pair(machine.writer.clone()).map_err(|e| {
+                    SandboxError::Host {
+                        what: "make the guest call's host channel".into(),
+                        source: e,
+                    }
+                })?;
+            (Some(c), Some(s))
+        } else {
+            (None, None)
+        };
         let streams = mode != CallStdio::Null;
         let (out_r, out_w) = if streams {
             pipe().map(|(r, w)| (Some(r), Some(w)))?
@@ -134,6 +150,12 @@ impl GuestCall {
                         }
                         continue;
                     }
+                    tag::CHANNEL_ASK => {
+                        if let Some(c) = channel.as_ref() {
+                            c.ask(&frame.body);
+                        }
+                        continue;
+                    }
                     tag::ENDED => {
                         break frame
                             .parse::<Ended>()
@@ -166,6 +188,7 @@ impl GuestCall {
             outcome: Some(rx),
             killer,
             egress: listener.map(|(l, _)| l),
+            host_channel: session_end,
             timeout: None,
         })
     }
@@ -231,6 +254,10 @@ impl CallHandle for GuestCall {
 
     fn take_egress(&mut self) -> Option<TcpListener> {
         self.egress.take()
+    }
+
+    fn take_host_channel(&mut self) -> Option<std::os::fd::OwnedFd> {
+        self.host_channel.take()
     }
 
     fn killer(&self) -> Result<Killer, SandboxError> {

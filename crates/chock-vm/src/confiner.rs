@@ -132,6 +132,7 @@ impl GuestConfiner {
         })?;
         let virtiofsd = first_of(&["/usr/libexec/virtiofsd", "/usr/lib/qemu/virtiofsd"])
             .ok_or_else(|| VmError::Guest("QEMU's virtiofsd is not installed".into()))?;
+        let confine = crate::confine::default_helper(&config.guest_init)?;
         let image = crate::initramfs::build(&config.guest_init, &kernel)?;
         let files = tempfile::Builder::new()
             .prefix("chock-vm-boot-")
@@ -148,6 +149,7 @@ impl GuestConfiner {
             qemu,
             virtiofsd,
             snapshots: config.snapshots,
+            confine,
         };
         Ok(GuestConfiner(Arc::new(Inner {
             spec,
@@ -293,6 +295,7 @@ impl Inner {
         mode: CallStdio,
         gate: Option<Gate>,
         egress: bool,
+        host_channel: bool,
     ) -> Result<GuestCall, SandboxError> {
         // The guest boots while the call's decision is made; the call is sent only once the
         // decision is durable (rule 3).
@@ -322,7 +325,7 @@ impl Inner {
             }
             _ => return Err(lost("the guest stopped before the call started")),
         }
-        GuestCall::run(self, machine, mode, egress)
+        GuestCall::run(self, machine, mode, egress, host_channel)
     }
 }
 
@@ -379,7 +382,8 @@ fn guest_plan(plan: &Plan) -> Result<(Plan, HostShare), SandboxError> {
 
 /// The host directories a plan's call needs in its guest, each shown at its own path: the
 /// system's /usr (read-only, as every call sees it), the workspace, the declared read and write
-/// paths, and the policy file's directory (read-only) when the workspace does not hold it.
+/// paths, the shims' directories (read-only), and the policy file's directory (read-only) when
+/// the workspace does not hold it.
 /// What a guest cannot show yet is refused by name rather than run without (rule 1).
 pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     let refuse = |what: &str| {
@@ -390,12 +394,6 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     };
     if !plan.store_paths.is_empty() {
         return refuse("nix store paths");
-    }
-    if !plan.shims.is_empty() {
-        return refuse("shims");
-    }
-    if plan.host_channel {
-        return refuse("a host channel");
     }
     let share = |path: &Path, read_only| HostShare {
         path: path.to_path_buf(),
@@ -422,11 +420,29 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     shares.extend(plan.extra_read.iter().map(|p| share(p, true)));
     shares.extend(plan.extra_write.iter().map(|p| share(p, false)));
     for s in &shares {
+        // As the host's driver: a declared path is never bound through a link (one swapped in
+        // since the policy was read would share its target).
+        if std::fs::symlink_metadata(&s.path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(SandboxError::Plan(format!(
+                "{} is a symlink: a declared path is never shared into a microVM guest through \
+                 a link",
+                s.path.display()
+            )));
+        }
         if !s.path.is_dir() {
             return refuse(&format!(
                 "{} (only directories can be shared)",
                 s.path.display()
             ));
+        }
+    }
+    // The shims (the git shim over each git): each program's directory and each layer over a
+    // directory of several, read-only, unless a share already shows it (the session keeps the
+    // shim and its layers in one directory of its own).
+    let shim_dirs = plan.shims.iter().filter_map(|s| s.source.parent());
+    for dir in shim_dirs.chain(plan.shim_dirs.iter().map(|d| d.layer.as_path())) {
+        if !shares.iter().any(|s| dir.starts_with(&s.path)) {
+            shares.push(share(dir, true));
         }
     }
     if let Some(policy) = &plan.policy_file
@@ -470,8 +486,9 @@ impl Confiner for GuestConfiner {
             let wire = inner.wire(&call)?;
             let timeout = call.plan().timeout;
             let egress = matches!(call.plan().network, NetworkPlan::Proxy { .. });
+            let host_channel = call.plan().host_channel;
             let mut started = tokio::task::spawn_blocking(move || {
-                inner.start_blocking(&wire, shares, mode, gate, egress)
+                inner.start_blocking(&wire, shares, mode, gate, egress, host_channel)
             })
             .await
             .map_err(|e| SandboxError::Host {

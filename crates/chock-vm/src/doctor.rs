@@ -1,7 +1,7 @@
 //! `chock doctor`'s row for the microVM guest: which accelerator a guest would run with and why,
-//! and whether the monitor, the kernel and the guest's init are there. Informational: only a
-//! project with `[sandbox] isolation = "microvm"` needs it, and its session fails to open
-//! without it.
+//! and whether the monitor, the kernel, the guest's init and the monitor's confinement
+//! (`chock-confine`) are there. Informational: only a project with `[sandbox] isolation =
+//! "microvm"` needs it, and its session fails to open without it.
 
 use chock_sandbox::doctor::LayerReport;
 
@@ -27,8 +27,16 @@ pub fn row() -> LayerReport {
             String::new()
         }
     };
-    if !crate::default_guest_init().is_some_and(|p| p.is_file()) {
-        missing.push("the guest's init chock-guest (beside chock)".into());
+    match crate::default_guest_init().filter(|p| p.is_file()) {
+        None => missing.push("the guest's init chock-guest (beside chock)".into()),
+        Some(init) => {
+            if crate::confine::default_helper(&init).is_err() {
+                missing.push(format!(
+                    "the monitor's confinement {} (beside chock-guest)",
+                    crate::confine::HELPER
+                ));
+            }
+        }
     }
     let on = missing.is_empty();
     let detail = if on {

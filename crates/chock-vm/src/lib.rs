@@ -14,6 +14,8 @@
 
 mod accel;
 mod call;
+mod channel;
+pub mod confine;
 mod confiner;
 pub mod doctor;
 pub mod initramfs;

@@ -1,9 +1,10 @@
 //! One booted guest: QEMU's `microvm` machine, a virtiofs server per share, and the channel.
 //!
 //! Every process runs confined from the start: QEMU as `monitor.rs` says (its own namespaces and
-//! root, its own seccomp filter); each virtiofs server in new user and mount
+//! root, Landlock, its own seccomp filter); each virtiofs server in new user and mount
 //! namespaces where its one directory is bound over itself (read-only for a read-only share),
-//! chrooted into it. Dropping a [`Machine`] kills them all.
+//! under Landlock (`confine.rs`: its share and nothing else of the project), chrooted into it.
+//! Dropping a [`Machine`] kills them all.
 
 use std::io::{self, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -46,6 +47,9 @@ pub struct MachineSpec {
     /// Whether its guests can be snapshotted: their shares are virtio-9p, served by QEMU
     /// itself, and QEMU has a QMP socket to migrate the machine by (`snapshot.rs`).
     pub snapshots: bool,
+    /// `chock-confine`, which applies the Landlock rules of `confine/rules.rs` last before the
+    /// monitor's and each file server's exec.
+    pub confine: PathBuf,
 }
 
 /// A host directory a guest shows at the same path.
@@ -170,30 +174,68 @@ fn server_user_namespace() -> Result<Vec<String>, VmError> {
     }
 }
 
-/// A virtiofs server for `share`, listening on `socket`.
+/// A virtiofs server for `share`, listening on `socket` in the machine's directory `dir`: in new
+/// user and mount namespaces, with a /run of its own and its share bound over itself (read-only
+/// for a read-only share), and last the file server's Landlock rules (`confine.rs`).
 fn serve_share(
     spec: &MachineSpec,
     share: &HostShare,
+    dir: &Path,
     socket: &Path,
     log: &Path,
 ) -> Result<Child, VmError> {
-    let script = if share.read_only {
-        r#"mount -t tmpfs chock-run /run && mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
-    } else {
-        r#"mount -t tmpfs chock-run /run && mount --bind "$1" "$1" && exec "$3" --socket-path="$2" -o source="$1" -o sandbox=chroot -o xattr"#
-    };
+    let mut args = vec![
+        format!("--socket-path={}", socket.display()).into(),
+        "-o".into(),
+    ];
+    let mut source = std::ffi::OsString::from("source=");
+    source.push(&share.path);
+    args.push(source);
+    args.extend(["-o", "sandbox=chroot", "-o", "xattr"].map(std::ffi::OsString::from));
     let log = std::fs::File::create(log).map_err(|e| guest_err("a server's log", e))?;
-    Command::new("unshare")
-        .args(server_user_namespace()?)
-        .args(["--mount", "--", "sh", "-c", script, "sh"])
-        .arg(&share.path)
-        .arg(socket)
-        .arg(&spec.virtiofsd)
+    server_command(spec, share, dir, &spec.virtiofsd, args)?
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .map_err(|e| guest_err("start a virtiofs server (unshare)", e))
+}
+
+/// `program` with `args`, run as a file server of `share` is: in its namespaces, under its
+/// Landlock rules (the tests run a probe in virtiofsd's place).
+pub(crate) fn server_command(
+    spec: &MachineSpec,
+    share: &HostShare,
+    dir: &Path,
+    program: &Path,
+    args: Vec<std::ffi::OsString>,
+) -> Result<Command, VmError> {
+    // `$1` the share, `$2` whether it is read-only; the helper's command line follows.
+    let script = r#"mount -t tmpfs chock-run /run && mount --bind "$1" "$1" && if [ "$2" = 1 ]; then mount -o remount,bind,ro "$1"; fi && shift 2 && exec "$@""#;
+    let kvm = spec.accel.accel == crate::accel::Accel::Kvm;
+    let rules = crate::confine::rules_for(
+        crate::confine::rules::Process::FileServer,
+        &crate::confine::Machine {
+            kvm,
+            dir,
+            served: &[],
+            snapshots: false,
+        },
+        Some(share),
+    );
+    let mut c = Command::new("unshare");
+    c.args(server_user_namespace()?)
+        .args(["--mount", "--", "sh", "-c", script, "sh"])
+        .arg(&share.path)
+        .arg(if share.read_only { "1" } else { "0" })
+        .args(crate::confine::wrap(
+            &spec.confine,
+            None,
+            rules,
+            program,
+            args,
+        ));
+    Ok(c)
 }
 
 fn wait_for(path: &Path, servers: &mut [Child], what: &str, log: &Path) -> Result<(), VmError> {
@@ -249,7 +291,9 @@ impl Machine {
         for (i, share) in shares.iter().enumerate().filter(|_| !spec.snapshots) {
             let socket = dir.path().join(format!("fs{i}.sock"));
             let log = dir.path().join(format!("fs{i}.log"));
-            servers.0.push(serve_share(spec, share, &socket, &log)?);
+            servers
+                .0
+                .push(serve_share(spec, share, dir.path(), &socket, &log)?);
             wait_for(
                 &socket,
                 &mut servers.0,

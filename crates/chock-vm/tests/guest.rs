@@ -329,6 +329,37 @@ fn the_monitor_runs_confined() {
         status.contains("Seccomp:\t2"),
         "QEMU runs without its filter:\n{status}"
     );
+    // no_new_privs, which its Landlock ruleset (`chock-confine`, applied before its exec) sets;
+    // that ruleset itself is seen refusing in `confine/tests.rs`, around a probe in QEMU's place.
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // The file server of this project's workspace: its own user and mount namespaces,
+    // no_new_privs, virtiofsd's own filter.
+    let project = format!("source={}", p.0.display());
+    let servers: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|q| {
+            let cmd = std::fs::read(format!("/proc/{q}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            cmd.split('\0')
+                .next()
+                .is_some_and(|a| a.ends_with("/virtiofsd"))
+                && cmd.split('\0').any(|a| a == project)
+        })
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", servers[0])).unwrap();
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    for ns in ["user", "mnt"] {
+        let theirs = std::fs::read_link(format!("/proc/{}/ns/{ns}", servers[0])).unwrap();
+        let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(
+            theirs, ours,
+            "a file server shares the host's {ns} namespace"
+        );
+    }
     for ns in ["net", "user", "ipc", "uts"] {
         let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
         let ours = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();

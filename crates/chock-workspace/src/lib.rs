@@ -20,6 +20,7 @@ mod checkpoint;
 mod diff;
 mod entry;
 mod error;
+mod fetch;
 mod git;
 mod hunks;
 mod late_sync;
@@ -28,6 +29,7 @@ mod meta;
 mod old;
 mod push;
 mod record;
+mod remote;
 mod render;
 mod select;
 mod tree;
@@ -44,14 +46,13 @@ pub use background::BackgroundPause;
 pub use diff::{Diff, FileChange, Sensitive, Status, file_id, sensitive_path};
 pub use entry::Entry;
 pub use error::WorkspaceError;
+pub use fetch::{FetchPlan, FetchRequest, plan_fetch};
 pub use hunks::{Hunk, HunkLine};
 pub use manage::{Listed, list, remove};
 pub use meta::{Backing, Meta};
-pub use push::{
-    PromptKind, PushError, PushPlan, PushRequest, PushSource, PushedRef, host_config, plan_push,
-    read_prompt,
-};
+pub use push::{PushError, PushPlan, PushRequest, PushSource, PushedRef, plan_push};
 pub use record::{ApplyRecord, session_of as session_dir_of_apply};
+pub use remote::{PromptKind, RemoteOp, RemotePlan, host_config, read_prompt};
 pub use render::{RenderMode, render, render_content};
 pub use turns::{TURNS_DIR, TurnRecord, TurnSummary, read_record as read_turn, state_digest};
 pub use undo::plan_undo;

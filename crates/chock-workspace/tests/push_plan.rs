@@ -3,91 +3,14 @@
 //! what the question shows beside the target, never the target; and the push carried out from the plan
 //! reaches the host's remote only.
 
-use std::path::{Path, PathBuf};
+mod remote_common;
+
 use std::process::Command;
 
-use chock_policy::{Policy, Source, Sources};
 use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND};
-use chock_test_support::{GitProject, installed};
-use chock_workspace::{PromptKind, PushError, PushRequest, PushSource, plan_push};
-
-fn policy(text: &str) -> Policy {
-    Policy::from_sources(Sources {
-        project: Some(Source {
-            path: PathBuf::from("chock.toml"),
-            text: text.to_owned(),
-        }),
-        org: None,
-        project_dir: None,
-        home: None,
-        chock_dirs: Vec::new(),
-        user: None,
-    })
-    .expect("the policy loads")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A project whose `origin` is `url` and whose host has seen `origin/main` at the first commit, and a
-/// workspace (a clone of it) with one more commit.
-struct Setup {
-    project: GitProject,
-    workspace: PathBuf,
-    first: String,
-    second: String,
-}
-
-fn setup(url: &str) -> Setup {
-    let project = GitProject::new();
-    git(project.path(), &["remote", "add", "origin", url]);
-    let first = git(project.path(), &["rev-parse", "HEAD"]);
-    git(
-        project.path(),
-        &["update-ref", "refs/remotes/origin/main", &first],
-    );
-    let workspace = project.root().join("workspace");
-    git(
-        project.root(),
-        &["clone", "-q", project.path().to_str().unwrap(), "workspace"],
-    );
-    std::fs::write(workspace.join("new.txt"), "new\n").unwrap();
-    git(&workspace, &["add", "new.txt"]);
-    git(&workspace, &["commit", "-qm", "second"]);
-    let second = git(&workspace, &["rev-parse", "HEAD"]);
-    Setup {
-        project,
-        workspace,
-        first,
-        second,
-    }
-}
-
-impl Setup {
-    fn source(&self) -> PushSource {
-        PushSource {
-            git_dir: self.workspace.join(".git"),
-        }
-    }
-
-    /// What the workspace's own configuration says about `origin`, as the classifier reports it.
-    fn workspace_urls(&self) -> Vec<String> {
-        vec![git(
-            &self.workspace,
-            &["remote", "get-url", "--push", "origin"],
-        )]
-    }
-}
+use chock_test_support::installed;
+use chock_workspace::{PromptKind, PushError, PushRequest, RemotePlan, plan_push};
+use remote_common::{git, policy, setup};
 
 fn request(remote: Option<&str>, refspecs: &[&str], workspace_urls: Vec<String>) -> PushRequest {
     PushRequest {

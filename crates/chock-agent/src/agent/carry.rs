@@ -73,9 +73,15 @@ impl Agent {
         interrupt.mark_unchanged();
         if !carried.calls.is_empty() {
             let mut carried = carried;
+            // An interrupt while adopted children run stops them (as it stops a child
+            // `spawn_agent` runs itself), and ends the turn: nothing else of it is run.
+            let mut stopped = false;
             for call in &mut carried.calls {
                 if let CallState::Children(children) = &call.state {
-                    call.state = self.adopt_children(&call.id, children).await?;
+                    let (state, interrupted) =
+                        self.adopt_children(&call.id, children, interrupt).await?;
+                    call.state = state;
+                    stopped |= interrupted;
                 }
             }
             let turn = self.turn;
@@ -85,10 +91,11 @@ impl Agent {
             let to_run: Vec<(String, String, Value)> = carried
                 .calls
                 .iter()
-                .filter(|c| c.state == CallState::Run)
+                .filter(|c| c.state == CallState::Run && !stopped)
                 .map(|c| (c.id.clone(), c.name.clone(), c.input.clone()))
                 .collect();
             let (ran, interrupted) = self.run_calls(to_run, interrupt).await?;
+            let interrupted = interrupted || stopped;
             let mut by_id: HashMap<String, Block> = HashMap::new();
             let mut notes = Vec::new();
             for block in ran {
@@ -139,13 +146,42 @@ impl Agent {
     }
 
     /// Waits for the children call `call` spawned, records their end, and gives the result the
-    /// call was told (logged by [`crate::subagent::complete_orphans`]).
+    /// call was told (logged by [`crate::subagent::complete_orphans`]), and whether the session
+    /// was interrupted meanwhile. Each child still running is registered as a part of `call`
+    /// (by the pid its log's lock names), so an interrupt reaches it as it reaches a child
+    /// `spawn_agent` runs itself (SIGINT: it ends its turn as interrupted and writes its end);
+    /// the wait then goes on until it has ended.
     async fn adopt_children(
         &self,
         call: &str,
         children: &[String],
-    ) -> Result<CallState, AgentError> {
-        crate::subagent::adopt::await_children(self.log(), &self.budget, children).await?;
+        interrupt: &mut watch::Receiver<u64>,
+    ) -> Result<(CallState, bool), AgentError> {
+        let running = self.host.session().running().clone();
+        let root = self.log().dir().parent().unwrap_or(self.log().dir());
+        let _registered: Vec<_> = children
+            .iter()
+            .filter_map(|child| match chock_log::is_live(&root.join(child)) {
+                Ok(chock_log::Liveness::Live { pid }) => {
+                    running.register_interruptible_part(call, child, pid)
+                }
+                _ => None,
+            })
+            .collect();
+        let waiting = crate::subagent::adopt::await_children(self.log(), &self.budget, children);
+        tokio::pin!(waiting);
+        let interrupted = tokio::select! {
+            done = &mut waiting => {
+                done?;
+                false
+            }
+            _ = interrupt.changed() => {
+                running.kill(call);
+                waiting.await?;
+                true
+            }
+        };
+        running.forget(call);
         let told = chock_log::read_events(self.log().dir())?
             .into_iter()
             .rev()
@@ -160,8 +196,9 @@ impl Agent {
                 }
                 _ => None,
             });
-        Ok(told.unwrap_or_else(|| {
+        let state = told.unwrap_or_else(|| {
             CallState::Unknown("its children ended, and their end says nothing of it".into())
-        }))
+        });
+        Ok((state, interrupted))
     }
 }

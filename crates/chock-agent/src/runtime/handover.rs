@@ -13,11 +13,16 @@ use std::path::Path;
 
 use chock_log::{Event, EventKind};
 use chock_protocol::EventData;
-use chock_protocol::log::{Asked, HandoverHow, Note, Owner, SessionHandover, ToolResult};
+use chock_protocol::log::{
+    AnswerKind, ApprovalAnswer, Asked, HandoverHow, Note, Owner, SessionHandover, ToolResult,
+};
 use chock_provider::{Block, Role};
 
 use super::{BuildError, SessionBuilder, SessionRuntime, resume};
 use crate::agent::{CallState, Carried, OpenCall};
+
+/// How the reasons of the refusal of a question left open by a dead owner's running call begin.
+pub const OWNER_GONE: &str = "owner-gone";
 
 /// Who let go of the session and who takes it up.
 #[derive(Debug, Clone)]
@@ -104,6 +109,25 @@ impl SessionBuilder {
                     },
                 )?;
             }
+        }
+        // A question asked for a call that was running (its command's connection) can never be
+        // used: what asked died with the old owner. Unanswered, it is a refusal; the log says so.
+        for (call, action, question) in &left.orphaned {
+            log.record(
+                Some(call),
+                ApprovalAnswer {
+                    question: Some(question.clone()),
+                    action: Some(action.clone()),
+                    answer: AnswerKind::None,
+                    by: None,
+                    reasons: Some(format!(
+                        "{OWNER_GONE}: process {from_pid}, which asked, stopped before the \
+                         question was answered, and what asked stopped with it; refused"
+                    )),
+                    reply: None,
+                    policy_file: None,
+                },
+            )?;
         }
         let mut runtime = SessionRuntime::taken_over(r, rebuilt)?;
         // read_output knows the old owner's background commands, and that their output is not
@@ -236,6 +260,10 @@ struct Left {
     /// (call id, action, question id) of each person's question still open on a call that runs
     /// again.
     questions: Vec<(String, String, String)>,
+    /// The same, of each person's question still open on a call that was running (asked after
+    /// the call's own decision: a command's connection, `net.connect`): what asked died with the
+    /// old owner, so nothing can use an answer; it is settled as refused (owner gone).
+    orphaned: Vec<(String, String, String)>,
 }
 
 impl Left {
@@ -253,6 +281,7 @@ fn left_open(events: &[Event], messages: &[chock_provider::Message], root: &Path
         calls: Vec::new(),
         turn_open: false,
         questions: Vec::new(),
+        orphaned: Vec::new(),
     };
     let Some(last) = messages.last() else {
         return left;
@@ -318,6 +347,12 @@ fn left_open(events: &[Event], messages: &[chock_provider::Message], root: &Path
         .filter(|(call, _, _)| !decided.contains(call.as_str()))
         .map(|q| (q.0.as_str(), q))
         .collect();
+    left.orphaned = asks
+        .values()
+        .filter(|(call, _, _)| decided.contains(call.as_str()))
+        .cloned()
+        .collect();
+    left.orphaned.sort_by(|a, b| a.2.cmp(&b.2));
     for block in &last.content {
         let Block::ToolUse { id, name, input } = block else {
             continue;

@@ -228,16 +228,23 @@ async fn spawn_one(
 
 /// Records the end of each child this session's log spawned but never saw end (this session died
 /// while the child ran) whose process is gone now, and books what it spent; a child still running
-/// keeps its slice reserved. Returns the children completed. Called when a session is resumed.
+/// keeps its slice reserved. A call none of whose children still runs, and which never got its
+/// result, is told now what each of its children came to (every child of a `spawn_agents` call,
+/// in the order they were spawned, as the call itself gives them). Returns the children
+/// completed. Called when a session is resumed or adopted.
 pub fn complete_orphans(
     log: &chock_log::Log,
     events: &[Event],
     budget: &crate::budget::Budget,
 ) -> Result<Vec<String>, LogError> {
+    let mut spawned: Vec<(String, Option<String>)> = Vec::new();
     let mut open: Vec<(String, Option<String>)> = Vec::new();
     for event in events {
         match event.payload() {
-            Ok(EventData::SessionSpawn(spawn)) => open.push((spawn.child, event.call_id.clone())),
+            Ok(EventData::SessionSpawn(spawn)) => {
+                spawned.push((spawn.child.clone(), event.call_id.clone()));
+                open.push((spawn.child, event.call_id.clone()));
+            }
             Ok(EventData::AgentComplete(done)) => {
                 open.retain(|(child, _)| Some(child) != done.child.as_ref());
             }
@@ -249,22 +256,19 @@ pub fn complete_orphans(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let mut completed = Vec::new();
-    for (child, call_id) in open {
-        let session = root.join(&child);
-        if matches!(
-            chock_log::is_live(&session),
+    let live = |child: &str| {
+        matches!(
+            chock_log::is_live(&root.join(child)),
             Ok(chock_log::Liveness::Live { .. })
-        ) {
+        )
+    };
+    let mut completed = Vec::new();
+    let mut calls: Vec<String> = Vec::new();
+    for (child, call_id) in open {
+        if live(&child) {
             continue;
         }
-        let ended = read_end(&session, None);
-        let project = child_dir(log.dir(), &child).join("project");
-        let changes = if ended.ran {
-            changes_of(&project, &session).ok()
-        } else {
-            None
-        };
+        let (ended, changes) = end_of(log, &root, &child);
         let (digest, changed) = match &changes {
             Some(c) if !c.files.is_empty() => (Some(c.digest()), c.paths()),
             _ => (None, Vec::new()),
@@ -287,37 +291,98 @@ pub fn complete_orphans(
             },
         )?;
         budget.settle(&child, ended.spent, ended.how);
-        // The spawn's call never got its result: the model is told now (the resumed
-        // conversation reads it from here).
-        let answered = |id: &str| {
-            events
-                .iter()
-                .any(|e| e.kind == EventKind::ToolResult && e.call_id.as_deref() == Some(id))
-        };
-        if let Some(id) = call_id.as_deref().filter(|id| !answered(id)) {
-            let digest = (!changes_paths(changes.as_ref()).is_empty())
-                .then(|| changes.as_ref().map(super::Changes::digest))
-                .flatten();
-            let out = report(
-                &child,
-                &ended,
-                digest.as_deref(),
-                &changes_paths(changes.as_ref()),
-            );
-            log.record(
-                Some(id),
-                chock_protocol::log::ToolResult {
-                    tool: "spawn_agent".into(),
-                    is_error: out.is_error,
-                    output: log.redact(&out.text),
-                    changed: Vec::new(),
-                    shown: Vec::new(),
-                },
-            )?;
+        if let Some(id) = call_id.filter(|id| !calls.contains(id)) {
+            calls.push(id);
         }
         completed.push(child);
     }
+    // The calls whose children never got to tell them: the model is told now (the resumed
+    // conversation reads it from here), once none of the call's children runs.
+    let answered = |id: &str| {
+        events
+            .iter()
+            .any(|e| e.kind == EventKind::ToolResult && e.call_id.as_deref() == Some(id))
+    };
+    for id in calls.iter().filter(|id| !answered(id)) {
+        let children: Vec<&str> = spawned
+            .iter()
+            .filter(|(_, call)| call.as_deref() == Some(id.as_str()))
+            .map(|(child, _)| child.as_str())
+            .collect();
+        if children.iter().any(|c| live(c)) {
+            continue;
+        }
+        let tool = tool_of(events, id);
+        let outs: Vec<ToolOutput> = children
+            .iter()
+            .map(|child| {
+                let (ended, changes) = end_of(log, &root, child);
+                let digest = (!changes_paths(changes.as_ref()).is_empty())
+                    .then(|| changes.as_ref().map(super::Changes::digest))
+                    .flatten();
+                report(
+                    child,
+                    &ended,
+                    digest.as_deref(),
+                    &changes_paths(changes.as_ref()),
+                )
+            })
+            .collect();
+        let is_error = outs.iter().any(|o| o.is_error);
+        let text = if tool == "spawn_agents" {
+            let each: Vec<String> = outs
+                .iter()
+                .enumerate()
+                .map(|(i, o)| format!("[{}] {}", i + 1, o.text))
+                .collect();
+            each.join("\n\n")
+        } else {
+            outs.into_iter()
+                .map(|o| o.text)
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        };
+        log.record(
+            Some(id),
+            chock_protocol::log::ToolResult {
+                tool,
+                is_error,
+                output: log.redact(&text),
+                changed: Vec::new(),
+                shown: Vec::new(),
+            },
+        )?;
+    }
     Ok(completed)
+}
+
+/// How child `child` (beside `log`'s session under `root`) ended, and what it changed.
+fn end_of(
+    log: &chock_log::Log,
+    root: &Path,
+    child: &str,
+) -> (super::child::Ended, Option<super::Changes>) {
+    let session = root.join(child);
+    let ended = read_end(&session, None);
+    let project = child_dir(log.dir(), child).join("project");
+    let changes = if ended.ran {
+        changes_of(&project, &session).ok()
+    } else {
+        None
+    };
+    (ended, changes)
+}
+
+/// The tool call `id` called (`spawn_agent` when the log does not say).
+fn tool_of(events: &[Event], id: &str) -> String {
+    events
+        .iter()
+        .filter(|e| e.call_id.as_deref() == Some(id))
+        .find_map(|e| match e.payload() {
+            Ok(EventData::ToolCall(call)) => Some(call.tool),
+            _ => None,
+        })
+        .unwrap_or_else(|| "spawn_agent".into())
 }
 
 fn changes_paths(changes: Option<&super::Changes>) -> Vec<String> {

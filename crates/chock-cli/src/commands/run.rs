@@ -20,6 +20,7 @@ use chock_tools::events::EventSink;
 use crate::exit::{self, Exit};
 use crate::say::{say, say_err};
 
+mod detach_key;
 pub(crate) mod output;
 
 use output::{HumanSink, JsonSink, print_summary};
@@ -200,9 +201,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             .map_err(|e| Exit::new(exit::BAD_INPUT, e))?;
         builder = builder.child(spec);
     }
-    if !args.json
-        && let Some(terminal) = TerminalAnswerer::stdin_if_terminal()
-    {
+    let at_a_terminal = !args.json && args.child_spec.is_none();
+    if at_a_terminal && let Some(terminal) = TerminalAnswerer::stdin_if_terminal() {
         builder = builder.person(Arc::new(terminal));
     }
     let opening = match &args.resume {
@@ -229,6 +229,22 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
         })
         .context("listening for SIGUSR1")?;
+    // Ctrl-\ at a terminal hands the session to the daemon (`detach_key`); a subagent's run,
+    // in its parent's process group, only swallows it.
+    let detach_key = if args.child_spec.is_some() {
+        runtime
+            .block_on(async { detach_key::swallow() })
+            .context("listening for SIGQUIT")?;
+        None
+    } else if at_a_terminal && std::io::stdin().is_terminal() {
+        Some(
+            runtime
+                .block_on(async { detach_key::listen() })
+                .context("listening for SIGQUIT")?,
+        )
+    } else {
+        None
+    };
     let session = runtime
         .block_on(chock_runtime::start(builder, opening, Some(render)))
         .map_err(|e| start_error(&e))?;
@@ -264,6 +280,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         });
+        let key = detach_key.map(|presses| tokio::spawn(detach_key::watch(presses, id.clone())));
         let mut items = session.subscribe_live();
         let ended = session.last_task().map_or(0, |(n, _)| n);
         let sent = session.send(Op::UserInput { text: task }).await;
@@ -273,6 +290,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         };
         watch.abort();
         detach.abort();
+        if let Some(key) = key {
+            key.abort();
+        }
         match outcome {
             TaskOutcome::Ended(end) => match session.send(Op::End).await {
                 Ok(Reply::Ended(summary)) => Ok(Some((end, summary))),
@@ -289,7 +309,10 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             // question's thread) is left behind.
             runtime.shutdown_timeout(std::time::Duration::from_millis(200));
             say_err!();
-            say_err!("chock: session {id} was handed over; follow it: chock attach {id}");
+            say_err!(
+                "chock: session {id} was handed over; follow it: {}",
+                chock_client::handover::how_to_follow(&id)
+            );
             return Ok(ExitCode::SUCCESS);
         }
         Ok(Some(ended)) => Ok(ended),

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chock_log::{EventData, Liveness};
 use chock_protocol::log::{HandoverHow, Owner};
@@ -45,7 +45,7 @@ impl Daemon {
                     process: process_of(pid),
                 };
                 ask_to_let_go(&id, pid)?;
-                wait_until_free(&id, &dir, wait).await?;
+                wait_until_free(&id, &dir, wait, self.stopping.subscribe()).await?;
                 (from, HandoverHow::Released)
             }
             Liveness::Stale { pid } => (
@@ -163,23 +163,50 @@ fn ask_to_let_go(id: &str, pid: u32) -> Result<(), RpcError> {
     })
 }
 
-/// Waits until nobody holds the log's lock of session `id` in `dir`, for at most `wait`.
-async fn wait_until_free(id: &str, dir: &Path, wait: Duration) -> Result<(), RpcError> {
-    let until = Instant::now() + wait;
-    loop {
-        match chock_log::is_live(dir).map_err(internal)? {
-            Liveness::Live { pid } if Instant::now() >= until => {
-                return Err(RpcError::new(
-                    ErrorKind::Busy,
-                    format!(
-                        "session {id}: process {pid} was asked to let go and still runs it after \
-                         {} s (it lets go at the end of the turn it is in); ask again later",
-                        wait.as_secs()
-                    ),
-                ));
-            }
-            Liveness::Live { .. } => tokio::time::sleep(Duration::from_millis(50)).await,
-            _ => return Ok(()),
+/// Waits until nobody holds the log's lock of session `id` in `dir`, for at most `wait`, or until
+/// the daemon stops (`stopping`). The wait is on the lock itself (a shared `flock` taken on a
+/// thread of its own: [`chock_log::wait_until_free`]), so the adopt goes on the moment the owner
+/// lets go. Giving up (the time is out, the daemon stops, the request is dropped) does not wait
+/// for that thread: it stays blocked on the lock until the owner lets go or the daemon exits, and
+/// then ends without doing anything.
+async fn wait_until_free(
+    id: &str,
+    dir: &Path,
+    wait: Duration,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), RpcError> {
+    let (free_tx, free) = tokio::sync::oneshot::channel();
+    let lock_dir = dir.to_path_buf();
+    std::thread::Builder::new()
+        .name("chock-adopt-wait".into())
+        .spawn(move || {
+            let _ = free_tx.send(chock_log::wait_until_free(&lock_dir));
+        })
+        .map_err(|e| internal(format!("waiting for the lock of session {id}: {e}")))?;
+    tokio::select! {
+        freed = free => match freed {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(internal(e)),
+            Err(_) => Err(internal(format!("waiting for the lock of session {id}: the waiting thread ended"))),
+        },
+        () = tokio::time::sleep(wait) => {
+            let pid = match chock_log::is_live(dir).map_err(internal)? {
+                Liveness::Live { pid } => pid,
+                // Let go just now: take it up.
+                _ => return Ok(()),
+            };
+            Err(RpcError::new(
+                ErrorKind::Busy,
+                format!(
+                    "session {id}: process {pid} was asked to let go and still runs it after \
+                     {} s (it lets go at the end of the turn it is in); ask again later",
+                    wait.as_secs()
+                ),
+            ))
         }
+        _ = stopping.wait_for(|stopping| *stopping) => Err(RpcError::new(
+            ErrorKind::Busy,
+            format!("session {id} was not taken over: the daemon is stopping"),
+        )),
     }
 }

@@ -68,6 +68,8 @@ pub struct Daemon {
     /// Brokers of reviews of sessions that do not run here, while their question is open.
     reviews: Mutex<HashMap<String, ApprovalBroker>>,
     pub(crate) hub: Arc<Hub>,
+    /// Set when the daemon stops: a wait under way (an adopt's for the old owner's lock) gives up.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -87,6 +89,7 @@ impl Daemon {
             sessions: Mutex::default(),
             reviews: Mutex::default(),
             hub: Arc::new(Hub::default()),
+            stopping: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -412,6 +415,7 @@ impl Daemon {
     /// for an answer is left as it is (its question stays unanswered in the log, for no one answers
     /// on anyone's behalf); a session working otherwise is interrupted first.
     pub async fn stop(&self) {
+        self.stopping.send_replace(true);
         self.hub.drop_all(DropReason::Stopping);
         let sessions: Vec<Arc<OwnedSession>> = lock(&self.sessions).values().cloned().collect();
         for session in &sessions {

@@ -185,6 +185,10 @@ pub const CATALOGUE: &[Entry] = &[
     ),
     g("git.fetch", "reaches another host to read from a remote"),
     g(
+        "git.fetch.<host>",
+        "lets a fetch or pull that gets a credential reach a host that no remote of the host's own repository configuration names (only a project or org rule naming the host exactly does)",
+    ),
+    g(
         "git.pull",
         "reaches another host to read from a remote, then merges",
     ),
@@ -233,7 +237,7 @@ pub const CATALOGUE: &[Entry] = &[
     ),
     e(
         "secret.password.<host>",
-        "hands a password a person types at git's prompt to one call (`chock askpass`, for an approved push to that host)",
+        "hands a password a person types at git's prompt to one call (`chock askpass`, for an approved push, fetch or pull from that host)",
     ),
     // The agent's notes kept between sessions of a project (docs/memory.md).
     e(

@@ -196,6 +196,12 @@ impl RemoteUrl {
         Action::parse(&format!("git.push.{}", reverse_host(&self.host)?))
     }
 
+    /// `git.fetch.<reversed host>`: the name a rule uses to let a fetch or pull that gets a credential
+    /// reach a host that is not a remote of the host's own repository configuration.
+    pub fn fetch_action(&self) -> Result<Action, ActionError> {
+        Action::parse(&format!("git.fetch.{}", reverse_host(&self.host)?))
+    }
+
     /// The host as git writes it in a prompt (`[::1]` bracketed), with the port when it is not the
     /// scheme's default.
     pub fn authority(&self) -> String {
@@ -309,6 +315,7 @@ mod tests {
             "net.connect.1.0.0.127.8080"
         );
         assert_eq!(u.push_action().unwrap().as_str(), "git.push.1.0.0.127");
+        assert_eq!(u.fetch_action().unwrap().as_str(), "git.fetch.1.0.0.127");
         assert_eq!(u.authority(), "127.0.0.1:8080");
         let u = RemoteUrl::parse("https://github.com/a").unwrap();
         assert_eq!(u.authority(), "github.com");

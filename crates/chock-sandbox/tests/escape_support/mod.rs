@@ -5,6 +5,8 @@
 //! home directory", and nothing depends on `/tmp`, which the sandbox replaces with its own.
 #![allow(dead_code)] // each test binary uses part of this module
 
+mod guest;
+
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -244,6 +246,9 @@ pub struct Run {
 /// session's shared instance, as in a session): the same attacks against the other way of
 /// building a call.
 pub fn run(plan: &Plan) -> Run {
+    if in_guest() {
+        return guest::run(plan);
+    }
     thread_local! {
         static SESSION: chock_sandbox::SocketIndex = chock_sandbox::SocketIndex::new();
     }
@@ -280,9 +285,45 @@ pub fn run(plan: &Plan) -> Run {
 }
 
 /// Runs `plan` the per-call way whatever `CHOCK_ESCAPE_SESSION` says: for what only a call's own
-/// sandbox has (an in-memory upper layer).
+/// sandbox has (an in-memory upper layer). A guest's init builds every call the per-call way.
 pub fn run_per_call(plan: &Plan) -> Run {
+    if in_guest() {
+        return guest::run(plan);
+    }
     collect(plan, chock_sandbox::spawn(plan, StdioMode::Piped))
+}
+
+/// Whether the suite's calls run in a microVM guest: `CHOCK_ESCAPE_CONFINER=microvm` (the same
+/// test bodies, their plans started through chock-vm's `GuestConfiner` instead of the host's
+/// driver; `.ci/run` runs the suite so a third time). Any other value is refused by name.
+pub fn in_guest() -> bool {
+    match std::env::var("CHOCK_ESCAPE_CONFINER").as_deref() {
+        Ok("microvm") => true,
+        Ok("") | Ok("host") | Err(_) => false,
+        Ok(other) => panic!("CHOCK_ESCAPE_CONFINER={other}: expected `host` or `microvm`"),
+    }
+}
+
+/// In a guest, says why the calling test's attack does not apply there and returns true (the
+/// test then returns); on the host, false.
+pub fn not_in_guest(why: &str) -> bool {
+    if in_guest() {
+        println!("not run in the microVM guest: {why}");
+    }
+    in_guest()
+}
+
+/// Starts `plan` in the suite's confiner and expects it refused before it runs: the error.
+pub fn start_error(plan: &Plan) -> chock_sandbox::SandboxError {
+    let started = if in_guest() {
+        guest::start(plan).map(drop)
+    } else {
+        chock_sandbox::spawn(plan, StdioMode::Null).map(drop)
+    };
+    match started {
+        Err(e) => e,
+        Ok(()) => panic!("`{}` started; it must be refused", plan.argv.join(" ")),
+    }
 }
 
 fn collect(
@@ -434,8 +475,12 @@ pub fn token(what: &str) -> String {
     format!("chock-escape-{what}-{}", unique())
 }
 
-/// The Landlock ABI the kernel offers (0 when it has none), asked the way the driver asks it.
+/// The Landlock ABI the kernel offers (0 when it has none), asked the way the driver asks it; in
+/// a guest, the guest kernel's.
 pub fn landlock_abi() -> i64 {
+    if in_guest() {
+        return guest::landlock_abi();
+    }
     // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only returns a number.
     let v = unsafe {
         libc::syscall(

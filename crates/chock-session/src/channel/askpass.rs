@@ -1,7 +1,7 @@
 //! `chock askpass`: git's `GIT_ASKPASS` inside a call. The program carries git's prompt over the
-//! call's channel; the host answers it only for a push of this call that a person approved
-//! ([`Credentials::approve`]), only for a prompt about that push's remote (same scheme, host, port
-//! and user: [`PushPlan::prompt_kind`]), and only as the act `secret.password.<host>` settles
+//! call's channel; the host answers it only for a push, fetch or pull of this call that a person
+//! approved ([`Credentials::approve`]), only for a prompt about that operation's remote (same
+//! scheme, host, port and user: [`RemotePlan::prompt_kind`]), and only as the act `secret.password.<host>` settles
 //! through the pipeline ([`Pipeline::settle_secret`]): `deny` asks nobody; otherwise the answer is
 //! what a person typed after seeing the prompt — so the socket is no oracle: nothing is answered
 //! from memory, and nobody answering is a refusal. The password is added to the log's redaction before anything
@@ -11,7 +11,9 @@
 use std::sync::Mutex;
 
 use chock_decide::Pipeline;
-use chock_workspace::{PromptKind, PushPlan};
+use chock_policy::Action;
+use chock_policy::git::RemoteUrl;
+use chock_workspace::{PromptKind, RemoteOp, RemotePlan};
 use serde::{Deserialize, Serialize};
 
 /// `chock askpass`'s request: the prompt git wrote, as git passed it (`argv[1]`).
@@ -40,28 +42,59 @@ impl AskpassAnswer {
     }
 }
 
-/// One call's credentials: the push a person approved in it, while the call lasts, and what was
-/// made for it (its git directory, an ssh agent proxy), undone when the call ends.
+/// What a person approved, as the credentials need it: one push or fetch, its remote's URL, its
+/// one connection and the question they answered.
+#[derive(Debug, Clone)]
+struct Approved {
+    op: RemoteOp,
+    url: RemoteUrl,
+    connect: Action,
+    question: String,
+}
+
+impl RemotePlan for Approved {
+    fn op(&self) -> RemoteOp {
+        self.op
+    }
+    fn url(&self) -> &RemoteUrl {
+        &self.url
+    }
+    fn connect_action(&self) -> &Action {
+        &self.connect
+    }
+    fn question(&self) -> String {
+        self.question.clone()
+    }
+}
+
+/// One call's credentials: the push, fetch or pull a person approved in it, while the call lasts,
+/// and what was made for it (its git directory, an ssh agent proxy), undone when the call ends.
 #[derive(Debug, Default)]
 pub struct Credentials {
-    approved: Mutex<Option<PushPlan>>,
+    approved: Mutex<Option<Approved>>,
     pushes: std::sync::atomic::AtomicU64,
     made: Mutex<Vec<std::path::PathBuf>>,
     agents: Mutex<Vec<(chock_broker::AgentProxy, std::fs::File)>>,
-    /// The program variables the host set for an approved push (`GIT_SSH_COMMAND`, `GIT_ASKPASS`):
-    /// the push's own git subprocesses inherit them and are not asked about them.
+    /// The program variables the host set for an approved operation (`GIT_SSH_COMMAND`,
+    /// `GIT_ASKPASS`): its own git subprocesses inherit them and are not asked about them.
     handed: Mutex<Vec<(String, String)>>,
 }
 
 impl Credentials {
-    /// No push approved yet.
+    /// Nothing approved yet.
     pub fn new() -> Credentials {
         Credentials::default()
     }
 
-    /// A person approved `plan` in this call: prompts about its remote may now be put to them.
-    pub fn approve(&self, plan: PushPlan) {
-        *self.approved.lock().expect("the approval") = Some(plan);
+    /// A person approved `plan` (a push, fetch or pull) in this call: prompts about its remote
+    /// may now be put to them.
+    pub fn approve(&self, plan: &dyn RemotePlan) {
+        *self.approved.lock().expect("the approval") = Some(Approved {
+            op: plan.op(),
+            url: plan.url().clone(),
+            connect: plan.connect_action().clone(),
+            question: plan.question(),
+        });
     }
 
     /// The call ended: nothing is answered any more, the agent proxies are closed and the push
@@ -82,16 +115,17 @@ impl Credentials {
         }
     }
 
-    /// Whether `action` is the connection of this call's approved push; the URL it reaches.
+    /// Whether `action` is the connection of this call's approved operation: what it is, in words
+    /// (`push to <URL>`, `fetch from <URL>`).
     pub(crate) fn granted(&self, action: &chock_policy::Action) -> Option<String> {
         let approved = self.approved.lock().expect("the approval");
         approved
             .as_ref()
-            .filter(|plan| plan.connect_action() == action)
-            .map(|plan| plan.url.text.clone())
+            .filter(|plan| plan.connect == *action)
+            .map(|plan| format!("{} {}", plan.op.toward(), plan.url.text))
     }
 
-    /// `env` is what the host set for an approved push of this call.
+    /// `env` is what the host set for an approved operation of this call.
     pub(crate) fn hand_out(&self, env: &[(String, String)]) {
         const PROGRAMS: [&str; 2] = ["GIT_SSH_COMMAND", "GIT_ASKPASS"];
         let mut handed = self.handed.lock().expect("the handed-out variables");
@@ -102,19 +136,21 @@ impl Credentials {
         );
     }
 
-    /// The URL of this call's approved push when `env` carries every program variable the host
-    /// set for it, exactly as set: the asking git was started by that push (a git the push runs
-    /// inherits them; the agent cannot guess the askpass socket's name).
-    pub(crate) fn push_of(&self, env: &[(String, String)]) -> Option<String> {
+    /// This call's approved operation and its URL when `env` carries every program variable the
+    /// host set for it, exactly as set: the asking git was started by that operation (a git it
+    /// runs inherits them).
+    pub(crate) fn operation_of(&self, env: &[(String, String)]) -> Option<(RemoteOp, String)> {
         let handed = self.handed.lock().expect("the handed-out variables");
         if handed.is_empty() || !handed.iter().all(|pair| env.contains(pair)) {
             return None;
         }
         let approved = self.approved.lock().expect("the approval");
-        approved.as_ref().map(|plan| plan.url.text.clone())
+        approved
+            .as_ref()
+            .map(|plan| (plan.op, plan.url.text.clone()))
     }
 
-    /// `env` without the program variables the host itself set for this call's approved push,
+    /// `env` without the program variables the host itself set for this call's approved operation,
     /// exactly as it set them (a git the push runs inherits them; any other value stays).
     pub(crate) fn without_handed(&self, env: &[(String, String)]) -> Vec<(String, String)> {
         let handed = self.handed.lock().expect("the handed-out variables");
@@ -124,8 +160,8 @@ impl Credentials {
             .collect()
     }
 
-    /// A number for the call's next push (its directory's and socket's names).
-    pub(crate) fn next_push(&self) -> u64 {
+    /// A number for the call's next push or fetch (its directory's and socket's names).
+    pub(crate) fn next_operation(&self) -> u64 {
         self.pushes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     }
@@ -144,7 +180,7 @@ impl Credentials {
             .push((agent, call_root));
     }
 
-    /// Answers one prompt for the call `call_id`: only for this call's approved push, only about
+    /// Answers one prompt for the call `call_id`: only for this call's approved operation, only about
     /// its remote, and a password only as `secret.password.<host>` settles it through the
     /// pipeline ([`Pipeline::settle_secret`]: `deny` asks nobody; otherwise the prompt is the
     /// question and the answer is what a person typed).
@@ -152,7 +188,7 @@ impl Credentials {
         let plan = self.approved.lock().expect("the approval").clone();
         let Some(plan) = plan else {
             return AskpassAnswer::refused(
-                "askpass: no push of this call was approved, so no credential is asked for",
+                "askpass: no push or fetch of this call was approved, so no credential is asked for",
             );
         };
         let asked = match chock_workspace::read_prompt(prompt) {
@@ -161,7 +197,8 @@ impl Credentials {
         };
         let Some(kind) = plan.prompt_kind(prompt) else {
             return AskpassAnswer::refused(format!(
-                "askpass: the prompt is not about the approved push's remote {}",
+                "askpass: the prompt is not about the approved {}'s remote {}",
+                plan.op.as_str(),
                 plan.url.text
             ));
         };
@@ -186,11 +223,12 @@ impl Credentials {
             PromptKind::Username => "the user name",
             PromptKind::Password => "the password",
         };
+        let (verb, op) = (plan.op.toward(), plan.op.as_str());
         let text = format!(
-            "git asks for {what} to push to {} (`{action}`; approved: {}). It is used for this \
-             push only, never stored, and redacted from the log. git's prompt: {}",
+            "git asks for {what} to {verb} {} (`{action}`; approved: {}). It is used for this \
+             {op} only, never stored, and redacted from the log. git's prompt: {}",
             plan.url.text,
-            plan.question(),
+            plan.question,
             prompt.trim_end()
         );
         if kind == PromptKind::Username {

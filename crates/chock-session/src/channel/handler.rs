@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use chock_decide::Pipeline;
 use chock_policy::git::{self, Invocation};
 use chock_sandbox::BoxFuture;
+use chock_workspace::RemoteOp;
 
+use super::guest_view::{CallFiles, GuestView};
 use super::serve::{Handler, Reply};
 use super::{Answer, GitAnswer, GitRequest, Request};
 use crate::call::refused_words;
@@ -19,8 +21,11 @@ pub(crate) struct CallChannel<'a> {
     pub call_id: &'a str,
     pub gits: &'a Gits,
     pub wiring: &'a Wiring,
-    /// The push a person approved in this call, for `chock askpass`.
+    /// The push or fetch a person approved in this call, for `chock askpass`.
     pub credentials: &'a super::Credentials,
+    /// For a call in a microVM guest: the host's view of its workspace, the only files its
+    /// requests are read from (a guest call has no host pid, and its init is not trusted).
+    pub guest: Option<&'a GuestView>,
 }
 
 impl Handler for CallChannel<'_> {
@@ -45,31 +50,70 @@ impl CallChannel<'_> {
                 reason: format!("git: {reason}"),
             })
         };
-        let Some(pid) = peer else {
-            return refused("the asking process could not be identified".into());
+        let (files, root) = match self.guest {
+            // A guest's request names its working directory; the host reads nothing outside
+            // the workspace (its init checked the directory is the asking process's own).
+            Some(view) => {
+                if !req.cwd.starts_with('/') || !view.holds(&req.cwd) {
+                    return refused(format!(
+                        "the working directory `{}` is outside the workspace",
+                        req.cwd
+                    ));
+                }
+                (CallFiles::Guest(view.clone()), None)
+            }
+            None => {
+                let Some(pid) = peer else {
+                    return refused("the asking process could not be identified".into());
+                };
+                // The call's own view of its files: the asking process's root and working
+                // directory, whatever the request claims.
+                let root = PathBuf::from(format!("/proc/{pid}/root"));
+                if let Err(reason) = same_dir(&root, &req.cwd, pid) {
+                    return refused(reason);
+                }
+                (CallFiles::Root(root.clone()), Some(root))
+            }
         };
-        // The call's own view of its files: the asking process's root and working directory,
-        // whatever the request claims.
-        let root = PathBuf::from(format!("/proc/{pid}/root"));
-        if let Err(reason) = same_dir(&root, &req.cwd, pid) {
-            return refused(reason);
-        }
-        let (invocation, git_dir) = {
+        let (invocation, git_dir, places) = {
             let mut req = req.clone();
             // A git an approved push runs (its `pack-objects`) carries what the host set for it.
             req.env = self.credentials.without_handed(&req.env);
-            let root = root.clone();
             let gits = self.gits.clone();
-            match tokio::task::spawn_blocking(move || invocation_of(&req, &root, &gits)).await {
+            match tokio::task::spawn_blocking(move || invocation_of(&req, &files, &gits)).await {
                 Ok(found) => found,
                 Err(_) => return refused("the repository could not be read".into()),
             }
         };
+        if let Some(view) = self.guest
+            && let Some(outside) = places.iter().find(|p| !view.holds(p))
+        {
+            return refused(format!(
+                "the repository's `{outside}` is outside the workspace"
+            ));
+        }
         let classified = git::classify(&invocation);
-        if Self::is_push(&classified) {
-            return self
-                .push(&req, &invocation, &classified, git_dir, &root)
-                .await;
+        match &root {
+            Some(root) => {
+                if let Some(reply) = self
+                    .remote(&req, &invocation, &classified, git_dir, root)
+                    .await
+                {
+                    return reply;
+                }
+            }
+            // A push carries out from the call's host root, which a guest call has not; a
+            // fetch from a guest runs as written, with no credential, decided as any act is.
+            None if chock_policy::Action::git("push").is_ok_and(|a| classified.action == a) => {
+                return Reply::plain(Answer::Git(GitAnswer {
+                    action: classified.action.as_str().to_string(),
+                    allowed: false,
+                    by: "chock".into(),
+                    reason: "a push from a microVM guest is not built yet (docs/microvm.md)".into(),
+                    ..GitAnswer::default()
+                }));
+            }
+            None => {}
         }
         let action = classified.action.clone();
         let mut detail = format!("run `git {}` in the sandbox", invocation.args.join(" "));
@@ -79,14 +123,15 @@ impl CallChannel<'_> {
         if let Some(why) = &classified.reason {
             detail.push_str(&format!(" ({why})"));
         }
-        let settled = match transport_of_push(&req, self.credentials) {
-            // The remote helper and `send-pack` an approved push starts, to its own URL: part of
-            // the act a person approved, so not asked again; the harness's decision is logged.
-            Some(url) => self.pipeline.decide_without_table(
+        let settled = match transport_of_operation(&req, self.credentials) {
+            // The remote helper, `send-pack` or `fetch-pack` an approved push or fetch starts, to
+            // its own URL (and what a fetch stores its objects with): part of the act a person
+            // approved, so not asked again; the harness's decision is logged.
+            Some((op, url)) => self.pipeline.decide_without_table(
                 Some(self.call_id),
                 Some(&action),
                 chock_decide::Harness::Allow {
-                    why: format!("a transport helper of the approved push to {url}"),
+                    why: format!("a transport helper of the approved {} {url}", op.toward()),
                 },
             ),
             None => {
@@ -118,6 +163,22 @@ impl CallChannel<'_> {
         let real = self
             .gits
             .real_for(&req.invoked_as, env_of(&req.env, "PATH"));
+        if self.guest.is_some() {
+            // No descriptor crosses the guest's port: the answer names the real git, a file of
+            // the `/usr` the guest sees read-only, and the guest's init hands on a sealed copy.
+            return match real.filter(|p| p.starts_with("/usr/")) {
+                Some(p) => {
+                    answer.program = Some(p.to_string_lossy().into_owned());
+                    Reply::plain(Answer::Git(answer))
+                }
+                None => {
+                    answer.allowed = false;
+                    answer.by = "chock".into();
+                    answer.reason = "the real git is not under /usr, which the guest sees".into();
+                    Reply::plain(Answer::Git(answer))
+                }
+            };
+        }
         // The first copy of a git (a few MiB) is made off the runtime's workers.
         let executable =
             real.and_then(|p| crate::nix::off_the_runtime(|| self.wiring.executable(&p).ok()));
@@ -136,19 +197,29 @@ impl CallChannel<'_> {
     }
 }
 
-/// The commands git starts to carry a push over https, and the one a fetch would.
+/// The commands git starts to carry a push or fetch over https.
 const TRANSPORT_HELPERS: [&str; 4] = ["remote-http", "remote-https", "send-pack", "fetch-pack"];
 
-/// The approved push's URL when `req` is one of git's transport helpers started by that push
-/// (it carries the variables the host set for it) and names that URL as its remote; else `None`.
-fn transport_of_push(req: &GitRequest, credentials: &super::Credentials) -> Option<String> {
-    let url = credentials.push_of(&req.env)?;
+/// What a fetch's transport starts to store what it received (they name no URL).
+const FETCH_STORES: [&str; 2] = ["index-pack", "unpack-objects"];
+
+/// The approved operation and its URL when `req` is one of git's transport helpers started by it
+/// (it carries the variables the host set for it) and names that URL as its remote, or, for a
+/// fetch, one of the commands that store what it received; else `None`.
+fn transport_of_operation(
+    req: &GitRequest,
+    credentials: &super::Credentials,
+) -> Option<(RemoteOp, String)> {
+    let (op, url) = credentials.operation_of(&req.env)?;
     let helper = req.args.first()?;
+    if op == RemoteOp::Fetch && FETCH_STORES.contains(&helper.as_str()) {
+        return Some((op, url));
+    }
     if !TRANSPORT_HELPERS.contains(&helper.as_str()) {
         return None;
     }
     let same = |arg: &String| arg.trim_end_matches('/') == url.trim_end_matches('/');
-    req.args[1..].iter().any(same).then_some(url)
+    req.args[1..].iter().any(same).then_some((op, url))
 }
 
 fn env_of<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -193,7 +264,13 @@ fn resolve(base: &str, path: &str) -> String {
 /// The invocation as git will see it: its arguments (a `git-<command>` started by that name runs
 /// the command), its environment, the repository's configuration as git would layer it, the
 /// branch `HEAD` names, and the `git-<x>` programs on its `PATH`.
-fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> (Invocation, Option<String>) {
+/// Also the directories it names (where git runs, its git and common directories, its work
+/// tree), for a guest's request to be held to the workspace.
+fn invocation_of(
+    req: &GitRequest,
+    files: &CallFiles,
+    gits: &Gits,
+) -> (Invocation, Option<String>, Vec<String>) {
     let mut args = req.args.clone();
     let name = req.invoked_as.rsplit('/').next().unwrap_or("");
     if let Some(sub) = name.strip_prefix("git-") {
@@ -217,45 +294,74 @@ fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> (Invocation, Opt
     }
     let git_dir = match &location.git_dir {
         Some(d) => Some(resolve(&dir, d)),
-        None => discover(root, &dir),
+        None => discover(files, &dir),
     };
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut places = vec![dir.clone()];
+    places.extend(location.work_tree.as_ref().map(|w| resolve(&dir, w)));
+    let mut configs: Vec<String> = Vec::new();
     let home = env_of(&req.env, "HOME").unwrap_or("/");
     if env_of(&req.env, "GIT_CONFIG_NOSYSTEM").is_none() {
-        files.push(inside(root, gits.system_config()));
+        configs.push(gits.system_config().to_string());
     }
     let xdg = env_of(&req.env, "XDG_CONFIG_HOME")
         .map_or_else(|| resolve(home, ".config"), str::to_string);
-    files.push(inside(root, &resolve(&xdg, "git/config")));
-    files.push(inside(root, &resolve(home, ".gitconfig")));
+    configs.push(resolve(&xdg, "git/config"));
+    configs.push(resolve(home, ".gitconfig"));
     let mut branch = None;
     if let Some(gd) = &git_dir {
         let common = match &location.common_dir {
             Some(c) => resolve(&dir, c),
-            None => std::fs::read_to_string(inside(root, &resolve(gd, "commondir")))
-                .map_or_else(|_| gd.clone(), |c| resolve(gd, c.trim())),
+            None => files
+                .read_string(&resolve(gd, "commondir"))
+                .map_or_else(|| gd.clone(), |c| resolve(gd, c.trim())),
         };
-        files.push(inside(root, &resolve(&common, "config")));
-        branch = std::fs::read_to_string(inside(root, &resolve(gd, "HEAD")))
-            .ok()
-            .and_then(|h| {
-                h.trim()
-                    .strip_prefix("ref: refs/heads/")
-                    .map(str::to_string)
-            });
+        places.push(gd.clone());
+        places.push(common.clone());
+        configs.push(resolve(&common, "config"));
+        branch = files.read_string(&resolve(gd, "HEAD")).and_then(|h| {
+            h.trim()
+                .strip_prefix("ref: refs/heads/")
+                .map(str::to_string)
+        });
     }
-    let config = files.iter().flat_map(|f| gits.read_config(f)).collect();
+    let config: Vec<(String, Option<String>)> = configs
+        .iter()
+        .flat_map(|f| match files {
+            CallFiles::Root(root) => gits.read_config(&inside(root, f)),
+            CallFiles::Guest(_) => files
+                .read(f)
+                .map(|text| gits.read_config_text(&text))
+                .unwrap_or_default(),
+        })
+        .collect();
     let mut path_commands = Vec::new();
     let path = env_of(&req.env, "PATH").unwrap_or(chock_sandbox::DEFAULT_PATH);
+    let mut unseen = false;
     for d in path.split(':').chain(gits.exec_dirs()) {
-        let Ok(entries) = std::fs::read_dir(inside(root, d)) else {
+        let Some(names) = files.names(d) else {
+            unseen = true;
             continue;
         };
-        for e in entries.flatten() {
-            if let Some(x) = e.file_name().to_str().and_then(|n| n.strip_prefix("git-")) {
+        for name in names {
+            if let Some(x) = name.strip_prefix("git-") {
                 path_commands.push(x.to_string());
             }
         }
+    }
+    if unseen {
+        // A directory of `PATH` the host cannot see (a guest's `/tmp`) may hold a `git-<x>` git
+        // would run before an alias `x`: every alias is taken for such a program, so an
+        // invocation through one is `git.unknown`, never the alias's milder act.
+        path_commands.extend(
+            config
+                .iter()
+                .filter_map(|(k, _): &(String, Option<String>)| {
+                    let (section, name) = k.split_once('.')?;
+                    section
+                        .eq_ignore_ascii_case("alias")
+                        .then(|| name.to_string())
+                }),
+        );
     }
     let invocation = Invocation {
         args,
@@ -264,21 +370,20 @@ fn invocation_of(req: &GitRequest, root: &Path, gits: &Gits) -> (Invocation, Opt
         branch,
         path_commands,
     };
-    (invocation, git_dir)
+    (invocation, git_dir, places)
 }
 
 /// The git directory git finds from `dir`: the first `.git` (a directory, or a file naming one)
 /// in it or above it.
-fn discover(root: &Path, dir: &str) -> Option<String> {
+fn discover(files: &CallFiles, dir: &str) -> Option<String> {
     let mut at = PathBuf::from(dir);
     loop {
         let candidate = at.join(".git");
         let text = candidate.to_string_lossy().into_owned();
-        let host = inside(root, &text);
-        if host.is_dir() {
+        if files.is_dir(&text) {
             return Some(text);
         }
-        if let Ok(body) = std::fs::read_to_string(&host)
+        if let Some(body) = files.read_string(&text)
             && let Some(target) = body.trim().strip_prefix("gitdir:")
         {
             return Some(resolve(&at.to_string_lossy(), target.trim()));

@@ -23,8 +23,9 @@
 mod askpass;
 mod client;
 mod frame;
+mod guest_view;
 mod handler;
-mod push;
+mod remote;
 mod serve;
 mod tunnel;
 
@@ -35,8 +36,9 @@ pub use askpass::{
 };
 pub use client::Client;
 pub use frame::{ChannelError, MAX_FRAME, decode, encode};
+pub(crate) use guest_view::GuestView;
 pub(crate) use handler::CallChannel;
-pub use push::ASKPASS_MODE;
+pub use remote::ASKPASS_MODE;
 pub use serve::{Handler, Reply, serve};
 pub use tunnel::{
     CONNECT_FLAG, CONNECT_MODE, SshPushError, connect_main, known_hosts_for, ssh_command,
@@ -107,4 +109,18 @@ pub struct GitAnswer {
     /// askpass, its agent).
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// For a call in a microVM guest, where no descriptor crosses the guest's port: the real
+    /// git's path under the `/usr` the guest sees read-only from the host. The guest's init
+    /// hands the shim a sealed copy of it as the descriptor a local call's answer carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// Whether the real git starts from [`GitAnswer::env`] alone, none of the invocation's
+    /// variables (an approved push or fetch: nothing of the agent's reaches the git that holds
+    /// the credential).
+    #[serde(default)]
+    pub env_clear: bool,
+    /// What runs after the real git succeeded, as a new git invocation of the shim's, with the
+    /// invocation's own environment, asked like any other (an approved pull's `merge FETCH_HEAD`).
+    #[serde(default)]
+    pub then: Option<Vec<String>>,
 }

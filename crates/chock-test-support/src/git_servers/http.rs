@@ -115,6 +115,12 @@ impl GitHttpServer {
         super::rev(&self.repo(), branch)
     }
 
+    /// A new commit on the repository's `main` (a file `fetched.txt` holding `text`), for a fetch
+    /// to find; its id.
+    pub fn add_commit(&self, text: &str) -> String {
+        super::add_commit(&self.repo(), text)
+    }
+
     /// Every request served so far.
     pub fn served(&self) -> Vec<Served> {
         self.served.lock().expect("the record").clone()

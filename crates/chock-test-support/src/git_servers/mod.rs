@@ -44,3 +44,50 @@ fn rev(repo: &Path, branch: &str) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
+
+/// Adds a commit on `main` of the bare repository `repo` (after its tip, if any) holding one file,
+/// `fetched.txt`, with `text`: what a fetch test expects to find in the workspace after.
+fn add_commit(repo: &Path, text: &str) -> String {
+    let run = |args: &[&str], input: Option<&str>| -> String {
+        use std::io::Write;
+        let mut child = Command::new("git")
+            .arg("--git-dir")
+            .arg(repo)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "server")
+            .env("GIT_AUTHOR_EMAIL", "server@example.invalid")
+            .env("GIT_COMMITTER_NAME", "server")
+            .env("GIT_COMMITTER_EMAIL", "server@example.invalid")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("git runs");
+        if let Some(input) = input {
+            child
+                .stdin
+                .take()
+                .expect("its input")
+                .write_all(input.as_bytes())
+                .expect("git reads");
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().expect("git ends");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let blob = run(&["hash-object", "-w", "--stdin"], Some(text));
+    let tree = run(
+        &["mktree"],
+        Some(&format!("100644 blob {blob}\tfetched.txt\n")),
+    );
+    let mut args = vec!["commit-tree", tree.as_str(), "-m", text];
+    let parent = rev(repo, "main");
+    if let Some(p) = &parent {
+        args.extend(["-p", p.as_str()]);
+    }
+    let commit = run(&args, None);
+    run(&["update-ref", "refs/heads/main", &commit], None);
+    commit
+}

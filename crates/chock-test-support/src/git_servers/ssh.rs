@@ -206,6 +206,12 @@ impl SshServer {
     pub fn head(&self, branch: &str) -> Option<String> {
         super::rev(&self.repo(), branch)
     }
+
+    /// A new commit on the repository's `main` (a file `fetched.txt` holding `text`), for a fetch
+    /// to find; its id.
+    pub fn add_commit(&self, text: &str) -> String {
+        super::add_commit(&self.repo(), text)
+    }
 }
 
 impl Drop for SshServer {

@@ -65,6 +65,7 @@ pub fn drive(handle: SessionHandle, feed: UnboundedSender<Feed>) -> UnboundedSen
     }
     forward_items(&handle, feed.clone());
     forward_questions(&handle, feed.clone());
+    let_go_when_asked(&handle);
     let (tx, mut rx) = unbounded_channel::<Cmd>();
     tokio::spawn(async move {
         // The attachment lives as long as this dispatcher: while it does, questions for people
@@ -155,17 +156,43 @@ fn reviewed(kind: Review, done: Result<Reply, chock_runtime::OpError>) -> Feed {
     }
 }
 
-/// The session's live items and task ends, as they come.
-/// The session moved to another process: it stopped here, and goes on there.
-fn handed_over() -> Vec<Feed> {
-    vec![
-        Feed::TaskEnded(TaskOutcome::Failed(
-            "it was handed over to another process (chock attach follows it there)".into(),
-        )),
-        Feed::Ended(None),
-    ]
+/// The session `id` moved to the daemon: it stopped here, and goes on there.
+fn handed_over(id: &str) -> Vec<Feed> {
+    vec![Feed::HandedOver {
+        follow: chock_client::handover::how_to_follow(id),
+    }]
 }
 
+/// The daemon's adopt (a detach key here, `chock detach` from elsewhere) asks this process to let
+/// go of its session with SIGUSR1: the session is handed over at the next turn boundary, or at
+/// once while a person's question waits. Listened for while `handle`'s session lives here.
+fn let_go_when_asked(handle: &SessionHandle) {
+    let Ok(mut asked) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+    else {
+        return;
+    };
+    let handle = handle.clone();
+    let mut items = handle.subscribe_live();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                signal = asked.recv() => {
+                    if signal.is_none() || handle.hand_over().await {
+                        return;
+                    }
+                }
+                item = items.next() => match item {
+                    Some(Item::Lagged { .. }) => items = handle.subscribe_live(),
+                    Some(_) => {}
+                    None => return,
+                },
+            }
+        }
+    });
+}
+
+/// The session's live items and task ends, as they come.
 fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
     let mut items = handle.subscribe_live();
     let handle = handle.clone();
@@ -189,7 +216,7 @@ fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
                                     Feed::TaskEnded(TaskOutcome::Failed(why)),
                                     Feed::Ended(None),
                                 ],
-                                chock_runtime::TaskOutcome::HandedOver => handed_over(),
+                                chock_runtime::TaskOutcome::HandedOver => handed_over(handle.id()),
                             }
                         }
                         _ => Vec::new(),
@@ -206,7 +233,7 @@ fn forward_items(handle: &SessionHandle, feed: UnboundedSender<Feed>) {
                 }
                 Item::TaskEnded(chock_runtime::TaskOutcome::HandedOver) => {
                     ended += 1;
-                    handed_over()
+                    handed_over(handle.id())
                 }
                 Item::Logged(_) | Item::State(_) => Vec::new(),
             };

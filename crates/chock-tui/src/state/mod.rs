@@ -148,6 +148,8 @@ pub struct App {
     pub last_apply: Option<String>,
     /// The person asked to leave.
     pub quit: bool,
+    /// The session was handed to the daemon: leaving does not end it.
+    pub handed_over: bool,
     /// Finished lines not yet put into the scrollback.
     pending: Vec<Line>,
 }
@@ -180,6 +182,7 @@ impl App {
             interrupt_armed: false,
             last_apply: None,
             quit: false,
+            handed_over: false,
             pending: Vec::new(),
         }
     }
@@ -262,6 +265,22 @@ impl App {
                     self.summary(&summary);
                 }
                 self.phase = Phase::Ended;
+            }
+            Feed::HandedOver { follow } => {
+                self.flush_live();
+                self.questions.clear();
+                let id = self
+                    .session
+                    .as_ref()
+                    .map_or("", |s| s.0.as_str())
+                    .to_string();
+                self.say(
+                    Kind::Note,
+                    &format!("── session {id} was handed over to the daemon; follow it: {follow}"),
+                );
+                self.phase = Phase::Ended;
+                self.handed_over = true;
+                self.quit = true;
             }
             Feed::Diff(review, diff) => self.diff(review, *diff),
             Feed::Applied(review, applied) => self.applied(review, &applied),

@@ -306,7 +306,7 @@ fn draw_input(frame: &mut Frame<'_>, area: Rect, app: &App) {
         ]),
         None => {
             let prompt = match app.phase {
-                Phase::Working => "  (working: Ctrl-C interrupts) › ",
+                Phase::Working => "  (working: Ctrl-C interrupts, Ctrl-\\ detaches) › ",
                 Phase::Ended => "  (session ended: Ctrl-C leaves) › ",
                 _ => "› ",
             };

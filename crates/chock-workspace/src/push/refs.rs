@@ -105,7 +105,8 @@ pub(super) fn read(
     request: &PushRequest,
     remote: Option<&str>,
 ) -> Result<Vec<PushedRef>, PushError> {
-    let refused = |what: &str, why: &str| PushError::Refspec(what.to_owned(), why.to_owned());
+    let refused =
+        |what: &str, why: &str| PushError::Refspec(format!("push {what}"), why.to_owned());
     let mut force_all = false;
     for option in &request.options {
         match option.as_str() {

@@ -1,0 +1,439 @@
+//! The detach key as a person presses it, through real terminals: `chock run` on a
+//! pseudo-terminal of its own (`setsid -c`: the pty is its controlling terminal, so the Ctrl-\
+//! written to the pty's master reaches it as the line discipline sends it) hands its session to
+//! a running `chock serve` and exits 0 saying how to follow it, and the daemon goes on with the
+//! task; with no daemon, the key says so and the session goes on where it is (the process is
+//! not quit by the key's SIGQUIT). The terminal interface, in tmux, does the same with Ctrl-\.
+
+mod run_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chock_client::DaemonClient;
+use chock_protocol::rpc::{Call, Done, SessionList, SessionParams, SessionState};
+use run_support::*;
+
+/// A running `chock serve`, stopped with SIGTERM when dropped.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(w: &World) -> Daemon {
+        let mut child = w
+            .command(&["serve"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("chock: serving on "), "{line}");
+        Daemon(child)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(i32::try_from(self.0.id()).unwrap()).unwrap();
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits (up to a minute) until `ready` holds of the world's one session's log.
+fn wait_for_log(w: &World, what: &str, ready: impl Fn(&[Logged]) -> bool) {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if !w.sessions().is_empty() && ready(&w.events()) {
+            return;
+        }
+        assert!(Instant::now() < until, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn count(events: &[Logged], kind: &str, call: Option<&str>) -> usize {
+    events
+        .iter()
+        .filter(|(k, c, _)| k == kind && (call.is_none() || c.as_deref() == call))
+        .count()
+}
+
+/// Waits (up to a minute) until the daemon lists session `id` as idle, then ends it there.
+fn daemon_finishes(w: &World, id: &str) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+                .await
+                .unwrap();
+            let until = Instant::now() + Duration::from_secs(60);
+            loop {
+                let list: SessionList = client
+                    .call(&Call::SessionsList(chock_protocol::rpc::NoParams {}))
+                    .await
+                    .unwrap();
+                let state = list
+                    .sessions
+                    .iter()
+                    .find(|s| s.session == id && s.owned)
+                    .map(|s| s.state);
+                if state == Some(SessionState::Idle) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < until,
+                    "the daemon never ran {id}: {state:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let _: Done = client
+                .call(&Call::SessionsEnd(SessionParams {
+                    session: id.to_string(),
+                }))
+                .await
+                .unwrap();
+        });
+}
+
+/// A `chock run` on a pty of its own, and everything the pty showed so far.
+struct OnPty {
+    child: Child,
+    master: std::fs::File,
+    seen: Arc<Mutex<String>>,
+}
+
+impl OnPty {
+    fn start(w: &World, script: &str, task: &str) -> OnPty {
+        let (master, slave) = open_pty();
+        let provider = w.script(script);
+        let child = w
+            .program("setsid")
+            .args(["-c", CHOCK, "run", "--provider", &provider, task])
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let seen = Arc::new(Mutex::new(String::new()));
+        let mut reader = master.try_clone().unwrap();
+        let into = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // Ends with EIO once nothing holds the pty's other end.
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                into.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        OnPty {
+            child,
+            master,
+            seen,
+        }
+    }
+
+    /// Ctrl-\, as a keyboard sends it.
+    fn detach_key(&mut self) {
+        self.master.write_all(b"\x1c").unwrap();
+    }
+
+    /// Waits (up to a minute) for the process to exit: its status code (None: a signal ended it)
+    /// and what the pty showed.
+    fn exit(mut self) -> (Option<i32>, String) {
+        let until = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < until,
+                "chock run did not exit: {}",
+                self.seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // What it printed last may still be on its way through the pty.
+        std::thread::sleep(Duration::from_millis(300));
+        let seen = self.seen.lock().unwrap().clone();
+        (status.code(), seen)
+    }
+}
+
+const TWO_COMMANDS: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 3; echo one > one.txt" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo two > two.txt" }
+expect = { is_error = false }
+
+[[turn]]
+text = "both made"
+"#;
+
+#[test]
+fn ctrl_backslash_in_chock_run_hands_the_session_to_the_daemon_and_exits_0() {
+    let w = World::with_git_project();
+    let _daemon = Daemon::start(&w);
+    let mut run = OnPty::start(&w, TWO_COMMANDS, "make two files");
+    let pid = run.child.id();
+    wait_for_log(&w, "the first command is called", |e| {
+        count(e, "tool.call", Some("play_1_1")) == 1
+    });
+    let id = w.session_id();
+    run.detach_key();
+    let (code, seen) = run.exit();
+    assert_eq!(code, Some(0), "{seen}");
+    assert!(
+        seen.contains(&format!("handing session {id} to the daemon")),
+        "{seen}"
+    );
+    assert!(
+        seen.contains(&format!(
+            "session {id} was handed over; follow it: chock attach {id}"
+        )),
+        "{seen}"
+    );
+    daemon_finishes(&w, &id);
+    let events = w.events_exact();
+    let handed: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "session.handover")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(handed.len(), 1, "{events:#?}");
+    assert_eq!(handed[0]["how"], "released");
+    assert_eq!(handed[0]["from"]["pid"], pid);
+    assert_eq!(handed[0]["from"]["process"], "chock run");
+    // Turn 1's command ran once, in chock run; turn 2's in the daemon; one end, the daemon's.
+    let at = events
+        .iter()
+        .position(|(k, _, _)| k == "session.handover")
+        .unwrap();
+    assert_eq!(count(&events[..at], "command.result", Some("play_1_1")), 1);
+    assert_eq!(count(&events[at..], "command.result", Some("play_2_1")), 1);
+    assert_eq!(count(&events, "session.end", None), 1);
+    let upper = w.session().join("workspace/upper");
+    assert!(upper.join("one.txt").exists() && upper.join("two.txt").exists());
+    w.assert_log_verifies();
+}
+
+#[test]
+fn ctrl_backslash_with_no_daemon_says_so_and_the_session_goes_on_here() {
+    let w = World::with_git_project();
+    let mut run = OnPty::start(&w, TWO_COMMANDS, "make two files");
+    wait_for_log(&w, "the first command is called", |e| {
+        count(e, "tool.call", Some("play_1_1")) == 1
+    });
+    run.detach_key();
+    let (code, seen) = run.exit();
+    assert_eq!(code, Some(0), "not quit by the key: {seen}");
+    assert!(
+        seen.contains("not handed over: no daemon is listening"),
+        "{seen}"
+    );
+    assert!(seen.contains("the session goes on here"), "{seen}");
+    let events = w.events_exact();
+    assert_eq!(count(&events, "session.handover", None), 0);
+    assert_eq!(count(&events, "command.result", Some("play_2_1")), 1);
+    assert_eq!(count(&events, "session.end", None), 1);
+}
+
+/// `tmux args` on the world's own tmux server.
+fn tmux(w: &World, args: &[&str]) -> std::process::Output {
+    w.program("tmux")
+        .arg("-S")
+        .arg(w.base.join("tmux.sock"))
+        .args(args)
+        .env("TERM", "xterm-256color")
+        .output()
+        .unwrap()
+}
+
+/// Waits (up to a minute) until tmux's screen shows `what`; the screen then.
+fn tmux_wait_for(w: &World, what: &str) -> String {
+    tmux_wait_until(w, what, |screen| screen.contains(what))
+}
+
+/// Waits (up to a minute) until `done` says yes to tmux's screen and history (`what` names it).
+fn tmux_wait_until(w: &World, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let screen = text(&tmux(w, &["capture-pane", "-p", "-J", "-t", "t", "-S", "-"]).stdout);
+        if done(&screen) {
+            return screen;
+        }
+        assert!(
+            Instant::now() < until,
+            "never {what:?}; the screen:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "tmux"),
+    ignore = "needs tmux: the `tmux` feature (.ci/run tests with --all-features)"
+)]
+fn ctrl_backslash_in_the_terminal_interface_hands_the_session_to_the_daemon() {
+    if !chock_test_support::requires(
+        on_path("tmux"),
+        "tmux is not installed (apt-get install tmux, as .ci/run does)",
+    ) {
+        return;
+    }
+    let w = World::with_git_project();
+    let _daemon = Daemon::start(&w);
+    let provider = w.script(TWO_COMMANDS);
+    let started = tmux(
+        &w,
+        &[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "env",
+            "PS1=$ ",
+            "sh",
+        ],
+    );
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    let _server = KillTmux(&w);
+    tmux_wait_for(&w, "$");
+    let line = format!("{CHOCK} tui --provider {provider}; echo exit=$?");
+    assert!(
+        tmux(&w, &["send-keys", "-t", "t", &line, "Enter"])
+            .status
+            .success()
+    );
+    tmux_wait_for(&w, "What should chock do?");
+    tmux(&w, &["send-keys", "-t", "t", "make two files", "Enter"]);
+    // The footer of a working session names the key.
+    tmux_wait_for(&w, "Ctrl-\\ detaches");
+    wait_for_log(&w, "the first command is called", |e| {
+        count(e, "tool.call", Some("play_1_1")) == 1
+    });
+    let id = w.session_id();
+    tmux(&w, &["send-keys", "-t", "t", "C-\\"]);
+    // The shell's `echo exit=$?` once the interface has exited.
+    let screen = tmux_wait_until(&w, "the interface's exit", |s| {
+        s.lines().any(|l| l.starts_with("exit="))
+    });
+    assert!(screen.lines().any(|l| l.trim_end() == "exit=0"), "{screen}");
+    // The interface wraps its lines at the terminal's width.
+    let words = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(&format!(
+            "session {id} was handed over to the daemon; follow it: chock attach {id}"
+        )),
+        "{screen}"
+    );
+    daemon_finishes(&w, &id);
+    let events = w.events_exact();
+    let handed: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _, _)| k == "session.handover")
+        .map(|(_, _, d)| d)
+        .collect();
+    assert_eq!(handed.len(), 1, "{events:#?}");
+    assert_eq!(handed[0]["how"], "released");
+    assert_eq!(handed[0]["from"]["process"], "chock tui");
+    assert_eq!(count(&events, "command.result", Some("play_1_1")), 1);
+    assert_eq!(count(&events, "command.result", Some("play_2_1")), 1);
+    assert_eq!(count(&events, "session.end", None), 1);
+    w.assert_log_verifies();
+}
+
+/// Stops the world's tmux server when dropped.
+struct KillTmux<'w>(&'w World);
+
+impl Drop for KillTmux<'_> {
+    fn drop(&mut self) {
+        let _ = tmux(self.0, &["kill-server"]);
+    }
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
+    let _ = rustix::process::kill_process(pid, sig);
+}
+
+/// The daemon's wait for an owner that does not let go (a `chock run` stopped with SIGSTOP: the
+/// SIGUSR1 waits) gives up when `--wait` is out, and when the daemon is stopped meanwhile it
+/// stops at once, not held by the wait on the lock; the session is then still the owner's.
+#[test]
+fn the_wait_for_an_owner_that_does_not_let_go_gives_up_on_time_and_when_the_daemon_stops() {
+    let w = World::with_git_project();
+    let mut daemon = Daemon::start(&w);
+    let provider = w.script(TWO_COMMANDS);
+    let mut run = w
+        .command(&["run", "--provider", &provider, "make two files"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_log(&w, "the first command is called", |e| {
+        count(e, "tool.call", Some("play_1_1")) == 1
+    });
+    signal(run.id(), rustix::process::Signal::STOP);
+    let id = w.session_id();
+    let started = Instant::now();
+    let out = w.chock(&["detach", &id, "--wait", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("was asked to let go and still runs it after 1 s"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // A second wait, long; the daemon is stopped while it waits.
+    let waiting = w
+        .command(&["detach", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let stopping = Instant::now();
+    signal(daemon.0.id(), rustix::process::Signal::TERM);
+    let status = daemon.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "the daemon took {:?} to stop",
+        stopping.elapsed()
+    );
+    let detach = waiting.wait_with_output().unwrap();
+    assert_eq!(detach.status.code(), Some(1));
+    // Nothing was taken over: the owner still holds the session.
+    assert_eq!(count(&w.events(), "session.handover", None), 0);
+    assert!(matches!(
+        chock_log::is_live(&w.session()).unwrap(),
+        chock_log::Liveness::Live { .. }
+    ));
+    signal(run.id(), rustix::process::Signal::KILL);
+    let _ = run.wait();
+}
