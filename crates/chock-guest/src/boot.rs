@@ -5,8 +5,8 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use chock_guest::{MODULE_DIR, PORT_NAME, Setup};
-use rustix::mount::{MountFlags, mount};
+use chock_guest::{MODULE_DIR, PORT_NAME, Setup, Share, ShareFs};
+use rustix::mount::{MountFlags, UnmountFlags, mount, unmount};
 
 fn words(what: &str, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{what}: {e}"))
@@ -153,7 +153,27 @@ pub(crate) fn open_port() -> io::Result<File> {
     }
 }
 
-/// Mounts each share by virtiofs at its path; then the merged-/usr links a system expects.
+/// The options of a virtio-9p mount: the 9P2000.L protocol over virtio, large messages, the
+/// client checking permissions (the server's side runs as one user), and a page cache that
+/// allows a shared mapping but no cached metadata (what the host changes is seen at once).
+const NINE_P_OPTIONS: &std::ffi::CStr =
+    c"trans=virtio,version=9p2000.L,msize=524288,access=client,cache=mmap";
+
+/// Sets the guest's wall clock to the host's, when the host sent it.
+pub(crate) fn set_clock(setup: &Setup) -> io::Result<()> {
+    if let Some((secs, nanos)) = setup.now {
+        let now = rustix::time::Timespec {
+            tv_sec: secs,
+            tv_nsec: i64::from(nanos),
+        };
+        rustix::time::clock_settime(rustix::time::ClockId::Realtime, now)
+            .map_err(|e| words("set the clock", e))?;
+    }
+    Ok(())
+}
+
+/// Mounts each share (virtiofs or virtio-9p) at its path; then the merged-/usr links a system
+/// expects.
 pub(crate) fn mount_shares(setup: &Setup) -> io::Result<()> {
     for share in &setup.shares {
         fs::create_dir_all(&share.path)
@@ -162,7 +182,11 @@ pub(crate) fn mount_shares(setup: &Setup) -> io::Result<()> {
         if share.read_only {
             flags |= MountFlags::RDONLY;
         }
-        mount(share.tag.as_str(), &share.path, "virtiofs", flags, None).map_err(|e| {
+        let (fs, options) = match share.fs {
+            ShareFs::Virtiofs => ("virtiofs", None),
+            ShareFs::NineP => ("9p", Some(NINE_P_OPTIONS)),
+        };
+        mount(share.tag.as_str(), &share.path, fs, flags, options).map_err(|e| {
             words(
                 &format!("mount {} at {}", share.tag, share.path.display()),
                 e,
@@ -180,6 +204,63 @@ pub(crate) fn mount_shares(setup: &Setup) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Unmounts every share, innermost first, so nothing of the host is open in the guest (a
+/// virtio-9p share blocks the machine's migration while it is mounted). A call that just ended
+/// may still hold a mount for a moment: a busy share is tried again for a few seconds, and a
+/// 9p share's client is waited for until it is gone ([`wait_released`]).
+pub(crate) fn unmount_shares(setup: &Setup) -> io::Result<()> {
+    rustix::fs::sync();
+    for share in setup.shares.iter().rev() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match unmount(&share.path, UnmountFlags::empty()) {
+                Ok(()) | Err(rustix::io::Errno::INVAL) => break,
+                Err(rustix::io::Errno::BUSY) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => {
+                    return Err(words(&format!("unmount {}", share.path.display()), e));
+                }
+            }
+        }
+        if share.fs == ShareFs::NineP {
+            wait_released(share)?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits until the 9p client of an unmounted share is gone, so that QEMU has seen its root
+/// clunked (only then does it lift the share's migration blocker). The unmount above can leave
+/// it alive for a moment: a mount namespace of the call that just ended, or an overlay in it over
+/// the share, is torn down by the kernel after its last process, not before `umount` returns.
+/// The channel is taken while a client lives (a mount of its tag fails with EBUSY), so a mount
+/// of the tag that succeeds, unmounted at once, says the old client has clunked everything.
+fn wait_released(share: &Share) -> io::Result<()> {
+    let probe = Path::new("/run/chock-suspend-probe");
+    fs::create_dir_all(probe).map_err(|e| words("mkdir the unmount probe", e))?;
+    let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::RDONLY;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match mount(share.tag.as_str(), probe, "9p", flags, Some(NINE_P_OPTIONS)) {
+            Ok(()) => {
+                return unmount(probe, UnmountFlags::empty()).map_err(|e| {
+                    words(&format!("unmount the probe of {}", share.path.display()), e)
+                });
+            }
+            Err(rustix::io::Errno::BUSY) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(words(
+                    &format!("wait until {} is released", share.path.display()),
+                    e,
+                ));
+            }
+        }
+    }
 }
 
 /// The network interfaces the guest's kernel has (`/sys/class/net`).

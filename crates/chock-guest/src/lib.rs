@@ -47,6 +47,10 @@ pub mod tag {
     /// datagram as the host's channel handler wrote it (empty: the host closed without one, a
     /// refusal).
     pub const CHANNEL_ANSWER: u8 = 8;
+    /// Host: unmount every share (no call runs), for a snapshot of the machine; the guest
+    /// answers [`SUSPENDED`] and then waits for a new [`SETUP`] (the same shares in the guest
+    /// that was snapshotted, a fork's own in the guest restored from it).
+    pub const SUSPEND: u8 = 9;
     /// Guest: booted; a [`super::Hello`] (JSON).
     pub const HELLO: u8 = 101;
     /// Guest: the shares are mounted; ready for calls.
@@ -78,6 +82,10 @@ pub mod tag {
     /// id, then the request's datagram as it was sent. The host hands it to the session's
     /// channel handler and answers with [`CHANNEL_ANSWER`] of the same id.
     pub const CHANNEL_ASK: u8 = 114;
+    /// Guest: the shares are unmounted; nothing of the host is open in the guest.
+    pub const SUSPENDED: u8 = 115;
+    /// Guest: a share could not be unmounted (words); the shares stay as they were.
+    pub const SUSPEND_FAILED: u8 = 116;
 }
 
 /// One frame on the channel.
@@ -183,8 +191,20 @@ pub struct Hello {
     pub virtio_devices: Vec<u32>,
 }
 
-/// A host directory shared into the guest by virtiofs, mounted at the same path there, so a
-/// plan's paths mean the same inside the guest.
+/// How a share crosses into the guest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShareFs {
+    /// virtiofs (a vhost-user server per share): what a guest that is never snapshotted uses.
+    #[default]
+    Virtiofs,
+    /// virtio-9p served by the monitor itself: a guest whose shares are unmounted can be
+    /// migrated to a file (QEMU 7.2 cannot migrate a vhost-user-fs device at all).
+    NineP,
+}
+
+/// A host directory shared into the guest by virtiofs or virtio-9p, mounted at the same path
+/// there, so a plan's paths mean the same inside the guest.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Share {
     /// The virtiofs tag.
@@ -193,6 +213,9 @@ pub struct Share {
     pub path: PathBuf,
     /// Mounted read-only (the host side is read-only too: its server sees a read-only bind).
     pub read_only: bool,
+    /// The device it is on.
+    #[serde(default)]
+    pub fs: ShareFs,
 }
 
 /// What the host tells a booted guest to mount before any call.
@@ -200,6 +223,10 @@ pub struct Share {
 pub struct Setup {
     /// The shares, in order (a parent before what lies inside it).
     pub shares: Vec<Share>,
+    /// The host's wall clock (seconds and nanoseconds since the epoch), which the guest sets
+    /// its own to: a guest restored from a snapshot would otherwise run on the snapshot's time.
+    #[serde(default)]
+    pub now: Option<(i64, u32)>,
 }
 
 /// How a call's standard streams cross the channel.

@@ -37,6 +37,21 @@ fn main() {
     boot::power_off();
 }
 
+/// Reads the host's setup, sets the clock and mounts the shares; answers `READY`, or
+/// `SETUP_FAILED` and an error (the guest then powers off).
+fn set_up(port: &mut File, writer: &Writer) -> io::Result<Setup> {
+    let setup = match Frame::read_from(port)? {
+        Some(f) if f.tag == tag::SETUP => f.parse::<Setup>()?,
+        _ => return Err(io::Error::other("the host sent no setup")),
+    };
+    if let Err(e) = boot::set_clock(&setup).and_then(|()| boot::mount_shares(&setup)) {
+        send(writer, &Frame::new(tag::SETUP_FAILED, e.to_string()))?;
+        return Err(e);
+    }
+    send(writer, &Frame::new(tag::READY, Vec::new()))?;
+    Ok(setup)
+}
+
 fn run() -> io::Result<()> {
     boot::leave_initramfs()?;
     boot::mount_basics()?;
@@ -53,18 +68,20 @@ fn run() -> io::Result<()> {
         virtio_devices: boot::virtio_devices(),
     };
     send(&writer, &Frame::json(tag::HELLO, &hello))?;
-    let setup = match Frame::read_from(&mut port)? {
-        Some(f) if f.tag == tag::SETUP => f.parse::<Setup>()?,
-        _ => return Err(io::Error::other("the host sent no setup")),
-    };
-    if let Err(e) = boot::mount_shares(&setup) {
-        send(&writer, &Frame::new(tag::SETUP_FAILED, e.to_string()))?;
-        return Err(e);
-    }
-    send(&writer, &Frame::new(tag::READY, Vec::new()))?;
+    let mut setup = set_up(&mut port, &writer)?;
     let calls = call::Calls::default();
     while let Some(frame) = Frame::read_from(&mut port)? {
         match frame.tag {
+            // Between calls only (the host sends it to a warm guest it holds): the shares go,
+            // the machine is snapshotted, and the next setup mounts the shares again — in a
+            // restored guest, the fork's.
+            tag::SUSPEND => match boot::unmount_shares(&setup) {
+                Ok(()) => {
+                    send(&writer, &Frame::new(tag::SUSPENDED, Vec::new()))?;
+                    setup = set_up(&mut port, &writer)?;
+                }
+                Err(e) => send(&writer, &Frame::new(tag::SUSPEND_FAILED, e.to_string()))?,
+            },
             tag::CALL => calls.start(&frame.body, &writer),
             tag::STDIN => calls.stdin(Some(&frame.body)),
             tag::STDIN_END => calls.stdin(None),

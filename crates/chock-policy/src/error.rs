@@ -76,6 +76,11 @@ pub enum ErrorKind {
         "unknown `[sandbox] isolation` (expected \"process\", the in-process sandbox, or \"microvm\", the same sandbox inside a guest with a kernel of its own)"
     )]
     Isolation,
+    /// `[sandbox] snapshots = true` without `isolation = "microvm"`.
+    #[error(
+        "`[sandbox] snapshots = true` needs `isolation = \"microvm\"`: a snapshot is of a microVM guest"
+    )]
+    Snapshots,
 }
 
 /// A policy file that cannot be loaded. Nothing runs after one of these.

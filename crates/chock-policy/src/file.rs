@@ -60,6 +60,8 @@ struct RawSandbox {
     toolchains: SpannedList,
     /// What confines each call: `process` or `microvm` (docs/microvm.md).
     isolation: Option<Spanned<String>>,
+    /// Whether a microVM session snapshots its guest after each completed turn (docs/microvm.md).
+    snapshots: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -427,6 +429,19 @@ fn parse_sandbox(
         }
         parsed.sandbox.isolation = sandbox::Isolation::parse(isolation.get_ref())
             .ok_or_else(|| loc.error(span, ErrorKind::Isolation))?;
+    }
+    if let Some(snapshots) = &raw.snapshots {
+        let span = snapshots.span();
+        if role != Role::Project {
+            return Err(loc.error(
+                span,
+                ErrorKind::SandboxPath("`snapshots` belongs in the project's chock.toml".into()),
+            ));
+        }
+        if *snapshots.get_ref() && parsed.sandbox.isolation != sandbox::Isolation::Microvm {
+            return Err(loc.error(span, ErrorKind::Snapshots));
+        }
+        parsed.sandbox.snapshots = *snapshots.get_ref();
     }
     // `None`: an org bundle's `forbid` entry, only expanded and made absolute.
     let lists = [

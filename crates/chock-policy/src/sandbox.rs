@@ -24,6 +24,10 @@ pub struct SandboxConfig {
     pub set_env: Vec<(String, PathBuf)>,
     /// What confines each call (`[sandbox] isolation`).
     pub isolation: Isolation,
+    /// Whether a microVM session snapshots its warm guest after each completed turn, so a fork
+    /// at that turn starts its guest from it (`[sandbox] snapshots`, microVM only; its guests
+    /// then share by virtio-9p, docs/microvm.md).
+    pub snapshots: bool,
 }
 
 /// What confines a project's calls: the in-process sandbox alone, or that same sandbox built

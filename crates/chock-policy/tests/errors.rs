@@ -356,3 +356,25 @@ fn sandbox_isolation_is_process_or_microvm_and_a_bad_value_names_the_field() {
     );
     assert!(err.ends_with(": `vm`"), "{err}");
 }
+
+#[test]
+fn sandbox_snapshots_need_a_microvm_and_a_bad_one_names_the_field() {
+    let policy = load(
+        Some("[sandbox]\nisolation = \"microvm\"\nsnapshots = true\n"),
+        None,
+    )
+    .unwrap();
+    assert!(policy.sandbox().snapshots);
+    let policy = load(Some("[sandbox]\nisolation = \"microvm\"\n"), None).unwrap();
+    assert!(!policy.sandbox().snapshots);
+    let err = project_error("[sandbox]\nsnapshots = true\n");
+    assert!(
+        err.starts_with("chock.toml:2:13: `[sandbox] snapshots = true` needs `isolation"),
+        "{err}"
+    );
+    let err = project_error("[sandbox]\nisolation = \"microvm\"\nsnapshots = \"yes\"\n");
+    assert!(
+        err.starts_with("chock.toml:3:13: invalid type: string \"yes\", expected a boolean"),
+        "{err}"
+    );
+}

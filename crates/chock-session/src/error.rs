@@ -59,4 +59,7 @@ pub enum SessionError {
     /// A session's log cannot be taken up again (resume).
     #[error("the session cannot be resumed: {0}")]
     Resume(String),
+    /// The microVM guest's snapshot could not be taken, kept or linked into a fork.
+    #[error("the microVM guest's snapshot: {0}")]
+    GuestSnapshot(String),
 }

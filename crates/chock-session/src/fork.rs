@@ -215,6 +215,15 @@ pub fn fork(parent_dir: &Path, turn: u32, header: SessionHeader) -> Result<Forke
             ),
         },
     )?;
+    // The parent's guest snapshot of that turn, when it has one: the fork's guest starts from it.
+    let snapshot = match crate::guest_snapshot::link_into_fork(&owner, turn, &dir) {
+        Ok(true) => "its guest starts from the parent's snapshot of that turn".to_string(),
+        Ok(false) => String::new(),
+        Err(e) => format!("its guest boots cold: {e}"),
+    };
+    if !snapshot.is_empty() {
+        log.record(None, Note::Text { text: snapshot })?;
+    }
     log.sync()?;
     drop(log);
     Ok(Forked { id, dir, origin })

@@ -16,6 +16,7 @@ mod egress;
 mod error;
 mod fork;
 pub mod git_shim;
+mod guest_snapshot;
 mod nix;
 mod running;
 mod service;
@@ -134,13 +135,16 @@ pub struct Session {
 /// The guest confiner for `[sandbox] isolation = "microvm"`, from where Chock keeps the guest
 /// kernel and its init (`chock_vm::GuestConfig::from_env`). One that cannot be made fails the
 /// session's opening: there is no fallback to the in-process sandbox alone.
-fn guest_confiner() -> Result<chock_vm::GuestConfiner, SessionError> {
+/// With `snapshots` (`[sandbox] snapshots = true`) its guests can be snapshotted (virtio-9p
+/// shares, a kernel with the 9p modules).
+fn guest_confiner(snapshots: bool) -> Result<chock_vm::GuestConfiner, SessionError> {
     let refused = |e: String| {
         SessionError::Sandbox(chock_sandbox::SandboxError::Plan(format!(
             "`[sandbox] isolation = \"microvm\"`: {e}"
         )))
     };
-    let config = chock_vm::GuestConfig::from_env().map_err(|e| refused(e.to_string()))?;
+    let mut config = chock_vm::GuestConfig::from_env().map_err(|e| refused(e.to_string()))?;
+    config.snapshots = snapshots;
     chock_vm::GuestConfiner::new(&config).map_err(|e| refused(e.to_string()))
 }
 
@@ -281,7 +285,7 @@ impl Session {
             git_shim,
         } = how;
         let guest = match policy.sandbox().isolation {
-            chock_policy::Isolation::Microvm => Some(guest_confiner()?),
+            chock_policy::Isolation::Microvm => Some(guest_confiner(policy.sandbox().snapshots)?),
             chock_policy::Isolation::Process => None,
         };
         let overlay = match workspace.mount() {
@@ -387,7 +391,7 @@ impl Session {
             })
             .max()
             .unwrap_or(0);
-        Self::assemble(
+        let session = Self::assemble(
             project,
             policy,
             log,
@@ -401,7 +405,11 @@ impl Session {
                 own_overlay: own_overlay(options.calls, false, false),
                 git_shim: options.git_shim,
             },
-        )
+        )?;
+        // A fork at the turn its parent's guest was snapshotted at starts its guest from that
+        // snapshot now, before its first call (docs/microvm.md).
+        session.warm_up_from_snapshot()?;
+        Ok(session)
     }
 
     /// The variables the person's configuration keeps keys in ([`SessionOptions::withheld_env`]):

@@ -108,9 +108,21 @@ impl Host {
     }
 
     /// Records the workspace at the end of completed turn `turn` (what a fork at that turn starts
-    /// from, docs/forks.md) and returns what `turn.end` says of it; a failure is noted in the log
+    /// from, docs/forks.md), and snapshots the session's microVM guest when its policy asks
+    /// (docs/microvm.md) and returns what `turn.end` says of it; a failure is noted in the log
     /// (the turn stands, a fork at it is refused).
     pub fn record_turn(&self, turn: u32) -> Option<chock_protocol::log::TurnState> {
+        // With `[sandbox] snapshots`, the warm microVM guest too: a fork at this turn starts its
+        // guest from it. One that fails is noted; the turn stands and such a fork boots cold.
+        if let Err(err) = self.session.snapshot_guest(turn) {
+            let _ = self.session.log().record(
+                None,
+                Note::CheckpointFailed {
+                    checkpoint: format!("the guest's snapshot at turn {turn}"),
+                    failed: err.to_string(),
+                },
+            );
+        }
         match self.session.workspace().record_turn(turn) {
             Ok(state) => Some(chock_protocol::log::TurnState {
                 digest: state.digest,

@@ -1,10 +1,12 @@
 //! Benchmark: a call in a microVM guest beside the same call on the host, in one run.
 //!
 //! Prints the median wall time of `true`, from the confiner's start to the call's end: in the
-//! in-process sandbox (`LocalConfiner`), in a warm guest (booted, kept between calls), and the
-//! cold boot to the first call's end (a new guest each time), with each as a ratio of the host
-//! call. The accelerator (kvm or tcg) is printed with it: under TCG the guest's kernel is
-//! emulated, which is most of a warm call's cost.
+//! in-process sandbox (`LocalConfiner`), in a warm guest (booted, kept between calls), the cold
+//! boot to the first call's end (a new guest each time), and a fork's guest started from a
+//! snapshot of a warm one to its first call's end (its own workspace; the snapshot's own time
+//! printed beside it), with each as a ratio of the host call. The accelerator (kvm or tcg) is
+//! printed with it: under TCG the guest's kernel is emulated, which is most of a warm call's
+//! cost.
 //!
 //! `cargo bench -p chock-vm --bench guest` (runs: `CHOCK_BENCH_RUNS`, default 20; cold boots:
 //! `CHOCK_BENCH_BOOTS`, default 3). Needs what the `microvm` tests need (the kernel in
@@ -66,20 +68,38 @@ fn main() {
             PathBuf::from,
         ),
         memory_mib: 512,
+        snapshots: false,
+    };
+    let snapshots = GuestConfig {
+        snapshots: true,
+        ..config.clone()
     };
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
     let project = tempfile::Builder::new()
         .prefix(".chock-vm-bench-")
         .tempdir_in(home)
         .expect("project dir");
-    let plan = Plan::builder(
-        vec!["true".into()],
-        WorkspaceMount::Bind {
-            source: project.path().to_path_buf(),
-        },
-        project.path().to_path_buf(),
-    )
-    .build();
+    let fork_project = tempfile::Builder::new()
+        .prefix(".chock-vm-bench-fork-")
+        .tempdir_in(project.path().parent().expect("the home"))
+        .expect("fork's project dir");
+    let plan_in = |dir: &std::path::Path| {
+        Plan::builder(
+            vec!["true".into()],
+            WorkspaceMount::Bind {
+                source: dir.to_path_buf(),
+            },
+            dir.to_path_buf(),
+        )
+        .build()
+    };
+    let plan = plan_in(project.path());
+    let fork_plan = plan_in(fork_project.path());
+    let state = tempfile::Builder::new()
+        .prefix("chock-vm-bench-state-")
+        .tempdir()
+        .expect("a private directory for the snapshot");
+    let snapshot = state.path().join("guest");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -110,23 +130,50 @@ fn main() {
             call(&guest, &plan).await;
             warm.push(t.elapsed());
         }
+        let parent = GuestConfiner::new(&snapshots).expect("a guest confiner (9p)");
+        call(&parent, &plan).await;
+        let t = Instant::now();
+        parent.snapshot(&snapshot).expect("a snapshot");
+        let snapshot_took = t.elapsed();
+        let snapshot_size = std::fs::metadata(snapshot.join("state")).map_or(0, |m| m.len());
+        let mut warm_9p = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            call(&parent, &plan).await;
+            warm_9p.push(t.elapsed());
+        }
+        let mut forks = Vec::new();
+        for _ in 0..boots {
+            let t = Instant::now();
+            let fork = GuestConfiner::new(&snapshots).expect("a guest confiner (9p)");
+            fork.warm_up_from(&snapshot, &fork_plan)
+                .expect("a guest from the snapshot");
+            call(&fork, &fork_plan).await;
+            forks.push(t.elapsed());
+        }
         let host = median(host);
         let ratio = |d: Duration| d.as_secs_f64() / host.as_secs_f64();
         println!(
             "a call of `true`, medians ({runs} calls, {boots} cold boots); guest under {accel}"
         );
-        println!("  host call (in-process sandbox)   {:>10.2?}   1.0x", host);
-        let w = median(warm);
-        println!(
-            "  warm guest call                  {:>10.2?}   {:.1}x",
-            w,
-            ratio(w)
-        );
+        let line = |label: &str, d: Duration| {
+            println!("  {label:<40} {d:>10.2?}   {:.1}x", ratio(d));
+        };
+        line("host call (in-process sandbox)", host);
+        line("warm guest call (virtiofs)", median(warm));
+        line("warm guest call (9p, can be snapshotted)", median(warm_9p));
         let c = median(cold);
+        line("cold boot to first call's end", c);
+        let f = median(forks);
+        line("fork from a snapshot to first call's end", f);
         println!(
-            "  cold boot to first call's end    {:>10.2?}   {:.0}x",
-            c,
-            ratio(c)
+            "  a fork from a snapshot is {:.2}x a cold boot",
+            f.as_secs_f64() / c.as_secs_f64()
+        );
+        println!(
+            "  (the snapshot: {:.2?}, {} MiB of state)",
+            snapshot_took,
+            snapshot_size >> 20
         );
     });
 }

@@ -61,44 +61,65 @@ pub(crate) struct Machine<'a> {
     pub kvm: bool,
     /// The machine's directory as the file servers see it (the host's path).
     pub dir: &'a Path,
+    /// The directories the monitor serves itself by 9p (a guest that can be snapshotted; none
+    /// otherwise), each at its own path in the monitor's root.
+    pub served: &'a [crate::machine::HostShare],
+    /// The guest can be snapshotted.
+    pub snapshots: bool,
 }
 
-/// The rules of `process` for one machine (and, for a file server, its share).
+/// The rules of `process` for one machine and, for a file server, its share. The monitor's
+/// share rows apply to each directory it serves itself ([`Machine::served`]).
 pub(crate) fn rules_for(
     process: Process,
     m: &Machine<'_>,
     share: Option<&crate::machine::HostShare>,
 ) -> Vec<Rule> {
-    RULES
-        .iter()
-        .filter(|r| r.process == process)
-        .filter(|r| match r.when {
+    let shares: Vec<&crate::machine::HostShare> = match process {
+        Process::Monitor => m.served.iter().collect(),
+        Process::FileServer => share.into_iter().collect(),
+    };
+    let mut out = Vec::new();
+    for r in RULES.iter().filter(|r| r.process == process) {
+        let applies = match r.when {
             When::Always => true,
             When::Kvm => m.kvm,
-            When::ReadOnlyShare => share.is_some_and(|s| s.read_only),
-            When::ReadWriteShare => share.is_some_and(|s| !s.read_only),
-        })
-        .filter_map(|r| {
-            let path = match (process, r.place) {
-                (_, Place::Usr) => PathBuf::from("/usr"),
-                (_, Place::LoaderCache) => PathBuf::from("/etc/ld.so.cache"),
-                (_, Place::DevNull) => PathBuf::from("/dev/null"),
-                (_, Place::DevUrandom) => PathBuf::from("/dev/urandom"),
-                (_, Place::DevKvm) => PathBuf::from("/dev/kvm"),
-                (_, Place::Kernel) => PathBuf::from("/boot/vmlinux"),
-                (_, Place::Initramfs) => PathBuf::from("/boot/initramfs"),
-                (Process::Monitor, Place::MachineDir) => PathBuf::from("/vm"),
-                (Process::FileServer, Place::MachineDir) => m.dir.to_path_buf(),
-                (_, Place::Share) => share?.path.clone(),
-                (_, Place::ServerRun) => PathBuf::from("/run"),
-                (_, Place::Proc) => PathBuf::from("/proc"),
-            };
-            Some(Rule {
-                grant: r.grant,
-                path,
-            })
-        })
-        .collect()
+            When::Snapshots => m.snapshots,
+            When::ReadOnlyShare | When::ReadWriteShare => false,
+        };
+        let path = match (process, r.place) {
+            (_, Place::Share) => {
+                let want_read_only = r.when == When::ReadOnlyShare;
+                let matching = shares.iter().filter(|s| {
+                    matches!(r.when, When::ReadOnlyShare | When::ReadWriteShare)
+                        && s.read_only == want_read_only
+                });
+                out.extend(matching.map(|s| Rule {
+                    grant: r.grant,
+                    path: s.path.clone(),
+                }));
+                continue;
+            }
+            _ if !applies => continue,
+            (_, Place::Usr) => PathBuf::from("/usr"),
+            (_, Place::LoaderCache) => PathBuf::from("/etc/ld.so.cache"),
+            (_, Place::DevNull) => PathBuf::from("/dev/null"),
+            (_, Place::DevUrandom) => PathBuf::from("/dev/urandom"),
+            (_, Place::DevKvm) => PathBuf::from("/dev/kvm"),
+            (_, Place::Kernel) => PathBuf::from("/boot/vmlinux"),
+            (_, Place::Initramfs) => PathBuf::from("/boot/initramfs"),
+            (Process::Monitor, Place::MachineDir) => PathBuf::from("/vm"),
+            (Process::FileServer, Place::MachineDir) => m.dir.to_path_buf(),
+            (_, Place::ServerRun) => PathBuf::from("/run"),
+            (_, Place::Proc) => PathBuf::from("/proc"),
+            (_, Place::OwnFds) => PathBuf::from("/proc/self/fd"),
+        };
+        out.push(Rule {
+            grant: r.grant,
+            path,
+        });
+    }
+    out
 }
 
 /// The helper's command line that confines `program` with `rules`, in the root `root`.

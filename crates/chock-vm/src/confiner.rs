@@ -3,6 +3,7 @@
 //! bytes (`PreparedCall::to_wire`), and run there by the same driver; its streams come back as
 //! frames and are handed to the session as pipes, exactly as a local call's are.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -27,6 +28,10 @@ pub struct GuestConfig {
     pub guest_init: PathBuf,
     /// The guest's memory in MiB.
     pub memory_mib: u32,
+    /// Whether its guests can be snapshotted ([`GuestConfiner::snapshot`]) and started from a
+    /// snapshot ([`GuestConfiner::warm_up_from`]): their shares are then virtio-9p, served by
+    /// QEMU itself, rather than virtiofs (docs/microvm.md, "Snapshots and forks").
+    pub snapshots: bool,
 }
 
 /// The guest's init: `CHOCK_GUEST_INIT` when set; else `chock-guest` beside the running program
@@ -75,6 +80,7 @@ impl GuestConfig {
             kernel_dir,
             guest_init,
             memory_mib: 1024,
+            snapshots: false,
         })
     }
 }
@@ -115,6 +121,12 @@ impl GuestConfiner {
     /// now, so a missing piece is an error here, before any call.
     pub fn new(config: &GuestConfig) -> Result<GuestConfiner, VmError> {
         let kernel = GuestKernel::open(&config.kernel_dir)?;
+        if config.snapshots && !kernel.nine_p {
+            return Err(VmError::Kernel(format!(
+                "the guest kernel in {} has no 9p modules, which a guest that can be                  snapshotted shares by (fetch it again with `chock vm kernel`)",
+                config.kernel_dir.display()
+            )));
+        }
         let qemu = first_of(&["/usr/bin/qemu-system-x86_64"]).ok_or_else(|| {
             VmError::Guest("qemu-system-x86_64 is not installed (Debian: qemu-system-x86)".into())
         })?;
@@ -136,6 +148,7 @@ impl GuestConfiner {
             memory_mib: config.memory_mib,
             qemu,
             virtiofsd,
+            snapshots: config.snapshots,
             confine,
         };
         Ok(GuestConfiner(Arc::new(Inner {
@@ -178,14 +191,82 @@ impl GuestConfiner {
 
     /// Boots a guest for `plan`'s shares now and keeps it warm, so the next call starts at once.
     pub fn warm_up(&self, plan: &Plan) -> Result<(), SandboxError> {
-        let shares = shares_for(plan)?;
+        let shares = self.0.shares(plan)?;
         let machine = self.0.take_or_boot(shares)?;
         self.0.give_back(machine);
+        Ok(())
+    }
+
+    /// Whether a guest is warm now (booted, or restored, and still running).
+    pub fn is_warm(&self) -> bool {
+        self.0
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(Machine::alive)
+    }
+
+    /// Snapshots the warm guest into the directory `to` (the guest's memory: keep it private;
+    /// the directory is made 0700 and its files 0600, replacing an earlier snapshot there once
+    /// this one is whole). The guest stays warm. Calls wait while it is taken. An error when no
+    /// guest is warm, or when this confiner was made without `snapshots`.
+    pub fn snapshot(&self, to: &Path) -> Result<(), VmError> {
+        let mut warm = self.0.warm.lock().unwrap_or_else(|e| e.into_inner());
+        match warm.as_mut() {
+            Some(m) if m.alive() => m.snapshot(&self.0.spec, to),
+            _ => Err(VmError::Guest("no warm guest to snapshot".into())),
+        }
+    }
+
+    /// Starts a guest from the snapshot in `from`, showing `plan`'s shares (a fork's own
+    /// workspace), and keeps it warm in place of any other: the next call runs in it. A
+    /// snapshot that cannot be restored is an error, and nothing boots cold in its place.
+    pub fn warm_up_from(&self, from: &Path, plan: &Plan) -> Result<(), SandboxError> {
+        let shares = self.0.shares(plan)?;
+        let machine = Machine::restore(&self.0.spec, shares, &self.0.live, from).map_err(|e| {
+            SandboxError::Host {
+                what: "start the microVM guest from its snapshot (no cold boot takes its place)"
+                    .into(),
+                source: std::io::Error::other(e.to_string()),
+            }
+        })?;
+        *self.0.last_hello.lock().unwrap_or_else(|e| e.into_inner()) = Some(machine.hello.clone());
+        let old = self
+            .0
+            .warm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(machine);
+        drop(old);
         Ok(())
     }
 }
 
 impl Inner {
+    /// The plan's shares, as [`shares_for`] says; for a guest that can be snapshotted, an overlay
+    /// workspace is one share of its merged directory, mounted by the monitor ([`overlay_share`]).
+    fn shares(&self, plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
+        if self.spec.snapshots && matches!(plan.workspace, WorkspaceMount::Overlay { .. }) {
+            let (bound, overlay) = guest_plan(plan)?;
+            let mut shares = shares_for(&bound)?;
+            for s in shares.iter_mut().filter(|s| s.path == overlay.path) {
+                s.overlay.clone_from(&overlay.overlay);
+            }
+            return Ok(shares);
+        }
+        shares_for(plan)
+    }
+
+    /// The call's bytes as the guest runs them: for a guest that can be snapshotted, the plan
+    /// of [`guest_plan`] (its workspace a bind of the overlay's merged directory).
+    fn wire(&self, call: &PreparedCall) -> Result<Vec<u8>, SandboxError> {
+        if self.spec.snapshots && matches!(call.plan().workspace, WorkspaceMount::Overlay { .. }) {
+            return PreparedCall::new(guest_plan(call.plan())?.0)?.to_wire();
+        }
+        call.to_wire()
+    }
+
     fn take_or_boot(&self, shares: Vec<HostShare>) -> Result<Machine, SandboxError> {
         let warm = self.warm.lock().unwrap_or_else(|e| e.into_inner()).take();
         match warm {
@@ -248,6 +329,57 @@ impl Inner {
     }
 }
 
+/// The name of the overlay's merged directory, beside its upper and work directories.
+const MERGED: &str = "guest-merged";
+
+/// For a guest whose shares are 9p, whose overlayfs cannot make a whiteout on a 9p upper layer:
+/// `plan` with its overlay workspace replaced by a bind of the overlay's merged directory (made
+/// empty beside the upper directory, the mount point), and the share that mounts that overlay
+/// there in the monitor's root. Layers whose paths overlayfs's options cannot carry are refused
+/// by name.
+fn guest_plan(plan: &Plan) -> Result<(Plan, HostShare), SandboxError> {
+    let WorkspaceMount::Overlay { lower, upper, work } = &plan.workspace else {
+        return Err(SandboxError::Plan("not an overlay workspace".into()));
+    };
+    let Some(dir) = upper.parent().filter(|p| work.starts_with(p)) else {
+        return Err(SandboxError::Plan(
+            "a microVM guest cannot run a call with an overlay whose upper and work directories \
+             are not siblings (docs/microvm.md)"
+                .into(),
+        ));
+    };
+    for p in [lower, upper, work] {
+        if p.to_string_lossy().contains([',', ':', '\\', '\n']) {
+            return Err(SandboxError::Plan(format!(
+                "the overlay layer {} has a `,`, `:`, `\\` or newline in its path, which \
+                 overlayfs's options cannot carry (docs/microvm.md)",
+                p.display()
+            )));
+        }
+    }
+    let merged = dir.join(MERGED);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&merged)
+        .or_else(|e| if merged.is_dir() { Ok(()) } else { Err(e) })
+        .map_err(|e| SandboxError::Host {
+            what: format!("make the overlay's mount point {}", merged.display()),
+            source: e,
+        })?;
+    let mut bound = plan.clone();
+    bound.workspace = WorkspaceMount::Bind {
+        source: merged.clone(),
+    };
+    bound.own_overlay = OwnOverlay::Durable;
+    bound.shared_overlay = false;
+    let share = HostShare {
+        path: merged,
+        read_only: false,
+        overlay: Some([lower.clone(), upper.clone(), work.clone()]),
+    };
+    Ok((bound, share))
+}
+
 /// The host directories a plan's call needs in its guest, each shown at its own path: the
 /// system's /usr (read-only, as every call sees it), the workspace, the declared read and write
 /// paths, the shims' directories (read-only), and the policy file's directory (read-only) when
@@ -266,6 +398,7 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
     let share = |path: &Path, read_only| HostShare {
         path: path.to_path_buf(),
         read_only,
+        overlay: None,
     };
     let mut shares = vec![share(Path::new("/usr"), true)];
     match &plan.workspace {
@@ -326,7 +459,7 @@ pub fn shares_for(plan: &Plan) -> Result<Vec<HostShare>, SandboxError> {
 impl Confiner for GuestConfiner {
     fn prepare(&self, plan: Plan) -> BoxFuture<'_, Result<PreparedCall, SandboxError>> {
         Box::pin(async move {
-            shares_for(&plan)?;
+            self.0.shares(&plan)?;
             PreparedCall::new(plan)
         })
     }
@@ -349,8 +482,8 @@ impl Confiner for GuestConfiner {
                     ));
                 }
             };
-            let shares = shares_for(call.plan())?;
-            let wire = call.to_wire()?;
+            let shares = inner.shares(call.plan())?;
+            let wire = inner.wire(&call)?;
             let timeout = call.plan().timeout;
             let egress = matches!(call.plan().network, NetworkPlan::Proxy { .. });
             let host_channel = call.plan().host_channel;

@@ -16,7 +16,12 @@ pub fn row() -> LayerReport {
         .ok_or_else(|| "no kernel directory".to_string())
         .and_then(|d| crate::GuestKernel::open(&d).map_err(|e| e.to_string()));
     let kernel_words = match &kernel {
-        Ok(k) => format!("kernel {}", k.release),
+        Ok(k) if k.nine_p => format!("kernel {}", k.release),
+        Ok(k) => format!(
+            "kernel {} (without the 9p modules its guests cannot be snapshotted: `chock vm \
+             kernel` fetches them)",
+            k.release
+        ),
         Err(e) => {
             missing.push(e.clone());
             String::new()

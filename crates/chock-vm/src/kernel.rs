@@ -1,4 +1,4 @@
-//! The guest kernel: Debian's `linux-image-cloud-amd64`, unpacked rather than installed
+//! The guest kernel: Debian's `linux-image-amd64`, unpacked rather than installed
 //! (`apt-get download`, `dpkg-deb -x`: no boot hooks run, nothing of the host changes), its
 //! `vmlinux` taken out of the compressed image, and the few modules the guest loads.
 //!
@@ -10,8 +10,10 @@ use std::process::Command;
 
 use crate::{VmError, lz4};
 
-/// The Debian package whose dependency is the cloud kernel.
-pub const PACKAGE: &str = "linux-image-cloud-amd64";
+/// The Debian package whose dependency is the kernel: the generic flavour, because the cloud
+/// flavour builds no 9p, and a guest that can be snapshotted shares by virtio-9p
+/// (docs/microvm.md, "Snapshots and forks"). It boots as fast under TCG.
+pub const PACKAGE: &str = "linux-image-amd64";
 
 /// The modules the guest's init loads, under the kernel's module tree: the virtio-mmio transport
 /// and ring, the console (the channel's port), FUSE and virtiofs (the shares), overlayfs (a
@@ -26,15 +28,28 @@ pub const MODULES: &[&str] = &[
     "kernel/fs/overlayfs/overlay.ko",
 ];
 
+/// The modules a guest that can be snapshotted also loads: virtio-9p and what it needs. A
+/// kernel directory fetched before them (the cloud kernel has no 9p) boots guests that cannot
+/// be snapshotted; one that is asked to be is refused by name.
+pub const NINE_P_MODULES: &[&str] = &[
+    "kernel/fs/netfs/netfs.ko",
+    "kernel/fs/fscache/fscache.ko",
+    "kernel/net/9p/9pnet.ko",
+    "kernel/net/9p/9pnet_virtio.ko",
+    "kernel/fs/9p/9p.ko",
+];
+
 /// A guest kernel ready to boot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuestKernel {
     /// The uncompressed kernel (an ELF with a PVH entry).
     pub vmlinux: PathBuf,
-    /// The kernel's release (`6.1.0-…-cloud-amd64`), what `uname -r` says in the guest.
+    /// The kernel's release (`6.1.0-…-amd64`), what `uname -r` says in the guest.
     pub release: String,
     /// The modules, each a `.ko` file.
     pub modules: Vec<PathBuf>,
+    /// Whether the 9p modules are among them ([`NINE_P_MODULES`]).
+    pub nine_p: bool,
 }
 
 /// Where the kernel is kept unless told: `$CHOCK_VM_DIR`, else `$XDG_CACHE_HOME/chock/vm`, else
@@ -76,10 +91,22 @@ impl GuestKernel {
             }
             modules.push(path);
         }
+        let nine_p: Vec<PathBuf> = NINE_P_MODULES
+            .iter()
+            .map(|m| {
+                dir.join("modules")
+                    .join(Path::new(m).file_name().unwrap_or_default())
+            })
+            .collect();
+        let has_nine_p = nine_p.iter().all(|p| p.is_file());
+        if has_nine_p {
+            modules.extend(nine_p);
+        }
         Ok(GuestKernel {
             vmlinux,
             release,
             modules,
+            nine_p: has_nine_p,
         })
     }
 }
@@ -140,7 +167,7 @@ pub fn fetch(dir: &Path) -> Result<GuestKernel, VmError> {
     let vmlinux = extract_vmlinux(&image_bytes)?;
     std::fs::write(dir.join("vmlinux"), vmlinux).map_err(|e| io("write vmlinux", e))?;
     let tree = root.join("lib/modules").join(&release);
-    for m in MODULES {
+    for m in MODULES.iter().chain(NINE_P_MODULES) {
         let name = Path::new(m).file_name().unwrap_or_default();
         std::fs::copy(tree.join(m), dir.join("modules").join(name))
             .map_err(|e| io(&format!("copy the module {m}"), e))?;
@@ -151,7 +178,8 @@ pub fn fetch(dir: &Path) -> Result<GuestKernel, VmError> {
 }
 
 /// The uncompressed kernel out of a bzImage: its payload (where the setup header says), which a
-/// Debian kernel compresses with LZ4. Checked to be an ELF file.
+/// Debian kernel compresses with LZ4 (the cloud flavour) or XZ (the generic one, unpacked by
+/// the `xz` tool, as the package itself is by dpkg-deb). Checked to be an ELF file.
 pub fn extract_vmlinux(bzimage: &[u8]) -> Result<Vec<u8>, VmError> {
     let bad = |why: &str| VmError::Kernel(format!("not a kernel image this can boot: {why}"));
     let u32_at = |at: usize| {
@@ -175,14 +203,43 @@ pub fn extract_vmlinux(bzimage: &[u8]) -> Result<Vec<u8>, VmError> {
     let payload = bzimage
         .get(protected + offset..protected + offset + length)
         .ok_or_else(|| bad("the payload lies past the end"))?;
-    if !payload.starts_with(&lz4::MAGIC) {
+    let elf = if payload.starts_with(&lz4::MAGIC) {
+        lz4::decompress_legacy(payload)?
+    } else if payload.starts_with(XZ_MAGIC) {
+        unxz(payload)?
+    } else {
         return Err(bad(
-            "its payload is not LZ4 (only Debian's LZ4 kernels are unpacked)",
+            "its payload is neither LZ4 nor XZ (only Debian's kernels are unpacked)",
         ));
-    }
-    let elf = lz4::decompress_legacy(payload)?;
+    };
     if !elf.starts_with(b"\x7fELF") {
         return Err(bad("the payload is not an ELF kernel"));
     }
     Ok(elf)
+}
+
+/// The magic bytes an XZ stream starts with.
+const XZ_MAGIC: &[u8] = b"\xfd7zXZ\0";
+
+/// An XZ payload decompressed by `xz` (its one stream: the bytes after it are the image's own).
+fn unxz(payload: &[u8]) -> Result<Vec<u8>, VmError> {
+    use std::io::Write;
+    let fail =
+        |e: &dyn std::fmt::Display| VmError::Kernel(format!("xz -d (Debian: xz-utils): {e}"));
+    let mut child = Command::new("xz")
+        .args(["-d", "-c", "--single-stream", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(&e))?;
+    let mut stdin = child.stdin.take().ok_or_else(|| fail(&"no stdin"))?;
+    let input = payload.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().map_err(|e| fail(&e))?;
+    let _ = writer.join();
+    if !out.status.success() {
+        return Err(fail(&String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(out.stdout)
 }

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chock_guest::{Frame, Hello, Setup, Share, tag};
+use chock_guest::{Frame, Hello, Setup, Share, ShareFs, tag};
 
 use crate::VmError;
 use crate::accel::AccelChoice;
@@ -44,6 +44,9 @@ pub struct MachineSpec {
     pub qemu: PathBuf,
     /// QEMU's virtiofs server.
     pub virtiofsd: PathBuf,
+    /// Whether its guests can be snapshotted: their shares are virtio-9p, served by QEMU
+    /// itself, and QEMU has a QMP socket to migrate the machine by (`snapshot.rs`).
+    pub snapshots: bool,
     /// `chock-confine`, which applies the Landlock rules of `confine/rules.rs` last before the
     /// monitor's and each file server's exec.
     pub confine: PathBuf,
@@ -56,6 +59,11 @@ pub struct HostShare {
     pub path: PathBuf,
     /// Whether the guest may only read it.
     pub read_only: bool,
+    /// For a guest that can be snapshotted, whose shares QEMU serves by 9p: the overlay (its
+    /// lower, upper and work directories) the monitor mounts at `path` in its own root before it
+    /// becomes QEMU, so the guest is shown the merged directory as a plain share and the
+    /// whiteouts of its deletions are made by the host kernel's overlayfs, not over 9p.
+    pub overlay: Option<[PathBuf; 3]>,
 }
 
 /// The monitor process of a booted guest, killable from any thread.
@@ -93,8 +101,10 @@ pub(crate) struct Machine {
     pub(crate) writer: Arc<Mutex<UnixStream>>,
     pub(crate) shares: Vec<HostShare>,
     pub(crate) hello: Hello,
+    /// Whether its shares are virtio-9p (it can be snapshotted).
+    pub(crate) nine_p: bool,
     _servers: Servers,
-    _dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Drop for Machine {
@@ -205,7 +215,12 @@ pub(crate) fn server_command(
     let kvm = spec.accel.accel == crate::accel::Accel::Kvm;
     let rules = crate::confine::rules_for(
         crate::confine::rules::Process::FileServer,
-        &crate::confine::Machine { kvm, dir },
+        &crate::confine::Machine {
+            kvm,
+            dir,
+            served: &[],
+            snapshots: false,
+        },
         Some(share),
     );
     let mut c = Command::new("unshare");
@@ -257,12 +272,23 @@ impl Machine {
         shares: Vec<HostShare>,
         live: &Arc<Mutex<Vec<u32>>>,
     ) -> Result<Machine, VmError> {
+        Machine::start(spec, shares, live, None)
+    }
+
+    /// Starts a monitor for `shares`: booting, or, with `incoming` (a snapshot's state and the
+    /// hello its guest said when it booted), loading that state, which the host streams in.
+    pub(crate) fn start(
+        spec: &MachineSpec,
+        shares: Vec<HostShare>,
+        live: &Arc<Mutex<Vec<u32>>>,
+        incoming: Option<(&Path, Hello)>,
+    ) -> Result<Machine, VmError> {
         let dir = tempfile::Builder::new()
             .prefix("chock-vm-")
             .tempdir()
             .map_err(|e| guest_err("make the guest's directory", e))?;
         let mut servers = Servers::default();
-        for (i, share) in shares.iter().enumerate() {
+        for (i, share) in shares.iter().enumerate().filter(|_| !spec.snapshots) {
             let socket = dir.path().join(format!("fs{i}.sock"));
             let log = dir.path().join(format!("fs{i}.log"));
             servers
@@ -279,7 +305,7 @@ impl Machine {
             .map_err(|e| guest_err("listen for the guest's channel", e))?;
         let console = std::fs::File::create(dir.path().join("monitor.log"))
             .map_err(|e| guest_err("the monitor's log", e))?;
-        let child = crate::monitor::command(spec, dir.path(), shares.len())
+        let child = crate::monitor::command(spec, dir.path(), &shares, incoming.is_some())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(console)
@@ -308,17 +334,6 @@ impl Machine {
         let writer = reader
             .try_clone()
             .map_err(|e| guest_err("the channel", e))?;
-        let setup = Setup {
-            shares: shares
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Share {
-                    tag: format!("s{i}"),
-                    path: s.path.clone(),
-                    read_only: s.read_only,
-                })
-                .collect(),
-        };
         let mut machine = Machine {
             monitor,
             reader,
@@ -329,27 +344,64 @@ impl Machine {
                 interfaces: Vec::new(),
                 virtio_devices: Vec::new(),
             },
+            nine_p: spec.snapshots,
             _servers: servers,
-            _dir: dir,
+            dir,
         };
-        let hello = machine
-            .expect(tag::HELLO)
-            .map_err(|e| failed(&format!("the guest did not say hello: {e}")))?;
-        machine.hello = hello
-            .parse()
-            .map_err(|e| guest_err("the guest's hello", e))?;
-        machine
-            .send(&Frame::json(tag::SETUP, &setup))
-            .map_err(|e| guest_err("send the setup", e))?;
-        let ready = machine
-            .expect(tag::READY)
-            .map_err(|e| failed(&format!("the guest's setup: {e}")))?;
-        drop(ready);
+        match incoming {
+            None => {
+                let hello = machine
+                    .expect(tag::HELLO)
+                    .map_err(|e| failed(&format!("the guest did not say hello: {e}")))?;
+                machine.hello = hello
+                    .parse()
+                    .map_err(|e| guest_err("the guest's hello", e))?;
+            }
+            Some((state, hello)) => {
+                crate::snapshot::stream_in(&machine, state).map_err(|e| failed(e.words()))?;
+                machine.hello = hello;
+            }
+        }
+        machine.set_up().map_err(|e| failed(e.words()))?;
         machine
             .reader
             .set_read_timeout(None)
             .map_err(|e| guest_err("the channel", e))?;
         Ok(machine)
+    }
+
+    /// Tells the guest its shares (and the host's clock) and waits until it has mounted them.
+    pub(crate) fn set_up(&mut self) -> Result<(), VmError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let fs = if self.nine_p {
+            ShareFs::NineP
+        } else {
+            ShareFs::Virtiofs
+        };
+        let setup = Setup {
+            shares: self
+                .shares
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Share {
+                    tag: format!("s{i}"),
+                    path: s.path.clone(),
+                    read_only: s.read_only,
+                    fs,
+                })
+                .collect(),
+            now: Some((
+                i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+                now.subsec_nanos(),
+            )),
+        };
+        self.send(&Frame::json(tag::SETUP, &setup))
+            .map_err(|e| guest_err("send the setup", e))?;
+        self.expect(tag::READY)
+            .map_err(|e| guest_err("the guest's setup", e))?;
+        Ok(())
     }
 
     /// Sends one frame.
@@ -358,12 +410,12 @@ impl Machine {
     }
 
     /// Reads the next frame, which must be `want` (a guest's refusal is its words).
-    fn expect(&mut self, want: u8) -> io::Result<Frame> {
+    pub(crate) fn expect(&mut self, want: u8) -> io::Result<Frame> {
         match Frame::read_from(&mut self.reader)? {
             Some(f) if f.tag == want => Ok(f),
-            Some(f) if f.tag == tag::SETUP_FAILED => Err(io::Error::other(
-                String::from_utf8_lossy(&f.body).into_owned(),
-            )),
+            Some(f) if f.tag == tag::SETUP_FAILED || f.tag == tag::SUSPEND_FAILED => Err(
+                io::Error::other(String::from_utf8_lossy(&f.body).into_owned()),
+            ),
             Some(f) => Err(io::Error::other(format!("an unexpected frame {}", f.tag))),
             None => Err(io::Error::other("the channel ended (the guest stopped)")),
         }

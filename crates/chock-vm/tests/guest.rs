@@ -63,6 +63,7 @@ fn confiner() -> Option<GuestConfiner> {
         kernel_dir,
         guest_init: guest_init(),
         memory_mib: 512,
+        snapshots: false,
     };
     Some(GuestConfiner::new(&config).expect("a guest confiner"))
 }
@@ -407,6 +408,7 @@ fn a_guest_that_cannot_start_fails_the_call() {
         kernel_dir: kernel_dir.clone(),
         guest_init: bad,
         memory_mib: 256,
+        snapshots: false,
     })
     .unwrap();
     let p = Project::new();
@@ -434,6 +436,7 @@ fn a_guest_that_cannot_start_fails_the_call() {
         kernel_dir: bad_kernel,
         guest_init: guest_init(),
         memory_mib: 256,
+        snapshots: false,
     })
     .unwrap();
     rt().block_on(async {

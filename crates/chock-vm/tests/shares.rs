@@ -43,7 +43,8 @@ fn a_plans_shims_are_shared_read_only_by_their_one_directory() {
         shim_shares,
         [&HostShare {
             path: layers.clone(),
-            read_only: true
+            read_only: true,
+            overlay: None,
         }]
     );
     // A shim under /usr is already shown by the /usr share: nothing more.

@@ -12,8 +12,8 @@ use crate::say::say;
 /// `chock vm ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum VmCommand {
-    /// Download Debian's linux-image-cloud-amd64, unpack it (never install it) and keep its
-    /// vmlinux and the modules the guest loads.
+    /// Download Debian's linux-image-amd64, unpack it (never install it) and keep its
+    /// vmlinux and the modules the guest loads (9p included, for snapshots).
     Kernel {
         /// Where to keep it (default: $CHOCK_VM_DIR, else ~/.cache/chock/vm).
         #[arg(long)]

@@ -43,6 +43,7 @@ fn confiner() -> GuestConfiner {
                     "x86_64-unknown-linux-musl/debug/chock-guest",
                 ),
                 memory_mib: 384,
+                snapshots: false,
             };
             GuestConfiner::new(&config).unwrap_or_else(|e| {
                 panic!("CHOCK_ESCAPE_CONFINER=microvm, but no guest can be had: {e}")

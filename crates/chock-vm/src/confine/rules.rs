@@ -4,7 +4,8 @@
 //! and why. Everything not named here is closed to the process by Landlock (every filesystem
 //! right the kernel knows is handled; TCP bind and connect have no rule at all). The list is
 //! short on purpose: what a process needs to run a machine, and of the project nothing but the
-//! one share a file server serves. A change to a row is a change to the monitor's sandbox:
+//! one share a file server serves (or, for a guest that can be snapshotted, the shares the monitor
+//! serves itself by 9p). A change to a row is a change to the monitor's sandbox:
 //! review it with the row's reason.
 
 use chock_guest::confine::Grant;
@@ -12,7 +13,7 @@ use chock_guest::confine::Grant;
 /// Which process a row confines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Process {
-    /// QEMU. Its paths are those of the root the monitor is chrooted into (`monitor.rs`).
+    /// QEMU. Its paths are those of the root the monitor is pivoted to (`monitor.rs`).
     Monitor,
     /// One virtiofsd, serving one share. Its paths are the host's, in its mount namespace.
     FileServer,
@@ -37,12 +38,17 @@ pub enum Place {
     Initramfs,
     /// The machine's directory (`/vm` in the monitor's root): its sockets and its console log.
     MachineDir,
-    /// The directory a file server serves.
+    /// The directory a file server serves; for the monitor of a guest that can be snapshotted,
+    /// each directory it serves itself by 9p (bound at its own path in its root; an overlay
+    /// workspace's merged directory, which it mounted there, is one of them).
     Share,
     /// A file server's own `/run` (a tmpfs of its mount namespace).
     ServerRun,
     /// `/proc`.
     Proc,
+    /// The monitor's own descriptor directory, `/proc/self/fd` in its root (bound from its
+    /// `/proc/PID/fd`; nothing else of /proc is there).
+    OwnFds,
 }
 
 /// When a row applies.
@@ -56,6 +62,8 @@ pub enum When {
     ReadOnlyShare,
     /// Only for a share the guest may write.
     ReadWriteShare,
+    /// Only for a guest that can be snapshotted (its shares served by QEMU itself over 9p).
+    Snapshots,
 }
 
 /// One reviewed row.
@@ -92,7 +100,7 @@ const fn row(
 use Grant::{Device, Exec, MakeSockets, Read, ReadWrite, WriteFiles};
 use Place::*;
 use Process::{FileServer, Monitor};
-use When::{Always, Kvm, ReadOnlyShare, ReadWriteShare};
+use When::{Always, Kvm, ReadOnlyShare, ReadWriteShare, Snapshots};
 
 /// The list. Paths beneath a row's place are covered by it; nothing else is reachable.
 pub const RULES: &[AccessRule] = &[
@@ -154,6 +162,40 @@ pub const RULES: &[AccessRule] = &[
         Always,
         "the console log QEMU writes, and the channel's and the shares' sockets it connects to; \
          it reads nothing there",
+    ),
+    // The monitor of a guest that can be snapshotted, which serves its shares itself by 9p.
+    row(
+        Monitor,
+        Share,
+        Read,
+        ReadOnlyShare,
+        "each directory it serves by 9p that the guest may only read (a read-only bind in its \
+         root; QEMU's `readonly=on` refuses the guest's writes too)",
+    ),
+    row(
+        Monitor,
+        Share,
+        ReadWrite,
+        ReadWriteShare,
+        "each directory it serves by 9p that the guest may write: the bound workspace or the \
+         merged directory of the overlay it mounted itself, and `[sandbox] write`",
+    ),
+    row(
+        Monitor,
+        OwnFds,
+        Read,
+        Snapshots,
+        "QEMU's 9p server changes a file's mode and attributes through /proc/self/fd/N; the \
+         directory is its own descriptors' alone, and a link out of it is checked at the path \
+         it leads to",
+    ),
+    row(
+        Monitor,
+        MachineDir,
+        MakeSockets,
+        Snapshots,
+        "the QMP socket the host stops and migrates the machine by, and the socket a fork's \
+         monitor loads a snapshot's state from (`-incoming`); it may make sockets there",
     ),
     // Each file server.
     row(
