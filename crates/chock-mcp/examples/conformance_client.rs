@@ -369,6 +369,14 @@ fn run(url: &str) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    // The transport opens its standalone event stream (a GET) by itself after `initialized`. The
+    // `sse-retry` server answers a pending tool call on whichever GET comes next and times the
+    // last GET from its close of the call's stream: a standalone stream that a loaded machine
+    // opens only after the call is taken for the reconnection (about 0 ms, "too early"). The
+    // adapter gives it time to open first, as a client that does not call at once would.
+    if scenario == "sse-retry" {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
     for (i, (name, arguments)) in calls_for(&scenario, &context, &tools)
         .into_iter()
         .enumerate()
