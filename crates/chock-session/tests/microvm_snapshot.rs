@@ -5,6 +5,8 @@
 //! boot id: no kernel booted) showing the fork's workspace, while the parent's guest still shows
 //! the parent's. A fork at an earlier turn boots cold.
 
+#[path = "support/guest.rs"]
+mod guest;
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -13,11 +15,6 @@ use std::path::{Path, PathBuf};
 use chock_log::SessionHeader;
 use chock_protocol::log::{TurnEnd, TurnEndReason, TurnStart, TurnState};
 use chock_session::{CallOptions, CallOutcome, NoApprover, Session, SessionOptions};
-
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    exe.ancestors().nth(3).expect("target").to_path_buf()
-}
 
 /// Runs `script` in the session: its stdout, after checking it exited 0.
 fn run(session: &Session, script: &str) -> String {
@@ -94,27 +91,13 @@ fn mode(p: &Path) -> u32 {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_fork_at_the_snapshotted_turn_starts_its_guest_from_it_with_its_own_workspace() {
-    let guest_init = std::env::var_os("CHOCK_GUEST_INIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"));
-    let kernel = std::env::var_os("CHOCK_VM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
-    if !chock_test_support::installed("/usr/bin/qemu-system-x86_64")
-        || !chock_test_support::installed(&guest_init)
-        || !chock_test_support::installed(kernel.join("vmlinux"))
-    {
+    if !guest::ready(&[]) {
         return;
     }
+    let kernel = PathBuf::from(std::env::var_os("CHOCK_VM_DIR").expect("named by guest::ready"));
     let nine_p = chock_vm::GuestKernel::open(&kernel).is_ok_and(|k| k.nine_p);
     if !chock_test_support::requires(nine_p, "a guest kernel with the 9p modules") {
         return;
-    }
-    // SAFETY: the only test of this binary, before it starts any thread of its own; nothing
-    // else reads the environment meanwhile.
-    unsafe {
-        std::env::set_var("CHOCK_VM_DIR", &kernel);
-        std::env::set_var("CHOCK_GUEST_INIT", &guest_init);
     }
     let (project, sessions) = (
         tempfile::tempdir().expect("dir"),
