@@ -5,68 +5,18 @@
 //! ignored): qemu-system-x86 with its virtiofsd, the kernel (fetched into the target directory
 //! on first use), `chock-guest` built for x86_64-unknown-linux-musl, and `chock-hostile` built.
 
+mod support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use chock_sandbox::{
     CallHandle, Confiner, ExitStatus, Outcome, Plan, SandboxError, StdioMode, WorkspaceMount,
 };
-use chock_test_support::{installed, requires};
+use chock_test_support::installed;
 use chock_vm::{GuestConfig, GuestConfiner};
-
-/// The target directory this test binary was built in.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors().nth(3).unwrap().to_path_buf()
-}
-
-/// The kernel directory, fetched once per machine (the first test binary to need it fetches it).
-fn kernel_dir() -> Option<PathBuf> {
-    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let dir = std::env::var_os("CHOCK_VM_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
-        if chock_vm::GuestKernel::open(&dir).is_ok() {
-            return Ok(dir);
-        }
-        chock_vm::kernel::fetch(&dir)
-            .map(|_| dir)
-            .map_err(|e| e.to_string())
-    });
-    match dir {
-        Ok(d) => Some(d.clone()),
-        Err(e) => {
-            requires(false, format_args!("the guest kernel: {e}"));
-            None
-        }
-    }
-}
-
-/// The guest's init: `CHOCK_GUEST_INIT` (CI names its build), else the musl build beside this
-/// test's target directory.
-fn guest_init() -> PathBuf {
-    std::env::var_os("CHOCK_GUEST_INIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"))
-}
-
-/// A confiner, or `None` when something it needs is missing (outside CI).
-fn confiner() -> Option<GuestConfiner> {
-    if !installed("/usr/bin/qemu-system-x86_64") || !installed(guest_init()) {
-        return None;
-    }
-    let kernel_dir = kernel_dir()?;
-    let config = GuestConfig {
-        kernel_dir,
-        guest_init: guest_init(),
-        memory_mib: 512,
-        snapshots: false,
-    };
-    Some(GuestConfiner::new(&config).expect("a guest confiner"))
-}
+use support::{guest_init, kernel_dir, target_dir};
 
 /// A project directory under the home (the sandbox gives a call its own /tmp), removed on drop.
 struct Project(PathBuf);
@@ -150,7 +100,9 @@ fn rt() -> tokio::runtime::Runtime {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_call_runs_under_the_guest_kernel_and_the_next_in_the_same_warm_guest() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     rt().block_on(async {
         let (out, err, outcome) = run(&c, p.plan(&["uname", "-r"])).await.unwrap();
@@ -182,7 +134,9 @@ fn a_call_runs_under_the_guest_kernel_and_the_next_in_the_same_warm_guest() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn the_guest_has_no_network_device() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     rt().block_on(async {
         let (_, err, outcome) = run(&c, p.plan(&["true"])).await.unwrap();
@@ -220,7 +174,9 @@ fn hostile_in(p: &Project) -> Option<String> {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn the_escape_suites_key_attacks_are_stopped_inside_the_guest() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     let Some(hostile) = hostile_in(&p) else {
         return;
@@ -267,7 +223,9 @@ fn the_escape_suites_key_attacks_are_stopped_inside_the_guest() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_guest_killed_mid_call_fails_the_call_and_the_next_call_boots_a_new_one() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     rt().block_on(async {
         let call = c.prepare(p.plan(&["sleep", "60"])).await.unwrap();
@@ -297,7 +255,9 @@ fn a_guest_killed_mid_call_fails_the_call_and_the_next_call_boots_a_new_one() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_killed_call_ends_and_its_guest_stays_warm() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     rt().block_on(async {
         let call = c.prepare(p.plan(&["sleep", "60"])).await.unwrap();
@@ -320,7 +280,9 @@ fn a_killed_call_ends_and_its_guest_stays_warm() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn the_monitor_runs_confined() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     c.warm_up(&p.plan(&["true"])).unwrap();
     let pid = c.monitors()[0];
@@ -397,7 +359,7 @@ fn a_guest_that_cannot_start_fails_the_call() {
     if !installed("/usr/bin/qemu-system-x86_64") || !installed(guest_init()) {
         return;
     }
-    let Some(kernel_dir) = kernel_dir() else {
+    let Some(kernel_dir) = kernel_dir(false) else {
         return;
     };
     // An init that is not a program: the guest's kernel finds nothing to run.
@@ -463,7 +425,9 @@ fn processes_naming(path: &Path) -> Vec<String> {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn an_overlay_workspace_takes_the_calls_writes_in_its_upper_layer() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     let (lower, upper, work) = (p.0.join("lower"), p.0.join("s/upper"), p.0.join("s/work"));
     for d in [&lower, &upper, &work] {
@@ -508,7 +472,9 @@ fn an_overlay_workspace_takes_the_calls_writes_in_its_upper_layer() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_gated_call_runs_only_once_its_key_is_opened() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(false) else {
+        return;
+    };
     let p = Project::new();
     rt().block_on(async {
         // A key dropped unopened (a refused decision): the start fails and nothing ran.

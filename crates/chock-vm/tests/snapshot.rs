@@ -5,63 +5,15 @@
 //! Needs what tests/guest.rs needs (built without the `microvm` feature the tests are ignored),
 //! and a kernel directory with the 9p modules (`chock vm kernel` fetches them).
 
+mod support;
+
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chock_sandbox::{Confiner, ExitStatus, Plan, StdioMode, WorkspaceMount};
-use chock_test_support::{installed, requires};
-use chock_vm::{GuestConfig, GuestConfiner};
-
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.ancestors().nth(3).unwrap().to_path_buf()
-}
-
-/// The kernel directory (`CHOCK_VM_DIR`, else the target's), fetched when it is missing or
-/// has no 9p modules.
-fn kernel_dir() -> Option<PathBuf> {
-    static DIR: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let dir = std::env::var_os("CHOCK_VM_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
-        if chock_vm::GuestKernel::open(&dir).is_ok_and(|k| k.nine_p) {
-            return Ok(dir);
-        }
-        chock_vm::kernel::fetch(&dir)
-            .map(|_| dir)
-            .map_err(|e| e.to_string())
-    });
-    match dir {
-        Ok(d) => Some(d.clone()),
-        Err(e) => {
-            requires(false, format_args!("the guest kernel: {e}"));
-            None
-        }
-    }
-}
-
-fn guest_init() -> PathBuf {
-    std::env::var_os("CHOCK_GUEST_INIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"))
-}
-
-/// A confiner whose guests can be snapshotted, or `None` outside CI when a piece is missing.
-fn confiner() -> Option<GuestConfiner> {
-    if !installed("/usr/bin/qemu-system-x86_64") || !installed(guest_init()) {
-        return None;
-    }
-    let config = GuestConfig {
-        kernel_dir: kernel_dir()?,
-        guest_init: guest_init(),
-        memory_mib: 512,
-        snapshots: true,
-    };
-    Some(GuestConfiner::new(&config).expect("a guest confiner"))
-}
+use chock_vm::GuestConfiner;
 
 /// A directory under the home (the sandbox gives a call its own /tmp), removed on drop.
 struct Dir(PathBuf);
@@ -137,7 +89,9 @@ const WHO: &str = "cat /proc/sys/kernel/random/boot_id; cat who";
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_fork_starts_from_the_parents_snapshot_and_its_guest_sees_the_forks_workspace() {
-    let Some(parent) = confiner() else { return };
+    let Some(parent) = support::confiner(true) else {
+        return;
+    };
     let (parent_ws, fork_ws) = (Dir::new(".chock-vm-parent-"), Dir::new(".chock-vm-fork-"));
     std::fs::write(parent_ws.0.join("who"), "parent\n").unwrap();
     std::fs::write(fork_ws.0.join("who"), "fork\n").unwrap();
@@ -168,7 +122,7 @@ fn a_fork_starts_from_the_parents_snapshot_and_its_guest_sees_the_forks_workspac
     );
 
     // The fork: a guest of its own started from the snapshot, showing the fork's workspace.
-    let fork = confiner().unwrap();
+    let fork = support::confiner(true).unwrap();
     let started = Instant::now();
     fork.warm_up_from(&snap, &fork_ws.plan("true"))
         .expect("a guest started from the snapshot");
@@ -214,7 +168,9 @@ fn a_fork_starts_from_the_parents_snapshot_and_its_guest_sees_the_forks_workspac
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_snapshot_that_cannot_be_restored_fails_and_nothing_boots_cold() {
-    let Some(parent) = confiner() else { return };
+    let Some(parent) = support::confiner(true) else {
+        return;
+    };
     let ws = Dir::new(".chock-vm-parent-");
     std::fs::write(ws.0.join("who"), "parent\n").unwrap();
     run(&parent, &ws, WHO);
@@ -225,7 +181,7 @@ fn a_snapshot_that_cannot_be_restored_fails_and_nothing_boots_cold() {
         .expect("a snapshot of the warm guest");
     drop(parent);
 
-    let fork = confiner().unwrap();
+    let fork = support::confiner(true).unwrap();
     let fails = |from: &Path, plan: Plan, says: &str| {
         let e = fork
             .warm_up_from(from, &plan)
@@ -265,7 +221,9 @@ fn a_snapshot_that_cannot_be_restored_fails_and_nothing_boots_cold() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn the_monitor_that_serves_the_shares_holds_those_directories_and_nothing_else() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(true) else {
+        return;
+    };
     let ws = Dir::new(".chock-vm-ws-");
     let sibling = Dir::new(".chock-vm-sibling-");
     std::fs::write(sibling.0.join("secret"), "x").unwrap();
@@ -305,7 +263,9 @@ fn the_monitor_that_serves_the_shares_holds_those_directories_and_nothing_else()
 )]
 fn an_overlay_workspace_is_mounted_by_the_monitor_and_its_deletions_are_whiteouts() {
     use std::os::unix::fs::FileTypeExt;
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(true) else {
+        return;
+    };
     let ws = Dir::new(".chock-vm-overlay-");
     for d in ["lower/sub", "layers/upper", "layers/work"] {
         std::fs::create_dir_all(ws.0.join(d)).unwrap();
@@ -369,7 +329,9 @@ fn an_overlay_workspace_is_mounted_by_the_monitor_and_its_deletions_are_whiteout
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_snapshot_that_cannot_be_kept_leaves_nothing_and_the_guest_warm() {
-    let Some(c) = confiner() else { return };
+    let Some(c) = support::confiner(true) else {
+        return;
+    };
     let ws = Dir::new(".chock-vm-ws-");
     std::fs::write(ws.0.join("who"), "parent\n").unwrap();
     let first = run(&c, &ws, WHO);
