@@ -46,7 +46,7 @@ fn allowed() -> Vec<libc::c_long> {
 /// privileges, not dumpable (a process of the same user cannot read its memory or take its
 /// descriptors), Landlock with every filesystem access handled and none granted (and, where the
 /// kernel has them, no TCP and no abstract unix socket outside its domain), and a seccomp
-/// allow-list ([`allowed`]) that answers every other system call `EPERM`: no `socket`,
+/// allow-list (`allowed`) that answers every other system call `EPERM`: no `socket`,
 /// `connect`, `open`, `execve`, `kill` or `ptrace`. A step that cannot be applied is an error,
 /// and the keeper does not run without it.
 pub fn confine_self() -> Result<(), String> {
