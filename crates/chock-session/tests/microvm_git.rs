@@ -108,10 +108,8 @@ fn git_in_a_guest_is_decided_on_the_host_and_held_to_the_workspace() {
     let dir = tempfile::tempdir().expect("dir");
     let base = dir.path().canonicalize().expect("canonical");
 
-    // Allowed: the commit is `git.commit`, decided on the host, and lands in the workspace. (In
-    // a repository the call makes: as an unprivileged user a guest cannot yet copy a directory
-    // of the project's lower layer up (docs/microvm.md), which a commit in the project's own
-    // `.git` needs.)
+    // Allowed: the commit is `git.commit`, decided on the host, and lands in the workspace (in a
+    // repository the call makes).
     let (s, project) = session(&base.join("allowed"), "");
     let release = s.guest().expect("a guest").kernel_release().to_string();
     let (out, err) = run(

@@ -24,6 +24,7 @@ mod lz4;
 mod machine;
 mod monitor;
 mod relay;
+mod server_ids;
 mod snapshot;
 
 pub use accel::{Accel, AccelChoice, choose as choose_accel};

@@ -131,49 +131,6 @@ fn guest_err(what: &str, e: impl std::fmt::Display) -> VmError {
     VmError::Guest(format!("{what}: {e}"))
 }
 
-/// The user namespace a virtiofs server runs in. As root: root mapped to itself. Unprivileged:
-/// the user's own uid as the namespace's root, and its first subordinate group (/etc/subgid,
-/// mapped by newgidmap) as the root group, because QEMU's virtiofsd drops its supplementary
-/// groups with `setgroups`, which a namespace whose group map the user wrote alone forbids.
-/// Files the guest creates are then the user's, in that subordinate group.
-fn server_user_namespace() -> Result<Vec<String>, VmError> {
-    let uid = rustix::process::geteuid().as_raw();
-    if uid == 0 {
-        return Ok(vec!["--user".into(), "--map-root-user".into()]);
-    }
-    let uid_text = uid.to_string();
-    let name = std::fs::read_to_string("/etc/passwd")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            (f.get(2) == Some(&uid_text.as_str())).then(|| f[0].to_string())
-        })
-        .unwrap_or_default();
-    let sub = std::fs::read_to_string("/etc/subgid")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            let owner = f.first().copied().unwrap_or_default();
-            (owner == name || owner == uid_text)
-                .then(|| f.get(1).map(|s| s.to_string()))
-                .flatten()
-        });
-    match sub {
-        Some(gid) if Path::new("/usr/bin/newgidmap").is_file() => Ok(vec![
-            "--user".into(),
-            format!("--map-users={uid},0,1"),
-            format!("--map-groups={gid},0,1"),
-            "--setgid=0".into(),
-        ]),
-        _ => Err(VmError::Guest(format!(
-            "the guest's file servers need, for an unprivileged user, a subordinate group range \
-             in /etc/subgid for {name} (uid {uid}) and newgidmap (Debian: uidmap)"
-        ))),
-    }
-}
-
 /// A virtiofs server for `share`, listening on `socket` in the machine's directory `dir`: in new
 /// user and mount namespaces, with a /run of its own and its share bound over itself (read-only
 /// for a read-only share), and last the file server's Landlock rules (`confine.rs`).
@@ -193,12 +150,32 @@ fn serve_share(
     args.push(source);
     args.extend(["-o", "sandbox=chroot", "-o", "xattr"].map(std::ffi::OsString::from));
     let log = std::fs::File::create(log).map_err(|e| guest_err("a server's log", e))?;
-    server_command(spec, share, dir, &spec.virtiofsd, args)?
+    let mut server = server_command(spec, share, dir, &spec.virtiofsd, args)?;
+    server
+        .command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| guest_err("start a virtiofs server (unshare)", e))
+        .stderr(log);
+    server.spawn()
+}
+
+/// A file server's command, and the ids its user namespace is given once it has started.
+pub(crate) struct ServerCommand {
+    pub(crate) command: Command,
+    ids: crate::server_ids::ServerIds,
+    fifo: PathBuf,
+}
+
+impl ServerCommand {
+    /// Starts it and maps its namespace's ids (`server_ids.rs`).
+    pub(crate) fn spawn(mut self) -> Result<Child, VmError> {
+        let mut child = self
+            .command
+            .spawn()
+            .map_err(|e| guest_err("start a virtiofs server (unshare)", e))?;
+        self.ids.map(&mut child, &self.fifo)?;
+        Ok(child)
+    }
 }
 
 /// `program` with `args`, run as a file server of `share` is: in its namespaces, under its
@@ -209,7 +186,8 @@ pub(crate) fn server_command(
     dir: &Path,
     program: &Path,
     args: Vec<std::ffi::OsString>,
-) -> Result<Command, VmError> {
+) -> Result<ServerCommand, VmError> {
+    static SERVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     // `$1` the share, `$2` whether it is read-only; the helper's command line follows.
     let script = r#"mount -t tmpfs chock-run /run && mount --bind "$1" "$1" && if [ "$2" = 1 ]; then mount -o remount,bind,ro "$1"; fi && shift 2 && exec "$@""#;
     let kvm = spec.accel.accel == crate::accel::Accel::Kvm;
@@ -223,10 +201,11 @@ pub(crate) fn server_command(
         },
         Some(share),
     );
-    let mut c = Command::new("unshare");
-    c.args(server_user_namespace()?)
-        .args(["--mount", "--", "sh", "-c", script, "sh"])
-        .arg(&share.path)
+    let ids = crate::server_ids::ServerIds::of_this_process()?;
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let fifo = ids.fifo(dir, &format!("server-{}-{n}.ids", std::process::id()))?;
+    let mut c = ids.command(script, &fifo);
+    c.arg(&share.path)
         .arg(if share.read_only { "1" } else { "0" })
         .args(crate::confine::wrap(
             &spec.confine,
@@ -235,7 +214,11 @@ pub(crate) fn server_command(
             program,
             args,
         ));
-    Ok(c)
+    Ok(ServerCommand {
+        command: c,
+        ids,
+        fifo,
+    })
 }
 
 fn wait_for(path: &Path, servers: &mut [Child], what: &str, log: &Path) -> Result<(), VmError> {

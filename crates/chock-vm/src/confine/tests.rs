@@ -173,6 +173,21 @@ fn output(mut cmd: Command) -> (Option<i32>, String, String) {
     )
 }
 
+/// A file server's probe run to its end, its ids mapped as a server's are.
+fn server_output(mut server: crate::machine::ServerCommand) -> (Option<i32>, String, String) {
+    server
+        .command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = server.spawn().unwrap().wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A home-like directory for a test (not /tmp: the monitor's root has a /tmp of its own).
 fn scratch() -> tempfile::TempDir {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
@@ -367,7 +382,7 @@ fn a_file_servers_confinement_reaches_its_share_and_nothing_else() {
         args,
     )
     .unwrap();
-    let (status, out, err) = output(cmd);
+    let (status, out, err) = server_output(cmd);
     assert_eq!(status, Some(0), "{out}\n{err}");
     assert!(out.contains("share=read"), "{out}\n{err}");
     assert!(out.contains("share=written"), "{out}\n{err}");
