@@ -11,7 +11,7 @@ use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, SeccompRule};
 
 /// The system calls the keeper makes once confined (its loop, its allocator, its exit).
 fn allowed() -> Vec<libc::c_long> {
-    let mut calls = vec![
+    let common = [
         libc::SYS_read,
         libc::SYS_write,
         libc::SYS_close,
@@ -37,9 +37,12 @@ fn allowed() -> Vec<libc::c_long> {
         libc::SYS_sched_yield,
         libc::SYS_restart_syscall,
     ];
+    // `poll` exists on x86_64 only (aarch64 has `ppoll` alone).
     #[cfg(target_arch = "x86_64")]
-    calls.push(libc::SYS_poll);
-    calls
+    let arch: &[libc::c_long] = &[libc::SYS_poll];
+    #[cfg(not(target_arch = "x86_64"))]
+    let arch: &[libc::c_long] = &[];
+    common.iter().chain(arch).copied().collect()
 }
 
 /// Confines the calling process for good (every thread it makes after inherits it): no new
