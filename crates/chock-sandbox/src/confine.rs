@@ -109,6 +109,61 @@ pub struct KeptCall {
     pub stderr: OwnedFd,
     /// What is left of the plan's wall-clock limit, for the keeper to enforce.
     pub timeout: Option<std::time::Duration>,
+    /// Copies of the call's doors to the host: the keeper holds them open while no owner
+    /// serves them, and gives them to the owner that takes the call over.
+    pub doors: CallDoors,
+}
+
+/// The host's ends of a kept call's doors (docs/handover.md, "Background commands move"): what
+/// the call reaches the host through, which the owner of the session serves — whichever process
+/// that is. The process that started the call serves its own copies until it lets go; the
+/// keeper holds these copies, so that while nobody serves them the call's requests wait (a
+/// connection in the listener's queue, a request in the channel, a forbidden system call
+/// blocked before it runs) instead of being refused, and hands them to the next owner.
+#[derive(Debug, Default)]
+pub struct CallDoors {
+    /// The listening socket the call's egress proxy is served on
+    /// ([`CallHandle::take_egress`]).
+    pub egress: Option<OwnedFd>,
+    /// The host's end of the call's host channel ([`CallHandle::take_host_channel`]).
+    pub channel: Option<OwnedFd>,
+    /// The call's seccomp filter's listener, watched by [`crate::SeccompWatch`].
+    pub seccomp: Option<OwnedFd>,
+}
+
+impl CallDoors {
+    /// The doors there are, in their fixed order (egress, channel, seccomp): what is sent.
+    pub fn present(&self) -> [bool; 3] {
+        [
+            self.egress.is_some(),
+            self.channel.is_some(),
+            self.seccomp.is_some(),
+        ]
+    }
+
+    /// The descriptors there are, in the order of [`CallDoors::present`].
+    pub fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        [&self.egress, &self.channel, &self.seccomp]
+            .into_iter()
+            .flatten()
+            .map(std::os::fd::AsFd::as_fd)
+            .collect()
+    }
+
+    /// The doors from `present` (as [`CallDoors::present`] said) and their descriptors in that
+    /// order; `None` when the count does not match.
+    pub fn from_fds(present: [bool; 3], fds: Vec<OwnedFd>) -> Option<CallDoors> {
+        if present.iter().filter(|p| **p).count() != fds.len() {
+            return None;
+        }
+        let mut fds = fds.into_iter();
+        let mut take = |p: bool| if p { fds.next() } else { None };
+        Some(CallDoors {
+            egress: take(present[0]),
+            channel: take(present[1]),
+            seccomp: take(present[2]),
+        })
+    }
 }
 
 /// A plan checked by a [`Confiner`] and ready to be started by it.

@@ -27,12 +27,15 @@ pub use host::doctor;
 pub use child::landlock_rules::{
     MINIMUM_ABI as LANDLOCK_MINIMUM_ABI, features as landlock_features, kernel_abi as landlock_abi,
 };
-pub use confine::{BoxFuture, CallHandle, Confiner, KeptCall, Kill, Killer, PreparedCall};
+pub use confine::{
+    BoxFuture, CallDoors, CallHandle, Confiner, KeptCall, Kill, Killer, PreparedCall,
+};
 pub use host::gate::{Gate, GateKey, gate};
 pub use host::local::LocalConfiner;
 pub use host::own_overlay::in_memory_supported;
 pub use host::ready::ReadyCall;
-pub use host::running::watch_host_channel;
+pub use host::running::{wait_gone, watch_host_channel};
+pub use host::seccomp_watch::SeccompWatch;
 pub use host::shared_overlay::{OverlayLease, SharedOverlay};
 pub use host::socket_index::SocketIndex;
 pub use host::spawn::{

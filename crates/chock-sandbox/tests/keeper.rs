@@ -1,14 +1,15 @@
 //! The keeper's protocol through real sockets, pipes and a process (docs/handover.md): a first
 //! owner hands a command over and records part of its output, then goes away having received
 //! more than it recorded; a second owner follows from what is recorded and gets exactly the
-//! rest — no byte twice, none missing — and the end after the last byte.
+//! rest — no byte twice, none missing — and the end after the last byte. The call's doors to the
+//! host go with it: what reaches them while no owner serves them waits for the next.
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 
-use chock_sandbox::KeptCall;
 use chock_sandbox::keeper::{self, Frame};
+use chock_sandbox::{CallDoors, KeptCall};
 
 /// A command printing numbered lines, kept as a confined call would be: its pipes, a pidfd of
 /// it, a status pipe holding its wait status 0, and a lifeline.
@@ -40,6 +41,7 @@ fn kept_command(lines: u32) -> (KeptCall, std::process::Child) {
         stdout: child.stdout.take().unwrap().into(),
         stderr: child.stderr.take().unwrap().into(),
         timeout: None,
+        doors: CallDoors::default(),
     };
     (kept, child)
 }
@@ -57,7 +59,17 @@ fn a_second_owner_gets_exactly_what_the_first_did_not_record_and_then_the_end() 
     let served = std::thread::spawn(move || keeper::serve(listener));
     let (first, handles) = keeper::connect(dir.path()).unwrap().unwrap();
     assert!(handles.is_empty());
-    let (kept, mut child) = kept_command(200);
+    let (mut kept, mut child) = kept_command(200);
+    // Two of the call's doors: an egress listener and a host channel (the call's end kept here,
+    // as the call's processes would hold it).
+    let egress = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let egress_at = egress.local_addr().unwrap();
+    let (host_end, call_end) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    kept.doors = CallDoors {
+        egress: Some(egress.into()),
+        channel: Some(host_end.into()),
+        seccomp: None,
+    };
     let follow = keeper::keep(&first, "bg-c1", kept).unwrap();
     // The first owner records the first 100 bytes of stdout and acknowledges them; it receives
     // more, then dies before it records them.
@@ -87,12 +99,33 @@ fn a_second_owner_gets_exactly_what_the_first_did_not_record_and_then_the_end() 
     }
     drop(follow);
     drop(first);
+    // Nobody serves the doors now: a connection waits in the listener's queue and a request in
+    // the channel, neither refused (the keeper holds the only host copies).
+    let mut waiting = std::net::TcpStream::connect(egress_at).unwrap();
+    call_end.send(b"a request").unwrap();
     // The second owner: the keeper keeps the call, and sends from the recorded offset on.
     let (second, handles) = keeper::connect(dir.path()).unwrap().unwrap();
     assert_eq!(handles, ["bg-c1"]);
     let refused = keeper::follow(&second, "bg-c1", [0, 0]);
     assert!(refused.is_err(), "bytes already let go were offered again");
-    let (follow, _pidfd) = keeper::follow(&second, "bg-c1", [recorded.len() as u64, 0]).unwrap();
+    let (follow, followed) = keeper::follow(&second, "bg-c1", [recorded.len() as u64, 0]).unwrap();
+    assert!(
+        followed.doors.seccomp.is_none(),
+        "a door that was not given"
+    );
+    // The second owner serves the doors it was given: the waiting connection and request are
+    // there.
+    let egress = std::net::TcpListener::from(followed.doors.egress.unwrap());
+    let (mut served_conn, _) = egress.accept().unwrap();
+    use std::io::Read;
+    waiting.write_all(b"hello").unwrap();
+    let mut word = [0u8; 5];
+    served_conn.read_exact(&mut word).unwrap();
+    assert_eq!(&word, b"hello");
+    let channel = std::os::unix::net::UnixDatagram::from(followed.doors.channel.unwrap());
+    let mut request = [0u8; 32];
+    let n = channel.recv(&mut request).unwrap();
+    assert_eq!(&request[..n], b"a request");
     let mut stderr = Vec::new();
     let end = loop {
         match follow.next().unwrap().unwrap() {

@@ -239,29 +239,9 @@ impl Session {
             .killer()
             .ok()
             .and_then(|killer| self.running.register(&call_id, killer));
-        // The push a person approves in this call, shared by the channel (askpass) and the egress
-        // proxy (the push's one connection); dropped, and with it all it made, when the call ends.
-        let credentials = std::sync::Arc::new(crate::channel::Credentials::new());
-        let served = call
-            .take_egress()
-            .map(|listener| {
-                crate::egress::serve(
-                    &tokio::runtime::Handle::current(),
-                    pipeline,
-                    &self.log,
-                    &call_id,
-                    listener,
-                    credentials.clone(),
-                )
-            })
-            .transpose();
-        let proxy = match served {
-            Ok(proxy) => proxy,
-            Err(e) => return Err(self.proxy_failed(&call_id, e)?),
-        };
-        let limit = opts.capture_limit;
         // A call handed to the session's keeper: its output and end come through the keeper,
-        // followed beside the wait (which then only cleans up after the call's processes).
+        // followed beside the wait (which then only cleans up after the call's processes). Kept
+        // before its doors are taken, so that the keeper holds a copy of each.
         let kept = match &opts.keep {
             Some(keeping) => match call.keep() {
                 // Spawned, so the keeper has the call from now on, not from when it is awaited.
@@ -270,6 +250,27 @@ impl Session {
             },
             None => None,
         };
+        let doors = crate::call_doors::Doors {
+            call_id: &call_id,
+            pipeline,
+            credentials: std::sync::Arc::new(crate::channel::Credentials::new()),
+            guest: guest_view.as_ref(),
+        };
+        let proxy = match call
+            .take_egress()
+            .map(|listener| self.open_egress(&doors, listener))
+            .transpose()
+        {
+            Ok(proxy) => proxy,
+            Err(e) => {
+                // A kept call no longer ends with this handle: it is ended here.
+                if let Ok(killer) = call.killer() {
+                    killer.kill();
+                }
+                return Err(self.proxy_failed(&call_id, e)?);
+            }
+        };
+        let limit = opts.capture_limit;
         // Both streams are read on the runtime's blocking pool while the call is awaited: the
         // wait enforces the timeout, and the call's end is what ends the streams.
         let pump_on = |f: Option<std::fs::File>, stream: Stream| {
@@ -283,30 +284,7 @@ impl Session {
         // The call's channel to the host is served beside the wait, on this runtime, and dropped
         // (closed) when the call has ended.
         let channel = call.take_host_channel();
-        let wiring = self.git.as_ref();
-        let gits = wiring.and_then(crate::git_shim::Wiring::found);
-        let waited = match (channel, gits, wiring) {
-            (Some(channel), Some(gits), Some(wiring)) => {
-                let handler = crate::channel::CallChannel {
-                    pipeline,
-                    call_id: &call_id,
-                    gits,
-                    wiring,
-                    credentials: &credentials,
-                    guest: guest_view.as_ref(),
-                };
-                let serving = async {
-                    let _ = crate::channel::serve(channel, &handler).await;
-                    // Served to its end (every process closed it): the call ends on its own.
-                    std::future::pending::<()>().await;
-                };
-                tokio::select! {
-                    waited = call.wait() => waited,
-                    () = serving => unreachable!("serving never ends on its own"),
-                }
-            }
-            _ => call.wait().await,
-        };
+        let waited = self.serve_channel_until(&doors, channel, call.wait()).await;
         let joined = |t: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
             match t {
                 Some(t) => t.await.unwrap_or_default(),

@@ -8,6 +8,7 @@
 mod approve;
 mod call;
 mod call_async;
+mod call_doors;
 mod call_end;
 mod call_output;
 pub mod channel;

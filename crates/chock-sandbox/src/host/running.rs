@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::child::prepared::Prepared;
-use crate::confine::{KeptCall, Killer};
+use crate::confine::{CallDoors, KeptCall, Killer};
 use crate::host::call_io::{CallIo, Setup};
 use crate::host::cgroup::Cgroup;
 use crate::host::plumbing::{SetupReport, host_pid_of, poll_any_readable, poll_readable};
@@ -48,7 +48,7 @@ pub struct SandboxChild {
     /// time out, kill on drop or read the status of.
     kept: bool,
     /// The host's watch over the call's seccomp filter: which forbidden call killed a process.
-    seccomp: crate::host::seccomp_watch::Watch,
+    seccomp: crate::host::seccomp_watch::SeccompWatch,
 }
 
 impl CallIo {
@@ -105,7 +105,7 @@ impl CallIo {
                 // would say which call was forbidden; the call does not run without it.
                 let watch = seccomp_listener
                     .ok_or_else(|| std::io::Error::from_raw_os_error(libc::EBADF))
-                    .and_then(|l| crate::host::seccomp_watch::Watch::start(l, &init_pidfd));
+                    .and_then(|l| crate::host::seccomp_watch::SeccompWatch::start(l, &init_pidfd));
                 let seccomp = match watch {
                     Ok(w) => w,
                     Err(e) => {
@@ -247,6 +247,29 @@ impl SandboxChild {
         };
         let pidfd = dup(&self.init_pidfd, "the init's pidfd")?;
         let status = dup(&self.status_r, "the status pipe")?;
+        // Copies of the doors still here (this handle's own are served by this process until
+        // it lets go): taken before the doors are, so that every door the call has goes along.
+        let doors = CallDoors {
+            egress: self
+                .proxy
+                .as_ref()
+                .map(|l| {
+                    l.try_clone()
+                        .map(OwnedFd::from)
+                        .map_err(|e| SandboxError::host("duplicate the egress listener", e))
+                })
+                .transpose()?,
+            channel: self
+                .host_channel
+                .as_ref()
+                .map(|c| dup(c, "the host channel"))
+                .transpose()?,
+            seccomp: Some(
+                self.seccomp
+                    .listener_copy()
+                    .map_err(|e| SandboxError::host("duplicate the seccomp listener", e))?,
+            ),
+        };
         let (Some(stdout), Some(stderr), Some(lifeline)) =
             (self.stdout.take(), self.stderr.take(), self.lifeline.take())
         else {
@@ -264,6 +287,7 @@ impl SandboxChild {
             stdout: stdout.into(),
             stderr: stderr.into(),
             timeout,
+            doors,
         })
     }
 
@@ -503,4 +527,18 @@ pub fn watch_host_channel(channel: OwnedFd) -> std::io::Result<tokio::io::unix::
         tokio::io::unix::AsyncFd::register_with_interest(channel, tokio::io::Interest::READABLE)
     }
     .map_err(|e| e.into_parts().1)
+}
+
+/// Resolves once the process `pidfd` names has ended (its pidfd reads as readable), on the
+/// caller's tokio runtime: a kept call's init, for an owner that took the call over and serves
+/// its doors until every process of it is gone.
+pub async fn wait_gone(pidfd: OwnedFd) -> std::io::Result<()> {
+    // SAFETY: the descriptor is owned by the value registered and closed only when the
+    // `AsyncFd` is dropped, after its registration is removed.
+    let init = unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE)
+    }
+    .map_err(|e| e.into_parts().1)?;
+    drop(init.readable().await?);
+    Ok(())
 }

@@ -17,32 +17,45 @@ use std::sync::{Arc, Mutex};
 
 use crate::child::seccomp_rules::{Arch, killed_call};
 
-/// A running watch; the call's report reads [`Watch::killed`].
+/// A running watch; the call's report reads [`SeccompWatch::killed`]. Public because the
+/// watch moves with a kept call (docs/handover.md): a process that takes the call over is given
+/// a copy of the filter's listener ([`crate::CallDoors::seccomp`]) and watches it itself.
 #[derive(Debug)]
-pub(crate) struct Watch {
+pub struct SeccompWatch {
     killed: Arc<Mutex<Option<String>>>,
+    /// The watched listener, shared with the watching thread: copied for a process that takes
+    /// the call over ([`SeccompWatch::listener_copy`]).
+    listener: Arc<OwnedFd>,
 }
 
-impl Watch {
+impl SeccompWatch {
     /// Starts watching `listener` on a thread of its own until the call's init (`init_pidfd`, a
     /// copy is kept) is gone, which means every process of the call is. A thread that cannot be
     /// made fails the call (its kill rows would answer ENOSYS, not kill).
-    pub(crate) fn start(listener: OwnedFd, init_pidfd: &OwnedFd) -> std::io::Result<Watch> {
+    pub fn start(listener: OwnedFd, init_pidfd: &OwnedFd) -> std::io::Result<SeccompWatch> {
         let init = init_pidfd.try_clone()?;
         let killed = Arc::new(Mutex::new(None));
-        let theirs = Arc::clone(&killed);
+        let listener = Arc::new(listener);
+        let (theirs, watched) = (Arc::clone(&killed), Arc::clone(&listener));
         std::thread::Builder::new()
             .name("chock-seccomp".into())
-            .spawn(move || watch(&listener, &init, &theirs))?;
-        Ok(Watch { killed })
+            .spawn(move || watch(&watched, &init, &theirs))?;
+        Ok(SeccompWatch { killed, listener })
     }
 
     /// The first call for which a process of this call was killed, by name.
-    pub(crate) fn killed(&self) -> Option<String> {
+    pub fn killed(&self) -> Option<String> {
         self.killed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// A copy of the filter's listener, for the process the call is handed to: while any copy
+    /// is open a forbidden call waits for a watcher (killed when one reads it), rather than
+    /// being answered `ENOSYS`.
+    pub(crate) fn listener_copy(&self) -> std::io::Result<OwnedFd> {
+        self.listener.try_clone()
     }
 }
 

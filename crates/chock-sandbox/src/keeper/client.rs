@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
 
 use super::{Msg, recv, send, socket_path};
-use crate::confine::KeptCall;
+use crate::confine::{CallDoors, KeptCall};
 
 /// An owner's hold on its session's keeper: while its connection is open the keeper knows it has
 /// an owner. Dropped without [`KeeperLink::finish`] (the owner lets go, or dies), the keeper
@@ -146,14 +146,16 @@ pub fn keep(link: &KeeperLink, handle: &str, call: KeptCall) -> std::io::Result<
         timeout_ms: call
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        doors: call.doors.present(),
     };
-    let fds = [
+    let mut fds = vec![
         call.lifeline.as_fd(),
         call.pidfd.as_fd(),
         call.status.as_fd(),
         call.stdout.as_fd(),
         call.stderr.as_fd(),
     ];
+    fds.extend(call.doors.fds());
     send(conn.as_fd(), &msg, &[], &fds)?;
     // This process's copies close here: the keeper alone holds the call from now on (its
     // lifeline above all, so this process's end no longer ends the call).
@@ -161,13 +163,23 @@ pub fn keep(link: &KeeperLink, handle: &str, call: KeptCall) -> std::io::Result<
     Ok(Follow { conn })
 }
 
+/// A kept call as a new follower is given it: a copy of its init's pidfd (to kill it, and
+/// readable once its processes are gone) and copies of its doors, for this owner to serve.
+#[derive(Debug)]
+pub struct Followed {
+    /// The call's init.
+    pub pidfd: OwnedFd,
+    /// The call's doors to the host.
+    pub doors: CallDoors,
+}
+
 /// Follows the kept call `handle` from `from` (the offsets of stdout and stderr this owner has
-/// recorded): the connection, and a copy of the call's init pidfd (to kill it).
+/// recorded): the connection, and what the keeper gives of the call ([`Followed`]).
 pub fn follow(
     link: &KeeperLink,
     handle: &str,
     from: [u64; 2],
-) -> std::io::Result<(Follow, OwnedFd)> {
+) -> std::io::Result<(Follow, Followed)> {
     let conn = dial(&link.dir)?;
     let msg = Msg::Follow {
         handle: handle.to_string(),
@@ -175,9 +187,11 @@ pub fn follow(
     };
     send(conn.as_fd(), &msg, &[], &[])?;
     match recv(conn.as_fd())? {
-        Some((Msg::Job { .. }, _, mut fds)) if fds.len() == 1 => {
+        Some((Msg::Job { doors, .. }, _, mut fds)) if !fds.is_empty() => {
             let pidfd = fds.remove(0);
-            Ok((Follow { conn }, pidfd))
+            let doors = CallDoors::from_fds(doors, fds)
+                .ok_or_else(|| other("the keeper sent a call's doors that do not match".into()))?;
+            Ok((Follow { conn }, Followed { pidfd, doors }))
         }
         Some((Msg::Refused { reason }, _, _)) => {
             Err(other(format!("the keeper refused: {reason}")))

@@ -38,7 +38,7 @@ use rustix::net::{
 use serde::{Deserialize, Serialize};
 
 pub use client::{
-    Follow, Frame, KeeperLink, bind, connect, follow, inherited_listener, keep, start,
+    Follow, Followed, Frame, KeeperLink, bind, connect, follow, inherited_listener, keep, start,
 };
 pub use confine::confine_self;
 pub use serve::{serve, serve_alone};
@@ -51,6 +51,8 @@ pub const BINARY: &str = "chock-keeper";
 pub const ALONE: Duration = Duration::from_secs(30);
 /// Bytes of one stream the keeper holds unacknowledged before it stops reading it.
 pub const HOLD: usize = 4 << 20;
+/// The most descriptors one packet carries: a kept call's five and its three doors.
+pub(crate) const MAX_FDS: usize = 8;
 /// The largest payload of one `out` frame.
 pub(crate) const CHUNK: usize = 32 * 1024;
 
@@ -58,13 +60,17 @@ pub(crate) const CHUNK: usize = 32 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "m", rename_all = "snake_case")]
 pub enum Msg {
-    /// Owner: keep this call (descriptors: lifeline, pidfd, status, stdout, stderr); this
-    /// connection follows it from offset 0.
+    /// Owner: keep this call (descriptors: lifeline, pidfd, status, stdout, stderr, then the
+    /// doors `doors` says are there); this connection follows it from offset 0.
     Keep {
         /// The call's background handle (`bg-<call>`).
         handle: String,
         /// Milliseconds left of the call's wall-clock limit.
         timeout_ms: Option<u64>,
+        /// Which of the call's doors follow the five (egress, channel, seccomp:
+        /// [`crate::CallDoors::present`]).
+        #[serde(default)]
+        doors: [bool; 3],
     },
     /// Owner: which calls are kept? Answered with `jobs`.
     List,
@@ -80,10 +86,14 @@ pub enum Msg {
         /// Offsets of stdout and stderr.
         from: [u64; 2],
     },
-    /// Keeper: you follow `handle` (descriptor: a copy of its init's pidfd).
+    /// Keeper: you follow `handle` (descriptors: a copy of its init's pidfd, then copies of
+    /// the doors `doors` says are there, for the new owner to serve).
     Job {
         /// The call's handle.
         handle: String,
+        /// Which doors follow the pidfd ([`crate::CallDoors::present`]).
+        #[serde(default)]
+        doors: [bool; 3],
     },
     /// Keeper: bytes of `stream` (0 stdout, 1 stderr) starting at `offset` (the payload).
     Out {
@@ -133,7 +143,7 @@ pub(crate) fn send(
         IoSlice::new(&header),
         IoSlice::new(payload),
     ];
-    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(5))];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut anc = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !anc.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(std::io::Error::other("too many descriptors"));
@@ -153,7 +163,7 @@ pub(crate) type Packet = (Msg, Vec<u8>, Vec<OwnedFd>);
 /// Receives one packet (blocking unless the socket is not).
 pub(crate) fn recv(sock: BorrowedFd<'_>) -> std::io::Result<Option<Packet>> {
     let mut buf = vec![0u8; CHUNK + 4096];
-    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(5))];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let (n, fds) = loop {
         let mut anc = RecvAncillaryBuffer::new(&mut space);
         let mut iov = [IoSliceMut::new(&mut buf)];

@@ -5,6 +5,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::{ALONE, CHUNK, HOLD, Msg, recv, send};
+use crate::confine::CallDoors;
 
 /// One stream of a kept call: the bytes read and not yet acknowledged, numbered from `base`.
 struct Stream {
@@ -39,6 +40,8 @@ struct Job {
     _lifeline: OwnedFd,
     pidfd: OwnedFd,
     status: OwnedFd,
+    /// Copies of the call's doors, held open for the next owner and given to each follower.
+    doors: CallDoors,
     streams: [Stream; 2],
     deadline: Option<Instant>,
     /// The init is gone; its wait status, if it wrote one.
@@ -240,10 +243,19 @@ impl Keeper {
 
     fn handle(&mut self, id: u64, msg: Msg, fds: Vec<OwnedFd>) {
         match msg {
-            Msg::Keep { handle, timeout_ms } => {
-                let Ok([lifeline, pidfd, status, stdout, stderr]) = <[OwnedFd; 5]>::try_from(fds)
-                else {
-                    let reason = "keep needs five descriptors".to_string();
+            Msg::Keep {
+                handle,
+                timeout_ms,
+                doors,
+            } => {
+                let mut fds = fds;
+                let door_fds = fds.split_off(fds.len().min(5));
+                let (Ok([lifeline, pidfd, status, stdout, stderr]), Some(doors)) = (
+                    <[OwnedFd; 5]>::try_from(fds),
+                    CallDoors::from_fds(doors, door_fds),
+                ) else {
+                    let reason =
+                        "keep needs five descriptors and one for each door it names".to_string();
                     return self.reply(id, &Msg::Refused { reason }, &[]);
                 };
                 // The status too: once the init is gone its status is in the pipe, or never
@@ -261,6 +273,7 @@ impl Keeper {
                     _lifeline: lifeline,
                     pidfd,
                     status,
+                    doors,
                     streams: [Stream::new(stdout), Stream::new(stderr)],
                     deadline: timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms)),
                     exited: None,
@@ -323,11 +336,14 @@ impl Keeper {
         }
         job.follower = Some(id);
         job.end_sent = false;
+        let job = &self.jobs[i];
         let msg = Msg::Job {
             handle: handle.to_string(),
+            doors: job.doors.present(),
         };
-        let job = &self.jobs[i];
-        self.reply(id, &msg, &[job.pidfd.as_fd()]);
+        let mut fds = vec![job.pidfd.as_fd()];
+        fds.extend(job.doors.fds());
+        self.reply(id, &msg, &fds);
     }
 
     fn read_stream(&mut self, i: usize, s: usize) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chock_protocol::log::{CommandResult, CommandStatus, Note};
+use chock_sandbox::keeper;
 use chock_sandbox::{ExitStatus, Killer, LimitsReport, Outcome};
 
 use super::live_output::OutputItem;
@@ -54,6 +55,7 @@ impl Commands {
         let sink = Arc::clone(&self.sink);
         let (handle, command) = (handle.to_string(), command.to_string());
         let limit = chock_session::CallOptions::default().capture_limit;
+        let pipeline = self.decider.pipeline();
         let waiter = tokio::spawn(async move {
             let began = Instant::now();
             let (k, h, c, l) = (
@@ -64,26 +66,77 @@ impl Commands {
             );
             // The log is held while the output is recorded (its lock says who owns the session).
             let held = log.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let serving = Arc::clone(&session);
             let followed = tokio::task::spawn_blocking(move || {
                 let _held = held;
                 let mut registered = None;
-                let r = k.follow_blocking(&link, &h, None, &*l, &mut |pidfd| {
-                    registered = session.running().register(&c, Killer::from_pidfd(pidfd));
+                let mut doors = None;
+                let r = k.follow_blocking(&link, &h, None, &*l, &mut |followed| {
+                    let keeper::Followed {
+                        pidfd,
+                        doors: given,
+                    } = followed;
+                    if let Ok(copy) = pidfd.try_clone() {
+                        registered = session.running().register(&c, Killer::from_pidfd(copy));
+                    }
+                    // The call's doors are this owner's to serve from now on, as the old owner
+                    // served them: a connection or git request that waited meanwhile is
+                    // answered now, by this owner's pipeline.
+                    let (session, call, pipeline) =
+                        (Arc::clone(&serving), c.clone(), pipeline.clone());
+                    doors = Some(runtime.spawn(async move {
+                        session
+                            .serve_moved_call(&call, given, pidfd, &pipeline)
+                            .await
+                    }));
                 });
                 drop(registered);
-                r.map(|(status, mut record, follow)| {
+                let r = r.map(|(status, mut record, follow)| {
                     let lens = record.lens;
                     (status, record.read_back(limit), lens, follow)
-                })
+                });
+                (r, doors)
             })
             .await
-            .map_err(std::io::Error::other)
-            .and_then(|r| r);
+            .map_err(std::io::Error::other);
+            let (followed, doors) = match followed {
+                Ok((r, doors)) => (r, doors),
+                Err(e) => (Err(e), None),
+            };
+            // The doors were served until the call's processes were all gone, which comes
+            // before its end does.
+            let served = match doors {
+                Some(doors) => doors
+                    .await
+                    .map_err(|e| chock_session::SessionError::Output(std::io::Error::other(e)))
+                    .and_then(|r| r),
+                None => Ok(None),
+            };
             if keeper.released() {
                 return;
             }
-            let (text, status, is_error, follow) = match followed {
-                Ok((status, (stdout, stderr, truncated), lens, follow)) => {
+            let (text, status, is_error, follow) = match (followed, served) {
+                (Ok((_, _, _, follow)), Err(e)) => {
+                    // A door nobody could serve: the call was killed rather than left running
+                    // with requests nobody answers.
+                    let message = format!(
+                        "its doors to the host could not be served after the handover, so it \
+                         was killed: {e}"
+                    );
+                    if !has_result {
+                        let _ = log.record(
+                            Some(&call_id),
+                            CommandResult::Failed {
+                                error: "doors".to_string(),
+                                layer: None,
+                                message: message.clone(),
+                            },
+                        );
+                    }
+                    (message, None, true, Some(follow))
+                }
+                (Ok((status, (stdout, stderr, truncated), lens, follow)), Ok(forbidden_call)) => {
                     if !has_result {
                         let _ = log.record(
                             Some(&call_id),
@@ -108,13 +161,13 @@ impl Commands {
                         status,
                         limits: LimitsReport::default(),
                         duration: began.elapsed(),
-                        forbidden_call: None,
+                        forbidden_call,
                     };
                     let (told, code) =
                         describe_ran(&outcome, &stdout, &stderr, truncated, &command);
                     (told.text, code, told.is_error, Some(follow))
                 }
-                Err(e) => (format!("its end is unknown: {e}"), None, true, None),
+                (Err(e), _) => (format!("its end is unknown: {e}"), None, true, None),
             };
             live.complete(!is_error);
             let _ = log.record(

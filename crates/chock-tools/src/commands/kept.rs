@@ -102,21 +102,22 @@ impl Keeper {
     /// Follows the kept call `handle` on this thread (blocking) from where its record stands,
     /// recording its output into the session's directory and sending it to `live`, until its
     /// end: the end, the record, and the connection (to say the end is recorded). `link` is the
-    /// keeper; `started`, when this owner hands the call over now.
+    /// keeper; `started`, when this owner hands the call over now; otherwise `on_followed` is
+    /// given what the keeper gives of the call (its pidfd and doors) before any output.
     pub(crate) fn follow_blocking(
         &self,
         link: &KeeperLink,
         handle: &str,
         started: Option<KeptCall>,
         live: &dyn OutputSink,
-        on_pidfd: &mut dyn FnMut(std::os::fd::OwnedFd),
+        on_followed: &mut dyn FnMut(keeper::Followed),
     ) -> std::io::Result<(ExitStatus, Record, Follow)> {
         let mut record = Record::open(&self.dir, handle)?;
         let follow = match started {
             Some(call) => keeper::keep(link, handle, call)?,
             None => {
-                let (follow, pidfd) = keeper::follow(link, handle, record.lens)?;
-                on_pidfd(pidfd);
+                let (follow, followed) = keeper::follow(link, handle, record.lens)?;
+                on_followed(followed);
                 follow
             }
         };
