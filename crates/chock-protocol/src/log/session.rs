@@ -344,6 +344,14 @@ pub enum Note {
         /// Why, in words.
         why: String,
     },
+    /// The session's keeper (docs/handover.md) is installed but could not be started: the
+    /// session's background commands run in this process, as with no keeper, and do not move
+    /// with a handover (a handover waits for them). Written once per session, at the first
+    /// background command it concerns.
+    KeeperUnavailable {
+        /// Why, in words.
+        why: String,
+    },
     /// An apply was decided but did not land.
     ApplyFailed {
         /// The apply's id, when it had one.

@@ -28,7 +28,7 @@ impl Commands {
     /// `note {about: background_ended}`, and the model hears of it as of any. An interrupt kills
     /// it through the copy of its init's pidfd the keeper gives.
     pub fn follow_kept(&self, handle: &str, command: &str, has_result: bool) {
-        let Some(link) = self.keeper.link() else {
+        let Ok(Some(link)) = self.keeper.link() else {
             return;
         };
         if let Ok(mut jobs) = self.jobs.lock() {

@@ -23,6 +23,8 @@ pub(crate) struct Keeper {
     released: std::sync::atomic::AtomicBool,
     /// Copies of each following connection, to stop them at the release.
     follows: Mutex<Vec<Follow>>,
+    /// A keeper that could not be started was noted in the log (once a session).
+    noted_unavailable: std::sync::atomic::AtomicBool,
 }
 
 impl Keeper {
@@ -32,24 +34,39 @@ impl Keeper {
             link: Mutex::new(None),
             released: std::sync::atomic::AtomicBool::new(false),
             follows: Mutex::new(Vec::new()),
+            noted_unavailable: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// The keeper, started now if there is none: `None` when the keeper program is not
-    /// installed beside this one (the command then lives in this process, as before) or cannot
-    /// start.
-    pub(crate) fn link(&self) -> Option<Arc<KeeperLink>> {
-        let mut link = self.link.lock().ok()?;
+    /// The keeper, started now if there is none: `Ok(None)` when the keeper program is not
+    /// installed beside this one (the command then lives in this process, as before); an error
+    /// says why an installed keeper could not be started (or confine itself), for the caller to
+    /// record before the command runs in this process instead.
+    pub(crate) fn link(&self) -> Result<Option<Arc<KeeperLink>>, String> {
+        let mut link = self
+            .link
+            .lock()
+            .map_err(|_| "the keeper's lock was poisoned".to_string())?;
         if let Some(l) = link.as_ref() {
-            return Some(Arc::clone(l));
+            return Ok(Some(Arc::clone(l)));
         }
-        let program = std::env::current_exe().ok()?.with_file_name(keeper::BINARY);
-        if !program.is_file() {
-            return None;
-        }
-        let started = Arc::new(keeper::start(&program, &self.dir).ok()?);
+        let Some(program) = std::env::current_exe()
+            .ok()
+            .map(|exe| exe.with_file_name(keeper::BINARY))
+            .filter(|p| p.is_file())
+        else {
+            return Ok(None);
+        };
+        let started = Arc::new(keeper::start(&program, &self.dir).map_err(|e| e.to_string())?);
         *link = Some(Arc::clone(&started));
-        Some(started)
+        Ok(Some(started))
+    }
+
+    /// Whether this is the first time this session notes its keeper unavailable.
+    pub(crate) fn first_unavailable(&self) -> bool {
+        !self
+            .noted_unavailable
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A new owner's hold on the keeper the old owner left, and the handles it keeps (none

@@ -246,10 +246,23 @@ impl Commands {
         // for (its first answer), off the runtime's workers.
         let link = if input.background {
             let keeper = Arc::clone(&self.keeper);
-            tokio::task::spawn_blocking(move || keeper.link())
+            let linked = tokio::task::spawn_blocking(move || keeper.link())
                 .await
-                .ok()
-                .flatten()
+                .unwrap_or_else(|e| Err(e.to_string()));
+            match linked {
+                Ok(link) => link,
+                Err(why) => {
+                    // Installed but not started: the command runs in this process, as with no
+                    // keeper, and will not move with a handover; the log says so, once.
+                    if self.keeper.first_unavailable() {
+                        let _ = self
+                            .decider
+                            .log
+                            .record(None, chock_protocol::log::Note::KeeperUnavailable { why });
+                    }
+                    None
+                }
+            }
         } else {
             None
         };
