@@ -1469,3 +1469,148 @@ fn spawn_agents_children_of_a_killed_parent_are_all_named_in_the_calls_result() 
         assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }
+
+/// A background subagent moves with its parent (docs/handover.md): `spawn_agent {background:
+/// true}` returns once the child runs; the parent's turn goes on; the parent is moved to the
+/// daemon at its turn boundary (`chock detach`) and its `chock run` SIGKILLed while the child
+/// still waits for its model. The first process records nothing of the child's end and does not
+/// wait for it; the daemon adopts the child by its log's lock and pid file descriptor, records
+/// its `agent.complete` once it ends, and the model, asked through a client, reads its report
+/// with read_output. One `session.spawn`, one `agent.complete`, one result for the spawn's call.
+#[test]
+fn a_background_child_moves_with_its_parent_and_the_new_owner_records_its_end() {
+    use chock_client::DaemonClient;
+    use chock_protocol::rpc::{Call, Done, InputParams, SessionParams};
+    use std::time::{Duration, Instant};
+    let w = World::with_git_project();
+    let flag = w.tmp().join("let-the-child-answer");
+    let wait_for = flag.clone();
+    let script = move |tag: &str, step: usize, _body: &Value| match (tag, step) {
+        ("P", 0) => call(
+            "p0",
+            1000,
+            "spawn_agent",
+            &json!({"task": "[agent:C] take your time", "background": true}),
+        ),
+        ("P", 1) => call("p1", 1000, "run_command", &json!({"command": "sleep 2"})),
+        ("P", 2) => answer("p2", 1000, "the parent carries on"),
+        ("P", 3) => call("p3", 1000, "read_output", &json!({"handle": "bg-p0"})),
+        ("C", 0) => {
+            let until = Instant::now() + Duration::from_secs(120);
+            while !wait_for.exists() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            answer("c0", 1000, "the background child is done")
+        }
+        _ => answer("x", 1000, "done"),
+    };
+    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
+    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
+    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
+    let mut daemon = serve_with_key(&w, key);
+    let mut top = top_agent(&w, key, "[agent:P] spawn one in the background");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.lock().unwrap().iter().any(|(t, _)| t == "C") {
+        assert!(Instant::now() < deadline, "the child never asked its model");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let parent = session_of(&w, "P");
+    let child = session_of(&w, "C");
+    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
+    let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
+    wait_for_events(&parent, "the spawn's call answered", |e| {
+        e.iter()
+            .any(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("p0"))
+    });
+    let out = w.chock(&["detach", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    top.kill().unwrap();
+    top.wait().unwrap();
+    assert!(
+        matches!(
+            chock_log::is_live(&child),
+            Ok(chock_log::Liveness::Live { .. })
+        ),
+        "the child still runs once the parent is adopted"
+    );
+    std::fs::write(&flag, "go").unwrap();
+    wait_for_events(&parent, "the daemon records the child's end", |e| {
+        e.iter().any(|(k, _, _)| k == "agent.complete")
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        let _: Done = client
+            .call(&Call::SessionsInput(InputParams {
+                session: id.clone(),
+                text: "what did the child say?".into(),
+            }))
+            .await
+            .unwrap();
+    });
+    wait_for_events(&parent, "the follow-up read the child's report", |e| {
+        e.iter()
+            .any(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("p3"))
+    });
+    rt.block_on(async {
+        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+            .await
+            .unwrap();
+        let _: Done = client
+            .call(&Call::SessionsEnd(SessionParams {
+                session: id.clone(),
+            }))
+            .await
+            .unwrap();
+    });
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    daemon.wait().unwrap();
+    let events = events_of(&parent);
+    let at = events
+        .iter()
+        .position(|(k, _, _)| k == "session.handover")
+        .expect("a handover");
+    assert_eq!(events[at].2["how"], "released");
+    let spawns = events
+        .iter()
+        .filter(|(k, _, _)| k == "session.spawn")
+        .count();
+    let completes: Vec<(usize, &Value)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, _, _))| k == "agent.complete")
+        .map(|(i, (_, _, d))| (i, d))
+        .collect();
+    assert_eq!((spawns, completes.len()), (1, 1), "{events:#?}");
+    assert_eq!(completes[0].1["child"], child_id);
+    assert_eq!(completes[0].1["ended"], "done");
+    assert!(completes[0].0 > at, "recorded by the new owner");
+    let results = |call: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|(k, c, _)| k == "tool.result" && c.as_deref() == Some(call))
+            .map(|(_, _, d)| d["output"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let spawned = results("p0");
+    assert_eq!(spawned.len(), 1, "{events:#?}");
+    assert!(spawned[0].contains("runs in the background"), "{spawned:?}");
+    let read = results("p3");
+    assert_eq!(read.len(), 1, "{events:#?}");
+    assert!(read[0].contains("the background child is done"), "{read:?}");
+    assert_eq!(
+        events.iter().filter(|(k, _, _)| k == "session.end").count(),
+        1
+    );
+    for dir in [&parent, &child] {
+        let report = chock_log::verify(dir).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}

@@ -180,6 +180,20 @@ impl Toolbox {
         self.state.commands.follow_kept(handle, command, has_result);
     }
 
+    /// Background work that is not a command (a background subagent a new owner adopted): see
+    /// [`crate::commands::Commands::run_in_background`].
+    pub fn run_in_background(
+        &self,
+        handle: &str,
+        what: &str,
+        work: impl FnOnce(
+            crate::commands::Released,
+        )
+            -> chock_sandbox::BoxFuture<'static, Option<crate::commands::BackgroundEnd>>,
+    ) {
+        self.state.commands.run_in_background(handle, what, work);
+    }
+
     /// Runs one call and returns what the model reads. Errors are only the log's: a failed tool is
     /// an error *result*, not an error.
     pub async fn call(

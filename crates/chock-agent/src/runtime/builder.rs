@@ -309,7 +309,8 @@ impl SessionBuilder {
         let budget = Budget::from_log(&events, None);
         // A child that outlived this session's last run (it died while the child ran) gets its
         // `agent.complete` now, and what it spent is booked; one still running stays reserved.
-        if !crate::subagent::complete_orphans(session.log(), &events, &budget)?.is_empty() {
+        let orphans_completed = crate::subagent::complete_orphans(session.log(), &events, &budget)?;
+        if !orphans_completed.is_empty() {
             session.log().sync()?;
             events = chock_log::read_events(session_dir)?;
         }
@@ -351,6 +352,7 @@ impl SessionBuilder {
             review: self.review,
             off_turn: self.off_turn,
             events,
+            orphans_completed,
             mcp,
         })
     }

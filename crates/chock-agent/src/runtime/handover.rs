@@ -45,7 +45,7 @@ impl SessionBuilder {
         session_dir: &std::path::Path,
         handover: Handover,
     ) -> Result<SessionRuntime, BuildError> {
-        let r = self.reopen(session_dir)?;
+        let mut r = self.reopen(session_dir)?;
         let rebuilt = resume::rebuild_with(&r.events, false)?;
         let own = chock_log::read_events(session_dir)?;
         let log = r.agent.log().clone();
@@ -135,7 +135,16 @@ impl SessionBuilder {
                 },
             )?;
         }
+        let orphans_completed = std::mem::take(&mut r.orphans_completed);
         let mut runtime = SessionRuntime::taken_over(r, rebuilt)?;
+        // Children the old owner ran in the background move with the session too.
+        crate::subagent::background::adopt(
+            runtime.agent.toolbox(),
+            runtime.agent.log(),
+            runtime.agent.budget(),
+            &own,
+            &orphans_completed,
+        );
         let commands = background_commands(&own);
         for call in &moving {
             let handle = background_handle(call);

@@ -230,6 +230,9 @@ pub(super) struct Reopened {
     pub(super) review: crate::approval_reviewer::ReviewContext,
     pub(super) off_turn: crate::booking::OffTurnTally,
     pub(super) events: Vec<Event>,
+    /// The children whose end was recorded at the reopen (they ended while nobody owned the
+    /// session): a new owner tells the model of those that ran in the background.
+    pub(super) orphans_completed: Vec<String>,
     /// Its MCP servers, to start once the runtime is made ([`super::SessionRuntime::start_mcp`]).
     pub(super) mcp: Option<super::mcp::PendingMcp>,
 }

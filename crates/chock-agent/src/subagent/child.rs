@@ -22,6 +22,24 @@ pub(super) async fn start(
     dir: &Path,
     part: Option<&str>,
 ) -> Result<std::process::ExitStatus, String> {
+    let mut child = launch(config, spec, dir, false)?;
+    let running = cx.host.session().running().clone();
+    let _registered = child.id().and_then(|pid| match part {
+        Some(part) => running.register_interruptible_part(cx.call_id, part, pid),
+        None => running.register_interruptible(cx.call_id, pid),
+    });
+    child.wait().await.map_err(|e| e.to_string())
+}
+
+/// Writes the child's spec and starts its `chock run`, its output into `dir`. A child in the
+/// background (`background`) is not killed when its handle is dropped: it outlives this process
+/// when the session is handed over, and the next owner adopts it.
+pub(super) fn launch(
+    config: &super::SubagentConfig,
+    spec: &ChildSpec,
+    dir: &Path,
+    background: bool,
+) -> Result<tokio::process::Child, String> {
     let spec_path = dir.join("spec.json");
     let text = serde_json::to_string_pretty(spec).map_err(|e| e.to_string())?;
     std::fs::write(&spec_path, text).map_err(|e| format!("{}: {e}", spec_path.display()))?;
@@ -40,16 +58,10 @@ pub(super) async fn start(
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
-        .kill_on_drop(true);
-    let mut child = command
+        .kill_on_drop(!background);
+    command
         .spawn()
-        .map_err(|e| format!("{}: {e}", config.program.display()))?;
-    let running = cx.host.session().running().clone();
-    let _registered = child.id().and_then(|pid| match part {
-        Some(part) => running.register_interruptible_part(cx.call_id, part, pid),
-        None => running.register_interruptible(cx.call_id, pid),
-    });
-    child.wait().await.map_err(|e| e.to_string())
+        .map_err(|e| format!("{}: {e}", config.program.display()))
 }
 
 /// What the child's log says of its end.

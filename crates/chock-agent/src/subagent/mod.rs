@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::budget::Budget;
 
 pub(crate) mod adopt;
+pub(crate) mod background;
 mod changes;
 mod child;
 mod spawn;

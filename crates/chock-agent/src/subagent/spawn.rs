@@ -30,6 +30,10 @@ pub struct SpawnInput {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub budget_tokens: Option<u64>,
+    /// Run the child in the background (spawn_agent only): the call returns once it runs, you
+    /// are told when it ends, and read_output shows its report then.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// `spawn_agent`: a child agent session on a copy of this workspace, decided as
@@ -56,8 +60,9 @@ impl Tool for SpawnAgent {
     fn description(&self) -> &str {
         "Start a child agent on a task, in a copy of your workspace as it is now, under your \
          policy and a slice of your budget. Waits for it to end and returns its final answer and \
-         the files it changed; take_subagent writes those changes into your workspace. Decided \
-         as subagent.spawn."
+         the files it changed (with background: true, returns once it runs; you are told when it \
+         ends and read_output shows its report); take_subagent writes those changes into your \
+         workspace. Decided as subagent.spawn."
     }
 
     fn effect(&self) -> Effect {
@@ -84,6 +89,9 @@ impl Tool for SpawnAgent {
         let subagents = &*self.subagents;
         if let Err(refusal) = check_bounds(cx, subagents, 1) {
             return Ok(ToolOutput::error(refusal));
+        }
+        if input.background {
+            return super::background::spawn(cx, &self.subagents, &input);
         }
         let _alive = Alive::count(subagents, 1);
         spawn_one(cx, subagents, &input, None).await
@@ -118,6 +126,35 @@ async fn spawn_one(
     input: &SpawnInput,
     part: Option<&str>,
 ) -> Result<ToolOutput, LogError> {
+    let child = match prepare(cx, subagents, input)? {
+        Ok(child) => child,
+        Err(refused) => return Ok(refused),
+    };
+    let status = match start(cx, &subagents.config, &child.spec, &child.dir, part).await {
+        Ok(status) => Some(status),
+        Err(e) => {
+            let _ = std::fs::write(child.dir.join("start-error"), e.as_bytes());
+            None
+        }
+    };
+    finish(&cx.decider.log, subagents, cx.call_id, &child, status)
+}
+
+/// A child whose spawn is on the record, ready to be started.
+pub(super) struct Prepared {
+    pub(super) spec: ChildSpec,
+    /// Where the parent keeps what it made for the child (its spec, snapshot and output).
+    pub(super) dir: std::path::PathBuf,
+}
+
+/// Everything before the child's process: its slice of the budget, the snapshot of the
+/// workspace it works on, and its `session.spawn`, durable (a resumed parent finds it). The
+/// inner `Err` is what the model is told when the child cannot be spawned.
+pub(super) fn prepare(
+    cx: ToolContext<'_>,
+    subagents: &Subagents,
+    input: &SpawnInput,
+) -> Result<Result<Prepared, ToolOutput>, LogError> {
     let config = &subagents.config;
     let depth = config.depth + 1;
     let asked = BudgetAmount {
@@ -126,7 +163,7 @@ async fn spawn_one(
     };
     let slice = match subagents.budget.slice_for(asked) {
         Ok(slice) => slice,
-        Err(e) => return Ok(ToolOutput::error(format!("not spawned: {e}"))),
+        Err(e) => return Ok(Err(ToolOutput::error(format!("not spawned: {e}")))),
     };
     let log = &cx.decider.log;
     let child = SessionId::new();
@@ -139,9 +176,9 @@ async fn spawn_one(
         .project_file()
         .map(Path::to_path_buf);
     if let Err(e) = snapshot(cx.host.view(), policy_file.as_deref(), &project) {
-        return Ok(ToolOutput::error(format!(
+        return Ok(Err(ToolOutput::error(format!(
             "not spawned: the copy of the workspace failed: {e}"
-        )));
+        ))));
     }
     let ratchet: Vec<(String, String)> = cx
         .decider
@@ -177,22 +214,28 @@ async fn spawn_one(
         task: input.task.clone(),
         budget: slice,
         ratchet,
-        project: project.clone(),
+        project,
     };
-    let started = start(cx, config, &spec, &dir, part).await;
-    let status = match started {
-        Ok(status) => Some(status),
-        Err(e) => {
-            let _ = std::fs::write(dir.join("start-error"), e.as_bytes());
-            None
-        }
-    };
+    Ok(Ok(Prepared { spec, dir }))
+}
+
+/// Everything after the child's process ended (`status`: `None` when it never started): how it
+/// ended, read from its log, its changes, its `agent.complete` (under call `call_id`) and what it
+/// spent booked; what the model is told.
+pub(super) fn finish(
+    log: &chock_log::Log,
+    subagents: &Subagents,
+    call_id: &str,
+    child: &Prepared,
+    status: Option<std::process::ExitStatus>,
+) -> Result<ToolOutput, LogError> {
+    let id = child.spec.id.as_str();
     let root = log
         .dir()
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let ended = read_end(&root.join(child.as_str()), status);
+    let ended = read_end(&root.join(id), status);
     let summary = ended
         .final_text
         .lines()
@@ -200,7 +243,7 @@ async fn spawn_one(
         .collect::<Vec<_>>()
         .join(" | ");
     let changes = if ended.ran {
-        changes_of(&project, &root.join(child.as_str())).ok()
+        changes_of(&child.spec.project, &root.join(id)).ok()
     } else {
         None
     };
@@ -209,10 +252,10 @@ async fn spawn_one(
         _ => (None, Vec::new()),
     };
     log.record(
-        Some(cx.call_id),
+        Some(call_id),
         AgentComplete {
             summary: summary.chars().take(300).collect(),
-            child: Some(child.as_str().to_string()),
+            child: Some(id.to_string()),
             ended: Some(ended.how),
             child_head: ended.head.clone(),
             spent: Some(ended.spent),
@@ -220,10 +263,8 @@ async fn spawn_one(
             changed: changed.clone(),
         },
     )?;
-    subagents
-        .budget
-        .settle(child.as_str(), ended.spent, ended.how);
-    Ok(report(child.as_str(), &ended, digest.as_deref(), &changed))
+    subagents.budget.settle(id, ended.spent, ended.how);
+    Ok(report(id, &ended, digest.as_deref(), &changed))
 }
 
 /// Records the end of each child this session's log spawned but never saw end (this session died
@@ -313,21 +354,7 @@ pub fn complete_orphans(
             continue;
         }
         let tool = tool_of(events, id);
-        let outs: Vec<ToolOutput> = children
-            .iter()
-            .map(|child| {
-                let (ended, changes) = end_of(log, &root, child);
-                let digest = (!changes_paths(changes.as_ref()).is_empty())
-                    .then(|| changes.as_ref().map(super::Changes::digest))
-                    .flatten();
-                report(
-                    child,
-                    &ended,
-                    digest.as_deref(),
-                    &changes_paths(changes.as_ref()),
-                )
-            })
-            .collect();
+        let outs: Vec<ToolOutput> = children.iter().map(|child| report_of(log, child)).collect();
         let is_error = outs.iter().any(|o| o.is_error);
         let text = if tool == "spawn_agents" {
             let each: Vec<String> = outs
@@ -371,6 +398,21 @@ fn end_of(
         None
     };
     (ended, changes)
+}
+
+/// What the model is told of child `child` of `log`'s session, once it has ended.
+pub(super) fn report_of(log: &chock_log::Log, child: &str) -> ToolOutput {
+    let root = log
+        .dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let (ended, changes) = end_of(log, &root, child);
+    let changed = changes_paths(changes.as_ref());
+    let digest = (!changed.is_empty())
+        .then(|| changes.as_ref().map(super::Changes::digest))
+        .flatten();
+    report(child, &ended, digest.as_deref(), &changed)
 }
 
 /// The tool call `id` called (`spawn_agent` when the log does not say).
@@ -464,6 +506,13 @@ impl Tool for SpawnAgents {
         input: SpawnManyInput,
     ) -> Result<ToolOutput, LogError> {
         let subagents = &*self.subagents;
+        if input.agents.iter().any(|a| a.background) {
+            return Ok(ToolOutput::error(
+                "not spawned: spawn_agents waits for its children; start a child in the \
+                 background with spawn_agent {\"background\": true}"
+                    .into(),
+            ));
+        }
         let n = u32::try_from(input.agents.len()).unwrap_or(u32::MAX);
         if let Err(refusal) = check_bounds(cx, subagents, n) {
             return Ok(ToolOutput::error(refusal));
@@ -482,6 +531,7 @@ impl Tool for SpawnAgents {
                 budget_usd: a.budget_usd.or(share.usd),
                 budget_tokens: a.budget_tokens.or(share.tokens),
                 task: a.task,
+                background: false,
             })
             .collect();
         let parts: Vec<String> = (1..=inputs.len()).map(|i| i.to_string()).collect();

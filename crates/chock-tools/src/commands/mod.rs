@@ -12,6 +12,7 @@
 mod adopt;
 mod kept;
 pub(crate) mod live_output;
+mod work;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,7 @@ use crate::events::{AgentEvent, EventSink};
 use crate::gate::Decider;
 use crate::host::Host;
 use live_output::OutputItem;
+pub use work::{BackgroundEnd, Released};
 
 /// Default wall-clock limit of a foreground command.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
