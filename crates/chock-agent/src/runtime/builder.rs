@@ -22,6 +22,7 @@ use chock_tools::host::Host;
 use chock_tools::tool::DynTool;
 
 use super::SessionRuntime;
+use super::background::LeftBackground;
 pub use super::build_error::BuildError;
 pub use super::choose::Chosen;
 use super::choose::{choose_provider, prices};
@@ -281,12 +282,19 @@ impl SessionBuilder {
     }
 
     /// Opens the ended or crashed session in `session_dir` again: its log goes on, its workspace
-    /// is the one it had, and the conversation is rebuilt from the log's typed events.
+    /// is the one it had, and the conversation is rebuilt from the log's typed events. The
+    /// background commands the last process left are taken up as an adopt takes them up
+    /// (`super::background`): those its keeper still keeps run on and are followed here, and
+    /// the end of any other whose end was never recorded is logged as unknown.
     pub fn resume(self, session_dir: &std::path::Path) -> Result<SessionRuntime, BuildError> {
         let r = self.reopen(session_dir)?;
+        let own = chock_log::read_events(session_dir)?;
         let mut runtime =
             SessionRuntime::resumed(r.agent, r.chosen, r.review, r.off_turn, &r.events)?;
         runtime.mcp = r.mcp;
+        let background = LeftBackground::take_up(runtime.agent.toolbox(), &own);
+        background.record_lost(runtime.agent.log())?;
+        background.follow(runtime.agent.toolbox(), session_dir)?;
         Ok(runtime)
     }
 

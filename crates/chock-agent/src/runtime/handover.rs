@@ -18,6 +18,7 @@ use chock_protocol::log::{
 };
 use chock_provider::{Block, Role};
 
+use super::background::LeftBackground;
 use super::{BuildError, SessionBuilder, SessionRuntime, resume};
 use crate::agent::{CallState, Carried, OpenCall};
 
@@ -65,16 +66,13 @@ impl SessionBuilder {
         // The background commands the old owner's keeper keeps move with the session: this
         // owner takes the keeper up and follows them. Any other that never recorded its end
         // died with the old owner (it had no keeper), and its end is unknown.
-        let kept: HashSet<String> = r.agent.toolbox().take_up_kept().into_iter().collect();
-        let (moving, background): (Vec<String>, Vec<String>) = background_left(&own)
-            .into_iter()
-            .partition(|call| kept.contains(&background_handle(call)));
+        let background = LeftBackground::take_up(r.agent.toolbox(), &own);
         let unknown: Vec<String> = left
             .calls
             .iter()
             .filter(|c| matches!(c.state, CallState::Unknown(_)))
             .map(|c| c.id.clone())
-            .chain(background.iter().map(|call| background_handle(call)))
+            .chain(background.lost_handles())
             .collect();
         log.record(
             None,
@@ -89,17 +87,7 @@ impl SessionBuilder {
         )?;
         // A background command died with the process that ran it, before its end was
         // recorded: its end is unknown, and the model is told so.
-        for call in &background {
-            let handle = background_handle(call);
-            log.record(
-                Some(&handle),
-                Note::BackgroundEnded {
-                    background: handle.clone(),
-                    status: None,
-                    is_error: true,
-                },
-            )?;
-        }
+        background.record_lost(&log)?;
         let mut carried = left.carried();
         for call in &mut carried.calls {
             if let CallState::Unknown(text) = &mut call.state {
@@ -145,33 +133,7 @@ impl SessionBuilder {
             &own,
             &orphans_completed,
         );
-        let commands = background_commands(&own);
-        for call in &moving {
-            let handle = background_handle(call);
-            let command = commands.get(&handle).cloned().unwrap_or_default();
-            runtime
-                .agent
-                .toolbox()
-                .follow_kept(&handle, &command, false);
-        }
-        // A kept command whose `command.result` the old owner wrote just before it let go, but
-        // not the note that ends it: only the note is left to write.
-        for handle in kept.iter().filter(|h| {
-            !moving.iter().any(|c| background_handle(c) == **h)
-                && !background_ends(&own).iter().any(|(b, _, _)| b == *h)
-        }) {
-            let command = commands.get(handle).cloned().unwrap_or_default();
-            runtime.agent.toolbox().follow_kept(handle, &command, true);
-        }
-        // read_output knows the old owner's background commands, and that their output is not
-        // here.
-        let own = chock_log::read_events(session_dir)?;
-        for (handle, command, status) in background_ends(&own) {
-            runtime
-                .agent
-                .toolbox()
-                .ended_elsewhere(&handle, &command, status);
-        }
+        background.follow(runtime.agent.toolbox(), session_dir)?;
         let broker = &runtime.agent.decider().broker;
         for (call, action, question) in &left.questions {
             broker.carry_question(call, action, question);
@@ -221,75 +183,6 @@ fn running_children(
         .cloned()
         .collect();
     (!running.is_empty()).then_some(running)
-}
-
-/// The handle run_command gives a background command of call `call`.
-fn background_handle(call: &str) -> String {
-    format!("bg-{call}")
-}
-
-/// The run_command calls that were told they run in the background and whose command never
-/// recorded its end (`command.result`): they ran in the old owner, and died with it. (A
-/// command in the foreground records its end before the model is told anything.)
-fn background_left(events: &[Event]) -> Vec<String> {
-    let mut told: Vec<&str> = Vec::new();
-    let mut ended: HashSet<&str> = HashSet::new();
-    for event in events {
-        let Some(call) = event.call_id.as_deref() else {
-            continue;
-        };
-        match event.kind {
-            EventKind::ToolResult => {
-                if let Ok(EventData::ToolResult(r)) = event.payload()
-                    && r.tool == "run_command"
-                    && !ended.contains(call)
-                {
-                    told.push(call);
-                }
-            }
-            EventKind::CommandResult => {
-                ended.insert(call);
-            }
-            _ => {}
-        }
-    }
-    told.into_iter()
-        .filter(|call| !ended.contains(call))
-        .map(str::to_string)
-        .collect()
-}
-
-/// The command (the shell's script, as the model wrote it) of each call's background handle.
-fn background_commands(events: &[Event]) -> HashMap<String, String> {
-    let mut commands: HashMap<String, String> = HashMap::new();
-    for event in events {
-        if let Ok(EventData::ToolCall(call)) = event.payload()
-            && let (Some(id), Some(argv)) = (&event.call_id, call.argv)
-        {
-            commands.insert(
-                background_handle(id),
-                argv.last().cloned().unwrap_or_default(),
-            );
-        }
-    }
-    commands
-}
-
-/// Every background command whose end the log records: its handle, its command (the shell's
-/// script, as the model wrote it) and its status.
-fn background_ends(events: &[Event]) -> Vec<(String, String, Option<i32>)> {
-    let commands = background_commands(events);
-    let mut ends = Vec::new();
-    for event in events {
-        if let Ok(EventData::Note(Note::BackgroundEnded {
-            background, status, ..
-        })) = event.payload()
-        {
-            let command = commands.get(&background).cloned().unwrap_or_default();
-            ends.push((background, command, status));
-        }
-    }
-    ends
 }
 
 /// What the log left open, read from this session's own events.

@@ -9,6 +9,7 @@
 //! written by the library on every way out: [`SessionRuntime::end`], an error, an interrupt the
 //! caller ends on, or dropping the runtime.
 
+mod background;
 mod build_error;
 mod builder;
 mod choose;

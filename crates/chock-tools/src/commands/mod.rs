@@ -422,8 +422,9 @@ impl Commands {
         }
     }
 
-    /// A background command another process ran before the session was handed over to this one:
-    /// its end is known (`status`, `None` when unknown), its output is not here.
+    /// A background command that a process which had the session before this one (before a
+    /// handover or a resume) ran: its end is known (`status`, `None` when unknown), its output
+    /// is not here.
     pub fn ended_elsewhere(&self, handle: &str, command: &str, status: Option<i32>) {
         if let Ok(mut jobs) = self.jobs.lock() {
             jobs.insert(
@@ -431,8 +432,8 @@ impl Commands {
                 Job::Ended {
                     command: command.to_string(),
                     text: format!(
-                        "exit status {}; it ran in the process that had the session before it \
-                         was handed over, and its output stayed there",
+                        "exit status {}; it ran in a process that had the session before this \
+                         one, and its output stayed there",
                         status.map_or("unknown".to_string(), |s| s.to_string())
                     ),
                     status,
