@@ -15,12 +15,6 @@ use chock_protocol::rpc::{Call, Done, InputParams, SessionParams, SessionState};
 use handover_support::*;
 use run_support::*;
 
-/// What the background command prints on stdout: 60 numbered lines, one each 0.1 s (then a word
-/// on stderr).
-fn lines() -> String {
-    (1..=60).map(|i| format!("line {i}\n")).collect()
-}
-
 const MOVES: &str = r#"
 [[turn]]
 [[turn.call]]
@@ -114,22 +108,6 @@ fn follow_up_once_ended(w: &World, id: &str) {
             .await
             .unwrap();
     });
-}
-
-/// The session has ended: its keeper ended with it (within a few seconds; not the half minute an
-/// ownerless keeper waits), so nothing answers on its socket.
-fn assert_keeper_gone(w: &World) {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while chock_sandbox::keeper::connect(&w.session())
-        .unwrap()
-        .is_some()
-    {
-        assert!(
-            std::time::Instant::now() < until,
-            "the keeper outlived the session"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
 }
 
 /// Every keeper process this user runs is confined: no new privileges and a seccomp filter.

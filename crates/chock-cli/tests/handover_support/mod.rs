@@ -143,3 +143,25 @@ pub fn detach(w: &World) {
         text(&out.stdout)
     );
 }
+
+/// What the background command prints on stdout: 60 numbered lines, one each 0.1 s (then a word
+/// on stderr).
+pub fn lines() -> String {
+    (1..=60).map(|i| format!("line {i}\n")).collect()
+}
+
+/// The session has ended: its keeper ended with it (within a few seconds; not the half minute an
+/// ownerless keeper waits), so nothing answers on its socket.
+pub fn assert_keeper_gone(w: &World) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while chock_sandbox::keeper::connect(&w.session())
+        .unwrap()
+        .is_some()
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "the keeper outlived the session"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
