@@ -34,7 +34,7 @@ input = { command = "sleep 20", timeout_secs = 60 }
 [[turn]]
 [[turn.call]]
 tool = "run_command"
-input = { command = "sleep 10" }
+input = { command = "sleep 12" }
 expect = { is_error = false }
 
 [[turn]]

@@ -285,7 +285,9 @@ impl SessionBuilder {
     /// is the one it had, and the conversation is rebuilt from the log's typed events. The
     /// background commands the last process left are taken up as an adopt takes them up
     /// (`super::background`): those its keeper still keeps run on and are followed here, and
-    /// the end of any other whose end was never recorded is logged as unknown.
+    /// the end of any other whose end was never recorded is logged as unknown. Called within a
+    /// tokio runtime (as `chock_runtime::start` calls it): each followed command's waiter is a
+    /// task of that runtime.
     pub fn resume(self, session_dir: &std::path::Path) -> Result<SessionRuntime, BuildError> {
         let r = self.reopen(session_dir)?;
         let own = chock_log::read_events(session_dir)?;
