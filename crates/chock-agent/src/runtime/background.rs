@@ -173,3 +173,20 @@ fn background_ends(events: &[Event]) -> Vec<(String, String, Option<i32>)> {
     }
     ends
 }
+
+/// The children the last owner ran in the background move with the session too, for a resume
+/// as for an adopt (`crate::subagent::background::adopt`): `completed` are those whose end was
+/// recorded at the reopen.
+pub(super) fn take_up_children(
+    runtime: &super::SessionRuntime,
+    own: &[Event],
+    completed: &[String],
+) {
+    crate::subagent::background::adopt(
+        runtime.agent.toolbox(),
+        runtime.agent.log(),
+        runtime.agent.budget(),
+        own,
+        completed,
+    );
+}

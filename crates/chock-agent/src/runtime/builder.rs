@@ -297,6 +297,7 @@ impl SessionBuilder {
         let background = LeftBackground::take_up(runtime.agent.toolbox(), &own);
         background.record_lost(runtime.agent.log())?;
         background.follow(runtime.agent.toolbox(), session_dir)?;
+        super::background::take_up_children(&runtime, &own, &r.orphans_completed);
         Ok(runtime)
     }
 

@@ -125,14 +125,7 @@ impl SessionBuilder {
         }
         let orphans_completed = std::mem::take(&mut r.orphans_completed);
         let mut runtime = SessionRuntime::taken_over(r, rebuilt)?;
-        // Children the old owner ran in the background move with the session too.
-        crate::subagent::background::adopt(
-            runtime.agent.toolbox(),
-            runtime.agent.log(),
-            runtime.agent.budget(),
-            &own,
-            &orphans_completed,
-        );
+        super::background::take_up_children(&runtime, &own, &orphans_completed);
         background.follow(runtime.agent.toolbox(), session_dir)?;
         let broker = &runtime.agent.decider().broker;
         for (call, action, question) in &left.questions {
