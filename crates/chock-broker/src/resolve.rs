@@ -8,13 +8,22 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{
-    LookupIpStrategy, NameServerConfigGroup, ResolveHosts, ResolverConfig,
+    LookupIpStrategy, NameServerConfigGroup, ResolveHosts, ResolverConfig, ResolverOpts,
 };
+use hickory_resolver::lookup_ip::LookupIp;
 use hickory_resolver::name_server::TokioConnectionProvider;
+use hickory_resolver::{ResolveError, TokioResolver};
 
 use crate::error::BrokerError;
+
+/// How long a lookup still waits for one address family once the other has answered with
+/// addresses. A DNS server that never answers one family (AAAA queries dropped by a forwarder or a
+/// firewall is the usual case) would otherwise hold every connection for the resolver's three
+/// tries of 5 s, and each proxied plain-HTTP request is a connection of its own: an http `git
+/// push` through the proxy makes four. Longer than RFC 8305's 50 ms, so that a family that is
+/// merely slower is still in the answer every address of which is checked.
+const RESOLUTION_DELAY: Duration = Duration::from_millis(250);
 
 /// Where the broker's resolver asks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -27,10 +36,13 @@ pub enum Nameservers {
     Explicit(Vec<SocketAddr>),
 }
 
-/// A resolver that returns every A and AAAA address of a name.
+/// A resolver that returns every A and AAAA address of a name: one resolver per family, asked at
+/// once, so that a family that does not answer costs a connection [`RESOLUTION_DELAY`] when the
+/// other did.
 #[derive(Clone)]
 pub struct NameResolver {
-    inner: TokioResolver,
+    v4: TokioResolver,
+    v6: TokioResolver,
 }
 
 impl std::fmt::Debug for NameResolver {
@@ -42,9 +54,8 @@ impl std::fmt::Debug for NameResolver {
 impl NameResolver {
     /// Build a resolver for `nameservers`.
     pub fn new(nameservers: &Nameservers) -> Result<Self, BrokerError> {
-        let provider = TokioConnectionProvider::default();
-        let mut builder = match nameservers {
-            Nameservers::System => TokioResolver::builder(provider)
+        let (config, mut opts) = match nameservers {
+            Nameservers::System => hickory_resolver::system_conf::read_system_conf()
                 .map_err(|e| BrokerError::ResolverConfig(e.to_string()))?,
             Nameservers::Explicit(servers) => {
                 let mut group = NameServerConfigGroup::new();
@@ -55,27 +66,32 @@ impl NameResolver {
                         true,
                     ));
                 }
-                TokioResolver::builder_with_config(
-                    ResolverConfig::from_parts(None, vec![], group),
-                    provider,
-                )
+                let mut opts = ResolverOpts::default();
+                opts.use_hosts_file = ResolveHosts::Never;
+                opts.ndots = 0;
+                (ResolverConfig::from_parts(None, vec![], group), opts)
             }
         };
-        let opts = builder.options_mut();
-        opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
         opts.timeout = Duration::from_secs(5);
         opts.attempts = 2;
-        if matches!(nameservers, Nameservers::Explicit(_)) {
-            opts.use_hosts_file = ResolveHosts::Never;
-            opts.ndots = 0;
-        }
+        let family = |strategy: LookupIpStrategy| {
+            let mut opts = opts.clone();
+            opts.ip_strategy = strategy;
+            TokioResolver::builder_with_config(config.clone(), TokioConnectionProvider::default())
+                .with_options(opts)
+                .build()
+        };
         Ok(Self {
-            inner: builder.build(),
+            v4: family(LookupIpStrategy::Ipv4Only),
+            v6: family(LookupIpStrategy::Ipv6Only),
         })
     }
 
-    /// Every address `host` resolves to (A and AAAA), in the resolver's order. An IP literal is
-    /// returned as itself without asking anyone.
+    /// Every address `host` resolves to (A and AAAA), the family that answered first first. An IP
+    /// literal is returned as itself without asking anyone. Both families are asked at once; once
+    /// one has given addresses, the other is waited for [`RESOLUTION_DELAY`] at most, and what it
+    /// has not answered by then is not in the answer. A family that gives nothing (no such
+    /// record, or an error) leaves the other to be waited for in full.
     pub async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, BrokerError> {
         if let Ok(ip) = host
             .trim_start_matches('[')
@@ -90,28 +106,61 @@ impl NameResolver {
         } else {
             format!("{host}.")
         };
-        let answer =
-            self.inner
-                .lookup_ip(fqdn.as_str())
-                .await
-                .map_err(|e| BrokerError::Resolve {
-                    host: host.to_owned(),
-                    reason: e.to_string(),
-                })?;
-        let mut addresses: Vec<IpAddr> = Vec::new();
-        for address in answer.iter() {
-            if !addresses.contains(&address) {
-                addresses.push(address);
+        let v4 = self.v4.lookup_ip(fqdn.as_str());
+        let v6 = self.v6.lookup_ip(fqdn.as_str());
+        tokio::pin!(v4, v6);
+        let first = tokio::select! {
+            found = &mut v4 => Answered::V4(found),
+            found = &mut v6 => Answered::V6(found),
+        };
+        let (found, other) = match first {
+            Answered::V4(found) => (found, v6),
+            Answered::V6(found) => (found, v4),
+        };
+        let answer = match addresses(found) {
+            Ok(mut addresses) if !addresses.is_empty() => {
+                if let Ok(Ok(more)) = tokio::time::timeout(RESOLUTION_DELAY, other).await {
+                    addresses.extend(addresses_of(&more));
+                }
+                Ok(addresses)
+            }
+            first => match (first, addresses(other.await)) {
+                (_, Ok(addresses)) => Ok(addresses),
+                (Err(e), Err(_)) | (Ok(_), Err(e)) => Err(e.to_string()),
+            },
+        };
+        let resolved = answer.map_err(|reason| BrokerError::Resolve {
+            host: host.to_owned(),
+            reason,
+        })?;
+        let mut unique: Vec<IpAddr> = Vec::new();
+        for address in resolved {
+            if !unique.contains(&address) {
+                unique.push(address);
             }
         }
-        if addresses.is_empty() {
+        if unique.is_empty() {
             return Err(BrokerError::Resolve {
                 host: host.to_owned(),
                 reason: "no addresses".into(),
             });
         }
-        Ok(addresses)
+        Ok(unique)
     }
+}
+
+/// Which family's lookup finished first, and how.
+enum Answered {
+    V4(Result<LookupIp, ResolveError>),
+    V6(Result<LookupIp, ResolveError>),
+}
+
+fn addresses_of(lookup: &LookupIp) -> Vec<IpAddr> {
+    lookup.iter().collect()
+}
+
+fn addresses(found: Result<LookupIp, ResolveError>) -> Result<Vec<IpAddr>, ResolveError> {
+    found.map(|lookup| addresses_of(&lookup))
 }
 
 #[cfg(test)]

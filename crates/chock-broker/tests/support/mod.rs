@@ -24,6 +24,7 @@ pub struct Dns {
     pub addr: SocketAddr,
     zone: Arc<Mutex<HashMap<String, Vec<Vec<IpAddr>>>>>,
     queries: Arc<Mutex<Vec<(String, RecordType)>>>,
+    silent: Arc<Mutex<Vec<(String, RecordType)>>>,
 }
 
 impl Dns {
@@ -35,6 +36,7 @@ impl Dns {
             addr: socket.local_addr().expect("local addr"),
             zone: Arc::default(),
             queries: Arc::default(),
+            silent: Arc::default(),
         };
         let server = dns.clone();
         tokio::spawn(async move {
@@ -66,6 +68,15 @@ impl Dns {
             .lock()
             .expect("zone")
             .insert(name.to_owned(), stages);
+    }
+
+    /// Queries of `kind` for `name` are counted and never answered (a server that drops AAAA
+    /// queries, as some forwarders and firewalls do).
+    pub fn silent(&self, name: &str, kind: RecordType) {
+        self.silent
+            .lock()
+            .expect("silent")
+            .push((name.to_owned(), kind));
     }
 
     /// How many queries of `kind` for `name` arrived.
@@ -106,6 +117,14 @@ impl Dns {
             queries.push((name.clone(), kind));
             seen
         };
+        if self
+            .silent
+            .lock()
+            .expect("silent")
+            .contains(&(name.clone(), kind))
+        {
+            return None;
+        }
         let mut reply = Message::new();
         reply
             .set_id(request.id())
