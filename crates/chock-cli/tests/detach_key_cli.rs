@@ -13,17 +13,14 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chock_client::DaemonClient;
-use chock_protocol::rpc::{Call, Done, SessionList, SessionParams, SessionState};
-use handover_support::{Daemon, count, rt, wait_for_log};
+use chock_protocol::rpc::{Call, SessionList, SessionState};
+use handover_support::{Daemon, connect, count, end_session, rt, signal, wait_for_log};
 use run_support::*;
 
 /// Waits (up to a minute) until the daemon lists session `id` as idle, then ends it there.
 fn daemon_finishes(w: &World, id: &str) {
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(w).await;
         let until = Instant::now() + Duration::from_secs(60);
         loop {
             let list: SessionList = client
@@ -44,12 +41,7 @@ fn daemon_finishes(w: &World, id: &str) {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.to_string(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, id).await;
     });
 }
 
@@ -322,11 +314,6 @@ impl Drop for KillTmux<'_> {
     fn drop(&mut self) {
         let _ = tmux(self.0, &["kill-server"]);
     }
-}
-
-fn signal(pid: u32, sig: rustix::process::Signal) {
-    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap()).unwrap();
-    let _ = rustix::process::kill_process(pid, sig);
 }
 
 /// The daemon's wait for an owner that does not let go (a `chock run` stopped with SIGSTOP: the

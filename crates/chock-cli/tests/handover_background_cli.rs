@@ -10,8 +10,7 @@ mod run_support;
 
 use std::process::Stdio;
 
-use chock_client::DaemonClient;
-use chock_protocol::rpc::{Call, Done, InputParams, SessionParams, SessionState};
+use chock_protocol::rpc::SessionState;
 use handover_support::*;
 use run_support::*;
 
@@ -85,28 +84,15 @@ fn assert_moved_whole(w: &World, events: &[Logged]) {
 /// through a client: the model reads the command's whole output with read_output there.
 fn follow_up_once_ended(w: &World, id: &str) {
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(w).await;
         wait_state(&mut client, id, SessionState::Idle).await;
         wait_for_log(w, "the daemon records the command's end", |e| {
             e.iter()
                 .any(|(k, _, d)| k == "note" && d["about"] == "background_ended")
         });
-        let _: Done = client
-            .call(&Call::SessionsInput(InputParams {
-                session: id.to_string(),
-                text: "and one more thing".into(),
-            }))
-            .await
-            .unwrap();
+        send_input(&mut client, id, "and one more thing").await;
         wait_state(&mut client, id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.to_string(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, id).await;
     });
 }
 

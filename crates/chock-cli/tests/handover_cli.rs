@@ -13,11 +13,8 @@ use std::io::{BufReader, Read};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use chock_client::DaemonClient;
 use chock_protocol::log::AnswerKind;
-use chock_protocol::rpc::{
-    AnswerParams, Call, Done, InputParams, Pending, PendingParams, SessionParams, SessionState,
-};
+use chock_protocol::rpc::{AnswerParams, Call, Done, Pending, PendingParams, SessionState};
 use handover_support::*;
 use run_support::*;
 
@@ -60,24 +57,11 @@ fn moves_at_a_turn_boundary(w: &World) {
     run.wait().unwrap();
     assert!(stderr.contains("was handed over"), "{stderr}");
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(w).await;
         wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsInput(InputParams {
-                session: id.clone(),
-                text: "and one more thing".into(),
-            }))
-            .await
-            .unwrap();
+        send_input(&mut client, &id, "and one more thing").await;
         wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, &id).await;
     });
     let events = w.events_exact();
     let handed = handovers(&events);
@@ -156,13 +140,7 @@ fn a_question_open_at_the_handover_stays_open_and_a_client_of_the_daemon_answers
     let (_master, slave) = open_pty();
     let mut run = chock_run(&w, ONE_ASKING, "ask first", Stdio::from(slave));
     let mut stderr = BufReader::new(run.stderr.take().unwrap());
-    let mut seen = String::new();
-    let mut byte = [0u8; 1];
-    while !seen.contains("[n] no > ") {
-        let n = stderr.read(&mut byte).unwrap();
-        assert!(n > 0, "the prompt never came: {seen}");
-        seen.push(char::from(byte[0]));
-    }
+    read_until(&mut stderr, "the prompt", |seen| seen.contains("[n] no > "));
     let id = w.session_id();
     detach(&w);
     signal(run.id(), rustix::process::Signal::KILL);
@@ -170,9 +148,7 @@ fn a_question_open_at_the_handover_stays_open_and_a_client_of_the_daemon_answers
     let before = w.events();
     assert_eq!(count(&before, "approval.answer", None), 0, "{before:#?}");
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(&w).await;
         let until = Instant::now() + Duration::from_secs(60);
         let question = loop {
             let pending: Pending = client
@@ -200,12 +176,7 @@ fn a_question_open_at_the_handover_stays_open_and_a_client_of_the_daemon_answers
             .await
             .unwrap();
         wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, &id).await;
     });
     let events = w.events_exact();
     let h = &handovers(&events)[0];
@@ -258,16 +229,9 @@ fn a_call_running_when_the_owner_died_is_logged_as_outcome_unknown_and_never_run
     let _ = run.wait();
     detach(&w);
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(&w).await;
         wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, &id).await;
     });
     let events = w.events_exact();
     let h = &handovers(&events)[0];
@@ -324,21 +288,15 @@ fn a_connection_question_open_when_the_owner_died_is_settled_as_refused_owner_go
     let (_master, slave) = open_pty();
     let mut run = chock_run(&w, CONNECTS, "connect", Stdio::from(slave));
     let mut stderr = BufReader::new(run.stderr.take().unwrap());
-    let mut seen = String::new();
-    let mut byte = [0u8; 1];
-    while !(seen.contains("net.connect.1.0.0.127.9") && seen.ends_with("[n] no > ")) {
-        let n = stderr.read(&mut byte).unwrap();
-        assert!(n > 0, "the connection's question never came: {seen}");
-        seen.push(char::from(byte[0]));
-    }
+    read_until(&mut stderr, "the connection's question", |seen| {
+        seen.contains("net.connect.1.0.0.127.9") && seen.ends_with("[n] no > ")
+    });
     let id = w.session_id();
     signal(run.id(), rustix::process::Signal::KILL);
     let _ = run.wait();
     detach(&w);
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(&w).await;
         wait_state(&mut client, &id, SessionState::Idle).await;
         let pending: Pending = client
             .call(&Call::ApprovalsPending(PendingParams {
@@ -347,12 +305,7 @@ fn a_connection_question_open_when_the_owner_died_is_settled_as_refused_owner_go
             .await
             .unwrap();
         assert!(pending.approvals.is_empty(), "{pending:?}");
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, &id).await;
     });
     let events = w.events_exact();
     let h = &handovers(&events)[0];

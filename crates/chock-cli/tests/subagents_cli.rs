@@ -3,15 +3,18 @@
 //! script (chosen by the `[agent:NAME]` tag of the task in the request's first message, the step
 //! by how many replies the request already carries).
 
+mod handover_support;
 mod run_support;
 
 use std::io::{BufReader, Read};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chock_test_support::events::read_log_live as events_of;
 use chock_test_support::model::{Request, serve_each, write_reply};
+use handover_support::{Daemon, connect, rt};
 use run_support::*;
 use serde_json::{Value, json};
 
@@ -40,6 +43,32 @@ fn tree_server(sessions_root: PathBuf, script: Arc<Script>) -> (u16, Seen) {
         serve_one(stream, reader, &request, &sessions_root, &*script, &seen_in)
     });
     (port, seen)
+}
+
+/// Waits (up to a minute) until each agent of `tags` has asked its model (`what` says what never
+/// happened, should it not).
+fn wait_until_asked(seen: &Seen, tags: &[&str], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !tags
+        .iter()
+        .all(|t| seen.lock().unwrap().iter().any(|(s, _)| s == t))
+    {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (up to a minute) until no process runs the session in `dir` (`what` says what never
+/// happened, should one still run it).
+fn wait_until_ended(dir: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while matches!(
+        chock_log::is_live(dir),
+        Ok(chock_log::Liveness::Live { .. })
+    ) {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn serve_one(
@@ -527,14 +556,7 @@ fn interrupting_the_parent_interrupts_its_children_and_each_end_is_recorded() {
         .spawn()
         .unwrap();
     // Wait until the grandchild is waiting for its model.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !seen.lock().unwrap().iter().any(|(t, _)| t == "G") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the grandchild never asked"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until_asked(&seen, &["G"], "the grandchild never asked");
     let status = std::process::Command::new("kill")
         .args(["-INT", &top.id().to_string()])
         .status()
@@ -645,17 +667,7 @@ fn a_parent_killed_while_its_child_runs_records_the_end_of_the_child_when_resume
     );
     assert_eq!(out.status.code(), None, "killed: {}", text(&out.stderr));
     let (parent, child) = (session_of(&w, "O"), session_of(&w, "K"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while matches!(
-        chock_log::is_live(&child),
-        Ok(chock_log::Liveness::Live { .. })
-    ) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never ended"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until_ended(&child, "the child never ended");
     let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
     let completes = |events: &[(String, Option<String>, Value)]| {
         events
@@ -996,21 +1008,7 @@ fn interrupting_a_parent_reaches_every_child_of_one_spawn_agents_call() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(t, _)| t.starts_with('H'))
-        .count()
-        < 2
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the children never asked"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until_asked(&seen, &["H1", "H2"], "the children never asked");
     let status = std::process::Command::new("kill")
         .args(["-INT", &top.id().to_string()])
         .status()
@@ -1095,8 +1093,6 @@ fn a_take_removes_what_the_child_removed() {
 /// `agent.complete`, gives the `spawn_agent` call its result and goes on (docs/handover.md).
 #[test]
 fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_recorded() {
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
     let w = World::with_git_project();
     let flag = w.tmp().join("let-the-child-answer");
     let wait_for = flag.clone();
@@ -1119,38 +1115,13 @@ fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_record
     let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
     let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let mut daemon = w
-        .command(&["serve"])
-        .env(key.0, key.1)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut BufReader::new(daemon.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert!(line.starts_with("chock: serving on "), "{line}");
-    let mut top = w
-        .command(&["run", "--provider", "fake", "[agent:P] spawn one"])
-        .env(key.0, key.1)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !seen.lock().unwrap().iter().any(|(t, _)| t == "C") {
-        assert!(Instant::now() < deadline, "the child never asked its model");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let daemon = Daemon::start_with_env(&w, &[key]);
+    let mut top = top_agent(&w, key, "[agent:P] spawn one");
+    wait_until_asked(&seen, &["C"], "the child never asked its model");
     let parent = session_of(&w, "P");
     let child = session_of(&w, "C");
-    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
-    let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
+    let id = id_of(&parent);
+    let child_id = id_of(&child);
     top.kill().unwrap();
     top.wait().unwrap();
     let out = w.chock(&["detach", &id]);
@@ -1163,25 +1134,10 @@ fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_record
         "the child still runs once the parent is adopted"
     );
     std::fs::write(&flag, "go").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let events = events_of(&parent);
-        if events
-            .iter()
-            .any(|(k, _, d)| k == "turn.end" && d["turn"] == 2)
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the parent never went on: {events:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    daemon.wait().unwrap();
+    wait_for_events(&parent, "the parent went on", |e| {
+        e.iter().any(|(k, _, d)| k == "turn.end" && d["turn"] == 2)
+    });
+    daemon.stop();
     let events = events_of(&parent);
     let at = events
         .iter()
@@ -1224,26 +1180,6 @@ fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_record
     }
 }
 
-/// `chock serve` with the tree's key, once it listens.
-fn serve_with_key(w: &World, key: (&str, &str)) -> std::process::Child {
-    let mut daemon = w
-        .command(&["serve"])
-        .env(key.0, key.1)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut BufReader::new(daemon.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert!(line.starts_with("chock: serving on "), "{line}");
-    daemon
-}
-
 /// `chock run` of the tree's top agent on `task`, in the background.
 fn top_agent(w: &World, key: (&str, &str), task: &str) -> std::process::Child {
     w.command(&["run", "--provider", "fake", task])
@@ -1261,17 +1197,14 @@ fn wait_for_events(
     what: &str,
     ready: impl Fn(&[(String, Option<String>, Value)]) -> bool,
 ) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let events = events_of(dir);
         if ready(&events) {
             return;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never {what}: {events:#?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(Instant::now() < deadline, "never {what}: {events:#?}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -1281,7 +1214,6 @@ fn wait_for_events(
 /// parent records its `agent.complete` and ends the turn as interrupted, and is idle again.
 #[test]
 fn an_interrupt_reaches_a_child_adopted_with_its_killed_parent() {
-    use std::time::{Duration, Instant};
     let w = World::with_git_project();
     let script = |tag: &str, step: usize, _body: &Value| match (tag, step) {
         ("P", 0) => call(
@@ -1296,30 +1228,20 @@ fn an_interrupt_reaches_a_child_adopted_with_its_killed_parent() {
     let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
     let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let mut daemon = serve_with_key(&w, key);
+    let daemon = Daemon::start_with_env(&w, &[key]);
     let mut top = top_agent(&w, key, "[agent:P] spawn one");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !seen.lock().unwrap().iter().any(|(t, _)| t == "C") {
-        assert!(Instant::now() < deadline, "the child never asked its model");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_asked(&seen, &["C"], "the child never asked its model");
     let parent = session_of(&w, "P");
     let child = session_of(&w, "C");
-    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
-    let child_id = child.file_name().unwrap().to_string_lossy().into_owned();
+    let id = id_of(&parent);
+    let child_id = id_of(&child);
     top.kill().unwrap();
     top.wait().unwrap();
     let out = w.chock(&["detach", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let interrupted = Instant::now();
-    rt.block_on(async {
-        let mut client = chock_client::DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+    rt().block_on(async {
+        let mut client = connect(&w).await;
         let _: chock_protocol::rpc::Done = client
             .call(&chock_protocol::rpc::Call::SessionsInterrupt(
                 chock_protocol::rpc::SessionParams {
@@ -1338,10 +1260,7 @@ fn an_interrupt_reaches_a_child_adopted_with_its_killed_parent() {
         "the interrupt waited {:?}",
         interrupted.elapsed()
     );
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    daemon.wait().unwrap();
+    daemon.stop();
     let events = events_of(&parent);
     let completes: Vec<&Value> = events
         .iter()
@@ -1368,7 +1287,6 @@ fn an_interrupt_reaches_a_child_adopted_with_its_killed_parent() {
 /// have), and each gets its `agent.complete`.
 #[test]
 fn spawn_agents_children_of_a_killed_parent_are_all_named_in_the_calls_result() {
-    use std::time::{Duration, Instant};
     let w = World::with_git_project();
     let (flag_a, flag_b) = (w.tmp().join("a-may-end"), w.tmp().join("b-may-end"));
     let (wait_a, wait_b) = (flag_a.clone(), flag_b.clone());
@@ -1403,42 +1321,28 @@ fn spawn_agents_children_of_a_killed_parent_are_all_named_in_the_calls_result() 
     let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
     let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let mut daemon = serve_with_key(&w, key);
+    let daemon = Daemon::start_with_env(&w, &[key]);
     let mut top = top_agent(&w, key, "[agent:P] spawn two");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !["A", "B"]
-        .iter()
-        .all(|t| seen.lock().unwrap().iter().any(|(s, _)| s == t))
-    {
-        assert!(Instant::now() < deadline, "the children never asked");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_asked(&seen, &["A", "B"], "the children never asked");
     let (parent, a, b) = (
         session_of(&w, "P"),
         session_of(&w, "A"),
         session_of(&w, "B"),
     );
-    let id = parent.file_name().unwrap().to_string_lossy().into_owned();
-    let name = |dir: &PathBuf| dir.file_name().unwrap().to_string_lossy().into_owned();
+    let id = id_of(&parent);
+    let name = |dir: &PathBuf| id_of(dir);
     top.kill().unwrap();
     top.wait().unwrap();
     // A ends before the adopt; B still runs then.
     std::fs::write(&flag_a, "go").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while matches!(chock_log::is_live(&a), Ok(chock_log::Liveness::Live { .. })) {
-        assert!(Instant::now() < deadline, "A never ended");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_ended(&a, "A never ended");
     let out = w.chock(&["detach", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     std::fs::write(&flag_b, "go").unwrap();
     wait_for_events(&parent, "the parent went on", |e| {
         e.iter().any(|(k, _, d)| k == "turn.end" && d["turn"] == 2)
     });
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    daemon.wait().unwrap();
+    daemon.stop();
     let events = events_of(&parent);
     let completes: Vec<String> = events
         .iter()

@@ -4,6 +4,8 @@
 //! push's remote, and only with what the person typed; the password is redacted from the log and
 //! never written to it or to the workspace.
 
+mod remote_support;
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -13,11 +15,10 @@ use chock_decide::{Answer, ApprovalBroker, Notice, Pipeline};
 use chock_log::{Log, SessionHeader};
 use chock_policy::Policy;
 use chock_session::channel::{AskpassChannel, Credentials, serve};
-use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND};
-use chock_test_support::{GitProject, installed};
+use chock_test_support::GitProject;
+use chock_test_support::git_servers::GitHttpServer;
 use chock_workspace::{PushPlan, PushRequest, PushSource, plan_push};
-
-const PASSWORD: &str = "correct-horse-battery-staple";
+use remote_support::{PASSWORD, all_text, http_server};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -141,21 +142,13 @@ impl Setup {
             .unwrap()
     }
 
-    /// Every byte of every file under `dir`, as text.
-    fn all_text(dir: &Path) -> String {
-        let mut text = String::new();
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return text;
-        };
-        for e in entries.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                text.push_str(&Setup::all_text(&path));
-            } else if let Ok(bytes) = std::fs::read(&path) {
-                text.push_str(&String::from_utf8_lossy(&bytes));
-            }
-        }
-        text
+    /// The push of `main` to `origin`, approved in the call, run: its plan and what git did.
+    async fn approved_push(&self) -> (PushPlan, Output) {
+        let plan = self.plan();
+        let credentials = Credentials::new();
+        credentials.approve(&plan);
+        let out = self.push(&plan, &credentials).await;
+        (plan, out)
     }
 }
 
@@ -192,15 +185,11 @@ fn channel() -> (OwnedFd, OwnedFd) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approved_push_gets_the_password_the_person_typed_and_the_log_never_holds_it() {
-    if !installed(HTTP_BACKEND) {
+    let Some(server) = http_server(PASSWORD) else {
         return;
-    }
-    let server = GitHttpServer::start("alice", PASSWORD);
+    };
     let s = setup(&server, Some(PASSWORD));
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (plan, out) = s.approved_push().await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
     let asked = s.asked.lock().unwrap().clone();
@@ -212,7 +201,7 @@ async fn an_approved_push_gets_the_password_the_person_typed_and_the_log_never_h
         asked[0]
     );
     assert_eq!(s.pipeline.log().redact(PASSWORD), "[REDACTED]");
-    let log = Setup::all_text(&s.project.root().join("sessions"));
+    let log = all_text(&s.project.root().join("sessions"));
     assert!(log.contains("approval.answer"), "{log}");
     // The question is logged as a secret's, so every client reads its answer without echo.
     let ask = log
@@ -221,16 +210,15 @@ async fn an_approved_push_gets_the_password_the_person_typed_and_the_log_never_h
         .expect("the password's question is logged");
     assert!(ask.contains("\"secret\":true"), "{ask}");
     assert!(!log.contains(PASSWORD), "the password is in the log");
-    assert!(!Setup::all_text(&s.workspace).contains(PASSWORD));
-    assert!(!Setup::all_text(s.project.path()).contains(PASSWORD));
+    assert!(!all_text(&s.workspace).contains(PASSWORD));
+    assert!(!all_text(s.project.path()).contains(PASSWORD));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_an_approved_push_nobody_is_asked_and_no_password_reaches_the_server() {
-    if !installed(HTTP_BACKEND) {
+    let Some(server) = http_server(PASSWORD) else {
         return;
-    }
-    let server = GitHttpServer::start("alice", PASSWORD);
+    };
     let s = setup(&server, Some(PASSWORD));
     let plan = s.plan();
     let credentials = Credentials::new();
@@ -254,10 +242,9 @@ async fn without_an_approved_push_nobody_is_asked_and_no_password_reaches_the_se
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_prompt_about_another_remote_is_refused_without_asking() {
-    if !installed(HTTP_BACKEND) {
+    let Some(server) = http_server(PASSWORD) else {
         return;
-    }
-    let server = GitHttpServer::start("alice", PASSWORD);
+    };
     let other = GitHttpServer::start("alice", PASSWORD);
     let s = setup(&server, Some(PASSWORD));
     let approved = s.plan();
@@ -279,15 +266,11 @@ async fn a_prompt_about_another_remote_is_refused_without_asking() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn nobody_answering_is_a_refusal() {
-    if !installed(HTTP_BACKEND) {
+    let Some(server) = http_server(PASSWORD) else {
         return;
-    }
-    let server = GitHttpServer::start("alice", PASSWORD);
+    };
     let s = setup(&server, None);
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (_, out) = s.approved_push().await;
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nobody answered"));
     assert!(!server.saw_the_password());
@@ -296,18 +279,14 @@ async fn nobody_answering_is_a_refusal() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_password_the_redaction_cannot_cover_is_never_handed_to_git() {
-    if !installed(HTTP_BACKEND) {
-        return;
-    }
     // Shorter than the log's redaction accepts: git could echo it into a logged line, so the
     // person's answer is refused rather than passed on.
     let short = "pw1";
-    let server = GitHttpServer::start("alice", short);
+    let Some(server) = http_server(short) else {
+        return;
+    };
     let s = setup(&server, Some(short));
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (_, out) = s.approved_push().await;
     assert!(!out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("could not be asked"),
@@ -324,19 +303,15 @@ async fn a_password_the_redaction_cannot_cover_is_never_handed_to_git() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_table_that_denies_the_hosts_password_asks_nobody_and_the_push_fails() {
-    if !installed(HTTP_BACKEND) {
+    let Some(server) = http_server(PASSWORD) else {
         return;
-    }
-    let server = GitHttpServer::start("alice", PASSWORD);
+    };
     let s = setup_with(
         &server,
         Some(PASSWORD),
         "[[rule]]\naction = \"secret.password.1.0.0.127\"\ndecision = \"deny\"\n",
     );
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (_, out) = s.approved_push().await;
     assert!(!out.status.success(), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -356,20 +331,16 @@ async fn a_table_that_denies_the_hosts_password_asks_nobody_and_the_push_fails()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shipped_ask_puts_the_prompt_to_the_person_and_the_push_works() {
-    if !installed(HTTP_BACKEND) {
+    let Some(server) = http_server(PASSWORD) else {
         return;
-    }
-    let server = GitHttpServer::start("alice", PASSWORD);
+    };
     // Another host's password denied: this host's is the shipped `ask`.
     let s = setup_with(
         &server,
         Some(PASSWORD),
         "[[rule]]\naction = \"secret.password.org.example.*\"\ndecision = \"deny\"\n",
     );
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (plan, out) = s.approved_push().await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
     let asked = s.asked.lock().unwrap().clone();
@@ -387,16 +358,12 @@ async fn the_shipped_ask_puts_the_prompt_to_the_person_and_the_push_works() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn allow_still_asks_the_person_and_hands_out_nothing_stored() {
-    if !installed(HTTP_BACKEND) {
-        return;
-    }
     let table = "[[rule]]\naction = \"secret.password.1.0.0.127\"\ndecision = \"allow\"\n";
-    let server = GitHttpServer::start("alice", PASSWORD);
+    let Some(server) = http_server(PASSWORD) else {
+        return;
+    };
     let s = setup_with(&server, Some(PASSWORD), table);
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (plan, out) = s.approved_push().await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(server.head("main"), Some(plan.refs[0].commit.clone()));
     assert_eq!(s.asked.lock().unwrap().len(), 1, "the person typed it");
@@ -410,10 +377,7 @@ async fn allow_still_asks_the_person_and_hands_out_nothing_stored() {
     // With nobody there, `allow` gives git nothing.
     let server = GitHttpServer::start("alice", PASSWORD);
     let s = setup_with(&server, None, table);
-    let plan = s.plan();
-    let credentials = Credentials::new();
-    credentials.approve(&plan);
-    let out = s.push(&plan, &credentials).await;
+    let (_, out) = s.approved_push().await;
     assert!(!out.status.success(), "{out:?}");
     assert!(!server.saw_the_password());
     assert_eq!(server.head("main"), None);

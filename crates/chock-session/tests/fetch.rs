@@ -6,15 +6,11 @@
 
 mod remote_support;
 
-use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND};
-use chock_test_support::installed;
-use remote_support::{PASSWORD, Person, all_text, host_git, http_project, open, run};
+use chock_test_support::git_servers::GitHttpServer;
+use remote_support::{PASSWORD, Person, all_text, host_git, http_project, http_remotes, open, run};
 
 /// The workspace's own configuration changes are allowed, so only the fetch is a question.
 const CONFIG_ALLOWED: &str = "[[rule]]\naction = \"git.config\"\ndecision = \"allow\"\n";
-
-/// One test at a time: each runs sandboxes and servers.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The real server holding the project's commit and one more, which the workspace lacks: its id.
 fn serve_one_more(real: &GitHttpServer, project: &std::path::Path) -> String {
@@ -44,12 +40,9 @@ fn script(real: &GitHttpServer, decoy: &GitHttpServer, op: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_fetch_reads_the_hosts_remote_with_the_typed_password_and_leaves_nothing() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     let f = http_project(&real, &decoy, "git.fetch", CONFIG_ALLOWED);
     let new = serve_one_more(&real, &f.project);
     let s = open(&f);
@@ -129,12 +122,9 @@ async fn an_approved_fetch_reads_the_hosts_remote_with_the_typed_password_and_le
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_fetch_sends_nothing_and_nobody_is_asked_for_a_password() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     let f = http_project(&real, &decoy, "git.fetch", CONFIG_ALLOWED);
     serve_one_more(&real, &f.project);
     let s = open(&f);
@@ -149,12 +139,9 @@ async fn a_refused_fetch_sends_nothing_and_nobody_is_asked_for_a_password() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_pull_brings_the_remotes_commit_onto_the_branch() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     let f = http_project(&real, &decoy, "git.pull", CONFIG_ALLOWED);
     let new = serve_one_more(&real, &f.project);
     let s = open(&f);
@@ -199,12 +186,9 @@ async fn an_approved_pull_brings_the_remotes_commit_onto_the_branch() {
 /// repository inside the call works as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fetch_from_a_remote_the_host_does_not_name_gets_no_credential() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     let f = http_project(&real, &decoy, "git.fetch", CONFIG_ALLOWED);
     let s = open(&f);
     let person = Person::new(true);

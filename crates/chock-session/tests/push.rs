@@ -7,12 +7,8 @@ mod remote_support;
 
 use chock_decide::QuestionKind;
 use chock_session::Session;
-use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND};
-use chock_test_support::installed;
-use remote_support::{PASSWORD, Person, all_text, http_project, open};
-
-/// One test at a time: each runs sandboxes and servers.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use chock_test_support::git_servers::GitHttpServer;
+use remote_support::{PASSWORD, Person, all_text, http_project, http_remotes, open};
 
 async fn run(s: &Session, person: &std::sync::Arc<Person>, script: &str) -> (i32, String, String) {
     remote_support::run(s, person, "p1", script).await
@@ -37,12 +33,9 @@ fn script(real: &GitHttpServer, decoy: &GitHttpServer) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_leaves_nothing() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     let f = http_project(&real, &decoy, "git.push", "");
     let s = open(&f);
     let person = Person::new(true);
@@ -116,12 +109,9 @@ async fn an_approved_push_reaches_the_hosts_remote_with_the_typed_password_and_l
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_push_reaches_nothing_and_nobody_is_asked_for_a_password() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     // The workspace's own configuration changes are allowed, so the push itself is what is refused.
     let config = "[[rule]]\naction = \"git.config\"\ndecision = \"allow\"\n";
     let f = http_project(&real, &decoy, "git.push", config);
@@ -142,12 +132,9 @@ async fn a_refused_push_reaches_nothing_and_nobody_is_asked_for_a_password() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_denying_the_hosts_password_stops_an_approved_push_before_any_prompt() {
-    if !installed(HTTP_BACKEND) {
+    let Some((_turn, real, decoy)) = http_remotes().await else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().await;
-    let real = GitHttpServer::start("alice", PASSWORD);
-    let decoy = GitHttpServer::start("alice", PASSWORD);
+    };
     let f = http_project(
         &real,
         &decoy,

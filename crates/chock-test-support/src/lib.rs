@@ -16,6 +16,7 @@
 //! - [`events`]: a session's log, or a JSON event stream, read into events and waited on.
 //! - [`GitProject`]: a bare project that is a git repository with a first commit, for tests that
 //!   need no more than that.
+//! - [`microvm`]: where the microVM suites find QEMU, the guest's init and its kernel.
 //! - `git_servers` (feature `git-servers`): real git remotes on loopback, one taking a password over
 //!   smart HTTP, one an `sshd` whose key only a test `ssh-agent` holds.
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@
 pub mod events;
 #[cfg(feature = "git-servers")]
 pub mod git_servers;
+pub mod microvm;
 pub mod model;
 pub mod processes;
 mod project;

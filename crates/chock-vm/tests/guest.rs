@@ -15,8 +15,9 @@ use chock_sandbox::{
     CallHandle, Confiner, ExitStatus, Outcome, Plan, SandboxError, StdioMode, WorkspaceMount,
 };
 use chock_test_support::installed;
+use chock_test_support::microvm::{QEMU, guest_init, target_dir};
 use chock_vm::{GuestConfig, GuestConfiner};
-use support::{guest_init, kernel_dir, target_dir};
+use support::kernel_dir;
 
 /// A project directory under the home (the sandbox gives a call its own /tmp), removed on drop.
 struct Project(PathBuf);
@@ -356,7 +357,7 @@ fn the_monitor_runs_confined() {
     ignore = "needs the `microvm` feature (QEMU, a kernel)"
 )]
 fn a_guest_that_cannot_start_fails_the_call() {
-    if !installed("/usr/bin/qemu-system-x86_64") || !installed(guest_init()) {
+    if !installed(QEMU) || !installed(guest_init()) {
         return;
     }
     let Some(kernel_dir) = kernel_dir(false) else {

@@ -1,13 +1,13 @@
-//! What the handover tests share: a running daemon, waits on the log and on the daemon's view
-//! of a session, and `chock detach`.
+//! What the handover tests share: a running daemon and its clients, waits on the log and on the
+//! daemon's view of a session, and `chock detach`.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use chock_client::DaemonClient;
-use chock_protocol::rpc::{Call, SessionList, SessionState};
+use chock_protocol::rpc::{Call, Done, InputParams, SessionList, SessionParams, SessionState};
 
 use crate::run_support::*;
 
@@ -16,8 +16,14 @@ pub struct Daemon(pub Child);
 
 impl Daemon {
     pub fn start(w: &World) -> Daemon {
+        Daemon::start_with_env(w, &[])
+    }
+
+    /// `chock serve` with `vars` added to its environment (a provider's key), once it listens.
+    pub fn start_with_env(w: &World, vars: &[(&str, &str)]) -> Daemon {
         let mut child = w
             .command(&["serve"])
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -33,6 +39,11 @@ impl Daemon {
 
     pub fn pid(&self) -> u32 {
         self.0.id()
+    }
+
+    /// Stops the daemon (SIGTERM) and waits for it to exit.
+    pub fn stop(self) {
+        drop(self);
     }
 }
 
@@ -53,6 +64,47 @@ pub fn rt() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A client of the world's daemon.
+pub async fn connect(w: &World) -> DaemonClient {
+    DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
+        .await
+        .unwrap()
+}
+
+/// Sends session `id` the follow-up `text` through the daemon.
+pub async fn send_input(client: &mut DaemonClient, id: &str, text: &str) {
+    let _: Done = client
+        .call(&Call::SessionsInput(InputParams {
+            session: id.to_string(),
+            text: text.into(),
+        }))
+        .await
+        .unwrap();
+}
+
+/// Ends session `id` in the daemon.
+pub async fn end_session(client: &mut DaemonClient, id: &str) {
+    let _: Done = client
+        .call(&Call::SessionsEnd(SessionParams {
+            session: id.to_string(),
+        }))
+        .await
+        .unwrap();
+}
+
+/// Reads `from` a byte at a time until `done` holds of all it read (`what` names it, should the
+/// stream end first); all it read.
+pub fn read_until(from: &mut impl Read, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    while !done(&seen) {
+        let n = from.read(&mut byte).unwrap();
+        assert!(n > 0, "{what} never came: {seen}");
+        seen.push(char::from(byte[0]));
+    }
+    seen
 }
 
 /// Waits (up to a minute) until `ready` holds of the session's log.

@@ -1,6 +1,7 @@
-//! What the approved push and fetch suites share: a project on the host whose `origin` is a real
-//! server the test started, a session with the git shim, a person who answers, one call run through
-//! it, and a look at every byte a session wrote.
+//! What the approved push and fetch suites (and the askpass suite) share: real servers a test
+//! starts, one test at a time, a project on the host whose `origin` is one of them, a session with
+//! the git shim, a person who answers, one call run through it, and a look at every byte a session
+//! wrote.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -9,10 +10,36 @@ use std::sync::{Arc, Mutex};
 
 use chock_decide::{Answer, AnswerFuture, Answerer, ApprovalBroker, Question, QuestionKind, Role};
 use chock_session::{CallOptions, CallOutcome, Calls, Session, SessionOptions};
-use chock_test_support::git_servers::{GitHttpServer, SshServer};
+use chock_test_support::git_servers::{GitHttpServer, HTTP_BACKEND, SshServer};
+use chock_test_support::installed;
 
 /// The password the test servers take and the person types.
 pub const PASSWORD: &str = "correct-horse-battery-staple";
+
+/// A smart-HTTP server of user `alice` taking `password`, or `None` (reported by `installed`, which
+/// fails in CI) when git's HTTP backend is missing.
+pub fn http_server(password: &str) -> Option<GitHttpServer> {
+    installed(HTTP_BACKEND).then(|| GitHttpServer::start("alice", password))
+}
+
+/// One test of a binary at a time: each runs sandboxes and servers.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The turn of one test ([`http_remotes`]): the next waits until it is dropped.
+pub type Turn = tokio::sync::MutexGuard<'static, ()>;
+
+/// Once the test before has ended: this test's turn, the project's real remote and a decoy (both
+/// taking [`PASSWORD`]), or `None` when git's HTTP backend is missing. Bind the turn first, so it
+/// is dropped after the servers.
+pub async fn http_remotes() -> Option<(Turn, GitHttpServer, GitHttpServer)> {
+    if !installed(HTTP_BACKEND) {
+        return None;
+    }
+    let turn = ONE_AT_A_TIME.lock().await;
+    let real = GitHttpServer::start("alice", PASSWORD);
+    let decoy = GitHttpServer::start("alice", PASSWORD);
+    Some((turn, real, decoy))
+}
 
 /// The host's git in `dir`, with no system configuration and `dir` as its home.
 pub fn host_git(dir: &Path, args: &[&str]) -> String {

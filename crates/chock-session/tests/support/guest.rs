@@ -4,11 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// The target directory the test binary was built in.
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    exe.ancestors().nth(3).expect("target").to_path_buf()
-}
+use chock_test_support::microvm::{QEMU, guest_init, kernel_dir};
 
 /// Whether QEMU, the guest's init, its kernel and each of `tools` are here (each missing one is
 /// reported by `chock_test_support::installed`, which fails in CI); when they are, the session
@@ -16,14 +12,10 @@ fn target_dir() -> PathBuf {
 ///
 /// Call it first in the binary's only test, before any thread starts: it sets the environment.
 pub fn ready(tools: &[&str]) -> bool {
-    let guest_init = std::env::var_os("CHOCK_GUEST_INIT")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("x86_64-unknown-linux-musl/debug/chock-guest"));
-    let kernel = std::env::var_os("CHOCK_VM_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| target_dir().join("chock-vm-kernel"));
+    let guest_init = guest_init();
+    let kernel = kernel_dir();
     let needed = [
-        Path::new("/usr/bin/qemu-system-x86_64").to_path_buf(),
+        Path::new(QEMU).to_path_buf(),
         guest_init.clone(),
         kernel.join("vmlinux"),
     ];
