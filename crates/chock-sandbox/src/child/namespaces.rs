@@ -5,7 +5,7 @@
 use std::ffi::CStr;
 use std::os::fd::RawFd;
 
-use crate::child::sys::{check, errno, write_file};
+use crate::child::sys::{check, errno, ioctl_request, write_file};
 use crate::wire::error::Layer;
 
 /// The namespaces a call gets after its user namespace, with the layer each one is.
@@ -51,6 +51,8 @@ pub(crate) fn set_hostname(name: &CStr) -> Result<(), i32> {
 
 /// Brings the loopback interface of the (new, empty) network namespace up.
 pub(crate) fn loopback_up() -> Result<(), i32> {
+    let get_flags = ioctl_request(libc::SIOCGIFFLAGS)?;
+    let set_flags = ioctl_request(libc::SIOCSIFFLAGS)?;
     // SAFETY: a plain socket call.
     let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if sock < 0 {
@@ -63,12 +65,12 @@ pub(crate) fn loopback_up() -> Result<(), i32> {
     }
     // SAFETY: `req` is a valid ifreq for SIOCGIFFLAGS/SIOCSIFFLAGS.
     let result = unsafe {
-        if libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &raw mut req) == -1 {
+        if libc::ioctl(sock, get_flags, &raw mut req) == -1 {
             Err(errno())
         } else {
             req.ifr_ifru.ifru_flags |=
                 libc::c_short::try_from(libc::IFF_UP | libc::IFF_RUNNING).unwrap_or(1);
-            check(libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &raw const req))
+            check(libc::ioctl(sock, set_flags, &raw const req))
         }
     };
     // SAFETY: `sock` was opened above.

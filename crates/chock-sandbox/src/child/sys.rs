@@ -12,6 +12,13 @@ pub(crate) fn errno() -> i32 {
         .unwrap_or(libc::EIO)
 }
 
+/// `request` as this target's `ioctl` takes it: `c_ulong` with glibc, `c_int` with musl (the
+/// microVM guest's init is built for musl). A number that does not fit is refused with `ENOTTY`, as
+/// the kernel refuses a request it does not know, and is never cut to another request.
+pub(crate) fn ioctl_request<R: TryFrom<libc::c_ulong>>(request: libc::c_ulong) -> Result<R, i32> {
+    R::try_from(request).map_err(|_| libc::ENOTTY)
+}
+
 /// `Ok(())` when a libc return code is not -1, else the errno.
 pub(crate) fn check(rc: libc::c_int) -> Result<(), i32> {
     if rc == -1 { Err(errno()) } else { Ok(()) }

@@ -288,15 +288,20 @@ pub fn kvm() -> LayerReport {
         .open("/dev/kvm")
     {
         Err(e) => Err(e.to_string()),
-        Ok(f) => {
-            // SAFETY: KVM_GET_API_VERSION takes no argument and returns an int.
-            let v = unsafe { libc::ioctl(f.as_raw_fd(), KVM_GET_API_VERSION as _, 0) };
-            if v < 0 {
-                Err(errno_words(errno()))
-            } else {
-                Ok(v)
+        Ok(f) => match sys::ioctl_request(KVM_GET_API_VERSION) {
+            Err(_) => Err(format!(
+                "KVM_GET_API_VERSION ({KVM_GET_API_VERSION:#x}) is not an ioctl request of this target"
+            )),
+            Ok(request) => {
+                // SAFETY: KVM_GET_API_VERSION takes no argument and returns an int.
+                let v = unsafe { libc::ioctl(f.as_raw_fd(), request, 0) };
+                if v < 0 {
+                    Err(errno_words(errno()))
+                } else {
+                    Ok(v)
+                }
             }
-        }
+        },
     };
     let hw = flags.iter().any(|f| *f == "vmx" || *f == "svm");
     let facts = format!(

@@ -86,6 +86,12 @@ impl Record {
 #[repr(C, align(8))]
 struct CmsgBuf([u8; 64]);
 
+/// `len` as this target's `msghdr.msg_controllen` takes it (`size_t` with glibc, `socklen_t` with
+/// musl, the guest's init's): `EINVAL` should it not fit, never a cut length.
+fn control_len<T: TryFrom<usize>>(len: usize) -> Result<T, i32> {
+    T::try_from(len).map_err(|_| libc::EINVAL)
+}
+
 /// Sends one record (and optionally a descriptor). Async-signal-safe.
 pub(crate) fn send(sock: RawFd, record: Record, fd: Option<RawFd>) -> Result<(), i32> {
     let bytes = record.to_bytes();
@@ -102,7 +108,7 @@ pub(crate) fn send(sock: RawFd, record: Record, fd: Option<RawFd>) -> Result<(),
         // SAFETY: CMSG_SPACE only computes a size.
         let space = unsafe { libc::CMSG_SPACE(FD_LEN) } as usize;
         msg.msg_control = cmsg.0.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
+        msg.msg_controllen = control_len(space)?;
         // SAFETY: msg_control points at a buffer of `space` bytes (<= 64), so the first header fits.
         unsafe {
             let hdr = libc::CMSG_FIRSTHDR(&raw const msg);
@@ -141,7 +147,7 @@ pub(crate) fn recv(sock: RawFd) -> std::io::Result<Option<(Record, Option<OwnedF
     msg.msg_iov = &raw mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg.0.as_mut_ptr().cast();
-    msg.msg_controllen = cmsg.0.len() as _;
+    msg.msg_controllen = control_len(cmsg.0.len()).map_err(std::io::Error::from_raw_os_error)?;
     let n = loop {
         // SAFETY: `msg` points at live buffers for the duration of the call.
         let n = unsafe { libc::recvmsg(sock, &raw mut msg, libc::MSG_CMSG_CLOEXEC) };
