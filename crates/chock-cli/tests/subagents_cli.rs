@@ -1383,9 +1383,6 @@ fn spawn_agents_children_of_a_killed_parent_are_all_named_in_the_calls_result() 
 /// with read_output. One `session.spawn`, one `agent.complete`, one result for the spawn's call.
 #[test]
 fn a_background_child_moves_with_its_parent_and_the_new_owner_records_its_end() {
-    use chock_client::DaemonClient;
-    use chock_protocol::rpc::{Call, Done, InputParams, SessionParams};
-    use std::time::{Duration, Instant};
     let w = World::with_git_project();
     let flag = w.tmp().join("let-the-child-answer");
     let wait_for = flag.clone();
@@ -1411,13 +1408,9 @@ fn a_background_child_moves_with_its_parent_and_the_new_owner_records_its_end() 
     let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
     fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
     let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let mut daemon = serve_with_key(&w, key);
+    let daemon = Daemon::start_with_env(&w, &[key]);
     let mut top = top_agent(&w, key, "[agent:P] spawn one in the background");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !seen.lock().unwrap().iter().any(|(t, _)| t == "C") {
-        assert!(Instant::now() < deadline, "the child never asked its model");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_asked(&seen, &["C"], "the child never asked its model");
     let parent = session_of(&w, "P");
     let child = session_of(&w, "C");
     let id = parent.file_name().unwrap().to_string_lossy().into_owned();
@@ -1441,41 +1434,19 @@ fn a_background_child_moves_with_its_parent_and_the_new_owner_records_its_end() 
     wait_for_events(&parent, "the daemon records the child's end", |e| {
         e.iter().any(|(k, _, _)| k == "agent.complete")
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
-        let _: Done = client
-            .call(&Call::SessionsInput(InputParams {
-                session: id.clone(),
-                text: "what did the child say?".into(),
-            }))
-            .await
-            .unwrap();
+    rt().block_on(async {
+        let mut client = connect(&w).await;
+        handover_support::send_input(&mut client, &id, "what did the child say?").await;
     });
     wait_for_events(&parent, "the follow-up read the child's report", |e| {
         e.iter()
             .any(|(k, c, _)| k == "tool.result" && c.as_deref() == Some("p3"))
     });
-    rt.block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
+    rt().block_on(async {
+        let mut client = connect(&w).await;
+        handover_support::end_session(&mut client, &id).await;
     });
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    daemon.wait().unwrap();
+    daemon.stop();
     let events = events_of(&parent);
     let at = events
         .iter()
