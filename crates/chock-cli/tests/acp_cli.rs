@@ -536,3 +536,38 @@ fn a_session_stopped_by_its_budget_ends_out_of_budget_when_the_editor_closes() {
     assert_eq!(end.2["reason"], "out_of_budget", "{end:?}");
     assert_eq!(end.2["summary"]["ended"], "out_of_budget", "{end:?}");
 }
+
+/// The daemon's adopt (`chock detach`) asks a session's owner to let go with SIGUSR1. `chock acp`
+/// holds the editor's sessions and does not hand them over: the signal, while a session is idle
+/// between prompts, neither ends the process nor the session, and the next prompt runs here.
+#[test]
+fn a_handover_request_leaves_the_editors_sessions_where_they_are() {
+    let w = World::with_git_project();
+    let provider = w.script("[[turn]]\ntext = \"first\"\n\n[[turn]]\ntext = \"second\"\n");
+    let mut ed = Editor::start(&w, &["--provider", &provider]);
+    ed.initialize();
+    let session = ed.new_session(&w);
+    let prompt = |ed: &mut Editor, text: &str| {
+        let id = ed.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+        ed.until_response(id, no_requests)
+    };
+    let first = prompt(&mut ed, "one");
+    assert_eq!(first["result"]["stopReason"], "end_turn", "{first}");
+    let pid = rustix::process::Pid::from_raw(i32::try_from(ed.pid()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::USR1).unwrap();
+    let second = prompt(&mut ed, "two");
+    assert_eq!(second["result"]["stopReason"], "end_turn", "{second}");
+    let (status, stderr, _) = ed.close();
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("an editor's sessions are not handed over"),
+        "{stderr}"
+    );
+    let events = w.events();
+    assert!(!events.iter().any(|(k, _, _)| k == "session.handover"));
+    let ends = events.iter().filter(|(k, _, _)| k == "session.end").count();
+    assert_eq!(ends, 1, "{events:?}");
+}

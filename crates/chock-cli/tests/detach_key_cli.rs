@@ -3,10 +3,13 @@
 //! written to the pty's master reaches it as the line discipline sends it) hands its session to
 //! a running `chock serve` and exits 0 saying how to follow it, and the daemon goes on with the
 //! task; with no daemon, the key says so and the session goes on where it is (the process is
-//! not quit by the key's SIGQUIT). The terminal interface, in tmux, does the same with Ctrl-\.
+//! not quit by the key's SIGQUIT). The terminal interface, in tmux, does the same with Ctrl-\
+//! (`tui`), working or idle.
 
 mod handover_support;
 mod run_support;
+#[path = "detach_key_cli/tui.rs"]
+mod tui;
 
 use std::io::{Read, Write};
 use std::process::{Child, Stdio};
@@ -18,7 +21,7 @@ use handover_support::{Daemon, connect, count, end_session, rt, signal, wait_for
 use run_support::*;
 
 /// Waits (up to a minute) until the daemon lists session `id` as idle, then ends it there.
-fn daemon_finishes(w: &World, id: &str) {
+pub fn daemon_finishes(w: &World, id: &str) {
     rt().block_on(async {
         let mut client = connect(w).await;
         let until = Instant::now() + Duration::from_secs(60);
@@ -113,7 +116,7 @@ impl OnPty {
     }
 }
 
-const TWO_COMMANDS: &str = r#"
+pub const TWO_COMMANDS: &str = r#"
 [[turn]]
 [[turn.call]]
 tool = "run_command"
@@ -195,125 +198,6 @@ fn ctrl_backslash_with_no_daemon_says_so_and_the_session_goes_on_here() {
     assert_eq!(count(&events, "session.handover", None), 0);
     assert_eq!(count(&events, "command.result", Some("play_2_1")), 1);
     assert_eq!(count(&events, "session.end", None), 1);
-}
-
-/// `tmux args` on the world's own tmux server.
-fn tmux(w: &World, args: &[&str]) -> std::process::Output {
-    w.program("tmux")
-        .arg("-S")
-        .arg(w.base.join("tmux.sock"))
-        .args(args)
-        .env("TERM", "xterm-256color")
-        .output()
-        .unwrap()
-}
-
-/// Waits (up to a minute) until tmux's screen shows `what`; the screen then.
-fn tmux_wait_for(w: &World, what: &str) -> String {
-    tmux_wait_until(w, what, |screen| screen.contains(what))
-}
-
-/// Waits (up to a minute) until `done` says yes to tmux's screen and history (`what` names it).
-fn tmux_wait_until(w: &World, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let screen = text(&tmux(w, &["capture-pane", "-p", "-J", "-t", "t", "-S", "-"]).stdout);
-        if done(&screen) {
-            return screen;
-        }
-        assert!(
-            Instant::now() < until,
-            "never {what:?}; the screen:\n{screen}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-#[test]
-#[cfg_attr(
-    not(feature = "tmux"),
-    ignore = "needs tmux: the `tmux` feature (.ci/run tests with --all-features)"
-)]
-fn ctrl_backslash_in_the_terminal_interface_hands_the_session_to_the_daemon() {
-    if !chock_test_support::requires(
-        on_path("tmux"),
-        "tmux is not installed (apt-get install tmux, as .ci/run does)",
-    ) {
-        return;
-    }
-    let w = World::with_git_project();
-    let _daemon = Daemon::start(&w);
-    let provider = w.script(TWO_COMMANDS);
-    let started = tmux(
-        &w,
-        &[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "100",
-            "-y",
-            "30",
-            "env",
-            "PS1=$ ",
-            "sh",
-        ],
-    );
-    assert!(started.status.success(), "{}", text(&started.stderr));
-    let _server = KillTmux(&w);
-    tmux_wait_for(&w, "$");
-    let line = format!("{CHOCK} tui --provider {provider}; echo exit=$?");
-    assert!(
-        tmux(&w, &["send-keys", "-t", "t", &line, "Enter"])
-            .status
-            .success()
-    );
-    tmux_wait_for(&w, "What should chock do?");
-    tmux(&w, &["send-keys", "-t", "t", "make two files", "Enter"]);
-    // The footer of a working session names the key.
-    tmux_wait_for(&w, "Ctrl-\\ detaches");
-    wait_for_log(&w, "the first command is called", |e| {
-        count(e, "tool.call", Some("play_1_1")) == 1
-    });
-    let id = w.session_id();
-    tmux(&w, &["send-keys", "-t", "t", "C-\\"]);
-    // The shell's `echo exit=$?` once the interface has exited.
-    let screen = tmux_wait_until(&w, "the interface's exit", |s| {
-        s.lines().any(|l| l.starts_with("exit="))
-    });
-    assert!(screen.lines().any(|l| l.trim_end() == "exit=0"), "{screen}");
-    // The interface wraps its lines at the terminal's width.
-    let words = screen.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        words.contains(&format!(
-            "session {id} was handed over to the daemon; follow it: chock attach {id}"
-        )),
-        "{screen}"
-    );
-    daemon_finishes(&w, &id);
-    let events = w.events_exact();
-    let handed: Vec<&serde_json::Value> = events
-        .iter()
-        .filter(|(k, _, _)| k == "session.handover")
-        .map(|(_, _, d)| d)
-        .collect();
-    assert_eq!(handed.len(), 1, "{events:#?}");
-    assert_eq!(handed[0]["how"], "released");
-    assert_eq!(handed[0]["from"]["process"], "chock tui");
-    assert_eq!(count(&events, "command.result", Some("play_1_1")), 1);
-    assert_eq!(count(&events, "command.result", Some("play_2_1")), 1);
-    assert_eq!(count(&events, "session.end", None), 1);
-    w.assert_log_verifies();
-}
-
-/// Stops the world's tmux server when dropped.
-struct KillTmux<'w>(&'w World);
-
-impl Drop for KillTmux<'_> {
-    fn drop(&mut self) {
-        let _ = tmux(self.0, &["kill-server"]);
-    }
 }
 
 /// The daemon's wait for an owner that does not let go (a `chock run` stopped with SIGSTOP: the

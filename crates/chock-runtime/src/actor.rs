@@ -18,6 +18,9 @@ pub(crate) enum Command {
     Input(String),
     /// End the session (after the task running now, if any) and say how it went.
     End(oneshot::Sender<Result<Summary, String>>),
+    /// Let go of the idle session for another process (no `session.end`), and say whether it
+    /// was.
+    HandOver(oneshot::Sender<bool>),
 }
 
 /// Runs the session's loop until it ends: by [`Command::End`], by an error, or by every handle
@@ -51,6 +54,16 @@ pub(crate) async fn run(
                 let closed = runtime.close().await.map_err(|e| e.to_string());
                 feed.ended();
                 let _ = reply.send(closed);
+                return;
+            }
+            Command::HandOver(reply) => {
+                // Nothing runs: the session is let go where it stands. An error syncing the log
+                // still lets go (the new owner reads what is on disk).
+                let _ = runtime.let_go().await;
+                feed.task_ended(TaskOutcome::HandedOver);
+                drop(runtime);
+                feed.ended();
+                let _ = reply.send(true);
                 return;
             }
         }

@@ -51,6 +51,8 @@ struct State {
     closed: bool,
     /// How many tasks have ended, and how the last did: for a subscriber that lagged past it.
     last_task: Option<(u64, TaskOutcome)>,
+    /// The idle session is being let go for another process: no task starts here any more.
+    letting_go: bool,
 }
 
 /// How many items a subscriber's queue holds (one more slot is kept for [`Item::Lagged`]).
@@ -172,13 +174,34 @@ impl Feed {
         self.lock().session.unwrap_or(SessionState::Idle)
     }
 
-    /// Moves the session from idle to working; otherwise returns the state it is in.
+    /// Moves the session from idle to working; otherwise returns the state it is in (an idle
+    /// session being let go counts as ended).
     pub(crate) fn start_working(&self) -> Result<(), SessionState> {
         let mut state = self.lock();
+        if state.letting_go {
+            return Err(SessionState::Ended);
+        }
         match state.session.unwrap_or(SessionState::Idle) {
             SessionState::Idle => {
                 state.session = Some(SessionState::Working);
                 Self::push(&mut state, &Item::State(SessionState::Working));
+                Ok(())
+            }
+            other => Err(other),
+        }
+    }
+
+    /// Holds an idle session for a handover: from now on no task starts ([`Feed::start_working`]
+    /// refuses), so the loop can let go with nothing running. Returns the state it is in
+    /// otherwise (working, ended, or let go already).
+    pub(crate) fn hold_for_handover(&self) -> Result<(), SessionState> {
+        let mut state = self.lock();
+        if state.letting_go {
+            return Err(SessionState::Ended);
+        }
+        match state.session.unwrap_or(SessionState::Idle) {
+            SessionState::Idle => {
+                state.letting_go = true;
                 Ok(())
             }
             other => Err(other),

@@ -98,6 +98,34 @@ pub(crate) struct Shared {
     pub(crate) earlier_calls: HashMap<String, ToolDisplay>,
 }
 
+/// How [`SessionHandle::hand_over`] came out: typed, so every front end acts on the runtime's
+/// decision rather than guessing it from the session's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoverOutcome {
+    /// Let go at once with no task running (the session was idle): the new owner waits for the
+    /// next input.
+    Idle,
+    /// Let go at the running task's next turn boundary: the new owner goes on with the task.
+    AtTurnBoundary,
+    /// Let go at once while a person's question waited: it stays open for the new owner.
+    QuestionOpen,
+    /// Not let go: the running task ended some other way before its next turn boundary. The
+    /// session is idle here: the caller's to end, or to hand over idle by asking again.
+    TaskEndedFirst,
+    /// Not let go: the session has ended (or was let go already).
+    Ended,
+}
+
+impl HandoverOutcome {
+    /// Whether the session was let go (this process no longer owns it).
+    pub fn handed_over(self) -> bool {
+        matches!(
+            self,
+            HandoverOutcome::Idle | HandoverOutcome::AtTurnBoundary | HandoverOutcome::QuestionOpen
+        )
+    }
+}
+
 /// A running session. Cheap to clone; every clone acts on the same session.
 #[derive(Clone)]
 pub struct SessionHandle {
@@ -347,14 +375,19 @@ impl SessionHandle {
     }
 
     /// Lets go of the session for another process to take it up (`chock detach`; the daemon's
-    /// `sessions.adopt` asks for it): the task stops at the next turn boundary, or at once while
-    /// a question waits for an answer (the question stays open in the log, for the new owner's
+    /// `sessions.adopt` asks for it). The runtime decides how, by the state the session is in:
+    /// an idle one (no task running: between tasks, waiting for a follow-up) is let go at once,
+    /// nothing run; a working one stops at the task's next turn boundary, or at once while a
+    /// question waits for an answer (the question stays open in the log, for the new owner's
     /// clients). No `session.end` is written; subscribers get [`TaskOutcome::HandedOver`] and the
-    /// end of the stream. Returns `false` when the task ended some other way first (the session
-    /// is then this process's to end), or when no task runs.
-    pub async fn hand_over(&self) -> bool {
-        if self.state() != SessionState::Working {
-            return false;
+    /// end of the stream. A task that ends some other way before its boundary is not handed over
+    /// ([`HandoverOutcome::TaskEndedFirst`]: the session is then idle here, for the caller to
+    /// end, or to hand over idle by asking again).
+    pub async fn hand_over(&self) -> HandoverOutcome {
+        match self.shared.feed.hold_for_handover() {
+            Ok(()) => return self.let_go_idle().await,
+            Err(SessionState::Working) => {}
+            Err(_) => return HandoverOutcome::Ended,
         }
         let mut items = self.subscribe_live();
         let mut notices = self.questions();
@@ -365,24 +398,47 @@ impl SessionHandle {
         };
         if self.snapshot().view.questions.iter().any(person) {
             self.let_go();
-            return true;
+            return HandoverOutcome::QuestionOpen;
         }
         loop {
             tokio::select! {
                 item = items.next() => match item {
-                    Some(crate::Item::TaskEnded(TaskOutcome::HandedOver)) => return true,
-                    Some(crate::Item::TaskEnded(_)) | None => return false,
+                    Some(crate::Item::TaskEnded(TaskOutcome::HandedOver)) => {
+                        return HandoverOutcome::AtTurnBoundary;
+                    }
+                    Some(crate::Item::TaskEnded(TaskOutcome::Ended(_))) => {
+                        // Not reached: the next task must not stop on it.
+                        self.shared.handover.withdraw();
+                        return HandoverOutcome::TaskEndedFirst;
+                    }
+                    Some(crate::Item::TaskEnded(TaskOutcome::Failed(_))) | None => {
+                        return HandoverOutcome::Ended;
+                    }
                     Some(_) => {}
                 },
                 notice = notices.recv() => match notice {
                     Ok(chock_decide::Notice::Asked { role: chock_decide::Role::Human, .. }) => {
                         self.let_go();
-                        return true;
+                        return HandoverOutcome::QuestionOpen;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => {}
                     Ok(_) | Err(_) => {}
                 },
             }
+        }
+    }
+
+    /// Lets go of the idle session, held for it ([`Feed::hold_for_handover`]: no task starts
+    /// meanwhile): the loop, waiting for input, lets go where it stands.
+    async fn let_go_idle(&self) -> HandoverOutcome {
+        let (tx, rx) = oneshot::channel();
+        if self.shared.commands.send(Command::HandOver(tx)).is_err() {
+            return HandoverOutcome::Ended;
+        }
+        match rx.await {
+            Ok(true) => HandoverOutcome::Idle,
+            // An end sent before the handover was taken first.
+            Ok(false) | Err(_) => HandoverOutcome::Ended,
         }
     }
 

@@ -40,7 +40,7 @@ pub mod conversation {
 use tokio::sync::mpsc;
 
 pub use feed::{Observer, SUBSCRIBER_QUEUE};
-pub use handle::{OpError, Reply, SessionHandle, Snapshot};
+pub use handle::{HandoverOutcome, OpError, Reply, SessionHandle, Snapshot};
 pub use item::{Item, Logged, TaskOutcome};
 pub use subscription::Subscription;
 

@@ -332,18 +332,14 @@ impl Ui {
         Ok(())
     }
 
-    /// The detach key: a session of this process's is handed to the daemon (`sessions.adopt`,
-    /// which asks this process to let go: [`Feed::HandedOver`] then leaves); one attached to the
-    /// daemon is left running there.
+    /// The detach key: a session of this process's, working or idle, is handed to the daemon
+    /// (`sessions.adopt`, which asks this process to let go: the runtime lets go at once when
+    /// no task runs, at the next turn boundary when one does, and [`Feed::HandedOver`] then
+    /// leaves); one attached to the daemon is left running there.
     fn detach(&mut self) {
-        let Some(id) = self.app.session.as_ref().map(|s| s.0.clone()) else {
-            self.app.status = Some((
-                Kind::Error,
-                "no session to hand over: give a task first".into(),
-            ));
-            return;
-        };
-        if self.attached {
+        if self.attached
+            && let Some(id) = self.app.session.as_ref().map(|s| s.0.clone())
+        {
             let follow = chock_client::handover::how_to_follow(&id);
             self.app.say(
                 Kind::Note,
@@ -352,17 +348,9 @@ impl Ui {
             self.app.quit = true;
             return;
         }
-        if self.app.phase != Phase::Working {
-            self.app.status = Some((
-                Kind::Note,
-                "no task runs, so there is nothing to hand over: send a follow-up first".into(),
-            ));
+        let Some(id) = self.app.detach_asked() else {
             return;
-        }
-        self.app.status = Some((
-            Kind::Note,
-            "handing the session to the daemon (at the end of this turn)".into(),
-        ));
+        };
         let feed = self.feed_tx.clone();
         tokio::spawn(async move {
             if let Err(e) = chock_client::handover::hand_to_daemon(&id, DETACH_WAIT_SECS).await {

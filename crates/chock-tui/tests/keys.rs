@@ -323,3 +323,69 @@ fn handed_over_the_interface_leaves_without_ending_the_session() {
         "{said:?}"
     );
 }
+
+/// An idle session (its task ended, waiting for a follow-up) is handed over as a working one:
+/// the key and `/detach` give `Effect::Detach`, and the interface asks the daemon to take the
+/// session now — whether it is let go at once is the runtime's to decide. Only a session that
+/// has ended, or none, has nothing to hand over.
+#[test]
+fn an_idle_session_is_handed_over_by_the_key_and_an_ended_one_is_not() {
+    let idle = || {
+        let mut app = App::new();
+        app.apply(Feed::Started {
+            session: "S1".into(),
+            provider: "demo".into(),
+            model: "m".into(),
+        });
+        typed(&mut app, "fix it");
+        app.apply(Feed::TaskEnded(TaskOutcome::Ended(Ended::Done)));
+        assert_eq!(app.phase, Phase::Idle);
+        app
+    };
+    for press in ctrl_backslash() {
+        let mut app = idle();
+        assert_eq!(on_key(&mut app, press), Effect::Detach);
+        assert_eq!(app.detach_asked().as_deref(), Some("S1"));
+        let (_, status) = app.status.clone().unwrap();
+        assert_eq!(status, "handing the idle session to the daemon now");
+        assert_eq!(
+            app.phase,
+            Phase::Idle,
+            "nothing changes until it is handed over"
+        );
+        app.apply(Feed::HandedOver {
+            follow: "chock attach S1".into(),
+        });
+        assert!(app.quit && app.handed_over);
+        let said: Vec<String> = app.take_lines().into_iter().map(|l| l.text).collect();
+        assert!(
+            said.iter()
+                .any(|l| l
+                    == "── session S1 was handed over to the daemon; follow it: chock attach S1"),
+            "{said:?}"
+        );
+    }
+    let mut app = idle();
+    app.input = "/detach".into();
+    assert_eq!(on_key(&mut app, key(KeyCode::Enter)), Effect::Detach);
+    assert_eq!(app.detach_asked().as_deref(), Some("S1"));
+    // Working, it is handed over at the end of the turn.
+    typed(&mut app, "more");
+    assert_eq!(app.phase, Phase::Working);
+    assert_eq!(app.detach_asked().as_deref(), Some("S1"));
+    let (_, status) = app.status.clone().unwrap();
+    assert_eq!(
+        status,
+        "handing the session to the daemon (at the end of this turn)"
+    );
+    // Ended, or never started: nothing to hand over, and nothing is asked of the daemon.
+    app.apply(Feed::Ended(None));
+    assert_eq!(app.detach_asked(), None);
+    let (_, status) = app.status.clone().unwrap();
+    assert_eq!(
+        status,
+        "session S1 has ended, so there is nothing to hand over"
+    );
+    let mut none = App::new();
+    assert_eq!(none.detach_asked(), None);
+}

@@ -537,3 +537,27 @@ fn handed_over_to_the_daemon() {
     });
     insta::assert_snapshot!(main_screen(&mut app).backend());
 }
+
+/// The detach key on an idle session (its task ended, waiting for a follow-up): the status line
+/// says it is handed over now, and once it is, the transcript's last line is the one a working
+/// session's handover gives.
+#[test]
+fn an_idle_session_handed_over_to_the_daemon() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = working();
+    app.apply(Feed::TaskEnded(TaskOutcome::Ended(Ended::Done)));
+    let pressed = chock_tui::keys::on_key(
+        &mut app,
+        KeyEvent::new(KeyCode::Char('\\'), KeyModifiers::CONTROL),
+    );
+    assert_eq!(pressed, chock_tui::keys::Effect::Detach);
+    assert!(app.detach_asked().is_some());
+    insta::assert_snapshot!("an_idle_session_detaching", main_screen(&mut app).backend());
+    app.apply(Feed::HandedOver {
+        follow: "chock attach 20260101T000000Z-000001".into(),
+    });
+    insta::assert_snapshot!(
+        "an_idle_session_handed_over",
+        main_screen(&mut app).backend()
+    );
+}

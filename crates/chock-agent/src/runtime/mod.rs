@@ -60,6 +60,13 @@ impl HandoverSwitch {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Takes back a request the task did not reach (it ended some other way first), so the
+    /// session's next task is not stopped by it.
+    pub fn withdraw(&self) {
+        self.requested
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Whether a handover was asked for.
     pub fn requested(&self) -> bool {
         self.requested.load(std::sync::atomic::Ordering::SeqCst)
@@ -313,6 +320,23 @@ impl SessionRuntime {
                 Err(err)
             }
         }
+    }
+
+    /// Lets go of the session between tasks, for another process to take it up (`chock detach`
+    /// of an idle session): nothing runs, so there is no turn boundary to wait for. Background
+    /// commands go as at a turn boundary (the keeper's move with the session; one this process
+    /// runs itself has its end recorded first), the log is synced, and the runtime, dropped,
+    /// writes no `session.end`: the new owner waits for the next input.
+    pub async fn let_go(&mut self) -> Result<(), AgentError> {
+        if self.ended {
+            return Err(AgentError::Ended);
+        }
+        self.agent.toolbox().release_background().await;
+        self.ended = true;
+        self.released
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.agent.log().sync()?;
+        Ok(())
     }
 
     /// Ends the session as its last task ended ([`crate::agent::end_reason`], the one rule every

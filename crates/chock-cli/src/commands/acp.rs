@@ -47,13 +47,37 @@ pub fn run(args: &AcpArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let served = runtime.block_on(chock_acp::serve(
-        tokio::io::BufReader::new(tokio::io::stdin()),
-        tokio::io::stdout(),
-        options,
-    ));
+    let served = runtime.block_on(async {
+        let kept = keep_sessions_when_asked()?;
+        let served = chock_acp::serve(
+            tokio::io::BufReader::new(tokio::io::stdin()),
+            tokio::io::stdout(),
+            options,
+        )
+        .await;
+        kept.abort();
+        anyhow::Ok(served)
+    })?;
     // A confined call still running in a blocking thread is not waited for.
     runtime.shutdown_timeout(Duration::from_secs(1));
     served.map_err(|e| Exit::new(exit::FAILURE, e.to_string()))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's adopt (`chock detach` of one of this process's sessions) asks the session's
+/// owner to let go with SIGUSR1. An editor's agent holds several sessions and the signal does
+/// not say which is meant, so none is handed over: the signal is taken (its default would end
+/// the process and every session the editor has open) and said no to on standard error; the
+/// adopt gives up at its `--wait`.
+fn keep_sessions_when_asked() -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut asked = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .context("listening for SIGUSR1")?;
+    Ok(tokio::spawn(async move {
+        while asked.recv().await.is_some() {
+            eprintln!(
+                "chock acp: asked to hand a session to the daemon (chock detach): an editor's \
+                 sessions are not handed over; they stay here"
+            );
+        }
+    }))
 }

@@ -275,7 +275,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let handing = session.clone();
         let detach = tokio::spawn(async move {
             while let_go.recv().await.is_some() {
-                if handing.hand_over().await {
+                // A task that ended first is this process's to end: `chock run` has no idle
+                // session to hand over.
+                if handing.hand_over().await.handed_over() {
                     return;
                 }
             }

@@ -26,6 +26,11 @@ pub struct Editor {
 }
 
 impl Editor {
+    /// The `chock acp` process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Starts `chock acp ARGS` in the world.
     pub fn start(w: &World, args: &[&str]) -> Editor {
         Editor::start_with_env(w, args, &[])

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use chock_protocol::ops::Op;
 use chock_protocol::rpc::{ErrorKind, RpcError};
 use chock_runtime::{Config, Notice, QuestionKind, Role, SessionBuilder};
-use chock_runtime::{Item, Opening, Reply, SessionHandle};
+use chock_runtime::{HandoverOutcome, Item, Opening, Reply, SessionHandle};
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::TuiError;
@@ -164,8 +164,9 @@ fn handed_over(id: &str) -> Vec<Feed> {
 }
 
 /// The daemon's adopt (a detach key here, `chock detach` from elsewhere) asks this process to let
-/// go of its session with SIGUSR1: the session is handed over at the next turn boundary, or at
-/// once while a person's question waits. Listened for while `handle`'s session lives here.
+/// go of its session with SIGUSR1: the runtime hands it over — at once when no task runs (idle,
+/// waiting for a follow-up), at the next turn boundary when one does, at once while a person's
+/// question waits. Listened for while `handle`'s session lives here.
 fn let_go_when_asked(handle: &SessionHandle) {
     let Ok(mut asked) =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
@@ -178,7 +179,7 @@ fn let_go_when_asked(handle: &SessionHandle) {
         loop {
             tokio::select! {
                 signal = asked.recv() => {
-                    if signal.is_none() || handle.hand_over().await {
+                    if signal.is_none() || let_go(&handle).await {
                         return;
                     }
                 }
@@ -190,6 +191,21 @@ fn let_go_when_asked(handle: &SessionHandle) {
             }
         }
     });
+}
+
+/// Hands the session over as the runtime decides; `true` once it is no longer this process's
+/// (handed over, or ended). A task that ended before its turn boundary leaves the session idle
+/// here, waiting for a follow-up, and the interface's idle session is handed over all the same.
+async fn let_go(handle: &SessionHandle) -> bool {
+    loop {
+        match handle.hand_over().await {
+            HandoverOutcome::TaskEndedFirst => {}
+            HandoverOutcome::Idle
+            | HandoverOutcome::AtTurnBoundary
+            | HandoverOutcome::QuestionOpen
+            | HandoverOutcome::Ended => return true,
+        }
+    }
 }
 
 /// The session's live items and task ends, as they come.

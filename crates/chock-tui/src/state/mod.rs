@@ -6,6 +6,7 @@
 //! here, once, by [`clean`] as it enters, and again at drawing for the live parts: nothing the
 //! agent writes reaches the terminal as a control or bidi character.
 
+mod detach;
 mod earlier;
 mod question;
 mod review;
@@ -279,6 +280,8 @@ impl App {
                     &format!("── session {id} was handed over to the daemon; follow it: {follow}"),
                 );
                 self.phase = Phase::Ended;
+                // "handing the session to the daemon…" is done.
+                self.status = None;
                 self.handed_over = true;
                 self.quit = true;
             }
