@@ -116,6 +116,7 @@ impl OnPty {
     }
 }
 
+/// Two turns that each run a command (the first sleeps), then the model's answer.
 pub const TWO_COMMANDS: &str = r#"
 [[turn]]
 [[turn.call]]
