@@ -1,6 +1,7 @@
 //! A session through its handle: operations by `send` only (input, an answer by question id, a
 //! narrowing, an apply pinned to a digest, end), a second input refused while one runs, and
-//! subscriptions from any seq that see every line once, in order, then the live stream.
+//! subscriptions from any seq that see every line once, in order, then the live stream; an idle
+//! session handed over at once and taken up with nothing running.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -339,4 +340,114 @@ fn an_apply_through_the_handle_is_decided_logged_and_written() {
         let apply = kinds.iter().rposition(|k| k == "workspace.apply").unwrap();
         assert!(decision < apply, "{kinds:?}");
     });
+}
+
+const ONE_TASK_THEN_A_FOLLOW_UP: &str = r#"
+[[turn]]
+text = "first done"
+
+[[turn]]
+text = "the follow-up, in the new owner"
+"#;
+
+/// An idle session (its task ended, waiting for a follow-up) is let go at once: the runtime says
+/// so (`HandoverOutcome::Idle`), subscribers get `HandedOver` and the end of the stream, no task
+/// starts here any more, no `session.end` is written, and the log's lock is free once the
+/// handles are gone. The new owner takes it up with nothing running and runs the follow-up.
+#[test]
+fn an_idle_session_is_let_go_at_once_and_taken_up_with_nothing_running() {
+    use chock_log::EventKind;
+    use chock_protocol::log::{HandoverHow, Owner};
+    use chock_runtime::{Handover, HandoverOutcome};
+    let env = Env::new("");
+    let rt = runtime();
+    let dir = rt.block_on(async {
+        let session =
+            chock_runtime::start(env.builder(ONE_TASK_THEN_A_FOLLOW_UP), Opening::New, None)
+                .await
+                .unwrap();
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::Done)
+        ));
+        assert_eq!(session.state(), SessionState::Idle);
+        assert_eq!(session.hand_over().await, HandoverOutcome::Idle);
+        let rest = drain(&mut items).await;
+        assert!(
+            rest.iter()
+                .any(|i| matches!(i, Item::TaskEnded(TaskOutcome::HandedOver))),
+            "{rest:?}"
+        );
+        let refused = session
+            .send(Op::UserInput {
+                text: "more".into(),
+            })
+            .await;
+        assert!(matches!(refused, Err(OpError::Ended { .. })), "{refused:?}");
+        assert_eq!(session.hand_over().await, HandoverOutcome::Ended);
+        session.dir().to_path_buf()
+    });
+    let kinds = |dir: &Path| -> Vec<EventKind> {
+        read_events(dir).unwrap().iter().map(|e| e.kind).collect()
+    };
+    let before = kinds(&dir);
+    assert!(!before.contains(&EventKind::SessionEnd), "{before:?}");
+    assert!(!matches!(
+        chock_log::is_live(&dir).unwrap(),
+        chock_log::Liveness::Live { .. }
+    ));
+    rt.block_on(async {
+        let handover = Handover {
+            from: Owner {
+                pid: 1,
+                process: "chock tui".into(),
+            },
+            to: Owner {
+                pid: std::process::id(),
+                process: "test".into(),
+            },
+            how: HandoverHow::Released,
+        };
+        let session = chock_runtime::start(
+            env.builder(ONE_TASK_THEN_A_FOLLOW_UP),
+            Opening::Adopt(dir.clone(), handover),
+            None,
+        )
+        .await
+        .unwrap();
+        // Taken up idle: nothing runs until the next input.
+        assert_eq!(session.state(), SessionState::Idle);
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput {
+                text: "and then".into(),
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::Done)
+        ));
+        session.send(Op::End).await.unwrap();
+    });
+    let after = kinds(&dir);
+    let at = after
+        .iter()
+        .position(|k| *k == EventKind::SessionHandover)
+        .unwrap();
+    let turns_after = after[at..]
+        .iter()
+        .filter(|k| **k == EventKind::TurnStart)
+        .count();
+    assert_eq!(turns_after, 1, "only the follow-up ran: {after:?}");
+    let ends = after
+        .iter()
+        .filter(|k| **k == EventKind::SessionEnd)
+        .count();
+    assert_eq!(ends, 1);
 }
