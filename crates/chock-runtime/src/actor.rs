@@ -18,9 +18,9 @@ pub(crate) enum Command {
     Input(String),
     /// End the session (after the task running now, if any) and say how it went.
     End(oneshot::Sender<Result<Summary, String>>),
-    /// Let go of the idle session for another process (no `session.end`), and say whether it
-    /// was.
-    HandOver(oneshot::Sender<bool>),
+    /// Let go of the idle session for another process (no `session.end`), and say when it is
+    /// let go.
+    HandOver(oneshot::Sender<()>),
 }
 
 /// Runs the session's loop until it ends: by [`Command::End`], by an error, or by every handle
@@ -63,7 +63,7 @@ pub(crate) async fn run(
                 feed.task_ended(TaskOutcome::HandedOver);
                 drop(runtime);
                 feed.ended();
-                let _ = reply.send(true);
+                let _ = reply.send(());
                 return;
             }
         }

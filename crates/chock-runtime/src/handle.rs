@@ -436,9 +436,9 @@ impl SessionHandle {
             return HandoverOutcome::Ended;
         }
         match rx.await {
-            Ok(true) => HandoverOutcome::Idle,
-            // An end sent before the handover was taken first.
-            Ok(false) | Err(_) => HandoverOutcome::Ended,
+            Ok(()) => HandoverOutcome::Idle,
+            // An end sent before the handover was taken first: the loop ended the session.
+            Err(_) => HandoverOutcome::Ended,
         }
     }
 

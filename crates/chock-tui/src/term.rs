@@ -168,7 +168,7 @@ struct Ui {
 }
 
 /// How long the daemon waits for this process to let go of a session handed to it: it does at
-/// the end of the turn it is in.
+/// the end of the turn it is in (at once when no task runs).
 const DETACH_WAIT_SECS: u64 = 600;
 
 /// How many transcript lines are kept for drawing again after a resize.
