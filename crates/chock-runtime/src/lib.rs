@@ -107,6 +107,7 @@ pub async fn start(
         feed.observe(observer);
     }
     let builder = builder.sink(Arc::new(feed::FeedSink(Arc::clone(&feed))));
+    let adopting = matches!(opening, Opening::Adopt(..));
     let mut runtime = tokio::task::spawn_blocking(move || match opening {
         Opening::New => builder.build(),
         Opening::Resume(dir) => builder.resume(&dir),
@@ -114,6 +115,10 @@ pub async fn start(
     })
     .await
     .map_err(|e| StartError::Panicked(e.to_string()))??;
+    if adopting {
+        // A task the person interrupted is not taken up again: the session waits for input.
+        runtime.wait_if_interrupted()?;
+    }
     // Its MCP servers start here, on the caller's runtime, which drives them for the session's
     // life.
     runtime.start_mcp().await?;

@@ -342,6 +342,22 @@ fn an_apply_through_the_handle_is_decided_logged_and_written() {
     });
 }
 
+/// Waits (up to 10 s) until nothing holds the log's lock in `dir`: the session let go of it once
+/// its last writer (the log's flusher among them) is gone.
+fn lock_freed(dir: &Path) {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while matches!(
+        chock_log::is_live(dir).unwrap(),
+        chock_log::Liveness::Live { .. }
+    ) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the log's lock is still held"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 const ONE_TASK_THEN_A_FOLLOW_UP: &str = r#"
 [[turn]]
 text = "first done"
@@ -397,10 +413,7 @@ fn an_idle_session_is_let_go_at_once_and_taken_up_with_nothing_running() {
     };
     let before = kinds(&dir);
     assert!(!before.contains(&EventKind::SessionEnd), "{before:?}");
-    assert!(!matches!(
-        chock_log::is_live(&dir).unwrap(),
-        chock_log::Liveness::Live { .. }
-    ));
+    lock_freed(&dir);
     rt.block_on(async {
         let handover = Handover {
             from: Owner {
@@ -450,4 +463,111 @@ fn an_idle_session_is_let_go_at_once_and_taken_up_with_nothing_running() {
         .filter(|k| **k == EventKind::SessionEnd)
         .count();
     assert_eq!(ends, 1);
+}
+
+const A_LONG_COMMAND_THEN_A_FOLLOW_UP: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 30" }
+
+[[turn]]
+text = "the follow-up, in the new owner"
+"#;
+
+/// A session whose task the person interrupted, then let go idle: the new owner does not go on
+/// with the interrupted task (no model request after `session.handover`) but waits for the
+/// next input, and the follow-up is the next turn.
+#[test]
+fn an_interrupted_idle_session_is_taken_up_waiting_for_input() {
+    use chock_log::EventKind;
+    use chock_protocol::log::{HandoverHow, Owner};
+    use chock_runtime::{Handover, HandoverOutcome};
+    let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n");
+    let rt = runtime();
+    let dir = rt.block_on(async {
+        let session = chock_runtime::start(
+            env.builder(A_LONG_COMMAND_THEN_A_FOLLOW_UP),
+            Opening::New,
+            None,
+        )
+        .await
+        .unwrap();
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        loop {
+            if let Item::Live { event, .. } = next(&mut items).await
+                && matches!(*event, AgentEvent::Decision { .. })
+            {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        session.send(Op::Interrupt).await.unwrap();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::Interrupted)
+        ));
+        assert_eq!(session.hand_over().await, HandoverOutcome::Idle);
+        session.dir().to_path_buf()
+    });
+    lock_freed(&dir);
+    rt.block_on(async {
+        let handover = Handover {
+            from: Owner {
+                pid: 1,
+                process: "chock tui".into(),
+            },
+            to: Owner {
+                pid: std::process::id(),
+                process: "test".into(),
+            },
+            how: HandoverHow::Released,
+        };
+        let session = chock_runtime::start(
+            env.builder(A_LONG_COMMAND_THEN_A_FOLLOW_UP),
+            Opening::Adopt(dir.clone(), handover),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(session.state(), SessionState::Idle, "not taken up working");
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput {
+                text: "something else".into(),
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::Done)
+        ));
+        session.send(Op::End).await.unwrap();
+    });
+    let events = read_events(&dir).unwrap();
+    let at = events
+        .iter()
+        .position(|e| e.kind == EventKind::SessionHandover)
+        .unwrap();
+    let requests = events[at..]
+        .iter()
+        .filter(|e| e.kind == EventKind::ModelRequest)
+        .count();
+    assert_eq!(requests, 1, "only the follow-up asked the model");
+    let first_turn_after = events[at..].iter().find_map(|e| match e.payload() {
+        Ok(EventData::TurnStart(t)) => Some(t),
+        _ => None,
+    });
+    let turn = first_turn_after.expect("the follow-up's turn");
+    assert_eq!(turn.turn, 2);
+    assert_eq!(turn.input.as_deref(), Some("something else"));
+    let sleeps = events
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolCall)
+        .count();
+    assert_eq!(sleeps, 1, "the interrupted command is not run again");
 }

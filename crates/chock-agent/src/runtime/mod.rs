@@ -199,6 +199,61 @@ impl SessionRuntime {
         self.carried.is_some()
     }
 
+    /// A session taken over whose last task had ended by an interrupt (let go while idle, or
+    /// its owner died after the interrupt): the person stopped that task, so the new owner does
+    /// not go on with it but waits for the next input, as a resumed session does. The calls of
+    /// the model's last reply that have no result in the conversation are told theirs (the
+    /// logged one, or that they were not run). A call whose children still run is left to
+    /// [`SessionRuntime::carry_on`], which waits for them.
+    pub fn wait_if_interrupted(&mut self) -> Result<(), chock_log::LogError> {
+        let Some(carried) = &self.carried else {
+            return Ok(());
+        };
+        if carried
+            .calls
+            .iter()
+            .any(|c| matches!(c.state, crate::agent::CallState::Children(_)))
+        {
+            return Ok(());
+        }
+        let events = chock_log::read_events(self.agent.log().dir())?;
+        let last_turn = events.iter().rev().find_map(|e| match e.payload() {
+            Ok(chock_protocol::EventData::TurnStart(_)) => Some(None),
+            Ok(chock_protocol::EventData::TurnEnd(end)) => Some(Some(end.reason)),
+            _ => None,
+        });
+        if last_turn != Some(Some(chock_protocol::log::TurnEndReason::Interrupted)) {
+            return Ok(());
+        }
+        let carried = self.carried.take().unwrap_or_default();
+        if !carried.calls.is_empty() {
+            use crate::agent::CallState;
+            let content = carried
+                .calls
+                .into_iter()
+                .map(|call| {
+                    let (content, is_error) = match call.state {
+                        CallState::Answered { content, is_error } => (content, is_error),
+                        CallState::Unknown(content) => (content, true),
+                        CallState::Run | CallState::Children(_) => {
+                            ("not run: the turn was interrupted".to_string(), true)
+                        }
+                    };
+                    chock_provider::Block::ToolResult {
+                        tool_use_id: call.id,
+                        content,
+                        is_error,
+                    }
+                })
+                .collect();
+            self.conversation.push(Message {
+                role: chock_provider::Role::User,
+                content,
+            });
+        }
+        Ok(())
+    }
+
     /// Goes on with the task taken over from another process, at its next turn (the calls the
     /// old owner left open first: see [`handover`]). Ends as [`SessionRuntime::submit`] does.
     pub async fn carry_on(&mut self) -> Result<TaskEnd, AgentError> {
