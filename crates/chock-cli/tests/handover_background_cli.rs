@@ -106,9 +106,20 @@ fn keepers_confined() -> usize {
         if comm.trim() != "chock-keeper" {
             continue;
         }
-        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
-            continue;
+        // A keeper another test starts at this moment confines itself a few milliseconds after
+        // its exec (before it answers anyone): it is given a second to do so.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let status = loop {
+            let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+                break None;
+            };
+            let confined = status.contains("NoNewPrivs:\t1") && status.contains("Seccomp:\t2");
+            if confined || std::time::Instant::now() >= until {
+                break Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         };
+        let Some(status) = status else { continue };
         assert!(status.contains("NoNewPrivs:\t1"), "{status}");
         assert!(status.contains("Seccomp:\t2"), "{status}");
         seen += 1;
