@@ -45,6 +45,25 @@ fn tree_server(sessions_root: PathBuf, script: Arc<Script>) -> (u16, Seen) {
     (port, seen)
 }
 
+/// The tree's provider key, as the daemon and the top agent are given it.
+const TREE_KEY: (&str, &str) = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
+
+/// The tree's loopback model server playing `script`, the world's provider pointed at it, and a
+/// daemon with the tree's key: what the handover tests of a tree start from.
+fn tree_and_daemon(w: &World, script: Arc<Script>) -> (Seen, Daemon) {
+    let (port, seen) = tree_server(w.sessions_root(), script);
+    fake_provider(w, port, TREE_KEY.0);
+    (seen, Daemon::start_with_env(w, &[TREE_KEY]))
+}
+
+/// Holds the asking agent (its model's answer) until the test writes `flag`, two minutes at most.
+fn hold_until(flag: &Path) {
+    let until = Instant::now() + Duration::from_secs(120);
+    while !flag.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits (up to a minute) until each agent of `tags` has asked its model (`what` says what never
 /// happened, should it not).
 fn wait_until_asked(seen: &Seen, tags: &[&str], what: &str) {
@@ -1104,18 +1123,13 @@ fn a_child_that_outlives_its_killed_parent_is_adopted_with_it_and_its_end_record
             &json!({"task": "[agent:C] take your time"}),
         ),
         ("C", 0) => {
-            let until = Instant::now() + Duration::from_secs(120);
-            while !wait_for.exists() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            hold_until(&wait_for);
             answer("c0", 1000, "the child is done")
         }
         _ => answer("p1", 1000, "the parent is done"),
     };
-    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
-    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
-    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let daemon = Daemon::start_with_env(&w, &[key]);
+    let (seen, daemon) = tree_and_daemon(&w, Arc::new(script));
+    let key = TREE_KEY;
     let mut top = top_agent(&w, key, "[agent:P] spawn one");
     wait_until_asked(&seen, &["C"], "the child never asked its model");
     let parent = session_of(&w, "P");
@@ -1225,10 +1239,8 @@ fn an_interrupt_reaches_a_child_adopted_with_its_killed_parent() {
         ("C", 0) => Step::Hang,
         _ => answer("x", 1000, "done"),
     };
-    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
-    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
-    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let daemon = Daemon::start_with_env(&w, &[key]);
+    let (seen, daemon) = tree_and_daemon(&w, Arc::new(script));
+    let key = TREE_KEY;
     let mut top = top_agent(&w, key, "[agent:P] spawn one");
     wait_until_asked(&seen, &["C"], "the child never asked its model");
     let parent = session_of(&w, "P");
@@ -1318,10 +1330,8 @@ fn spawn_agents_children_of_a_killed_parent_are_all_named_in_the_calls_result() 
             _ => answer("p1", 1000, "the parent is done"),
         }
     };
-    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
-    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
-    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let daemon = Daemon::start_with_env(&w, &[key]);
+    let (seen, daemon) = tree_and_daemon(&w, Arc::new(script));
+    let key = TREE_KEY;
     let mut top = top_agent(&w, key, "[agent:P] spawn two");
     wait_until_asked(&seen, &["A", "B"], "the children never asked");
     let (parent, a, b) = (
@@ -1397,18 +1407,13 @@ fn a_background_child_moves_with_its_parent_and_the_new_owner_records_its_end() 
         ("P", 2) => answer("p2", 1000, "the parent carries on"),
         ("P", 3) => call("p3", 1000, "read_output", &json!({"handle": "bg-p0"})),
         ("C", 0) => {
-            let until = Instant::now() + Duration::from_secs(120);
-            while !wait_for.exists() && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            hold_until(&wait_for);
             answer("c0", 1000, "the background child is done")
         }
         _ => answer("x", 1000, "done"),
     };
-    let (port, seen) = tree_server(w.sessions_root(), Arc::new(script));
-    fake_provider(&w, port, "CHOCK_TEST_TREE_KEY");
-    let key = ("CHOCK_TEST_TREE_KEY", "sk-ant-tree-0123456789");
-    let daemon = Daemon::start_with_env(&w, &[key]);
+    let (seen, daemon) = tree_and_daemon(&w, Arc::new(script));
+    let key = TREE_KEY;
     let mut top = top_agent(&w, key, "[agent:P] spawn one in the background");
     wait_until_asked(&seen, &["C"], "the child never asked its model");
     let parent = session_of(&w, "P");

@@ -100,17 +100,13 @@ impl Session {
         pidfd: OwnedFd,
         deciding: &dyn Deciding,
     ) -> Result<Option<String>, SessionError> {
-        let killer = pidfd.try_clone().map(Killer::from_pidfd).map_err(|source| {
-            SessionError::Sandbox(SandboxError::Host {
-                what: "copy the call's pidfd".into(),
-                source,
-            })
-        });
+        // Copied before the doors take the pidfd: the kill if one of them fails.
+        let killer = pidfd.try_clone().ok().map(Killer::from_pidfd);
         let served = self
             .serve_moved_doors(call_id, doors, pidfd, deciding)
             .await;
         if served.is_err()
-            && let Ok(killer) = &killer
+            && let Some(killer) = &killer
         {
             killer.kill();
         }
