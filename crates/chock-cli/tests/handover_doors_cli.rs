@@ -19,8 +19,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use chock_client::DaemonClient;
-use chock_protocol::rpc::{Call, Done, InputParams, SessionParams, SessionState};
+use chock_protocol::rpc::SessionState;
 use handover_support::*;
 use run_support::*;
 
@@ -124,28 +123,15 @@ fn a_moved_background_commands_connection_git_and_seccomp_watch_are_served_by_th
     // Only now is the command let through: its next connection reaches the daemon's proxy.
     gate.open.store(true, Ordering::SeqCst);
     rt().block_on(async {
-        let mut client = DaemonClient::unix(&w.runtime.join("chock/daemon.sock"))
-            .await
-            .unwrap();
+        let mut client = connect(&w).await;
         wait_state(&mut client, &id, SessionState::Idle).await;
         wait_for_log(&w, "the daemon records the command's end", |e| {
             e.iter()
                 .any(|(k, _, d)| k == "note" && d["about"] == "background_ended")
         });
-        let _: Done = client
-            .call(&Call::SessionsInput(InputParams {
-                session: id.clone(),
-                text: "what did it print?".into(),
-            }))
-            .await
-            .unwrap();
+        send_input(&mut client, &id, "what did it print?").await;
         wait_state(&mut client, &id, SessionState::Idle).await;
-        let _: Done = client
-            .call(&Call::SessionsEnd(SessionParams {
-                session: id.clone(),
-            }))
-            .await
-            .unwrap();
+        end_session(&mut client, &id).await;
     });
     let out = std::fs::read_to_string(w.session().join("background/bg-play_1_1.stdout")).unwrap();
     // The egress door: the connection made after the move was settled and reached the server.
