@@ -37,7 +37,7 @@ pub enum Nameservers {
 }
 
 /// A resolver that returns every A and AAAA address of a name: one resolver per family, asked at
-/// once, so that a family that does not answer costs a connection [`RESOLUTION_DELAY`] when the
+/// once, so that a family that does not answer costs a connection `RESOLUTION_DELAY` (250 ms) when the
 /// other did.
 #[derive(Clone)]
 pub struct NameResolver {
@@ -89,7 +89,7 @@ impl NameResolver {
 
     /// Every address `host` resolves to (A and AAAA), the family that answered first first. An IP
     /// literal is returned as itself without asking anyone. Both families are asked at once; once
-    /// one has given addresses, the other is waited for [`RESOLUTION_DELAY`] at most, and what it
+    /// one has given addresses, the other is waited for `RESOLUTION_DELAY` (250 ms) at most, and what it
     /// has not answered by then is not in the answer. A family that gives nothing (no such
     /// record, or an error) leaves the other to be waited for in full.
     pub async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, BrokerError> {
