@@ -173,6 +173,11 @@ impl Agent {
         }
     }
 
+    /// The turn limit of each task.
+    pub(crate) fn max_turns(&self) -> u32 {
+        self.limits.max_turns
+    }
+
     /// The session's budget: the one account every model call of the session is admitted and
     /// charged through (and children's slices reserved from).
     pub fn budget(&self) -> &crate::budget::Budget {
@@ -350,17 +355,19 @@ impl Agent {
             )?;
             self.task_noted = true;
         }
-        self.turns(conversation, Some(input), interrupt, summary)
+        self.turns(conversation, Some(input), 0, interrupt, summary)
             .await
     }
 
     /// The task's turns from where `conversation` stands; `input` is the task's (written in its
-    /// first `turn.start`), `None` for a task taken over from another process. Stops at the
-    /// next turn boundary once a handover is asked for.
+    /// first `turn.start`), `None` for a task taken over from another process, which has had
+    /// `used` of its turn limit's turns already. Stops at the next turn boundary once a handover
+    /// is asked for.
     pub(crate) async fn turns(
         &mut self,
         conversation: &mut Vec<Message>,
         input: Option<&str>,
+        used: u32,
         interrupt: &mut watch::Receiver<u64>,
         summary: &mut Summary,
     ) -> Result<TaskEnd, AgentError> {
@@ -371,7 +378,7 @@ impl Agent {
         // by a quarter to a half on this two-core machine.
         let _working = self.host.session().workspace().pause_background();
         let mut first = true;
-        for _ in 0..self.limits.max_turns {
+        for _ in used..self.limits.max_turns {
             if interrupt.has_changed().unwrap_or(false) {
                 return Ok(TaskEnd::Interrupted);
             }

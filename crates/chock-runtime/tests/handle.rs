@@ -571,3 +571,189 @@ fn an_interrupted_idle_session_is_taken_up_waiting_for_input() {
         .count();
     assert_eq!(sleeps, 1, "the interrupted command is not run again");
 }
+
+const THREE_COMMANDS_THEN_A_FOLLOW_UP: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo one" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo two" }
+
+[[turn]]
+text = "the follow-up, in the new owner"
+"#;
+
+/// A session whose task stopped at its turn limit (two turns, each calling a tool), then let go
+/// idle: that task is over, so the new owner does not go on with it (which would also have
+/// given it a fresh turn limit) but waits for the next input.
+#[test]
+fn a_task_stopped_at_its_turn_limit_is_not_carried_on_by_the_new_owner() {
+    use chock_log::EventKind;
+    use chock_protocol::log::{HandoverHow, Owner};
+    use chock_runtime::{Handover, HandoverOutcome};
+    let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n");
+    let rt = runtime();
+    let dir = rt.block_on(async {
+        let session = chock_runtime::start(
+            env.builder(THREE_COMMANDS_THEN_A_FOLLOW_UP).max_turns(2),
+            Opening::New,
+            None,
+        )
+        .await
+        .unwrap();
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::MaxTurns)
+        ));
+        assert_eq!(session.hand_over().await, HandoverOutcome::Idle);
+        session.dir().to_path_buf()
+    });
+    lock_freed(&dir);
+    rt.block_on(async {
+        let handover = Handover {
+            from: Owner {
+                pid: 1,
+                process: "chock tui".into(),
+            },
+            to: Owner {
+                pid: std::process::id(),
+                process: "test".into(),
+            },
+            how: HandoverHow::Released,
+        };
+        let session = chock_runtime::start(
+            env.builder(THREE_COMMANDS_THEN_A_FOLLOW_UP).max_turns(2),
+            Opening::Adopt(dir.clone(), handover),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(session.state(), SessionState::Idle, "not taken up working");
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput {
+                text: "something else".into(),
+            })
+            .await
+            .unwrap();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::Done)
+        ));
+        session.send(Op::End).await.unwrap();
+    });
+    let events = read_events(&dir).unwrap();
+    let at = events
+        .iter()
+        .position(|e| e.kind == EventKind::SessionHandover)
+        .unwrap();
+    let requests = events[at..]
+        .iter()
+        .filter(|e| e.kind == EventKind::ModelRequest)
+        .count();
+    assert_eq!(requests, 1, "only the follow-up asked the model");
+    let calls = events
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolCall)
+        .count();
+    assert_eq!(calls, 2, "no third turn in the stopped task");
+}
+
+const FOUR_COMMANDS: &str = r#"
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "sleep 1" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo two" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo three" }
+
+[[turn]]
+[[turn.call]]
+tool = "run_command"
+input = { command = "echo four" }
+
+[[turn]]
+text = "never reached under the limit"
+"#;
+
+/// A task handed over at a turn boundary keeps the turns it has had: under a limit of three,
+/// the old owner's first turn counts, so the new owner runs two more and the task stops at its
+/// limit with three commands run, not four.
+#[test]
+fn a_task_carried_on_keeps_the_turns_it_has_had() {
+    use chock_log::EventKind;
+    use chock_protocol::log::{HandoverHow, Owner};
+    use chock_runtime::{Handover, HandoverOutcome};
+    let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n");
+    let rt = runtime();
+    let dir = rt.block_on(async {
+        let session =
+            chock_runtime::start(env.builder(FOUR_COMMANDS).max_turns(3), Opening::New, None)
+                .await
+                .unwrap();
+        let mut items = session.subscribe_live();
+        session
+            .send(Op::UserInput { text: "go".into() })
+            .await
+            .unwrap();
+        loop {
+            if let Item::Live { event, .. } = next(&mut items).await
+                && matches!(*event, AgentEvent::Decision { .. })
+            {
+                break;
+            }
+        }
+        assert_eq!(session.hand_over().await, HandoverOutcome::AtTurnBoundary);
+        session.dir().to_path_buf()
+    });
+    lock_freed(&dir);
+    rt.block_on(async {
+        let handover = Handover {
+            from: Owner {
+                pid: 1,
+                process: "chock run".into(),
+            },
+            to: Owner {
+                pid: std::process::id(),
+                process: "test".into(),
+            },
+            how: HandoverHow::Released,
+        };
+        let session = chock_runtime::start(
+            env.builder(FOUR_COMMANDS).max_turns(3),
+            Opening::Adopt(dir.clone(), handover),
+            None,
+        )
+        .await
+        .unwrap();
+        let mut items = session.subscribe_live();
+        assert!(matches!(
+            task_end(&mut items).await,
+            TaskOutcome::Ended(Ended::MaxTurns)
+        ));
+        session.send(Op::End).await.unwrap();
+    });
+    let events = read_events(&dir).unwrap();
+    let calls = events
+        .iter()
+        .filter(|e| e.kind == EventKind::ToolCall)
+        .count();
+    assert_eq!(calls, 3, "the limit counts the old owner's turn");
+}

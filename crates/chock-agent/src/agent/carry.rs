@@ -142,7 +142,12 @@ impl Agent {
                 self.end_turn(turn, TurnEndReason::ToolResults)?;
             }
         }
-        self.turns(conversation, None, interrupt, summary).await
+        // The task keeps the turns it has had: its limit counts from its first turn, whoever ran
+        // it.
+        let events = chock_log::read_events(self.log().dir())?;
+        let used = crate::runtime::last_task::last_task(&events, self.max_turns()).turns;
+        self.turns(conversation, None, used, interrupt, summary)
+            .await
     }
 
     /// Waits for the children call `call` spawned, records their end, and gives the result the

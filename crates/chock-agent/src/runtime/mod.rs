@@ -14,6 +14,7 @@ mod build_error;
 mod builder;
 mod choose;
 pub mod handover;
+pub(crate) mod last_task;
 mod mcp;
 mod ops;
 pub mod resume;
@@ -199,12 +200,13 @@ impl SessionRuntime {
         self.carried.is_some()
     }
 
-    /// A session taken over whose last task had ended by an interrupt (let go while idle, or
-    /// its owner died after the interrupt): the person stopped that task, so the new owner does
-    /// not go on with it but waits for the next input, as a resumed session does. The calls of
-    /// the model's last reply that have no result in the conversation are told theirs (the
-    /// logged one, or that they were not run). A call whose children still run is left to
-    /// [`SessionRuntime::carry_on`], which waits for them.
+    /// A session taken over whose last task had stopped before its model's final answer — the
+    /// person interrupted it, the budget refused its next model call, or it had all the turns
+    /// its limit allows (let go while idle, or its owner died after): that task is over, so the
+    /// new owner does not go on with it but waits for the next input, as a resumed session does.
+    /// The calls of the model's last reply that have no result in the conversation are told
+    /// theirs (the logged one, or that they were not run). A call whose children still run is
+    /// left to [`SessionRuntime::carry_on`], which waits for them.
     pub fn wait_if_interrupted(&mut self) -> Result<(), chock_log::LogError> {
         let Some(carried) = &self.carried else {
             return Ok(());
@@ -217,12 +219,8 @@ impl SessionRuntime {
             return Ok(());
         }
         let events = chock_log::read_events(self.agent.log().dir())?;
-        let last_turn = events.iter().rev().find_map(|e| match e.payload() {
-            Ok(chock_protocol::EventData::TurnStart(_)) => Some(None),
-            Ok(chock_protocol::EventData::TurnEnd(end)) => Some(Some(end.reason)),
-            _ => None,
-        });
-        if last_turn != Some(Some(chock_protocol::log::TurnEndReason::Interrupted)) {
+        let stopped = last_task::last_task(&events, self.agent.max_turns()).stopped;
+        if stopped.is_none() {
             return Ok(());
         }
         let carried = self.carried.take().unwrap_or_default();
