@@ -117,7 +117,7 @@ pub async fn start(
     .map_err(|e| StartError::Panicked(e.to_string()))??;
     if adopting {
         // A task the person interrupted is not taken up again: the session waits for input.
-        runtime.wait_if_interrupted()?;
+        runtime.wait_if_task_stopped()?;
     }
     // Its MCP servers start here, on the caller's runtime, which drives them for the session's
     // life.

@@ -207,7 +207,7 @@ impl SessionRuntime {
     /// The calls of the model's last reply that have no result in the conversation are told
     /// theirs (the logged one, or that they were not run). A call whose children still run is
     /// left to [`SessionRuntime::carry_on`], which waits for them.
-    pub fn wait_if_interrupted(&mut self) -> Result<(), chock_log::LogError> {
+    pub fn wait_if_task_stopped(&mut self) -> Result<(), chock_log::LogError> {
         let Some(carried) = &self.carried else {
             return Ok(());
         };
