@@ -74,7 +74,7 @@ fn keep_sessions_when_asked() -> anyhow::Result<tokio::task::JoinHandle<()>> {
         .context("listening for SIGUSR1")?;
     Ok(tokio::spawn(async move {
         while asked.recv().await.is_some() {
-            eprintln!(
+            crate::say::say_err!(
                 "chock acp: asked to hand a session to the daemon (chock detach): an editor's \
                  sessions are not handed over; they stay here"
             );

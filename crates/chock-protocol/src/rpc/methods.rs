@@ -124,13 +124,15 @@ methods! {
     /// up. A turn that
     /// does not exist or did not complete is `bad_input`.
     SessionsFork("sessions.fork", ForkParams) -> ForkMade,
-    /// Takes a session that runs in another process (`chock run`) into this daemon while it
-    /// works (`chock detach`): the owner is asked to let go (it stops at the next turn boundary,
-    /// or at once while a question is open), or is found gone; the daemon opens the session's
-    /// log and workspace, writes `session.handover` naming both processes, and goes on with the
-    /// task at its next turn. A call the old owner left running is logged as outcome unknown and
-    /// never run again; an open question stays open for this daemon's clients. Refused
-    /// (`not_running`) for a session that ended: `sessions.resume` takes that up.
+    /// Takes a session that runs in another process (`chock run`, the terminal interface) into
+    /// this daemon while it works (`chock detach`), or — the terminal interface's — while it
+    /// waits for a follow-up: the owner is asked to let go (it stops at the next turn boundary,
+    /// or at once while a question is open or no task runs; an idle session is taken up with
+    /// nothing run, and waits for the next input), or is found gone; the daemon opens the
+    /// session's log and workspace, writes `session.handover` naming both processes, and goes on
+    /// with the task at its next turn. A call the old owner left running is logged as outcome
+    /// unknown and never run again; an open question stays open for this daemon's clients.
+    /// Refused (`not_running`) for a session that ended: `sessions.resume` takes that up.
     SessionsAdopt("sessions.adopt", AdoptParams) -> Started,
 }
 
