@@ -106,9 +106,11 @@ impl NameResolver {
         } else {
             format!("{host}.")
         };
-        let v4 = self.v4.lookup_ip(fqdn.as_str());
-        let v6 = self.v6.lookup_ip(fqdn.as_str());
-        tokio::pin!(v4, v6);
+        // Boxed: two resolvers' lookups in flight are large futures, and this one is awaited
+        // deep in a connection's (a test's whole client flow ran out of a thread's 2 MiB stack
+        // with them inline).
+        let mut v4 = Box::pin(self.v4.lookup_ip(fqdn.as_str()));
+        let mut v6 = Box::pin(self.v6.lookup_ip(fqdn.as_str()));
         let first = tokio::select! {
             found = &mut v4 => Answered::V4(found),
             found = &mut v6 => Answered::V6(found),

@@ -63,21 +63,27 @@ pub(crate) async fn reach(
     // listed and checked against their pins. Its calls fail instead, as a stdio server's do once it
     // exited.
     config.reinit_on_expired_session = false;
-    let started = tokio::time::timeout(def.startup_timeout(), async {
-        if sse {
-            let transport = crate::sse::SseTransport::connect(client.clone(), url)
-                .await
-                .map_err(|e| e.to_string())?;
-            crate::negotiate::serve_stateful(handler, transport)
-                .await
-                .map_err(|e| e.to_string())
-        } else {
-            let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
-            crate::negotiate::serve(handler, transport)
-                .await
-                .map_err(|e| e.to_string())
-        }
-    })
+    // Boxed, as each step inside: the handshake's futures are large (rmcp's client, hyper's,
+    // the broker's door), and inline each made the frames awaiting it as large; a debug build's
+    // frames outgrew a 2 MiB thread stack.
+    let started = tokio::time::timeout(
+        def.startup_timeout(),
+        Box::pin(async {
+            if sse {
+                let transport = Box::pin(crate::sse::SseTransport::connect(client.clone(), url))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Box::pin(crate::negotiate::serve_stateful(handler, transport))
+                    .await
+                    .map_err(|e| e.to_string())
+            } else {
+                let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
+                Box::pin(crate::negotiate::serve(handler, transport))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        }),
+    )
     .await;
     let refused = || {
         client

@@ -299,13 +299,16 @@ pub(crate) async fn start(
                 crate::stdio::launch(session, def, cx, &argv, handler).await?;
             (client, Some(service), network)
         }
+        // Boxed: a remote server's handshake (rmcp's client, hyper's, the broker's door) is a
+        // large future, and inline it made every frame that awaits it as large; a debug build's
+        // frames then outgrew a 2 MiB thread stack.
         Transport::Http { url } => (
-            crate::remote::reach(def, cx, url, false, handler).await?,
+            Box::pin(crate::remote::reach(def, cx, url, false, handler)).await?,
             None,
             false,
         ),
         Transport::Sse { url } => (
-            crate::remote::reach(def, cx, url, true, handler).await?,
+            Box::pin(crate::remote::reach(def, cx, url, true, handler)).await?,
             None,
             false,
         ),
