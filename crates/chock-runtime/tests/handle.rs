@@ -358,6 +358,22 @@ fn lock_freed(dir: &Path) {
     }
 }
 
+/// A handover from `process` (pid 1), which let the session go, to this test.
+fn released_by(process: &str) -> chock_runtime::Handover {
+    use chock_protocol::log::{HandoverHow, Owner};
+    chock_runtime::Handover {
+        from: Owner {
+            pid: 1,
+            process: process.into(),
+        },
+        to: Owner {
+            pid: std::process::id(),
+            process: "test".into(),
+        },
+        how: HandoverHow::Released,
+    }
+}
+
 const ONE_TASK_THEN_A_FOLLOW_UP: &str = r#"
 [[turn]]
 text = "first done"
@@ -373,8 +389,7 @@ text = "the follow-up, in the new owner"
 #[test]
 fn an_idle_session_is_let_go_at_once_and_taken_up_with_nothing_running() {
     use chock_log::EventKind;
-    use chock_protocol::log::{HandoverHow, Owner};
-    use chock_runtime::{Handover, HandoverOutcome};
+    use chock_runtime::HandoverOutcome;
     let env = Env::new("");
     let rt = runtime();
     let dir = rt.block_on(async {
@@ -415,17 +430,7 @@ fn an_idle_session_is_let_go_at_once_and_taken_up_with_nothing_running() {
     assert!(!before.contains(&EventKind::SessionEnd), "{before:?}");
     lock_freed(&dir);
     rt.block_on(async {
-        let handover = Handover {
-            from: Owner {
-                pid: 1,
-                process: "chock tui".into(),
-            },
-            to: Owner {
-                pid: std::process::id(),
-                process: "test".into(),
-            },
-            how: HandoverHow::Released,
-        };
+        let handover = released_by("chock tui");
         let session = chock_runtime::start(
             env.builder(ONE_TASK_THEN_A_FOLLOW_UP),
             Opening::Adopt(dir.clone(), handover),
@@ -481,8 +486,7 @@ text = "the follow-up, in the new owner"
 #[test]
 fn an_interrupted_idle_session_is_taken_up_waiting_for_input() {
     use chock_log::EventKind;
-    use chock_protocol::log::{HandoverHow, Owner};
-    use chock_runtime::{Handover, HandoverOutcome};
+    use chock_runtime::HandoverOutcome;
     let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n");
     let rt = runtime();
     let dir = rt.block_on(async {
@@ -516,17 +520,7 @@ fn an_interrupted_idle_session_is_taken_up_waiting_for_input() {
     });
     lock_freed(&dir);
     rt.block_on(async {
-        let handover = Handover {
-            from: Owner {
-                pid: 1,
-                process: "chock tui".into(),
-            },
-            to: Owner {
-                pid: std::process::id(),
-                process: "test".into(),
-            },
-            how: HandoverHow::Released,
-        };
+        let handover = released_by("chock tui");
         let session = chock_runtime::start(
             env.builder(A_LONG_COMMAND_THEN_A_FOLLOW_UP),
             Opening::Adopt(dir.clone(), handover),
@@ -593,8 +587,7 @@ text = "the follow-up, in the new owner"
 #[test]
 fn a_task_stopped_at_its_turn_limit_is_not_carried_on_by_the_new_owner() {
     use chock_log::EventKind;
-    use chock_protocol::log::{HandoverHow, Owner};
-    use chock_runtime::{Handover, HandoverOutcome};
+    use chock_runtime::HandoverOutcome;
     let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n");
     let rt = runtime();
     let dir = rt.block_on(async {
@@ -619,17 +612,7 @@ fn a_task_stopped_at_its_turn_limit_is_not_carried_on_by_the_new_owner() {
     });
     lock_freed(&dir);
     rt.block_on(async {
-        let handover = Handover {
-            from: Owner {
-                pid: 1,
-                process: "chock tui".into(),
-            },
-            to: Owner {
-                pid: std::process::id(),
-                process: "test".into(),
-            },
-            how: HandoverHow::Released,
-        };
+        let handover = released_by("chock tui");
         let session = chock_runtime::start(
             env.builder(THREE_COMMANDS_THEN_A_FOLLOW_UP).max_turns(2),
             Opening::Adopt(dir.clone(), handover),
@@ -699,8 +682,7 @@ text = "never reached under the limit"
 #[test]
 fn a_task_carried_on_keeps_the_turns_it_has_had() {
     use chock_log::EventKind;
-    use chock_protocol::log::{HandoverHow, Owner};
-    use chock_runtime::{Handover, HandoverOutcome};
+    use chock_runtime::HandoverOutcome;
     let env = Env::new("[[rule]]\naction = \"exec.*\"\ndecision = \"allow\"\n");
     let rt = runtime();
     let dir = rt.block_on(async {
@@ -725,17 +707,7 @@ fn a_task_carried_on_keeps_the_turns_it_has_had() {
     });
     lock_freed(&dir);
     rt.block_on(async {
-        let handover = Handover {
-            from: Owner {
-                pid: 1,
-                process: "chock run".into(),
-            },
-            to: Owner {
-                pid: std::process::id(),
-                process: "test".into(),
-            },
-            how: HandoverHow::Released,
-        };
+        let handover = released_by("chock run");
         let session = chock_runtime::start(
             env.builder(FOUR_COMMANDS).max_turns(3),
             Opening::Adopt(dir.clone(), handover),
